@@ -1,0 +1,27 @@
+# Every dependency comes from Debian 12's packages (see deploy/setup.sh); nothing is downloaded.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(Boost 1.74 REQUIRED)          # Asio and Beast are header-only
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+if(TANDEM_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+if(TANDEM_WITH_CONTROLLER)
+  pkg_check_modules(LIBSSH REQUIRED IMPORTED_TARGET libssh>=0.10)
+endif()
+
+# yaml-cpp 0.7 in Debian exports the plain target name; give it one spelling.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(TANDEM_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(TANDEM_YAML_TARGET yaml-cpp)
+endif()

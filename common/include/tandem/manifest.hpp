@@ -1,0 +1,183 @@
+// The bind manifest (apiVersion tandem/v1) as typed C++ values.
+// manifests/README.md is the reference for every key; keep the two in step.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/diagnostics.hpp"
+#include "tandem/units.hpp"
+
+namespace tandem {
+
+// Where a value came from, so later checks (and bind errors) can point at the file.
+struct Mark {
+  int line = 0;
+  int column = 0;
+};
+
+enum class Role { head, worker };
+
+struct Node {
+  std::string name;
+  std::string address;         // how the controller reaches the node (SSH, agent)
+  std::string fabric_address;  // the rendezvous/NCCL address; defaults to address
+  Role role = Role::worker;
+  std::string ssh_user = "root";
+  int ssh_port = 22;
+  int agent_port = 7443;
+  std::string root = "/";  // host paths resolve under this prefix (sandboxed test nodes)
+  Mark mark;
+};
+
+struct Fabric {
+  std::string interface;  // e.g. bond0; empty: whatever routes to the head
+  std::string subnet;     // CIDR, e.g. 10.0.0.0/24; empty: not checked
+};
+
+struct PinnedFile {
+  std::string path;
+  std::string sha256;  // 64 lowercase hex, or empty: only compared across ranks
+  Mark mark;
+};
+
+struct Speculative {
+  std::string method;  // "dflash"
+  std::string model;   // drafter directory
+  int num_speculative_tokens = 0;
+};
+
+// The serve flags of the seed recipe, named as vLLM names them (--kebab-case <-> snake_case).
+struct ServeFlags {
+  std::string served_model_name;
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  bool trust_remote_code = false;
+  std::string load_format;  // empty: engine default
+  int tensor_parallel_size = 1;
+  double gpu_memory_utilization = 0.9;
+  int max_model_len = 0;  // 0: from the model config
+  int max_num_seqs = 0;   // 0: engine default
+  int block_size = 0;     // 0: engine default
+  std::string moe_backend;
+  std::optional<Speculative> speculative;
+  std::string kv_cache_dtype = "auto";
+  std::optional<std::uint64_t> kv_cache_memory;  // bytes
+  bool enforce_eager = false;
+  std::string chat_template;
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
+  std::string reasoning_parser;
+  std::string default_chat_template_kwargs;  // JSON object text, as given on the command line
+  std::string distributed_executor_backend;
+  std::string device = "cuda";  // cuda | cpu
+  std::vector<std::string> extra_args;
+};
+
+struct Rendezvous {
+  int port = 29500;
+  Duration timeout = std::chrono::minutes(2);
+};
+
+struct Engine {
+  std::string binary;
+  std::string model_dir;
+  std::string drafter_dir;  // empty when no speculative decoding
+  std::string run_user;
+  std::string cache_dir;
+  std::vector<PinnedFile> pins;  // configs and templates to hash and compare
+  ServeFlags serve;
+  Rendezvous rendezvous;
+  std::map<std::string, std::string> env;  // extra environment for both ranks
+};
+
+// A command the agent may run: an argv (no shell), on the nodes it names.
+struct Command {
+  std::string on = "all";  // all | head | worker | <node name>
+  std::vector<std::string> run;
+  Duration timeout = std::chrono::minutes(5);
+  Mark mark;
+};
+
+struct Hygiene {
+  std::vector<std::string> cron_patterns;
+  bool cron_include_systemd_timers = true;
+  std::vector<Command> stop;
+  Duration port_dark_timeout = std::chrono::seconds(60);
+  std::vector<std::string> shm_patterns{"torch_*", "psm_*", "nccl-*"};
+  bool drop_page_cache = true;
+  std::optional<std::uint64_t> min_mem_available;  // bytes
+  bool cache_dir_user_owned = true;
+};
+
+struct Gates {
+  Duration serve_timeout = std::chrono::minutes(30);
+  bool health = true;
+  bool models = true;
+  bool chat = true;
+  bool tool_call = true;
+  bool json = true;
+  std::optional<int> long_retrieval_tokens;
+  bool spec_metrics = false;
+  std::optional<double> min_acceptance;  // accepted / drafted, when spec_metrics is on
+  struct Bench {
+    double min_tok_s = 0;
+    int max_failures = 0;
+    int concurrency = 1;
+    int max_tokens = 400;
+  };
+  std::optional<Bench> bench;
+};
+
+enum class DeadmanBackend { systemd, agent };
+
+struct Deadman {
+  Duration delay = std::chrono::minutes(70);
+  DeadmanBackend backend = DeadmanBackend::systemd;
+};
+
+struct RollbackVerify {
+  std::string url;  // GET must answer 200
+  std::string expect_body_contains;
+  Duration timeout = std::chrono::minutes(20);
+};
+
+struct Rollback {
+  std::vector<Command> commands;
+  RollbackVerify verify;
+};
+
+struct Manifest {
+  std::string file;  // where it was read from, for messages
+  std::string name;  // metadata.name
+  std::vector<Node> nodes;
+  Fabric fabric;
+  Engine engine;
+  Hygiene hygiene;
+  Gates gates;
+  Deadman deadman;
+  Rollback rollback;
+
+  const Node& head() const;                  // valid manifests have exactly one
+  std::vector<const Node*> workers() const;  // in manifest order
+  // Nodes in start order: workers first (an orphaned head hangs the rendezvous), head last.
+  std::vector<const Node*> start_order() const;
+  // Does a command's `on` select this node?
+  bool selects(const Command& c, const Node& n) const;
+};
+
+struct LoadResult {
+  std::optional<Manifest> manifest;  // set only when there are no errors
+  Diagnostics errors;
+};
+
+// Parse and validate. Reports every problem at once; returns a manifest only if there are none.
+LoadResult load_manifest_text(const std::string& text, const std::string& file_name);
+LoadResult load_manifest_file(const std::string& path);
+
+const char* to_string(Role r);
+const char* to_string(DeadmanBackend b);
+
+}  // namespace tandem

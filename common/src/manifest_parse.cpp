@@ -1,0 +1,415 @@
+// YAML -> Manifest. Field-level checks (types, ranges, units, absolute paths) happen here as
+// each key is read; checks that relate several fields live in manifest_validate.cpp.
+#include <yaml-cpp/yaml.h>
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "manifest_validate.hpp"
+#include "tandem/manifest.hpp"
+#include "yaml_reader.hpp"
+
+namespace tandem {
+namespace {
+
+using yaml::Context;
+using yaml::MapReader;
+
+const std::regex kNodeName("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$");
+const std::regex kHex64("^[0-9a-f]{64}$");
+const std::regex kUser("^[a-z_][a-z0-9_-]{0,31}$");
+const std::regex kEnvName("^[A-Za-z_][A-Za-z0-9_]*$");
+
+void read_node(Context& ctx, const YAML::Node& yn, size_t i, Manifest& m) {
+  Node node;
+  const std::string path = "nodes[" + std::to_string(i) + "]";
+  MapReader r(ctx, yn, path);
+  if (!r.ok()) return;
+  node.mark = r.mark();
+  if (r.str("name", node.name, true) && r.has("name") && !std::regex_match(node.name, kNodeName))
+    ctx.error(r.value("name"), "'" + path + ".name' is '" + node.name +
+                                   "'; expected a lowercase DNS label (a-z, 0-9, '-'; at most 63 characters)");
+  r.str("address", node.address, true);
+  if (r.has("address") && node.address.empty()) ctx.error(r.value("address"), "'" + path + ".address' is empty");
+  r.str("fabric_address", node.fabric_address);
+  if (node.fabric_address.empty()) node.fabric_address = node.address;
+  std::string role;
+  if (r.one_of("role", role, {"head", "worker"}, true) && !role.empty())
+    node.role = role == "head" ? Role::head : Role::worker;
+  if (r.has("ssh")) {
+    MapReader s(ctx, r.value("ssh"), r.child_path("ssh"), r.key_mark("ssh"));
+    if (s.str("user", node.ssh_user) && s.has("user") && !std::regex_match(node.ssh_user, kUser))
+      ctx.error(s.value("user"), "'" + s.child_path("user") + "' is '" + node.ssh_user + "'; expected a user name");
+    s.port("port", node.ssh_port);
+    s.finish();
+  }
+  if (r.has("agent")) {
+    MapReader a(ctx, r.value("agent"), r.child_path("agent"), r.key_mark("agent"));
+    a.port("port", node.agent_port);
+    a.finish();
+  }
+  r.abs_path("root", node.root);
+  r.finish();
+  m.nodes.push_back(std::move(node));
+}
+
+void read_nodes(Context& ctx, MapReader& top, Manifest& m) {
+  top.require("nodes");
+  if (!top.has("nodes")) return;
+  YAML::Node list = top.value("nodes");
+  if (!list.IsSequence()) {
+    ctx.error(list.IsNull() ? top.key_mark("nodes") : ctx.mark_of(list),
+              "'nodes' must be a list of nodes, got " + std::string(yaml::kind_name(list)));
+    return;
+  }
+  for (size_t i = 0; i < list.size(); ++i) read_node(ctx, list[i], i, m);
+}
+
+// One argv command for the agent to run. No shell: argv[0] must be an absolute path.
+bool read_command(Context& ctx, const YAML::Node& yn, const std::string& path, Command& c) {
+  MapReader r(ctx, yn, path);
+  if (!r.ok()) return false;
+  c.mark = r.mark();
+  r.str("on", c.on);
+  r.require("run");
+  if (r.has("run")) {
+    YAML::Node run = r.value("run");
+    if (!run.IsSequence() || run.size() == 0) {
+      ctx.error(run.IsNull() ? r.key_mark("run") : ctx.mark_of(run),
+                "'" + r.child_path("run") +
+                    "' must be a non-empty argv list like [/usr/bin/docker, compose, down] (no shell)");
+    } else {
+      for (size_t i = 0; i < run.size(); ++i) {
+        std::string arg, what = r.child_path("run") + "[" + std::to_string(i) + "]";
+        bool ok = i == 0 ? yaml::as_abs_path(ctx, run[i], what, arg) : yaml::as_string(ctx, run[i], what, arg);
+        if (ok) c.run.push_back(arg);
+      }
+    }
+  }
+  r.duration("timeout", c.timeout);
+  r.finish();
+  return true;
+}
+
+void read_commands(Context& ctx, MapReader& parent, const std::string& key, std::vector<Command>& out,
+                   bool required) {
+  if (required) parent.require(key);
+  if (!parent.has(key)) return;
+  YAML::Node list = parent.value(key);
+  if (!list.IsSequence()) {
+    ctx.error(list.IsNull() ? parent.key_mark(key) : ctx.mark_of(list),
+              "'" + parent.child_path(key) + "' must be a list of commands ({on, run, timeout}), got " +
+                  yaml::kind_name(list));
+    return;
+  }
+  if (required && list.size() == 0) ctx.error(list, "'" + parent.child_path(key) + "' is empty; expected at least one command");
+  for (size_t i = 0; i < list.size(); ++i) {
+    Command c;
+    if (read_command(ctx, list[i], parent.child_path(key) + "[" + std::to_string(i) + "]", c)) out.push_back(c);
+  }
+}
+
+void read_serve(Context& ctx, MapReader& engine, ServeFlags& s) {
+  engine.require("serve");
+  if (!engine.has("serve")) return;
+  MapReader r(ctx, engine.value("serve"), "engine.serve", engine.key_mark("serve"));
+  r.str("served_model_name", s.served_model_name);
+  r.str("host", s.host);
+  r.port("port", s.port, true);
+  r.boolean("trust_remote_code", s.trust_remote_code);
+  r.one_of("load_format", s.load_format, {"auto", "safetensors"});
+  r.integer("tensor_parallel_size", s.tensor_parallel_size, 1, 64, true);
+  r.number("gpu_memory_utilization", s.gpu_memory_utilization, 0.0, 1.0, true);
+  r.integer("max_model_len", s.max_model_len, 1, 16777216);
+  r.integer("max_num_seqs", s.max_num_seqs, 1, 4096);
+  if (r.integer("block_size", s.block_size, 1, 65536) && s.block_size > 0 && r.has("block_size") &&
+      s.block_size % 16 != 0)
+    ctx.error(r.value("block_size"), "'engine.serve.block_size' is " + std::to_string(s.block_size) +
+                                         "; expected a multiple of 16");
+  r.one_of("moe_backend", s.moe_backend, {"auto", "marlin", "triton", "cutlass"});
+  if (r.has("speculative_config")) {
+    MapReader sc(ctx, r.value("speculative_config"), "engine.serve.speculative_config",
+                 r.key_mark("speculative_config"));
+    if (sc.ok()) {
+      Speculative spec;
+      sc.one_of("method", spec.method, {"dflash"}, true);
+      sc.abs_path("model", spec.model, true);
+      sc.integer("num_speculative_tokens", spec.num_speculative_tokens, 1, 63, true);
+      sc.finish();
+      s.speculative = spec;
+    }
+  }
+  r.one_of("kv_cache_dtype", s.kv_cache_dtype, {"auto", "bfloat16", "fp8_e4m3"});
+  if (r.size("kv_cache_memory", s.kv_cache_memory) && s.kv_cache_memory && *s.kv_cache_memory == 0)
+    ctx.error(r.value("kv_cache_memory"), "'engine.serve.kv_cache_memory' must be more than zero bytes");
+  r.boolean("enforce_eager", s.enforce_eager);
+  r.abs_path("chat_template", s.chat_template);
+  r.one_of("tool_call_parser", s.tool_call_parser, {"glm45", "glm47"});
+  r.boolean("enable_auto_tool_choice", s.enable_auto_tool_choice);
+  r.one_of("reasoning_parser", s.reasoning_parser, {"glm45"});
+  if (r.has("default_chat_template_kwargs")) {
+    YAML::Node kw = r.value("default_chat_template_kwargs");
+    if (!kw.IsMap())
+      ctx.error(kw.IsNull() ? r.key_mark("default_chat_template_kwargs") : ctx.mark_of(kw),
+                "'engine.serve.default_chat_template_kwargs' must be a map like {enable_thinking: false}, got " +
+                    std::string(yaml::kind_name(kw)));
+    else
+      s.default_chat_template_kwargs = yaml::to_json_text(kw);
+  }
+  r.one_of("distributed_executor_backend", s.distributed_executor_backend, {"mp"});
+  r.one_of("device", s.device, {"cuda", "cpu"});
+  r.str_list("extra_args", s.extra_args);
+  r.finish();
+}
+
+void read_engine(Context& ctx, MapReader& top, Manifest& m) {
+  top.require("engine");
+  if (!top.has("engine")) return;
+  Engine& e = m.engine;
+  MapReader r(ctx, top.value("engine"), "engine", top.key_mark("engine"));
+  if (!r.ok()) return;
+  r.abs_path("binary", e.binary, true);
+  r.abs_path("model_dir", e.model_dir, true);
+  r.abs_path("drafter_dir", e.drafter_dir);
+  if (r.str("run_user", e.run_user, true) && r.has("run_user") && !std::regex_match(e.run_user, kUser))
+    ctx.error(r.value("run_user"), "'engine.run_user' is '" + e.run_user + "'; expected a user name");
+  r.abs_path("cache_dir", e.cache_dir, true);
+  if (r.has("pins")) {
+    YAML::Node pins = r.value("pins");
+    if (!pins.IsSequence()) {
+      ctx.error(pins.IsNull() ? r.key_mark("pins") : ctx.mark_of(pins),
+                "'engine.pins' must be a list of {path, sha256}, got " + std::string(yaml::kind_name(pins)));
+    } else {
+      for (size_t i = 0; i < pins.size(); ++i) {
+        PinnedFile p;
+        MapReader pr(ctx, pins[i], "engine.pins[" + std::to_string(i) + "]");
+        if (!pr.ok()) continue;
+        p.mark = pr.mark();
+        pr.abs_path("path", p.path, true);
+        if (pr.str("sha256", p.sha256) && pr.has("sha256") && !std::regex_match(p.sha256, kHex64))
+          ctx.error(pr.value("sha256"), "'" + pr.child_path("sha256") +
+                                            "' is not a SHA-256; expected 64 lowercase hex digits");
+        pr.finish();
+        m.engine.pins.push_back(p);
+      }
+    }
+  }
+  read_serve(ctx, r, e.serve);
+  if (r.has("rendezvous")) {
+    MapReader rv(ctx, r.value("rendezvous"), "engine.rendezvous", r.key_mark("rendezvous"));
+    rv.port("port", e.rendezvous.port);
+    rv.duration("timeout", e.rendezvous.timeout);
+    rv.finish();
+  }
+  if (r.has("env")) {
+    MapReader env(ctx, r.value("env"), "engine.env", r.key_mark("env"));
+    if (env.ok()) {
+      for (auto it = r.value("env").begin(); it != r.value("env").end(); ++it) {
+        std::string k = it->first.Scalar(), v;
+        if (!std::regex_match(k, kEnvName)) {
+          ctx.error(it->first, "'engine.env' key '" + k + "' is not an environment variable name");
+          continue;
+        }
+        if (yaml::as_string(ctx, env.value(k), "engine.env." + k, v)) e.env[k] = v;
+      }
+    }
+    env.finish();
+  }
+  r.finish();
+}
+
+void read_hygiene(Context& ctx, MapReader& top, Hygiene& h) {
+  if (!top.has("hygiene")) return;
+  MapReader r(ctx, top.value("hygiene"), "hygiene", top.key_mark("hygiene"));
+  if (!r.ok()) return;
+  if (r.has("cron")) {
+    MapReader c(ctx, r.value("cron"), "hygiene.cron", r.key_mark("cron"));
+    c.str_list("patterns", h.cron_patterns);
+    c.boolean("systemd_timers", h.cron_include_systemd_timers);
+    c.finish();
+  }
+  if (r.has("stop")) {
+    MapReader s(ctx, r.value("stop"), "hygiene.stop", r.key_mark("stop"));
+    if (s.ok()) read_commands(ctx, s, "commands", h.stop, false);
+    s.duration("port_dark_timeout", h.port_dark_timeout);
+    s.finish();
+  }
+  if (r.has("shm")) {
+    MapReader s(ctx, r.value("shm"), "hygiene.shm", r.key_mark("shm"));
+    if (s.str_list("patterns", h.shm_patterns) && s.has("patterns")) {
+      YAML::Node list = s.value("patterns");
+      for (size_t i = 0; i < h.shm_patterns.size(); ++i) {
+        const auto& p = h.shm_patterns[i];
+        if (p.find('/') != std::string::npos || p == "*" || p.rfind("..", 0) == 0)
+          ctx.error(list[i], "'hygiene.shm.patterns[" + std::to_string(i) + "]' is '" + p +
+                                 "'; expected a file-name glob inside /dev/shm such as 'torch_*' "
+                                 "(no '/', not '*' alone, not starting with '..')");
+      }
+    }
+    s.finish();
+  }
+  if (r.has("page_cache")) {
+    MapReader p(ctx, r.value("page_cache"), "hygiene.page_cache", r.key_mark("page_cache"));
+    p.boolean("drop", h.drop_page_cache);
+    p.size("min_mem_available", h.min_mem_available);
+    p.finish();
+  }
+  if (r.has("cache_dir")) {
+    MapReader c(ctx, r.value("cache_dir"), "hygiene.cache_dir", r.key_mark("cache_dir"));
+    c.boolean("user_owned", h.cache_dir_user_owned);
+    c.finish();
+  }
+  r.finish();
+}
+
+void read_gates(Context& ctx, MapReader& top, Gates& g) {
+  if (!top.has("gates")) return;
+  MapReader r(ctx, top.value("gates"), "gates", top.key_mark("gates"));
+  if (!r.ok()) return;
+  r.duration("serve_timeout", g.serve_timeout);
+  r.boolean("health", g.health);
+  r.boolean("models", g.models);
+  r.boolean("chat", g.chat);
+  r.boolean("tool_call", g.tool_call);
+  r.boolean("json", g.json);
+  if (r.has("long_retrieval")) {
+    MapReader lr(ctx, r.value("long_retrieval"), "gates.long_retrieval", r.key_mark("long_retrieval"));
+    int tokens = 0;
+    if (lr.integer("context_tokens", tokens, 256, 16777216, true) && lr.has("context_tokens"))
+      g.long_retrieval_tokens = tokens;
+    lr.finish();
+  }
+  if (r.has("spec_metrics")) {
+    YAML::Node sm = r.value("spec_metrics");
+    if (sm.IsMap()) {
+      MapReader s(ctx, sm, "gates.spec_metrics", r.key_mark("spec_metrics"));
+      double acc = 0;
+      if (s.number("min_acceptance", acc, 0.0, 1.0) && s.has("min_acceptance")) g.min_acceptance = acc;
+      s.finish();
+      g.spec_metrics = true;
+    } else {
+      r.boolean("spec_metrics", g.spec_metrics);
+    }
+  }
+  if (r.has("bench")) {
+    MapReader b(ctx, r.value("bench"), "gates.bench", r.key_mark("bench"));
+    if (b.ok()) {
+      Gates::Bench bench;
+      b.number("min_tok_s", bench.min_tok_s, 0.0, 1e7);
+      b.integer("max_failures", bench.max_failures, 0, 1000000);
+      b.integer("concurrency", bench.concurrency, 1, 64);
+      b.integer("max_tokens", bench.max_tokens, 1, 1000000);
+      b.finish();
+      g.bench = bench;
+    }
+  }
+  r.finish();
+}
+
+void read_deadman(Context& ctx, MapReader& top, Deadman& d) {
+  top.require("deadman");
+  if (!top.has("deadman")) return;
+  MapReader r(ctx, top.value("deadman"), "deadman", top.key_mark("deadman"));
+  r.require("delay");
+  r.duration("delay", d.delay);
+  std::string backend;
+  if (r.one_of("backend", backend, {"systemd", "agent"}) && !backend.empty())
+    d.backend = backend == "systemd" ? DeadmanBackend::systemd : DeadmanBackend::agent;
+  r.finish();
+}
+
+void read_rollback(Context& ctx, MapReader& top, Rollback& rb) {
+  top.require("rollback");
+  if (!top.has("rollback")) return;
+  MapReader r(ctx, top.value("rollback"), "rollback", top.key_mark("rollback"));
+  if (!r.ok()) return;
+  read_commands(ctx, r, "commands", rb.commands, true);
+  r.require("verify");
+  if (r.has("verify")) {
+    MapReader v(ctx, r.value("verify"), "rollback.verify", r.key_mark("verify"));
+    if (v.str("url", rb.verify.url, true) && v.has("url") && rb.verify.url.rfind("http://", 0) != 0 &&
+        rb.verify.url.rfind("https://", 0) != 0)
+      ctx.error(v.value("url"), "'rollback.verify.url' is '" + rb.verify.url +
+                                    "'; expected an http:// or https:// URL");
+    v.str("expect_body_contains", rb.verify.expect_body_contains);
+    v.duration("timeout", rb.verify.timeout);
+    v.finish();
+  }
+  r.finish();
+}
+
+}  // namespace
+
+LoadResult load_manifest_text(const std::string& text, const std::string& file_name) {
+  LoadResult result;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp marks are 0-based; an unreadable document stops here (nothing else is trustworthy).
+    result.errors.push_back(Diagnostic{file_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
+                                       e.mark.column >= 0 ? e.mark.column + 1 : 0,
+                                       "YAML syntax error: " + e.msg});
+    return result;
+  }
+  if (!root.IsDefined() || root.IsNull()) {
+    result.errors.push_back(Diagnostic{file_name, 1, 1, "the manifest is empty; expected a map with apiVersion: tandem/v1"});
+    return result;
+  }
+  Context ctx(file_name, result.errors);
+  Manifest m;
+  m.file = file_name;
+  MapReader top(ctx, root, "", Mark{1, 1});
+  if (!top.ok()) return result;
+
+  std::string api;
+  top.require("apiVersion");
+  if (top.str("apiVersion", api) && top.has("apiVersion") && api != "tandem/v1")
+    ctx.error(top.value("apiVersion"), "apiVersion is '" + api + "'; this tandemctl reads tandem/v1");
+  std::string kind;
+  top.require("kind");
+  if (top.str("kind", kind) && top.has("kind") && kind != "Bind")
+    ctx.error(top.value("kind"), "kind is '" + kind + "'; expected Bind");
+  if (top.has("metadata")) {
+    MapReader md(ctx, top.value("metadata"), "metadata", top.key_mark("metadata"));
+    md.str("name", m.name);
+    md.finish();
+  }
+  read_nodes(ctx, top, m);
+  if (top.has("fabric")) {
+    MapReader f(ctx, top.value("fabric"), "fabric", top.key_mark("fabric"));
+    f.str("interface", m.fabric.interface);
+    f.str("subnet", m.fabric.subnet);
+    f.finish();
+  }
+  read_engine(ctx, top, m);
+  read_hygiene(ctx, top, m.hygiene);
+  read_gates(ctx, top, m.gates);
+  read_deadman(ctx, top, m.deadman);
+  read_rollback(ctx, top, m.rollback);
+  top.finish();
+
+  validate_manifest(ctx, m);
+
+  std::stable_sort(result.errors.begin(), result.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+  if (result.errors.empty()) result.manifest = std::move(m);
+  return result;
+}
+
+LoadResult load_manifest_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    LoadResult r;
+    r.errors.push_back(Diagnostic{path, 0, 0, "cannot open the manifest: " + std::string(std::strerror(errno))});
+    return r;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_manifest_text(ss.str(), path);
+}
+
+}  // namespace tandem

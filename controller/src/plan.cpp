@@ -1,0 +1,283 @@
+#include "plan.hpp"
+
+#include "tandem/serve_args.hpp"
+#include "tandem/units.hpp"
+
+namespace tandem {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string rank_label(const Manifest& m, const Node& n) {
+  return n.name + " (rank " + std::to_string(node_rank(m, n)) + ", " + to_string(n.role) + ")";
+}
+
+class Builder {
+ public:
+  explicit Builder(const Manifest& m) : m_(m) {}
+
+  Step& add(std::vector<Step>& list, std::string phase, std::string node, std::string action, std::string summary) {
+    Step s;
+    s.phase = std::move(phase);
+    s.node = std::move(node);
+    s.action = std::move(action);
+    s.summary = std::move(summary);
+    list.push_back(std::move(s));
+    list.back().index = static_cast<int>(list.size());
+    return list.back();
+  }
+  Step& add(std::string phase, std::string node, std::string action, std::string summary) {
+    return add(plan_.steps, std::move(phase), std::move(node), std::move(action), std::move(summary));
+  }
+
+  Plan build() {
+    plan_.name = m_.name;
+    plan_.file = m_.file;
+    const auto order = m_.start_order();
+    preflight(order);
+    arm_deadman();
+    for (const Node* n : order) outage(*n);
+    for (const Node* n : order) hygiene(*n);
+    compare_hashes();
+    launch(order);
+    serve_and_gates();
+    finish();
+    failure_path(order);
+    return plan_;
+  }
+
+ private:
+  void preflight(const std::vector<const Node*>& order) {
+    for (const Node* n : order) {
+      Step& s = add("preflight", n->name, "preflight",
+                    "agent answers over mutual TLS at " + n->address + ":" + std::to_string(n->agent_port) +
+                        " with certificate CN=" + n->name);
+      s.details = {{"role", rank_label(m_, *n)},
+                   {"checks", "disk free under cache dir, MemAvailable, GPUs, rendezvous port " +
+                                  std::to_string(m_.engine.rendezvous.port) + " free, pinned files present"}};
+      if (n->root != "/") s.details.emplace_back("root", n->root);
+    }
+  }
+
+  void arm_deadman() {
+    const Node& h = m_.head();
+    Step& s = add("arm", h.name, "deadman.arm",
+                  "arm the dead-man: roll back to the old lane in " + format_duration(m_.deadman.delay) +
+                      " unless disarmed");
+    s.details = {{"backend", to_string(m_.deadman.backend)}, {"delay", format_duration(m_.deadman.delay)}};
+    if (m_.deadman.backend == DeadmanBackend::systemd)
+      s.details.emplace_back("timer", "transient systemd timer on " + h.name + " (survives a dead controller)");
+    else
+      s.details.emplace_back("timer", "tandemd's own timer on " + h.name + " (journaled, survives an agent restart)");
+    s.undo = "disarm the dead-man";
+  }
+
+  void outage(const Node& n) {
+    const Hygiene& hy = m_.hygiene;
+    if (!hy.cron_patterns.empty()) {
+      Step& s = add("outage", n.name, "hygiene.cron",
+                    "comment out cron entries" + std::string(hy.cron_include_systemd_timers ? " and stop systemd timers" : "") +
+                        " matching: " + join(hy.cron_patterns));
+      s.details = {{"scans", "/etc/crontab, /etc/cron.d/*, /var/spool/cron/crontabs/*" +
+                                 std::string(hy.cron_include_systemd_timers ? ", systemd timers" : "")},
+                   {"marker", "# tandem-disabled <operation id>"}};
+      s.undo = "restore each edited file byte for byte; restart stopped timers";
+    }
+    for (const Command& c : hy.stop) {
+      if (!m_.selects(c, n)) continue;
+      Step& s = add("outage", n.name, "stop.command", "stop the old lane");
+      s.argv = c.run;
+      s.details = {{"timeout", format_duration(c.timeout)}};
+    }
+    Step& dark = add("outage", n.name, "stop.verify",
+                     "verify port " + std::to_string(m_.engine.serve.port) + " is dark and GPU memory is free");
+    dark.details = {{"wait up to", format_duration(hy.port_dark_timeout)}};
+  }
+
+  void hygiene(const Node& n) {
+    const Hygiene& hy = m_.hygiene;
+    if (!hy.shm_patterns.empty()) {
+      Step& s = add("hygiene", n.name, "hygiene.shm", "remove /dev/shm files matching: " + join(hy.shm_patterns));
+      s.details = {{"links", "never followed out of /dev/shm"}, {"reports", "files removed and bytes freed"}};
+    }
+    if (hy.drop_page_cache || hy.min_mem_available) {
+      std::string what = hy.drop_page_cache ? "sync, drop the page cache, then check MemAvailable"
+                                            : "check MemAvailable";
+      Step& s = add("hygiene", n.name, "hygiene.page_cache", what);
+      if (hy.min_mem_available)
+        s.details.emplace_back("require", "MemAvailable >= " + format_size(*hy.min_mem_available));
+    }
+    Step& c = add("hygiene", n.name, "hygiene.cache_dir",
+                  "cache dir " + m_.engine.cache_dir + " exists, is writable" +
+                      (hy.cache_dir_user_owned ? " and is owned by " + m_.engine.run_user : ""));
+    c.details = {{"creates", "the directory, owned by " + m_.engine.run_user + ", when missing"}};
+    c.undo = "remove the directory only if this bind created it";
+    Step& h = add("hygiene", n.name, "hygiene.sha256", "SHA-256 of the engine, pinned configs, model and drafter files");
+    std::vector<std::string> what{m_.engine.binary};
+    for (const auto& p : m_.engine.pins) what.push_back(p.path);
+    what.push_back(m_.engine.model_dir + "/*");
+    if (!m_.engine.drafter_dir.empty()) what.push_back(m_.engine.drafter_dir + "/*");
+    h.details = {{"files", join(what)}};
+  }
+
+  void compare_hashes() {
+    Step& s = add("verify", "controller", "hashes.compare",
+                  "compare SHA-256 across all ranks and against the manifest's pins; any mismatch stops the bind "
+                  "before launch and names the files");
+    size_t pinned = 0;
+    for (const auto& p : m_.engine.pins)
+      if (!p.sha256.empty()) ++pinned;
+    s.details = {{"pinned digests", std::to_string(pinned)}, {"ranks", std::to_string(m_.nodes.size())}};
+  }
+
+  void launch(const std::vector<const Node*>& order) {
+    for (const Node* n : order) {
+      const bool head = n->role == Role::head;
+      Step& s = add("launch", n->name, "engine.start",
+                    std::string("start ") + (head ? "the head rank" : "worker rank " + std::to_string(node_rank(m_, *n)) +
+                                                                        " (headless) before the head") +
+                        " as " + m_.engine.run_user);
+      s.argv = serve_argv(m_, *n);
+      for (const auto& [k, v] : serve_env(m_)) s.details.emplace_back("env " + k, v);
+      s.undo = "stop the rank (TERM, then KILL after a grace period)";
+      if (head) {
+        Step& r = add("launch", n->name, "engine.rendezvous",
+                      "all " + std::to_string(m_.nodes.size()) + " ranks meet at " + n->fabric_address + ":" +
+                          std::to_string(m_.engine.rendezvous.port) + " within " +
+                          format_duration(m_.engine.rendezvous.timeout) + "; if one rank fails, the others are stopped");
+        r.details = {{"timeout", format_duration(m_.engine.rendezvous.timeout)}};
+      } else {
+        Step& w = add("launch", n->name, "engine.wait_ready",
+                      "wait until the worker listens for the rendezvous (bounded by " +
+                          format_duration(m_.engine.rendezvous.timeout) + ")");
+        w.details = {{"timeout", format_duration(m_.engine.rendezvous.timeout)}};
+      }
+    }
+  }
+
+  std::string endpoint() const {
+    return "http://" + m_.head().address + ":" + std::to_string(m_.engine.serve.port);
+  }
+
+  void serve_and_gates() {
+    const Node& h = m_.head();
+    Step& w = add("serve", h.name, "serve.wait", "wait for " + endpoint() + "/health to answer 200");
+    w.details = {{"timeout", format_duration(m_.gates.serve_timeout)}};
+    const Gates& g = m_.gates;
+    auto gate = [&](bool on, const char* id, std::string what) {
+      if (on) add("gates", "controller", std::string("gate.") + id, std::move(what));
+    };
+    gate(g.health, "health", "GET /health answers 200");
+    gate(g.models, "models", "GET /v1/models lists '" +
+                                 (m_.engine.serve.served_model_name.empty() ? m_.engine.model_dir
+                                                                            : m_.engine.serve.served_model_name) +
+                                 "'");
+    gate(g.chat, "chat", "a chat completion answers a known question");
+    gate(g.tool_call, "tool_call", "a tool call comes back parsed in message.tool_calls");
+    gate(g.json, "json", "a response_format json_object answer parses as JSON");
+    if (g.long_retrieval_tokens)
+      gate(true, "long_retrieval",
+           "retrieve a fact buried in a " + std::to_string(*g.long_retrieval_tokens) + "-token context");
+    if (g.spec_metrics) {
+      std::string what = "speculative decoding metrics present in /metrics (drafted, accepted)";
+      if (g.min_acceptance) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f", *g.min_acceptance);
+        what += " with acceptance >= " + std::string(buf);
+      }
+      gate(true, "spec_metrics", what);
+    }
+    if (g.bench) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "short bench: concurrency %d, %d max tokens, >= %.1f tok/s, <= %d failures",
+                    g.bench->concurrency, g.bench->max_tokens, g.bench->min_tok_s, g.bench->max_failures);
+      gate(true, "bench", buf);
+    }
+  }
+
+  void finish() {
+    add("finish", m_.head().name, "deadman.disarm", "all gates passed: disarm the dead-man");
+    add("finish", "controller", "report.write", "write the bind report (Markdown and JSON)");
+  }
+
+  void failure_path(const std::vector<const Node*>& order) {
+    auto& f = plan_.on_failure;
+    add(f, "rollback", "all", "undo", "stop started ranks, then undo completed steps in reverse order");
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      for (const Command& c : m_.rollback.commands) {
+        if (!m_.selects(c, **it)) continue;
+        Step& s = add(f, "rollback", (*it)->name, "rollback.command", "start the rollback lane");
+        s.argv = c.run;
+        s.details = {{"timeout", format_duration(c.timeout)}};
+      }
+    }
+    Step& v = add(f, "rollback", "controller", "rollback.verify",
+                  "GET " + m_.rollback.verify.url + " answers 200" +
+                      (m_.rollback.verify.expect_body_contains.empty()
+                           ? std::string()
+                           : " and contains '" + m_.rollback.verify.expect_body_contains + "'"));
+    v.details = {{"timeout", format_duration(m_.rollback.verify.timeout)}};
+  }
+
+  const Manifest& m_;
+  Plan plan_;
+};
+
+}  // namespace
+
+Plan make_plan(const Manifest& m) { return Builder(m).build(); }
+
+namespace {
+void render_steps(std::string& out, const std::vector<Step>& steps) {
+  std::string phase;
+  for (const auto& s : steps) {
+    if (s.phase != phase) {
+      phase = s.phase;
+      out += "\n[" + phase + "]\n";
+    }
+    char head[64];
+    std::snprintf(head, sizeof head, "%3d. %-12s ", s.index, s.node.c_str());
+    out += head + s.summary + "\n";
+    const std::string pad(18, ' ');
+    out += pad + "action: " + s.action + "\n";
+    for (const auto& [k, v] : s.details) out += pad + k + ": " + v + "\n";
+    if (!s.argv.empty()) out += pad + "run: " + shell_quote(s.argv) + "\n";
+    if (!s.undo.empty()) out += pad + "undo: " + s.undo + "\n";
+  }
+}
+
+nlohmann::ordered_json steps_json(const std::vector<Step>& steps) {
+  auto arr = nlohmann::ordered_json::array();
+  for (const auto& s : steps) {
+    nlohmann::ordered_json j{{"index", s.index}, {"phase", s.phase}, {"node", s.node},
+                             {"action", s.action}, {"summary", s.summary}};
+    auto d = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : s.details) d[k] = v;
+    j["details"] = d;
+    j["argv"] = s.argv;
+    j["undo"] = s.undo;
+    arr.push_back(j);
+  }
+  return arr;
+}
+}  // namespace
+
+std::string render_plan_text(const Plan& p) {
+  std::string out = "Plan for bind '" + p.name + "' (" + p.file + "): " + std::to_string(p.steps.size()) +
+                    " steps; workers start before the head.\n";
+  render_steps(out, p.steps);
+  out += "\nIf any step or gate fails, or the dead-man fires:\n";
+  render_steps(out, p.on_failure);
+  return out;
+}
+
+nlohmann::ordered_json plan_to_json(const Plan& p) {
+  return nlohmann::ordered_json{{"name", p.name}, {"manifest", p.file}, {"steps", steps_json(p.steps)},
+                                {"on_failure", steps_json(p.on_failure)}};
+}
+
+}  // namespace tandem

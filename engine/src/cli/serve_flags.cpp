@@ -1,0 +1,118 @@
+#include "cli/serve_flags.hpp"
+
+#include "tandem/units.hpp"
+
+namespace tandem::engine {
+
+void add_serve_flags(CLI::App& app, ServeConfig& c) {
+  app.add_option("model", c.model, "Hugging Face format model directory")->required();
+  app.add_option("--served-model-name", c.served_model_name, "Name reported by /v1/models (default: the model path)");
+  app.add_option("--host", c.host, "Address the HTTP API listens on");
+  app.add_option("--port", c.port, "Port the HTTP API listens on")->check(CLI::Range(1, 65535));
+  app.add_flag("--trust-remote-code", c.trust_remote_code, "Accepted for vLLM compatibility; no remote code is ever run");
+  app.add_option("--load-format", c.load_format, "Weight format")->check(CLI::IsMember({"auto", "safetensors"}));
+  app.add_option("--tensor-parallel-size", c.tensor_parallel_size, "Ranks the model is sharded over")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "Fraction of GPU memory the engine may use")
+      ->check(CLI::Range(0.01, 1.0));
+  app.add_option("--max-model-len", c.max_model_len, "Longest sequence (prompt + output) in tokens");
+  app.add_option("--max-num-seqs", c.max_num_seqs, "Most sequences decoded together")->check(CLI::Range(1, 4096));
+  app.add_option("--block-size", c.block_size, "Tokens per KV cache page")->check(CLI::Range(1, 65536));
+  app.add_option("--moe-backend", c.moe_backend, "MoE expert GEMM back end")
+      ->check(CLI::IsMember({"auto", "marlin", "triton", "cutlass"}));
+  app.add_option("--speculative-config", c.speculative_config,
+                 R"(Speculative decoding, JSON: {"method":"dflash","model":DIR,"num_speculative_tokens":N})");
+  app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache element type")
+      ->check(CLI::IsMember({"auto", "bfloat16", "fp8_e4m3"}));
+  app.add_option("--kv-cache-memory", c.kv_cache_memory, "Bytes for the KV pool (overrides the utilization share)");
+  app.add_flag("--enforce-eager", c.enforce_eager, "Do not capture decode in CUDA graphs");
+  app.add_option("--chat-template", c.chat_template, "Jinja chat template file (default: the model's)");
+  app.add_option("--tool-call-parser", c.tool_call_parser, "Tool-call format in model output")
+      ->check(CLI::IsMember({"glm45", "glm47"}));
+  app.add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice, "Let the model decide when to call tools");
+  app.add_option("--reasoning-parser", c.reasoning_parser, "Reasoning format in model output")
+      ->check(CLI::IsMember({"glm45"}));
+  app.add_option("--default-chat-template-kwargs", c.default_chat_template_kwargs,
+                 R"(JSON object passed to every chat template render, e.g. {"enable_thinking":false})");
+  app.add_option("--distributed-executor-backend", c.distributed_executor_backend, "Accepted for vLLM compatibility")
+      ->check(CLI::IsMember({"mp"}));
+  app.add_option("--device", c.device, "Compute back end")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--nnodes", c.nnodes, "Number of nodes (one rank per node)")->check(CLI::Range(1, 64));
+  app.add_option("--node-rank", c.node_rank, "This node's rank; 0 serves the API")->check(CLI::Range(0, 63));
+  app.add_option("--master-addr", c.master_addr, "Address of rank 0 for the rendezvous");
+  app.add_option("--master-port", c.master_port, "Rendezvous port on rank 0")->check(CLI::Range(1, 65535));
+  app.add_option("--rendezvous-timeout", c.rendezvous_timeout,
+                 "Give up the rendezvous after this long (e.g. 120s), instead of hanging");
+  app.add_flag("--headless", c.headless, "Run a rank without the HTTP API (worker nodes)");
+}
+
+std::vector<std::string> check_serve_config(const ServeConfig& c) {
+  std::vector<std::string> errors;
+  auto json_object = [&](const std::string& flag, const std::string& text) {
+    if (text.empty()) return;
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) errors.push_back(flag + " must be a JSON object, got: " + text);
+  };
+  json_object("--speculative-config", c.speculative_config);
+  json_object("--default-chat-template-kwargs", c.default_chat_template_kwargs);
+  if (!c.speculative_config.empty()) {
+    auto j = nlohmann::json::parse(c.speculative_config, nullptr, false);
+    if (j.is_object()) {
+      if (j.value("method", "") != "dflash") errors.push_back("--speculative-config: method must be \"dflash\"");
+      if (!j.contains("model") || !j["model"].is_string())
+        errors.push_back("--speculative-config: \"model\" (the drafter directory) is required");
+      if (!j.contains("num_speculative_tokens") || !j["num_speculative_tokens"].is_number_integer())
+        errors.push_back("--speculative-config: \"num_speculative_tokens\" (an integer) is required");
+    }
+  }
+  if (c.node_rank >= c.nnodes)
+    errors.push_back("--node-rank " + std::to_string(c.node_rank) + " must be below --nnodes " + std::to_string(c.nnodes));
+  if (c.tensor_parallel_size % c.nnodes != 0)
+    errors.push_back("--tensor-parallel-size " + std::to_string(c.tensor_parallel_size) + " is not a multiple of --nnodes " +
+                     std::to_string(c.nnodes));
+  if (c.headless && c.node_rank == 0) errors.push_back("--headless is for worker ranks; rank 0 serves the API");
+  if (!c.kv_cache_memory.empty() && !parse_size(c.kv_cache_memory))
+    errors.push_back("--kv-cache-memory '" + c.kv_cache_memory + "' is not a size (bytes, or like 3GiB)");
+  if (!parse_duration(c.rendezvous_timeout))
+    errors.push_back("--rendezvous-timeout '" + c.rendezvous_timeout + "' is not a duration (like 120s)");
+  return errors;
+}
+
+nlohmann::ordered_json ServeConfig::to_json() const {
+  auto maybe_json = [](const std::string& text) -> nlohmann::ordered_json {
+    if (text.empty()) return nullptr;
+    return nlohmann::ordered_json::parse(text, nullptr, false);
+  };
+  return {{"model", model},
+          {"served_model_name", served_model_name},
+          {"host", host},
+          {"port", port},
+          {"trust_remote_code", trust_remote_code},
+          {"load_format", load_format},
+          {"tensor_parallel_size", tensor_parallel_size},
+          {"gpu_memory_utilization", gpu_memory_utilization},
+          {"max_model_len", max_model_len},
+          {"max_num_seqs", max_num_seqs},
+          {"block_size", block_size},
+          {"moe_backend", moe_backend},
+          {"speculative_config", maybe_json(speculative_config)},
+          {"kv_cache_dtype", kv_cache_dtype},
+          {"kv_cache_memory", kv_cache_memory.empty() ? nlohmann::ordered_json(nullptr)
+                                                      : nlohmann::ordered_json(*parse_size(kv_cache_memory))},
+          {"enforce_eager", enforce_eager},
+          {"chat_template", chat_template},
+          {"tool_call_parser", tool_call_parser},
+          {"enable_auto_tool_choice", enable_auto_tool_choice},
+          {"reasoning_parser", reasoning_parser},
+          {"default_chat_template_kwargs", maybe_json(default_chat_template_kwargs)},
+          {"distributed_executor_backend", distributed_executor_backend},
+          {"device", device},
+          {"nnodes", nnodes},
+          {"node_rank", node_rank},
+          {"master_addr", master_addr},
+          {"master_port", master_port},
+          {"rendezvous_timeout_ms", parse_duration(rendezvous_timeout) ? parse_duration(rendezvous_timeout)->count() : -1},
+          {"headless", headless}};
+}
+
+}  // namespace tandem::engine

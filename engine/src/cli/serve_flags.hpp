@@ -1,0 +1,51 @@
+// tandem-serve's command line: the vLLM flags the seed recipe uses, so a recipe carries over.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::engine {
+
+struct ServeConfig {
+  std::string model;
+  std::string served_model_name;
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  bool trust_remote_code = false;
+  std::string load_format = "auto";
+  int tensor_parallel_size = 1;
+  double gpu_memory_utilization = 0.9;
+  int max_model_len = 0;
+  int max_num_seqs = 256;
+  int block_size = 16;
+  std::string moe_backend = "auto";
+  std::string speculative_config;  // JSON text
+  std::string kv_cache_dtype = "auto";
+  std::string kv_cache_memory;  // bytes or a size like 3GiB
+  bool enforce_eager = false;
+  std::string chat_template;
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
+  std::string reasoning_parser;
+  std::string default_chat_template_kwargs;  // JSON object text
+  std::string distributed_executor_backend = "mp";
+  std::string device = "cuda";
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string rendezvous_timeout = "120s";
+  bool headless = false;
+
+  nlohmann::ordered_json to_json() const;
+};
+
+// Registers every flag on `app`, bound to `cfg`.
+void add_serve_flags(CLI::App& app, ServeConfig& cfg);
+
+// Cross-flag checks after parsing (JSON flags parse, rank < nnodes, ...). Empty when valid.
+std::vector<std::string> check_serve_config(const ServeConfig& cfg);
+
+}  // namespace tandem::engine
