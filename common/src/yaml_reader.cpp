@@ -80,6 +80,8 @@ const char* kind_name(const YAML::Node& n) {
 MapReader::MapReader(Context& ctx, const YAML::Node& node, std::string path, Mark parent)
     : ctx_(ctx), node_(node), path_(std::move(path)), mark_(ctx.mark_of(node)) {
   if (mark_.line == 0) mark_ = parent;
+  // A missing key is reported at the key that opened this map ("serve:"), else at the map itself.
+  missing_at_ = parent.line ? parent : mark_;
   if (!node.IsMap()) {
     ctx_.error(mark_, (path_.empty() ? std::string("the manifest") : q(path_)) +
                           " must be a map of keys, got " + kind_name(node));
@@ -108,10 +110,13 @@ std::string MapReader::child_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
-bool MapReader::has(const std::string& key) const { return values_.count(key) != 0; }
+bool MapReader::has(const std::string& key) const {
+  declared_.insert(key);
+  return values_.count(key) != 0;
+}
 
 YAML::Node MapReader::value(const std::string& key) const {
-  const_cast<MapReader*>(this)->declared_.insert(key);
+  declared_.insert(key);
   auto it = values_.find(key);
   if (it == values_.end()) return YAML::Node(YAML::NodeType::Undefined);
   ctx_.marks[child_path(key)] = key_mark(key);
@@ -125,7 +130,7 @@ Mark MapReader::key_mark(const std::string& key) const {
 
 void MapReader::require(const std::string& key) {
   declared_.insert(key);
-  if (ok_ && !has(key)) ctx_.error(mark_, "missing required key " + q(child_path(key)));
+  if (ok_ && !has(key)) ctx_.error(missing_at_, "missing required key " + q(child_path(key)));
 }
 
 bool MapReader::str(const std::string& key, std::string& out, bool required) {

@@ -74,7 +74,8 @@ class MapReader {
   std::map<std::string, YAML::Node> values_;
   std::map<std::string, Mark> key_marks_;
   std::vector<std::string> order_;
-  std::set<std::string> declared_;
+  mutable std::set<std::string> declared_;  // every key this reader asked about
+  Mark missing_at_;                          // where a missing key is reported
 };
 
 // Scalar helpers that report at the node itself.

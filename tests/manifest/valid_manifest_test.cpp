@@ -1,0 +1,98 @@
+// The shipped manifests parse into the values their YAML states.
+#include <doctest/doctest.h>
+
+#include "tandem/manifest.hpp"
+
+using namespace tandem;
+using namespace std::chrono_literals;
+
+static Manifest load_ok(const std::string& rel) {
+  auto r = load_manifest_file(std::string(TANDEM_SOURCE_DIR) + "/" + rel);
+  INFO(format_diagnostics(r.errors));
+  REQUIRE(r.errors.empty());
+  REQUIRE(r.manifest);
+  return *r.manifest;
+}
+
+TEST_CASE("the seed's bind: every flag of the recipe is carried") {
+  Manifest m = load_ok("manifests/two-spark-dflash.yaml");
+  REQUIRE(m.nodes.size() == 2);
+  CHECK(m.head().name == "spark1");
+  CHECK(m.head().fabric_address == "10.0.0.1");
+  REQUIRE(m.workers().size() == 1);
+  CHECK(m.workers()[0]->name == "spark2");
+  const ServeFlags& s = m.engine.serve;
+  CHECK(s.served_model_name == "glm-5.3-flash");
+  CHECK(s.port == 8888);
+  CHECK(s.trust_remote_code);
+  CHECK(s.load_format == "safetensors");
+  CHECK(s.tensor_parallel_size == 2);
+  CHECK(s.gpu_memory_utilization == doctest::Approx(0.85));
+  CHECK(s.max_model_len == 262144);
+  CHECK(s.max_num_seqs == 6);
+  CHECK(s.block_size == 2304);
+  CHECK(s.moe_backend == "marlin");
+  REQUIRE(s.speculative);
+  CHECK(s.speculative->method == "dflash");
+  CHECK(s.speculative->model == "/models/dflash2-draft");
+  CHECK(s.speculative->num_speculative_tokens == 7);
+  CHECK(s.kv_cache_dtype == "fp8_e4m3");
+  CHECK(s.kv_cache_memory == 3221225472ULL);
+  CHECK(s.enforce_eager);
+  CHECK(s.chat_template == "/opt/glm53/chat-template-mm.jinja");
+  CHECK(s.tool_call_parser == "glm47");
+  CHECK(s.enable_auto_tool_choice);
+  CHECK(s.reasoning_parser == "glm45");
+  CHECK(s.default_chat_template_kwargs == R"({"enable_thinking":false})");
+  CHECK(s.distributed_executor_backend == "mp");
+  CHECK(m.engine.rendezvous.port == 29521);
+  CHECK(m.engine.drafter_dir == "/models/dflash2-draft");
+  CHECK(m.hygiene.min_mem_available == 115ULL << 30);
+  CHECK(m.hygiene.cron_patterns == std::vector<std::string>{"8888", "inference-watchdog", "restore-sero"});
+  CHECK(m.deadman.delay == Duration(70min));
+  CHECK(m.deadman.backend == DeadmanBackend::systemd);
+  REQUIRE(m.rollback.commands.size() == 1);
+  CHECK(m.rollback.commands[0].run ==
+        std::vector<std::string>{"/home/funland/glm53-dflash2-canary-20260827/restore-sero.sh", "manual"});
+  CHECK(m.gates.long_retrieval_tokens == 98304);
+  CHECK(m.gates.spec_metrics);
+}
+
+TEST_CASE("the embedded default: two ranks on loopback with sandboxed roots and the CPU back end") {
+  Manifest m = load_ok("manifests/local.yaml");
+  REQUIRE(m.nodes.size() == 2);
+  CHECK(m.head().address == "127.0.0.1");
+  CHECK(m.workers()[0]->address == "127.0.0.2");
+  CHECK(m.head().root != m.workers()[0]->root);
+  CHECK(m.engine.serve.device == "cpu");
+  CHECK(m.deadman.backend == DeadmanBackend::agent);
+}
+
+TEST_CASE("defaults fill what a minimal manifest leaves out") {
+  const char* text = R"(apiVersion: tandem/v1
+kind: Bind
+nodes:
+  - {name: a, address: 10.1.0.1, role: head}
+  - {name: b, address: 10.1.0.2, role: worker}
+engine:
+  binary: /usr/bin/tandem-serve
+  model_dir: /m
+  run_user: svc
+  cache_dir: /home/svc/.cache
+  serve: {port: 8000, tensor_parallel_size: 2, gpu_memory_utilization: 0.9}
+deadman: {delay: 2h}
+rollback:
+  commands: [{run: [/bin/true]}]
+  verify: {url: "http://10.1.0.1:8000/health"}
+)";
+  auto r = load_manifest_text(text, "min.yaml");
+  INFO(format_diagnostics(r.errors));
+  REQUIRE(r.manifest);
+  const Manifest& m = *r.manifest;
+  CHECK(m.nodes[0].agent_port == 7443);
+  CHECK(m.nodes[0].ssh_port == 22);
+  CHECK(m.nodes[0].root == "/");
+  CHECK(m.hygiene.shm_patterns == std::vector<std::string>{"torch_*", "psm_*", "nccl-*"});
+  CHECK(m.rollback.commands[0].on == "all");
+  CHECK(m.engine.rendezvous.timeout == Duration(2min));
+}
