@@ -13,7 +13,7 @@ if(TANDEM_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 90 121)
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know nvcc's C++20 flag
     find_package(CUDAToolkit REQUIRED)
     set(TANDEM_HAVE_CUDA ON)
     message(STATUS "tandem: CUDA back end ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")

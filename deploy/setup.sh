@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tandem set-up, idempotent: install what is missing from Debian 12's packages, configure and
+# build into ./build, then (by mode) run the main job or the whole test suite.
+#
+#   deploy/setup.sh            install + build
+#   deploy/setup.sh --run      install + build + the main job on the embedded default
+#   deploy/setup.sh --test     install + build + every test (ctest)
+#   deploy/setup.sh --deb      install + build + a .deb package (CPack) in ./build
+#
+# Environment: BUILD_DIR (default ./build), JOBS (default 2), CI=true turns on -Werror.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+mode=${1:-}
+case "$mode" in ""|--run|--test|--deb) ;; *) echo "usage: deploy/setup.sh [--run|--test|--deb]" >&2; exit 2 ;; esac
+build=${BUILD_DIR:-$here/build}
+jobs=${JOBS:-2}
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libssh-dev libyaml-cpp-dev libssl-dev libboost-dev libcli11-dev libspdlog-dev
+  doctest-dev nlohmann-json3-dev
+  openssh-server openssh-client iproute2 systemd procps
+)
+
+step() { printf '\n== %s\n' "$*"; }
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  step "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  step "Debian packages: all ${#packages[@]} present"
+fi
+
+werror=OFF
+[ "${CI:-}" = "true" ] && werror=ON
+step "configuring $build (warnings as errors: $werror)"
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_WERROR=$werror >/dev/null
+step "building with $jobs jobs"
+cmake --build "$build" -j "$jobs"
+
+case "$mode" in
+  --run)
+    step "main job: tandemctl plan on the embedded default (two ranks on this machine)"
+    "$build/controller/tandemctl" validate
+    "$build/controller/tandemctl" plan
+    ;;
+  --test)
+    step "tests"
+    ctest --test-dir "$build" --output-on-failure -j "$jobs"
+    ;;
+  --deb)
+    step "packaging"
+    (cd "$build" && cpack -G DEB)
+    ;;
+esac
