@@ -1,0 +1,133 @@
+#include "kv_manager.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace tandem::engine::kv {
+
+StateSlots::StateSlots(std::int32_t num_slots) : num_slots_(num_slots) {
+  for (std::int32_t s = num_slots - 1; s >= 0; --s) free_.push_back(s);
+}
+
+std::optional<std::int32_t> StateSlots::acquire() {
+  if (free_.empty()) return std::nullopt;
+  auto s = free_.back();
+  free_.pop_back();
+  return s;
+}
+
+void StateSlots::release(std::int32_t slot) { free_.push_back(slot); }
+
+KvManager::KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache, std::int32_t state_slots)
+    : pool_(num_blocks, block_size), states_(state_slots), prefix_cache_(prefix_cache) {}
+
+std::optional<int> KvManager::admit(SeqId id, std::span<const Token> prompt, bool use_prefix_cache) {
+  if (seqs_.count(id)) throw std::logic_error("KvManager: sequence admitted twice");
+  Seq seq;
+  if (states_.num_slots() > 0) {
+    seq.state_slot = states_.acquire();
+    if (!seq.state_slot) return std::nullopt;
+  }
+  seq.cacheable = prefix_cache_ && use_prefix_cache;
+  // A sequence that bypasses the cache neither reads nor publishes: its blocks stay private.
+  if (seq.cacheable && !prompt.empty()) {
+    const size_t bs = static_cast<size_t>(block_size());
+    const size_t usable = (prompt.size() - 1) / bs;  // keep >= 1 token to compute
+    std::uint64_t h = 0;
+    for (size_t i = 0; i < usable; ++i) {
+      auto chunk = prompt.subspan(i * bs, bs);
+      h = BlockPool::chain_hash(h, chunk);
+      auto b = pool_.lookup(h, chunk);
+      if (!b) break;
+      seq.blocks.push_back(*b);
+      seq.hashes.push_back(h);
+    }
+    seq.written = static_cast<int>(seq.blocks.size() * bs);
+  }
+  int cached = seq.written;
+  seqs_.emplace(id, std::move(seq));
+  return cached;
+}
+
+std::int32_t KvManager::blocks_needed(SeqId id, int n) const {
+  const Seq& s = seqs_.at(id);
+  const std::int64_t need_tokens = s.written + n;
+  const std::int64_t need_blocks = (need_tokens + block_size() - 1) / block_size();
+  const std::int64_t extra = need_blocks - static_cast<std::int64_t>(s.blocks.size());
+  return extra > 0 ? static_cast<std::int32_t>(extra) : 0;
+}
+
+bool KvManager::reserve(SeqId id, int n) {
+  const std::int32_t extra = blocks_needed(id, n);
+  if (extra > pool_.num_available()) return false;
+  Seq& s = seqs_.at(id);
+  for (std::int32_t i = 0; i < extra; ++i) s.blocks.push_back(*pool_.allocate());
+  return true;
+}
+
+void KvManager::advance(SeqId id, std::span<const Token> tokens, int new_len) {
+  Seq& s = seqs_.at(id);
+  if (new_len > static_cast<int>(s.blocks.size()) * block_size() || new_len > static_cast<int>(tokens.size()))
+    throw std::logic_error("KvManager: advance beyond reserved blocks or known tokens");
+  s.written = new_len;
+  if (!s.cacheable) return;
+  const size_t bs = static_cast<size_t>(block_size());
+  const size_t full = static_cast<size_t>(new_len) / bs;
+  while (s.hashes.size() < full) {
+    const size_t i = s.hashes.size();
+    auto chunk = tokens.subspan(i * bs, bs);
+    const std::uint64_t h = BlockPool::chain_hash(i ? s.hashes[i - 1] : 0, chunk);
+    pool_.publish(s.blocks[i], h, chunk);
+    s.hashes.push_back(h);
+  }
+}
+
+void KvManager::trim(SeqId id) {
+  Seq& s = seqs_.at(id);
+  const size_t keep = static_cast<size_t>((s.written + block_size() - 1) / block_size());
+  while (s.blocks.size() > keep) {
+    pool_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+}
+
+void KvManager::release(SeqId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  // Release in reverse so the tail of a prefix is evicted before its head.
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) pool_.release(*b);
+  if (it->second.state_slot) states_.release(*it->second.state_slot);
+  seqs_.erase(it);
+}
+
+namespace {
+std::string with_commas(std::int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+}  // namespace
+
+PoolSize size_pool(const KvGeometry& g, std::uint64_t budget_bytes, int max_model_len) {
+  PoolSize p;
+  p.block_size = g.block_size;
+  p.max_model_len = max_model_len;
+  const std::uint64_t per_token =
+      static_cast<std::uint64_t>(g.num_layers) * static_cast<std::uint64_t>(g.elems_per_token) *
+      static_cast<std::uint64_t>(g.bytes_per_elem);
+  const std::uint64_t per_block = per_token * static_cast<std::uint64_t>(g.block_size);
+  if (per_block == 0) return p;
+  p.num_blocks = static_cast<std::int64_t>(budget_bytes / per_block);
+  p.tokens = p.num_blocks * g.block_size;
+  if (max_model_len > 0) p.requests_at_max_len = static_cast<double>(p.tokens) / max_model_len;
+  return p;
+}
+
+std::string PoolSize::describe() const {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", requests_at_max_len);
+  return "KV pool: " + with_commas(tokens) + " tokens in " + with_commas(num_blocks) + " blocks of " +
+         std::to_string(block_size) + ", " + buf + " requests at max-model-len " + std::to_string(max_model_len);
+}
+
+}  // namespace tandem::engine::kv
