@@ -1,0 +1,50 @@
+// The model API of the CPU reference path: load a Hugging Face directory, run token ids at given
+// positions against a per-sequence cache, get logits for the rows asked for. Prefill (many tokens)
+// and decode (one token) are the same call, so they give the same logits.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tandem/model/config.hpp"
+#include "tandem/model/kv_cache.hpp"
+#include "tandem/model/result.hpp"
+
+namespace tandem::model {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return config_; }
+  int vocab_size() const { return config_.decoder().vocab_size; }
+
+  // An empty cache shaped for this model.
+  virtual KvCache new_cache() const = 0;
+
+  // Appends tokens[i] at positions[i] to `cache` (tokens attend to every cached token at a
+  // position <= their own) and returns the logits of the rows listed in `logit_rows` (indices into
+  // tokens), row after row: logit_rows.size() x vocab_size floats.
+  Result<std::vector<float>> forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                     KvCache& cache, std::span<const int> logit_rows) const;
+
+ protected:
+  explicit Model(ModelConfig config) : config_(std::move(config)) {}
+  // Final hidden states (after the last norm) of the new tokens, [tokens x hidden]; the cache has
+  // already made room for them.
+  virtual std::vector<float> hidden_states(std::span<const int32_t> tokens, KvCache& cache) const = 0;
+  virtual const float* lm_head() const = 0;
+
+ private:
+  ModelConfig config_;
+};
+
+// Reads config.json (+ generation_config.json) and the safetensors weights of `dir`.
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir);
+
+// Greedy decoding with the cache: prefill the prompt, then feed back the argmax token until
+// max_new_tokens are produced (EOS does not stop it; callers that want that check the ids).
+Result<std::vector<int32_t>> greedy_generate(const Model& model, std::span<const int32_t> prompt, int max_new_tokens);
+
+}  // namespace tandem::model

@@ -1,0 +1,54 @@
+#include "decoder.hpp"
+
+#include <algorithm>
+
+#include "tandem/kernels/rmsnorm.hpp"
+
+namespace tandem::model::detail {
+
+namespace k = tandem::kernels;
+
+std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+void Decoder::load_common(WeightReader& w) {
+  const DecoderConfig& d = config().decoder();
+  const int64_t V = d.vocab_size, H = d.hidden_size;
+  embed_ = w.get("model.embed_tokens.weight", {V, H});
+  blocks_.resize(static_cast<size_t>(d.num_hidden_layers));
+  for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
+    Block& b = blocks_[static_cast<size_t>(l)];
+    const std::string p = layer_prefix(l);
+    b.input_norm = w.get(p + "input_layernorm.weight", {H});
+    b.post_attention_norm = w.get(p + "post_attention_layernorm.weight", {H});
+    load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], b.ffn);
+  }
+  final_norm_ = w.get("model.norm.weight", {H});
+  // A tied head is the embedding matrix, whether or not the file also carries a copy.
+  if (!d.tie_word_embeddings) head_ = w.get("lm_head.weight", {V, H});
+}
+
+std::vector<float> Decoder::hidden_states(std::span<const int32_t> tokens, KvCache& cache) const {
+  const DecoderConfig& d = config().decoder();
+  const int H = d.hidden_size, T = static_cast<int>(tokens.size());
+  const int first = cache.length() - T;
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  const size_t n = static_cast<size_t>(T) * static_cast<size_t>(H);
+  std::vector<float> x(n), h(n), delta(n);
+  for (int t = 0; t < T; ++t) {
+    const float* e = embed_.data() + static_cast<long>(tokens[static_cast<size_t>(t)]) * H;
+    std::copy(e, e + H, x.begin() + static_cast<long>(t) * H);
+  }
+  for (int l = 0; l < d.num_hidden_layers; ++l) {
+    const Block& b = blocks_[static_cast<size_t>(l)];
+    k::rmsnorm_cpu(x.data(), b.input_norm.data(), h.data(), T, H, eps);
+    attention(l, h.data(), T, first, cache, delta.data());
+    for (size_t i = 0; i < n; ++i) x[i] += delta[i];
+    k::rmsnorm_cpu(x.data(), b.post_attention_norm.data(), h.data(), T, H, eps);
+    ffn_forward(b.ffn, d, h.data(), delta.data(), T);
+    for (size_t i = 0; i < n; ++i) x[i] += delta[i];
+  }
+  k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
+  return h;
+}
+
+}  // namespace tandem::model::detail

@@ -1,0 +1,40 @@
+// The skeleton both GLM lines share (pre-norm residual blocks):
+//   x = embed[token]
+//   per layer:  x += attention(rmsnorm(x));  x += ffn(rmsnorm(x))
+//   logits = lm_head(rmsnorm(x))
+// Each architecture supplies its attention (weights, cache row and math).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ffn.hpp"
+#include "tandem/model/model.hpp"
+#include "weights.hpp"
+
+namespace tandem::model::detail {
+
+class Decoder : public Model {
+ protected:
+  explicit Decoder(ModelConfig config) : Model(std::move(config)) {}
+
+  // Embedding, norms, feed-forward blocks and head, under the transformers names.
+  void load_common(WeightReader& w);
+  // attention(rmsnorm(x)) of layer `layer` for the `rows` new tokens, which sit at cache indices
+  // first .. first+rows-1 (the cache already has room for them; the attention fills their rows).
+  virtual void attention(int layer, const float* x, int rows, int first, KvCache& cache, float* out) const = 0;
+
+  std::vector<float> hidden_states(std::span<const int32_t> tokens, KvCache& cache) const override;
+  const float* lm_head() const override { return head_.empty() ? embed_.data() : head_.data(); }
+
+ private:
+  struct Block {
+    std::vector<float> input_norm, post_attention_norm;
+    Ffn ffn;
+  };
+  std::vector<float> embed_, final_norm_, head_;  // head_ empty when tied to the embedding
+  std::vector<Block> blocks_;
+};
+
+std::string layer_prefix(int layer);  // "model.layers.<i>."
+
+}  // namespace tandem::model::detail

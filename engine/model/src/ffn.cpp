@@ -1,0 +1,145 @@
+#include "ffn.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "tandem/kernels/activation.hpp"
+#include "tandem/kernels/linear.hpp"
+
+namespace tandem::model::detail {
+
+namespace k = tandem::kernels;
+
+static void load_mlp(WeightReader& w, const std::string& prefix, int hidden, int width, DenseMlp& m) {
+  const int64_t H = hidden, I = width;
+  m.width = width;
+  m.gate = w.get(prefix + "gate_proj.weight", {I, H});
+  m.up = w.get(prefix + "up_proj.weight", {I, H});
+  m.down = w.get(prefix + "down_proj.weight", {H, I});
+}
+
+void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d, bool moe, Ffn& out) {
+  out.moe = moe;
+  if (!moe) return load_mlp(w, prefix, d.hidden_size, d.intermediate_size, out.dense);
+  const MoeConfig& m = d.moe;
+  const int64_t E = m.n_routed_experts, H = d.hidden_size, I = m.moe_intermediate_size;
+  MoeBlock& b = out.routed;
+  b.router = w.get(prefix + "gate.weight", {E, H});
+  b.correction_bias = w.get(prefix + "gate.e_score_correction_bias", {E});
+  // Experts come one tensor per expert (the released checkpoints) or fused into 3-D tensors
+  // (transformers' in-memory layout: gate_up_proj [E, 2I, H] with gate rows first, down_proj [E, H, I]).
+  const size_t expert_in = static_cast<size_t>(I * H);
+  if (w.has(prefix + "experts.gate_up_proj")) {
+    const auto gate_up = w.get(prefix + "experts.gate_up_proj", {E, 2 * I, H});
+    b.down = w.get(prefix + "experts.down_proj", {E, H, I});
+    if (!w.ok()) return;
+    b.gate.resize(static_cast<size_t>(E) * expert_in);
+    b.up.resize(b.gate.size());
+    for (int64_t e = 0; e < E; ++e) {
+      const float* src = gate_up.data() + static_cast<size_t>(e) * 2 * expert_in;
+      std::copy(src, src + expert_in, b.gate.begin() + static_cast<long>(static_cast<size_t>(e) * expert_in));
+      std::copy(src + expert_in, src + 2 * expert_in, b.up.begin() + static_cast<long>(static_cast<size_t>(e) * expert_in));
+    }
+  } else {
+    for (int64_t e = 0; e < E && w.ok(); ++e) {
+      const std::string ep = prefix + "experts." + std::to_string(e) + ".";
+      for (auto [name, dst, shape] : {std::tuple{"gate_proj", &b.gate, std::vector<int64_t>{I, H}},
+                                      std::tuple{"up_proj", &b.up, std::vector<int64_t>{I, H}},
+                                      std::tuple{"down_proj", &b.down, std::vector<int64_t>{H, I}}}) {
+        const auto t = w.get(ep + name + ".weight", shape);
+        dst->insert(dst->end(), t.begin(), t.end());
+      }
+    }
+  }
+  if (m.n_shared_experts > 0)
+    load_mlp(w, prefix + "shared_experts.", d.hidden_size, m.moe_intermediate_size * m.n_shared_experts, b.shared);
+}
+
+// down(silu(gate x) * up x) for one token, accumulated into y with weight `scale`.
+static void mlp_add(const float* gate_w, const float* up_w, const float* down_w, int hidden, int width,
+                    const float* x, float scale, float* y, std::vector<float>& g, std::vector<float>& u,
+                    std::vector<float>& o) {
+  g.resize(static_cast<size_t>(width));
+  u.resize(static_cast<size_t>(width));
+  o.resize(static_cast<size_t>(hidden));
+  k::linear_cpu(x, gate_w, nullptr, g.data(), 1, hidden, width);
+  k::linear_cpu(x, up_w, nullptr, u.data(), 1, hidden, width);
+  k::swiglu_cpu(g.data(), u.data(), g.data(), width);
+  k::linear_cpu(g.data(), down_w, nullptr, o.data(), 1, width, hidden);
+  for (int i = 0; i < hidden; ++i) y[i] += scale * o[static_cast<size_t>(i)];
+}
+
+// Indices of the k largest values (ties: the lower index first, deterministic).
+static std::vector<int> top_k(const std::vector<float>& v, int k) {
+  std::vector<int> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    const float va = v[static_cast<size_t>(a)], vb = v[static_cast<size_t>(b)];
+    return va > vb || (va == vb && a < b);
+  });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+void select_experts(const MoeConfig& m, const float* scores, const float* correction_bias, int* expert,
+                    float* weight) {
+  const int E = m.n_routed_experts, per_group = E / m.n_group;
+  // Selection uses score + bias; a group is worth the sum of its two best experts.
+  std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(m.n_group));
+  for (int e = 0; e < E; ++e) choice[static_cast<size_t>(e)] = scores[e] + correction_bias[e];
+  for (int g = 0; g < m.n_group; ++g) {
+    std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+    const auto best = top_k(members, 2);
+    group_score[static_cast<size_t>(g)] = members[static_cast<size_t>(best[0])] + members[static_cast<size_t>(best[1])];
+  }
+  std::vector<bool> group_on(static_cast<size_t>(m.n_group), false);
+  for (int g : top_k(group_score, m.topk_group)) group_on[static_cast<size_t>(g)] = true;
+  for (int e = 0; e < E; ++e)
+    if (!group_on[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+  const auto chosen = top_k(choice, m.num_experts_per_tok);
+  // The weights are the plain sigmoid scores (no bias), optionally renormalised, then scaled.
+  float sum = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    expert[i] = chosen[i];
+    weight[i] = scores[chosen[i]];
+    sum += weight[i];
+  }
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (m.norm_topk_prob) weight[i] /= sum + 1e-20f;
+    weight[i] *= static_cast<float>(m.routed_scaling_factor);
+  }
+}
+
+void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows) {
+  const int H = d.hidden_size;
+  std::vector<float> g, u, o;
+  std::fill(y, y + static_cast<long>(rows) * H, 0.f);
+  if (!f.moe) {
+    for (int r = 0; r < rows; ++r)
+      mlp_add(f.dense.gate.data(), f.dense.up.data(), f.dense.down.data(), H, f.dense.width, x + static_cast<long>(r) * H,
+              1.f, y + static_cast<long>(r) * H, g, u, o);
+    return;
+  }
+  const MoeConfig& m = d.moe;
+  const MoeBlock& b = f.routed;
+  const int E = m.n_routed_experts, I = m.moe_intermediate_size, K = m.num_experts_per_tok;
+  const size_t expert_size = static_cast<size_t>(I) * static_cast<size_t>(H);
+  std::vector<float> scores(static_cast<size_t>(E)), weight(static_cast<size_t>(K));
+  std::vector<int> expert(static_cast<size_t>(K));
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<long>(r) * H;
+    float* yr = y + static_cast<long>(r) * H;
+    k::linear_cpu(xr, b.router.data(), nullptr, scores.data(), 1, H, E);
+    k::sigmoid_cpu(scores.data(), scores.data(), E);
+    select_experts(m, scores.data(), b.correction_bias.data(), expert.data(), weight.data());
+    for (int i = 0; i < K; ++i) {
+      const size_t at = static_cast<size_t>(expert[static_cast<size_t>(i)]) * expert_size;
+      mlp_add(b.gate.data() + at, b.up.data() + at, b.down.data() + at, H, I, xr, weight[static_cast<size_t>(i)], yr, g, u, o);
+    }
+    if (m.n_shared_experts > 0)
+      mlp_add(b.shared.gate.data(), b.shared.up.data(), b.shared.down.data(), H, b.shared.width, xr, 1.f, yr, g, u, o);
+  }
+}
+
+}  // namespace tandem::model::detail

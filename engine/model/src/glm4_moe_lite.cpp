@@ -1,0 +1,148 @@
+// glm4_moe_lite (GLM-4.7-Flash): multi-head latent attention (DeepSeek-V2 style MLA).
+//
+//   q      = q_b(rmsnorm(q_a(x)))            or q_proj(x) without a query LoRA    [heads, nope + rope]
+//   c, kr  = split(kv_a(x), [kv_lora, rope]); c = rmsnorm(c)                     latent + shared key part
+//   q_rope, kr rotated at the token's position (one rotary for all heads of kr)
+//   cache  <- [c, kr]                                                            (kv_lora + rope floats)
+//   k_nope, v = split(kv_b(c), per head [nope, v])
+//   k      = [k_nope, kr],  q = [q_nope, q_rope]
+//   out    = o_proj(softmax(q.k / sqrt(nope + rope)) v)
+// With attention_bias, q_a, kv_a and o_proj carry biases (q_proj and q_b/kv_b never do).
+#include <cmath>
+
+#include "decoder.hpp"
+#include "tandem/kernels/attention.hpp"
+#include "tandem/kernels/linear.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
+#include "tandem/kernels/rope.hpp"
+
+namespace tandem::model::detail {
+
+namespace k = tandem::kernels;
+
+namespace {
+
+// transformers builds q_a_layernorm and kv_a_layernorm with the RMSNorm default eps of 1e-6, not
+// the config's rms_norm_eps; so do we.
+constexpr float kLoraNormEps = 1e-6f;
+
+class Glm4MoeLite final : public Decoder {
+ public:
+  explicit Glm4MoeLite(ModelConfig config) : Decoder(std::move(config)), c_(std::get<Glm4MoeLiteConfig>(this->config().arch)) {}
+
+  Status load(const Checkpoint& ck) {
+    WeightReader w(ck);
+    load_common(w);
+    const DecoderConfig& d = c_.d;
+    const int64_t H = d.hidden_size, heads = d.num_attention_heads, qk = c_.qk_head_dim();
+    const int64_t lora_q = c_.q_lora_rank, lora_kv = c_.kv_lora_rank, rope = c_.qk_rope_head_dim;
+    const bool bias = d.attention_bias;
+    layers_.resize(static_cast<size_t>(d.num_hidden_layers));
+    for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
+      Layer& a = layers_[static_cast<size_t>(l)];
+      const std::string p = layer_prefix(l) + "self_attn.";
+      if (lora_q > 0) {
+        a.q_a = w.get(p + "q_a_proj.weight", {lora_q, H});
+        if (bias) a.q_a_bias = w.get(p + "q_a_proj.bias", {lora_q});
+        a.q_a_norm = w.get(p + "q_a_layernorm.weight", {lora_q});
+        a.q_b = w.get(p + "q_b_proj.weight", {heads * qk, lora_q});
+      } else {
+        a.q = w.get(p + "q_proj.weight", {heads * qk, H});
+      }
+      a.kv_a = w.get(p + "kv_a_proj_with_mqa.weight", {lora_kv + rope, H});
+      if (bias) a.kv_a_bias = w.get(p + "kv_a_proj_with_mqa.bias", {lora_kv + rope});
+      a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {lora_kv});
+      a.kv_b = w.get(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lora_kv});
+      a.o = w.get(p + "o_proj.weight", {H, heads * c_.v_head_dim});
+      if (bias) a.o_bias = w.get(p + "o_proj.bias", {H});
+    }
+    if (!w.ok()) return w.error();
+    inv_freq_.resize(static_cast<size_t>(rope / 2));
+    k::rope_inv_freq(inv_freq_.data(), static_cast<int>(rope), d.rope_theta);
+    return Ok{};
+  }
+
+  KvCache new_cache() const override { return KvCache(c_.d.num_hidden_layers, c_.kv_lora_rank + c_.qk_rope_head_dim); }
+
+ protected:
+  void attention(int layer, const float* x, int rows, int first, KvCache& cache, float* out) const override {
+    const Layer& a = layers_[static_cast<size_t>(layer)];
+    const DecoderConfig& d = c_.d;
+    const int H = d.hidden_size, heads = d.num_attention_heads;
+    const int nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, qk = c_.qk_head_dim(), vd = c_.v_head_dim;
+    const int lora_kv = c_.kv_lora_rank, lora_q = c_.q_lora_rank, width = lora_kv + rope;
+    const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
+    const int* pos = cache.positions().data();
+
+    // Queries of the new tokens, and their cache rows [c, kr].
+    std::vector<float> q(static_cast<size_t>(rows) * static_cast<size_t>(heads * qk)), q_lat(static_cast<size_t>(lora_q));
+    for (int t = 0; t < rows; ++t) {
+      const float* xt = x + static_cast<long>(t) * H;
+      float* qt = q.data() + static_cast<long>(t) * heads * qk;
+      if (lora_q > 0) {
+        k::linear_cpu(xt, a.q_a.data(), a.q_a_bias.empty() ? nullptr : a.q_a_bias.data(), q_lat.data(), 1, H, lora_q);
+        k::rmsnorm_cpu(q_lat.data(), a.q_a_norm.data(), q_lat.data(), 1, lora_q, kLoraNormEps);
+        k::linear_cpu(q_lat.data(), a.q_b.data(), nullptr, qt, 1, lora_q, heads * qk);
+      } else {
+        k::linear_cpu(xt, a.q.data(), nullptr, qt, 1, H, heads * qk);
+      }
+      k::rope_cpu(qt + nope, heads, qk, rope, inv_freq_.data(), pos[first + t], layout);
+
+      float* row = cache.row(layer, first + t);
+      k::linear_cpu(xt, a.kv_a.data(), a.kv_a_bias.empty() ? nullptr : a.kv_a_bias.data(), row, 1, H, width);
+      k::rmsnorm_cpu(row, a.kv_a_norm.data(), row, 1, lora_kv, kLoraNormEps);
+      k::rope_cpu(row + lora_kv, 1, rope, rope, inv_freq_.data(), pos[first + t], layout);
+    }
+
+    // Expand every cached latent into per-head keys and values (the reference path does not
+    // absorb kv_b into the query; a fast path may).
+    const int S = cache.length();
+    const int kv_w = heads * (nope + vd);
+    std::vector<float> kv(static_cast<size_t>(S) * static_cast<size_t>(kv_w));
+    std::vector<float> keys(static_cast<size_t>(S) * static_cast<size_t>(heads * qk));
+    for (int s = 0; s < S; ++s) {
+      const float* row = cache.row(layer, s);
+      float* kvs = kv.data() + static_cast<long>(s) * kv_w;
+      k::linear_cpu(row, a.kv_b.data(), nullptr, kvs, 1, lora_kv, kv_w);
+      for (int h = 0; h < heads; ++h) {
+        float* kh = keys.data() + (static_cast<long>(s) * heads + h) * qk;
+        std::copy(kvs + h * (nope + vd), kvs + h * (nope + vd) + nope, kh);
+        std::copy(row + lora_kv, row + width, kh + nope);
+      }
+    }
+
+    k::AttentionShape shape;
+    shape.q_heads = shape.kv_heads = heads;
+    shape.qk_dim = qk;
+    shape.v_dim = vd;
+    shape.q_stride = shape.k_stride = heads * qk;
+    shape.q_head_stride = shape.k_head_stride = qk;
+    shape.v_stride = kv_w;
+    shape.v_head_stride = nope + vd;
+    shape.out_stride = heads * vd;
+    std::vector<float> attn(static_cast<size_t>(rows) * static_cast<size_t>(heads * vd));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
+    k::attention_cpu(q.data(), pos + first, rows, keys.data(), kv.data() + nope, pos, S, attn.data(), shape, scale);
+    k::linear_cpu(attn.data(), a.o.data(), a.o_bias.empty() ? nullptr : a.o_bias.data(), out, rows, heads * vd, H);
+  }
+
+ private:
+  struct Layer {
+    std::vector<float> q_a, q_a_bias, q_a_norm, q_b, q;
+    std::vector<float> kv_a, kv_a_bias, kv_a_norm, kv_b;
+    std::vector<float> o, o_bias;
+  };
+  const Glm4MoeLiteConfig& c_;
+  std::vector<Layer> layers_;
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck) {
+  auto m = std::make_unique<Glm4MoeLite>(std::move(config));
+  if (auto s = m->load(ck); !s) return s.error();
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace tandem::model::detail

@@ -1,0 +1,76 @@
+// Model::forward (argument checks, logits), load_model (dispatch on model_type), greedy decoding.
+#include "tandem/model/model.hpp"
+
+#include <algorithm>
+
+#include "tandem/kernels/linear.hpp"
+#include "tandem/model/safetensors.hpp"
+
+namespace tandem::model {
+
+namespace detail {
+Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck);
+Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck);
+}  // namespace detail
+
+Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                          KvCache& cache, std::span<const int> logit_rows) const {
+  const int V = vocab_size(), H = config_.decoder().hidden_size;
+  const int T = static_cast<int>(tokens.size());
+  if (T == 0) return error("forward: no tokens");
+  if (positions.size() != tokens.size())
+    return error("forward: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(positions.size()) + " positions");
+  const KvCache shape = new_cache();
+  if (cache.n_layers() != shape.n_layers() || cache.row_width() != shape.row_width())
+    return error("forward: the cache was not made for this model (new_cache())");
+  for (int t = 0; t < T; ++t) {
+    const auto tok = tokens[static_cast<size_t>(t)];
+    if (tok < 0 || tok >= V)
+      return error("forward: token id " + std::to_string(tok) + " at index " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    if (positions[static_cast<size_t>(t)] < 0) return error("forward: negative position at index " + std::to_string(t));
+  }
+  for (int r : logit_rows)
+    if (r < 0 || r >= T) return error("forward: logit row " + std::to_string(r) + " is not one of the " + std::to_string(T) + " tokens");
+
+  cache.append(std::span<const int>(positions.data(), positions.size()));
+  const std::vector<float> hidden = hidden_states(tokens, cache);
+  std::vector<float> logits(logit_rows.size() * static_cast<size_t>(V));
+  for (size_t i = 0; i < logit_rows.size(); ++i)
+    kernels::linear_cpu(hidden.data() + static_cast<long>(logit_rows[i]) * H, lm_head(), nullptr,
+                        logits.data() + static_cast<long>(i) * V, 1, H, V);
+  return logits;
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir) {
+  auto config = load_config(dir);
+  if (!config) return config.error();
+  auto ck = Checkpoint::open(dir);
+  if (!ck) return ck.error();
+  if (config->model_type == "glm4_moe_lite") return detail::load_glm4_moe_lite(std::move(config).value(), ck.value());
+  return detail::load_glm4_moe(std::move(config).value(), ck.value());
+}
+
+Result<std::vector<int32_t>> greedy_generate(const Model& model, std::span<const int32_t> prompt, int max_new_tokens) {
+  if (prompt.empty()) return error("greedy_generate: empty prompt");
+  if (max_new_tokens <= 0) return std::vector<int32_t>{};
+  KvCache cache = model.new_cache();
+  std::vector<int32_t> tokens(prompt.begin(), prompt.end()), positions(prompt.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i);
+  std::vector<int32_t> out;
+  const int last = static_cast<int>(tokens.size()) - 1;
+  auto logits = model.forward(tokens, positions, cache, std::span<const int>(&last, 1));
+  while (true) {
+    if (!logits) return logits.error();
+    const auto& l = logits.value();
+    // First maximum on ties, as torch.argmax does.
+    const auto next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    out.push_back(next);
+    if (static_cast<int>(out.size()) >= max_new_tokens) return out;
+    const int32_t pos = static_cast<int32_t>(prompt.size() + out.size() - 1);
+    const int row = 0;
+    logits = model.forward(std::span<const int32_t>(&next, 1), std::span<const int32_t>(&pos, 1), cache,
+                           std::span<const int>(&row, 1));
+  }
+}
+
+}  // namespace tandem::model
