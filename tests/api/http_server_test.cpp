@@ -1,0 +1,136 @@
+// The engine's HTTP server with a real TCP client: plain answers, keep-alive, streaming in
+// chunks from another thread, disconnect noticed mid-stream, oversize and malformed requests.
+#include <doctest/doctest.h>
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "http_server.hpp"
+
+using namespace tandem::engine::api;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+struct Fixture {
+  std::atomic<int> closes{0};
+  std::atomic<bool> stream_stopped{false};
+  std::unique_ptr<HttpServer> server;
+
+  Fixture() {
+    HttpServerOptions o;
+    o.body_limit = 1024;
+    std::string err;
+    server = HttpServer::start(o, [this](const HttpRequest& r, std::shared_ptr<Responder> out) { handle(r, out); }, err);
+    REQUIRE_MESSAGE(server, err);
+  }
+
+  void handle(const HttpRequest& r, const std::shared_ptr<Responder>& out) {
+    if (r.path == "/echo") return out->send(200, "text/plain", r.method + " " + r.body + " " + r.query);
+    if (r.path == "/stream") {
+      out->begin_stream("text/event-stream");
+      std::thread([out] {
+        for (int i = 0; i < 3; ++i) out->write("data: " + std::to_string(i) + "\n\n");
+        out->write("data: [DONE]\n\n");
+        out->end();
+      }).detach();
+      return;
+    }
+    if (r.path == "/forever") {
+      out->on_close([this] { ++closes; });
+      out->begin_stream("text/event-stream");
+      std::thread([this, out] {
+        for (int i = 0; i < 500 && !out->closed(); ++i) {
+          out->write("data: tick\n\n");
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        stream_stopped = true;
+      }).detach();
+      return;
+    }
+    out->send(404, "application/json", "{}");
+  }
+};
+
+std::string raw_exchange(std::uint16_t port, const std::string& bytes) {
+  asio::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect({asio::ip::make_address("127.0.0.1"), port});
+  asio::write(s, asio::buffer(bytes));
+  std::string out;
+  beast::error_code ec;
+  char buf[4096];
+  for (;;) {
+    std::size_t n = s.read_some(asio::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plain request and keep-alive reuse of one connection") {
+  Fixture f;
+  asio::io_context ioc;
+  beast::tcp_stream s(ioc);
+  s.connect(tcp::endpoint{asio::ip::make_address("127.0.0.1"), f.server->port()});
+  for (int i = 0; i < 2; ++i) {
+    http::request<http::string_body> req{http::verb::post, "/echo?x=1", 11};
+    req.body() = "hello" + std::to_string(i);
+    req.keep_alive(true);
+    req.prepare_payload();
+    http::write(s, req);
+    beast::flat_buffer b;
+    http::response<http::string_body> res;
+    http::read(s, b, res);
+    CHECK(res.result_int() == 200);
+    CHECK(res.body() == "POST hello" + std::to_string(i) + " x=1");
+  }
+}
+
+TEST_CASE("streaming: chunks written from another thread arrive in order") {
+  Fixture f;
+  std::string out = raw_exchange(f.server->port(), "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(out.find("Transfer-Encoding: chunked") != std::string::npos);
+  auto p0 = out.find("data: 0"), p2 = out.find("data: 2"), done = out.find("data: [DONE]");
+  CHECK(p0 != std::string::npos);
+  CHECK(p0 < p2);
+  CHECK(p2 < done);
+  CHECK(out.substr(out.size() - 5) == "0\r\n\r\n");
+}
+
+TEST_CASE("a client that leaves mid-stream is noticed and the producer stops") {
+  Fixture f;
+  {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), f.server->port()});
+    asio::write(s, asio::buffer(std::string("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")));
+    char buf[256];
+    s.read_some(asio::buffer(buf));
+  }  // socket closed here
+  for (int i = 0; i < 300 && !f.stream_stopped; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(f.stream_stopped);
+  CHECK(f.closes == 1);
+}
+
+TEST_CASE("oversize body gets 413, garbage gets 400, and the server keeps serving") {
+  Fixture f;
+  std::string big(4096, 'x');
+  std::string r413 = raw_exchange(f.server->port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n" + big);
+  CHECK(r413.rfind("HTTP/1.1 413", 0) == 0);
+  std::string r400 = raw_exchange(f.server->port(), "NOT HTTP AT ALL\r\n\r\n");
+  CHECK(r400.rfind("HTTP/1.1 400", 0) == 0);
+  std::string ok = raw_exchange(f.server->port(), "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
+}
