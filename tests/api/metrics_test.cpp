@@ -1,0 +1,25 @@
+#include <doctest/doctest.h>
+
+#include "metrics.hpp"
+
+using tandem::engine::api::Metrics;
+
+TEST_CASE("Prometheus text: HELP, TYPE, labelled series, escaping") {
+  Metrics m;
+  m.declare("tandem_requests_total", "counter", "Requests finished, by outcome");
+  m.declare("tandem_kv_usage_ratio", "gauge", "Share of KV blocks in use");
+  m.add("tandem_requests_total", 1, {{"outcome", "ok"}});
+  m.add("tandem_requests_total", 2, {{"outcome", "ok"}});
+  m.add("tandem_requests_total", 1, {{"outcome", "a\"b"}});
+  m.set("tandem_kv_usage_ratio", 0.25);
+  CHECK(m.get("tandem_requests_total", {{"outcome", "ok"}}) == 3);
+  CHECK(m.render() ==
+        "# HELP tandem_requests_total Requests finished, by outcome\n"
+        "# TYPE tandem_requests_total counter\n"
+        "tandem_requests_total{outcome=\"a\\\"b\"} 1\n"
+        "tandem_requests_total{outcome=\"ok\"} 3\n"
+        "# HELP tandem_kv_usage_ratio Share of KV blocks in use\n"
+        "# TYPE tandem_kv_usage_ratio gauge\n"
+        "tandem_kv_usage_ratio 0.25\n");
+  CHECK_THROWS(m.add("undeclared", 1));
+}
