@@ -1,0 +1,77 @@
+// A malformed tokenizer.json is refused with a message naming the file, the key and what was
+// expected, never a crash or a silently wrong tokenizer.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "golden.hpp"
+#include "tandem/tokenizer/tokenizer.hpp"
+
+using tandem::tokenizer::Tokenizer;
+
+namespace {
+
+// A minimal valid byte-level BPE file with one piece replaced by `model` / `extra` text.
+std::string json_with(const std::string& model, const std::string& extra = "") {
+  return R"({"added_tokens": [], "normalizer": null,
+             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+             "decoder": {"type": "ByteLevel"}, "model": )" + model + extra + "}";
+}
+
+std::string load_error(const std::string& json, const std::string& config = "") {
+  auto tok = Tokenizer::from_json(json, config, "test/tokenizer.json");
+  REQUIRE_FALSE(tok.ok());
+  return tok.error().message;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+const std::string kGoodModel = R"({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})";
+
+}  // namespace
+
+TEST_CASE("the minimal file loads and merges") {
+  auto tok = Tokenizer::from_json(json_with(kGoodModel));
+  REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
+  CHECK(tok->encode("abab", false) == std::vector<int32_t>{2, 2});
+  CHECK(tok->encode("ba", false) == std::vector<int32_t>{1, 0});
+}
+
+TEST_CASE("merges in list form load like the string form") {
+  auto tok = Tokenizer::from_json(json_with(R"({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]})"));
+  REQUIRE(tok.ok());
+  CHECK(tok->encode("ab", false) == std::vector<int32_t>{2});
+}
+
+TEST_CASE("missing model.vocab is named") {
+  const auto msg = load_error(json_with(R"({"type": "BPE", "merges": []})"));
+  CHECK(contains(msg, "test/tokenizer.json"));
+  CHECK(contains(msg, "model.vocab"));
+  CHECK(contains(msg, "expected"));
+}
+
+TEST_CASE("an unknown model type is refused clearly") {
+  const auto msg = load_error(json_with(R"({"type": "Unigram", "vocab": [["a", 0.0]]})"));
+  CHECK(contains(msg, "model.type"));
+  CHECK(contains(msg, "Unigram"));
+  CHECK(contains(msg, "not supported"));
+}
+
+TEST_CASE("other malformed inputs") {
+  CHECK(contains(load_error("{not json"), "not valid JSON"));
+  CHECK(contains(load_error(R"({"added_tokens": []})"), "model: missing"));
+  CHECK(contains(load_error(json_with(R"({"type": "BPE", "vocab": {"a": 0}, "merges": ["a c"]})")), "model.merges[0]"));
+  CHECK(contains(load_error(json_with(R"({"type": "BPE", "vocab": {"a": "zero"}, "merges": []})")), "model.vocab[\"a\"]"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "normalizer": {"type": "Lowercase"})")), "Lowercase"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}})")),
+                 "pre_tokenizer.pattern"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "pre_tokenizer": {"type": "Metaspace"})")), "Metaspace"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "added_tokens": [{"content": "<x>"}])")), "added_tokens[0]"));
+  CHECK(contains(load_error(json_with(kGoodModel), R"({"eos_token": "<nope>"})"), "eos_token"));
+}
+
+TEST_CASE("a missing file is named") {
+  auto tok = Tokenizer::load("/nonexistent/dir/tokenizer.json");
+  REQUIRE_FALSE(tok.ok());
+  CHECK(contains(tok.error().message, "/nonexistent/dir/tokenizer.json"));
+}
