@@ -1,0 +1,20 @@
+// SHA-256 with OpenSSL EVP, streamed in 1 MiB chunks so a 100 GiB shard never sits in memory.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "tandem/agent/error.hpp"
+
+namespace tandem::agent {
+
+constexpr std::size_t kHashChunk = 1 << 20;
+
+std::string sha256_hex(std::string_view bytes);
+
+// Called after each chunk: bytes of this file hashed so far, and the size of the chunk just read.
+using ChunkFn = std::function<void(std::uint64_t done, std::uint64_t chunk)>;
+Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk = {});
+
+}  // namespace tandem::agent

@@ -1,0 +1,75 @@
+#include "tandem/agent/sha256.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <vector>
+
+namespace tandem::agent {
+namespace {
+
+struct CtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using Ctx = std::unique_ptr<EVP_MD_CTX, CtxFree>;
+
+std::string hex(const unsigned char* d, unsigned n) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (unsigned i = 0; i < n; ++i) {
+    out += digits[d[i] >> 4];
+    out += digits[d[i] & 15];
+  }
+  return out;
+}
+
+Result<Ctx> new_ctx(const std::string& what) {
+  Ctx c(EVP_MD_CTX_new());
+  if (!c || EVP_DigestInit_ex(c.get(), EVP_sha256(), nullptr) != 1) return plain_error(what, "OpenSSL SHA-256 init failed");
+  return c;
+}
+
+}  // namespace
+
+std::string sha256_hex(std::string_view bytes) {
+  auto c = new_ctx("sha256");
+  if (!c) return {};
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestUpdate(c->get(), bytes.data(), bytes.size());
+  EVP_DigestFinal_ex(c->get(), md, &n);
+  return hex(md, n);
+}
+
+Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk) {
+  auto c = new_ctx(path);
+  if (!c) return c.error();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error(path, "cannot open for hashing");
+  std::vector<char> buf(kHashChunk);
+  std::uint64_t done = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      auto e = sys_error(path, "read failed while hashing");
+      ::close(fd);
+      return e;
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(c->get(), buf.data(), static_cast<size_t>(n));
+    done += static_cast<std::uint64_t>(n);
+    if (on_chunk) on_chunk(done, static_cast<std::uint64_t>(n));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (EVP_DigestFinal_ex(c->get(), md, &len) != 1) return plain_error(path, "OpenSSL SHA-256 final failed");
+  return hex(md, len);
+}
+
+}  // namespace tandem::agent
