@@ -79,6 +79,8 @@ Result<std::unique_ptr<Tokenizer::Impl>> build(const nlohmann::json& root) {
     for (const auto& t : *added) {
       auto tok = parse_added_token(t, "added_tokens[" + std::to_string(n++) + "]");
       if (!tok) return tok.error();
+      // HF's rule: content the model vocabulary already has keeps the vocabulary's id.
+      if (const auto v = impl->model.vocab().find(tok->content); v != impl->model.vocab().end()) tok->id = v->second;
       const auto i = static_cast<std::size_t>(tok->id);
       if (i >= impl->id_to_token.size()) impl->id_to_token.resize(i + 1);
       impl->id_to_token[i] = tok->content;

@@ -16,7 +16,10 @@ as soon as the bytes form complete characters. Tests compare our ids with a refe
 on code, prose, JSON, numbers and text in many scripts. This is the way the world works: the small
 things add up, and the details matter more than anyone thinks they will.
 `;
-const text = JSON.parse(fs.readFileSync(corpusPath, "utf8")).join("\n") + prose.repeat(3);
+// Added-token text is cut out first, as the tokenizer does, so BPE never learns pieces of it.
+const addedContents = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<mask>", "<think>", "</think>", "[END]", "<|im"];
+let text = JSON.parse(fs.readFileSync(corpusPath, "utf8")).join("\n") + prose.repeat(3);
+for (const c of [...addedContents].sort((a, b) => b.length - a.length)) text = text.split(c).join("\n");
 
 // GPT-2's byte-to-unicode table: printable bytes map to themselves, the rest to U+0100 onwards.
 function bytesToUnicode() {
@@ -81,8 +84,11 @@ const added_tokens = [
   added("<think>", { special: false }),
   added("</think>", { special: false }),
   added("[END]", { special: false, normalized: true, rstrip: true }),
-  added("<|", { special: false }),
+  added("<|im", { special: false }),
 ];
+// HF gives an added token whose content is already in the vocabulary the vocabulary's id; keep
+// the file consistent so that rule never applies.
+for (const t of added_tokens) if (vocab.has(t.content)) throw new Error(`added token ${t.content} is in the vocab`);
 
 const tokenizer = {
   version: "1.0",
