@@ -104,6 +104,11 @@ Finished Scheduler::finish(SeqId id, FinishReason why) {
 
 std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<Token>& sampled,
                                           const std::function<bool(Token)>& is_stop) {
+  return complete(step, sampled, std::function<bool(SeqId, Token)>([&is_stop](SeqId, Token t) { return is_stop(t); }));
+}
+
+std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<Token>& sampled,
+                                          const std::function<bool(SeqId, Token)>& is_stop) {
   std::vector<Finished> done;
   size_t next = 0;
   for (const Work& w : step.work) {
@@ -119,7 +124,7 @@ std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<To
     const Token t = sampled.at(next++);
     s.tokens.push_back(t);
     ++s.generated;
-    if (is_stop(t)) done.push_back(finish(w.id, FinishReason::stop));
+    if (is_stop(w.id, t)) done.push_back(finish(w.id, FinishReason::stop));
     else if (s.generated >= s.req.max_tokens) done.push_back(finish(w.id, FinishReason::length));
     else if (static_cast<int>(s.tokens.size()) >= cfg_.max_model_len) done.push_back(finish(w.id, FinishReason::model_len));
   }

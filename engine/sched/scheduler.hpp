@@ -69,6 +69,9 @@ class Scheduler {
   // whether a token ends its sequence. Returns the sequences that finished.
   std::vector<Finished> complete(const Step& step, const std::vector<Token>& sampled,
                                  const std::function<bool(Token)>& is_stop);
+  // The same, with stop tokens per sequence (each request brings its own stop ids).
+  std::vector<Finished> complete(const Step& step, const std::vector<Token>& sampled,
+                                 const std::function<bool(SeqId, Token)>& is_stop);
 
   const std::vector<Token>& tokens(SeqId id) const { return seqs_.at(id).tokens; }
   std::size_t num_waiting() const { return waiting_.size(); }

@@ -159,3 +159,19 @@ TEST_CASE("shared prefixes are computed once") {
   for (const Work& w : st3.work)
     if (w.id == 3) CHECK(w.start == 0);
 }
+
+TEST_CASE("stop tokens can be per sequence") {
+  SchedulerConfig cfg{4, 256, 4096};
+  kv::KvManager kv(32, 16, false);
+  Scheduler s(cfg, kv);
+  REQUIRE_FALSE(s.add(Request{1, prompt_of(1, 8), 10, true}));
+  REQUIRE_FALSE(s.add(Request{2, prompt_of(2, 8), 10, true}));
+  Step st = s.schedule();
+  REQUIRE(st.work.size() == 2);
+  // The same token stops sequence 1 only.
+  auto done = s.complete(st, {42, 42}, [](SeqId id, Token t) { return id == 1 && t == 42; });
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].id == 1);
+  CHECK(done[0].reason == FinishReason::stop);
+  CHECK(s.num_running() == 1);
+}

@@ -27,7 +27,7 @@ void Decoder::load_common(WeightReader& w) {
   if (!d.tie_word_embeddings) head_ = w.get("lm_head.weight", {V, H});
 }
 
-std::vector<float> Decoder::hidden_states(std::span<const int32_t> tokens, KvCache& cache) const {
+std::vector<float> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const {
   const DecoderConfig& d = config().decoder();
   const int H = d.hidden_size, T = static_cast<int>(tokens.size());
   const int first = cache.length() - T;

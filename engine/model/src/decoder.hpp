@@ -21,9 +21,9 @@ class Decoder : public Model {
   void load_common(WeightReader& w);
   // attention(rmsnorm(x)) of layer `layer` for the `rows` new tokens, which sit at cache indices
   // first .. first+rows-1 (the cache already has room for them; the attention fills their rows).
-  virtual void attention(int layer, const float* x, int rows, int first, KvCache& cache, float* out) const = 0;
+  virtual void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const = 0;
 
-  std::vector<float> hidden_states(std::span<const int32_t> tokens, KvCache& cache) const override;
+  std::vector<float> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const override;
   const float* lm_head() const override { return head_.empty() ? embed_.data() : head_.data(); }
 
  private:

@@ -4,6 +4,7 @@
 //   with use_qk_norm: q, k = rmsnorm per head (eps rms_norm_eps)
 //   rotary (rotate-half pairs) on the first rotary_dim = head_dim * partial_rotary_factor dims
 //   cache  <- [k, v]                                             (2 * kv_heads * head_dim floats)
+//   (attention reads the cached rows through the sequence's block table: contiguous or paged)
 //   out    = o_proj(softmax(q.k / sqrt(head_dim)) v)             (o_proj has no bias)
 // Query head h reads key/value head h / (heads / kv_heads).
 #include <cmath>
@@ -53,10 +54,10 @@ class Glm4Moe final : public Decoder {
     return Ok{};
   }
 
-  KvCache new_cache() const override { return KvCache(c_.d.num_hidden_layers, 2 * c_.d.num_key_value_heads * c_.head_dim); }
+  KvLayout kv_layout() const override { return {c_.d.num_hidden_layers, 2 * c_.d.num_key_value_heads * c_.head_dim}; }
 
  protected:
-  void attention(int layer, const float* x, int rows, int first, KvCache& cache, float* out) const override {
+  void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const override {
     const Layer& a = layers_[static_cast<size_t>(layer)];
     const DecoderConfig& d = c_.d;
     const int H = d.hidden_size, D = c_.head_dim, heads = d.num_attention_heads, kv_heads = d.num_key_value_heads;
@@ -87,13 +88,14 @@ class Glm4Moe final : public Decoder {
     shape.kv_heads = kv_heads;
     shape.qk_dim = shape.v_dim = D;
     shape.q_stride = heads * D;
-    shape.k_stride = shape.v_stride = cache.row_width();
     shape.q_head_stride = shape.k_head_stride = shape.v_head_stride = D;
     shape.out_stride = heads * D;
     std::vector<float> attn(static_cast<size_t>(rows) * static_cast<size_t>(heads * D));
-    const float* base = cache.row(layer, 0);
+    // Keys and values are read where they lie, through the sequence's block table.
+    const KvRows kv = cache.rows(layer);
+    const k::PagedRows paged{kv.base, kv.block_table, kv.block_size, kv.row_width};
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    k::attention_cpu(q.data(), pos + first, rows, base, base + kv_w, pos, cache.length(), attn.data(), shape, scale);
+    k::attention_paged_cpu(q.data(), pos + first, rows, paged, 0, kv_w, pos, cache.length(), attn.data(), shape, scale);
     k::linear_cpu(attn.data(), a.o.data(), nullptr, out, rows, heads * D, H);
   }
 

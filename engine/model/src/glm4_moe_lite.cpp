@@ -62,10 +62,10 @@ class Glm4MoeLite final : public Decoder {
     return Ok{};
   }
 
-  KvCache new_cache() const override { return KvCache(c_.d.num_hidden_layers, c_.kv_lora_rank + c_.qk_rope_head_dim); }
+  KvLayout kv_layout() const override { return {c_.d.num_hidden_layers, c_.kv_lora_rank + c_.qk_rope_head_dim}; }
 
  protected:
-  void attention(int layer, const float* x, int rows, int first, KvCache& cache, float* out) const override {
+  void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const override {
     const Layer& a = layers_[static_cast<size_t>(layer)];
     const DecoderConfig& d = c_.d;
     const int H = d.hidden_size, heads = d.num_attention_heads;
@@ -95,13 +95,14 @@ class Glm4MoeLite final : public Decoder {
     }
 
     // Expand every cached latent into per-head keys and values (the reference path does not
-    // absorb kv_b into the query; a fast path may).
+    // absorb kv_b into the query; a fast path may). Latents are read through the block table.
     const int S = cache.length();
+    const KvRows cached = cache.rows(layer);
     const int kv_w = heads * (nope + vd);
     std::vector<float> kv(static_cast<size_t>(S) * static_cast<size_t>(kv_w));
     std::vector<float> keys(static_cast<size_t>(S) * static_cast<size_t>(heads * qk));
     for (int s = 0; s < S; ++s) {
-      const float* row = cache.row(layer, s);
+      const float* row = cached.row(s);
       float* kvs = kv.data() + static_cast<long>(s) * kv_w;
       k::linear_cpu(row, a.kv_b.data(), nullptr, kvs, 1, lora_kv, kv_w);
       for (int h = 0; h < heads; ++h) {

@@ -14,15 +14,14 @@ Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoin
 }  // namespace detail
 
 Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                          KvCache& cache, std::span<const int> logit_rows) const {
+                                          KvSequence& cache, std::span<const int> logit_rows) const {
   const int V = vocab_size(), H = config_.decoder().hidden_size;
   const int T = static_cast<int>(tokens.size());
   if (T == 0) return error("forward: no tokens");
   if (positions.size() != tokens.size())
     return error("forward: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(positions.size()) + " positions");
-  const KvCache shape = new_cache();
-  if (cache.n_layers() != shape.n_layers() || cache.row_width() != shape.row_width())
-    return error("forward: the cache was not made for this model (new_cache())");
+  if (cache.layout() != kv_layout())
+    return error("forward: the cache was not made for this model (new_cache() or a pool of kv_layout())");
   for (int t = 0; t < T; ++t) {
     const auto tok = tokens[static_cast<size_t>(t)];
     if (tok < 0 || tok >= V)
@@ -32,7 +31,7 @@ Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::
   for (int r : logit_rows)
     if (r < 0 || r >= T) return error("forward: logit row " + std::to_string(r) + " is not one of the " + std::to_string(T) + " tokens");
 
-  cache.append(std::span<const int>(positions.data(), positions.size()));
+  if (auto s = cache.append(std::span<const int>(positions.data(), positions.size())); !s) return s.error();
   const std::vector<float> hidden = hidden_states(tokens, cache);
   std::vector<float> logits(logit_rows.size() * static_cast<size_t>(V));
   for (size_t i = 0; i < logit_rows.size(); ++i)

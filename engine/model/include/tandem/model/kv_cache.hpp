@@ -1,31 +1,80 @@
-// The simple per-sequence KV cache of the CPU reference path: for every layer, one contiguous row
-// per cached token holding what the architecture keeps for that token (GQA: its keys and values;
-// MLA: its compressed latent and rotated shared key), plus the token's position. The paged,
-// shared pool of the serving engine replaces this later; the model API stays the same.
+// Where the model keeps each layer's per-token attention state ("rows": GQA keys and values; MLA
+// compressed latent + rotated shared key). The model reads and writes rows only through
+// KvSequence, so the same forward runs against either store:
+//   KvCache          one contiguous buffer per layer, owned by one sequence (tests, greedy_generate)
+//   PagedKvSequence  a sequence's view of a shared paged pool through its block table (paged_kv.hpp)
+// Attention reads rows through KvRows, a block-table address: contiguous storage is the special
+// case of a single block that never ends.
 #pragma once
+#include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
+#include "tandem/model/result.hpp"
+
 namespace tandem::model {
 
-class KvCache {
+// What a model caches per token: row_width floats in each of n_layers layers.
+struct KvLayout {
+  int n_layers = 0;
+  int row_width = 0;
+  bool operator==(const KvLayout&) const = default;
+};
+
+// Rows of one layer of one sequence: row j lives at
+//   base + (block_table[j / block_size] * block_size + j % block_size) * row_width.
+struct KvRows {
+  float* base = nullptr;
+  const std::int32_t* block_table = nullptr;
+  int block_size = 0;
+  int row_width = 0;
+  float* row(int j) const {
+    const long slot = static_cast<long>(block_table[j / block_size]) * block_size + j % block_size;
+    return base + slot * row_width;
+  }
+};
+
+class KvSequence {
+ public:
+  virtual ~KvSequence() = default;
+  virtual KvLayout layout() const = 0;
+  // Tokens with a row (including those append() just made room for).
+  virtual int length() const = 0;
+  // Position of each of the length() tokens; attention masks by position.
+  virtual std::span<const int> positions() const = 0;
+  virtual KvRows rows(int layer) = 0;
+  float* row(int layer, int token) { return rows(layer).row(token); }
+  // Makes room for new tokens at the end (the model then fills their rows layer by layer);
+  // an error, and nothing changed, when the store cannot hold them.
+  virtual Status append(std::span<const int> positions) = 0;
+};
+
+// The simple per-sequence store of the CPU reference path: for every layer one contiguous row per
+// cached token, plus the token's position (any positions, in any order).
+class KvCache final : public KvSequence {
  public:
   KvCache(int n_layers, int row_width) : rows_(static_cast<size_t>(n_layers)), width_(row_width) {}
 
-  int length() const { return static_cast<int>(positions_.size()); }
+  KvLayout layout() const override { return {n_layers(), width_}; }
+  int length() const override { return static_cast<int>(positions_.size()); }
   int n_layers() const { return static_cast<int>(rows_.size()); }
   int row_width() const { return width_; }
-  const std::vector<int>& positions() const { return positions_; }
+  std::span<const int> positions() const override { return positions_; }
 
-  float* row(int layer, int token) { return rows_[static_cast<size_t>(layer)].data() + static_cast<long>(token) * width_; }
+  KvRows rows(int layer) override {
+    // One block as large as any sequence can be: j / block_size is always 0.
+    return {rows_[static_cast<size_t>(layer)].data(), &kSingleBlock, std::numeric_limits<int>::max(), width_};
+  }
+  using KvSequence::row;
   const float* row(int layer, int token) const {
     return rows_[static_cast<size_t>(layer)].data() + static_cast<long>(token) * width_;
   }
 
-  // Makes room for new tokens at the end (the model then fills their rows layer by layer).
-  void append(std::span<const int> positions) {
+  Status append(std::span<const int> positions) override {
     positions_.insert(positions_.end(), positions.begin(), positions.end());
     for (auto& r : rows_) r.resize(positions_.size() * static_cast<size_t>(width_));
+    return Ok{};
   }
   // Forgets every token from index n on (e.g. draft tokens a verifier rejected).
   void truncate(int n) {
@@ -35,6 +84,7 @@ class KvCache {
   }
 
  private:
+  static constexpr std::int32_t kSingleBlock = 0;
   std::vector<std::vector<float>> rows_;
   std::vector<int> positions_;
   int width_;

@@ -1,5 +1,6 @@
 // The model API of the CPU reference path: load a Hugging Face directory, run token ids at given
-// positions against a per-sequence cache, get logits for the rows asked for. Prefill (many tokens)
+// positions against a sequence's KV store (a private KvCache or a view of the paged pool), get
+// logits for the rows asked for. Prefill (many tokens)
 // and decode (one token) are the same call, so they give the same logits.
 #pragma once
 #include <cstdint>
@@ -20,20 +21,25 @@ class Model {
   const ModelConfig& config() const { return config_; }
   int vocab_size() const { return config_.decoder().vocab_size; }
 
-  // An empty cache shaped for this model.
-  virtual KvCache new_cache() const = 0;
+  // What the model caches per token per layer (sizes KvCache and PagedKvPool).
+  virtual KvLayout kv_layout() const = 0;
+  // An empty contiguous cache shaped for this model.
+  KvCache new_cache() const {
+    const KvLayout l = kv_layout();
+    return KvCache(l.n_layers, l.row_width);
+  }
 
   // Appends tokens[i] at positions[i] to `cache` (tokens attend to every cached token at a
   // position <= their own) and returns the logits of the rows listed in `logit_rows` (indices into
   // tokens), row after row: logit_rows.size() x vocab_size floats.
   Result<std::vector<float>> forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                     KvCache& cache, std::span<const int> logit_rows) const;
+                                     KvSequence& cache, std::span<const int> logit_rows) const;
 
  protected:
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   // Final hidden states (after the last norm) of the new tokens, [tokens x hidden]; the cache has
   // already made room for them.
-  virtual std::vector<float> hidden_states(std::span<const int32_t> tokens, KvCache& cache) const = 0;
+  virtual std::vector<float> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const = 0;
   virtual const float* lm_head() const = 0;
 
  private:

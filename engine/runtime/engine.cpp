@@ -1,0 +1,168 @@
+// Engine lifecycle, submission, cancellation and metrics. The worker's step is engine_step.cpp.
+#include "engine.hpp"
+
+#include <cstdio>
+#include <iterator>
+#include <random>
+#include <utility>
+
+#include "pool_plan.hpp"
+#include "request_state.hpp"
+
+namespace tandem::engine::runtime {
+
+using model::error;
+
+Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> model, EngineConfig cfg) {
+  if (!model) return error("engine: no model");
+  const model::DecoderConfig& d = model->config().decoder();
+  if (cfg.max_model_len == 0) cfg.max_model_len = d.max_position_embeddings;
+  if (cfg.max_model_len <= 1) return error("max-model-len must be at least 2, got " + std::to_string(cfg.max_model_len));
+  if (d.max_position_embeddings > 0 && cfg.max_model_len > d.max_position_embeddings)
+    return error("--max-model-len " + std::to_string(cfg.max_model_len) + " exceeds the model's max_position_embeddings " +
+                 std::to_string(d.max_position_embeddings));
+  if (cfg.max_num_seqs < 1) return error("--max-num-seqs must be at least 1");
+  if (cfg.max_num_batched_tokens < 1) return error("--max-num-batched-tokens must be at least 1");
+
+  PoolFlags flags;
+  flags.kv_cache_dtype = cfg.kv_cache_dtype;
+  flags.model_dtype = d.dtype;
+  flags.kv_cache_memory = cfg.kv_cache_memory;
+  flags.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  flags.block_size = cfg.block_size;
+  flags.max_model_len = cfg.max_model_len;
+  auto size = plan_pool(model->kv_layout(), flags);
+  if (!size) return size.error();
+  // Honest note: the pool is sized at the element size --kv-cache-dtype names (2 bytes for
+  // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
+  // its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
+  // of the pool are never committed, which keeps a generous budget cheap in practice.
+  auto pool = model::PagedKvPool::create(model->kv_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
+  if (!pool) return pool.error();
+
+  auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  log(size->describe());
+  log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool.value()->bytes() >> 20) +
+      " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
+
+  sched::SchedulerConfig sc;
+  sc.max_num_seqs = cfg.max_num_seqs;
+  sc.max_batched_tokens = cfg.max_num_batched_tokens;
+  sc.max_model_len = cfg.max_model_len;
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(model), std::move(pool).value(), size.value(), sc, cfg.enable_prefix_caching));
+}
+
+Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
+               sched::SchedulerConfig sched_cfg, bool prefix_cache)
+    : model_(std::move(model)),
+      pool_(std::move(pool)),
+      pool_size_(size),
+      sched_cfg_(sched_cfg),
+      eos_ids_(model_->config().decoder().eos_token_ids),
+      kv_(pool_->num_blocks(), pool_->block_size(), prefix_cache),
+      sched_(sched_cfg, kv_) {
+  counters_.kv_blocks_total = kv_.total_blocks();
+  worker_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+  // Whoever is still waiting on a request hears that it ended.
+  for (auto& [id, r] : requests_) {
+    sched_.abort(id);
+    TokenEvent e{id, std::nullopt, 0.0f, FinishReason::abort, "the engine stopped"};
+    if (r->req.on_event) r->req.on_event(e);
+  }
+  for (auto& p : pending_)
+    if (p.req->req.on_event) p.req->req.on_event(p.event);
+}
+
+Result<RequestId> Engine::submit(GenerateRequest r) {
+  const int V = model_->vocab_size();
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= V)
+      return error("prompt token " + std::to_string(r.prompt[i]) + " at index " + std::to_string(i) +
+                   " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  if (const char* bad = kernels::check_sampling_params(r.sampling)) return error(bad);
+
+  auto state = std::make_shared<RequestState>();
+  state->stop.insert(r.stop_token_ids.begin(), r.stop_token_ids.end());
+  if (!r.ignore_eos) state->stop.insert(eos_ids_.begin(), eos_ids_.end());
+  state->rng.seed(r.seed ? *r.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
+
+  std::lock_guard lk(mu_);
+  const RequestId id = next_id_;
+  sched::Request sr;
+  sr.id = id;
+  sr.prompt = r.prompt;
+  sr.max_tokens = r.max_tokens;
+  sr.use_prefix_cache = r.use_prefix_cache;
+  if (auto why = sched_.add(std::move(sr))) return error("request refused: " + *why);
+  ++next_id_;
+  counters_.prompt_tokens += static_cast<std::int64_t>(r.prompt.size());
+  state->id = id;
+  state->req = std::move(r);
+  requests_.emplace(id, std::move(state));
+  wake_.notify_one();
+  return id;
+}
+
+bool Engine::cancel(RequestId id) {
+  std::lock_guard lk(mu_);
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  sched_.abort(id);  // frees its blocks now; a step in flight skips it when it completes
+  pending_.push_back({it->second, TokenEvent{id, std::nullopt, 0.0f, FinishReason::abort, ""}});
+  requests_.erase(it);
+  ++counters_.requests_aborted;
+  wake_.notify_one();
+  return true;
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lk(mu_);
+  EngineMetrics m = counters_;
+  m.requests_running = static_cast<std::int64_t>(sched_.num_running());
+  m.requests_waiting = static_cast<std::int64_t>(sched_.num_waiting());
+  m.kv_blocks_total = kv_.total_blocks();
+  m.kv_blocks_used = kv_.total_blocks() - kv_.free_blocks();
+  m.preemptions = sched_.preemptions();
+  return m;
+}
+
+void Engine::loop() {
+  std::unique_lock lk(mu_);
+  while (true) {
+    wake_.wait(lk, [&] { return stop_ || !pending_.empty() || sched_.num_waiting() + sched_.num_running() > 0; });
+    if (stop_) return;
+    if (!pending_.empty()) deliver(lk, std::exchange(pending_, {}));
+    if (sched_.num_waiting() + sched_.num_running() == 0) continue;
+    if (!step(lk)) fail_all("the scheduler can fit no request into the KV pool");
+  }
+}
+
+void Engine::deliver(std::unique_lock<std::mutex>& lk, std::vector<PendingEvent> events) {
+  lk.unlock();
+  for (auto& p : events)
+    if (p.req->req.on_event) p.req->req.on_event(p.event);
+  lk.lock();
+}
+
+void Engine::fail_all(const std::string& why) {
+  std::vector<PendingEvent> events;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    sched_.abort(it->first);
+    events.push_back({it->second, TokenEvent{it->first, std::nullopt, 0.0f, FinishReason::abort, why}});
+    ++counters_.requests_aborted;
+    it = requests_.erase(it);
+  }
+  pending_.insert(pending_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+}
+
+}  // namespace tandem::engine::runtime

@@ -1,0 +1,130 @@
+// The serving engine on the CPU reference path. One worker thread loops:
+//   schedule (continuous batching, chunked prefill, preemption)  ->  run every Work item through
+//   the model against the paged KV pool  ->  sample  ->  scheduler.complete  ->  deliver events.
+// submit() and cancel() may be called from any thread; events are delivered on the worker thread,
+// outside the engine's lock, so a callback may submit or cancel (it should not block for long).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kv_manager.hpp"
+#include "scheduler.hpp"
+#include "tandem/kernels/sampling.hpp"
+#include "tandem/model/model.hpp"
+#include "tandem/model/paged_kv.hpp"
+#include "tandem/model/result.hpp"
+
+namespace tandem::engine::runtime {
+
+using model::Result;
+using RequestId = std::int64_t;
+using sched::FinishReason;
+
+struct EngineConfig {
+  int max_model_len = 0;             // 0: the model's max_position_embeddings
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;  // token budget of one step (prefill chunks + decodes)
+  int block_size = 16;
+  std::string kv_cache_dtype = "auto";           // sizes the pool (see pool_plan.hpp)
+  std::optional<std::uint64_t> kv_cache_memory;  // bytes; else a share of system memory
+  double gpu_memory_utilization = 0.9;
+  bool enable_prefix_caching = true;
+  std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
+};
+
+// One event per generated token; the last one carries the finish reason. A request that is
+// cancelled or fails gets one final event without a token (reason abort, error set on failure).
+struct TokenEvent {
+  RequestId id = 0;
+  std::optional<std::int32_t> token;
+  float logprob = 0.0f;              // of `token` under the raw model distribution
+  FinishReason finish = FinishReason::none;
+  std::string error;
+};
+
+struct GenerateRequest {
+  std::vector<std::int32_t> prompt;
+  kernels::SamplingParams sampling;  // temperature 0: greedy
+  std::optional<std::uint64_t> seed;  // same seed, same prompt, same params: same tokens
+  std::vector<std::int32_t> stop_token_ids;
+  bool ignore_eos = false;            // else the model's eos ids stop it too
+  int max_tokens = 16;
+  bool use_prefix_cache = true;       // false: neither reuse nor publish cached blocks
+  std::function<void(const TokenEvent&)> on_event;
+};
+
+struct EngineMetrics {
+  std::int64_t requests_running = 0, requests_waiting = 0;
+  std::int64_t requests_finished = 0, requests_aborted = 0;
+  std::int64_t prompt_tokens = 0;      // of accepted requests
+  std::int64_t generation_tokens = 0;  // tokens delivered
+  std::int32_t kv_blocks_used = 0, kv_blocks_total = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t prefix_cache_hit_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  std::int64_t steps = 0;
+};
+
+class Engine {
+ public:
+  // Sizes and allocates the pool, logs the "KV pool: ..." line and starts the worker.
+  static Result<std::unique_ptr<Engine>> start(std::unique_ptr<model::Model> model, EngineConfig cfg);
+  // Stops the worker; requests still open get an abort event.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request, or says why not (prompt too long for max-model-len, token outside the
+  // vocabulary, bad sampling parameters, ...).
+  Result<RequestId> submit(GenerateRequest r);
+  // The client went away: the request leaves the scheduler and its blocks return to the pool at
+  // once; its callback gets a final abort event. false when the id is unknown or already done.
+  bool cancel(RequestId id);
+
+  EngineMetrics metrics() const;
+  const kv::PoolSize& pool() const { return pool_size_; }
+  int max_model_len() const { return sched_cfg_.max_model_len; }
+  const model::Model& model() const { return *model_; }
+
+ private:
+  struct RequestState;  // request_state.hpp
+  struct PendingEvent {
+    std::shared_ptr<RequestState> req;
+    TokenEvent event;
+  };
+
+  Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
+         sched::SchedulerConfig sched_cfg, bool prefix_cache);
+  void loop();
+  // One scheduler step; called with `lk` held, drops it while the model runs. Returns false when
+  // the scheduler can make no progress at all.
+  bool step(std::unique_lock<std::mutex>& lk);
+  void deliver(std::unique_lock<std::mutex>& lk, std::vector<PendingEvent> events);
+  void fail_all(const std::string& why);
+
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::PagedKvPool> pool_;
+  kv::PoolSize pool_size_;
+  sched::SchedulerConfig sched_cfg_;
+  std::vector<std::int32_t> eos_ids_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable wake_;
+  kv::KvManager kv_;
+  sched::Scheduler sched_;
+  std::unordered_map<RequestId, std::shared_ptr<RequestState>> requests_;
+  std::vector<PendingEvent> pending_;  // abort events from cancel(), delivered by the worker
+  RequestId next_id_ = 1;
+  bool stop_ = false;
+  EngineMetrics counters_;
+  std::thread worker_;  // last: starts after everything above exists
+};
+
+}  // namespace tandem::engine::runtime

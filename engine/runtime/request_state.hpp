@@ -1,0 +1,20 @@
+// What the engine keeps per request beyond the scheduler's view: the caller's parameters and
+// callback, its own random generator (seeded once, so a seed always yields the same tokens), and
+// how much of its KV the engine has seen written (to count prefix-cache hits).
+#pragma once
+#include <random>
+#include <unordered_set>
+
+#include "engine.hpp"
+
+namespace tandem::engine::runtime {
+
+struct Engine::RequestState {
+  RequestId id = 0;
+  GenerateRequest req;
+  std::unordered_set<std::int32_t> stop;
+  std::mt19937_64 rng;
+  int kv_seen = 0;  // KV tokens written as of the last step; 0 after admission or preemption
+};
+
+}  // namespace tandem::engine::runtime

@@ -1,0 +1,154 @@
+// Many requests at once: continuous batching, chunked prefill, preemption and the prefix cache
+// must not change any output. The reference is each prompt run alone (model::greedy_generate,
+// contiguous cache, no scheduler).
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "engine_harness.hpp"
+
+using namespace tandem::engine::runtime;
+using namespace tandem::engine::runtime::test;
+
+namespace {
+
+// 32 prompts from the fixture's golden prompts: some share long prefixes (prefix-cache hits),
+// lengths vary so chunks and block boundaries fall everywhere.
+std::vector<std::vector<std::int32_t>> prompts(const std::string& fixture, int n) {
+  const auto g = golden(fixture);
+  std::vector<std::vector<std::int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::int32_t> p = g[static_cast<size_t>(i) % g.size()].prompt;
+    for (int k = 0; k < i / static_cast<int>(g.size()); ++k) p.push_back((17 * i + 31 * k) % 200 + 3);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+struct Expected {
+  std::vector<std::vector<std::int32_t>> prompt, output;
+};
+
+Expected alone(const std::string& fixture, int n, int (*max_tokens)(int)) {
+  auto m = load(fixture);
+  Expected e;
+  e.prompt = prompts(fixture, n);
+  for (int i = 0; i < n; ++i) {
+    auto o = tandem::model::greedy_generate(*m, e.prompt[static_cast<size_t>(i)], max_tokens(i));
+    REQUIRE(o.ok());
+    e.output.push_back(o.value());
+  }
+  return e;
+}
+
+// Submits every prompt from `threads` threads at once and waits for all of them.
+std::map<int, Collector::Output> run_all(Engine& engine, Collector& c, const Expected& e, int (*max_tokens)(int),
+                                         int threads) {
+  const int n = static_cast<int>(e.prompt.size());
+  std::vector<RequestId> ids(static_cast<size_t>(n));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = t; i < n; i += threads) {
+        auto id = engine.submit(greedy(e.prompt[static_cast<size_t>(i)], max_tokens(i), c.sink()));
+        if (id.ok()) ids[static_cast<size_t>(i)] = id.value();
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (RequestId id : ids) REQUIRE(id != 0);
+  c.wait(static_cast<size_t>(n));
+  const auto out = c.outputs();
+  std::map<int, Collector::Output> by_index;
+  for (int i = 0; i < n; ++i) by_index[i] = out.at(ids[static_cast<size_t>(i)]);
+  return by_index;
+}
+
+int tokens_12_to_20(int i) { return 12 + i % 9; }
+int tokens_16(int) { return 16; }
+
+}  // namespace
+
+TEST_CASE("32 concurrent requests on max-num-seqs 4 all complete with the outputs each gives alone") {
+  for (const char* fixture : {"glm4_moe_lite", "glm4_moe"}) {
+    CAPTURE(fixture);
+    const Expected e = alone(fixture, 32, tokens_12_to_20);
+    Collector c;
+    EngineConfig cfg;
+    cfg.max_model_len = 64;
+    cfg.max_num_seqs = 4;
+    cfg.max_num_batched_tokens = 16;  // long prompts are prefilled in chunks
+    cfg.block_size = 4;
+    cfg.kv_cache_memory = std::uint64_t{4} << 20;
+    auto t = start_engine(fixture, cfg);
+    const auto out = run_all(*t.engine, c, e, tokens_12_to_20, 4);
+    for (int i = 0; i < 32; ++i) {
+      CAPTURE(i);
+      CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+      CHECK(out.at(i).finish == FinishReason::length);
+      CHECK(out.at(i).events_after_finish == 0);
+    }
+    const auto m = t.engine->metrics();
+    CHECK(m.requests_finished == 32);
+    CHECK(m.requests_running == 0);
+    CHECK(m.requests_waiting == 0);
+    CHECK(m.kv_blocks_used == 0);
+    std::int64_t prompt_tokens = 0, generated = 0;
+    for (int i = 0; i < 32; ++i) {
+      prompt_tokens += static_cast<std::int64_t>(e.prompt[static_cast<size_t>(i)].size());
+      generated += tokens_12_to_20(i);
+    }
+    CHECK(m.prompt_tokens == prompt_tokens);
+    CHECK(m.generation_tokens == generated);
+    CHECK(m.prefix_cache_hit_tokens > 0);  // the prompts repeat each other's heads
+  }
+}
+
+TEST_CASE("preemption under a tiny pool still gives every request its solo output") {
+  for (const char* fixture : {"glm4_moe_lite", "glm4_moe"}) {
+    CAPTURE(fixture);
+    const Expected e = alone(fixture, 12, tokens_16);
+    Collector c;
+    EngineConfig cfg;
+    cfg.max_model_len = 32;
+    cfg.max_num_seqs = 4;
+    cfg.block_size = 4;
+    auto m = load(fixture);
+    cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4);  // 32 tokens: one full-length sequence
+    cfg.kv_cache_dtype = "float32";
+    auto t = start_engine(fixture, cfg);
+    CHECK(t.log[0].find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0);
+    CHECK(t.engine->metrics().kv_blocks_total == 8);
+    const auto out = run_all(*t.engine, c, e, tokens_16, 2);
+    for (int i = 0; i < 12; ++i) {
+      CAPTURE(i);
+      CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+    }
+    CHECK(t.engine->metrics().preemptions > 0);
+    CHECK(t.engine->metrics().kv_blocks_used == 0);
+  }
+}
+
+TEST_CASE("a request can bypass the prefix cache and still gets the same output") {
+  const Expected e = alone("glm4_moe", 6, tokens_16);
+  Collector c;
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  cfg.max_num_seqs = 2;
+  cfg.block_size = 4;
+  cfg.kv_cache_memory = std::uint64_t{1} << 20;
+  auto t = start_engine("glm4_moe", cfg);
+  // The same prompt three times in a row: hits with the cache, none when bypassing it.
+  const auto& p = e.prompt[1];
+  const std::int64_t whole_blocks = static_cast<std::int64_t>((p.size() - 1) / 4 * 4);  // last token recomputed
+  size_t done = 0;
+  for (bool use_cache : {true, true, false}) {
+    GenerateRequest r = greedy(p, 16, c.sink());
+    r.use_prefix_cache = use_cache;
+    const auto before = t.engine->metrics().prefix_cache_hit_tokens;
+    REQUIRE(t.engine->submit(r).ok());
+    c.wait(++done);
+    const auto hits = t.engine->metrics().prefix_cache_hit_tokens - before;
+    CHECK(hits == (done == 2 ? whole_blocks : 0));
+  }
+  for (const auto& [id, o] : c.outputs()) CHECK(o.tokens == e.output[1]);
+}
