@@ -2,6 +2,8 @@
 // each key is read; checks that relate several fields live in manifest_validate.cpp.
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -20,14 +22,64 @@ using yaml::MapReader;
 const std::regex kNodeName("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$");
 const std::regex kHex64("^[0-9a-f]{64}$");
 const std::regex kUser("^[a-z_][a-z0-9_-]{0,31}$");
-const std::regex kEnvName("^[A-Za-z_][A-Za-z0-9_]*$");
+
+// A loop, not std::regex: libstdc++'s regex recurses per character and overflows the stack on a
+// long key (an explicit `? <300k characters>` key crashed the parser).
+bool is_env_name(const std::string& k) {
+  if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_') || static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
+// The first byte that breaks UTF-8 (overlong forms and surrogates included), or npos. Manifest text
+// ends up in JSON (plan --output json, error reports), which must be valid UTF-8.
+size_t invalid_utf8_at(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return i;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// yaml-cpp's messages name the parser state; add what a person most likely did.
+std::string syntax_hint(const std::string& text, int line, const std::string& msg) {
+  if (msg.find("map flow") != std::string::npos) return "; a '{' is not closed by a matching '}'";
+  if (msg.find("sequence flow") != std::string::npos) return "; a '[' is not closed by a matching ']'";
+  // A tab in the indentation of the reported line or the one before it.
+  std::istringstream in(text);
+  std::string l;
+  for (int n = 1; n <= line && std::getline(in, l); ++n) {
+    if (n < line - 1) continue;
+    size_t indent = l.find_first_not_of(" \t");
+    if (l.substr(0, indent).find('\t') != std::string::npos)
+      return "; line " + std::to_string(n) + " is indented with a tab (YAML indentation must be spaces)";
+  }
+  return "";
+}
 
 void read_node(Context& ctx, const YAML::Node& yn, size_t i, Manifest& m) {
   Node node;
   const std::string path = "nodes[" + std::to_string(i) + "]";
   MapReader r(ctx, yn, path);
-  if (!r.ok()) return;
   node.mark = r.mark();
+  if (!r.ok()) {
+    // Keep a place-holder so counts (ranks vs tensor_parallel_size) stay true; its role is unknown.
+    m.nodes.push_back(std::move(node));
+    return;
+  }
   if (r.str("name", node.name, true) && r.has("name") && !std::regex_match(node.name, kNodeName))
     ctx.error(r.value("name"), "'" + path + ".name' is '" + node.name +
                                    "'; expected a lowercase DNS label (a-z, 0-9, '-'; at most 63 characters)");
@@ -62,6 +114,12 @@ void read_nodes(Context& ctx, MapReader& top, Manifest& m) {
   if (!list.IsSequence()) {
     ctx.error(list.IsNull() ? top.key_mark("nodes") : ctx.mark_of(list),
               "'nodes' must be a list of nodes, got " + std::string(yaml::kind_name(list)));
+    ctx.failed("nodes");
+    return;
+  }
+  if (list.size() == 0) {
+    ctx.error(top.key_mark("nodes"), "'nodes' is empty; expected one head and at least one worker");
+    ctx.failed("nodes");
     return;
   }
   for (size_t i = 0; i < list.size(); ++i) read_node(ctx, list[i], i, m);
@@ -151,12 +209,16 @@ void read_serve(Context& ctx, MapReader& engine, ServeFlags& s) {
   r.one_of("reasoning_parser", s.reasoning_parser, {"glm45"});
   if (r.has("default_chat_template_kwargs")) {
     YAML::Node kw = r.value("default_chat_template_kwargs");
+    auto json = kw.IsMap() ? yaml::to_json_text(kw) : std::nullopt;
     if (!kw.IsMap())
       ctx.error(kw.IsNull() ? r.key_mark("default_chat_template_kwargs") : ctx.mark_of(kw),
                 "'engine.serve.default_chat_template_kwargs' must be a map like {enable_thinking: false}, got " +
                     std::string(yaml::kind_name(kw)));
+    else if (!json)
+      ctx.error(kw, "'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself "
+                    "through an alias); expected a small map like {enable_thinking: false}");
     else
-      s.default_chat_template_kwargs = yaml::to_json_text(kw);
+      s.default_chat_template_kwargs = *json;
   }
   r.one_of("distributed_executor_backend", s.distributed_executor_backend, {"mp"});
   r.one_of("device", s.device, {"cuda", "cpu"});
@@ -207,9 +269,13 @@ void read_engine(Context& ctx, MapReader& top, Manifest& m) {
     MapReader env(ctx, r.value("env"), "engine.env", r.key_mark("env"));
     if (env.ok()) {
       for (auto it = r.value("env").begin(); it != r.value("env").end(); ++it) {
+        if (!it->first.IsScalar()) continue;  // reported by the MapReader
         std::string k = it->first.Scalar(), v;
-        if (!std::regex_match(k, kEnvName)) {
-          ctx.error(it->first, "'engine.env' key '" + k + "' is not an environment variable name");
+        if (!is_env_name(k)) {
+          env.has(k);  // declared: reported here, not again as an unknown key
+          ctx.error(it->first, "'engine.env' key '" + k +
+                                   "' is not an environment variable name; expected letters, digits and '_', "
+                                   "not starting with a digit");
           continue;
         }
         if (yaml::as_string(ctx, env.value(k), "engine.env." + k, v)) e.env[k] = v;
@@ -344,14 +410,27 @@ void read_rollback(Context& ctx, MapReader& top, Rollback& rb) {
 
 LoadResult load_manifest_text(const std::string& text, const std::string& file_name) {
   LoadResult result;
+  if (size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
+    int line = 1, col = 1;
+    for (size_t i = 0; i < bad; ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++col;
+    }
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    result.errors.push_back(Diagnostic{file_name, line, col,
+                                       std::string("the manifest is not valid UTF-8 (byte ") + byte +
+                                           "); expected UTF-8 text"});
+    return result;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     // yaml-cpp marks are 0-based; an unreadable document stops here (nothing else is trustworthy).
-    result.errors.push_back(Diagnostic{file_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
-                                       e.mark.column >= 0 ? e.mark.column + 1 : 0,
-                                       "YAML syntax error: " + e.msg});
+    int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    result.errors.push_back(Diagnostic{file_name, line, e.mark.column >= 0 ? e.mark.column + 1 : 0,
+                                       "YAML syntax error: " + e.msg + syntax_hint(text, line, e.msg)});
     return result;
   }
   if (!root.IsDefined() || root.IsNull()) {

@@ -36,10 +36,9 @@ std::optional<bool> in_subnet(const std::string& addr, const std::string& subnet
 }
 
 void check_nodes(yaml::Context& ctx, const Manifest& m) {
-  if (m.nodes.empty()) {
-    if (ctx.marks.count("nodes")) ctx.error(at(ctx, "nodes"), "'nodes' is empty; expected one head and at least one worker");
-    return;
-  }
+  if (m.nodes.empty()) return;  // missing, empty or not a list: reported while reading
+  // A node whose role could not be read (not a map, no role, a bad role) is neither head nor worker.
+  bool roles_known = true;
   std::map<std::string, size_t> names, addresses, fabric;
   const Node* head = nullptr;
   size_t workers = 0;
@@ -64,7 +63,9 @@ void check_nodes(yaml::Context& ctx, const Manifest& m) {
         ctx.error(at(ctx, node_path(i, "fabric_address"), n.mark),
                   "duplicate fabric address '" + n.fabric_address + "' (also nodes[" + std::to_string(it->second) + "])");
     }
-    if (n.role == Role::head) {
+    if (!ctx.marks.count(node_path(i, "role"))) {
+      roles_known = false;
+    } else if (n.role == Role::head) {
       if (head)
         ctx.error(at(ctx, node_path(i, "role"), n.mark),
                   "a second head '" + n.name + "'; '" + head->name + "' is already the head (expected exactly one)");
@@ -75,8 +76,8 @@ void check_nodes(yaml::Context& ctx, const Manifest& m) {
     }
   }
   Mark list = at(ctx, "nodes");
-  if (!head) ctx.error(list, "no node has role: head; expected exactly one head");
-  if (workers == 0) ctx.error(list, "no node has role: worker; expected at least one worker");
+  if (!head && roles_known) ctx.error(list, "no node has role: head; expected exactly one head");
+  if (workers == 0 && roles_known) ctx.error(list, "no node has role: worker; expected at least one worker");
 
   const int tp = m.engine.serve.tensor_parallel_size;
   if (ctx.marks.count("engine.serve.tensor_parallel_size") && tp != static_cast<int>(m.nodes.size()))
@@ -92,8 +93,15 @@ void check_nodes(yaml::Context& ctx, const Manifest& m) {
     } else {
       for (size_t i = 0; i < m.nodes.size(); ++i) {
         const Node& n = m.nodes[i];
-        if (in_subnet(n.fabric_address, m.fabric.subnet) == false) {
-          std::string key = ctx.marks.count(node_path(i, "fabric_address")) ? "fabric_address" : "address";
+        if (n.fabric_address.empty()) continue;  // no address: reported while reading
+        std::string key = ctx.marks.count(node_path(i, "fabric_address")) ? "fabric_address" : "address";
+        in_addr ignored{};
+        if (inet_pton(AF_INET, n.fabric_address.c_str(), &ignored) != 1) {
+          ctx.error(at(ctx, node_path(i, key), n.mark),
+                    "node '" + n.name + "' fabric address '" + n.fabric_address +
+                        "' is not an IPv4 address, so it cannot be checked against fabric.subnet " + m.fabric.subnet +
+                        "; expected an IPv4 address (set nodes[" + std::to_string(i) + "].fabric_address)");
+        } else if (in_subnet(n.fabric_address, m.fabric.subnet) == false) {
           ctx.error(at(ctx, node_path(i, key), n.mark),
                     "node '" + n.name + "' fabric address '" + n.fabric_address + "' is outside fabric.subnet " +
                         m.fabric.subnet + "; the rendezvous would not use the fabric");
@@ -143,10 +151,19 @@ void check_engine(yaml::Context& ctx, Manifest& m) {
   if (e.serve.enable_auto_tool_choice && e.serve.tool_call_parser.empty())
     ctx.error(at(ctx, "engine.serve.enable_auto_tool_choice"),
               "'engine.serve.enable_auto_tool_choice' needs engine.serve.tool_call_parser (glm45 or glm47)");
+  // The tool_call gate is on by default, so an unset gate counts too (unless the values involved
+  // were unreadable and already reported).
   if (m.gates.tool_call && ctx.marks.count("engine.serve") && !e.serve.enable_auto_tool_choice &&
-      ctx.marks.count("gates.tool_call"))
-    ctx.error(at(ctx, "gates.tool_call"),
-              "'gates.tool_call' is on but engine.serve.enable_auto_tool_choice is not; the gate would fail");
+      !ctx.bad.count("engine.serve.enable_auto_tool_choice") && !ctx.bad.count("gates") &&
+      !ctx.bad.count("gates.tool_call")) {
+    if (ctx.marks.count("gates.tool_call"))
+      ctx.error(at(ctx, "gates.tool_call"),
+                "'gates.tool_call' is on but engine.serve.enable_auto_tool_choice is not; the gate would fail");
+    else
+      ctx.error(at(ctx, "engine.serve.enable_auto_tool_choice", at(ctx, "engine.serve")),
+                "'gates.tool_call' is on by default but engine.serve.enable_auto_tool_choice is not; the gate "
+                "would fail. Expected enable_auto_tool_choice: true (with a tool_call_parser), or gates.tool_call: false");
+  }
 }
 
 void check_commands(yaml::Context& ctx, const Manifest& m, const std::vector<Command>& cmds) {

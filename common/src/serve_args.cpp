@@ -1,6 +1,7 @@
 #include "tandem/serve_args.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace tandem {
@@ -16,10 +17,20 @@ int node_rank(const Manifest& m, const Node& n) {
 }
 
 namespace {
+// The shortest text that reads back as exactly `v` ("0.85", not "%g"'s six digits: 0.8512345 stays).
 std::string fmt_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  char buf[40];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
+}
+
+// Whole seconds when exact ("300s"), else milliseconds, so no part of the timeout is dropped.
+std::string fmt_timeout(Duration d) {
+  auto ms = d.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s" : std::to_string(ms) + "ms";
 }
 }  // namespace
 
@@ -74,7 +85,7 @@ std::vector<std::string> serve_argv(const Manifest& m, const Node& n) {
   a.push_back(std::to_string(node_rank(m, n)));
   flag("--master-addr", m.head().fabric_address);
   num("--master-port", m.engine.rendezvous.port);
-  flag("--rendezvous-timeout", std::to_string(m.engine.rendezvous.timeout.count() / 1000) + "s");
+  flag("--rendezvous-timeout", fmt_timeout(m.engine.rendezvous.timeout));
   on("--headless", !head);
   for (const auto& e : s.extra_args) a.push_back(e);
   return a;

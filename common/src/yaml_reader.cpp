@@ -79,12 +79,14 @@ const char* kind_name(const YAML::Node& n) {
 
 MapReader::MapReader(Context& ctx, const YAML::Node& node, std::string path, Mark parent)
     : ctx_(ctx), node_(node), path_(std::move(path)), mark_(ctx.mark_of(node)) {
-  if (mark_.line == 0) mark_ = parent;
+  // A bare `key:` has no text of its own (yaml-cpp marks the next token): report at the key.
+  if (mark_.line == 0 || (node.IsNull() && parent.line)) mark_ = parent;
   // A missing key is reported at the key that opened this map ("serve:"), else at the map itself.
   missing_at_ = parent.line ? parent : mark_;
   if (!node.IsMap()) {
     ctx_.error(mark_, (path_.empty() ? std::string("the manifest") : q(path_)) +
                           " must be a map of keys, got " + kind_name(node));
+    if (!path_.empty()) ctx_.failed(path_);
     return;
   }
   ok_ = true;
@@ -128,6 +130,20 @@ Mark MapReader::key_mark(const std::string& key) const {
   return it == key_marks_.end() ? mark_ : it->second;
 }
 
+bool MapReader::fail(const std::string& key) {
+  ctx_.failed(child_path(key));
+  return false;
+}
+
+bool MapReader::text(const std::string& key, std::string& out) {
+  YAML::Node n = value(key);
+  if (n.IsNull()) {
+    ctx_.error(key_mark(key), q(child_path(key)) + " must be a string, got nothing");
+    return fail(key);
+  }
+  return as_string(ctx_, n, child_path(key), out) || fail(key);
+}
+
 void MapReader::require(const std::string& key) {
   declared_.insert(key);
   if (ok_ && !has(key)) ctx_.error(missing_at_, "missing required key " + q(child_path(key)));
@@ -136,7 +152,7 @@ void MapReader::require(const std::string& key) {
 bool MapReader::str(const std::string& key, std::string& out, bool required) {
   if (required) require(key);
   if (!ok_ || !has(key)) return true;
-  return as_string(ctx_, value(key), child_path(key), out);
+  return text(key, out);
 }
 
 bool MapReader::one_of(const std::string& key, std::string& out,
@@ -144,10 +160,10 @@ bool MapReader::one_of(const std::string& key, std::string& out,
   std::string v;
   if (required) require(key);
   if (!ok_ || !has(key)) return true;
-  if (!as_string(ctx_, value(key), child_path(key), v)) return false;
+  if (!text(key, v)) return false;
   if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
     ctx_.error(value(key), q(child_path(key)) + " is " + q(v) + "; expected one of: " + join(allowed));
-    return false;
+    return fail(key);
   }
   out = v;
   return true;
@@ -162,12 +178,12 @@ bool MapReader::integer(const std::string& key, int& out, long long lo, long lon
     ctx_.error(n.IsNull() ? Mark(key_mark(key)) : ctx_.mark_of(n),
                q(child_path(key)) + " must be an integer, got " +
                    (n.IsScalar() ? q(n.Scalar()) : std::string(kind_name(n))));
-    return false;
+    return fail(key);
   }
   if (v < lo || v > hi) {
     ctx_.error(n, q(child_path(key)) + " is " + std::to_string(v) + "; expected " + std::to_string(lo) +
                       " to " + std::to_string(hi));
-    return false;
+    return fail(key);
   }
   out = static_cast<int>(v);
   return true;
@@ -181,13 +197,13 @@ bool MapReader::number(const std::string& key, double& out, double lo, double hi
     ctx_.error(n.IsNull() ? Mark(key_mark(key)) : ctx_.mark_of(n),
                q(child_path(key)) + " must be a number, got " +
                    (n.IsScalar() ? q(n.Scalar()) : std::string(kind_name(n))));
-    return false;
+    return fail(key);
   }
   if ((lo_open ? v <= lo : v < lo) || v > hi) {
     char range[96];
     std::snprintf(range, sizeof range, "%s%g and at most %g", lo_open ? "more than " : "at least ", lo, hi);
     ctx_.error(n, q(child_path(key)) + " is " + n.Scalar() + "; expected " + range);
-    return false;
+    return fail(key);
   }
   out = v;
   return true;
@@ -203,21 +219,21 @@ bool MapReader::boolean(const std::string& key, bool& out) {
   ctx_.error(n.IsNull() ? Mark(key_mark(key)) : ctx_.mark_of(n),
              q(child_path(key)) + " must be true or false, got " +
                  (n.IsScalar() ? q(n.Scalar()) : std::string(kind_name(n))));
-  return false;
+  return fail(key);
 }
 
 bool MapReader::size(const std::string& key, std::optional<std::uint64_t>& out, bool required) {
   if (required) require(key);
   if (!ok_ || !has(key)) return true;
-  std::string text;
+  std::string raw;
   YAML::Node n = value(key);
-  if (!as_string(ctx_, n, child_path(key), text)) return false;
+  if (!text(key, raw)) return false;
   ParseError err;
-  auto v = parse_size(text, &err);
+  auto v = parse_size(raw, &err);
   if (!v) {
-    ctx_.error(n, q(child_path(key)) + " is " + q(text) + ": " + err.what +
+    ctx_.error(n, q(child_path(key)) + " is " + q(raw) + ": " + err.what +
                       "; expected a size like 115GiB, 500MB or 3221225472");
-    return false;
+    return fail(key);
   }
   out = v;
   return true;
@@ -225,19 +241,19 @@ bool MapReader::size(const std::string& key, std::optional<std::uint64_t>& out, 
 
 bool MapReader::duration(const std::string& key, Duration& out, bool positive) {
   if (!ok_ || !has(key)) return true;
-  std::string text;
+  std::string raw;
   YAML::Node n = value(key);
-  if (!as_string(ctx_, n, child_path(key), text)) return false;
+  if (!text(key, raw)) return false;
   ParseError err;
-  auto v = parse_duration(text, &err);
+  auto v = parse_duration(raw, &err);
   if (!v) {
-    ctx_.error(n, q(child_path(key)) + " is " + q(text) + ": " + err.what +
+    ctx_.error(n, q(child_path(key)) + " is " + q(raw) + ": " + err.what +
                       "; expected a duration like 90s, 70m or 1h30m");
-    return false;
+    return fail(key);
   }
   if (positive && v->count() <= 0) {
     ctx_.error(n, q(child_path(key)) + " must be longer than zero");
-    return false;
+    return fail(key);
   }
   out = *v;
   return true;
@@ -246,7 +262,9 @@ bool MapReader::duration(const std::string& key, Duration& out, bool positive) {
 bool MapReader::abs_path(const std::string& key, std::string& out, bool required) {
   if (required) require(key);
   if (!ok_ || !has(key)) return true;
-  return as_abs_path(ctx_, value(key), child_path(key), out);
+  std::string s;
+  if (!text(key, s)) return false;
+  return as_abs_path(ctx_, value(key), child_path(key), out) || fail(key);
 }
 
 bool MapReader::str_list(const std::string& key, std::vector<std::string>& out, bool non_empty) {
@@ -255,7 +273,7 @@ bool MapReader::str_list(const std::string& key, std::vector<std::string>& out, 
   if (!n.IsSequence()) {
     ctx_.error(n.IsNull() ? Mark(key_mark(key)) : ctx_.mark_of(n),
                q(child_path(key)) + " must be a list of strings, got " + kind_name(n));
-    return false;
+    return fail(key);
   }
   std::vector<std::string> items;
   bool good = true;
@@ -275,10 +293,11 @@ bool MapReader::str_list(const std::string& key, std::vector<std::string>& out, 
   }
   if (good && non_empty && items.empty()) {
     ctx_.error(n, q(child_path(key)) + " is empty; expected at least one entry");
-    return false;
+    return fail(key);
   }
-  if (good) out = std::move(items);
-  return good;
+  if (!good) return fail(key);
+  out = std::move(items);
+  return true;
 }
 
 void MapReader::finish() {
@@ -287,10 +306,12 @@ void MapReader::finish() {
   for (const auto& key : order_) {
     if (declared_.count(key)) continue;
     std::string msg = "unknown key " + q(key) + " in " + (path_.empty() ? "the manifest" : q(path_));
+    // A near miss (a few edits, more for long keys) or a truncation of an allowed key.
     std::string best;
-    size_t best_d = 3;
+    size_t best_d = std::max<size_t>(2, key.size() / 4) + 1;
     for (const auto& a : allowed) {
       size_t d = edit_distance(key, a);
+      if (key.size() >= 4 && a.size() > key.size() && a.compare(0, key.size(), key) == 0) d = std::min<size_t>(d, 1);
       if (d < best_d) {
         best_d = d;
         best = a;
@@ -328,15 +349,22 @@ bool as_abs_path(Context& ctx, const YAML::Node& n, const std::string& what, std
 }
 
 namespace {
-nlohmann::json to_json(const YAML::Node& n) {
+constexpr int kMaxJsonDepth = 32;
+
+nlohmann::json to_json(const YAML::Node& n, int depth, bool& too_deep) {
+  if (depth > kMaxJsonDepth) {
+    too_deep = true;
+    return nullptr;
+  }
   if (n.IsMap()) {
     nlohmann::json j = nlohmann::json::object();
-    for (auto it = n.begin(); it != n.end(); ++it) j[it->first.Scalar()] = to_json(it->second);
+    for (auto it = n.begin(); it != n.end() && !too_deep; ++it)
+      j[it->first.Scalar()] = to_json(it->second, depth + 1, too_deep);
     return j;
   }
   if (n.IsSequence()) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& item : n) j.push_back(to_json(item));
+    for (auto it = n.begin(); it != n.end() && !too_deep; ++it) j.push_back(to_json(*it, depth + 1, too_deep));
     return j;
   }
   if (!n.IsScalar()) return nullptr;
@@ -354,6 +382,11 @@ nlohmann::json to_json(const YAML::Node& n) {
 }
 }  // namespace
 
-std::string to_json_text(const YAML::Node& n) { return to_json(n).dump(); }
+std::optional<std::string> to_json_text(const YAML::Node& n) {
+  bool too_deep = false;
+  nlohmann::json j = to_json(n, 0, too_deep);
+  if (too_deep) return std::nullopt;
+  return j.dump();
+}
 
 }  // namespace tandem::yaml

@@ -26,6 +26,13 @@ class Context {
   const std::string& file() const { return file_; }
   // Marks of every key read, by dotted path ("engine.serve.port"), for cross-field checks.
   std::map<std::string, Mark> marks;
+  // Paths whose value was given but could not be read (already reported). Their marks are
+  // dropped, so cross-field checks do not pile a second, misleading error on a default value.
+  std::set<std::string> bad;
+  void failed(const std::string& path) {
+    marks.erase(path);
+    bad.insert(path);
+  }
 
  private:
   std::string file_;
@@ -66,6 +73,8 @@ class MapReader {
   void finish();
 
  private:
+  bool fail(const std::string& key);                      // marks `key` as unreadable; false
+  bool text(const std::string& key, std::string& out);  // a scalar; a bare `key:` is reported at the key
   Context& ctx_;
   YAML::Node node_;
   std::string path_;
@@ -84,6 +93,7 @@ bool as_abs_path(Context& ctx, const YAML::Node& n, const std::string& what, std
 
 // Converts a YAML value (map/seq/scalar) to compact JSON text; scalars that read as
 // true/false/null/numbers become JSON literals, everything else a JSON string.
-std::string to_json_text(const YAML::Node& n);
+// nullopt when nested deeper than 32 levels (an alias cycle like `&a {x: *a}` never ends).
+std::optional<std::string> to_json_text(const YAML::Node& n);
 
 }  // namespace tandem::yaml

@@ -80,6 +80,7 @@ engine:
   run_user: svc
   cache_dir: /home/svc/.cache
   serve: {port: 8000, tensor_parallel_size: 2, gpu_memory_utilization: 0.9}
+gates: {tool_call: false}  # on by default, and it needs enable_auto_tool_choice
 deadman: {delay: 2h}
 rollback:
   commands: [{run: [/bin/true]}]
