@@ -1,23 +1,102 @@
-// tandem-serve: the bundled inference server. This build parses and checks the full vLLM-style
-// command line; the model runtime (issue 5) is not built yet, and the program says so.
+// tandem-serve: the bundled OpenAI-compatible inference server. Parses the vLLM-style command
+// line, loads the model, tokenizer and chat template, starts the engine and the HTTP API, and
+// serves until SIGTERM or SIGINT. `--write-demo-model DIR` writes the seeded demo model instead.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 
 #include "cli/serve_flags.hpp"
+#include "demo_model.hpp"
+#include "http_server.hpp"
+#include "load.hpp"
+#include "service.hpp"
 #include "tandem/version.hpp"
 
+namespace {
+
+void log_line(const std::string& line) { std::cerr << "tandem-serve: " << line << std::endl; }
+
+int serve(const tandem::engine::ServeConfig& cfg) {
+  using namespace tandem::engine;
+  // Signals are taken synchronously by this thread (sigwait); block them before any thread starts
+  // so that the engine and HTTP threads inherit the mask and never receive them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto loaded = serve::load(cfg, log_line);
+  if (!loaded) {
+    log_line("error: " + loaded.error().message);
+    return 1;
+  }
+  serve::Loaded& l = loaded.value();
+  serve::OpenAiService service(*l.engine, *l.tokenizer, l.chat_template.get(), l.options);
+
+  api::HttpServerOptions http;
+  http.address = cfg.host;
+  http.port = static_cast<std::uint16_t>(cfg.port);
+  http.threads = 4;
+  std::string error;
+  auto server = api::HttpServer::start(
+      http, [&service](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) { service.handle(req, std::move(res)); },
+      error);
+  if (!server) {
+    log_line("error: " + error);
+    return 1;
+  }
+  log_line("serving " + l.options.model_name + " on http://" + cfg.host + ":" + std::to_string(server->port()) +
+           " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)");
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  log_line(std::string("shutting down on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  service.set_serving(false);
+  // Order matters: the HTTP threads stop first (no new work), then the engine ends the requests
+  // still open (their answers go nowhere), then the server's sockets are released.
+  server->stop();
+  l.engine.reset();
+  server.reset();
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"tandem-serve: OpenAI-compatible GLM inference server (TP over NCCL, paged KV, DFlash).\n"
-               "Takes the vLLM flags of a `vllm serve` recipe so an operator's recipe carries over."};
+  CLI::App app{
+      "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching; CPU reference path now, "
+      "CUDA, tensor parallelism and DFlash to come).\n"
+      "Takes the vLLM flags of a `vllm serve` recipe so an operator's recipe carries over.\n"
+      "`tandem-serve --write-demo-model DIR` writes a tiny glm4_moe_lite model with seeded random weights (a GLM-style "
+      "chat template with tool calls and <think>, a small byte-level BPE tokenizer); it loads and serves, but its "
+      "text is gibberish: the weights are random, not trained."};
   app.set_version_flag("--version", std::string("tandem-serve ") + tandem::kVersion);
   tandem::engine::ServeConfig cfg;
   tandem::engine::add_serve_flags(app, cfg);
   bool print_config = false;
   app.add_flag("--print-config", print_config, "Print the parsed configuration as JSON and exit");
+  std::string demo_dir;
+  auto* demo = app.add_option("--write-demo-model", demo_dir,
+                              "Write the seeded demo model (random weights: gibberish text) into DIR and exit");
+  // The model directory is required to serve, not to write the demo model.
+  app.get_option("model")->required(false);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (*demo) {
+    if (auto s = tandem::engine::serve::write_demo_model(demo_dir); !s) {
+      std::cerr << "tandem-serve: error: writing the demo model: " << s.error().message << "\n";
+      return 1;
+    }
+    std::cout << "wrote the demo model (seeded random weights) to " << demo_dir << "\n";
+    return 0;
+  }
+  if (cfg.model.empty()) {
+    std::cerr << "tandem-serve: the model directory is required (or --write-demo-model DIR)\n" << app.help();
+    return 2;
   }
   auto errors = tandem::engine::check_serve_config(cfg);
   for (const auto& e : errors) std::cerr << "tandem-serve: " << e << "\n";
@@ -26,7 +105,5 @@ int main(int argc, char** argv) {
     std::cout << cfg.to_json().dump(2) << "\n";
     return 0;
   }
-  std::cerr << "tandem-serve: the model runtime is not built in this version (see README: not built yet); "
-               "the command line above is valid.\n";
-  return 3;
+  return serve(cfg);
 }

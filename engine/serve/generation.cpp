@@ -1,0 +1,133 @@
+#include "generation.hpp"
+
+#include "service.hpp"
+
+namespace tandem::engine::serve {
+
+using oj = nlohmann::ordered_json;
+
+namespace {
+std::string reason_text(runtime::FinishReason r) {
+  // model_len: the sequence reached max-model-len, which OpenAI reports as "length" too.
+  return r == runtime::FinishReason::stop ? "stop" : "length";
+}
+}  // namespace
+
+Generation::Generation(runtime::Engine& engine, const tokenizer::Tokenizer& tokenizer, GenerationSpec spec,
+                       std::shared_ptr<api::Responder> responder)
+    : engine_(engine), spec_(std::move(spec)), res_(std::move(responder)),
+      decoder_(tokenizer, /*skip_special_tokens=*/true), stop_(spec_.stop) {
+  if (spec_.chat && spec_.stream) chat_stream_.emplace(spec_.output, tool_id_maker());
+}
+
+std::optional<std::string> Generation::start(runtime::Engine& engine, const tokenizer::Tokenizer& tokenizer,
+                                             runtime::GenerateRequest request, GenerationSpec spec,
+                                             std::shared_ptr<api::Responder> responder) {
+  auto g = std::make_shared<Generation>(engine, tokenizer, std::move(spec), std::move(responder));
+  request.on_event = [g](const runtime::TokenEvent& e) { g->on_event(e); };
+  // Held across submit: events for this request wait until the stream's first bytes are queued.
+  std::lock_guard lk(g->mu_);
+  auto id = engine.submit(std::move(request));
+  if (!id) return id.error().message;
+  g->id_ = id.value();
+  if (g->spec_.stream) {
+    g->res_->begin_stream("text/event-stream");
+    if (g->spec_.chat) g->write_chunk(api::chat_chunk(g->spec_.meta, {{"role", "assistant"}, {"content", ""}}));
+    else if (!g->spec_.echo.empty()) g->write_chunk(api::completion_chunk(g->spec_.meta, g->spec_.echo));
+  }
+  std::weak_ptr<Generation> weak = g;
+  g->res_->on_close([weak] {
+    if (auto self = weak.lock()) self->on_client_gone();
+  });
+  return std::nullopt;
+}
+
+void Generation::write_chunk(const oj& chunk) { res_->write(api::sse(chunk)); }
+
+void Generation::on_client_gone() {
+  std::lock_guard lk(mu_);
+  if (done_) return;
+  done_ = true;
+  engine_.cancel(id_);  // its blocks go back to the pool now; the abort event finds us done
+  if (spec_.on_done) spec_.on_done("abort");
+}
+
+void Generation::on_event(const runtime::TokenEvent& e) {
+  std::lock_guard lk(mu_);
+  if (done_) return;
+  if (e.token) {
+    ++completion_tokens_;
+    take_text(decoder_.push(*e.token));
+    if (stop_.stopped()) {
+      engine_.cancel(id_);  // a stop string ended it; no need to compute more tokens
+      return finish("stop");
+    }
+  }
+  if (e.finish == runtime::FinishReason::none) return;
+  if (e.finish == runtime::FinishReason::abort) {
+    // Not our cancel (we would be done): the engine failed or is shutting down.
+    return fail("error", e.error.empty() ? "the request was aborted: the server is shutting down" : e.error);
+  }
+  take_text(decoder_.finish());
+  if (!stop_.stopped()) send_piece(stop_.finish());
+  finish(stop_.stopped() ? "stop" : reason_text(e.finish));
+}
+
+void Generation::take_text(const std::string& decoded) {
+  if (decoded.empty()) return;
+  send_piece(stop_.feed(decoded));
+}
+
+void Generation::send_piece(const std::string& text) {
+  if (text.empty()) return;
+  if (!spec_.stream) {
+    text_ += text;
+    return;
+  }
+  if (!spec_.chat) return write_chunk(api::completion_chunk(spec_.meta, text));
+  for (auto& d : api::chat_deltas(chat_stream_->feed(text), next_tool_index_)) write_chunk(api::chat_chunk(spec_.meta, d));
+}
+
+void Generation::finish(const std::string& engine_reason) {
+  done_ = true;
+  const api::Usage usage{spec_.prompt_tokens, completion_tokens_};
+  std::string reason = engine_reason;
+  if (spec_.stream) {
+    if (chat_stream_) {
+      for (auto& d : api::chat_deltas(chat_stream_->finish(), next_tool_index_)) write_chunk(api::chat_chunk(spec_.meta, d));
+      reason = api::chat_finish_reason(engine_reason, chat_stream_->saw_tool_calls());
+      write_chunk(api::chat_chunk(spec_.meta, oj::object(), reason));
+      if (spec_.include_usage) write_chunk(api::chat_usage_chunk(spec_.meta, usage));
+    } else {
+      write_chunk(api::completion_chunk(spec_.meta, "", reason));
+      if (spec_.include_usage) write_chunk(api::completion_usage_chunk(spec_.meta, usage));
+    }
+    res_->write(api::sse_done());
+    res_->end();
+  } else if (spec_.chat) {
+    auto msg = api::assemble_chat(text_, spec_.output, tool_id_maker());
+    reason = api::chat_finish_reason(engine_reason, !msg.calls.empty());
+    res_->send(200, "application/json", api::dump(api::chat_response(spec_.meta, msg, reason, usage)));
+  } else {
+    res_->send(200, "application/json", api::dump(api::completion_response(spec_.meta, spec_.echo + text_, reason, usage)));
+  }
+  if (spec_.on_done) spec_.on_done(reason);
+}
+
+void Generation::fail(const std::string& outcome, const std::string& why) {
+  done_ = true;
+  api::ApiError e;
+  e.status = 500;
+  e.type = "internal_server_error";
+  e.message = why;
+  if (spec_.stream) {  // headers are gone already: the error travels as an event, as vLLM does
+    res_->write(api::sse(oj(e.to_json())));
+    res_->write(api::sse_done());
+    res_->end();
+  } else {
+    res_->send(500, "application/json", e.to_json().dump());
+  }
+  if (spec_.on_done) spec_.on_done(outcome);
+}
+
+}  // namespace tandem::engine::serve

@@ -1,0 +1,115 @@
+#include "load.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "pool_plan.hpp"
+#include "tandem/units.hpp"
+
+namespace tandem::engine::serve {
+
+namespace fs = std::filesystem;
+using model::error;
+
+namespace {
+
+// What this build cannot do yet, refused before anything is loaded.
+std::optional<std::string> unsupported(const ServeConfig& cfg) {
+  if (cfg.device == "cuda")
+    return "--device cuda: the CUDA back end is not built yet; run with --device cpu (the CPU reference path)";
+  if (cfg.tensor_parallel_size > 1 || cfg.nnodes > 1)
+    return "--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " --nnodes " + std::to_string(cfg.nnodes) +
+           ": tensor parallelism across ranks is not built yet; run one rank (--tensor-parallel-size 1 --nnodes 1)";
+  return std::nullopt;
+}
+
+// On the CPU device the utilization share is of system memory, which on a workstation is far more
+// than max-num-seqs full-length sequences need; the pool is capped there so that starting a tiny
+// model does not claim half the machine. An explicit --kv-cache-memory is taken as given.
+model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, const model::Model& m, int max_model_len,
+                                                      const std::function<void(const std::string&)>& log) {
+  if (!cfg.kv_cache_memory.empty()) {
+    ParseError pe;
+    auto bytes = parse_size(cfg.kv_cache_memory, &pe);
+    if (!bytes) return error("--kv-cache-memory '" + cfg.kv_cache_memory + "': " + pe.what);
+    return std::optional<std::uint64_t>(*bytes);
+  }
+  auto share = runtime::cpu_kv_budget(cfg.gpu_memory_utilization);
+  if (!share) return share.error();
+  auto elem = runtime::kv_bytes_per_elem(cfg.kv_cache_dtype, m.config().decoder().dtype);
+  if (!elem) return elem.error();
+  const auto l = m.kv_layout();
+  const std::uint64_t per_token = static_cast<std::uint64_t>(l.n_layers) * static_cast<std::uint64_t>(l.row_width) *
+                                  static_cast<std::uint64_t>(elem.value());
+  const std::uint64_t tokens = static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(max_model_len) +
+                               static_cast<std::uint64_t>(cfg.block_size) * static_cast<std::uint64_t>(cfg.max_num_seqs);
+  const std::uint64_t need = per_token * tokens;
+  if (need < share.value())
+    log("KV budget: " + format_size(need) + " (max-num-seqs " + std::to_string(cfg.max_num_seqs) + " x max-model-len " +
+        std::to_string(max_model_len) + "), under the " + format_size(share.value()) + " that --gpu-memory-utilization " +
+        std::to_string(cfg.gpu_memory_utilization) + " allows of system memory");
+  return std::optional<std::uint64_t>(std::min(need, share.value()));
+}
+
+}  // namespace
+
+model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log) {
+  if (auto why = unsupported(cfg)) return error(*why);
+  if (!cfg.speculative_config.empty())
+    log("note: --speculative-config is accepted but DFlash speculative decoding is not built yet; serving without it");
+  const fs::path dir = cfg.model;
+  Loaded out;
+
+  auto m = model::load_model(dir);
+  if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
+  auto model = std::move(m).value();
+
+  auto tok = tokenizer::Tokenizer::load(dir / "tokenizer.json");
+  if (!tok) return error("loading the tokenizer of " + dir.string() + ": " + tok.error().message);
+  out.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
+  if (static_cast<int>(out.tokenizer->vocab_size()) > model->vocab_size())
+    return error("the tokenizer of " + dir.string() + " has " + std::to_string(out.tokenizer->vocab_size()) +
+                 " ids but the model's vocab_size is " + std::to_string(model->vocab_size()));
+
+  if (!cfg.chat_template.empty()) {
+    auto t = tmpl::ChatTemplate::from_file(cfg.chat_template);
+    if (!t) return error("--chat-template " + cfg.chat_template + ": " + t.error().str());
+    // Special tokens (bos_token, eos_token) still come from the model's tokenizer_config.json.
+    if (auto base = tmpl::ChatTemplate::from_model_dir(dir)) t.value().set_special_tokens(base.value().special_tokens());
+    out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
+  } else if (auto t = tmpl::ChatTemplate::from_model_dir(dir)) {
+    out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
+  } else if (t.error().kind != tmpl::Error::Kind::io || t.error().message.rfind("no ", 0) != 0) {
+    return error("the chat template of " + dir.string() + ": " + t.error().str());
+  } else {
+    log("note: " + dir.string() + " has no chat template (" + t.error().str() +
+        "); /v1/chat/completions answers 400 until one is given with --chat-template");
+  }
+
+  out.options.model_name = cfg.served_model_name.empty() ? cfg.model : cfg.served_model_name;
+  out.options.reasoning_parser = cfg.reasoning_parser == "glm45";
+  out.options.tool_parser = cfg.enable_auto_tool_choice && !cfg.tool_call_parser.empty();
+  if (!cfg.default_chat_template_kwargs.empty())
+    out.options.default_template_kwargs = nlohmann::ordered_json::parse(cfg.default_chat_template_kwargs);
+
+  runtime::EngineConfig ec;
+  const int model_max = model->config().decoder().max_position_embeddings;
+  ec.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : model_max;
+  if (ec.max_model_len > model_max && model_max > 0)
+    return error("--max-model-len " + std::to_string(ec.max_model_len) + " is more than the model's max_position_embeddings " +
+                 std::to_string(model_max));
+  ec.max_num_seqs = cfg.max_num_seqs;
+  ec.block_size = cfg.block_size;
+  ec.kv_cache_dtype = cfg.kv_cache_dtype;
+  ec.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  auto budget = kv_budget(cfg, *model, ec.max_model_len, log);
+  if (!budget) return error("sizing the KV pool: " + budget.error().message);
+  ec.kv_cache_memory = budget.value();
+  ec.log = log;
+  auto engine = runtime::Engine::start(std::move(model), ec);
+  if (!engine) return error("starting the engine: " + engine.error().message);
+  out.engine = std::move(engine).value();
+  return out;
+}
+
+}  // namespace tandem::engine::serve

@@ -1,0 +1,28 @@
+// From tandem-serve's flags to a running engine: check what this build can run (CPU device, one
+// rank), load the model directory (config.json, safetensors), tokenizer.json and the chat
+// template, size the KV pool and start the engine. Every failure says what was being loaded.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cli/serve_flags.hpp"
+#include "engine.hpp"
+#include "service.hpp"
+#include "tandem/model/result.hpp"
+#include "tandem/template/chat_template.hpp"
+#include "tandem/tokenizer/tokenizer.hpp"
+
+namespace tandem::engine::serve {
+
+struct Loaded {
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<tmpl::ChatTemplate> chat_template;  // null when the model has none
+  std::unique_ptr<runtime::Engine> engine;
+  ServiceOptions options;
+};
+
+// `log` gets the start-up lines (the KV pool line among them).
+model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log);
+
+}  // namespace tandem::engine::serve

@@ -1,0 +1,40 @@
+#include "serve_metrics.hpp"
+
+namespace tandem::engine::serve {
+
+ServeMetrics::ServeMetrics() {
+  m_.declare("tandem_requests_total", "counter", "Requests ended, by outcome (stop, length, tool_calls, abort, error, rejected)");
+  for (const char* o : {"stop", "length", "tool_calls", "abort", "error", "rejected"})
+    m_.add("tandem_requests_total", 0, {{"outcome", o}});
+  m_.declare("tandem_prompt_tokens_total", "counter", "Prompt tokens of accepted requests");
+  m_.declare("tandem_generation_tokens_total", "counter", "Generated tokens delivered");
+  m_.declare("tandem_requests_running", "gauge", "Requests being decoded");
+  m_.declare("tandem_requests_waiting", "gauge", "Requests queued for a batch slot or KV blocks");
+  m_.declare("tandem_kv_blocks_used", "gauge", "KV cache blocks in use");
+  m_.declare("tandem_kv_blocks_total", "gauge", "KV cache blocks in the pool");
+  m_.declare("tandem_kv_usage_ratio", "gauge", "Share of KV cache blocks in use");
+  m_.declare("tandem_preemptions_total", "counter", "Requests preempted because KV blocks ran out");
+  m_.declare("tandem_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache");
+  // Declared now so dashboards and `tandemctl bench` find them; DFlash (its own issue) fills them.
+  m_.declare("tandem_spec_decode_draft_tokens_total", "counter", "Tokens proposed by the speculative drafter");
+  m_.declare("tandem_spec_decode_accepted_tokens_total", "counter", "Drafted tokens the target model accepted");
+}
+
+void ServeMetrics::request_done(const std::string& outcome) { m_.add("tandem_requests_total", 1, {{"outcome", outcome}}); }
+
+std::string ServeMetrics::render(const runtime::EngineMetrics& e) {
+  m_.set("tandem_prompt_tokens_total", static_cast<double>(e.prompt_tokens));
+  m_.set("tandem_generation_tokens_total", static_cast<double>(e.generation_tokens));
+  m_.set("tandem_requests_running", static_cast<double>(e.requests_running));
+  m_.set("tandem_requests_waiting", static_cast<double>(e.requests_waiting));
+  m_.set("tandem_kv_blocks_used", e.kv_blocks_used);
+  m_.set("tandem_kv_blocks_total", e.kv_blocks_total);
+  m_.set("tandem_kv_usage_ratio", e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total : 0.0);
+  m_.set("tandem_preemptions_total", static_cast<double>(e.preemptions));
+  m_.set("tandem_prefix_cache_hit_tokens_total", static_cast<double>(e.prefix_cache_hit_tokens));
+  m_.set("tandem_spec_decode_draft_tokens_total", 0);
+  m_.set("tandem_spec_decode_accepted_tokens_total", 0);
+  return m_.render();
+}
+
+}  // namespace tandem::engine::serve
