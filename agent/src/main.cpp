@@ -1,27 +1,132 @@
-// tandemd: the node agent. In this version it checks a manifest the way the controller will send
-// it; the HTTPS API, hygiene steps and dead-man are not built yet (see README).
+// tandemd: the node agent. `serve` answers the controller over mutual TLS; `restore` and
+// `deadman-fire` are what the dead-man runs, with or without a live daemon.
 #include <CLI/CLI.hpp>
-#include <iostream>
 
-#include "tandem/manifest.hpp"
+#include <condition_variable>
+#include <csignal>
+#include <iostream>
+#include <mutex>
+
+#include "daemon.hpp"
+#include "restore.hpp"
+#include "routes.hpp"
+#include "tandem/net/https_server.hpp"
+#include "tandem/net/pki.hpp"
+#include "tandem/supervise/deadman_fire.hpp"
 #include "tandem/version.hpp"
 
+namespace {
+
+std::string self_path(const char* argv0) {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<size_t>(n));
+  return argv0;
+}
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+void node_options(CLI::App* cmd, tandem::agentd::DaemonOptions& o) {
+  cmd->add_option("--node", o.node, "This node's name in the manifest (and its certificate CN)")->required();
+  cmd->add_option("--root", o.root, "Resolve host paths under this prefix (sandboxed test nodes)")->check(CLI::ExistingDirectory);
+  cmd->add_option("--state-dir", o.state_dir_host, "State directory as the node sees it (under --root)");
+}
+
+void finish_paths(tandem::agentd::DaemonOptions& o) {
+  o.state_dir = o.root == "/" ? o.state_dir_host : o.root + o.state_dir_host;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"tandemd: the tandem node agent (hygiene checklist, engine rank supervision, dead-man)."};
+  CLI::App app{"tandemd: the tandem node agent. It runs the hygiene checklist with exact undo, supervises the\n"
+               "engine rank and owns the dead-man, and answers only tandemctl, over mutual TLS."};
   app.set_version_flag("--version", std::string("tandemd ") + tandem::kVersion);
-  std::string manifest;
-  app.add_option("--check-manifest", manifest, "Validate a manifest as the agent would and exit")
-      ->check(CLI::ExistingFile)->required();
+  app.require_subcommand(1);
+
+  tandem::agentd::DaemonOptions opts;
+  opts.tandemd_path = self_path(argv[0]);
+  std::string listen = "0.0.0.0:7443";
+  std::string pki_dir = "/etc/tandem/pki";
+  std::vector<std::string> allow;
+  unsigned threads = 4;
+
+  auto* serve = app.add_subcommand("serve", "Serve the agent API (HTTPS, client certificates required)");
+  node_options(serve, opts);
+  serve->add_option("--listen", listen, "ADDRESS:PORT to listen on");
+  serve->add_option("--pki-dir", pki_dir, "Directory with ca.pem and nodes/NODE.pem/.key (from `tandemctl pki init`)");
+  serve->add_option("--allow-exec", allow,
+                    "An executable a manifest may name (engine binary, stop and rollback commands), as the node "
+                    "sees it (under --root); repeat for each");
+  serve->add_option("--threads", threads, "Request threads")->check(CLI::Range(1, 64));
+  serve->callback([&] {
+    finish_paths(opts);
+    for (const auto& a : allow) {
+      if (a.empty() || a.front() != '/') {
+        std::cerr << "tandemd: --allow-exec needs an absolute path, got '" << a << "'\n";
+        std::exit(2);
+      }
+      opts.allow_exec.insert(a);
+    }
+    std::string err;
+    auto daemon = tandem::agentd::Daemon::open(opts, err);
+    if (!daemon) {
+      std::cerr << "tandemd: " << err << "\n";
+      std::exit(1);
+    }
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) {
+      std::cerr << "tandemd: --listen must be ADDRESS:PORT, got " << listen << "\n";
+      std::exit(2);
+    }
+    tandem::net::PkiLayout pki{pki_dir};
+    tandem::net::ServerOptions so;
+    so.address = listen.substr(0, colon);
+    so.port = static_cast<std::uint16_t>(std::stoi(listen.substr(colon + 1)));
+    so.ca_file = pki.ca_cert();
+    so.cert_file = pki.node_cert(opts.node);
+    so.key_file = pki.node_key(opts.node);
+    so.allowed_client_cns = {"controller"};
+    so.threads = threads;
+    auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
+    if (!server) {
+      std::cerr << "tandemd: " << server.error().message << "\n";
+      std::exit(1);
+    }
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    std::cerr << "tandemd " << tandem::kVersion << ": node " << opts.node << " serving on " << so.address << ":"
+              << server.value()->port() << " (mutual TLS), state " << opts.state_dir << std::endl;
+    while (!g_stop) ::pause();
+    server.value()->stop();
+    std::exit(0);
+  });
+
+  auto* restore = app.add_subcommand("restore", "Stop the engine rank and undo this node's hygiene steps (run by the dead-man)");
+  node_options(restore, opts);
+  restore->callback([&] {
+    finish_paths(opts);
+    std::exit(tandem::agentd::run_restore(opts));
+  });
+
+  std::string fire_dir;
+  auto* fire = app.add_subcommand("deadman-fire", "Run a dead-man's rollback commands now, at most once (what its timer runs)");
+  fire->add_option("--state-dir", fire_dir, "The dead-man's state directory")->required()->check(CLI::ExistingDirectory);
+  fire->callback([&] {
+    auto r = tandem::supervise::deadman_fire(fire_dir);
+    if (!r) {
+      std::cerr << "tandemd deadman-fire: " << r.error().message << "\n";
+      std::exit(1);
+    }
+    std::cout << (r.value().fired_now ? "fired" : "not fired: " + r.value().reason) << "\n";
+    std::exit(0);
+  });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  auto r = tandem::load_manifest_file(manifest);
-  if (!r.manifest) {
-    std::cerr << tandem::format_diagnostics(r.errors);
-    return 1;
-  }
-  std::cout << manifest << ": valid\n";
   return 0;
 }

@@ -39,13 +39,13 @@ class Builder {
     plan_.file = m_.file;
     const auto order = m_.start_order();
     preflight(order);
-    arm_deadman();
+    arm_deadman(order);
     for (const Node* n : order) outage(*n);
     for (const Node* n : order) hygiene(*n);
     compare_hashes();
     launch(order);
     serve_and_gates();
-    finish();
+    finish(order);
     failure_path(order);
     return plan_;
   }
@@ -63,17 +63,25 @@ class Builder {
     }
   }
 
-  void arm_deadman() {
-    const Node& h = m_.head();
-    Step& s = add("arm", h.name, "deadman.arm",
-                  "arm the dead-man: roll back to the old lane in " + format_duration(m_.deadman.delay) +
-                      " unless disarmed");
-    s.details = {{"backend", to_string(m_.deadman.backend)}, {"delay", format_duration(m_.deadman.delay)}};
-    if (m_.deadman.backend == DeadmanBackend::systemd)
-      s.details.emplace_back("timer", "transient systemd timer on " + h.name + " (survives a dead controller)");
-    else
-      s.details.emplace_back("timer", "tandemd's own timer on " + h.name + " (journaled, survives an agent restart)");
-    s.undo = "disarm the dead-man";
+  // Every node arms its own dead-man: each one must put its own crontabs back and stop its own
+  // rank even when the controller is gone, and then starts its share of the rollback lane.
+  void arm_deadman(const std::vector<const Node*>& order) {
+    for (const Node* n : order) {
+      Step& s = add("arm", n->name, "deadman.arm",
+                    "arm the dead-man: restore this node and start its rollback commands in " +
+                        format_duration(m_.deadman.delay) + " unless disarmed");
+      s.details = {{"backend", to_string(m_.deadman.backend)}, {"delay", format_duration(m_.deadman.delay)}};
+      if (m_.deadman.backend == DeadmanBackend::systemd)
+        s.details.emplace_back("timer", "transient systemd timer on " + n->name + " (survives a dead controller and agent)");
+      else
+        s.details.emplace_back("timer", "tandemd's own timer on " + n->name + " (fsynced deadline, survives an agent restart)");
+      std::vector<std::string> lane;
+      for (const Command& c : m_.rollback.commands)
+        if (m_.selects(c, *n)) lane.push_back(shell_quote(c.run));
+      s.details.emplace_back("fires", "tandemd restore (stop the rank, undo hygiene)" +
+                                          (lane.empty() ? std::string() : ", then " + join(lane, "; ")));
+      s.undo = "disarm the dead-man";
+    }
   }
 
   void outage(const Node& n) {
@@ -199,8 +207,8 @@ class Builder {
     }
   }
 
-  void finish() {
-    add("finish", m_.head().name, "deadman.disarm", "all gates passed: disarm the dead-man");
+  void finish(const std::vector<const Node*>& order) {
+    for (const Node* n : order) add("finish", n->name, "deadman.disarm", "all gates passed: disarm the dead-man");
     add("finish", "controller", "report.write", "write the bind report (Markdown and JSON)");
   }
 

@@ -1,5 +1,7 @@
 #include "http_server.hpp"
 
+#include <sys/socket.h>  // MSG_DONTWAIT
+
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -50,7 +52,12 @@ class Session : public std::enable_shared_from_this<Session> {
       else self->on_close_ = std::move(cb);
     });
   }
-  void mark_streaming() { streaming_ = true; }
+  void mark_streaming() {
+    asio::post(strand_, [self = shared_from_this()] {
+      self->streaming_ = true;
+      self->watch_for_disconnect();
+    });
+  }
 
  private:
   struct Out {
@@ -69,12 +76,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_read(beast::error_code ec);
   void watch_for_disconnect() {
-    // While a response is being produced, a read completing (EOF or reset) means the client left.
+    // While a response is being produced, the socket turning readable with EOF (or a reset)
+    // means the client left. Only done when no further request will be read on this connection
+    // (streams and Connection: close), since a wait beside Beast's own read can steal its wake-up.
+    // The peek never blocks: the strand must stay free for writes.
+    if (watching_) return;
+    watching_ = true;
     socket_.async_wait(tcp::socket::wait_read, asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code) {
+      self->watching_ = false;
       if (self->finished_ || self->closed_) return;
       char probe;
       beast::error_code pec;
-      std::size_t n = self->socket_.receive(asio::buffer(&probe, 1), tcp::socket::message_peek, pec);
+      const std::size_t n = self->socket_.receive(asio::buffer(&probe, 1), tcp::socket::message_peek | MSG_DONTWAIT, pec);
+      if (pec == asio::error::would_block || pec == asio::error::try_again) return self->watch_for_disconnect();
       if (pec || n == 0) self->close();
       // n > 0: the client sent more (a pipelined request); it is alive, stop watching.
     }));
@@ -83,7 +97,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void flush() {
     asio::async_write(socket_, asio::buffer(out_.front().bytes),
                       asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return self->close();
+                        if (ec || self->closed_) {
+                          self->out_.clear();  // only now: the write that used the front buffer is over
+                          return self->close();
+                        }
                         const bool last = self->out_.front().last;
                         self->out_.pop_front();
                         if (last) return self->after_response();
@@ -108,8 +125,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     closed_ = true;
     beast::error_code ec;
-    socket_.close(ec);
-    out_.clear();
+    socket_.close(ec);  // a write in flight completes with an error and clears the queue
     if (!finished_ && on_close_) {
       auto cb = std::move(on_close_);
       cb();
@@ -126,6 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
   bool streaming_ = false;
   bool finished_ = false;
+  bool watching_ = false;
   std::atomic<bool> closed_{false};
   std::function<void()> on_close_;
 };
@@ -148,10 +165,10 @@ class ResponderImpl : public Responder {
   }
   void begin_stream(const std::string& content_type) override {
     if (started_.exchange(true)) return;
-    s_->mark_streaming();
     s_->queue("HTTP/1.1 200 OK\r\nServer: tandem-serve\r\nContent-Type: " + content_type +
                   "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
               false);
+    s_->mark_streaming();
   }
   void write(std::string chunk) override {
     if (chunk.empty()) return;
@@ -200,7 +217,7 @@ void Session::on_read(beast::error_code ec) {
   streaming_ = false;
   finished_ = false;
   auto responder = std::make_shared<ResponderImpl>(shared_from_this(), keep_alive_);
-  watch_for_disconnect();
+  if (!keep_alive_) watch_for_disconnect();
   (*handler_)(req, responder);
 }
 

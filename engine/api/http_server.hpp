@@ -21,7 +21,8 @@ struct HttpRequest {
   std::string body;
 };
 
-// Thread-safe; valid after the handler returns. Exactly one of send() or begin_stream()...end().
+// Thread-safe; valid after the handler returns, but not after the HttpServer is destroyed: stop
+// whatever holds Responders (the engine) first. Exactly one of send() or begin_stream()...end().
 class Responder {
  public:
   virtual ~Responder() = default;

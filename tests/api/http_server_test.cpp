@@ -8,6 +8,9 @@
 #include <boost/beast/http.hpp>
 
 #include <atomic>
+#include <functional>
+#include <mutex>
+#include <vector>
 #include <chrono>
 #include <thread>
 
@@ -25,6 +28,8 @@ struct Fixture {
   std::atomic<int> closes{0};
   std::atomic<bool> stream_stopped{false};
   std::unique_ptr<HttpServer> server;
+  std::mutex mu;
+  std::vector<std::thread> producers;  // joined before the server goes: Responders must not outlive it
 
   Fixture() {
     HttpServerOptions o;
@@ -33,28 +38,36 @@ struct Fixture {
     server = HttpServer::start(o, [this](const HttpRequest& r, std::shared_ptr<Responder> out) { handle(r, out); }, err);
     REQUIRE_MESSAGE(server, err);
   }
+  ~Fixture() {
+    std::lock_guard lock(mu);
+    for (auto& t : producers) t.join();
+  }
+  void spawn(std::function<void()> f) {
+    std::lock_guard lock(mu);
+    producers.emplace_back(std::move(f));
+  }
 
   void handle(const HttpRequest& r, const std::shared_ptr<Responder>& out) {
     if (r.path == "/echo") return out->send(200, "text/plain", r.method + " " + r.body + " " + r.query);
     if (r.path == "/stream") {
       out->begin_stream("text/event-stream");
-      std::thread([out] {
+      spawn([out] {
         for (int i = 0; i < 3; ++i) out->write("data: " + std::to_string(i) + "\n\n");
         out->write("data: [DONE]\n\n");
         out->end();
-      }).detach();
+      });
       return;
     }
     if (r.path == "/forever") {
       out->on_close([this] { ++closes; });
       out->begin_stream("text/event-stream");
-      std::thread([this, out] {
+      spawn([this, out] {
         for (int i = 0; i < 500 && !out->closed(); ++i) {
           out->write("data: tick\n\n");
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         stream_stopped = true;
-      }).detach();
+      });
       return;
     }
     out->send(404, "application/json", "{}");

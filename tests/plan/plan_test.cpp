@@ -108,10 +108,11 @@ TEST_CASE("seed bind: the worker's wait_ready precedes the head's engine.start")
   CHECK(where(p, [](const Step& s) { return s.action == "engine.wait_ready" && s.node == "spark1"; }).empty());
 }
 
-TEST_CASE("seed bind: the dead-man is armed before any outage step and disarmed only after every gate") {
+TEST_CASE("seed bind: every node's dead-man is armed before any outage step and disarmed only after every gate") {
   Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
-  size_t arm = only(p, "spark1", "deadman.arm");
-  size_t disarm = only(p, "spark1", "deadman.disarm");
+  size_t arm = std::max(only(p, "spark1", "deadman.arm"), only(p, "spark2", "deadman.arm"));
+  size_t disarm = std::min(only(p, "spark1", "deadman.disarm"), only(p, "spark2", "deadman.disarm"));
+  CHECK(only(p, "spark2", "deadman.arm") < only(p, "spark1", "deadman.arm"));  // workers first
   auto outage = where(p, [](const Step& s) { return s.phase == "outage"; });
   auto gates = where(p, [](const Step& s) { return s.phase == "gates"; });
   REQUIRE_FALSE(outage.empty());
@@ -120,11 +121,12 @@ TEST_CASE("seed bind: the dead-man is armed before any outage step and disarmed 
   for (size_t o : outage) CHECK(arm < o);
   for (size_t g : gates) CHECK(g < disarm);
   CHECK(only(p, "spark1", "serve.wait") < disarm);
-  // Nothing but the report follows the disarm.
-  CHECK(disarm + 2 == p.steps.size());
+  // Nothing but the other disarm and the report follow the first disarm.
+  CHECK(disarm + 3 == p.steps.size());
   CHECK(p.steps.back().action == "report.write");
   // Every preflight precedes the arming: a node that cannot be reached must not cause an outage.
-  for (size_t pf : where(p, [](const Step& s) { return s.phase == "preflight"; })) CHECK(pf < arm);
+  for (size_t pf : where(p, [](const Step& s) { return s.phase == "preflight"; }))
+    CHECK(pf < std::min(only(p, "spark1", "deadman.arm"), only(p, "spark2", "deadman.arm")));
 }
 
 TEST_CASE("seed bind: hygiene on every node precedes hashes.compare, which precedes any engine.start") {

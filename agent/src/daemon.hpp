@@ -1,0 +1,77 @@
+// tandemd's state: which node it is, the manifest the controller sent (validated with the same
+// parser as tandemctl, stored in the state dir so a restart keeps it), and the three things that
+// act on the node: the hygiene core (journaled steps), the rank supervisor and the dead-man.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "tandem/agent/agent_core.hpp"
+#include "tandem/manifest.hpp"
+#include "tandem/supervise/deadman.hpp"
+#include "tandem/supervise/rank_supervisor.hpp"
+
+namespace tandem::agentd {
+
+struct DaemonOptions {
+  std::string node;                 // this node's name; must match the certificate CN
+  std::string root = "/";           // host paths resolve under this prefix
+  std::string state_dir_host = "/var/lib/tandemd";  // as the node sees it (under root)
+  std::string state_dir;            // the real path (root + state_dir_host): manifest, journal, rank, dead-man
+  std::set<std::string> allow_exec;  // executables a manifest may name (engine, stop, rollback)
+  std::string tandemd_path;          // what a systemd dead-man timer runs
+};
+
+// An operation's outcome for the HTTP layer: a status code and a JSON body.
+struct Outcome {
+  unsigned status = 200;
+  nlohmann::json body;
+  static Outcome ok(nlohmann::json body) { return {200, std::move(body)}; }
+  static Outcome fail(unsigned status, std::string message, nlohmann::json evidence = nullptr);
+};
+
+class Daemon {
+ public:
+  static std::unique_ptr<Daemon> open(DaemonOptions opts, std::string& error);
+
+  Outcome health();
+  Outcome put_manifest(const std::string& yaml);
+  Outcome step_check(const std::string& step);
+  Outcome step_apply(const std::string& step, const std::string& op_id);
+  Outcome op_verify(const std::string& op_id);
+  Outcome op_undo(const std::string& op_id);
+  Outcome undo_incomplete();
+  Outcome journal(const std::string& op_id);
+  Outcome engine_start(const std::string& op_id);
+  Outcome engine_wait_ready(double timeout_s);
+  Outcome engine_stop(double grace_s);
+  Outcome engine_status();
+  Outcome engine_log(std::size_t lines);
+  Outcome deadman_arm(const std::string& op_id);
+  Outcome deadman_disarm(const std::string& op_id);
+  Outcome deadman_status();
+
+  const DaemonOptions& options() const { return opts_; }
+
+ private:
+  explicit Daemon(DaemonOptions opts) : opts_(std::move(opts)) {}
+  std::optional<Outcome> load_manifest_locked(const std::string& yaml, const std::string& origin);
+  std::optional<Outcome> need_manifest() const;
+  const Node& self() const;
+  // An operation already recorded under `op_id` (retry): its recorded response.
+  std::optional<Outcome> replay(const std::string& op_id, const std::string& step);
+  void record(const std::string& op_id, const std::string& step, const Outcome& o);
+
+  DaemonOptions opts_;
+  std::mutex mu_;
+  std::optional<Manifest> manifest_;
+  std::string manifest_sha256_;
+  std::unique_ptr<agent::AgentCore> core_;
+  std::unique_ptr<supervise::RankSupervisor> rank_;
+  std::unique_ptr<supervise::Deadman> deadman_;
+};
+
+}  // namespace tandem::agentd

@@ -1,0 +1,8 @@
+// Each verb group registers its subcommands on the app; main.cpp only assembles them.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace tandem::cli {
+void add_manifest_commands(CLI::App& app);  // validate, plan, default-manifest
+void add_pki_commands(CLI::App& app);       // pki init, pki show
+}  // namespace tandem::cli
