@@ -91,14 +91,21 @@ void Generation::send_piece(const std::string& text) {
 void Generation::finish(const std::string& engine_reason) {
   done_ = true;
   const api::Usage usage{spec_.prompt_tokens, completion_tokens_};
-  std::string reason = engine_reason;
+  // The outcome is counted before the answer leaves, so a client that reads /metrics right after
+  // its response sees its own request.
+  auto count = [&](const std::string& reason) {
+    if (spec_.on_done) spec_.on_done(reason);
+  };
   if (spec_.stream) {
+    std::string reason = engine_reason;
     if (chat_stream_) {
       for (auto& d : api::chat_deltas(chat_stream_->finish(), next_tool_index_)) write_chunk(api::chat_chunk(spec_.meta, d));
       reason = api::chat_finish_reason(engine_reason, chat_stream_->saw_tool_calls());
+      count(reason);
       write_chunk(api::chat_chunk(spec_.meta, oj::object(), reason));
       if (spec_.include_usage) write_chunk(api::chat_usage_chunk(spec_.meta, usage));
     } else {
+      count(reason);
       write_chunk(api::completion_chunk(spec_.meta, "", reason));
       if (spec_.include_usage) write_chunk(api::completion_usage_chunk(spec_.meta, usage));
     }
@@ -106,12 +113,13 @@ void Generation::finish(const std::string& engine_reason) {
     res_->end();
   } else if (spec_.chat) {
     auto msg = api::assemble_chat(text_, spec_.output, tool_id_maker());
-    reason = api::chat_finish_reason(engine_reason, !msg.calls.empty());
+    const std::string reason = api::chat_finish_reason(engine_reason, !msg.calls.empty());
+    count(reason);
     res_->send(200, "application/json", api::dump(api::chat_response(spec_.meta, msg, reason, usage)));
   } else {
-    res_->send(200, "application/json", api::dump(api::completion_response(spec_.meta, spec_.echo + text_, reason, usage)));
+    count(engine_reason);
+    res_->send(200, "application/json", api::dump(api::completion_response(spec_.meta, spec_.echo + text_, engine_reason, usage)));
   }
-  if (spec_.on_done) spec_.on_done(reason);
 }
 
 void Generation::fail(const std::string& outcome, const std::string& why) {
@@ -120,6 +128,7 @@ void Generation::fail(const std::string& outcome, const std::string& why) {
   e.status = 500;
   e.type = "internal_server_error";
   e.message = why;
+  if (spec_.on_done) spec_.on_done(outcome);
   if (spec_.stream) {  // headers are gone already: the error travels as an event, as vLLM does
     res_->write(api::sse(oj(e.to_json())));
     res_->write(api::sse_done());
@@ -127,7 +136,6 @@ void Generation::fail(const std::string& outcome, const std::string& why) {
   } else {
     res_->send(500, "application/json", e.to_json().dump());
   }
-  if (spec_.on_done) spec_.on_done(outcome);
 }
 
 }  // namespace tandem::engine::serve
