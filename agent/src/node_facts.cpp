@@ -3,6 +3,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -54,6 +56,28 @@ json gpus() {
   return json{{"tool", smi}, {"devices", list}};
 }
 
+// TCP ports in LISTEN state (st 0A) from /proc/net/tcp{,6} under the root: the serving port of an
+// old lane still up, a stray rank's rendezvous port, the agent itself.
+json listening_ports(const std::string& root) {
+  std::vector<long> ports;
+  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(under(root, f));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream cols(line);
+      std::string sl, local, remote, state;
+      if (!(cols >> sl >> local >> remote >> state) || state != "0A") continue;
+      const auto colon = local.rfind(':');
+      if (colon == std::string::npos) continue;
+      const long port = std::strtol(local.c_str() + colon + 1, nullptr, 16);
+      if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+    }
+  }
+  std::sort(ports.begin(), ports.end());
+  return ports;
+}
+
 }  // namespace
 
 json node_facts(const std::string& root, const std::string& state_dir, const std::string& cache_dir_host) {
@@ -61,6 +85,7 @@ json node_facts(const std::string& root, const std::string& state_dir, const std
   f["disk"] = json::array({disk(state_dir)});
   if (!cache_dir_host.empty()) f["disk"].push_back(disk(under(root, cache_dir_host)));
   f["gpus"] = gpus();
+  f["listening_tcp_ports"] = listening_ports(root);
   return f;
 }
 

@@ -1,6 +1,8 @@
 #include "http_server.hpp"
 
-#include <sys/socket.h>  // MSG_DONTWAIT
+#include <sys/socket.h>  // recv, MSG_PEEK, MSG_DONTWAIT
+
+#include <cerrno>
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
@@ -85,11 +87,11 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.async_wait(tcp::socket::wait_read, asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code) {
       self->watching_ = false;
       if (self->finished_ || self->closed_) return;
+      // Plain recv: Asio's own receive would poll (block) on EWOULDBLOCK for a blocking socket.
       char probe;
-      beast::error_code pec;
-      const std::size_t n = self->socket_.receive(asio::buffer(&probe, 1), tcp::socket::message_peek | MSG_DONTWAIT, pec);
-      if (pec == asio::error::would_block || pec == asio::error::try_again) return self->watch_for_disconnect();
-      if (pec || n == 0) self->close();
+      const ssize_t n = ::recv(self->socket_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch_for_disconnect();
+      if (n <= 0) self->close();
       // n > 0: the client sent more (a pipelined request); it is alive, stop watching.
     }));
   }

@@ -76,6 +76,11 @@ struct Cluster {
     write(root / "dev/shm/keep.me", "y");
     write(root / "proc/meminfo", "MemTotal: 32000000 kB\nMemAvailable: 20000000 kB\n");
     write(root / "proc/sys/vm/drop_caches", "");
+    // Port 8888 (0x22B8) listening, 29521 (0x7351) only connected: health must list 8888 alone.
+    write(root / "proc/net/tcp",
+          "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+          "   0: 00000000:22B8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n"
+          "   1: 0100007F:7351 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2\n");
     write(root / "opt/tandem/bin/tandem-serve", "#!/bin/sh\nexit 0\n");
     write(root / "models/m/config.json", "{}");
     port = free_port();
@@ -164,6 +169,8 @@ TEST_CASE("manifests are validated like tandemctl does, and only allow-listed ex
   CHECK(h0["node"] == "node-a");
   CHECK(h0["manifest"].is_null());
   CHECK(h0["facts"]["mem_available_bytes"] == 20000000LL * 1024);
+  CHECK(h0["facts"]["listening_tcp_ports"] == json::array({8888}));
+  CHECK(h0["engine"]["phase"] == "idle");
 
   auto [s1, b1] = c.call("PUT", "/v1/manifest", {{"yaml", "apiVersion: tandem/v2\n"}});
   CHECK(s1 == 400);
