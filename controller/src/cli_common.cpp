@@ -15,8 +15,8 @@ void add_output_option(CLI::App* cmd, std::string& output) {
 void add_manifest_arg(CLI::App* cmd, ManifestArg& arg) {
   cmd->add_option("manifest", arg.path,
                   "Bind manifest (YAML, apiVersion tandem/v1). Omitted: the embedded default, a two-rank "
-                  "bind on this machine (see `tandemctl default-manifest`).")
-      ->check(CLI::ExistingFile);
+                  "bind on this machine (see `tandemctl default-manifest`).");
+  // No CLI11 file check: a missing file is reported like every other manifest error (exit 1).
   add_output_option(cmd, arg.output);
 }
 
