@@ -1,40 +1,9 @@
-// Errors are values: a failed load says which file, which key and what was expected, so the
-// server can print it at start-up without anyone opening a debugger.
+// The tokenizer uses the project's Result (common/include/tandem/result.hpp): a failed load says
+// which file, which key and what was expected.
 #pragma once
-#include <optional>
-#include <string>
-#include <utility>
-#include <variant>
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
-
-struct Error {
-  std::string message;
-
-  // "context: message", so each layer adds where it was without losing what went wrong.
-  Error with_context(const std::string& context) const { return Error{context + ": " + message}; }
-};
-
-template <class T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit by design
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-
-  // Reading the value of a failed Result throws std::bad_variant_access: a programming error.
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
-  const Error& error() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, Error> v_;
-};
-
+using tandem::Error;
+using tandem::Result;
 }  // namespace tandem::tokenizer
