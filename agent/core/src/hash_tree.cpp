@@ -116,18 +116,18 @@ Result<HashReport> hash_paths(const NodeRoot& root, const std::vector<std::strin
   }
   nlohmann::json entries = load_cache(opts.cache_file);
   HashReport report;
-  std::vector<std::size_t> todo;
+  std::vector<std::size_t> to_hash;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     report.total_bytes += static_cast<std::uint64_t>(jobs[i].st.st_size);
     if (cache_hit(entries, jobs[i])) ++report.cache_hits;
-    else todo.push_back(i);
+    else to_hash.push_back(i);
   }
-  report.cache_misses = todo.size();
+  report.cache_misses = to_hash.size();
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> read_total{0};
   auto worker = [&] {
-    for (std::size_t k; (k = next.fetch_add(1)) < todo.size();) {
-      FileJob& j = jobs[todo[k]];
+    for (std::size_t k; (k = next.fetch_add(1)) < to_hash.size();) {
+      FileJob& j = jobs[to_hash[k]];
       const auto total = static_cast<std::uint64_t>(j.st.st_size);
       auto d = sha256_file(j.real, [&](std::uint64_t done, std::uint64_t chunk) {
         read_total += chunk;
@@ -138,7 +138,7 @@ Result<HashReport> hash_paths(const NodeRoot& root, const std::vector<std::strin
     }
   };
   unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  unsigned n = std::min<unsigned>(opts.max_threads ? std::min(opts.max_threads, hw) : hw, static_cast<unsigned>(todo.size()));
+  unsigned n = std::min<unsigned>(opts.max_threads ? std::min(opts.max_threads, hw) : hw, static_cast<unsigned>(to_hash.size()));
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < n; ++i) pool.emplace_back(worker);
   if (n > 0) worker();  // this thread works too
