@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "pool_plan.hpp"
+#include "rank_messages.hpp"
 #include "request_state.hpp"
 
 namespace tandem::engine::runtime {
@@ -45,22 +46,34 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool.value()->bytes() >> 20) +
       " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
 
+  if (model->comm().size() > 1) {
+    // Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
+    RankMessage m;
+    m.op = RankOp::pool;
+    m.num_blocks = pool.value()->num_blocks();
+    m.block_size = cfg.block_size;
+    auto bytes = encode(m);
+    if (auto s = model->comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
+  }
+
   sched::SchedulerConfig sc;
   sc.max_num_seqs = cfg.max_num_seqs;
   sc.max_batched_tokens = cfg.max_num_batched_tokens;
   sc.max_model_len = cfg.max_model_len;
-  return std::unique_ptr<Engine>(
-      new Engine(std::move(model), std::move(pool).value(), size.value(), sc, cfg.enable_prefix_caching));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool).value(), size.value(), sc, cfg));
 }
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
-               sched::SchedulerConfig sched_cfg, bool prefix_cache)
+               sched::SchedulerConfig sched_cfg, const EngineConfig& cfg)
     : model_(std::move(model)),
       pool_(std::move(pool)),
       pool_size_(size),
       sched_cfg_(sched_cfg),
       eos_ids_(model_->config().decoder().eos_token_ids),
-      kv_(pool_->num_blocks(), pool_->block_size(), prefix_cache),
+      tp_(model_->comm().size() > 1),
+      on_fatal_(cfg.on_fatal),
+      heartbeat_(cfg.heartbeat),
+      kv_(pool_->num_blocks(), pool_->block_size(), cfg.enable_prefix_caching),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
   worker_ = std::thread([this] { loop(); });
@@ -73,6 +86,13 @@ Engine::~Engine() {
   }
   wake_.notify_all();
   worker_.join();
+  if (tp_ && fatal_.empty()) {
+    RankMessage m;
+    m.op = RankOp::shutdown;
+    m.reason = "the head engine stopped";
+    auto bytes = encode(m);
+    (void)model_->comm().broadcast(bytes, heartbeat_);  // best effort: workers also notice the closed link
+  }
   // Whoever is still waiting on a request hears that it ended.
   for (auto& [id, r] : requests_) {
     sched_.abort(id);
@@ -97,6 +117,7 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
   state->rng.seed(r.seed ? *r.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
 
   std::lock_guard lk(mu_);
+  if (!fatal_.empty()) return error("the engine has stopped: " + fatal_);
   const RequestId id = next_id_;
   sched::Request sr;
   sr.id = id;
@@ -138,8 +159,21 @@ EngineMetrics Engine::metrics() const {
 
 void Engine::loop() {
   std::unique_lock lk(mu_);
+  const auto has_work = [&] { return stop_ || !pending_.empty() || sched_.num_waiting() + sched_.num_running() > 0; };
   while (true) {
-    wake_.wait(lk, [&] { return stop_ || !pending_.empty() || sched_.num_waiting() + sched_.num_running() > 0; });
+    if (tp_ && fatal_.empty()) {
+      if (!wake_.wait_for(lk, heartbeat_, has_work)) {
+        // Idle: tell the workers we are alive (they give up on a silent head).
+        auto bytes = encode(RankMessage{});
+        lk.unlock();
+        auto s = model_->comm().broadcast(bytes, heartbeat_);
+        lk.lock();
+        if (!s) go_fatal(s.error().message);
+        continue;
+      }
+    } else {
+      wake_.wait(lk, has_work);
+    }
     if (stop_) return;
     if (!pending_.empty()) deliver(lk, std::exchange(pending_, {}));
     if (sched_.num_waiting() + sched_.num_running() == 0) continue;
@@ -152,6 +186,13 @@ void Engine::deliver(std::unique_lock<std::mutex>& lk, std::vector<PendingEvent>
   for (auto& p : events)
     if (p.req->req.on_event) p.req->req.on_event(p.event);
   lk.lock();
+}
+
+void Engine::go_fatal(const std::string& why) {
+  if (!fatal_.empty()) return;
+  fatal_ = why;
+  fail_all("the engine stopped: " + why);
+  if (on_fatal_) on_fatal_(why);
 }
 
 void Engine::fail_all(const std::string& why) {

@@ -3,7 +3,14 @@
 //   the model against the paged KV pool  ->  sample  ->  scheduler.complete  ->  deliver events.
 // submit() and cancel() may be called from any thread; events are delivered on the worker thread,
 // outside the engine's lock, so a callback may submit or cancel (it should not block for long).
+//
+// Tensor parallelism: when the model was loaded into a group of N ranks, this engine is rank 0's
+// (the head). It tells the worker ranks the pool geometry at start and announces every forward
+// before running it (rank_messages.hpp), sends a heartbeat each second while idle, and a shutdown
+// when it stops. A failure of the group is fatal: every request ends with the error, new ones are
+// refused, and on_fatal is called once (tandem-serve exits on it).
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -38,6 +45,8 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;
   std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
+  std::function<void(const std::string&)> on_fatal;  // the engine cannot go on (a rank was lost)
+  std::chrono::milliseconds heartbeat{1000};     // idle heartbeat to worker ranks
 };
 
 // One event per generated token; the last one carries the finish reason. A request that is
@@ -101,19 +110,24 @@ class Engine {
   };
 
   Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
-         sched::SchedulerConfig sched_cfg, bool prefix_cache);
+         sched::SchedulerConfig sched_cfg, const EngineConfig& cfg);
   void loop();
   // One scheduler step; called with `lk` held, drops it while the model runs. Returns false when
   // the scheduler can make no progress at all.
   bool step(std::unique_lock<std::mutex>& lk);
   void deliver(std::unique_lock<std::mutex>& lk, std::vector<PendingEvent> events);
   void fail_all(const std::string& why);
+  // Tensor parallelism: the group failed; called with the lock held.
+  void go_fatal(const std::string& why);
 
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::PagedKvPool> pool_;
   kv::PoolSize pool_size_;
   sched::SchedulerConfig sched_cfg_;
   std::vector<std::int32_t> eos_ids_;
+  const bool tp_;  // rank 0 of a tensor-parallel group
+  std::function<void(const std::string&)> on_fatal_;
+  std::chrono::milliseconds heartbeat_;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable wake_;
@@ -124,6 +138,7 @@ class Engine {
   RequestId next_id_ = 1;
   bool stop_ = false;
   EngineMetrics counters_;
+  std::string fatal_;  // set once the group failed
   std::thread worker_;  // last: starts after everything above exists
 };
 

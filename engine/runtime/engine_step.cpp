@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "engine.hpp"
+#include "rank_messages.hpp"
 #include "request_state.hpp"
 
 namespace tandem::engine::runtime {
@@ -54,7 +55,23 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
 
   lk.unlock();
   // CPU reference: sequences one after another (a batched kernel comes with the CUDA back end).
+  // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
+  // is the group's: it ends the engine.
+  std::string group_failure;
   for (Job& j : jobs) {
+    if (tp_) {
+      RankMessage m;
+      m.op = RankOp::forward;
+      m.start = j.work.start;
+      m.tokens = j.tokens;
+      m.table = j.table;
+      m.logits = j.work.samples;
+      auto bytes = encode(m);
+      if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) {
+        group_failure = s.error().message;
+        break;
+      }
+    }
     model::PagedKvSequence seq(*pool_, j.table, j.work.start);
     std::vector<std::int32_t> positions(static_cast<size_t>(j.work.count));
     for (int t = 0; t < j.work.count; ++t) positions[static_cast<size_t>(t)] = j.work.start + t;
@@ -63,11 +80,19 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
                                   j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>());
     if (!logits) {
       j.error = logits.error().message;
+      if (tp_) {
+        group_failure = j.error;
+        break;
+      }
       continue;
     }
     if (j.work.samples) j.sampled = kernels::sample_cpu(logits.value(), j.sampling, *j.rng);
   }
   lk.lock();
+  if (!group_failure.empty()) {
+    go_fatal(group_failure);
+    return true;
+  }
 
   // A failed forward ends its request; the scheduler then skips it like a cancelled one.
   std::vector<PendingEvent> events;

@@ -13,38 +13,45 @@ std::string layer_prefix(int layer) { return "model.layers." + std::to_string(la
 void Decoder::load_common(WeightReader& w) {
   const DecoderConfig& d = config().decoder();
   const int64_t V = d.vocab_size, H = d.hidden_size;
-  embed_ = w.get("model.embed_tokens.weight", {V, H});
+  const Range vocab = vocab_range();
+  embed_ = w.get_rows("model.embed_tokens.weight", {V, H}, vocab);
   blocks_.resize(static_cast<size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
     Block& b = blocks_[static_cast<size_t>(l)];
     const std::string p = layer_prefix(l);
     b.input_norm = w.get(p + "input_layernorm.weight", {H});
     b.post_attention_norm = w.get(p + "post_attention_layernorm.weight", {H});
-    load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], b.ffn);
+    load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], tp_rank(), tp_size(), b.ffn);
   }
   final_norm_ = w.get("model.norm.weight", {H});
   // A tied head is the embedding matrix, whether or not the file also carries a copy.
-  if (!d.tie_word_embeddings) head_ = w.get("lm_head.weight", {V, H});
+  if (!d.tie_word_embeddings) head_ = w.get_rows("lm_head.weight", {V, H}, vocab);
 }
 
-std::vector<float> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const {
+Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const {
   const DecoderConfig& d = config().decoder();
   const int H = d.hidden_size, T = static_cast<int>(tokens.size());
   const int first = cache.length() - T;
   const float eps = static_cast<float>(d.rms_norm_eps);
   const size_t n = static_cast<size_t>(T) * static_cast<size_t>(H);
-  std::vector<float> x(n), h(n), delta(n);
+  const Range vocab = vocab_range();
+  std::vector<float> x(n, 0.f), h(n), delta(n);
   for (int t = 0; t < T; ++t) {
-    const float* e = embed_.data() + static_cast<long>(tokens[static_cast<size_t>(t)]) * H;
+    const int id = tokens[static_cast<size_t>(t)];
+    if (!vocab.contains(id)) continue;  // another rank holds this row
+    const float* e = embed_.data() + static_cast<long>(id - vocab.begin) * H;
     std::copy(e, e + H, x.begin() + static_cast<long>(t) * H);
   }
+  if (auto s = comm().all_reduce_sum(x); !s) return s.error();
   for (int l = 0; l < d.num_hidden_layers; ++l) {
     const Block& b = blocks_[static_cast<size_t>(l)];
     k::rmsnorm_cpu(x.data(), b.input_norm.data(), h.data(), T, H, eps);
     attention(l, h.data(), T, first, cache, delta.data());
+    if (auto s = comm().all_reduce_sum(delta); !s) return s.error();
     for (size_t i = 0; i < n; ++i) x[i] += delta[i];
     k::rmsnorm_cpu(x.data(), b.post_attention_norm.data(), h.data(), T, H, eps);
     ffn_forward(b.ffn, d, h.data(), delta.data(), T);
+    if (auto s = comm().all_reduce_sum(delta); !s) return s.error();
     for (size_t i = 0; i < n; ++i) x[i] += delta[i];
   }
   k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);

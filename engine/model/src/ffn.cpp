@@ -11,38 +11,42 @@ namespace tandem::model::detail {
 
 namespace k = tandem::kernels;
 
-static void load_mlp(WeightReader& w, const std::string& prefix, int hidden, int width, DenseMlp& m) {
+// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
+static void load_mlp(WeightReader& w, const std::string& prefix, int hidden, int width, int rank, int ranks, DenseMlp& m) {
   const int64_t H = hidden, I = width;
-  m.width = width;
-  m.gate = w.get(prefix + "gate_proj.weight", {I, H});
-  m.up = w.get(prefix + "up_proj.weight", {I, H});
-  m.down = w.get(prefix + "down_proj.weight", {H, I});
+  const Range mine = split(width, rank, ranks);
+  m.width = mine.size();
+  m.gate = w.get_rows(prefix + "gate_proj.weight", {I, H}, mine);
+  m.up = w.get_rows(prefix + "up_proj.weight", {I, H}, mine);
+  m.down = w.get_cols(prefix + "down_proj.weight", {H, I}, mine);
 }
 
-void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d, bool moe, Ffn& out) {
+void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d, bool moe, int rank, int ranks, Ffn& out) {
   out.moe = moe;
-  if (!moe) return load_mlp(w, prefix, d.hidden_size, d.intermediate_size, out.dense);
+  if (!moe) return load_mlp(w, prefix, d.hidden_size, d.intermediate_size, rank, ranks, out.dense);
   const MoeConfig& m = d.moe;
   const int64_t E = m.n_routed_experts, H = d.hidden_size, I = m.moe_intermediate_size;
   MoeBlock& b = out.routed;
+  b.experts = split(m.n_routed_experts, rank, ranks);
   b.router = w.get(prefix + "gate.weight", {E, H});
   b.correction_bias = w.get(prefix + "gate.e_score_correction_bias", {E});
   // Experts come one tensor per expert (the released checkpoints) or fused into 3-D tensors
   // (transformers' in-memory layout: gate_up_proj [E, 2I, H] with gate rows first, down_proj [E, H, I]).
   const size_t expert_in = static_cast<size_t>(I * H);
+  const int64_t held = b.experts.size();
   if (w.has(prefix + "experts.gate_up_proj")) {
-    const auto gate_up = w.get(prefix + "experts.gate_up_proj", {E, 2 * I, H});
-    b.down = w.get(prefix + "experts.down_proj", {E, H, I});
+    const auto gate_up = w.get_rows(prefix + "experts.gate_up_proj", {E, 2 * I, H}, b.experts);
+    b.down = w.get_rows(prefix + "experts.down_proj", {E, H, I}, b.experts);
     if (!w.ok()) return;
-    b.gate.resize(static_cast<size_t>(E) * expert_in);
+    b.gate.resize(static_cast<size_t>(held) * expert_in);
     b.up.resize(b.gate.size());
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; e < held; ++e) {
       const float* src = gate_up.data() + static_cast<size_t>(e) * 2 * expert_in;
       std::copy(src, src + expert_in, b.gate.begin() + static_cast<long>(static_cast<size_t>(e) * expert_in));
       std::copy(src + expert_in, src + 2 * expert_in, b.up.begin() + static_cast<long>(static_cast<size_t>(e) * expert_in));
     }
   } else {
-    for (int64_t e = 0; e < E && w.ok(); ++e) {
+    for (int64_t e = b.experts.begin; e < b.experts.end && w.ok(); ++e) {
       const std::string ep = prefix + "experts." + std::to_string(e) + ".";
       for (auto [name, dst, shape] : {std::tuple{"gate_proj", &b.gate, std::vector<int64_t>{I, H}},
                                       std::tuple{"up_proj", &b.up, std::vector<int64_t>{I, H}},
@@ -53,7 +57,8 @@ void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d
     }
   }
   if (m.n_shared_experts > 0)
-    load_mlp(w, prefix + "shared_experts.", d.hidden_size, m.moe_intermediate_size * m.n_shared_experts, b.shared);
+    load_mlp(w, prefix + "shared_experts.", d.hidden_size, m.moe_intermediate_size * m.n_shared_experts, rank, ranks,
+             b.shared);
 }
 
 // down(silu(gate x) * up x) for one token, accumulated into y with weight `scale`.
@@ -134,7 +139,9 @@ void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y,
     k::sigmoid_cpu(scores.data(), scores.data(), E);
     select_experts(m, scores.data(), b.correction_bias.data(), expert.data(), weight.data());
     for (int i = 0; i < K; ++i) {
-      const size_t at = static_cast<size_t>(expert[static_cast<size_t>(i)]) * expert_size;
+      const int e = expert[static_cast<size_t>(i)];
+      if (!b.experts.contains(e)) continue;  // another rank adds this expert's share
+      const size_t at = static_cast<size_t>(e - b.experts.begin) * expert_size;
       mlp_add(b.gate.data() + at, b.up.data() + at, b.down.data() + at, H, I, xr, weight[static_cast<size_t>(i)], yr, g, u, o);
     }
     if (m.n_shared_experts > 0)

@@ -6,7 +6,8 @@
 //   cache  <- [k, v]                                             (2 * kv_heads * head_dim floats)
 //   (attention reads the cached rows through the sequence's block table: contiguous or paged)
 //   out    = o_proj(softmax(q.k / sqrt(head_dim)) v)             (o_proj has no bias)
-// Query head h reads key/value head h / (heads / kv_heads).
+// Query head h reads key/value head h / (heads / kv_heads). A tensor-parallel rank holds whole
+// key/value heads with their query heads, and the matching input columns of o_proj.
 #include <cmath>
 
 #include "decoder.hpp"
@@ -23,30 +24,41 @@ namespace {
 
 class Glm4Moe final : public Decoder {
  public:
-  explicit Glm4Moe(ModelConfig config) : Decoder(std::move(config)), c_(std::get<Glm4MoeConfig>(this->config().arch)) {}
+  Glm4Moe(ModelConfig config, comm::Communicator& comm)
+      : Decoder(std::move(config), comm), c_(std::get<Glm4MoeConfig>(this->config().arch)) {}
 
   Status load(const Checkpoint& ck) {
+    const DecoderConfig& d = c_.d;
+    if (d.num_key_value_heads < tp_size())
+      return error("tensor parallelism: num_key_value_heads " + std::to_string(d.num_key_value_heads) +
+                   " is less than the tensor-parallel size " + std::to_string(tp_size()) +
+                   " (each rank needs at least one key/value head)");
+    const int group = d.num_attention_heads / d.num_key_value_heads;
+    const Range kv = split(d.num_key_value_heads, tp_rank(), tp_size());
+    kv_heads_ = kv.size();
+    heads_ = kv_heads_ * group;
+    const int64_t H = d.hidden_size, D = c_.head_dim, q_out = d.num_attention_heads * D, kv_out = d.num_key_value_heads * D;
+    const Range q_rows{kv.begin * group * static_cast<int>(D), kv.end * group * static_cast<int>(D)};
+    const Range kv_rows{kv.begin * static_cast<int>(D), kv.end * static_cast<int>(D)};
     WeightReader w(ck);
     load_common(w);
-    const DecoderConfig& d = c_.d;
-    const int64_t H = d.hidden_size, D = c_.head_dim, q_out = d.num_attention_heads * D, kv_out = d.num_key_value_heads * D;
     layers_.resize(static_cast<size_t>(d.num_hidden_layers));
     for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
       Layer& a = layers_[static_cast<size_t>(l)];
       const std::string p = layer_prefix(l) + "self_attn.";
-      a.q = w.get(p + "q_proj.weight", {q_out, H});
-      a.k = w.get(p + "k_proj.weight", {kv_out, H});
-      a.v = w.get(p + "v_proj.weight", {kv_out, H});
+      a.q = w.get_rows(p + "q_proj.weight", {q_out, H}, q_rows);
+      a.k = w.get_rows(p + "k_proj.weight", {kv_out, H}, kv_rows);
+      a.v = w.get_rows(p + "v_proj.weight", {kv_out, H}, kv_rows);
       if (d.attention_bias) {
-        a.q_bias = w.get(p + "q_proj.bias", {q_out});
-        a.k_bias = w.get(p + "k_proj.bias", {kv_out});
-        a.v_bias = w.get(p + "v_proj.bias", {kv_out});
+        a.q_bias = w.get_rows(p + "q_proj.bias", {q_out}, q_rows);
+        a.k_bias = w.get_rows(p + "k_proj.bias", {kv_out}, kv_rows);
+        a.v_bias = w.get_rows(p + "v_proj.bias", {kv_out}, kv_rows);
       }
       if (c_.use_qk_norm) {
         a.q_norm = w.get(p + "q_norm.weight", {D});
         a.k_norm = w.get(p + "k_norm.weight", {D});
       }
-      a.o = w.get(p + "o_proj.weight", {H, q_out});
+      a.o = w.get_cols(p + "o_proj.weight", {H, q_out}, q_rows);
     }
     if (!w.ok()) return w.error();
     inv_freq_.resize(static_cast<size_t>(c_.rotary_dim / 2));
@@ -54,13 +66,13 @@ class Glm4Moe final : public Decoder {
     return Ok{};
   }
 
-  KvLayout kv_layout() const override { return {c_.d.num_hidden_layers, 2 * c_.d.num_key_value_heads * c_.head_dim}; }
+  KvLayout kv_layout() const override { return {c_.d.num_hidden_layers, 2 * kv_heads_ * c_.head_dim}; }
 
  protected:
   void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const override {
     const Layer& a = layers_[static_cast<size_t>(layer)];
     const DecoderConfig& d = c_.d;
-    const int H = d.hidden_size, D = c_.head_dim, heads = d.num_attention_heads, kv_heads = d.num_key_value_heads;
+    const int H = d.hidden_size, D = c_.head_dim, heads = heads_, kv_heads = kv_heads_;
     const int kv_w = kv_heads * D;
     const float eps = static_cast<float>(d.rms_norm_eps);
     const int* pos = cache.positions().data();
@@ -104,14 +116,15 @@ class Glm4Moe final : public Decoder {
     std::vector<float> q, k, v, q_bias, k_bias, v_bias, q_norm, k_norm, o;
   };
   const Glm4MoeConfig& c_;
+  int heads_ = 0, kv_heads_ = 0;  // this rank's query and key/value heads
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck) {
-  auto m = std::make_unique<Glm4Moe>(std::move(config));
+Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm) {
+  auto m = std::make_unique<Glm4Moe>(std::move(config), comm);
   if (auto s = m->load(ck); !s) return s.error();
   return std::unique_ptr<Model>(std::move(m));
 }

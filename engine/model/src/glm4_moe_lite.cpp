@@ -8,6 +8,9 @@
 //   k      = [k_nope, kr],  q = [q_nope, q_rope]
 //   out    = o_proj(softmax(q.k / sqrt(nope + rope)) v)
 // With attention_bias, q_a, kv_a and o_proj carry biases (q_proj and q_b/kv_b never do).
+// A tensor-parallel rank holds a range of heads (their rows of q_b/q_proj and kv_b, their input
+// columns of o_proj); q_a and kv_a are replicated, so every rank caches the whole latent row.
+// o_proj's bias is added by rank 0 alone, since the ranks' outputs are summed.
 #include <cmath>
 
 #include "decoder.hpp"
@@ -28,7 +31,8 @@ constexpr float kLoraNormEps = 1e-6f;
 
 class Glm4MoeLite final : public Decoder {
  public:
-  explicit Glm4MoeLite(ModelConfig config) : Decoder(std::move(config)), c_(std::get<Glm4MoeLiteConfig>(this->config().arch)) {}
+  Glm4MoeLite(ModelConfig config, comm::Communicator& comm)
+      : Decoder(std::move(config), comm), c_(std::get<Glm4MoeLiteConfig>(this->config().arch)) {}
 
   Status load(const Checkpoint& ck) {
     WeightReader w(ck);
@@ -37,6 +41,10 @@ class Glm4MoeLite final : public Decoder {
     const int64_t H = d.hidden_size, heads = d.num_attention_heads, qk = c_.qk_head_dim();
     const int64_t lora_q = c_.q_lora_rank, lora_kv = c_.kv_lora_rank, rope = c_.qk_rope_head_dim;
     const bool bias = d.attention_bias;
+    const Range mine = split(d.num_attention_heads, tp_rank(), tp_size());
+    heads_ = mine.size();
+    auto per_head = [&](int64_t width) { return Range{mine.begin * static_cast<int>(width), mine.end * static_cast<int>(width)}; };
+    const Range q_rows = per_head(qk), kv_b_rows = per_head(c_.qk_nope_head_dim + c_.v_head_dim), o_cols = per_head(c_.v_head_dim);
     layers_.resize(static_cast<size_t>(d.num_hidden_layers));
     for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
       Layer& a = layers_[static_cast<size_t>(l)];
@@ -45,16 +53,16 @@ class Glm4MoeLite final : public Decoder {
         a.q_a = w.get(p + "q_a_proj.weight", {lora_q, H});
         if (bias) a.q_a_bias = w.get(p + "q_a_proj.bias", {lora_q});
         a.q_a_norm = w.get(p + "q_a_layernorm.weight", {lora_q});
-        a.q_b = w.get(p + "q_b_proj.weight", {heads * qk, lora_q});
+        a.q_b = w.get_rows(p + "q_b_proj.weight", {heads * qk, lora_q}, q_rows);
       } else {
-        a.q = w.get(p + "q_proj.weight", {heads * qk, H});
+        a.q = w.get_rows(p + "q_proj.weight", {heads * qk, H}, q_rows);
       }
       a.kv_a = w.get(p + "kv_a_proj_with_mqa.weight", {lora_kv + rope, H});
       if (bias) a.kv_a_bias = w.get(p + "kv_a_proj_with_mqa.bias", {lora_kv + rope});
       a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {lora_kv});
-      a.kv_b = w.get(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lora_kv});
-      a.o = w.get(p + "o_proj.weight", {H, heads * c_.v_head_dim});
-      if (bias) a.o_bias = w.get(p + "o_proj.bias", {H});
+      a.kv_b = w.get_rows(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lora_kv}, kv_b_rows);
+      a.o = w.get_cols(p + "o_proj.weight", {H, heads * c_.v_head_dim}, o_cols);
+      if (bias && tp_rank() == 0) a.o_bias = w.get(p + "o_proj.bias", {H});
     }
     if (!w.ok()) return w.error();
     inv_freq_.resize(static_cast<size_t>(rope / 2));
@@ -68,7 +76,7 @@ class Glm4MoeLite final : public Decoder {
   void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const override {
     const Layer& a = layers_[static_cast<size_t>(layer)];
     const DecoderConfig& d = c_.d;
-    const int H = d.hidden_size, heads = d.num_attention_heads;
+    const int H = d.hidden_size, heads = heads_;
     const int nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, qk = c_.qk_head_dim(), vd = c_.v_head_dim;
     const int lora_kv = c_.kv_lora_rank, lora_q = c_.q_lora_rank, width = lora_kv + rope;
     const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
@@ -123,7 +131,10 @@ class Glm4MoeLite final : public Decoder {
     shape.out_stride = heads * vd;
     std::vector<float> attn(static_cast<size_t>(rows) * static_cast<size_t>(heads * vd));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
-    k::attention_cpu(q.data(), pos + first, rows, keys.data(), kv.data() + nope, pos, S, attn.data(), shape, scale);
+    // A rank may hold no heads (more ranks than heads): it still caches the latent rows above,
+    // and contributes nothing but, on rank 0, o_proj's bias.
+    if (heads > 0)
+      k::attention_cpu(q.data(), pos + first, rows, keys.data(), kv.data() + nope, pos, S, attn.data(), shape, scale);
     k::linear_cpu(attn.data(), a.o.data(), a.o_bias.empty() ? nullptr : a.o_bias.data(), out, rows, heads * vd, H);
   }
 
@@ -134,14 +145,15 @@ class Glm4MoeLite final : public Decoder {
     std::vector<float> o, o_bias;
   };
   const Glm4MoeLiteConfig& c_;
+  int heads_ = 0;  // this rank's attention heads
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck) {
-  auto m = std::make_unique<Glm4MoeLite>(std::move(config));
+Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm) {
+  auto m = std::make_unique<Glm4MoeLite>(std::move(config), comm);
   if (auto s = m->load(ck); !s) return s.error();
   return std::unique_ptr<Model>(std::move(m));
 }

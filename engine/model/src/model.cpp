@@ -9,8 +9,8 @@
 namespace tandem::model {
 
 namespace detail {
-Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck);
-Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck);
+Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm);
+Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm);
 }  // namespace detail
 
 Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
@@ -32,21 +32,42 @@ Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::
     if (r < 0 || r >= T) return error("forward: logit row " + std::to_string(r) + " is not one of the " + std::to_string(T) + " tokens");
 
   if (auto s = cache.append(std::span<const int>(positions.data(), positions.size())); !s) return s.error();
-  const std::vector<float> hidden = hidden_states(tokens, cache);
-  std::vector<float> logits(logit_rows.size() * static_cast<size_t>(V));
-  for (size_t i = 0; i < logit_rows.size(); ++i)
-    kernels::linear_cpu(hidden.data() + static_cast<long>(logit_rows[i]) * H, lm_head(), nullptr,
-                        logits.data() + static_cast<long>(i) * V, 1, H, V);
+  auto hidden = hidden_states(tokens, cache);
+  if (!hidden) return hidden.error();
+  // Each rank scores its slice of the vocabulary; the slices are gathered into whole rows.
+  const Range mine = vocab_range();
+  const size_t R = logit_rows.size();
+  std::vector<float> local(R * static_cast<size_t>(mine.size()));
+  for (size_t i = 0; i < R; ++i)
+    kernels::linear_cpu(hidden->data() + static_cast<long>(logit_rows[i]) * H, lm_head(), nullptr,
+                        local.data() + static_cast<long>(i) * mine.size(), 1, H, mine.size());
+  if (comm_->size() == 1 || R == 0) return local;
+  auto gathered = comm_->all_gather(local);
+  if (!gathered) return gathered.error();
+  std::vector<float> logits(R * static_cast<size_t>(V));
+  size_t at = 0;  // rank r's block: R rows of its slice, one after another
+  for (int r = 0; r < comm_->size(); ++r) {
+    const Range part = split(V, r, comm_->size());
+    for (size_t i = 0; i < R; ++i, at += static_cast<size_t>(part.size()))
+      std::copy(gathered->begin() + static_cast<long>(at), gathered->begin() + static_cast<long>(at) + part.size(),
+                logits.begin() + static_cast<long>(i * static_cast<size_t>(V)) + part.begin);
+  }
+  if (at != gathered->size()) return error("forward: the ranks' logit slices do not add up to the vocabulary");
   return logits;
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir) {
+  static comm::SingleRank alone;  // stateless: one is enough for every model
+  return load_model(dir, alone);
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, comm::Communicator& comm) {
   auto config = load_config(dir);
   if (!config) return config.error();
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
-  if (config->model_type == "glm4_moe_lite") return detail::load_glm4_moe_lite(std::move(config).value(), ck.value());
-  return detail::load_glm4_moe(std::move(config).value(), ck.value());
+  if (config->model_type == "glm4_moe_lite") return detail::load_glm4_moe_lite(std::move(config).value(), ck.value(), comm);
+  return detail::load_glm4_moe(std::move(config).value(), ck.value(), comm);
 }
 
 Result<std::vector<int32_t>> greedy_generate(const Model& model, std::span<const int32_t> prompt, int max_new_tokens) {

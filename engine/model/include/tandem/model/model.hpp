@@ -2,6 +2,10 @@
 // positions against a sequence's KV store (a private KvCache or a view of the paged pool), get
 // logits for the rows asked for. Prefill (many tokens)
 // and decode (one token) are the same call, so they give the same logits.
+//
+// Tensor parallelism: a model loaded with a communicator of N ranks holds its rank's slice of the
+// weights (shard.hpp) and every forward is a collective: all ranks call it with the same tokens,
+// positions and block tables, and all get the full logits.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -9,9 +13,11 @@
 #include <span>
 #include <vector>
 
+#include "tandem/comm/communicator.hpp"
 #include "tandem/model/config.hpp"
 #include "tandem/model/kv_cache.hpp"
 #include "tandem/model/result.hpp"
+#include "tandem/model/shard.hpp"
 
 namespace tandem::model {
 
@@ -20,8 +26,11 @@ class Model {
   virtual ~Model() = default;
   const ModelConfig& config() const { return config_; }
   int vocab_size() const { return config_.decoder().vocab_size; }
+  comm::Communicator& comm() const { return *comm_; }
+  // The vocabulary rows this rank's embedding and LM head hold.
+  Range vocab_range() const { return split(vocab_size(), comm_->rank(), comm_->size()); }
 
-  // What the model caches per token per layer (sizes KvCache and PagedKvPool).
+  // What this rank caches per token per layer (sizes KvCache and PagedKvPool).
   virtual KvLayout kv_layout() const = 0;
   // An empty contiguous cache shaped for this model.
   KvCache new_cache() const {
@@ -36,18 +45,22 @@ class Model {
                                      KvSequence& cache, std::span<const int> logit_rows) const;
 
  protected:
-  explicit Model(ModelConfig config) : config_(std::move(config)) {}
+  Model(ModelConfig config, comm::Communicator& comm) : config_(std::move(config)), comm_(&comm) {}
   // Final hidden states (after the last norm) of the new tokens, [tokens x hidden]; the cache has
-  // already made room for them.
-  virtual std::vector<float> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const = 0;
+  // already made room for them. Fails only when the tensor-parallel group does.
+  virtual Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const = 0;
+  // This rank's rows of the LM head: vocab_range().size() x hidden.
   virtual const float* lm_head() const = 0;
 
  private:
   ModelConfig config_;
+  comm::Communicator* comm_;
 };
 
-// Reads config.json (+ generation_config.json) and the safetensors weights of `dir`.
+// Reads config.json (+ generation_config.json) and the safetensors weights of `dir`: all of them,
+// or the slice of rank comm.rank() of comm.size() (the communicator must outlive the model).
 Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir);
+Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, comm::Communicator& comm);
 
 // Greedy decoding with the cache: prefill the prompt, then feed back the argmax token until
 // max_new_tokens are produced (EOS does not stop it; callers that want that check the ids).

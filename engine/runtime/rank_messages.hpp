@@ -1,0 +1,38 @@
+// What the head rank tells its workers, through the communicator's broadcast. Workers own no
+// scheduler: they mirror the head's pool geometry and run exactly the forwards the head runs, with
+// the head's block tables, so their KV pages hold their heads' rows of the same tokens.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tandem/model/result.hpp"
+
+namespace tandem::engine::runtime {
+
+enum class RankOp : std::uint8_t {
+  pool = 1,       // allocate the KV pool: num_blocks x block_size
+  forward = 2,    // run one forward against the pool
+  heartbeat = 3,  // nothing to do; the head is alive
+  shutdown = 4,   // the head is stopping; exit cleanly
+};
+
+struct RankMessage {
+  RankOp op = RankOp::heartbeat;
+  // pool
+  std::int32_t num_blocks = 0, block_size = 0;
+  // forward: tokens at positions start, start+1, ...; block table of the sequence; whether the
+  // last token's logits are wanted (the gather is collective, so workers must know)
+  std::int32_t start = 0;
+  std::vector<std::int32_t> tokens, table;
+  bool logits = false;
+  // shutdown
+  std::string reason;
+};
+
+std::vector<std::uint8_t> encode(const RankMessage& m);
+// Checks every length against the bytes it has; a short or unknown message is an error.
+model::Result<RankMessage> decode(std::span<const std::uint8_t> bytes);
+
+}  // namespace tandem::engine::runtime

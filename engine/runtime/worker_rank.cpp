@@ -1,0 +1,54 @@
+#include "worker_rank.hpp"
+
+#include <memory>
+
+#include "rank_messages.hpp"
+#include "tandem/model/paged_kv.hpp"
+
+namespace tandem::engine::runtime {
+
+using model::error;
+
+model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o) {
+  auto log = [&](const std::string& line) {
+    if (o.log) o.log(line);
+  };
+  comm::Communicator& comm = model.comm();
+  std::unique_ptr<model::PagedKvPool> pool;
+  std::int64_t forwards = 0;
+  while (true) {
+    std::vector<std::uint8_t> bytes;
+    if (auto s = comm.broadcast(bytes, o.head_silence); !s) return error("lost rank 0: " + s.error().message);
+    auto msg = decode(bytes);
+    if (!msg) return msg.error();
+    switch (msg->op) {
+      case RankOp::heartbeat: break;
+      case RankOp::shutdown:
+        log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
+        return model::Ok{};
+      case RankOp::pool: {
+        auto p = model::PagedKvPool::create(model.kv_layout(), msg->num_blocks, msg->block_size);
+        if (!p) return error("the KV pool rank 0 asked for: " + p.error().message);
+        pool = std::move(p).value();
+        log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
+            " tokens, as on rank 0 (" + std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows for this rank's heads)");
+        break;
+      }
+      case RankOp::forward: {
+        if (!pool) return error("rank 0 asked for a forward before sizing the KV pool");
+        const int n = static_cast<int>(msg->tokens.size());
+        if (n == 0) return error("rank 0 asked for a forward of no tokens");
+        model::PagedKvSequence seq(*pool, msg->table, msg->start);
+        std::vector<std::int32_t> positions(static_cast<size_t>(n));
+        for (int t = 0; t < n; ++t) positions[static_cast<size_t>(t)] = msg->start + t;
+        const int last = n - 1;
+        auto logits = model.forward(msg->tokens, positions, seq, msg->logits ? std::span<const int>(&last, 1) : std::span<const int>());
+        if (!logits) return error("forward " + std::to_string(forwards + 1) + ": " + logits.error().message);
+        ++forwards;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tandem::engine::runtime

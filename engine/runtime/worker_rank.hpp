@@ -1,0 +1,21 @@
+// The loop of a headless worker rank: mirror the head's KV pool, then run every forward the head
+// announces, taking part in its collectives, until the head shuts down or goes silent.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "tandem/model/model.hpp"
+
+namespace tandem::engine::runtime {
+
+struct WorkerOptions {
+  // The head sends a heartbeat every second while idle; this much silence means it is gone.
+  std::chrono::milliseconds head_silence{10000};
+  std::function<void(const std::string&)> log;
+};
+
+// Ok when the head shut down cleanly; an error that says what happened otherwise.
+model::Status run_worker_rank(const model::Model& model, const WorkerOptions& options);
+
+}  // namespace tandem::engine::runtime
