@@ -16,3 +16,17 @@ void sigmoid_cpu(const float* x, float* y, long n) {
 }
 
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+
+void silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, bool bf16) {
+  for (int r = 0; r < rows; ++r) {
+    const float* g = gate_up + 2L * r * d;
+    float* yr = y + static_cast<long>(r) * d;
+    swiglu_cpu(g, g + d, yr, d);
+    if (bf16)
+      for (int i = 0; i < d; ++i) yr[i] = round_bf16(yr[i]);
+  }
+}
+
+}  // namespace tandem::kernels

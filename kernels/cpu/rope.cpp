@@ -33,3 +33,18 @@ void rope_cpu(float* x, int heads, int head_stride, int rot_dim, const float* in
 }
 
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+
+void rope_tokens_cpu(float* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
+                     const float* inv_freq, const int* pos, RopeLayout layout, bool bf16) {
+  for (int t = 0; t < tokens; ++t) {
+    float* xt = x + t * token_stride;
+    rope_cpu(xt, heads, head_stride, rot_dim, inv_freq, pos[t], layout);
+    if (bf16)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < rot_dim; ++i) xt[h * head_stride + i] = round_bf16(xt[h * head_stride + i]);
+  }
+}
+
+}  // namespace tandem::kernels

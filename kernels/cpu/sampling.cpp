@@ -37,19 +37,23 @@ Sampled argmax_cpu(std::span<const float> logits) {
   return {best, raw_logprob(logits, best)};
 }
 
-Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
-  if (p.temperature == 0.0f) return argmax_cpu(logits);
+namespace {
+
+// Candidate order and probabilities, as sample_cpu draws: ids[0..keep) most likely first (or in id
+// order when neither top-k nor top-p asked for sorting), prob[i] for ids[i] (0 when min-p dropped it).
+void support(std::span<const float> logits, const SamplingParams& p, std::vector<std::int32_t>& ids,
+             std::vector<double>& prob, size_t& keep) {
   const auto V = static_cast<std::int32_t>(logits.size());
 
   // Candidates. Top-k and top-p need them most likely first (lower id first on ties, so the order
   // is total and portable); without either, id order avoids sorting the whole vocabulary.
-  std::vector<std::int32_t> ids(static_cast<size_t>(V));
+  ids.resize(static_cast<size_t>(V));
   std::iota(ids.begin(), ids.end(), 0);
   auto more_likely = [&](std::int32_t a, std::int32_t b) {
     const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
     return la > lb || (la == lb && a < b);
   };
-  size_t keep = static_cast<size_t>(V);
+  keep = static_cast<size_t>(V);
   if (p.top_k > 0 && p.top_k < V) {
     keep = static_cast<size_t>(p.top_k);
     std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(keep), ids.end(), more_likely);
@@ -61,7 +65,7 @@ Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::
   const double inv_t = 1.0 / static_cast<double>(p.temperature);
   double mx = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < keep; ++i) mx = std::max(mx, static_cast<double>(logits[static_cast<size_t>(ids[i])]) * inv_t);
-  std::vector<double> prob(keep);
+  prob.resize(keep);
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) {
     prob[i] = std::exp(static_cast<double>(logits[static_cast<size_t>(ids[i])]) * inv_t - mx);
@@ -83,6 +87,29 @@ Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::
     for (size_t i = 0; i < keep; ++i)
       if (prob[i] < floor) prob[i] = 0;
   }
+}
+
+}  // namespace
+
+double sampling_uniform(std::mt19937_64& rng) { return uniform01(rng); }
+
+std::vector<Candidate> sampling_support_cpu(std::span<const float> logits, const SamplingParams& p) {
+  std::vector<std::int32_t> ids;
+  std::vector<double> prob;
+  size_t keep = 0;
+  support(logits, p, ids, prob, keep);
+  std::vector<Candidate> out;
+  for (size_t i = 0; i < keep; ++i)
+    if (prob[i] > 0) out.push_back({ids[i], prob[i]});
+  return out;
+}
+
+Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
+  if (p.temperature == 0.0f) return argmax_cpu(logits);
+  std::vector<std::int32_t> ids;
+  std::vector<double> prob;
+  size_t keep = 0;
+  support(logits, p, ids, prob, keep);
 
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += prob[i];

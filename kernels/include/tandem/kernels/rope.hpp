@@ -11,6 +11,9 @@
 //                  x'[i + h]       =  x[2i+1] cos a_i + x[2i] sin a_i
 //   Queries and keys get the same layout, so q.k equals that of the interleaved rotation.
 #pragma once
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
 
 namespace tandem::kernels {
 
@@ -22,5 +25,16 @@ void rope_inv_freq(float* inv_freq, int rot_dim, double theta);
 // CPU reference: rotates `heads` heads of `head_stride` floats each (in place), all at position pos.
 void rope_cpu(float* x, int heads, int head_stride, int rot_dim, const float* inv_freq, int pos,
               RopeLayout layout);
+
+// Many tokens, each at its own position: token t's heads start at x + t * token_stride.
+// `bf16`: the rotated entries are rounded to bf16 (what the bf16 GPU path stores).
+void rope_tokens_cpu(float* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
+                     const float* inv_freq, const int* pos, RopeLayout layout, bool bf16 = false);
+
+// CUDA back end, the same operation on device buffers of type `t` (f32 or bf16); inv_freq (fp32,
+// rot_dim/2 entries) and pos (tokens entries) are device buffers too. One thread per pair; the angle
+// is pos * inv_freq in fp32 and its cosine and sine are taken in fp64, as the CPU reference does.
+std::string rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
+                      const float* inv_freq, const int* pos, RopeLayout layout, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -12,28 +12,30 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
+
+#include "tandem/kernels/sampling_types.hpp"
 
 namespace tandem::kernels {
 
-struct SamplingParams {
-  float temperature = 1.0f;  // 0: greedy
-  int top_k = 0;             // keep the k most likely tokens; 0 or -1: off
-  float top_p = 1.0f;        // keep the smallest set whose probability reaches top_p; 1: off
-  float min_p = 0.0f;        // drop tokens below min_p * (probability of the most likely); 0: off
-};
-
-struct Sampled {
-  std::int32_t token = -1;
-  float logprob = 0.0f;
-};
-
-// Which params are usable; a message naming the bad one, or nullptr when all are.
-const char* check_sampling_params(const SamplingParams& p);
+// SamplingParams, Sampled and check_sampling_params: sampling_types.hpp; the CUDA back end:
+// sampling_cuda.hpp.
 
 // Greedy: the first index of the largest logit.
 Sampled argmax_cpu(std::span<const float> logits);
 
 // Draws one token (params must pass check_sampling_params; logits must be non-empty).
 Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+
+// The one uniform number in [0, 1) that a draw takes from the generator (top 53 bits of one output).
+double sampling_uniform(std::mt19937_64& rng);
+
+// What sample_cpu draws from (temperature > 0): the surviving tokens, most likely first, with
+// their probabilities after temperature, top-k, top-p and min-p (not renormalised after top-p).
+struct Candidate {
+  std::int32_t token;
+  double prob;
+};
+std::vector<Candidate> sampling_support_cpu(std::span<const float> logits, const SamplingParams& p);
 
 }  // namespace tandem::kernels

@@ -1,0 +1,109 @@
+// MoE routing, one warp per token: sigmoid, biased choice, groups worth their top 2, the best
+// groups, then top_k rounds of a warp-wide argmax (ties: lower index, as the CPU's sort order).
+// Per warp, shared memory holds the token's scores, choices and a taken-flag per expert.
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/moe_routing.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+
+struct Best {
+  float v;
+  int i;
+};
+__device__ __forceinline__ bool better(float v, int i, const Best& b) { return v > b.v || (v == b.v && i < b.i); }
+
+// The best untaken entry of vals[0..n) over the warp; every lane gets it.
+__device__ Best warp_argmax(const float* vals, const unsigned char* taken, int n) {
+  const int lane = threadIdx.x % 32;
+  Best b{-INFINITY, 0x7fffffff};
+  for (int e = lane; e < n; e += 32)
+    if (!taken[e] && better(vals[e], e, b)) b = {vals[e], e};
+  for (int o = 16; o > 0; o /= 2) {
+    const Best other{__shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o)};
+    if (better(other.v, other.i, b)) b = other;
+  }
+  return b;
+}
+
+__global__ void moe_route_kernel(MoeRouting m, const float* logits, const float* bias, int tokens, std::int32_t* expert,
+                                 float* weight) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, token = blockIdx.x * kWarps + warp;
+  const int E = m.n_experts, G = m.n_group, per_group = E / G;
+  float* score = smem + warp * (2 * E + G);
+  float* choice = score + E;
+  float* group_score = choice + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(smem + kWarps * (2 * E + G)) + warp * E;
+  if (token >= tokens) return;  // whole warps leave together
+
+  for (int e = lane; e < E; e += 32) {
+    const double x = logits[static_cast<long>(token) * E + e];
+    score[e] = static_cast<float>(1.0 / (1.0 + exp(-x)));  // as sigmoid_cpu: fp64, rounded once
+    choice[e] = score[e] + bias[e];
+    taken[e] = 0;
+  }
+  __syncwarp();
+  for (int g = lane; g < G; g += 32) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      if (choice[e] > first) {
+        second = first;
+        first = choice[e];
+      } else if (choice[e] > second) {
+        second = choice[e];
+      }
+    }
+    group_score[g] = first + second;
+  }
+  __syncwarp();
+  // The best topk_group groups; `taken` marks them for now.
+  for (int r = 0; r < m.topk_group; ++r) {
+    const Best b = warp_argmax(group_score, taken, G);
+    if (lane == 0) taken[b.i] = 1;
+    __syncwarp();
+  }
+  for (int e = lane; e < E; e += 32)
+    if (!taken[e / per_group]) choice[e] = -INFINITY;  // reads group flags before any lane resets them
+  __syncwarp();
+  for (int e = lane; e < E; e += 32) taken[e] = 0;
+  __syncwarp();
+  // top_k experts in order of choice; lane 0 keeps the running sum in the CPU's order.
+  float sum = 0.f;
+  for (int r = 0; r < m.top_k; ++r) {
+    const Best b = warp_argmax(choice, taken, E);
+    if (lane == 0) {
+      taken[b.i] = 1;
+      expert[static_cast<long>(token) * m.top_k + r] = b.i;
+      weight[static_cast<long>(token) * m.top_k + r] = score[b.i];
+      sum += score[b.i];
+    }
+    __syncwarp();
+  }
+  if (lane == 0)
+    for (int r = 0; r < m.top_k; ++r) {
+      float& w = weight[static_cast<long>(token) * m.top_k + r];
+      if (m.norm_topk_prob) w /= sum + 1e-20f;
+      w *= m.routed_scaling_factor;
+    }
+}
+
+}  // namespace
+
+std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
+                           std::int32_t* expert, float* weight, Stream stream) {
+  if (const char* bad = check_moe_routing(m)) return std::string("moe_route: ") + bad;
+  if (tokens < 0) return "moe_route: tokens must be >= 0";
+  if (tokens == 0) return {};
+  const size_t smem = kWarps * (sizeof(float) * (2 * static_cast<size_t>(m.n_experts) + static_cast<size_t>(m.n_group)) +
+                                static_cast<size_t>(m.n_experts));
+  moe_route_kernel<<<(tokens + kWarps - 1) / kWarps, kWarps * 32, smem, stream>>>(m, router_logits, correction_bias,
+                                                                                tokens, expert, weight);
+  return cuda::launch_error("moe_route_kernel");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,42 @@
+// Mixture-of-experts routing as GLM-4.5 / DeepSeek-V3 do it ("noaux_tc"), for one token:
+//   score[e]  = sigmoid(router_logit[e])
+//   choice[e] = score[e] + correction_bias[e]          (the bias steers selection only)
+//   a group of E / n_group experts is worth the sum of its two best choices; the best topk_group
+//   groups stay, the experts of the others are out; the top_k best choices among the rest are chosen
+//   (ties: lower index first), in order of choice
+//   weight[i] = score[expert[i]]  (unbiased), / (sum of the top_k + 1e-20) when norm_topk_prob,
+//               * routed_scaling_factor
+// The CPU reference mirrors engine/model/src/ffn.cpp select_experts (same arithmetic, same order).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::kernels {
+
+struct MoeRouting {
+  int n_experts = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  int top_k = 0;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+};
+
+// Which settings are usable; a message naming the bad one, or nullptr.
+// (E divisible by n_group, at least 2 experts per group, topk_group <= n_group, 1 <= top_k <= the
+// experts in topk_group groups, E <= 1024.)
+const char* check_moe_routing(const MoeRouting& m);
+
+// One token, from its sigmoid scores: top_k expert ids and weights.
+void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correction_bias, std::int32_t* expert,
+                   float* weight);
+
+// CUDA back end for `tokens` tokens from their router logits ([tokens, E] fp32): the sigmoid (taken
+// in fp64 and rounded to fp32, like sigmoid_cpu) and the selection. One warp per token. expert and
+// weight are [tokens, top_k]. All pointers are device buffers.
+std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
+                           std::int32_t* expert, float* weight, Stream stream = nullptr);
+
+}  // namespace tandem::kernels

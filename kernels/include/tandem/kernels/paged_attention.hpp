@@ -1,0 +1,46 @@
+// Paged attention on the GPU, over a KV cache of bf16 or fp8_e4m3 with one scale per tensor.
+//
+// Cache layout (vLLM's "flash" layout), K and V in separate pools:
+//   k_cache: [num_blocks, block_size, kv_heads, qk_dim]   v_cache: [num_blocks, block_size, kv_heads, v_dim]
+// Sequence s keeps key j in slot block_tables[s * max_blocks_per_seq + j / block_size] * block_size
+// + j % block_size. fp8 stores fp8(x / scale) and reads fp8 * scale; bf16 stores bf16(x), scale unused.
+//
+// Queries: n_tokens rows of [q_heads, qk_dim]; token t belongs to sequence token_seq[t], sits at
+// position token_pos[t] and attends keys 0..token_pos[t] of its sequence (causal). Decode is one
+// token per sequence at its last position; prefill and chunked prefill are many tokens of a sequence.
+// Grouped-query: query head h reads kv head h / (q_heads / kv_heads).
+// The CPU reference is attention_paged_cpu (attention.hpp) over the dequantised cache.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::kernels {
+
+struct PagedKvLayout {
+  DType dtype = DType::bf16;  // bf16 or fp8_e4m3
+  int block_size = 16;
+  int kv_heads = 0;
+  int qk_dim = 0, v_dim = 0;  // each at most 576 (MLA's absorbed 512 + 64)
+  float k_scale = 1.0f, v_scale = 1.0f;
+};
+
+// The value a cache of this type reads back for x (CPU reference of the quantisation).
+float kv_roundtrip_cpu(DType kv, float x, float scale);
+
+// Writes n_tokens new keys and values ([n, kv_heads, qk_dim] / [n, kv_heads, v_dim] of type `act`,
+// f32 or bf16) into the slots slot_mapping[t] (a negative slot is skipped: padding). Device buffers.
+std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
+                          const PagedKvLayout& l, void* k_cache, void* v_cache, Stream stream = nullptr);
+
+// out: [n_tokens, q_heads, v_dim] of type `act` (f32 or bf16), q likewise. Device buffers.
+// One block per (token, query head); its warps split the keys, each keeps an online softmax,
+// and the block merges them. Not yet split over the keys of one long sequence (flash-decoding)
+// nor tiled for prefill on the tensor cores: correct for both, fast for neither at length.
+std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
+                                 const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
+                                 const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
+                                 int max_blocks_per_seq, float scale, void* out, Stream stream = nullptr);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,22 @@
+// Sampling on the GPU; the CPU reference and the order of the steps: sampling.hpp.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+#include "tandem/kernels/sampling_types.hpp"
+
+namespace tandem::kernels {
+
+// CUDA back end for `rows` rows of `vocab` logits (fp32), one block per row. All pointers are device
+// buffers: params[rows]; uniform[rows], each drawn on the host with sampling_uniform from the
+// request's generator (greedy rows ignore theirs, and the host should draw none for them, as
+// sample_cpu draws none); out[rows]; keep[rows * vocab] is workspace and on return holds the mask
+// of the tokens the row drew from (1 = kept; greedy: the chosen token alone).
+// Greedy picks exactly what argmax_cpu picks. The kept set equals sampling_support_cpu's; the draw
+// walks it in token order rather than most-likely-first, so for temperature > 0 the GPU token can
+// differ from the CPU one for the same uniform while following the same distribution.
+std::string sample_cuda(const float* logits, int rows, int vocab, const SamplingParams* params, const double* uniform,
+                        Sampled* out, std::uint8_t* keep, Stream stream = nullptr);
+
+}  // namespace tandem::kernels

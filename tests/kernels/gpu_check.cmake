@@ -1,0 +1,12 @@
+# The gpu_check program (needs the CUDA back end: it allocates device memory itself).
+if(TANDEM_HAVE_CUDA)
+  add_executable(gpu_check
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_check.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_check_elementwise.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_check_sampling.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_check_moe.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_check_attention.cpp)
+  target_link_libraries(gpu_check PRIVATE tandem_kernels CUDA::cudart)
+endif()
+if(TANDEM_HAVE_CUDA)
+  add_executable(gpu_timing ${CMAKE_CURRENT_LIST_DIR}/gpu_timing.cpp)
+  target_link_libraries(gpu_timing PRIVATE tandem_kernels CUDA::cudart)
+endif()

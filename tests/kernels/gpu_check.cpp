@@ -1,0 +1,48 @@
+// gpu_check: runs every CUDA kernel against its CPU reference and prints one table.
+// Exit 0 when every row passes, 1 when one fails, 77 (skipped) without a CUDA device.
+#include <cstdio>
+#include <exception>
+
+#include "gpu_check.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
+
+int main() {
+  using namespace gpu_check;
+  if (!tandem::kernels::cuda_device_present()) {
+    std::puts("SKIP: no CUDA device on this machine (GPU checks run on the GPU machine: deploy/gpu-check.sh)");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  std::printf("rel. error = max |gpu - cpu| / max(|cpu|, 1e-2 * max|cpu|); limits: fp32 1e-4, bf16 out 1e-2;\n"
+              "mismatches = entries that must be identical (ids, masks, cache bytes) and are not\n\n");
+
+  std::vector<Row> rows;
+  struct Group {
+    const char* name;
+    void (*run)(std::vector<Row>&);
+  };
+  for (const Group g : {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling},
+                        Group{"moe", check_moe}, Group{"attention", check_attention}}) {
+    try {
+      g.run(rows);
+    } catch (const std::exception& e) {
+      rows.push_back({g.name, "-", "-", 0, -1, 0, std::string("FAIL: ") + e.what()});
+      cudaGetLastError();
+    }
+  }
+
+  std::printf("%-20s %-48s %-17s %10s %8s %10s  %s\n", "op", "case", "dtype", "rel.err", "limit", "mismatch", "result");
+  int failed = 0;
+  for (const Row& r : rows) {
+    char limit[16];
+    if (r.limit < 0) std::snprintf(limit, sizeof limit, "exact");
+    else std::snprintf(limit, sizeof limit, "%.0e", r.limit);
+    std::printf("%-20s %-48s %-17s %10.3g %8s %10ld  %s%s%s\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
+                r.max_rel, limit, r.mismatches, r.ok() ? "ok" : "FAIL", r.note.empty() ? "" : "  ", r.note.c_str());
+    failed += !r.ok();
+  }
+  std::printf("\n%zu passed, %d failed\n", rows.size() - static_cast<size_t>(failed), failed);
+  return failed ? 1 : 0;
+}

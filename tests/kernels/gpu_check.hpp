@@ -1,0 +1,138 @@
+// The GPU check: every CUDA kernel against its CPU reference, one line per case in a table.
+// Helpers: device buffers, activations stored as fp32 or bf16, the error measure, the table.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace gpu_check {
+
+using tandem::kernels::DType;
+
+// One row of the table. `limit` < 0 means the check is exact (mismatches must be 0).
+struct Row {
+  std::string op, shape, dtype;
+  double max_rel = 0;  // max |gpu - cpu| / max(|cpu|, 1e-2 * max|cpu|)
+  double limit = -1;
+  long mismatches = 0;  // entries that must agree exactly and do not (ids, masks, bytes)
+  std::string note;
+  bool ok() const { return mismatches == 0 && (limit < 0 || max_rel <= limit) && note.rfind("FAIL", 0) != 0; }
+};
+
+// Each check group appends its rows; a thrown std::runtime_error becomes a failing row.
+void check_elementwise(std::vector<Row>& rows);
+void check_sampling(std::vector<Row>& rows);
+void check_moe(std::vector<Row>& rows);
+void check_attention(std::vector<Row>& rows);
+
+// Sizes are computed in long and handed to the containers through this one cast.
+inline size_t sz(long n) { return static_cast<size_t>(n); }
+
+inline double limit_for(DType out) { return out == DType::f32 ? 1e-4 : 1e-2; }
+
+inline void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+inline void op_ok(const std::string& err) {
+  if (!err.empty()) throw std::runtime_error(err);
+  cuda_ok(cudaDeviceSynchronize(), "kernel");
+}
+
+// A device allocation of n T's, freed on scope exit.
+template <class T>
+class Dev {
+ public:
+  explicit Dev(size_t n) : n_(n) { cuda_ok(cudaMalloc(&p_, sizeof(T) * (n ? n : 1)), "cudaMalloc"); }
+  explicit Dev(const std::vector<T>& h) : Dev(h.size()) { put(h); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { cudaFree(p_); }
+  void put(const std::vector<T>& h) { cuda_ok(cudaMemcpy(p_, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice), "upload"); }
+  std::vector<T> get() const {
+    std::vector<T> h(n_);
+    cuda_ok(cudaMemcpy(h.data(), p_, sizeof(T) * n_, cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+  T* p() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+// Activations on the device as fp32 or bf16 (bit patterns from the CPU's exact conversion).
+class DevAct {
+ public:
+  DevAct(DType t, const std::vector<float>& x) : t_(t), n_(x.size()), raw_(x.size() * (t == DType::f32 ? 4 : 2)) {
+    std::vector<std::uint8_t> bytes(raw_n());
+    if (t == DType::f32) {
+      std::memcpy(bytes.data(), x.data(), bytes.size());
+    } else {
+      for (size_t i = 0; i < n_; ++i) {
+        const std::uint16_t b = tandem::kernels::bf16_from_float(x[i]);
+        std::memcpy(bytes.data() + 2 * i, &b, 2);
+      }
+    }
+    raw_.put(bytes);
+  }
+  DevAct(DType t, size_t n) : DevAct(t, std::vector<float>(n, 0.f)) {}
+  std::vector<float> get() const {
+    const auto bytes = raw_.get();
+    std::vector<float> x(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      if (t_ == DType::f32) {
+        std::memcpy(&x[i], bytes.data() + 4 * i, 4);
+      } else {
+        std::uint16_t b;
+        std::memcpy(&b, bytes.data() + 2 * i, 2);
+        x[i] = tandem::kernels::bf16_to_float(b);
+      }
+    }
+    return x;
+  }
+  void* p() const { return raw_.p(); }
+
+ private:
+  size_t raw_n() const { return n_ * (t_ == DType::f32 ? 4 : 2); }
+  DType t_;
+  size_t n_;
+  Dev<std::uint8_t> raw_;
+};
+
+// What a buffer of type t holds for x (the CPU reference starts from these values).
+inline std::vector<float> as_stored(DType t, std::vector<float> x) {
+  if (t == DType::bf16)
+    for (auto& v : x) v = tandem::kernels::round_bf16(v);
+  return x;
+}
+
+inline std::vector<float> normal(size_t n, float sigma, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, sigma);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+inline double max_rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  double scale = 0;
+  for (float r : ref) scale = std::fmax(scale, std::fabs(r));
+  const double floor = 1e-2 * scale > 0 ? 1e-2 * scale : 1e-30;
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    if (std::isnan(got[i]) != std::isnan(ref[i])) return INFINITY;
+    worst = std::fmax(worst, d / std::fmax(std::fabs(ref[i]), floor));
+  }
+  return worst;
+}
+
+}  // namespace gpu_check

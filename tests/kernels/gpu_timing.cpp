@@ -1,0 +1,121 @@
+// gpu_timing: how long the CUDA kernels take at serving sizes (CUDA events, the mean of 20 runs
+// after 3 warm-ups), and the bandwidth that implies against the bytes each must move. Not a check:
+// the numbers say where the first versions stand (decode attention is one block per query head,
+// so it reads each KV head once per query head of its group, mostly from L2).
+#include <cstdio>
+#include <functional>
+
+#include "gpu_check.hpp"
+#include "tandem/kernels/activation.hpp"
+#include "tandem/kernels/moe_routing.hpp"
+#include "tandem/kernels/paged_attention.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
+#include "tandem/kernels/sampling_cuda.hpp"
+
+using namespace gpu_check;
+namespace k = tandem::kernels;
+
+namespace {
+
+double time_us(const std::function<void()>& launch) {
+  for (int i = 0; i < 3; ++i) launch();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a);
+  for (int i = 0; i < 20; ++i) launch();
+  cudaEventRecord(b);
+  cuda_ok(cudaEventSynchronize(b), "timing");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms * 1000.0 / 20;
+}
+
+void report(const char* what, double us, double bytes) {
+  if (bytes > 0) std::printf("%-62s %10.1f us %9.0f GB/s\n", what, us, bytes / us / 1e3);
+  else std::printf("%-62s %10.1f us\n", what, us);
+}
+
+void ok(const std::string& err) {
+  if (!err.empty()) throw std::runtime_error(err);
+}
+
+void attention(DType kv, int seqs, int ctx) {
+  const int qh = 32, kvh = 8, d = 128, bs = 16, blocks_per = ctx / bs;
+  k::PagedKvLayout l;
+  l.dtype = kv;
+  l.block_size = bs;
+  l.kv_heads = kvh;
+  l.qk_dim = l.v_dim = d;
+  l.k_scale = l.v_scale = 0.01f;
+  const size_t cache = sz(static_cast<long>(seqs) * ctx * kvh * d * k::dtype_bytes(kv));
+  Dev<std::uint8_t> kc(cache), vc(cache);
+  cuda_ok(cudaMemset(kc.p(), 0x31, cache), "memset");
+  cuda_ok(cudaMemset(vc.p(), 0x32, cache), "memset");
+  std::vector<std::int32_t> table(sz(static_cast<long>(seqs) * blocks_per)), tseq, tpos;
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  for (int s = 0; s < seqs; ++s) tseq.push_back(s), tpos.push_back(ctx - 1);
+  Dev<std::int32_t> dt(table), ds(tseq), dp(tpos);
+  DevAct q(DType::bf16, normal(sz(static_cast<long>(seqs) * qh * d), 1.f, 1)), out(DType::bf16, sz(static_cast<long>(seqs) * qh * d));
+  const double us = time_us([&] {
+    ok(k::paged_attention_cuda(DType::bf16, q.p(), seqs, ds.p(), dp.p(), qh, l, kc.p(), vc.p(), dt.p(), blocks_per,
+                               0.088f, out.p()));
+  });
+  char what[96];
+  std::snprintf(what, sizeof what, "paged_attention decode, kv %s, %d seqs x %d ctx, 32/8 heads d128", k::dtype_name(kv),
+                seqs, ctx);
+  report(what, us, 2.0 * static_cast<double>(cache));
+}
+
+void sampling(const char* what, k::SamplingParams p) {
+  const int rows = 64, V = 151552;
+  Dev<float> logits(normal(sz(static_cast<long>(rows) * V), 3.f, 2));
+  Dev<k::SamplingParams> params(std::vector<k::SamplingParams>(rows, p));
+  Dev<double> u(std::vector<double>(rows, 0.5));
+  Dev<k::Sampled> out(rows);
+  Dev<std::uint8_t> keep(sz(static_cast<long>(rows) * V));
+  report(what, time_us([&] { ok(k::sample_cuda(logits.p(), rows, V, params.p(), u.p(), out.p(), keep.p())); }),
+         4.0 * rows * V);
+}
+
+}  // namespace
+
+int main() {
+  if (!k::cuda_device_present()) {
+    std::puts("SKIP: no CUDA device");
+    return 77;
+  }
+  try {
+    const int tokens = 4096, hidden = 4096, inter = 1408;
+    DevAct x(DType::bf16, normal(sz(static_cast<long>(tokens) * hidden), 1.f, 3)), r(DType::bf16, x.get()),
+        w(DType::bf16, normal(sz(hidden), 1.f, 4)), y(DType::bf16, sz(static_cast<long>(tokens) * hidden));
+    report("rmsnorm_residual bf16, 4096 x 4096", time_us([&] {
+             ok(k::rmsnorm_residual_cuda(DType::bf16, x.p(), r.p(), w.p(), y.p(), tokens, hidden, 1e-5f));
+           }),
+           4.0 * 2 * tokens * hidden);
+    DevAct gu(DType::bf16, normal(sz(2L * tokens * inter), 1.f, 5)), act(DType::bf16, sz(static_cast<long>(tokens) * inter));
+    report("silu_and_mul bf16, 4096 x 1408", time_us([&] {
+             ok(k::silu_and_mul_cuda(DType::bf16, gu.p(), act.p(), tokens, inter));
+           }),
+           3.0 * 2 * tokens * inter);
+    k::MoeRouting m{160, 1, 1, 8, true, 2.5f};
+    Dev<float> rl(normal(sz(64L * 160), 1.f, 6)), bias(normal(160, 0.1f, 7));
+    Dev<std::int32_t> e(64 * 8);
+    Dev<float> ew(64 * 8);
+    report("moe_route, 64 tokens, E 160 top 8", time_us([&] { ok(k::moe_route_cuda(m, rl.p(), bias.p(), 64, e.p(), ew.p())); }), 0);
+    sampling("sample greedy, 64 rows x 151552", {0.f, 0, 1.f, 0.f});
+    sampling("sample T 0.7 top_k 50, 64 rows x 151552", {0.7f, 50, 1.f, 0.f});
+    sampling("sample T 0.7 top_k 50 top_p 0.9, 64 rows x 151552", {0.7f, 50, 0.9f, 0.f});
+    sampling("sample T 0.7 top_p 0.9 (whole vocab), 64 rows x 151552", {0.7f, 0, 0.9f, 0.f});
+    attention(DType::bf16, 1, 4096);
+    attention(DType::bf16, 64, 4096);
+    attention(DType::fp8_e4m3, 64, 4096);
+    attention(DType::bf16, 1, 32768);
+  } catch (const std::exception& ex) {
+    std::printf("FAIL: %s\n", ex.what());
+    return 1;
+  }
+  return 0;
+}
