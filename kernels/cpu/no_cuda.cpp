@@ -37,8 +37,9 @@ std::string write_kv_cuda(DType, const void*, const void*, int, const std::int32
 }
 std::string paged_attention_cuda(DType, const void*, int, const std::int32_t*, const std::int32_t*, int,
                                  const PagedKvLayout&, const void*, const void*, const std::int32_t*, int, float, void*,
-                                 Stream) {
+                                 int, void*, size_t, Stream) {
   return missing();
 }
+size_t paged_attention_workspace_bytes(int, int, const PagedKvLayout&, int) { return 0; }
 
 }  // namespace tandem::kernels

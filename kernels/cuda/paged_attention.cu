@@ -1,9 +1,11 @@
 // Paged attention over a bf16 or fp8_e4m3 KV cache, and the cache write that quantises into it.
 //
-// Attention: one block of 4 warps per (query token, query head). The query sits in shared memory
-// as fp32; warp w takes keys w, w+4, ...: its lanes split the head dimension for the q.k dot
-// product (a warp sum) and for the value accumulator, with an online softmax (running max m,
-// running denominator l). The block then merges the four (m, l, acc) triples.
+// Attention: one block of 4 warps per (query token, kv head, tile of that head's query heads,
+// split of the keys). The queries sit in shared memory as fp32; warp w takes keys w, w+4, ... of
+// the split: its lanes split the head dimension for the q.k dot products (warp sums) and the value
+// accumulators, with an online softmax per query head (running max m, running denominator l).
+// The block merges its four warps; when the keys are split (few queries, long contexts: the
+// flash-decoding scheme) each split leaves (m, l, acc) in the workspace and combine_kernel merges.
 #include <cstdint>
 
 #include "common.cuh"
@@ -12,7 +14,7 @@
 namespace tandem::kernels {
 namespace {
 
-constexpr int kWarps = 4, kMaxDim = 576, kPerLane = kMaxDim / 32;
+constexpr int kWarps = 4, kMaxDim = 576;
 using fp8 = __nv_fp8_storage_t;  // one byte, e4m3 here
 
 __device__ __forceinline__ float kv_load(const cuda::bf16* p, float) { return __bfloat162float(*p); }
@@ -39,63 +41,137 @@ __global__ void write_kv_kernel(const T* k, const T* v, int n, const std::int32_
   }
 }
 
-template <class T, class KV>
+// Block (token, kv head g, tile of up to GT of g's query heads, split): the keys of the split,
+// [split * per_split, its end), in the warps' stride. Each key's K and V are loaded once into
+// registers (PER_LANE entries per lane) and used for every query head of the tile.
+template <class T, class KV, int PER_LANE, int GT>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* q, const std::int32_t* token_seq, const std::int32_t* token_pos, int q_heads,
                            PagedKvLayout l, const KV* k_cache, const KV* v_cache, const std::int32_t* block_tables,
-                           int max_blocks, float scale, T* out) {
-  __shared__ float qs[kMaxDim];
-  __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][kMaxDim];
-  const int token = blockIdx.x / q_heads, h = blockIdx.x % q_heads, g = h / (q_heads / l.kv_heads);
+                           int max_blocks, float scale, int per_split, T* out, float* part) {
+  constexpr int kDim = PER_LANE * 32;
+  __shared__ float qs[GT][kDim];
+  __shared__ float part_m[kWarps][GT], part_l[kWarps][GT], part_acc[kWarps][GT][kDim];
+  const int group = q_heads / l.kv_heads, tiles = (group + GT - 1) / GT;
+  const int token = blockIdx.x / (l.kv_heads * tiles), g = blockIdx.x / tiles % l.kv_heads;
+  const int h0 = g * group + blockIdx.x % tiles * GT, nh = min(GT, g * group + group - h0);
+  const int split = blockIdx.y, splits = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const T* qh = q + (static_cast<long>(token) * q_heads + h) * l.qk_dim;
-  for (int d = threadIdx.x; d < l.qk_dim; d += blockDim.x) qs[d] = cuda::to_float(qh[d]);
+  for (int i = threadIdx.x; i < GT * kDim; i += blockDim.x) {
+    const int hh = i / kDim, d = i % kDim;
+    qs[hh][d] = hh < nh && d < l.qk_dim ? cuda::to_float(q[(static_cast<long>(token) * q_heads + h0 + hh) * l.qk_dim + d]) : 0.f;
+  }
   __syncthreads();
 
   const std::int32_t* table = block_tables + static_cast<long>(token_seq[token]) * max_blocks;
-  const int last = token_pos[token];
-  float m = -INFINITY, sum = 0.f, acc[kPerLane];
+  const int pos = token_pos[token];
+  const int begin = split * per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + per_split);
+  float m[GT], sum[GT], acc[GT][PER_LANE];
 #pragma unroll
-  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.f;
-  for (int j = warp; j <= last; j += kWarps) {
+  for (int hh = 0; hh < GT; ++hh) {
+    m[hh] = -INFINITY, sum[hh] = 0.f;
+#pragma unroll
+    for (int c = 0; c < PER_LANE; ++c) acc[hh][c] = 0.f;
+  }
+  for (int j = begin + warp; j < end; j += kWarps) {
     const long slot = static_cast<long>(table[j / l.block_size]) * l.block_size + j % l.block_size;
     const KV* kj = k_cache + (slot * l.kv_heads + g) * l.qk_dim;
     const KV* vj = v_cache + (slot * l.kv_heads + g) * l.v_dim;
-    float dot = 0.f;
+    float kr[PER_LANE], vr[PER_LANE];
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
+    for (int c = 0; c < PER_LANE; ++c) {
       const int d = lane + 32 * c;
-      if (d < l.qk_dim) dot += qs[d] * kv_load(kj + d, l.k_scale);
+      kr[c] = d < l.qk_dim ? kv_load(kj + d, l.k_scale) : 0.f;
+      vr[c] = d < l.v_dim ? kv_load(vj + d, l.v_scale) : 0.f;
     }
-    const float s = cuda::warp_sum(dot) * scale;
-    const float m_new = fmaxf(m, s), correction = expf(m - m_new), p = expf(s - m_new);
-    sum = sum * correction + p;
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int d = lane + 32 * c;
-      if (d < l.v_dim) acc[c] = acc[c] * correction + p * kv_load(vj + d, l.v_scale);
+    for (int hh = 0; hh < GT; ++hh) {
+      float dot = 0.f;
+#pragma unroll
+      for (int c = 0; c < PER_LANE; ++c) dot += qs[hh][lane + 32 * c] * kr[c];
+      const float s = cuda::warp_sum(dot) * scale;
+      const float m_new = fmaxf(m[hh], s), correction = expf(m[hh] - m_new), p = expf(s - m_new);
+      sum[hh] = sum[hh] * correction + p;
+#pragma unroll
+      for (int c = 0; c < PER_LANE; ++c) acc[hh][c] = acc[hh][c] * correction + p * vr[c];
+      m[hh] = m_new;
     }
-    m = m_new;
   }
-  if (lane == 0) part_m[warp] = m, part_l[warp] = sum;
 #pragma unroll
-  for (int c = 0; c < kPerLane; ++c)
-    if (lane + 32 * c < l.v_dim) part_acc[warp][lane + 32 * c] = acc[c];
+  for (int hh = 0; hh < GT; ++hh) {
+    if (lane == 0) part_m[warp][hh] = m[hh], part_l[warp][hh] = sum[hh];
+#pragma unroll
+    for (int c = 0; c < PER_LANE; ++c) part_acc[warp][hh][lane + 32 * c] = acc[hh][c];
+  }
   __syncthreads();
 
+  // Merge the warps; with one split that is the answer, otherwise a partial (m, l, acc) for combine.
+  for (int i = threadIdx.x; i < nh * (l.v_dim + 1); i += blockDim.x) {
+    const int hh = i / (l.v_dim + 1), d = i % (l.v_dim + 1) - 1;  // d == -1: the (m, l) pair
+    float big = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, part_m[w][hh]);
+    float denom = 0.f, o = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = part_m[w][hh] == -INFINITY ? 0.f : expf(part_m[w][hh] - big);  // no keys: nothing
+      denom += part_l[w][hh] * weight;
+      if (d >= 0) o += part_acc[w][hh][d] * weight;
+    }
+    const long row = static_cast<long>(token) * q_heads + h0 + hh;
+    if (splits == 1) {
+      if (d >= 0) out[row * l.v_dim + d] = cuda::from_float<T>(denom > 0.f ? o / denom : 0.f);
+    } else {
+      float* pr = part + (row * splits + split) * (l.v_dim + 2);
+      if (d < 0) pr[0] = big, pr[1] = denom;
+      else pr[2 + d] = o;
+    }
+  }
+}
+
+// Merges the splits of one (token, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+template <class T>
+__global__ void combine_kernel(const float* part, int splits, int v_dim, T* out) {
+  const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
   float big = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) big = fmaxf(big, part_m[w]);
-  float denom = 0.f, weight[kWarps];
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = part_m[w] == -INFINITY ? 0.f : expf(part_m[w] - big);  // a warp that saw no key adds nothing
-    denom += part_l[w] * weight[w];
+  for (int s = 0; s < splits; ++s) big = fmaxf(big, pr[s * (v_dim + 2)]);
+  float denom = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = pr[s * (v_dim + 2)];
+    if (ms != -INFINITY) denom += pr[s * (v_dim + 2) + 1] * expf(ms - big);
   }
-  T* oh = out + (static_cast<long>(token) * q_heads + h) * l.v_dim;
-  for (int d = threadIdx.x; d < l.v_dim; d += blockDim.x) {
+  for (int d = threadIdx.x; d < v_dim; d += blockDim.x) {
     float o = 0.f;
-    for (int w = 0; w < kWarps; ++w) o += part_acc[w][d] * weight[w];
-    oh[d] = cuda::from_float<T>(denom > 0.f ? o / denom : 0.f);
+    for (int s = 0; s < splits; ++s) {
+      const float ms = pr[s * (v_dim + 2)];
+      if (ms != -INFINITY) o += pr[s * (v_dim + 2) + 2 + d] * expf(ms - big);
+    }
+    out[static_cast<long>(blockIdx.x) * v_dim + d] = cuda::from_float<T>(denom > 0.f ? o / denom : 0.f);
   }
+}
+
+// The shapes the kernel is built for: (entries per lane, query heads per block).
+struct Variant {
+  int per_lane, heads;
+};
+Variant variant_for(const PagedKvLayout& l) {
+  const int dim = l.qk_dim > l.v_dim ? l.qk_dim : l.v_dim;
+  if (dim <= 128) return {4, 8};
+  if (dim <= 256) return {8, 4};
+  return {18, 1};
+}
+
+// How many splits of the keys: enough blocks for two per multiprocessor, at least 64 keys a split.
+int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
+  if (max_context <= 64) return 1;
+  static int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 1;
+  }();
+  const int group = q_heads / l.kv_heads, heads = variant_for(l).heads;
+  const long base = static_cast<long>(n_tokens) * l.kv_heads * ((group + heads - 1) / heads);
+  const long want = (2L * sms + base - 1) / base, most = (max_context + 63) / 64;
+  return static_cast<int>(want < most ? want : most);
 }
 
 std::string check_layout(const PagedKvLayout& l, const char* op) {
@@ -137,21 +213,52 @@ std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens,
   });
 }
 
+size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
+  if (!check_layout(l, "").empty() || q_heads <= 0 || n_tokens <= 0 || q_heads % l.kv_heads != 0) return 0;
+  const int splits = splits_for(n_tokens, q_heads, l, max_context);
+  if (splits == 1) return 0;
+  return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
+         static_cast<size_t>(l.v_dim + 2);
+}
+
 std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
-                                 int max_blocks_per_seq, float scale, void* out, Stream stream) {
+                                 int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
+                                 size_t workspace_bytes, Stream stream) {
   if (std::string bad = check_layout(l, "paged_attention"); !bad.empty()) return bad;
   if (q_heads <= 0 || q_heads % l.kv_heads != 0) return "paged_attention: q_heads must be a multiple of kv_heads";
   if (n_tokens < 0 || max_blocks_per_seq <= 0) return "paged_attention: n_tokens >= 0 and max_blocks_per_seq > 0";
   if (n_tokens == 0) return {};
+  int splits = splits_for(n_tokens, q_heads, l, max_context);
+  if (splits > 1 && workspace_bytes < paged_attention_workspace_bytes(n_tokens, q_heads, l, max_context)) {
+    if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
+    splits = 1;  // no workspace given: one block walks all the keys
+  }
+  const int per_split = splits == 1 ? 0 : (max_context + splits - 1) / splits;
+  const Variant v = variant_for(l);
+  const int group = q_heads / l.kv_heads;
+  const dim3 grid(static_cast<unsigned>(n_tokens * l.kv_heads * ((group + v.heads - 1) / v.heads)),
+                  static_cast<unsigned>(splits));
   return with_types(act, l.dtype, "paged_attention", [&](auto a, auto c) {
     using T = decltype(a);
     using KV = decltype(c);
-    paged_attention_kernel<T, KV><<<n_tokens * q_heads, kWarps * 32, 0, stream>>>(
-        static_cast<const T*>(q), token_seq, token_pos, q_heads, l, static_cast<const KV*>(k_cache),
-        static_cast<const KV*>(v_cache), block_tables, max_blocks_per_seq, scale, static_cast<T*>(out));
-    return cuda::launch_error("paged_attention_kernel");
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(q), token_seq, token_pos, q_heads, l,
+                                               static_cast<const KV*>(k_cache), static_cast<const KV*>(v_cache),
+                                               block_tables, max_blocks_per_seq, scale, per_split, static_cast<T*>(out),
+                                               static_cast<float*>(workspace));
+    };
+    if (v.per_lane == 4) launch(paged_attention_kernel<T, KV, 4, 8>);
+    else if (v.per_lane == 8) launch(paged_attention_kernel<T, KV, 8, 4>);
+    else launch(paged_attention_kernel<T, KV, 18, 1>);
+    std::string err = cuda::launch_error("paged_attention_kernel");
+    if (err.empty() && splits > 1) {
+      combine_kernel<T><<<n_tokens * q_heads, 128, 0, stream>>>(static_cast<const float*>(workspace), splits, l.v_dim,
+                                                               static_cast<T*>(out));
+      err = cuda::launch_error("paged_attention combine_kernel");
+    }
+    return err;
   });
 }
 

@@ -20,6 +20,7 @@ struct Config {
   const char* name;
   DType act, kv;
   int q_heads, kv_heads, qk_dim, v_dim, block_size;
+  bool decode_only;  // the 5 decode tokens alone: few blocks, so the keys are split (flash-decoding)
 };
 
 float amax(const std::vector<float>& x) {
@@ -102,15 +103,19 @@ void run(std::vector<Row>& rows, const Config& c) {
   // and the last 8 of sequence 4.
   std::vector<std::int32_t> tseq, tpos;
   for (int s = 0; s < S; ++s) tseq.push_back(s), tpos.push_back(seq_len[static_cast<size_t>(s)] - 1);
-  for (int p = 0; p < 64; ++p) tseq.push_back(3), tpos.push_back(p);
-  for (int p = 2041; p < 2049; ++p) tseq.push_back(4), tpos.push_back(p);
+  if (!c.decode_only) {
+    for (int p = 0; p < 64; ++p) tseq.push_back(3), tpos.push_back(p);
+    for (int p = 2041; p < 2049; ++p) tseq.push_back(4), tpos.push_back(p);
+  }
   const int T = static_cast<int>(tseq.size());
   const auto q = as_stored(c.act, normal(sz(static_cast<long>(T) * c.q_heads * c.qk_dim), 1.f, 44));
   const float scale = 1.f / std::sqrt(static_cast<float>(c.qk_dim));
   DevAct dq(c.act, q), dout(c.act, sz(static_cast<long>(T) * c.q_heads * c.v_dim));
   Dev<std::int32_t> dts(tseq), dtp(tpos), dtable(table);
+  const size_t ws = k::paged_attention_workspace_bytes(T, c.q_heads, l, 2049);
+  Dev<std::uint8_t> dws(ws);
   op_ok(k::paged_attention_cuda(c.act, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, kc.p(), vc.p(), dtable.p(),
-                                max_blocks, scale, dout.p()));
+                                max_blocks, scale, dout.p(), 2049, dws.p(), ws));
 
   k::AttentionShape sh;
   sh.q_heads = c.q_heads;
@@ -133,8 +138,8 @@ void run(std::vector<Row>& rows, const Config& c) {
                            seq_len[static_cast<size_t>(s)], want.data() + t * sh.out_stride, sh, scale);
   }
   char shape[96];
-  std::snprintf(shape, sizeof shape, "%s: %d/%d heads, d %d/%d, bs %d, %d q", c.name, c.q_heads, c.kv_heads, c.qk_dim,
-                c.v_dim, bs, T);
+  std::snprintf(shape, sizeof shape, "%s: %d/%d heads, d %d/%d, bs %d, %d q%s", c.name, c.q_heads, c.kv_heads,
+                c.qk_dim, c.v_dim, bs, T, ws > 0 ? ", split" : "");
   rows.push_back({"paged_attention", shape, std::string(k::dtype_name(c.act)) + "/kv " + k::dtype_name(c.kv),
                   max_rel_error(dout.get(), want), limit_for(c.act), byte_differ, "mismatch: cache bytes"});
 }
@@ -142,11 +147,16 @@ void run(std::vector<Row>& rows, const Config& c) {
 }  // namespace
 
 void check_attention(std::vector<Row>& rows) {
-  run(rows, {"gqa", DType::bf16, DType::bf16, 32, 4, 128, 128, 16});
-  run(rows, {"gqa", DType::bf16, DType::fp8_e4m3, 32, 4, 128, 128, 16});
-  run(rows, {"gqa", DType::f32, DType::bf16, 32, 4, 128, 128, 16});
-  run(rows, {"gqa", DType::f32, DType::fp8_e4m3, 12, 2, 96, 64, 32});
-  run(rows, {"mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64});
+  run(rows, {"gqa", DType::bf16, DType::bf16, 32, 4, 128, 128, 16, false});
+  run(rows, {"gqa", DType::bf16, DType::fp8_e4m3, 32, 4, 128, 128, 16, false});
+  run(rows, {"gqa", DType::f32, DType::bf16, 32, 4, 128, 128, 16, false});
+  run(rows, {"gqa", DType::f32, DType::fp8_e4m3, 12, 2, 96, 64, 32, false});
+  run(rows, {"gqa", DType::bf16, DType::bf16, 16, 2, 256, 256, 16, false});
+  run(rows, {"mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64, false});
+  run(rows, {"decode", DType::bf16, DType::bf16, 32, 4, 128, 128, 16, true});
+  run(rows, {"decode", DType::f32, DType::fp8_e4m3, 32, 8, 128, 128, 16, true});
+  run(rows, {"decode", DType::bf16, DType::bf16, 12, 4, 256, 256, 16, true});
+  run(rows, {"decode mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64, true});
 }
 
 }  // namespace gpu_check

@@ -1,7 +1,6 @@
 // gpu_timing: how long the CUDA kernels take at serving sizes (CUDA events, the mean of 20 runs
 // after 3 warm-ups), and the bandwidth that implies against the bytes each must move. Not a check:
-// the numbers say where the first versions stand (decode attention is one block per query head,
-// so it reads each KV head once per query head of its group, mostly from L2).
+// the numbers say where the first versions stand.
 #include <cstdio>
 #include <functional>
 
@@ -59,9 +58,11 @@ void attention(DType kv, int seqs, int ctx) {
   for (int s = 0; s < seqs; ++s) tseq.push_back(s), tpos.push_back(ctx - 1);
   Dev<std::int32_t> dt(table), ds(tseq), dp(tpos);
   DevAct q(DType::bf16, normal(sz(static_cast<long>(seqs) * qh * d), 1.f, 1)), out(DType::bf16, sz(static_cast<long>(seqs) * qh * d));
+  const size_t ws = k::paged_attention_workspace_bytes(seqs, qh, l, ctx);
+  Dev<std::uint8_t> dws(ws);
   const double us = time_us([&] {
     ok(k::paged_attention_cuda(DType::bf16, q.p(), seqs, ds.p(), dp.p(), qh, l, kc.p(), vc.p(), dt.p(), blocks_per,
-                               0.088f, out.p()));
+                               0.088f, out.p(), ctx, dws.p(), ws));
   });
   char what[96];
   std::snprintf(what, sizeof what, "paged_attention decode, kv %s, %d seqs x %d ctx, 32/8 heads d128", k::dtype_name(kv),
@@ -113,6 +114,8 @@ int main() {
     attention(DType::bf16, 64, 4096);
     attention(DType::fp8_e4m3, 64, 4096);
     attention(DType::bf16, 1, 32768);
+    attention(DType::fp8_e4m3, 1, 32768);
+    attention(DType::bf16, 8, 8192);
   } catch (const std::exception& ex) {
     std::printf("FAIL: %s\n", ex.what());
     return 1;

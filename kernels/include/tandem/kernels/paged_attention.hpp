@@ -11,6 +11,7 @@
 // Grouped-query: query head h reads kv head h / (q_heads / kv_heads).
 // The CPU reference is attention_paged_cpu (attention.hpp) over the dequantised cache.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -34,13 +35,20 @@ float kv_roundtrip_cpu(DType kv, float x, float scale);
 std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
                           const PagedKvLayout& l, void* k_cache, void* v_cache, Stream stream = nullptr);
 
+// Workspace paged_attention_cuda needs to split the keys of contexts up to max_context (the
+// largest token_pos + 1) over several blocks; 0 when it would not split.
+size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context);
+
 // out: [n_tokens, q_heads, v_dim] of type `act` (f32 or bf16), q likewise. Device buffers.
-// One block per (token, query head); its warps split the keys, each keeps an online softmax,
-// and the block merges them. Not yet split over the keys of one long sequence (flash-decoding)
-// nor tiled for prefill on the tensor cores: correct for both, fast for neither at length.
+// A block serves one token, one kv head and up to 8 of its query heads (K and V are read once for
+// them); its warps split the keys, each with an online softmax, and the block merges them. With
+// few queries and long contexts the keys are split over several blocks too (flash-decoding):
+// that needs max_context and a workspace of paged_attention_workspace_bytes; without a workspace
+// it does not split. Prefill is correct but not tiled for the tensor cores.
 std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
-                                 int max_blocks_per_seq, float scale, void* out, Stream stream = nullptr);
+                                 int max_blocks_per_seq, float scale, void* out, int max_context = 0,
+                                 void* workspace = nullptr, size_t workspace_bytes = 0, Stream stream = nullptr);
 
 }  // namespace tandem::kernels
