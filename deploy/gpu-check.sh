@@ -12,7 +12,7 @@ arch=${CUDA_ARCH:-90}
 build=${BUILD_DIR:-build-gpu}
 export PATH=/usr/local/cuda/bin:$PATH
 {
-  echo "# GPU check $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "# GPU check $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1
   echo "## build (sm_$arch)"
