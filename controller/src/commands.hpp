@@ -5,4 +5,5 @@
 namespace tandem::cli {
 void add_manifest_commands(CLI::App& app);  // validate, plan, default-manifest
 void add_pki_commands(CLI::App& app);       // pki init, pki show
+void add_enroll_command(CLI::App& app);     // enroll
 }  // namespace tandem::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tandem::cli::add_manifest_commands(app);
   tandem::cli::add_pki_commands(app);
+  tandem::cli::add_enroll_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
