@@ -50,12 +50,15 @@ std::vector<std::string> serve_argv(const Manifest& m, const Node& n) {
   auto on = [&](const char* name, bool value) {
     if (value) a.emplace_back(name);
   };
-  // The worker is the head minus public serving (no API server, no host/port).
+  // The worker is the head minus public serving: its --host/--port answer only GET /health, on
+  // its own fabric address, which is how its agent sees that it is ready for the head.
   if (head) {
     flag("--served-model-name", s.served_model_name);
     flag("--host", s.host);
-    num("--port", s.port);
+  } else {
+    flag("--host", n.fabric_address.empty() ? n.address : n.fabric_address);
   }
+  num("--port", s.port);
   on("--trust-remote-code", s.trust_remote_code);
   flag("--load-format", s.load_format);
   num("--tensor-parallel-size", s.tensor_parallel_size);

@@ -31,7 +31,7 @@ model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o)
         if (!p) return error("the KV pool rank 0 asked for: " + p.error().message);
         pool = std::move(p).value();
         log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
-            " tokens, as on rank 0 (" + std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows for this rank's heads)");
+            " tokens, as on rank 0 (" + std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows on this rank)");
         break;
       }
       case RankOp::forward: {

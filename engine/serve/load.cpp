@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "pool_plan.hpp"
+#include "rank_group.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem::engine::serve {
@@ -17,9 +18,10 @@ namespace {
 std::optional<std::string> unsupported(const ServeConfig& cfg) {
   if (cfg.device == "cuda")
     return "--device cuda: the CUDA back end is not built yet; run with --device cpu (the CPU reference path)";
-  if (cfg.tensor_parallel_size > 1 || cfg.nnodes > 1)
-    return "--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " --nnodes " + std::to_string(cfg.nnodes) +
-           ": tensor parallelism across ranks is not built yet; run one rank (--tensor-parallel-size 1 --nnodes 1)";
+  if (cfg.tensor_parallel_size != cfg.nnodes)
+    return "--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " with --nnodes " + std::to_string(cfg.nnodes) +
+           ": this build runs one rank per process, so start one tandem-serve per rank with --nnodes equal to the "
+           "tensor-parallel size and its own --node-rank";
   return std::nullopt;
 }
 
@@ -53,14 +55,19 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
 
 }  // namespace
 
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log) {
+model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+                           std::function<void(const std::string&)> on_fatal) {
   if (auto why = unsupported(cfg)) return error(*why);
   if (!cfg.speculative_config.empty())
     log("note: --speculative-config is accepted but DFlash speculative decoding is not built yet; serving without it");
   const fs::path dir = cfg.model;
   Loaded out;
 
-  auto m = model::load_model(dir);
+  auto group = make_rank_group(cfg, dir, log);
+  if (!group) return group.error();
+  comm::TcpCommunicator& comm = *group.value();
+  out.group = std::move(group).value();
+  auto m = model::load_model(dir, comm);
   if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
   auto model = std::move(m).value();
 
@@ -106,6 +113,8 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
   ec.kv_cache_memory = budget.value();
   ec.log = log;
+  ec.on_fatal = std::move(on_fatal);
+  if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once
   auto engine = runtime::Engine::start(std::move(model), ec);
   if (!engine) return error("starting the engine: " + engine.error().message);
   out.engine = std::move(engine).value();

@@ -1,5 +1,5 @@
 // From tandem-serve's flags to a running engine: check what this build can run (CPU device, one
-// rank), load the model directory (config.json, safetensors), tokenizer.json and the chat
+// rank per process), join the tensor-parallel group, load the model directory (config.json, safetensors), tokenizer.json and the chat
 // template, size the KV pool and start the engine. Every failure says what was being loaded.
 #pragma once
 #include <functional>
@@ -8,6 +8,7 @@
 
 #include "cli/serve_flags.hpp"
 #include "engine.hpp"
+#include "tandem/comm/communicator.hpp"
 #include "service.hpp"
 #include "tandem/model/result.hpp"
 #include "tandem/template/chat_template.hpp"
@@ -16,13 +17,17 @@
 namespace tandem::engine::serve {
 
 struct Loaded {
+  std::unique_ptr<comm::Communicator> group;  // first member: outlives the engine's model
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<tmpl::ChatTemplate> chat_template;  // null when the model has none
   std::unique_ptr<runtime::Engine> engine;
   ServiceOptions options;
 };
 
-// `log` gets the start-up lines (the KV pool line among them).
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log);
+// `log` gets the start-up lines (the KV pool line among them). With --nnodes > 1 this is rank 0:
+// it loads its slice, waits for the worker ranks (rendezvous) and tells them the pool; `on_fatal`
+// hears when the group is lost later.
+model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+                           std::function<void(const std::string&)> on_fatal = {});
 
 }  // namespace tandem::engine::serve

@@ -4,9 +4,11 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <mutex>
 
 #include "cli/serve_flags.hpp"
 #include "demo_model.hpp"
+#include "headless.hpp"
 #include "http_server.hpp"
 #include "load.hpp"
 #include "service.hpp"
@@ -14,19 +16,36 @@
 
 namespace {
 
-void log_line(const std::string& line) { std::cerr << "tandem-serve: " << line << std::endl; }
+void log_line(const std::string& line) {
+  static std::mutex mu;  // worker and HTTP threads log too
+  std::lock_guard lk(mu);
+  std::cerr << "tandem-serve: " << line << std::endl;
+}
+
+// Why the engine gave up (a lost rank), for the main thread that wakes on SIGUSR1.
+std::mutex fatal_mu;
+std::string fatal_reason;
 
 int serve(const tandem::engine::ServeConfig& cfg) {
   using namespace tandem::engine;
   // Signals are taken synchronously by this thread (sigwait); block them before any thread starts
-  // so that the engine and HTTP threads inherit the mask and never receive them.
+  // so that the engine and HTTP threads inherit the mask and never receive them. SIGUSR1 is the
+  // engine (or a worker rank's loop) saying it cannot go on.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (cfg.headless) return serve::run_headless(cfg, stop_signals, log_line);
 
-  auto loaded = serve::load(cfg, log_line);
+  auto loaded = serve::load(cfg, log_line, [](const std::string& why) {
+    {
+      std::lock_guard lk(fatal_mu);
+      fatal_reason = why;
+    }
+    kill(getpid(), SIGUSR1);
+  });
   if (!loaded) {
     log_line("error: " + loaded.error().message);
     return 1;
@@ -51,22 +70,29 @@ int serve(const tandem::engine::ServeConfig& cfg) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  log_line(std::string("shutting down on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  if (sig == SIGUSR1) {
+    std::lock_guard lk(fatal_mu);
+    log_line("error: " + fatal_reason + "; shutting down");
+  } else {
+    log_line(std::string("shutting down on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  }
   service.set_serving(false);
   // Order matters: the HTTP threads stop first (no new work), then the engine ends the requests
   // still open (their answers go nowhere), then the server's sockets are released.
   server->stop();
   l.engine.reset();
   server.reset();
-  return 0;
+  return sig == SIGUSR1 ? 1 : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching; CPU reference path now, "
-      "CUDA, tensor parallelism and DFlash to come).\n"
+      "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching, tensor parallelism with one "
+      "rank per process over TCP; CPU reference path now, CUDA/NCCL and DFlash to come).\n"
+      "Two ranks: start the worker first (--nnodes 2 --node-rank 1 --headless --master-addr HEAD --master-port P), then "
+      "the head (--nnodes 2 --node-rank 0 --master-addr HEAD --master-port P); both with --tensor-parallel-size 2.\n"
       "Takes the vLLM flags of a `vllm serve` recipe so an operator's recipe carries over.\n"
       "`tandem-serve --write-demo-model DIR` writes a tiny glm4_moe_lite model with seeded random weights (a GLM-style "
       "chat template with tool calls and <think>, a small byte-level BPE tokenizer); it loads and serves, but its "

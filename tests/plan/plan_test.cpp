@@ -156,7 +156,7 @@ TEST_CASE("seed bind: step indexes are 1..N with no gaps, on the bind and on the
   CHECK(p.on_failure.back().summary.find("http://10.0.0.1:8888/v1/models") != std::string::npos);
 }
 
-TEST_CASE("seed bind: the worker runs headless as rank 1 without --port; the head is rank 0 at the fabric address") {
+TEST_CASE("seed bind: the worker runs headless as rank 1, its health port on its fabric address; the head is rank 0 at the fabric address") {
   Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
   const auto& worker = p.steps[only(p, "spark2", "engine.start")].argv;
   const auto& head = p.steps[only(p, "spark1", "engine.start")].argv;
@@ -165,8 +165,9 @@ TEST_CASE("seed bind: the worker runs headless as rank 1 without --port; the hea
   CHECK(worker[1] == "/models/glm53-target");
   CHECK(contains(worker, "--headless"));
   CHECK(after(worker, "--node-rank") == "1");
-  CHECK_FALSE(contains(worker, "--port"));
-  CHECK_FALSE(contains(worker, "--host"));
+  CHECK(after(worker, "--port") == "8888");          // GET /health only
+  CHECK(after(worker, "--host") == "10.0.0.2");      // spark2's fabric address
+  CHECK_FALSE(contains(worker, "--served-model-name"));
   CHECK(after(worker, "--master-addr") == "10.0.0.1");
   CHECK(after(worker, "--master-port") == "29521");
 

@@ -68,6 +68,29 @@ int run_serve(const std::vector<std::string>& args, std::string& output) {
   return rc;
 }
 
+pid_t spawn_serve(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  std::vector<std::string> full{TANDEM_SERVE_BIN};
+  full.insert(full.end(), args.begin(), args.end());
+  return spawn(full, log);
+}
+
+int wait_exit(pid_t pid, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    if (std::chrono::steady_clock::now() >= deadline) return kStillRunning;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string read_text(const std::filesystem::path& p) { return read_file(p); }
+
+void write_demo_model(const std::filesystem::path& dir) {
+  std::string out;
+  REQUIRE_MESSAGE(run_serve({"--write-demo-model", dir.string()}, out) == 0, out);
+}
+
 std::uint16_t free_port() {
   asio::io_context io;
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
@@ -78,8 +101,7 @@ Server::Server(std::vector<std::string> extra) {
   char tmpl[] = "/tmp/tandem-serve-test-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   dir_ = tmpl;
-  std::string out;
-  REQUIRE_MESSAGE(run_serve({"--write-demo-model", (dir_ / "model").string()}, out) == 0, out);
+  write_demo_model(dir_ / "model");
   port_ = free_port();
   std::vector<std::string> args{TANDEM_SERVE_BIN, (dir_ / "model").string(), "--device", "cpu", "--host", "127.0.0.1",
                                 "--port", std::to_string(port_)};
@@ -119,12 +141,17 @@ Server::~Server() {
 std::string Server::log() const { return read_file(dir_ / "serve.log"); }
 
 Reply request(std::uint16_t port, const std::string& method, const std::string& target, const std::string& body) {
+  return request_at("127.0.0.1", port, method, target, body);
+}
+
+Reply request_at(const std::string& host, std::uint16_t port, const std::string& method, const std::string& target,
+                 const std::string& body) {
   asio::io_context io;
   beast::tcp_stream stream(io);
-  stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  stream.connect(tcp::endpoint(asio::ip::make_address(host), port));
   stream.expires_after(std::chrono::seconds(60));
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
-  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::host, host);
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   req.body() = body;
   req.prepare_payload();

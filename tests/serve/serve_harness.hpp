@@ -41,8 +41,20 @@ class Server {
 // Runs the binary to completion: exit status and what it printed (stdout and stderr).
 int run_serve(const std::vector<std::string>& args, std::string& output);
 
+// Starts tandem-serve with `args` (the binary is prepended), stdout and stderr into `log`.
+pid_t spawn_serve(const std::vector<std::string>& args, const std::filesystem::path& log);
+// Waits at most `timeout_ms` for the process: its exit status (or -signal); kStillRunning if it
+// did not exit in time.
+constexpr int kStillRunning = -1000;
+int wait_exit(pid_t pid, int timeout_ms);
+std::string read_text(const std::filesystem::path& p);
+// The demo model (seeded, so every call writes the same weights) into `dir`.
+void write_demo_model(const std::filesystem::path& dir);
+
 std::uint16_t free_port();
 Reply request(std::uint16_t port, const std::string& method, const std::string& target, const std::string& body = "");
+Reply request_at(const std::string& host, std::uint16_t port, const std::string& method, const std::string& target,
+                 const std::string& body = "");
 Reply post_json(std::uint16_t port, const std::string& target, const nlohmann::json& body);
 // The "data: " payloads of an SSE body, in order ("[DONE]" included as a string).
 std::vector<std::string> sse_events(const std::string& body);

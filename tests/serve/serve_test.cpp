@@ -286,7 +286,7 @@ TEST_CASE("refusals at start: CUDA, tensor parallelism, a missing model; the dem
   CHECK(run_serve({"/nonexistent", "--device", "cuda"}, out) == 1);
   CHECK(out.find("the CUDA back end is not built yet") != std::string::npos);
   CHECK(run_serve({"/nonexistent", "--device", "cpu", "--tensor-parallel-size", "2"}, out) == 1);
-  CHECK(out.find("tensor parallelism across ranks is not built yet") != std::string::npos);
+  CHECK(out.find("this build runs one rank per process") != std::string::npos);
   CHECK(run_serve({"/nonexistent/model", "--device", "cpu"}, out) == 1);
   CHECK(out.find("loading the model from /nonexistent/model") != std::string::npos);
   CHECK(run_serve({"--help"}, out) == 0);

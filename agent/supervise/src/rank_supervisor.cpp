@@ -30,12 +30,14 @@ RankSpec RankSpec::from_manifest(const Manifest& m, const Node& node, std::strin
   for (auto& kv : serve_env(m)) s.env.push_back(kv);
   s.run_user = m.engine.run_user;
   s.log_path = std::move(log_path);
+  // Ready = the rank's HTTP port answers: the head's API (after its rendezvous and engine start),
+  // a headless worker's health endpoint on its fabric address (after loading its slice).
+  s.ready_port = m.engine.serve.port;
   if (node.role == Role::head) {
-    s.ready_host = "127.0.0.1";
-    s.ready_port = m.engine.serve.port;
+    const std::string& host = m.engine.serve.host;
+    s.ready_host = host.empty() || host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
   } else {
     s.ready_host = node.fabric_address.empty() ? node.address : node.fabric_address;
-    s.ready_port = m.engine.rendezvous.port;
   }
   return s;
 }

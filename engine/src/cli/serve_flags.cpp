@@ -43,7 +43,12 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
   app.add_option("--master-port", c.master_port, "Rendezvous port on rank 0")->check(CLI::Range(1, 65535));
   app.add_option("--rendezvous-timeout", c.rendezvous_timeout,
                  "Give up the rendezvous after this long (e.g. 120s), instead of hanging");
-  app.add_flag("--headless", c.headless, "Run a rank without the HTTP API (worker nodes)");
+  app.add_option("--peer-timeout", c.peer_timeout,
+                 "A rank that stays silent this long inside a collective is taken as lost (e.g. 30s); an idle head "
+                 "sends heartbeats, and a worker that hears nothing for a third of this gives up");
+  app.add_flag("--headless", c.headless,
+               "Run a worker rank: no API; --host/--port serve only GET /health, which answers once the rank has loaded "
+               "its slice of the weights (then it dials --master-addr:--master-port)");
 }
 
 std::vector<std::string> check_serve_config(const ServeConfig& c) {
@@ -75,6 +80,8 @@ std::vector<std::string> check_serve_config(const ServeConfig& c) {
     errors.push_back("--kv-cache-memory '" + c.kv_cache_memory + "' is not a size (bytes, or like 3GiB)");
   if (!parse_duration(c.rendezvous_timeout))
     errors.push_back("--rendezvous-timeout '" + c.rendezvous_timeout + "' is not a duration (like 120s)");
+  if (auto d = parse_duration(c.peer_timeout); !d || d->count() < 300)
+    errors.push_back("--peer-timeout '" + c.peer_timeout + "' is not a duration of at least 300ms (like 30s)");
   return errors;
 }
 
@@ -112,6 +119,7 @@ nlohmann::ordered_json ServeConfig::to_json() const {
           {"master_addr", master_addr},
           {"master_port", master_port},
           {"rendezvous_timeout_ms", parse_duration(rendezvous_timeout) ? parse_duration(rendezvous_timeout)->count() : -1},
+          {"peer_timeout_ms", parse_duration(peer_timeout) ? parse_duration(peer_timeout)->count() : -1},
           {"headless", headless}};
 }
 

@@ -37,6 +37,7 @@ struct ServeConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string rendezvous_timeout = "120s";
+  std::string peer_timeout = "30s";  // a rank silent this long in a collective is lost
   bool headless = false;
 
   nlohmann::ordered_json to_json() const;

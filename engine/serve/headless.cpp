@@ -1,0 +1,102 @@
+#include "headless.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "http_server.hpp"
+#include "rank_group.hpp"
+#include "tandem/model/model.hpp"
+#include "tandem/units.hpp"
+#include "worker_rank.hpp"
+
+namespace tandem::engine::serve {
+
+int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log) {
+  if (cfg.device == "cuda") {
+    log("error: --device cuda: the CUDA back end is not built yet; run with --device cpu");
+    return 1;
+  }
+  auto group = make_rank_group(cfg, cfg.model, log);
+  if (!group) {
+    log("error: " + group.error().message);
+    return 1;
+  }
+  comm::TcpCommunicator& comm = *group.value();
+  auto model = model::load_model(cfg.model, comm);
+  if (!model) {
+    log("error: loading this rank's slice of " + cfg.model + ": " + model.error().message);
+    return 1;
+  }
+
+  std::atomic<const char*> phase{"waiting for rank 0"};
+  const int rank = cfg.node_rank;
+  api::HttpServerOptions http;
+  http.address = cfg.host;
+  http.port = static_cast<std::uint16_t>(cfg.port);
+  http.threads = 1;
+  std::string error;
+  auto server = api::HttpServer::start(
+      http,
+      [&phase, rank](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) {
+        if (req.path == "/health" && req.method == "GET") {
+          res->send(200, "application/json",
+                    nlohmann::json{{"status", "ok"}, {"role", "worker"}, {"rank", rank}, {"phase", phase.load()}}.dump());
+          return;
+        }
+        res->send(404, "application/json",
+                  nlohmann::json{{"error", {{"message", "a headless worker rank serves only GET /health; the API is on rank 0"},
+                                            {"type", "not_found"}}}}
+                      .dump());
+      },
+      error);
+  if (!server) {
+    log("error: the worker's health endpoint: " + error);
+    return 1;
+  }
+  log("worker rank " + std::to_string(rank) + " of " + std::to_string(cfg.nnodes) + ": slice loaded; ready for rank 0 (health on http://" +
+      cfg.host + ":" + std::to_string(server->port()) + "/health)");
+
+  std::mutex mu;
+  std::string failure;
+  std::thread worker([&] {
+    auto s = comm.rendezvous();
+    if (s) {
+      phase = "serving";
+      runtime::WorkerOptions wo;
+      // The head beats every second while idle; a third of the peer timeout of silence is plenty.
+      if (auto d = tandem::parse_duration(cfg.peer_timeout))
+        wo.head_silence = std::max(std::chrono::milliseconds(3000), std::chrono::duration_cast<std::chrono::milliseconds>(*d) / 3);
+      wo.log = log;
+      s = runtime::run_worker_rank(*model.value(), wo);
+    }
+    {
+      std::lock_guard lk(mu);
+      if (!s) failure = s.error().message;
+    }
+    kill(getpid(), SIGUSR1);
+  });
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  if (sig != SIGUSR1) {
+    // The worker thread may sit in a collective for up to the peer timeout; a worker holds no
+    // state worth saving, so it leaves at once (rank 0 sees the closed link and stops too).
+    log(std::string("shutting down on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+    std::cerr.flush();
+    std::_Exit(0);
+  }
+  worker.join();
+  server->stop();
+  std::lock_guard lk(mu);
+  if (!failure.empty()) {
+    log("error: " + failure);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tandem::engine::serve

@@ -1,0 +1,51 @@
+#include "rank_group.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "tandem/units.hpp"
+
+namespace tandem::engine::serve {
+
+namespace {
+
+std::uint64_t fnv1a(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::path& model_dir) {
+  std::ifstream in(model_dir / "config.json", std::ios::binary);
+  std::stringstream config;
+  config << in.rdbuf();
+  const std::string shape = "|tp=" + std::to_string(cfg.nnodes) + "|block=" + std::to_string(cfg.block_size) +
+                            "|kv=" + cfg.kv_cache_dtype + "|len=" + std::to_string(cfg.max_model_len);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(config.str() + shape)));
+  return hex;
+}
+
+model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
+                                                                      const std::function<void(const std::string&)>& log) {
+  comm::TcpOptions o;
+  o.rank = cfg.node_rank;
+  o.size = cfg.nnodes;
+  o.master_addr = cfg.master_addr;
+  o.master_port = cfg.master_port;
+  if (auto d = parse_duration(cfg.rendezvous_timeout)) o.rendezvous_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  if (auto d = parse_duration(cfg.peer_timeout)) o.peer_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  o.fingerprint = group_fingerprint(cfg, model_dir);
+  o.log = log;
+  auto group = comm::make_tcp_communicator(o);
+  if (!group) return model::error(group.error().message);
+  return std::move(group).value();
+}
+
+}  // namespace tandem::engine::serve
