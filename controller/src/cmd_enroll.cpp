@@ -159,7 +159,10 @@ void add_enroll_command(CLI::App& app) {
   auto o = std::make_shared<EnrollOpts>();
   auto* cmd = app.add_subcommand("enroll", "Install and start tandemd on each node over SSH, and prove it answers over mTLS");
   add_manifest_arg(cmd, o->manifest);
-  cmd->add_option("--pki", o->pki_dir, "The cluster PKI directory made by `tandemctl pki init DIR`")->required();
+  o->pki_dir = "/etc/tandem/pki";
+  cmd->add_option("--pki-dir", o->pki_dir, "Cluster PKI from `tandemctl pki init DIR` (ca.pem, controller.pem/.key, nodes/)")
+      ->envname("TANDEM_PKI_DIR")
+      ->capture_default_str();
   cmd->add_option("--known-hosts", o->known_hosts,
                   "known_hosts file the node host keys must be in (default ~/.ssh/known_hosts); nothing else is trusted");
   cmd->add_flag("--accept-new", o->accept_new,
@@ -195,7 +198,7 @@ void add_enroll_command(CLI::App& app) {
       "Progress goes to stderr; -o json prints a summary per node (files, hashes, modes, step timings).\n"
       "Exit status: 0 all enrolled, 1 bad input (no node contacted), 3 a node failed.\n\n"
       "Example: tandemctl pki init /etc/tandem/cluster m.yaml\n"
-      "         tandemctl enroll m.yaml --pki /etc/tandem/cluster --identity ~/.ssh/id_ed25519");
+      "         tandemctl enroll m.yaml --pki-dir /etc/tandem/cluster --identity ~/.ssh/id_ed25519");
   cmd->callback([o] { std::exit(run(*o)); });
 }
 

@@ -24,7 +24,7 @@ const char* kRest =
     "gates: {tool_call: false}\ndeadman: {delay: 2h, backend: agent}\n";
 
 std::vector<std::string> enroll_argv(const NetnsCluster& c, std::vector<std::string> extra) {
-  std::vector<std::string> a{TANDEMCTL_BIN,  "enroll",         c.manifest.string(), "--pki", c.pki.string(),
+  std::vector<std::string> a{TANDEMCTL_BIN,  "enroll",         c.manifest.string(), "--pki-dir", c.pki.string(),
                              "--known-hosts", c.known_hosts.string(), "--identity", c.key.string(), "--agent-binary",
                              TANDEMD_BIN,    "--start",        "direct",            "--timeout", "20"};
   a.insert(a.end(), extra.begin(), extra.end());

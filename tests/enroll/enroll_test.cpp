@@ -114,7 +114,7 @@ struct Lab {
   }
 
   Ran enroll(std::vector<std::string> extra, std::vector<std::string> env = {"SSH_AUTH_SOCK="}) {
-    std::vector<std::string> argv{TANDEMCTL_BIN, "enroll", manifest.string(), "--pki", pki.string(), "--known-hosts",
+    std::vector<std::string> argv{TANDEMCTL_BIN, "enroll", manifest.string(), "--pki-dir", pki.string(), "--known-hosts",
                                   known_hosts.string(), "--agent-binary", TANDEMD_BIN, "--start", "direct",
                                   "--timeout", "20", "--ssh-timeout", "5"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -354,11 +354,11 @@ TEST_CASE("a copy that changed on the node before it was hashed is caught, and n
 TEST_CASE("bad input stops before any node is contacted") {
   Lab lab;
   lab.trust_all();
-  auto no_pki = run({TANDEMCTL_BIN, "enroll", lab.manifest.string(), "--pki", (lab.dir / "no-pki").string(),
+  auto no_pki = run({TANDEMCTL_BIN, "enroll", lab.manifest.string(), "--pki-dir", (lab.dir / "no-pki").string(),
                      "--agent-binary", TANDEMD_BIN, "--start", "direct", "--identity", lab.key.string()});
   CHECK(no_pki.status == 1);
   CHECK(has(no_pki.err, "tandemctl pki init"));
-  auto systemd = run({TANDEMCTL_BIN, "enroll", lab.manifest.string(), "--pki", lab.pki.string(), "--agent-binary",
+  auto systemd = run({TANDEMCTL_BIN, "enroll", lab.manifest.string(), "--pki-dir", lab.pki.string(), "--agent-binary",
                       TANDEMD_BIN, "--identity", lab.key.string()});
   CHECK(systemd.status == 1);
   CHECK(has(systemd.err, "--start direct"));
