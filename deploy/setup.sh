@@ -48,8 +48,13 @@ fi
 
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
-step "configuring $build (warnings as errors: $werror)"
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_WERROR=$werror >/dev/null
+# A compiler cache, when the machine has one, makes rebuilds in fresh clones cheap; never required.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+step "configuring $build (warnings as errors: $werror${launcher:+, ccache})"
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_WERROR=$werror "${launcher[@]}" >/dev/null
 step "building with $jobs jobs"
 cmake --build "$build" -j "$jobs"
 
