@@ -74,7 +74,9 @@ void check_round_trip(const Manifest& m) {
       CHECK(c.host == s.host);
       CHECK(c.served_model_name == s.served_model_name);
     } else {
-      CHECK(c.port == engine::ServeConfig{}.port);  // a worker serves nothing: --port is not passed
+      CHECK(c.port == s.port);                      // the worker's GET /health port
+      CHECK(c.host == n.fabric_address);            // on its own fabric address
+      CHECK(c.served_model_name.empty());           // it serves no model
     }
     CHECK(c.tensor_parallel_size == s.tensor_parallel_size);
     CHECK(c.gpu_memory_utilization == s.gpu_memory_utilization);  // exactly: no digits lost on the way
