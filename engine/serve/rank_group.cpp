@@ -12,8 +12,8 @@ namespace {
 
 std::uint64_t fnv1a(const std::string& bytes) {
   std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
+  for (char ch : bytes) {
+    h ^= static_cast<unsigned char>(ch);
     h *= 1099511628211ull;
   }
   return h;
