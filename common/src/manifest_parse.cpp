@@ -118,7 +118,7 @@ void read_nodes(Context& ctx, MapReader& top, Manifest& m) {
     return;
   }
   if (list.size() == 0) {
-    ctx.error(top.key_mark("nodes"), "'nodes' is empty; expected one head and at least one worker");
+    ctx.error(top.key_mark("nodes"), "'nodes' is empty; expected one head and zero or more workers");
     ctx.failed("nodes");
     return;
   }

@@ -41,7 +41,6 @@ void check_nodes(yaml::Context& ctx, const Manifest& m) {
   bool roles_known = true;
   std::map<std::string, size_t> names, addresses, fabric;
   const Node* head = nullptr;
-  size_t workers = 0;
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     const Node& n = m.nodes[i];
     if (!n.name.empty()) {
@@ -71,13 +70,11 @@ void check_nodes(yaml::Context& ctx, const Manifest& m) {
                   "a second head '" + n.name + "'; '" + head->name + "' is already the head (expected exactly one)");
       else
         head = &n;
-    } else {
-      ++workers;
     }
   }
   Mark list = at(ctx, "nodes");
   if (!head && roles_known) ctx.error(list, "no node has role: head; expected exactly one head");
-  if (workers == 0 && roles_known) ctx.error(list, "no node has role: worker; expected at least one worker");
+  // No worker is no error: a one-node bind (head alone, tensor_parallel_size 1) is legitimate.
 
   const int tp = m.engine.serve.tensor_parallel_size;
   if (ctx.marks.count("engine.serve.tensor_parallel_size") && tp != static_cast<int>(m.nodes.size()))

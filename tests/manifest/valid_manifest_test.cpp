@@ -97,3 +97,33 @@ rollback:
   CHECK(m.rollback.commands[0].on == "all");
   CHECK(m.engine.rendezvous.timeout == Duration(2min));
 }
+
+TEST_CASE("a one-node bind (head alone, tensor_parallel_size 1) is valid; its size must still match") {
+  std::string text = R"(apiVersion: tandem/v1
+kind: Bind
+nodes:
+  - {name: solo, address: 10.1.0.1, role: head}
+engine:
+  binary: /usr/bin/tandem-serve
+  model_dir: /m
+  run_user: svc
+  cache_dir: /home/svc/.cache
+  serve: {port: 8000, tensor_parallel_size: 1, gpu_memory_utilization: 0.9}
+gates: {tool_call: false}
+deadman: {delay: 2h}
+rollback:
+  commands: [{run: [/bin/true]}]
+  verify: {url: "http://10.1.0.1:8000/health"}
+)";
+  auto r = load_manifest_text(text, "solo.yaml");
+  INFO(format_diagnostics(r.errors));
+  REQUIRE(r.manifest);
+  CHECK(r.manifest->head().name == "solo");
+  CHECK(r.manifest->workers().empty());
+  CHECK(r.manifest->start_order().size() == 1);
+
+  text.replace(text.find("tensor_parallel_size: 1"), 23, "tensor_parallel_size: 2");
+  auto bad = load_manifest_text(text, "solo.yaml");
+  CHECK_FALSE(bad.manifest);
+  CHECK(format_diagnostics(bad.errors).find("tensor_parallel_size' is 2 but there are 1 nodes") != std::string::npos);
+}
