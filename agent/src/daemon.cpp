@@ -7,6 +7,7 @@
 #include "tandem/agent/sha256.hpp"
 #include "tandem/serve_args.hpp"
 #include "tandem/supervise/atomic_file.hpp"
+#include "tandem/supervise/deadman_fire.hpp"
 #include "tandem/version.hpp"
 
 namespace tandem::agentd {
@@ -24,11 +25,14 @@ json rank_json(const supervise::RankStatus& s) {
   return j;
 }
 
+json outcome_json(const supervise::CommandOutcome& o) {
+  return {{"argv", o.argv},           {"status", o.status}, {"exit_code", o.exit_code}, {"timed_out", o.timed_out},
+          {"output_tail", o.output_tail}, {"error", o.error},  {"elapsed_ms", o.elapsed_ms}};
+}
+
 json deadman_json(const supervise::DeadmanStatus& s) {
   json outcomes = json::array();
-  for (const auto& o : s.outcomes)
-    outcomes.push_back({{"argv", o.argv}, {"status", o.status}, {"exit_code", o.exit_code}, {"timed_out", o.timed_out},
-                        {"output_tail", o.output_tail}, {"error", o.error}, {"elapsed_ms", o.elapsed_ms}});
+  for (const auto& o : s.outcomes) outcomes.push_back(outcome_json(o));
   return {{"armed", s.armed},       {"seconds_left", s.seconds_left}, {"backend", to_string(s.backend)},
           {"fired", s.fired},       {"fire_complete", s.fire_complete}, {"fired_by", s.fired_by},
           {"outcomes", outcomes},   {"detail", s.detail}};
@@ -297,6 +301,33 @@ Outcome Daemon::deadman_status() {
   auto st = deadman_->status();
   if (!st) return Outcome::fail(500, msg(st.error()));
   return Outcome::ok({{"deadman", deadman_json(st.value())}});
+}
+
+Outcome Daemon::rollback_start(const std::string& op_id) {
+  std::lock_guard lock(mu_);
+  if (auto missing = need_manifest()) return *missing;
+  if (!agent::valid_op_id(op_id)) return Outcome::fail(400, "op_id '" + op_id + "' is not valid ([A-Za-z0-9._-], 1..64)");
+  if (auto again = replay(op_id, "rollback.start")) return *again;
+  auto dm = deadman_->status();
+  if (dm && dm.value().fired) {
+    // Never start the old lane twice: the dead-man's run is the rollback.
+    json outcomes = json::array();
+    for (const auto& o : dm.value().outcomes) outcomes.push_back(outcome_json(o));
+    return Outcome::ok({{"outcomes", outcomes}, {"ran_by", "dead-man (fired by " + dm.value().fired_by + ")"},
+                        {"complete", dm.value().fire_complete}});
+  }
+  json outcomes = json::array();
+  bool all_ok = true;
+  for (const auto& c : manifest_->rollback.commands) {
+    if (!manifest_->selects(c, self())) continue;
+    auto o = supervise::run_rollback_command(c, std::chrono::seconds(5));
+    all_ok = all_ok && o.error.empty() && o.exit_code == 0 && !o.timed_out;
+    outcomes.push_back(outcome_json(o));
+  }
+  if (!all_ok) return Outcome::fail(422, "a rollback command failed on " + opts_.node, json{{"outcomes", outcomes}});
+  Outcome o = Outcome::ok({{"outcomes", outcomes}, {"ran_by", "tandemd"}, {"complete", true}});
+  record(op_id, "rollback.start", o);
+  return o;
 }
 
 }  // namespace tandem::agentd

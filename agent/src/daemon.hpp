@@ -53,6 +53,10 @@ class Daemon {
   Outcome deadman_arm(const std::string& op_id);
   Outcome deadman_disarm(const std::string& op_id);
   Outcome deadman_status();
+  // Start this node's share of the rollback lane (the manifest's rollback commands selected for
+  // it), each to completion or its timeout. When the dead-man already fired, it ran them: its
+  // outcomes are returned instead of running them twice.
+  Outcome rollback_start(const std::string& op_id);
 
   const DaemonOptions& options() const { return opts_; }
 

@@ -97,6 +97,11 @@ net::Router make_router(Daemon& d) {
     return to_response(d.deadman_disarm(op));
   });
   r.on("GET", "/v1/deadman", [&d](const net::Request&) { return to_response(d.deadman_status()); });
+  r.on_json("POST", "/v1/rollback/start", [&d](const net::Request&, const json& body) {
+    std::string op;
+    if (auto bad = need_string(body, "op_id", op)) return *bad;
+    return to_response(d.rollback_start(op));
+  });
   return r;
 }
 

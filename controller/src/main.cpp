@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   tandem::cli::add_manifest_commands(app);
   tandem::cli::add_pki_commands(app);
   tandem::cli::add_enroll_command(app);
+  tandem::cli::add_bind_command(app);
+  tandem::cli::add_status_commands(app);
+  tandem::cli::add_rollback_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

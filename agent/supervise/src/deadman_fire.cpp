@@ -4,15 +4,13 @@
 
 namespace tandem::supervise {
 
-namespace {
-
-CommandOutcome run_one(const Command& c, const FireOptions& o) {
+CommandOutcome run_rollback_command(const Command& c, Duration kill_grace) {
   CommandOutcome out;
   out.argv = c.run;
   RunOptions ro;
   ro.argv = c.run;
   ro.timeout = c.timeout;
-  ro.kill_grace = o.kill_grace;
+  ro.kill_grace = kill_grace;
   ro.max_output = 8 * 1024;  // the tail is evidence, not an archive
   auto r = run_capture(ro);
   if (!r) {
@@ -27,8 +25,6 @@ CommandOutcome run_one(const Command& c, const FireOptions& o) {
   out.elapsed_ms = r->elapsed.count();
   return out;
 }
-
-}  // namespace
 
 Result<FireReport> deadman_fire(const std::string& dir, const FireOptions& o) {
   const std::string what = "fire dead-man in " + dir;
@@ -53,7 +49,7 @@ Result<FireReport> deadman_fire(const std::string& dir, const FireOptions& o) {
   // The lock is released while commands run (they may take minutes), so status and disarm stay
   // responsive; both see fired=true and leave the state alone.
   for (const Command& c : state.rollback) {
-    state.outcomes.push_back(run_one(c, o));
+    state.outcomes.push_back(run_rollback_command(c, o.kill_grace));
     auto lock = StateLock::acquire(dir);
     if (lock) (void)save_deadman_state(dir, state);  // best effort: keep going whatever happens
   }

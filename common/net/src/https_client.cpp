@@ -74,6 +74,12 @@ Result<HttpsClient> HttpsClient::create(const ClientOptions& options) {
 Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::string& method,
                                             const std::string& target,
                                             const std::string& body) const {
+  return request(ep, method, target, body, impl_->options.io_timeout);
+}
+
+Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::string& method,
+                                            const std::string& target, const std::string& body,
+                                            std::chrono::milliseconds io_timeout) const {
   const ClientOptions& o = impl_->options;
   const std::string where = ep.host + ":" + std::to_string(ep.port);
   asio::io_context ioc;
@@ -121,7 +127,7 @@ Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::strin
                  ep.node_name + "'"};
 
   auto req = make_request(ep, method, target, body);
-  tcp_layer.expires_after(o.io_timeout);
+  tcp_layer.expires_after(io_timeout);
   ec = run_step(ioc, [&](auto done) { http::async_write(stream, req, done); });
   if (ec) return fail("sending the request", ec);
 
@@ -132,7 +138,7 @@ Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::strin
   if (ec) return fail("reading the response", ec);
 
   // A polite close; the answer is already in hand, so its outcome does not matter.
-  tcp_layer.expires_after(std::min<std::chrono::milliseconds>(o.io_timeout, std::chrono::seconds(2)));
+  tcp_layer.expires_after(std::min<std::chrono::milliseconds>(io_timeout, std::chrono::seconds(2)));
   run_step(ioc, [&](auto done) { stream.async_shutdown(done); });
 
   auto res = parser.release();

@@ -19,6 +19,11 @@ struct FireReport {
   DeadmanState state;      // the state after this call
 };
 
+// One rollback command, to completion or its timeout (then its group is killed after
+// `kill_grace`); never an error: a command that could not start says why in the outcome.
+// The controller's rollback (POST /v1/rollback/start) runs the same commands the same way.
+CommandOutcome run_rollback_command(const Command& c, Duration kill_grace);
+
 // Under the state dir's lock: if armed and not yet fired, write fired=true (fsynced) first, then
 // run every rollback command in order -- all of them, even after one fails, since this is the
 // last resort -- each with its own timeout, recording each outcome as it completes. An error

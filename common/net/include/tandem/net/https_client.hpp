@@ -44,6 +44,11 @@ class HttpsClient {
   // HTTP answer came back, and says where ("10.0.0.2:7443: TLS handshake failed: ...").
   Result<ClientResponse> request(const Endpoint& endpoint, const std::string& method,
                                  const std::string& target, const std::string& body = {}) const;
+  // The same with this call's own bound on writing the request and reading the answer (a long
+  // agent step, like hashing a model, needs more than a health probe).
+  Result<ClientResponse> request(const Endpoint& endpoint, const std::string& method,
+                                 const std::string& target, const std::string& body,
+                                 std::chrono::milliseconds io_timeout) const;
   Result<ClientResponse> get(const Endpoint& endpoint, const std::string& target) const {
     return request(endpoint, "GET", target);
   }

@@ -1,0 +1,80 @@
+#include "bind_runner.hpp"
+
+#include "bind_report.hpp"
+#include "rollback_runner.hpp"
+
+namespace tandem::ctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+BindResult finish(BindContext& ctx, BindResult r, bool write_report_now) {
+  if (write_report_now) {
+    auto files = write_report(ctx, r.result);
+    if (files) {
+      r.report_markdown = files->markdown;
+      r.report_json = files->json;
+    } else {
+      r.rollback_problems.push_back("report: " + files.error().message);
+    }
+  } else if (!ctx.run.report.empty()) {
+    r.report_markdown = ctx.run.report;
+    r.report_json = ctx.run.report.substr(0, ctx.run.report.size() - 3) + ".json";
+  }
+  (void)ctx.record({{"event", "bind.end"}, {"result", r.result}});
+  return r;
+}
+
+BindResult roll_back(BindContext& ctx, json failed) {
+  BindResult r;
+  r.failed_step = std::move(failed);
+  RollbackResult rb = run_rollback(ctx, RollbackSource::bind_failure);
+  r.result = rb.ok ? "rolled_back" : "rollback_failed";
+  r.rollback_problems = rb.problems;
+  return finish(ctx, r, true);
+}
+
+}  // namespace
+
+BindResult run_bind(BindContext& ctx) {
+  if (ctx.run.rollback_begun) {
+    ctx.progress.line("resuming the rollback of bind " + ctx.run.bind_id + " (" + ctx.run.rollback_reason + ")");
+    json failed = nullptr;
+    for (const auto& [index, rec] : ctx.run.steps)
+      if (rec.failed && index > 0 && index <= static_cast<int>(ctx.plan.steps.size())) {
+        const Step& s = ctx.plan.steps[static_cast<size_t>(index - 1)];
+        failed = {{"index", index}, {"node", s.node}, {"action", s.action}, {"error", rec.error}};
+      }
+    return roll_back(ctx, failed);
+  }
+  for (const Step& s : ctx.plan.steps) {
+    auto it = ctx.run.steps.find(s.index);
+    if (it != ctx.run.steps.end() && it->second.done) {
+      ctx.progress.skipped(s.index, s.node, s.action, "");
+      continue;
+    }
+    if (auto st = ctx.record({{"event", "step.begin"}, {"index", s.index}, {"node", s.node}, {"action", s.action},
+                              {"op_id", ctx.op_for_step(s.index)}});
+        !st)
+      return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
+    ctx.progress.begin(s.index, s.node, s.action, s.summary);
+    const auto t0 = Clock::now();
+    StepOutcome o = run_step(ctx, s);
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (o.ok) {
+      if (auto st = ctx.record({{"event", "step.done"}, {"index", s.index}, {"evidence", o.evidence}, {"ms", ms}}); !st)
+        return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
+      ctx.progress.done(s.index, s.node, s.action, o.note, ms);
+      continue;
+    }
+    ctx.progress.failed(s.index, s.node, s.action, o.error);
+    (void)ctx.record({{"event", "step.failed"}, {"index", s.index}, {"error", o.error}, {"evidence", o.evidence}, {"ms", ms}});
+    (void)ctx.record({{"event", "rollback.begin"}, {"reason", "step " + std::to_string(s.index) + " " + s.action + " failed on " + s.node}});
+    return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", o.error}});
+  }
+  BindResult r;
+  r.result = "bound";
+  return finish(ctx, r, false);
+}
+
+}  // namespace tandem::ctl

@@ -1,0 +1,40 @@
+// The executors behind run_step, one per kind of plan action (see bind_steps.cpp for the map).
+#pragma once
+#include "bind_context.hpp"
+
+namespace tandem::ctl {
+
+// j[key] when it is an object, else an empty object: agent answers are read defensively.
+inline json field(const json& j, const char* key) {
+  if (j.is_object()) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_object()) return *it;
+  }
+  return json::object();
+}
+
+// Plan action -> the agent's step name ("hygiene.cron" -> "cron"); empty if not a hygiene step.
+std::string agent_step_name(const std::string& action);
+StepOutcome apply_and_verify(BindContext& ctx, const std::string& node, const std::string& step, const std::string& op,
+                             Millis timeout);
+
+StepOutcome run_preflight(BindContext& ctx, const Step& s);
+StepOutcome run_deadman_arm(BindContext& ctx, const Step& s);
+StepOutcome run_deadman_disarm(BindContext& ctx, const Step& s);
+StepOutcome run_stop(BindContext& ctx, const Step& s);
+StepOutcome run_hygiene(BindContext& ctx, const Step& s);
+
+StepOutcome run_hash_compare(BindContext& ctx, const Step& s);
+StepOutcome run_engine_start(BindContext& ctx, const Step& s);
+StepOutcome run_engine_wait_ready(BindContext& ctx, const Step& s);
+StepOutcome run_rendezvous(BindContext& ctx, const Step& s);
+StepOutcome run_serve_wait(BindContext& ctx, const Step& s);
+
+StepOutcome run_gate(BindContext& ctx, const Step& s);
+StepOutcome run_report_write(BindContext& ctx, const Step& s);
+
+// The engine log's last lines on `node`, for failure evidence ("" if the agent cannot say).
+std::string log_tail(const BindContext& ctx, const std::string& node, std::size_t lines = 20);
+std::string head_url(const Manifest& m);  // http://<head address>:<serve port>
+
+}  // namespace tandem::ctl

@@ -1,0 +1,116 @@
+// Plan steps from the hash comparison to a serving head: start the ranks (workers first), wait
+// for each to be ready, bound the rendezvous, and wait for /health. A rank that exits while we
+// wait fails the step at once, with its log tail as evidence; rollback then stops the others.
+#include <thread>
+
+#include "bind_steps.hpp"
+#include "hash_compare.hpp"
+#include "http_get.hpp"
+
+namespace tandem::ctl {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+bool exited(const json& engine) { return engine.value("phase", "") == "exited"; }
+
+// Every rank started so far must still run; the first that does not is the failure.
+std::optional<StepOutcome> dead_rank(const BindContext& ctx) {
+  for (const auto& s : ctx.plan.steps) {
+    if (s.action != "engine.start") continue;
+    auto it = ctx.run.steps.find(s.index);
+    if (it == ctx.run.steps.end() || !it->second.done) continue;
+    AgentReply st = ctx.agent(s.node).engine_status();
+    if (!st.ok) return StepOutcome::failure(st.error);
+    const json e = field(st.body, "engine");
+    if (exited(e))
+      return StepOutcome::failure(s.node + ": the engine rank exited (" + e.value("exit", std::string("?")) +
+                                      "); last log lines:\n" + log_tail(ctx, s.node),
+                                  json{{"engine", e}});
+  }
+  return std::nullopt;
+}
+
+Millis rendezvous_timeout(const Manifest& m) { return std::chrono::duration_cast<Millis>(m.engine.rendezvous.timeout); }
+
+}  // namespace
+
+std::string head_url(const Manifest& m) {
+  return "http://" + m.head().address + ":" + std::to_string(m.engine.serve.port);
+}
+
+std::string log_tail(const BindContext& ctx, const std::string& node, std::size_t lines) {
+  AgentReply r = ctx.agent(node).engine_log(lines);
+  if (!r.ok) return "(no log: " + r.error + ")";
+  std::string out;
+  for (const auto& l : r.body.value("lines", json::array())) out += "    " + l.get<std::string>() + "\n";
+  return out;
+}
+
+StepOutcome run_hash_compare(BindContext& ctx, const Step&) {
+  std::map<std::string, json> by_node;
+  for (const auto& s : ctx.plan.steps) {
+    if (s.action != "hygiene.sha256") continue;
+    auto it = ctx.run.steps.find(s.index);
+    if (it == ctx.run.steps.end() || !it->second.done)
+      return StepOutcome::failure("no hashes from " + s.node + " (step " + std::to_string(s.index) + " is not done)");
+    by_node[s.node] = field(it->second.evidence, "apply");
+  }
+  HashComparison c = compare_hashes(by_node);
+  if (!c.ok) return StepOutcome::failure("refusing to launch: " + c.summary(), c.to_json());
+  return StepOutcome::success(c.to_json(), c.summary());
+}
+
+StepOutcome run_engine_start(BindContext& ctx, const Step& s) {
+  AgentReply r = ctx.agent(s.node).engine_start(ctx.op_for_step(s.index));
+  if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
+  const json e = field(r.body, "engine");
+  return StepOutcome::success(r.body, "pid " + std::to_string(e.value("pid", -1)) + (r.replayed() ? " (replayed)" : ""));
+}
+
+StepOutcome run_engine_wait_ready(BindContext& ctx, const Step& s) {
+  ctx.progress.note(s.node, "waiting up to " + format_duration(ctx.m.engine.rendezvous.timeout) + " for the rank to be ready");
+  AgentReply r = ctx.agent(s.node).engine_wait_ready(rendezvous_timeout(ctx.m));
+  if (!r.ok) return StepOutcome::failure(r.error + "; last log lines:\n" + log_tail(ctx, s.node), r.evidence);
+  return StepOutcome::success(r.body, "ready");
+}
+
+// The head's port opens once the rendezvous is done and the model is loaded. The engine bounds
+// its own rendezvous (--rendezvous-timeout: it exits when the other ranks do not come), so ranks
+// still alive after that bound have met; a slower model load is then serve.wait's business.
+StepOutcome run_rendezvous(BindContext& ctx, const Step& s) {
+  ctx.progress.note(s.node, "ranks meeting (bounded by " + format_duration(ctx.m.engine.rendezvous.timeout) + ")");
+  AgentReply r = ctx.agent(s.node).engine_wait_ready(rendezvous_timeout(ctx.m));
+  if (auto dead = dead_rank(ctx)) return *dead;
+  if (r.ok) return StepOutcome::success(r.body, "head ready");
+  if (r.status == 504 && field(r.evidence, "engine").value("phase", "") == "starting")
+    return StepOutcome::success(json{{"engine", field(r.evidence, "engine")}, {"head_ready", false}},
+                                "all ranks alive after the rendezvous bound; the head is still loading");
+  return StepOutcome::failure(r.error + "; last log lines:\n" + log_tail(ctx, s.node), r.evidence);
+}
+
+StepOutcome run_serve_wait(BindContext& ctx, const Step& s) {
+  const std::string url = head_url(ctx.m) + "/health";
+  const auto start = Clock::now();
+  const auto deadline = start + ctx.m.gates.serve_timeout;
+  std::string last = "no answer yet";
+  for (int i = 0;; ++i) {
+    auto r = http_get(url, 10s);
+    if (r && r->status == 200) {
+      long long ms = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
+      return StepOutcome::success({{"url", url}, {"waited_ms", ms}, {"body", r->body.substr(0, 500)}}, "/health answered 200");
+    }
+    last = r ? "HTTP " + std::to_string(r->status) : r.error().message;
+    if (i % 4 == 0) {
+      if (auto dead = dead_rank(ctx)) return *dead;
+      ctx.progress.note(s.node, "waiting for " + url + ": " + last);
+    }
+    if (Clock::now() >= deadline)
+      return StepOutcome::failure(url + " did not answer 200 within " + format_duration(ctx.m.gates.serve_timeout) +
+                                  " (last: " + last + ")");
+    std::this_thread::sleep_for(500ms);
+  }
+}
+
+}  // namespace tandem::ctl

@@ -1,0 +1,76 @@
+#include "controller_session.hpp"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "embedded_manifest.hpp"
+
+namespace tandem::ctl {
+
+std::string default_state_dir() {
+  if (::geteuid() == 0) return "/var/lib/tandemctl";
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/tandemctl";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/state/tandemctl";
+  return "/tmp/tandemctl-" + std::to_string(::geteuid());
+}
+
+void add_controller_options(CLI::App* cmd, ControllerDirs& dirs) {
+  dirs.state_dir = default_state_dir();
+  dirs.pki_dir = "/etc/tandem/pki";
+  cmd->add_option("--state-dir", dirs.state_dir,
+                  "Controller state: the lock, and per bind name its journal and reports (a killed bind resumes from it)")
+      ->envname("TANDEM_STATE_DIR")
+      ->capture_default_str();
+  cmd->add_option("--pki-dir", dirs.pki_dir, "Cluster PKI from `tandemctl pki init` (ca.pem, controller.pem/.key)")
+      ->envname("TANDEM_PKI_DIR")
+      ->capture_default_str();
+}
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb) {
+  auto loaded = cli::load(arg);
+  if (!loaded.manifest) std::exit(cli::report_errors(loaded, arg.output));
+  Session s{*loaded.manifest, {}, {}, {}, std::nullopt, nullptr, {}};
+  if (arg.path.empty()) {
+    s.yaml = embedded_local_manifest();
+  } else {
+    std::ifstream in(arg.path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    s.yaml = ss.str();
+  }
+  s.sha256 = sha256_hex(s.yaml);
+  s.bind_dir = dirs.state_dir + "/" + s.m.name;
+  if (lock_verb) {
+    auto lock = StateLock::acquire(dirs.state_dir, std::string(lock_verb) + " " + s.m.name);
+    if (!lock) return lock.error();
+    s.lock.emplace(std::move(lock.value()));
+  }
+  auto journal = BindJournal::open(s.bind_dir);
+  if (!journal) return journal.error();
+  s.journal = std::make_unique<BindJournal>(std::move(journal.value()));
+  for (const auto& n : s.m.nodes) {
+    auto c = AgentClient::create(dirs.pki_dir, n);
+    if (!c) return c.error();
+    s.agents.emplace(n.name, std::move(c.value()));
+  }
+  return s;
+}
+
+}  // namespace tandem::ctl

@@ -1,0 +1,42 @@
+// What the verbs that talk to agents share: where the controller keeps its state and finds its
+// certificates, the manifest's exact text (sent to the agents) and digest, a client per node,
+// the journal of this bind name, and (for verbs that change the cluster) the state lock.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent_client.hpp"
+#include "bind_journal.hpp"
+#include "cli_common.hpp"
+#include "state_lock.hpp"
+
+namespace tandem::ctl {
+
+struct ControllerDirs {
+  std::string state_dir;  // journal, lock, reports
+  std::string pki_dir;    // ca.pem, controller.pem/.key
+};
+
+// --state-dir and --pki-dir (also $TANDEM_STATE_DIR, $TANDEM_PKI_DIR), with their defaults.
+void add_controller_options(CLI::App* cmd, ControllerDirs& dirs);
+std::string default_state_dir();
+
+struct Session {
+  Manifest m;
+  std::string yaml;    // the manifest's text, byte for byte
+  std::string sha256;  // of `yaml`
+  std::string bind_dir;
+  std::optional<StateLock> lock;
+  std::unique_ptr<BindJournal> journal;
+  std::map<std::string, AgentClient> agents;
+};
+
+// Loads the manifest (exits 1 with file:line:col errors if it is wrong), then the rest. With
+// `lock_verb`, takes the state lock first (a second bind while one runs is refused here).
+Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb);
+
+std::string sha256_hex(const std::string& data);
+
+}  // namespace tandem::ctl

@@ -1,0 +1,206 @@
+#include "rollback_runner.hpp"
+
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "bind_steps.hpp"
+#include "http_get.hpp"
+
+namespace tandem::ctl {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Tasks {
+ public:
+  Tasks(BindContext& ctx, RollbackResult& res) : ctx_(ctx), res_(res) {}
+
+  // Runs `fn` under `key` unless the journal says it is done; false if it failed.
+  bool run(const std::string& key, const std::string& node, const std::string& label, const std::string& op,
+           const std::function<StepOutcome()>& fn) {
+    auto it = ctx_.run.rollback.find(key);
+    if (it != ctx_.run.rollback.end() && it->second.done) {
+      ctx_.progress.skipped(0, node, label, "");
+      return true;
+    }
+    if (!journal({{"event", "rollback.task.begin"}, {"key", key}, {"op_id", op}})) return false;
+    ctx_.progress.begin(0, node, label, key);
+    const auto t0 = Clock::now();
+    StepOutcome o = fn();
+    const long long ms = std::chrono::duration_cast<Millis>(Clock::now() - t0).count();
+    if (o.ok) {
+      journal({{"event", "rollback.task.done"}, {"key", key}, {"evidence", o.evidence}});
+      ctx_.progress.done(0, node, label, o.note, ms);
+      return true;
+    }
+    journal({{"event", "rollback.task.failed"}, {"key", key}, {"error", o.error}, {"evidence", o.evidence}});
+    ctx_.progress.failed(0, node, label, o.error);
+    res_.ok = false;
+    res_.problems.push_back(label + " on " + node + ": " + o.error);
+    return false;
+  }
+
+ private:
+  bool journal(json rec) {
+    auto st = ctx_.record(std::move(rec));
+    if (!st) {
+      res_.ok = false;
+      res_.problems.push_back(st.error().message);
+    }
+    return st.ok();
+  }
+  BindContext& ctx_;
+  RollbackResult& res_;
+};
+
+bool began(const BindContext& ctx, const Step& s) { return ctx.run.steps.count(s.index) > 0; }
+
+// An undo for an op the agent never recorded (or never got to change anything) is no failure.
+bool nothing_to_undo(const AgentReply& r) {
+  return !r.ok && r.status == 422 &&
+         (r.error.find("unknown op id") != std::string::npos || r.error.find("never reached intent") != std::string::npos);
+}
+
+StepOutcome undo_op(const AgentClient& a, const std::string& op) {
+  AgentReply r = a.op_undo(op, 5min);
+  if (nothing_to_undo(r)) return StepOutcome::success({{"op_id", op}, {"undone", false}}, "nothing was changed");
+  if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
+  return StepOutcome::success(r.body, r.replayed() ? "already undone" : "undone");
+}
+
+StepOutcome verify_old_lane(const Manifest& m) {
+  const RollbackVerify& v = m.rollback.verify;
+  const auto start = Clock::now();
+  std::string last;
+  while (true) {
+    auto r = http_get(v.url, 10s);
+    if (r && r->status == 200 && (v.expect_body_contains.empty() || r->body.find(v.expect_body_contains) != std::string::npos))
+      return StepOutcome::success({{"url", v.url}, {"waited_ms", std::chrono::duration_cast<Millis>(Clock::now() - start).count()}},
+                                  v.url + " answers 200");
+    last = !r ? r.error().message : r->status != 200 ? "HTTP " + std::to_string(r->status) : "200 without '" + v.expect_body_contains + "'";
+    if (Clock::now() - start >= v.timeout)
+      return StepOutcome::failure("the old lane did not come back: " + v.url + " (" + last + ") within " + format_duration(v.timeout));
+    std::this_thread::sleep_for(500ms);
+  }
+}
+
+}  // namespace
+
+RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
+  RollbackResult res;
+  Tasks tasks(ctx, res);
+  const bool from_agents = source == RollbackSource::agents;
+  auto order = ctx.m.start_order();
+  std::vector<const Node*> reverse(order.rbegin(), order.rend());  // head first
+
+  // Which nodes answer; --local works around the ones that do not.
+  std::set<std::string> reachable;
+  for (const Node* n : reverse) {
+    AgentReply h = ctx.agent(n->name).health(5s);
+    if (h.ok) reachable.insert(n->name);
+    else if (source == RollbackSource::local)
+      ctx.progress.line("skipping " + n->name + ": unreachable (" + h.error + "); its dead-man, if armed, restores it");
+  }
+  auto usable = [&](const std::string& node) { return source != RollbackSource::local || reachable.count(node); };
+  auto began_on = [&](const std::string& node, const std::string& action) {
+    for (const auto& s : ctx.plan.steps)
+      if (s.node == node && s.action == action && began(ctx, s)) return true;
+    return false;
+  };
+  // Disabled cron alone leaves the old lane serving; only a begun stop step may have taken it down.
+  bool outage_began = from_agents, stop_began = from_agents;
+  for (const auto& s : ctx.plan.steps) {
+    if (s.phase == "outage" && began(ctx, s)) outage_began = true;
+    if (s.action.starts_with("stop.") && began(ctx, s)) stop_began = true;
+  }
+
+  // 1. Stop the ranks, head first: one rank failing stops the others, leaving no orphan.
+  for (const Node* n : reverse) {
+    if (!usable(n->name) || !(from_agents || began_on(n->name, "engine.start"))) continue;
+    const AgentClient& a = ctx.agent(n->name);
+    tasks.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
+      AgentReply r = a.engine_stop(10s);
+      if (!r.ok) return StepOutcome::failure(r.error);
+      return StepOutcome::success(r.body, "rank " + field(r.body, "engine").value("phase", std::string("?")));
+    });
+  }
+
+  // 2. Undo the changes in reverse.
+  if (!from_agents) {
+    std::set<std::string> stop_undone;
+    for (auto it = ctx.plan.steps.rbegin(); it != ctx.plan.steps.rend(); ++it) {
+      const Step& s = *it;
+      if (!began(ctx, s) || !usable(s.node)) continue;
+      std::string op;
+      if (!agent_step_name(s.action).empty()) op = ctx.op_for_step(s.index);
+      else if ((s.action == "stop.command" || s.action == "stop.verify") && stop_undone.insert(s.node).second)
+        op = ctx.op_for(s.node, "stop");
+      if (op.empty()) continue;
+      const AgentClient& a = ctx.agent(s.node);
+      tasks.run("undo:" + op, s.node, "undo " + (s.action.starts_with("stop.") ? std::string("stop") : agent_step_name(s.action)), op,
+                [&] { return undo_op(a, op); });
+    }
+  }
+  if (source != RollbackSource::local) {
+    // The agents' journals: everything not yet undone (after a bind failure, the safety net).
+    for (const Node* n : reverse) {
+      if (!from_agents && !outage_began) continue;
+      const AgentClient& a = ctx.agent(n->name);
+      tasks.run("undo-journal:" + n->name, n->name, "undo (agent journal)", "", [&] {
+        AgentReply r = a.undo_incomplete(10min);
+        if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
+        const json ev = field(r.body, "evidence").empty() ? r.body : field(r.body, "evidence");
+        return StepOutcome::success(r.body, std::to_string(ev.value("undone", json::array()).size()) + " ops undone");
+      });
+    }
+  }
+
+  // 3. The rollback lane, on the nodes it names, only once the old lane was actually stopped.
+  if (!stop_began) {
+    ctx.progress.line("the old lane was never stopped (the bind failed before any stop step): not starting it again");
+  } else {
+    for (const Node* n : reverse) {
+      bool has = false;
+      for (const auto& c : ctx.m.rollback.commands) has = has || ctx.m.selects(c, *n);
+      if (!has || !usable(n->name)) continue;
+      const AgentClient& a = ctx.agent(n->name);
+      const std::string op = ctx.op_for(n->name, "rollback");
+      tasks.run("rollback.command:" + n->name, n->name, "rollback.command", op, [&] {
+        AgentReply r = a.rollback_start(op, rollback_timeout(ctx.m));
+        if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
+        return StepOutcome::success(r.body, "started by " + r.body.value("ran_by", std::string("tandemd")));
+      });
+    }
+  }
+
+  // 4. Verify, 5. disarm (only now: an armed dead-man retries a rollback that did not verify).
+  const bool verified = tasks.run("rollback.verify", "controller", "rollback.verify", "", [&] { return verify_old_lane(ctx.m); });
+  for (const Node* n : reverse) {
+    if (!usable(n->name) || !(from_agents || began_on(n->name, "deadman.arm"))) continue;
+    if (!verified) {
+      ctx.progress.line("the dead-man on " + n->name + " stays armed: it retries the rollback at its deadline");
+      continue;
+    }
+    const AgentClient& a = ctx.agent(n->name);
+    const std::string op = ctx.op_for(n->name, "disarm");
+    tasks.run("disarm:" + n->name, n->name, "deadman.disarm", op, [&] {
+      AgentReply r = a.deadman_disarm(op);
+      if (!r.ok && r.status == 409 && r.error.find("fired") != std::string::npos)
+        return StepOutcome::success({{"fired", true}}, "the dead-man had already fired");
+      if (!r.ok && r.status == 409 && r.error.find("nothing armed") != std::string::npos)
+        return StepOutcome::success({{"armed", false}}, "nothing was armed");
+      if (!r.ok) return StepOutcome::failure(r.error);
+      return StepOutcome::success(r.body, "disarmed");
+    });
+  }
+  for (const Node* n : reverse)
+    if (source == RollbackSource::local && !reachable.count(n->name)) {
+      res.ok = false;
+      res.problems.push_back(n->name + " was unreachable: nothing was undone there by this controller");
+    }
+  return res;
+}
+
+}  // namespace tandem::ctl

@@ -1,0 +1,143 @@
+// tandemctl bind end to end: the real tandemctl binary drives real tandemd agents over mutual TLS,
+// which run the real CPU tandem-serve in sandbox roots. What an operator relies on: a bind runs
+// the plan and serves; a failed bind puts the old lane back with crontabs byte for byte and no
+// rank left running; a killed controller's bind resumes without redoing steps; a second bind is
+// refused while one runs; status, disarm, logs and rollback show and do what they say.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bind_cluster.hpp"
+
+using namespace bindtest;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+json last_report(const Cluster& c) {
+  fs::path newest;
+  for (const auto& e : fs::directory_iterator(c.state / "bindtest/reports"))
+    if (e.path().extension() == ".json" && (newest.empty() || fs::last_write_time(e) >= fs::last_write_time(newest)))
+      newest = e.path();
+  REQUIRE_FALSE(newest.empty());
+  return json::parse(slurp(newest));
+}
+
+json status_json(const Cluster& c) {
+  std::string out;
+  int rc = c.ctl({"status", c.manifest_path(), "-o", "json"}, out, true);
+  INFO(out);
+  CHECK(rc == 0);
+  return json::parse(out);
+}
+
+}  // namespace
+
+TEST_CASE("one-node bind with the real CPU tandem-serve; status, logs; rollback restores the old lane") {
+  Cluster c({.nodes = 1});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("bound: 'bindtest' serves at http://127.0.0.1:" + std::to_string(c.serve_port)) != std::string::npos);
+  CHECK(port_answers(c.serve_port));  // the new lane
+  CHECK(c.stop_count() == 1);
+  CHECK(c.crontab(0).find("#tandem-disabled") != std::string::npos);
+  CHECK_FALSE(fs::exists(c.root(0) / "dev/shm/tandem-test-1"));
+
+  json report = last_report(c);
+  CHECK(report["result"] == "bound");
+  for (const auto& s : report["steps"]) CHECK_MESSAGE(s["status"] == "done", s.dump());
+  CHECK(report["hashes"]["ok"] == true);
+  CHECK(report["hashes"]["files_compared"].get<int>() >= 3);
+
+  json st = status_json(c);
+  CHECK(st["nodes"][0]["engine"]["phase"] == "ready");
+  CHECK(st["nodes"][0]["deadman"]["armed"] == false);
+  CHECK(st["last_bind"]["result"] == "bound");
+
+  rc = c.ctl({"logs", "rank0", c.manifest_path(), "--lines", "5"}, out);
+  CHECK(rc == 0);
+  CHECK_FALSE(out.empty());
+  CHECK(c.ctl({"logs", "rank9", c.manifest_path()}, out) == 1);
+  CHECK(out.find("no node 'rank9'") != std::string::npos);
+
+  // The operator changes their mind: everything back, the old lane answers, crontab as it was.
+  rc = c.ctl({"rollback", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane, started by the rollback command
+  st = status_json(c);
+  CHECK(st["nodes"][0]["engine"]["phase"] != "ready");
+  CHECK(st["last_bind"]["kind"] == "rollback");
+  CHECK(st["last_bind"]["result"] == "rolled_back");
+}
+
+TEST_CASE("a worker that never becomes ready: rolled back, crontabs byte-identical, no rank left running") {
+  Cluster c({.nodes = 2, .hang_worker = true});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 3);
+  CHECK(out.find("(engine.wait_ready) on rank1") != std::string::npos);
+  CHECK(out.find("rolled back") != std::string::npos);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(c.crontab(1) == c.expected_crontab());
+  CHECK(processes_with("987654").empty());  // the hanging worker was stopped
+  CHECK(port_answers(c.serve_port));        // the old lane again
+  json report = last_report(c);
+  CHECK(report["result"] == "rolled_back");
+  CHECK(report["failed_step"]["action"] == "engine.wait_ready");
+  CHECK(report["rollback"]["tasks"].size() >= 5);
+  // The head never started: a failed worker stops the bind before the head.
+  for (const auto& s : report["steps"])
+    if (s["action"] == "engine.start" && s["node"] == "rank0") CHECK(s["status"] == "not run");
+  json st = status_json(c);
+  CHECK(st["nodes"][0]["deadman"]["armed"] == false);
+  CHECK(st["nodes"][1]["deadman"]["armed"] == false);
+}
+
+TEST_CASE("kill -9 of the controller mid-bind: a second bind is refused meanwhile, the next one resumes") {
+  Cluster c({.nodes = 1, .stop_sleep_s = 3});
+  c.start_old_lane();
+  const pid_t first = c.ctl_background({"bind", c.manifest_path()}, c.dir / "first.log");
+  // Wait until the stop command is running (the outage has begun).
+  for (int i = 0; i < 300 && c.journal().find("\"action\":\"stop.command\"") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
+  REQUIRE(c.journal().find("\"action\":\"stop.command\"") != std::string::npos);
+
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  CHECK(rc == 3);
+  CHECK(out.find("pid " + std::to_string(first)) != std::string::npos);
+
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+
+  json st = status_json(c);
+  CHECK(st["last_bind"]["result"] == "unfinished");
+  CHECK(st["nodes"][0]["deadman"]["armed"] == true);
+  CHECK(st["nodes"][0]["deadman"]["seconds_left"].get<long long>() > 500);
+  rc = c.ctl({"disarm", c.manifest_path()}, out);
+  CHECK(rc == 0);
+  CHECK(out.find("rank0: dead-man disarmed") != std::string::npos);
+  CHECK(status_json(c)["nodes"][0]["deadman"]["armed"] == false);
+
+  rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("resuming bind") != std::string::npos);
+  CHECK(out.find("already done") != std::string::npos);
+  CHECK(c.stop_count() == 1);  // the re-sent stop step was replayed, not run again
+  CHECK(port_answers(c.serve_port));
+  json report = last_report(c);
+  CHECK(report["result"] == "bound");
+}
