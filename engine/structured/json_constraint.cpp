@@ -11,11 +11,7 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const Grammar> grammar, std::shar
   marks_.resize(vocab_->max_depth() + 1);
 }
 
-void JsonConstraint::compute_allowed() {
-  allowed_.assign(vocab_->size(), 0);
-  const int left = budget_ - taken_ - 1;  // tokens after the one being chosen
-  const auto& nodes = vocab_->nodes();
-  machine_.commit();
+void JsonConstraint::walk(const std::vector<TokenVocabulary::TrieNode>& nodes, int left) {
   marks_[0] = machine_.checkpoint();
   for (std::size_t i = 0; i < nodes.size();) {
     const auto& node = nodes[i];
@@ -30,6 +26,24 @@ void JsonConstraint::compute_allowed() {
     ++i;
   }
   machine_.rollback(marks_[0]);
+}
+
+void JsonConstraint::compute_allowed() {
+  allowed_.assign(vocab_->size(), 0);
+  const int left = budget_ - taken_ - 1;  // tokens after the one being chosen
+  machine_.commit();
+  if (machine_.in_plain_string()) {
+    // Most of a vocabulary just continues a string, whatever encloses it: those tokens are
+    // decided from a table, and only the rest (quotes, backslashes, ...) are walked.
+    const int base = machine_.min_close();
+    for (std::size_t id = 0; id < allowed_.size(); ++id) {
+      const int tail = vocab_->string_tail(static_cast<std::int32_t>(id));
+      if (tail >= 0 && base + tail <= left) allowed_[id] = 1;
+    }
+    walk(vocab_->string_exit_nodes(), left);
+  } else {
+    walk(vocab_->nodes(), left);
+  }
   if (machine_.accepting())
     for (std::int32_t id : stop_ids_)
       if (id >= 0 && static_cast<std::size_t>(id) < allowed_.size()) allowed_[static_cast<std::size_t>(id)] = 1;

@@ -6,7 +6,9 @@
 // bytes, the shortest completion still fits in the tokens left: min_close() <= left. Every byte
 // has a token of its own, so from any kept state one token can always lower min_close by one;
 // that is why a document started within budget always closes within max_tokens, even when the
-// model (random weights, say) would wander inside a string forever. Stop tokens pass only when
+// model (random weights, say) would wander inside a string forever. Inside a string, tokens that
+// only continue it are decided from a per-token table (TokenVocabulary::string_tail) and only the
+// others are walked: that is most of a step's work on a large vocabulary. Stop tokens pass only when
 // the document is complete; finished() ends the request as soon as nothing more may follow.
 #pragma once
 #include <cstdint>
@@ -40,6 +42,7 @@ class JsonConstraint final : public runtime::TokenConstraint {
 
  private:
   void compute_allowed();
+  void walk(const std::vector<TokenVocabulary::TrieNode>& nodes, int left);
 
   JsonMachine machine_;
   std::shared_ptr<const TokenVocabulary> vocab_;

@@ -592,6 +592,11 @@ int JsonMachine::min_close() const {
   return total;
 }
 
+bool JsonMachine::in_plain_string() const {
+  const Frame& f = stack_.back();
+  return (f.kind == Kind::string || (f.kind == Kind::key && f.diverged)) && f.phase == kStrChars && f.utf8_need == 0;
+}
+
 bool JsonMachine::accepting() const {
   if (stack_.size() == 1) return stack_[0].phase == kRootDone;
   if (stack_.size() != 2) return false;

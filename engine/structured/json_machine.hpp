@@ -51,6 +51,10 @@ class JsonMachine {
   void commit() { journal_.clear(); }
 
   std::size_t depth() const { return stack_.size(); }
+  // Inside a string (or an object key that is no declared name) between characters and escapes:
+  // here any bytes without '"', '\\' or control characters, in valid UTF-8, stay in the string
+  // and change min_close only by the continuation bytes they leave due. The mask's fast path.
+  bool in_plain_string() const;
 
   enum class Kind : std::uint8_t { root, object, key, array, string, number, literal, tool_union };
   struct Frame {

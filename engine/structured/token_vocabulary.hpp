@@ -28,6 +28,12 @@ class TokenVocabulary {
   static Result<std::shared_ptr<const TokenVocabulary>> build(const tokenizer::Tokenizer& tokenizer);
 
   const std::vector<TrieNode>& nodes() const { return nodes_; }
+  // The same for the tokens that are not string_tail tokens: all a walk inside a string must try.
+  const std::vector<TrieNode>& string_exit_nodes() const { return exit_nodes_; }
+  // For a token that, written inside a string at a character boundary, stays inside it (no quote,
+  // backslash or control byte, valid UTF-8): how many continuation bytes it leaves due (0-3).
+  // -1 for every other token.
+  int string_tail(std::int32_t id) const { return string_tail_[static_cast<std::size_t>(id)]; }
   std::int32_t next_same(std::int32_t id) const { return next_same_[static_cast<std::size_t>(id)]; }
   std::string_view bytes(std::int32_t id) const;
   std::size_t size() const { return bytes_.size(); }  // ids [0, size) are the tokenizer's
@@ -37,6 +43,8 @@ class TokenVocabulary {
  private:
   std::vector<std::string> bytes_;  // per id; empty for special and unknown ids
   std::vector<TrieNode> nodes_;
+  std::vector<TrieNode> exit_nodes_;
+  std::vector<std::int8_t> string_tail_;
   std::vector<std::int32_t> next_same_;
   std::size_t max_depth_ = 0;
   std::size_t ordinary_ = 0;

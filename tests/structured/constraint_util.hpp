@@ -2,6 +2,7 @@
 // mask, and a generation loop with random logits (what a random-weights model looks like).
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -50,6 +51,7 @@ inline std::vector<std::int32_t> brute_force_allowed(const std::shared_ptr<const
 struct Generated {
   std::string text;
   int tokens = 0;
+  double mask_ms = 0;  // time spent in mask(), all steps
 };
 
 // Draws from random logits (Gumbel-max over the kept tokens) until the constraint finishes or
@@ -61,7 +63,9 @@ inline Generated generate_random(JsonConstraint& c, const tandem::tokenizer::Tok
   std::normal_distribution<float> noise(0.0f, 3.0f);
   while (out.tokens < budget && !c.finished()) {
     for (auto& l : logits) l = noise(rng);
+    const auto t0 = std::chrono::steady_clock::now();
     c.mask(logits);
+    out.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const auto best = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (!std::isfinite(logits[static_cast<std::size_t>(best)])) break;  // nothing allowed: a bug the caller sees
     c.advance(best);
