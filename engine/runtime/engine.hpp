@@ -28,6 +28,7 @@
 #include "tandem/model/model.hpp"
 #include "tandem/model/paged_kv.hpp"
 #include "tandem/model/result.hpp"
+#include "token_constraint.hpp"
 
 namespace tandem::engine::runtime {
 
@@ -67,6 +68,7 @@ struct GenerateRequest {
   bool ignore_eos = false;            // else the model's eos ids stop it too
   int max_tokens = 16;
   bool use_prefix_cache = true;       // false: neither reuse nor publish cached blocks
+  std::shared_ptr<TokenConstraint> constraint;  // structured output: masks logits, may end the request
   std::function<void(const TokenEvent&)> on_event;
 };
 

@@ -22,6 +22,7 @@ struct Job {
   std::vector<std::int32_t> tokens;  // tokens[start, start + count)
   std::vector<std::int32_t> table;   // block table at schedule time
   kernels::SamplingParams sampling;
+  std::shared_ptr<TokenConstraint> constraint;
   std::mt19937_64* rng = nullptr;
   kernels::Sampled sampled;
   std::string error;
@@ -46,6 +47,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     j.table = kv_.block_table(w.id);
     reqs[i] = requests_.at(w.id);
     j.sampling = reqs[i]->req.sampling;
+    j.constraint = reqs[i]->req.constraint;
     j.rng = &reqs[i]->rng;  // only this thread draws from it
     // A first chunk that starts past what we saw written got that much from the prefix cache.
     if (w.start > reqs[i]->kv_seen) counters_.prefix_cache_hit_tokens += w.start - reqs[i]->kv_seen;
@@ -86,7 +88,11 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       }
       continue;
     }
-    if (j.work.samples) j.sampled = kernels::sample_cpu(logits.value(), j.sampling, *j.rng);
+    if (j.work.samples) {
+      if (j.constraint) j.constraint->mask(logits.value());
+      j.sampled = kernels::sample_cpu(logits.value(), j.sampling, *j.rng);
+      if (j.constraint) j.constraint->advance(j.sampled.token);
+    }
   }
   lk.lock();
   if (!group_failure.empty()) {
@@ -109,7 +115,9 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   }
   const auto finished = sched_.complete(st, sampled, [this](kv::SeqId id, sched::Token t) {
     auto it = requests_.find(id);
-    return it != requests_.end() && it->second->stop.count(t) != 0;
+    if (it == requests_.end()) return false;
+    const auto& c = it->second->req.constraint;  // a complete structured answer stops here too
+    return it->second->stop.count(t) != 0 || (c && c->finished());
   });
   std::unordered_map<kv::SeqId, FinishReason> why;
   for (const auto& f : finished) why[f.id] = f.reason;
