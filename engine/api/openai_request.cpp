@@ -173,6 +173,13 @@ Parsed<ChatRequest> parse_chat_request(const json& b) {
     r.response_format = rf["type"].get<std::string>();
     if (r.response_format != "text" && r.response_format != "json_object" && r.response_format != "json_schema")
       return bad("response_format.type", "'response_format.type' is '" + r.response_format + "'; expected text, json_object or json_schema");
+    if (r.response_format == "json_schema") {
+      if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema") ||
+          !(rf["json_schema"]["schema"].is_object() || rf["json_schema"]["schema"].is_boolean()))
+        return bad("response_format.json_schema.schema",
+                   "response_format json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+      r.response_schema = rf["json_schema"]["schema"];
+    }
   }
   if (b.contains("chat_template_kwargs") && !b["chat_template_kwargs"].is_null()) {
     if (!b["chat_template_kwargs"].is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");

@@ -41,6 +41,7 @@ struct ChatRequest {
   std::string tool_choice = "auto"; // auto | none | required | named
   std::string tool_choice_name;     // when named
   std::string response_format = "text";  // text | json_object | json_schema
+  nlohmann::json response_schema;        // json_schema: response_format.json_schema.schema
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   Sampling sampling;

@@ -30,14 +30,6 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
     return reject(res, bad("messages", "this model has no chat template; start tandem-serve with --chat-template FILE, "
                                        "or use /v1/completions"));
   const bool has_tools = r.tools.is_array() && !r.tools.empty();
-  // Without constrained decoding the server cannot force a call or a JSON shape; say so rather
-  // than answer something the client did not ask for.
-  if (r.tool_choice == "required" || r.tool_choice == "named")
-    return reject(res, bad("tool_choice", "tool_choice '" + r.tool_choice +
-                                              "' needs constrained decoding, which this server does not have yet; use auto or none"));
-  if (r.response_format != "text")
-    return reject(res, bad("response_format", "response_format '" + r.response_format +
-                                                  "' needs constrained decoding, which this server does not have yet"));
   if (has_tools && r.tool_choice == "auto" && !options_.tool_parser)
     return reject(res, bad("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser "
                                           "to be set on the server"));
@@ -54,6 +46,9 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
   runtime::GenerateRequest g;
   if (auto e = fill_request(g, tokenizer_.encode(rendered.value(), /*add_special_tokens=*/false), r.sampling, "messages"))
     return reject(res, *e);
+  // tool_choice required / named and JSON response formats: constrained decoding.
+  api::StructuredOutput structured;
+  if (auto e = constrain(r, g, structured)) return reject(res, *e);
 
   GenerationSpec spec;
   spec.chat = true;
@@ -64,8 +59,11 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
                options_.model_name};
   spec.prompt_tokens = static_cast<int>(g.prompt.size());
   spec.stop = r.sampling.stop;
-  spec.output.reasoning = options_.reasoning_parser;
-  spec.output.tool_calls = options_.tool_parser && has_tools && r.tool_choice != "none";
+  spec.structured = structured;
+  // A constrained answer is the document itself: no reasoning or glm47 tool-call markup in it.
+  const bool free_text = structured.kind == api::StructuredKind::none;
+  spec.output.reasoning = free_text && options_.reasoning_parser;
+  spec.output.tool_calls = free_text && options_.tool_parser && has_tools && r.tool_choice != "none";
   if (has_tools) spec.output.tools = nlohmann::json::parse(r.tools.dump());
   spec.on_done = [m = metrics_](const std::string& outcome) { m->request_done(outcome); };
   if (auto why = Generation::start(engine_, tokenizer_, std::move(g), std::move(spec), res))

@@ -17,7 +17,9 @@ Generation::Generation(runtime::Engine& engine, const tokenizer::Tokenizer& toke
                        std::shared_ptr<api::Responder> responder)
     : engine_(engine), spec_(std::move(spec)), res_(std::move(responder)),
       decoder_(tokenizer, /*skip_special_tokens=*/true), stop_(spec_.stop) {
-  if (spec_.chat && spec_.stream) chat_stream_.emplace(spec_.output, tool_id_maker());
+  const bool structured = spec_.structured.kind != api::StructuredKind::none;
+  if (spec_.chat && spec_.stream && structured) structured_stream_.emplace(spec_.structured, tool_id_maker()());
+  else if (spec_.chat && spec_.stream) chat_stream_.emplace(spec_.output, tool_id_maker());
 }
 
 std::optional<std::string> Generation::start(runtime::Engine& engine, const tokenizer::Tokenizer& tokenizer,
@@ -85,6 +87,10 @@ void Generation::send_piece(const std::string& text) {
     return;
   }
   if (!spec_.chat) return write_chunk(api::completion_chunk(spec_.meta, text));
+  if (structured_stream_) {
+    for (auto& d : structured_stream_->feed(text)) write_chunk(api::chat_chunk(spec_.meta, d));
+    return;
+  }
   for (auto& d : api::chat_deltas(chat_stream_->feed(text), next_tool_index_)) write_chunk(api::chat_chunk(spec_.meta, d));
 }
 
@@ -98,7 +104,13 @@ void Generation::finish(const std::string& engine_reason) {
   };
   if (spec_.stream) {
     std::string reason = engine_reason;
-    if (chat_stream_) {
+    if (structured_stream_) {
+      for (auto& d : structured_stream_->finish()) write_chunk(api::chat_chunk(spec_.meta, d));
+      reason = structured_stream_->finish_reason(engine_reason);
+      count(reason);
+      write_chunk(api::chat_chunk(spec_.meta, oj::object(), reason));
+      if (spec_.include_usage) write_chunk(api::chat_usage_chunk(spec_.meta, usage));
+    } else if (chat_stream_) {
       for (auto& d : api::chat_deltas(chat_stream_->finish(), next_tool_index_)) write_chunk(api::chat_chunk(spec_.meta, d));
       reason = api::chat_finish_reason(engine_reason, chat_stream_->saw_tool_calls());
       count(reason);
@@ -111,6 +123,11 @@ void Generation::finish(const std::string& engine_reason) {
     }
     res_->write(api::sse_done());
     res_->end();
+  } else if (spec_.chat && spec_.structured.kind != api::StructuredKind::none) {
+    const auto msg = api::assemble_structured(text_, spec_.structured, tool_id_maker()());
+    const std::string reason = api::structured_finish_reason(text_, spec_.structured, engine_reason);
+    count(reason);
+    res_->send(200, "application/json", api::dump(api::chat_response(spec_.meta, msg, reason, usage)));
   } else if (spec_.chat) {
     auto msg = api::assemble_chat(text_, spec_.output, tool_id_maker());
     const std::string reason = api::chat_finish_reason(engine_reason, !msg.calls.empty());

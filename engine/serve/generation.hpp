@@ -16,6 +16,7 @@
 #include "openai_request.hpp"
 #include "openai_response.hpp"
 #include "stop_strings.hpp"
+#include "structured_output.hpp"
 #include "tandem/tokenizer/stream_decoder.hpp"
 
 namespace tandem::engine::serve {
@@ -28,6 +29,7 @@ struct GenerationSpec {
   int prompt_tokens = 0;
   std::vector<std::string> stop;
   api::OutputOptions output;  // chat only: reasoning and tool-call parsing
+  api::StructuredOutput structured;  // chat only: a constrained answer (JSON content or one tool call)
   std::string echo;           // completions with echo: the prompt text, sent first
   std::function<void(const std::string& outcome)> on_done;  // metrics
 };
@@ -58,6 +60,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   tokenizer::StreamDecoder decoder_;
   api::StopMatcher stop_;
   std::optional<api::ChatStream> chat_stream_;
+  std::optional<api::StructuredStream> structured_stream_;
   int next_tool_index_ = 0;
 
   std::mutex mu_;  // events (engine thread) against start and disconnects (HTTP threads)
