@@ -1,5 +1,6 @@
 // The official `openai` npm client against tandem-serve (OPENAI_BASE_URL): streaming chat, a
-// non-streaming chat with tools, a completion, and an error surfacing as the client's APIError.
+// non-streaming chat with tools, a forced tool call and a json_schema answer (constrained
+// decoding), a completion, and errors surfacing as the client's APIError.
 // The demo model's weights are random, so the checks are about shapes, not words.
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
@@ -66,6 +67,79 @@ assert.ok(['stop', 'length', 'tool_calls'].includes(withTools.choices[0].finish_
 // The tool definitions went into the prompt: it is longer than the same chat without them.
 assert.ok(withTools.usage.prompt_tokens > 60, `prompt_tokens ${withTools.usage.prompt_tokens}`);
 console.log(`tools chat: finish ${withTools.choices[0].finish_reason}, prompt ${withTools.usage.prompt_tokens} tokens`);
+
+// Forced tool call (tool_choice named): constrained decoding makes even random weights answer
+// with arguments that parse and fit the tool's schema.
+const forced = await client.chat.completions.create({
+  model: 'tiny-glm',
+  messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+  tools,
+  tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  max_tokens: 48,
+  seed: 3,
+});
+assert.equal(forced.choices[0].finish_reason, 'tool_calls');
+const call = forced.choices[0].message.tool_calls[0];
+assert.equal(call.type, 'function');
+assert.equal(call.function.name, 'get_weather');
+const args = JSON.parse(call.function.arguments);
+assert.equal(typeof args.city, 'string');
+assert.ok(forced.usage.completion_tokens <= 48);
+console.log(`forced tool call: ${call.function.arguments.length} bytes of arguments`);
+
+// The same, streamed: the client's chunks carry the call's header once, then argument pieces.
+const forcedStream = await client.chat.completions.create({
+  model: 'tiny-glm',
+  messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+  tools,
+  tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  max_tokens: 48,
+  seed: 3,
+  stream: true,
+});
+let streamedArgs = '', streamedName = null, streamedFinish = null;
+for await (const chunk of forcedStream) {
+  const c = chunk.choices[0];
+  if (!c) continue;
+  for (const tc of c.delta.tool_calls ?? []) {
+    if (tc.function?.name) streamedName = tc.function.name;
+    streamedArgs += tc.function?.arguments ?? '';
+  }
+  if (c.finish_reason) streamedFinish = c.finish_reason;
+}
+assert.equal(streamedName, 'get_weather');
+assert.equal(streamedFinish, 'tool_calls');
+assert.equal(streamedArgs, call.function.arguments);
+
+// A JSON answer under a schema (response_format json_schema).
+const schema = {
+  type: 'object',
+  properties: { answer: { type: 'string' }, score: { type: 'integer' }, tags: { type: 'array', items: { type: 'string' } } },
+  required: ['answer', 'score'],
+  additionalProperties: false,
+};
+const structured = await client.chat.completions.create({
+  model: 'tiny-glm',
+  messages: [{ role: 'user', content: 'Rate Oslo' }],
+  response_format: { type: 'json_schema', json_schema: { name: 'rating', schema, strict: true } },
+  max_tokens: 60,
+  seed: 5,
+});
+assert.equal(structured.choices[0].finish_reason, 'stop');
+const doc = JSON.parse(structured.choices[0].message.content);
+assert.equal(typeof doc.answer, 'string');
+assert.ok(Number.isInteger(doc.score));
+assert.ok(Object.keys(doc).every((k) => k in schema.properties));
+console.log(`json_schema answer: ${structured.choices[0].message.content.length} bytes`);
+
+// An unsupported schema keyword is the client's BadRequestError, naming the keyword.
+await assert.rejects(
+  client.chat.completions.create({
+    model: 'tiny-glm',
+    messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } },
+  }),
+  (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /pattern/.test(e.message));
 
 const completion = await client.completions.create({ model: 'tiny-glm', prompt: 'Once', max_tokens: 4, ignore_eos: true });
 assert.equal(completion.choices[0].finish_reason, 'length');
