@@ -9,6 +9,7 @@ namespace {
 constexpr std::size_t kMaxFrames = 32;
 constexpr int kInf = 1 << 29;
 constexpr int kMaxIntDigits = 15, kMaxFracDigits = 15, kMaxExpDigits = 2;
+constexpr std::uint8_t kMaxWhitespaceRun = 32;
 
 // Phases of each frame kind.
 enum : std::uint8_t { kRootValue = 0, kRootDone = 1 };
@@ -264,9 +265,16 @@ bool JsonMachine::key_available(const Frame& obj) const {
   return false;
 }
 
+bool JsonMachine::gap(std::size_t t) {
+  Frame& f = mut(t);
+  return ++f.ws <= kMaxWhitespaceRun;
+}
+
 bool JsonMachine::step(unsigned char c) {
   while (true) {
     const std::size_t t = stack_.size() - 1;
+    if ((stack_[t].kind == Kind::object || stack_[t].kind == Kind::array) && stack_[t].ws != 0 && !is_ws(c))
+      mut(t).ws = 0;  // a run of whitespace ends
     const Frame& f = stack_[t];
     const Node& n = *f.node;
     switch (f.kind) {
@@ -278,7 +286,7 @@ bool JsonMachine::step(unsigned char c) {
         switch (f.phase) {
           case kObjOpen:
           case kObjComma:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             if (c == '}' && f.phase == kObjOpen) {
               if (n.required & ~f.used) return false;
               child_done(pop());
@@ -297,17 +305,17 @@ bool JsonMachine::step(unsigned char c) {
             }
             return true;
           case kObjColon:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             if (c != ':') return false;
             mut(t).phase = kObjValue;
             return true;
           case kObjValue:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             return start_value(grammar_->nodes[static_cast<std::size_t>(
                                    f.cur >= 0 ? n.props[static_cast<std::size_t>(f.cur)] : n.additional)],
                                c);
           case kObjAfter:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             if (c == ',') {
               if (!key_available(f)) return false;
               mut(t).phase = kObjComma;
@@ -356,7 +364,7 @@ bool JsonMachine::step(unsigned char c) {
         switch (f.phase) {
           case kArrOpen:
           case kArrComma:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             if (c == ']' && f.phase == kArrOpen) {
               child_done(pop());
               return true;
@@ -364,7 +372,7 @@ bool JsonMachine::step(unsigned char c) {
             mut(t).phase = kArrValue;
             return start_value(grammar_->nodes[static_cast<std::size_t>(n.items)], c);
           case kArrAfter:
-            if (is_ws(c)) return true;
+            if (is_ws(c)) return gap(t);
             if (c == ',') {
               mut(t).phase = kArrComma;
               return true;

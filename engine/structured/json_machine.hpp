@@ -6,7 +6,8 @@
 // rollback): that is how the token mask walks the vocabulary's byte trie without copying states.
 //
 // What it accepts, beyond the schema: no whitespace before the top-level value and nothing after
-// it; whitespace between tokens inside objects and arrays; strings of valid UTF-8 without raw
+// it; whitespace between tokens inside objects and arrays, at most 32 bytes in a row (pretty
+// printing fits; a model cannot idle in whitespace); strings of valid UTF-8 without raw
 // control characters, with escapes (\u escapes outside the surrogate range); numbers with at most
 // 15 integer and 15 fraction digits and a 2-digit exponent (so every one parses to a finite
 // double, and integers fit int64); at most 32 nested frames. Object keys of an object that
@@ -71,6 +72,7 @@ class JsonMachine {
     std::uint8_t hex = 0;        // string / key: \u digits seen
     bool surrogate = false;      // the \u escape began with D: its second digit must be 0-7
     bool diverged = false;       // key: no declared name starts with what was written
+    std::uint8_t ws = 0;         // object / array: whitespace bytes in the current run
   };
 
  private:
@@ -84,6 +86,7 @@ class JsonMachine {
   void push(const Frame& f);
   Frame pop();
   bool step(unsigned char c);  // feed without the all-or-nothing rollback
+  bool gap(std::size_t t);     // one whitespace byte in frame t's current run (false past the cap)
   bool start_value(const Node& node, unsigned char c);
   void child_done(const Frame& child);
   int contribution(std::size_t i) const;

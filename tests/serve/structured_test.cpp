@@ -4,8 +4,11 @@
 // within max_tokens, whole and streamed.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "schema_check.hpp"
 #include "serve_harness.hpp"
@@ -243,4 +246,49 @@ TEST_CASE("refusals: max_tokens too small, unsupported keywords, unknown tool, m
   no_schema["response_format"] = {{"type", "json_schema"}};
   CHECK(post_json(port, "/v1/chat/completions", no_schema).status == 400);
   CHECK(request(port, "GET", "/health").status == 200);
+}
+
+TEST_CASE("12 concurrent constrained streams on --max-num-seqs 4: every answer is a valid document") {
+  std::atomic<int> valid{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 12; ++i) {
+    clients.emplace_back([&, i] {
+      json b = chat(60 + i, static_cast<std::uint64_t>(100 + i));
+      b["stream"] = true;
+      if (i % 2 == 0) {
+        b["tools"] = tools();
+        b["tool_choice"] = "required";
+      } else {
+        b["response_format"] = {{"type", "json_object"}};
+      }
+      auto r = post_json(shared().port(), "/v1/chat/completions", b);
+      if (r.status != 200) {
+        std::lock_guard lk(mu);
+        failures.push_back("request " + std::to_string(i) + ": " + r.body);
+        return;
+      }
+      std::string content, arguments, finish;
+      for (const auto& e : sse_events(r.body)) {
+        if (e == "[DONE]") continue;
+        const json c = json::parse(e);
+        if (c["choices"].empty()) continue;
+        const json& d = c["choices"][0]["delta"];
+        if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+        if (d.contains("tool_calls")) arguments += d["tool_calls"][0]["function"]["arguments"].get<std::string>();
+        if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"].get<std::string>();
+      }
+      const bool ok = i % 2 == 0 ? finish == "tool_calls" && json::accept(arguments) && json::parse(arguments).is_object()
+                                 : finish == "stop" && json::accept(content) && json::parse(content).is_object();
+      if (ok) {
+        ++valid;
+      } else {
+        std::lock_guard lk(mu);
+        failures.push_back("request " + std::to_string(i) + ": " + r.body);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  CHECK_MESSAGE(valid == 12, (failures.empty() ? std::string() : failures.front()));
 }

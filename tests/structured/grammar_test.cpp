@@ -231,6 +231,11 @@ TEST_CASE("json_object: one object, nothing before or after it, nesting bounded"
   JsonMachine m(g);
   CHECK(m.feed("{}"));
   CHECK(m.finished());
+  // Whitespace runs are capped at 32 bytes: pretty printing fits, idling does not.
+  const std::string run(32, ' ');
+  CHECK(complete(g, "{" + run + "\"a\"" + run + ":" + run + "[" + run + "1" + run + "," + run + "2" + run + "]" + run + "}"));
+  CHECK(taken(g, "{" + run + " }") == 33);
+  CHECK(taken(g, "{\"a\": [1," + run + "\n]") == 9 + 32);
   std::string deep = "{\"a\":";
   for (int i = 0; i < 40; ++i) deep += "[";
   const auto got = taken(g, deep);
