@@ -1,7 +1,6 @@
 #include "bind_journal.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,16 +35,28 @@ Result<BindJournal> BindJournal::open(const std::string& dir) {
   std::ifstream in(j.path());
   std::string line;
   int lineno = 0;
+  std::uintmax_t good_bytes = 0;  // length of the complete records read so far
   std::vector<std::string> lines;
   while (std::getline(in, line)) lines.push_back(line);
   for (const auto& l : lines) {
     ++lineno;
-    if (l.empty()) continue;
+    if (l.empty()) {
+      good_bytes += 1;
+      continue;
+    }
     auto rec = json::parse(l, nullptr, false);
     if (rec.is_discarded() || !rec.is_object()) {
-      if (lineno == static_cast<int>(lines.size())) break;  // torn by a kill mid-write
+      if (lineno == static_cast<int>(lines.size())) {
+        // Torn by a kill mid-write: never acted on (the controller acts only after the fsync), so
+        // cut it off; otherwise the next record would land behind it and the file stop parsing.
+        std::error_code tec;
+        std::filesystem::resize_file(j.path(), good_bytes, tec);
+        if (tec) return Error{j.path() + ": cannot cut off a torn last record: " + tec.message()};
+        break;
+      }
       return Error{j.path() + ":" + std::to_string(lineno) + ": not a journal record (JSON object)"};
     }
+    good_bytes += l.size() + 1;
     j.records_.push_back(std::move(rec));
   }
   return j;
@@ -56,18 +67,7 @@ Status BindJournal::append(json record) {
   const std::string line = record.dump() + "\n";
   int fd = ::open(path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Error{path() + ": " + std::strerror(errno)};
-  // A torn previous line (kill -9 mid-write) must not swallow this record: start on a fresh line.
-  struct stat st {};
-  std::string out = line;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    char last = '\n';
-    int rfd = ::open(path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (rfd >= 0) {
-      if (::pread(rfd, &last, 1, st.st_size - 1) != 1) last = '\n';
-      ::close(rfd);
-    }
-    if (last != '\n') out = "\n" + line;
-  }
+  const std::string& out = line;  // open() cut off any torn last record, so this starts a line
   const char* p = out.data();
   size_t left = out.size();
   while (left > 0) {

@@ -305,3 +305,31 @@ TEST_CASE("a disarmed dead-man never fires") {
   std::this_thread::sleep_for(4500ms);
   CHECK_FALSE(fs::exists(c.dir / "old-lane-started"));
 }
+
+TEST_CASE("rollback/start runs this node's rollback commands once per op id, and never after the dead-man ran them") {
+  Cluster c;
+  c.start();
+  REQUIRE(c.call("PUT", "/v1/manifest", {{"yaml", c.manifest("4s")}}).first == 200);
+  auto [s1, r1] = c.call("POST", "/v1/rollback/start", {{"op_id", "rb-1"}});
+  CHECK(s1 == 200);
+  CHECK(r1["ran_by"] == "tandemd");
+  CHECK(r1["outcomes"].size() == 1);
+  CHECK(r1["outcomes"][0]["exit_code"] == 0);
+  CHECK(fs::exists(c.dir / "old-lane-started"));
+  fs::remove(c.dir / "old-lane-started");
+  auto [s2, r2] = c.call("POST", "/v1/rollback/start", {{"op_id", "rb-1"}});  // a retry: replayed, not rerun
+  CHECK(s2 == 200);
+  CHECK(r2["replayed"] == true);
+  CHECK_FALSE(fs::exists(c.dir / "old-lane-started"));
+
+  REQUIRE(c.call("POST", "/v1/deadman/arm", {{"op_id", "rb-arm"}}).first == 200);
+  for (int i = 0; i < 100 && !fs::exists(c.dir / "old-lane-started"); ++i) std::this_thread::sleep_for(100ms);
+  REQUIRE(fs::exists(c.dir / "old-lane-started"));  // the dead-man fired and ran them
+  for (int i = 0; i < 50 && c.call("GET", "/v1/deadman").second["deadman"]["fire_complete"] != true; ++i)
+    std::this_thread::sleep_for(100ms);
+  fs::remove(c.dir / "old-lane-started");
+  auto [s3, r3] = c.call("POST", "/v1/rollback/start", {{"op_id", "rb-2"}});
+  CHECK(s3 == 200);
+  CHECK(r3["ran_by"].get<std::string>().find("dead-man") == 0);
+  CHECK_FALSE(fs::exists(c.dir / "old-lane-started"));
+}

@@ -141,3 +141,61 @@ TEST_CASE("kill -9 of the controller mid-bind: a second bind is refused meanwhil
   json report = last_report(c);
   CHECK(report["result"] == "bound");
 }
+
+TEST_CASE("two-rank bind (TP2 over TCP, worker first): both ranks ready, head serves; rollback stops both") {
+  Cluster c({.nodes = 2});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path(), "-o", "json"}, out, true);
+  INFO(out << slurp(c.dir / "ctl.err"));
+  REQUIRE(rc == 0);
+  json r = json::parse(out);
+  CHECK(r["result"] == "bound");
+  CHECK(r["resumed"] == false);
+  CHECK(port_answers(c.serve_port));
+  json report = last_report(c);
+  int worker_ready = 0, head_start = 0;
+  for (const auto& s : report["steps"]) {
+    CHECK_MESSAGE(s["status"] == "done", s.dump());
+    if (s["action"] == "engine.wait_ready" && s["node"] == "rank1") worker_ready = s["index"];
+    if (s["action"] == "engine.start" && s["node"] == "rank0") head_start = s["index"];
+  }
+  CHECK(worker_ready > 0);
+  CHECK(head_start > worker_ready);  // the head starts only after the worker is ready
+  json st = status_json(c);
+  CHECK(st["nodes"][0]["engine"]["phase"] == "ready");
+  CHECK(st["nodes"][1]["engine"]["phase"] == "ready");
+
+  rc = c.ctl({"rollback", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(c.crontab(1) == c.expected_crontab());
+  CHECK(processes_with((c.root(1) / "models/tiny").string()).empty());  // no orphaned worker rank
+  CHECK(port_answers(c.serve_port));                                     // the old lane
+}
+
+TEST_CASE("a model file that differs between ranks stops the bind before launch and is named") {
+  Cluster c({.nodes = 2});
+  c.start_old_lane();
+  write(c.root(1) / "models/tiny/generation_config.json", "{\"tampered\": true}\n");
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 3);
+  CHECK(out.find("refusing to launch: 1 file differs: /models/tiny/generation_config.json") != std::string::npos);
+  json report = last_report(c);
+  CHECK(report["failed_step"]["action"] == "hashes.compare");
+  CHECK(report["hashes"]["ok"] == false);
+  bool named = false;
+  for (const auto& s : report["steps"]) {
+    if (s["action"] == "engine.start") CHECK(s["status"] == "not run");
+    if (s["action"] == "hashes.compare")
+      named = s["evidence"]["mismatches"][0]["file"] == "/models/tiny/generation_config.json" &&
+              s["evidence"]["mismatches"][0]["digests"].size() == 2;
+  }
+  CHECK(named);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(c.crontab(1) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane, restarted after its stop
+}

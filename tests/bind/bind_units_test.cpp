@@ -1,0 +1,94 @@
+// The controller's bookkeeping without a cluster: hash comparison, the journal (fsynced JSON
+// lines, torn last line after a kill, folding a run back together), and the state lock.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bind_journal.hpp"
+#include "hash_compare.hpp"
+#include "state_lock.hpp"
+
+using namespace tandem::ctl;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempDir {
+  fs::path p = fs::temp_directory_path() / ("tandem-bind-units-" + std::to_string(::getpid()));
+  TempDir() { fs::remove_all(p); }
+  ~TempDir() { fs::remove_all(p); }
+};
+}  // namespace
+
+TEST_CASE("hash comparison names differing and missing files, and pin failures, with every node's digest") {
+  json a{{"files", {{"/bin/e", "aa"}}}, {"trees", {{"/m", {{"w.bin", "11"}, {"c.json", "22"}}}}}};
+  json b{{"files", {{"/bin/e", "aa"}}}, {"trees", {{"/m", {{"w.bin", "19"}}}}}};
+  auto c = compare_hashes({{"n0", a}, {"n1", b}});
+  CHECK_FALSE(c.ok);
+  REQUIRE(c.mismatches.size() == 2);
+  CHECK(c.mismatches[0]["file"] == "/m/c.json");
+  CHECK(c.mismatches[0]["reason"] == "missing on some ranks");
+  CHECK(c.mismatches[0]["digests"]["n1"].is_null());
+  CHECK(c.mismatches[1]["file"] == "/m/w.bin");
+  CHECK(c.mismatches[1]["digests"] == json{{"n0", "11"}, {"n1", "19"}});
+  CHECK(c.summary().find("2 files differ: /m/c.json (missing on some ranks: n0 22 n1 missing)") == 0);
+
+  auto same = compare_hashes({{"n0", a}, {"n1", a}});
+  CHECK(same.ok);
+  CHECK(same.files_compared == 3);
+  CHECK(same.summary() == "3 files identical on every rank");
+
+  json pinned = a;
+  pinned["pins"] = json::array({{{"path", "/bin/e"}, {"expected", "ff"}, {"actual", "aa"}, {"ok", false}}});
+  auto p = compare_hashes({{"n0", pinned}});
+  CHECK_FALSE(p.ok);
+  CHECK(p.mismatches[0]["reason"] == "does not match the manifest's pin");
+  CHECK(p.mismatches[0]["expected"] == "ff");
+}
+
+TEST_CASE("journal: records survive reopening, a torn last line is skipped, a run folds back together") {
+  TempDir t;
+  {
+    auto j = BindJournal::open(t.p.string());
+    REQUIRE(j);
+    REQUIRE(j->append({{"event", "bind.begin"}, {"bind_id", "b1"}, {"manifest_sha256", "x"}}));
+    REQUIRE(j->append({{"event", "step.begin"}, {"bind_id", "b1"}, {"index", 1}, {"op_id", "b1-1"}}));
+    REQUIRE(j->append({{"event", "step.done"}, {"bind_id", "b1"}, {"index", 1}, {"evidence", {{"k", 1}}}}));
+    REQUIRE(j->append({{"event", "step.begin"}, {"bind_id", "b1"}, {"index", 2}, {"op_id", "b1-2"}}));
+  }
+  std::ofstream(t.p / "journal.jsonl", std::ios::app) << "{\"event\":\"step.done\",\"bind";  // kill -9 mid-write
+  auto j = BindJournal::open(t.p.string());
+  REQUIRE(j);
+  CHECK(j->records().size() == 4);
+  auto run = last_run(*j);
+  REQUIRE(run);
+  CHECK(run->bind_id == "b1");
+  CHECK(run->steps[1].done);
+  CHECK(run->steps[1].evidence["k"] == 1);
+  CHECK_FALSE(run->steps[2].done);
+  CHECK(run->steps[2].op_id == "b1-2");
+  CHECK_FALSE(run->finished());
+  // The next append starts on a fresh line, so the torn one cannot swallow it.
+  REQUIRE(j->append({{"event", "bind.end"}, {"bind_id", "b1"}, {"result", "bound"}}));
+  auto again = BindJournal::open(t.p.string());
+  REQUIRE(again);
+  CHECK(last_run(*again)->result == "bound");
+
+  std::ofstream(t.p / "journal.jsonl", std::ios::app) << "not json\n{\"event\":\"x\"}\n";
+  auto bad = BindJournal::open(t.p.string());
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find("journal.jsonl:6: not a journal record") != std::string::npos);
+}
+
+TEST_CASE("state lock: a second holder is refused with the first's pid and verb; released on destruction") {
+  TempDir t;
+  {
+    auto first = StateLock::acquire(t.p.string(), "bind demo");
+    REQUIRE(first);
+    auto second = StateLock::acquire(t.p.string(), "rollback demo");
+    REQUIRE_FALSE(second);
+    CHECK(second.error().message.find("pid " + std::to_string(::getpid()) + ", tandemctl bind demo") != std::string::npos);
+  }
+  CHECK(StateLock::acquire(t.p.string(), "bind demo"));
+}
