@@ -321,6 +321,10 @@ TEST_CASE("a copy that changed on the node before it was hashed is caught, and n
   // corrupts writes) looks like from the controller.
   char tmpl[] = "/tmp/tandem-tamper-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{tmpl};
   const fs::path wrapper = fs::path(tmpl) / "tamper.sh";
   Lab lab(1, SshdOptions{"127.0.0.1", "", wrapper.string()});
   spit(wrapper,
@@ -348,7 +352,6 @@ TEST_CASE("a copy that changed on the node before it was hashed is caught, and n
   for (const auto& e : fs::recursive_directory_iterator(lab.root("node-a")))
     CHECK_MESSAGE(e.path().string().find(".tandem-new") == std::string::npos, e.path());
   CHECK_FALSE(fs::exists(lab.root("node-a") / "var/lib/tandem/tandemd.pid"));
-  fs::remove_all(tmpl);
 }
 
 TEST_CASE("bad input stops before any node is contacted") {
