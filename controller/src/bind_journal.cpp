@@ -105,6 +105,7 @@ void apply_step(StepRecord& s, const json& r) {
     s.done = true;
     s.failed = false;
     s.evidence = r.value("evidence", json());
+    s.note = r.value("note", "");
     s.ended_ms = r.value("t", 0LL);
   } else if (ev.ends_with(".failed")) {
     s.failed = true;

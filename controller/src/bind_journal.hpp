@@ -40,6 +40,7 @@ struct StepRecord {
   bool failed = false;
   json evidence;           // when done (or the failure's evidence)
   std::string error;       // when failed
+  std::string note;        // when done: the one-line result shown on the progress display
   long long started_ms = 0, ended_ms = 0;
 };
 

@@ -35,6 +35,7 @@ json step_entry(const Step& s, const StepRecord* r, int writing_step) {
   j["op_id"] = r->op_id;
   if (r->started_ms && r->ended_ms) j["ms"] = r->ended_ms - r->started_ms;
   if (!r->error.empty()) j["error"] = r->error;
+  if (!r->note.empty()) j["result"] = r->note;
   j["evidence"] = r->evidence;
   return j;
 }
@@ -71,7 +72,7 @@ json build_report(const BindContext& ctx, const std::string& result, int writing
   if (run.rollback_begun) {
     json tasks = json::array();
     for (const auto& [key, r] : run.rollback)
-      tasks.push_back({{"task", key}, {"status", r.done ? "done" : r.failed ? "failed" : "begun"}, {"op_id", r.op_id},
+      tasks.push_back({{"task", key}, {"status", r.done ? "done" : r.failed ? "failed" : "begun"}, {"op_id", r.op_id}, {"result", r.note},
                        {"ms", r.ended_ms && r.started_ms ? r.ended_ms - r.started_ms : 0}, {"error", r.error},
                        {"evidence", r.evidence}});
     rollback = {{"reason", run.rollback_reason}, {"tasks", tasks}};
@@ -92,10 +93,12 @@ std::string render_report_markdown(const json& r) {
     md += "- failed: step " + std::to_string(r["failed_step"].value("index", 0)) + " `" +
           r["failed_step"].value("action", "") + "` on " + r["failed_step"].value("node", "") + ": " +
           md_cell(r["failed_step"].value("error", "")) + "\n";
-  md += "\n## Steps\n\n| # | node | action | status | ms | note |\n|---|---|---|---|---|---|\n";
+  md += "\n## Steps\n\n| # | node | action | status | ms | result |\n|---|---|---|---|---|---|\n";
   for (const auto& s : r["steps"]) {
     std::string ms = s.contains("ms") ? std::to_string(s["ms"].get<long long>()) : "";
-    std::string note = s.contains("error") ? s["error"].get<std::string>() : s.value("summary", "");
+    std::string note = s.contains("error")    ? s["error"].get<std::string>()
+                       : s.contains("result") ? s["result"].get<std::string>()
+                                              : s.value("summary", "");
     md += "| " + std::to_string(s.value("index", 0)) + " | " + s.value("node", "") + " | `" + s.value("action", "") +
           "` | " + s.value("status", "") + " | " + ms + " | " + md_cell(note) + " |\n";
   }
@@ -115,7 +118,7 @@ std::string render_report_markdown(const json& r) {
           "\n\n| task | status | ms | detail |\n|---|---|---|---|\n";
     for (const auto& t : r["rollback"]["tasks"])
       md += "| `" + t.value("task", "") + "` | " + t.value("status", "") + " | " + std::to_string(t.value("ms", 0LL)) +
-            " | " + md_cell(t.value("error", "").empty() ? t["evidence"].dump() : t.value("error", "")) + " |\n";
+            " | " + md_cell(!t.value("error", "").empty() ? t.value("error", "") : t.value("result", "")) + " |\n";
   }
   md += "\nEvidence for every step is in the JSON report next to this file.\n";
   return md;

@@ -62,7 +62,7 @@ BindResult run_bind(BindContext& ctx) {
     StepOutcome o = run_step(ctx, s);
     const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (o.ok) {
-      if (auto st = ctx.record({{"event", "step.done"}, {"index", s.index}, {"evidence", o.evidence}, {"ms", ms}}); !st)
+      if (auto st = ctx.record({{"event", "step.done"}, {"index", s.index}, {"evidence", o.evidence}, {"note", o.note}, {"ms", ms}}); !st)
         return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
       ctx.progress.done(s.index, s.node, s.action, o.note, ms);
       continue;

@@ -31,7 +31,7 @@ class Tasks {
     StepOutcome o = fn();
     const long long ms = std::chrono::duration_cast<Millis>(Clock::now() - t0).count();
     if (o.ok) {
-      journal({{"event", "rollback.task.done"}, {"key", key}, {"evidence", o.evidence}});
+      journal({{"event", "rollback.task.done"}, {"key", key}, {"evidence", o.evidence}, {"note", o.note}});
       ctx_.progress.done(0, node, label, o.note, ms);
       return true;
     }

@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "bind_journal.hpp"
 #include "hash_compare.hpp"
+#include "progress_display.hpp"
 #include "state_lock.hpp"
 
 using namespace tandem::ctl;
@@ -91,4 +93,32 @@ TEST_CASE("state lock: a second holder is refused with the first's pid and verb;
     CHECK(second.error().message.find("pid " + std::to_string(::getpid()) + ", tandemctl bind demo") != std::string::npos);
   }
   CHECK(StateLock::acquire(t.p.string(), "bind demo"));
+}
+
+TEST_CASE("progress: plain lines per event; the live footer redraws each node's current step and clears at the end") {
+  for (auto mode : {Progress::Mode::plain, Progress::Mode::live}) {
+    std::FILE* f = std::tmpfile();
+    {
+      Progress p(mode, f, {"rank1", "rank0"}, 3);
+      p.begin(1, "rank1", "hygiene.cron", "comment out cron entries");
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));  // let the live ticker redraw
+      p.done(1, "rank1", "hygiene.cron", "2 cron lines disabled", 12);
+      p.failed(2, "rank0", "engine.start", "boom");
+      p.finish();
+    }
+    std::rewind(f);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+    CHECK(out.find("[ 1/3] rank1      hygiene.cron       ok (12 ms)  2 cron lines disabled") != std::string::npos);
+    CHECK(out.find("[ 2/3] rank0      engine.start       FAILED: boom") != std::string::npos);
+    if (mode == Progress::Mode::plain) {
+      CHECK(out.find("\x1b[") == std::string::npos);  // no escape codes in logs
+      CHECK(out.find("... comment out cron entries") != std::string::npos);
+    } else {
+      CHECK(out.find("hygiene.cron ... ") != std::string::npos);  // the footer's live row for rank1
+      CHECK(out.find("\x1b[J") != std::string::npos);           // footer cleared before lines and at the end
+    }
+  }
 }
