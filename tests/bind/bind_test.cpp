@@ -199,3 +199,27 @@ TEST_CASE("a model file that differs between ranks stops the bind before launch 
   CHECK(c.crontab(1) == c.expected_crontab());
   CHECK(port_answers(c.serve_port));  // the old lane, restarted after its stop
 }
+
+TEST_CASE("rollback --local with an unreachable agent: undoes what this controller applied where it can, names the rest") {
+  Cluster c({.nodes = 2});
+  c.start_old_lane();
+  std::string out;
+  REQUIRE(c.ctl({"bind", c.manifest_path()}, out) == 0);
+  ::kill(c.agents[1], SIGKILL);
+  ::waitpid(c.agents[1], nullptr, 0);
+
+  int rc = c.ctl({"status", c.manifest_path()}, out);
+  CHECK(rc == 3);
+  CHECK(out.find("rank1 (worker, 127.0.0.2): agent UNREACHABLE: rank1 (127.0.0.2:" + std::to_string(c.agent_ports[1]) + ")") !=
+        std::string::npos);
+  CHECK(c.crontab(0).find("#tandem-disabled") != std::string::npos);
+
+  rc = c.ctl({"rollback", c.manifest_path(), "--local"}, out);
+  INFO(out);
+  CHECK(rc == 3);  // rank1 was left out, and it says so
+  CHECK(out.find("skipping rank1: unreachable") != std::string::npos);
+  CHECK(out.find("rank1 was unreachable: nothing was undone there by this controller") != std::string::npos);
+  CHECK(c.crontab(0) == c.expected_crontab());          // rank0 restored from the controller's journal
+  CHECK(c.crontab(1).find("#tandem-disabled") != std::string::npos);  // rank1 untouched
+  CHECK(port_answers(c.serve_port));                     // the old lane, started on rank0
+}
