@@ -25,9 +25,22 @@ BindResult finish(BindContext& ctx, BindResult r, bool write_report_now) {
   return r;
 }
 
+// Preflight only reads (and stores the manifest): a bind that failed there changed nothing.
+bool changed_anything(const BindContext& ctx) {
+  for (const auto& [index, rec] : ctx.run.steps)
+    if (index > 0 && index <= static_cast<int>(ctx.plan.steps.size()) &&
+        ctx.plan.steps[static_cast<size_t>(index - 1)].phase != "preflight")
+      return true;
+  return false;
+}
+
 BindResult roll_back(BindContext& ctx, json failed) {
   BindResult r;
   r.failed_step = std::move(failed);
+  if (!changed_anything(ctx) && !ctx.run.rollback_begun) {
+    r.result = "failed_unchanged";
+    return finish(ctx, r, true);
+  }
   RollbackResult rb = run_rollback(ctx, RollbackSource::bind_failure);
   r.result = rb.ok ? "rolled_back" : "rollback_failed";
   r.rollback_problems = rb.problems;
@@ -69,7 +82,8 @@ BindResult run_bind(BindContext& ctx) {
     }
     ctx.progress.failed(s.index, s.node, s.action, o.error);
     (void)ctx.record({{"event", "step.failed"}, {"index", s.index}, {"error", o.error}, {"evidence", o.evidence}, {"ms", ms}});
-    (void)ctx.record({{"event", "rollback.begin"}, {"reason", "step " + std::to_string(s.index) + " " + s.action + " failed on " + s.node}});
+    if (changed_anything(ctx))
+      (void)ctx.record({{"event", "rollback.begin"}, {"reason", "step " + std::to_string(s.index) + " " + s.action + " failed on " + s.node}});
     return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", o.error}});
   }
   BindResult r;

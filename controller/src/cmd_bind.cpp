@@ -82,8 +82,9 @@ int bind(const BindOpts& o) {
       std::cerr << " at step " << f.value("index", 0) << " (" << f.value("action", "") << ") on " << f.value("node", "")
                 << ": " << f.value("error", "");
     std::cerr << "\n"
-              << (r.result == "rolled_back" ? "rolled back: the old lane answers again.\n"
-                                            : "ROLLBACK INCOMPLETE; what is left:\n");
+              << (r.result == "failed_unchanged" ? "nothing was changed on any node (preflight only reads).\n"
+                  : r.result == "rolled_back"    ? "rolled back: the old lane answers again.\n"
+                                                 : "ROLLBACK INCOMPLETE; what is left:\n");
     for (const auto& p : r.rollback_problems) std::cerr << "  - " << p << "\n";
     if (!r.report_markdown.empty()) std::cerr << "report: " << r.report_markdown << "\n";
   }

@@ -68,6 +68,14 @@ TEST_CASE("one-node bind with the real CPU tandem-serve; status, logs; rollback 
   CHECK(c.ctl({"logs", "rank9", c.manifest_path()}, out) == 1);
   CHECK(out.find("no node 'rank9'") != std::string::npos);
 
+  // Binding again over a live lane stops in preflight, and changes nothing.
+  rc = c.ctl({"bind", c.manifest_path()}, out);
+  CHECK(rc == 3);
+  CHECK(out.find("an engine rank is already running there") != std::string::npos);
+  CHECK(out.find("nothing was changed on any node") != std::string::npos);
+  CHECK(port_answers(c.serve_port));
+  CHECK(status_json(c)["nodes"][0]["engine"]["phase"] == "ready");
+
   // The operator changes their mind: everything back, the old lane answers, crontab as it was.
   rc = c.ctl({"rollback", c.manifest_path()}, out);
   INFO(out);
