@@ -1,5 +1,7 @@
 #include "daemon.hpp"
 
+#include <unistd.h>
+
 #include <sys/stat.h>
 
 #include "node_facts.hpp"
@@ -150,7 +152,9 @@ Outcome Daemon::put_manifest(const std::string& yaml) {
 
 Outcome Daemon::health() {
   std::lock_guard lock(mu_);
-  json j{{"node", opts_.node}, {"version", kVersion}, {"root", opts_.root}};
+  // pid: enrolment checks that the agent answering is the one it just started, not an old one
+  // still holding the port.
+  json j{{"node", opts_.node}, {"version", kVersion}, {"root", opts_.root}, {"pid", ::getpid()}};
   j["manifest"] = manifest_ ? json{{"name", manifest_->name}, {"sha256", manifest_sha256_}} : json(nullptr);
   const std::string cache = manifest_ ? manifest_->engine.cache_dir : std::string();
   j["facts"] = node_facts(opts_.root, opts_.state_dir, cache);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -116,7 +117,8 @@ struct Lab {
   Ran enroll(std::vector<std::string> extra, std::vector<std::string> env = {"SSH_AUTH_SOCK="}) {
     std::vector<std::string> argv{TANDEMCTL_BIN, "enroll", manifest.string(), "--pki-dir", pki.string(), "--known-hosts",
                                   known_hosts.string(), "--agent-binary", TANDEMD_BIN, "--start", "direct",
-                                  "--timeout", "20", "--ssh-timeout", "5"};
+                                  "--ssh-timeout", "5"};
+    if (std::find(extra.begin(), extra.end(), "--timeout") == extra.end()) extra.insert(extra.end(), {"--timeout", "20"});
     argv.insert(argv.end(), extra.begin(), extra.end());
     return run(argv, env);
   }
@@ -223,19 +225,29 @@ TEST_CASE("enroll installs tandemd with its certificates on both nodes, verifies
     CHECK_FALSE(has(r.out + r.err, body_line));
   }
 
-  SUBCASE("enrolling again replaces the running agent with the new one") {
-    const pid_t before = lab.agent_pid("node-a");
-    REQUIRE(Lab::alive(before));
-    auto again = lab.enroll({"--identity", lab.key.string(), "--node", "node-a"});
-    REQUIRE_MESSAGE(again.status == 0, again.err);
-    CHECK(has(again.out, "node-a: enrolled"));
-    const pid_t after = lab.agent_pid("node-a");
-    CHECK(after != before);
-    CHECK_FALSE(Lab::alive(before));
-    CHECK(Lab::alive(after));
-    auto h = lab.health("node-a", "127.0.0.1");
-    CHECK((h.ok() && h.value().status == 200));
-  }
+  // Enrolling again replaces the running agent with the new one.
+  const pid_t before = lab.agent_pid("node-a");
+  REQUIRE(Lab::alive(before));
+  auto again = lab.enroll({"--identity", lab.key.string(), "--node", "node-a"});
+  REQUIRE_MESSAGE(again.status == 0, again.err);
+  CHECK(has(again.out, "node-a: enrolled"));
+  const pid_t after = lab.agent_pid("node-a");
+  CHECK(after != before);
+  CHECK_FALSE(Lab::alive(before));
+  CHECK(Lab::alive(after));
+  auto h = lab.health("node-a", "127.0.0.1");
+  CHECK((h.ok() && h.value().status == 200));
+
+  // With its pid file lost, the old agent keeps the port and the new one cannot listen: the old
+  // one's answer must not pass for the new agent's.
+  fs::remove(lab.root("node-a") / "var/lib/tandem/tandemd.pid");
+  auto blocked = lab.enroll({"--identity", lab.key.string(), "--node", "node-a", "--timeout", "3"});
+  CHECK(blocked.status == 3);
+  CHECK(has(blocked.err, "FAILED at step health"));
+  CHECK(has(blocked.err, "not the one just started"));
+  CHECK(has(blocked.err, "Address already in use"));
+  CHECK(Lab::alive(after));
+  ::kill(after, SIGTERM);
 }
 
 TEST_CASE("an unknown host is refused with its SHA256 fingerprint; --accept-new records it, and then it is known") {

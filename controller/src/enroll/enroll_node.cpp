@@ -1,5 +1,6 @@
 #include "enroll_node.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -55,16 +56,6 @@ class Runner {
     return false;
   }
 
-  Status exec_ok(const std::string& command, const std::string& what, std::chrono::seconds timeout = 60s) {
-    auto r = session_->exec(command, timeout);
-    if (!r) return r.error().with_context(what);
-    if (r->exit_status != 0) {
-      std::string why = trimmed(r->err.empty() ? r->out : r->err);
-      return Error{what + " failed (exit " + std::to_string(r->exit_status) + ")" + (why.empty() ? "" : ": " + why)};
-    }
-    return {};
-  }
-
   void run() {
     const Node& n = *plan_.node;
     ssh::Target target{n.address, n.ssh_port, n.ssh_user};
@@ -94,7 +85,12 @@ class Runner {
         }))
       return;
     if (!step("auth", [&] { return session_->authenticate(o_.identity); })) return;
-    if (!step("prepare", [&] { return exec_ok(plan_.prepare_command, "checking tools and making directories"); }))
+    // Over the SFTP session the copy uses: a login shell on the node costs seconds on some hosts.
+    if (!step("prepare", [&]() -> Status {
+          for (const auto& d : plan_.dirs)
+            if (auto st = session_->make_dirs(d, 0755); !st) return st;
+          return session_->chmod(plan_.private_dir, 0700);
+        }))
       return;
     if (!step("copy", [&]() -> Status {
           for (const auto& f : plan_.files) {
@@ -115,7 +111,11 @@ class Runner {
           progress_("start", "install the verified files, then start tandemd on " + plan_.listen);
           auto r = session_->exec(plan_.install_command + " && echo tandem-installed && " + plan_.start_command, 60s);
           if (!r) return r.error().with_context("installing and starting tandemd");
-          if (r->exit_status == 0) return {};
+          if (r->exit_status == 0) {
+            if (auto at = r->out.find("tandemd-pid="); at != std::string::npos)
+              started_pid_ = std::atol(r->out.c_str() + at + 12);
+            return {};
+          }
           const bool installed = r->out.find("tandem-installed") != std::string::npos;
           if (!installed) r_.failed_step = "install";
           std::string why = trimmed(r->err.empty() ? r->out : r->err);
@@ -129,10 +129,14 @@ class Runner {
 
  private:
   Status verify() {
-    std::string cmd = "sha256sum --";
+    // The tools check rides along: a node without them fails here, before anything is installed.
+    std::string cmd = "missing=''; for t in " + plan_.tools +
+                      "; do command -v \"$t\" >/dev/null 2>&1 || missing=\"$missing $t\"; done; "
+                      "if [ -n \"$missing\" ]; then echo \"the node lacks:$missing\" >&2; exit 3; fi; sha256sum --";
     for (const auto& f : plan_.files) cmd += " " + ssh::shell_quote(f.staged());
     auto res = session_->exec(cmd, 120s);
     if (!res) return res.error().with_context("sha256sum on the node");
+    if (res->exit_status == 3 && res->err.find("the node lacks:") != std::string::npos) return Error{trimmed(res->err)};
     auto sums = parse_sha256sum(res->out);
     std::string bad;
     for (std::size_t i = 0; i < plan_.files.size(); ++i) {
@@ -172,14 +176,17 @@ class Runner {
         last = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
       } else {
         auto j = nlohmann::json::parse(r->body, nullptr, false);
-        if (j.is_object() && j.value("node", "") == n.name && j.value("root", "") == n.root) {
+        const long pid = j.is_object() ? j.value("pid", 0L) : 0L;
+        if (j.is_object() && j.value("node", "") == n.name && j.value("root", "") == n.root &&
+            (started_pid_ <= 0 || pid == started_pid_)) {
           r_.agent_version = j.value("version", "");
           progress_("health", "tandemd " + r_.agent_version + " answers");
           return {};
         }
         // Another agent on that port (an old one, or another node's): not the one just started.
-        last = "an agent answered, but for node '" + (j.is_object() ? j.value("node", "?") : "?") + "' at root '" +
-               (j.is_object() ? j.value("root", "?") : "?") + "'";
+        last = "an agent answered, but not the one just started (pid " + std::to_string(started_pid_) +
+               "): pid " + std::to_string(pid) + ", node '" + (j.is_object() ? j.value("node", "?") : "?") +
+               "', root '" + (j.is_object() ? j.value("root", "?") : "?") + "'";
       }
       std::this_thread::sleep_for(200ms);
     }
@@ -193,6 +200,7 @@ class Runner {
   const Progress& progress_;
   NodeReport& r_;
   std::unique_ptr<ssh::Session> session_;
+  long started_pid_ = 0;  // as the start command reported it; health must name the same
 };
 
 }  // namespace

@@ -145,18 +145,14 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
   add("env file", kEnvPath, 0640, render_env(m, node, p.allow_exec, p.listen));
   add("systemd unit", kUnitPath, 0644, embedded_tandemd_unit());
 
-  // prepare: the tools the later steps use, and the directories.
+  // prepare: the directories (over SFTP); the tools the later steps use are checked by verify.
   std::set<std::string> dirs{p.at(kStateDir)};
   for (const auto& f : p.files) dirs.insert(parent(f.remote));
-  std::string tools = "sha256sum mv mkdir chmod tail";
-  tools += o.start == StartMode::systemd ? " systemctl journalctl" : " setsid nohup sed grep tr";
   if (o.start == StartMode::direct) dirs.insert(parent(p.at(kDirectLog)));
-  std::string mk;
-  for (const auto& d : dirs) mk += " " + shell_quote(d);
-  p.prepare_command = "missing=''; for t in " + tools +
-                      "; do command -v \"$t\" >/dev/null 2>&1 || missing=\"$missing $t\"; done; "
-                      "if [ -n \"$missing\" ]; then echo \"the node lacks:$missing\" >&2; exit 3; fi; "
-                      "mkdir -p" + mk + " && chmod 0700 " + shell_quote(p.at(kStateDir));
+  p.dirs.assign(dirs.begin(), dirs.end());
+  p.private_dir = p.at(kStateDir);
+  p.tools = "sha256sum mv rm tail";
+  p.tools += o.start == StartMode::systemd ? " systemctl journalctl" : " setsid nohup sh sed grep tr cut cat kill";
 
   std::string mv;
   for (const auto& f : p.files)
@@ -165,7 +161,8 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
 
   if (o.start == StartMode::systemd) {
     // restart, not just enable --now: a running agent must pick up the binary just installed.
-    p.start_command = "systemctl daemon-reload && systemctl enable tandemd.service && systemctl restart tandemd.service";
+    p.start_command = "systemctl daemon-reload && systemctl enable tandemd.service && systemctl restart tandemd.service && "
+                      "echo tandemd-pid=$(systemctl show -p MainPID --value tandemd.service)";
     p.log_command = "journalctl -u tandemd.service -n 20 --no-pager 2>&1";
   } else {
     const std::string pid = shell_quote(p.at(kDirectPid));
@@ -185,8 +182,10 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
     for (const auto& a : p.allow_exec) argv += " --allow-exec " + shell_quote(a);
     // setsid + nohup: the agent outlives this SSH session; the inner sh writes its own pid, which
     // exec hands to tandemd, so the pid file names the agent itself.
-    p.start_command = stop + "setsid nohup sh -c 'echo $$ > \"$0\"; exec \"$@\"' " + pid + " " + argv + " >> " + log +
-                      " 2>&1 < /dev/null & echo started";
+    // The new pid file appears once the agent's shell runs; its pid is what health must report.
+    p.start_command = stop + "rm -f " + pid + "; setsid nohup sh -c 'echo $$ > \"$0\"; exec \"$@\"' " + pid + " " + argv +
+                      " >> " + log + " 2>&1 < /dev/null & i=0; while [ ! -s " + pid + " ] && [ $i -lt 50 ]; do sleep 0.1; "
+                      "i=$((i+1)); done; echo tandemd-pid=$(cat " + pid + ")";
     p.log_command = "tail -n 20 " + log + " 2>&1";
   }
   return p;

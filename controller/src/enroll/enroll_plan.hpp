@@ -43,7 +43,9 @@ struct NodePlan {
   std::vector<InstallFile> files;
   std::vector<std::string> allow_exec;  // --allow-exec values for this node
   std::string listen;                   // ADDRESS:PORT the agent listens on
-  std::string prepare_command;          // checks tools, makes directories
+  std::vector<std::string> dirs;        // made over SFTP before the copy (0755)
+  std::string private_dir;              // the agent's state directory (0700)
+  std::string tools;                    // what the node must have for verify and start
   std::string install_command;          // moves verified staged files into place
   std::string start_command;            // (re)starts the agent
   std::string log_command;              // the agent's recent log, for errors

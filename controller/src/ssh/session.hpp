@@ -69,6 +69,11 @@ class Session {
   // an existing file is removed first, so a key never inherits a looser mode.
   Status upload(std::string_view data, const std::string& remote_path, unsigned mode);
 
+  // mkdir -p over SFTP: every missing component of `path` is made with `mode`; existing
+  // directories are left as they are.
+  Status make_dirs(const std::string& path, unsigned mode);
+  Status chmod(const std::string& path, unsigned mode);
+
   const Target& target() const { return target_; }
   std::string where() const;  // "user@host:port", for messages
 
