@@ -345,6 +345,7 @@ void read_gates(Context& ctx, MapReader& top, Gates& g) {
     int tokens = 0;
     if (lr.integer("context_tokens", tokens, 256, 16777216, true) && lr.has("context_tokens"))
       g.long_retrieval_tokens = tokens;
+    lr.boolean("require_needle", g.long_retrieval_require_needle);
     lr.finish();
   }
   if (r.has("spec_metrics")) {

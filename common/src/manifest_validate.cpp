@@ -163,6 +163,19 @@ void check_engine(yaml::Context& ctx, Manifest& m) {
   }
 }
 
+// The long-context gate's prompt plus its answer must fit the context the engine will allow.
+void check_gates(yaml::Context& ctx, const Manifest& m) {
+  constexpr int kAnswerRoom = 64;  // tokens the gate lets the model answer with
+  const int max_len = m.engine.serve.max_model_len;
+  if (!m.gates.long_retrieval_tokens || max_len <= 0) return;
+  if (*m.gates.long_retrieval_tokens + kAnswerRoom > max_len)
+    ctx.error(at(ctx, "gates.long_retrieval.context_tokens", at(ctx, "gates.long_retrieval")),
+              "'gates.long_retrieval.context_tokens' is " + std::to_string(*m.gates.long_retrieval_tokens) +
+                  " but engine.serve.max_model_len is " + std::to_string(max_len) +
+                  "; the prompt and a " + std::to_string(kAnswerRoom) + "-token answer must fit. Expected at most " +
+                  std::to_string(max_len - kAnswerRoom));
+}
+
 void check_commands(yaml::Context& ctx, const Manifest& m, const std::vector<Command>& cmds) {
   std::set<std::string> names;
   for (const auto& n : m.nodes) names.insert(n.name);
@@ -189,6 +202,7 @@ void check_deadman(yaml::Context& ctx, const Manifest& m) {
 void validate_manifest(yaml::Context& ctx, Manifest& m) {
   check_nodes(ctx, m);
   check_engine(ctx, m);
+  check_gates(ctx, m);
   check_commands(ctx, m, m.hygiene.stop);
   check_commands(ctx, m, m.rollback.commands);
   check_deadman(ctx, m);

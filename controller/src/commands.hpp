@@ -9,4 +9,6 @@ void add_enroll_command(CLI::App& app);     // enroll
 void add_bind_command(CLI::App& app);       // bind
 void add_status_commands(CLI::App& app);    // status, logs
 void add_rollback_commands(CLI::App& app);  // rollback, disarm
+void add_gates_commands(CLI::App& app);     // gates
+void add_bench_commands(CLI::App& app);     // bench
 }  // namespace tandem::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   tandem::cli::add_bind_command(app);
   tandem::cli::add_status_commands(app);
   tandem::cli::add_rollback_commands(app);
+  tandem::cli::add_gates_commands(app);
+  tandem::cli::add_bench_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

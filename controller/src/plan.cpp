@@ -185,12 +185,15 @@ class Builder {
                                  (m_.engine.serve.served_model_name.empty() ? m_.engine.model_dir
                                                                             : m_.engine.serve.served_model_name) +
                                  "'");
-    gate(g.chat, "chat", "a chat completion answers a known question");
-    gate(g.tool_call, "tool_call", "a tool call comes back parsed in message.tool_calls");
+    gate(g.chat, "chat", "a chat completion answers (content or reasoning)");
+    gate(g.tool_call, "tool_call", "a forced (named tool_choice) tool call comes back parsed in message.tool_calls");
     gate(g.json, "json", "a response_format json_object answer parses as JSON");
     if (g.long_retrieval_tokens)
       gate(true, "long_retrieval",
-           "retrieve a fact buried in a " + std::to_string(*g.long_retrieval_tokens) + "-token context");
+           g.long_retrieval_require_needle
+               ? "retrieve a fact buried in a " + std::to_string(*g.long_retrieval_tokens) + "-token context"
+               : "serve and answer a " + std::to_string(*g.long_retrieval_tokens) +
+                     "-token prompt (the needle is not required)");
     if (g.spec_metrics) {
       std::string what = "speculative decoding metrics present in /metrics (drafted, accepted)";
       if (g.min_acceptance) {

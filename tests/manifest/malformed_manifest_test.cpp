@@ -514,6 +514,30 @@ TEST_CASE("spec_metrics gate without speculative decoding") {
         "m.yaml:34:3: 'gates.spec_metrics' is on but engine.serve.speculative_config is missing; there would be no speculative metrics to check\n");
 }
 
+TEST_CASE("long_retrieval longer than max_model_len allows") {
+  CHECK(errors_of(with_all({{"    tensor_parallel_size: 2\n", "    tensor_parallel_size: 2\n    max_model_len: 4096\n"},
+                            {"deadman:\n", "gates:\n"
+                             "  long_retrieval: {context_tokens: 4090}\n"
+                             "deadman:\n"}})) ==
+        "m.yaml:35:20: 'gates.long_retrieval.context_tokens' is 4090 but engine.serve.max_model_len is 4096; the prompt and a 64-token answer must fit. Expected at most 4032\n");
+  // 4032 + 64 fits exactly.
+  auto ok = load_manifest_text(with_all({{"    tensor_parallel_size: 2\n", "    tensor_parallel_size: 2\n    max_model_len: 4096\n"},
+                                         {"deadman:\n", "gates:\n"
+                                          "  long_retrieval: {context_tokens: 4032}\n"
+                                          "deadman:\n"}}),
+                               "m.yaml");
+  CHECK(ok.errors.empty());
+  REQUIRE(ok.manifest);
+  CHECK(ok.manifest->gates.long_retrieval_tokens == 4032);
+}
+
+TEST_CASE("long_retrieval.require_needle must be a boolean") {
+  CHECK(errors_of(with("deadman:\n", "gates:\n"
+                       "  long_retrieval: {context_tokens: 1024, require_needle: maybe}\n"
+                       "deadman:\n")) ==
+        "m.yaml:34:58: 'gates.long_retrieval.require_needle' must be true or false, got 'maybe'\n");
+}
+
 TEST_CASE("tool_call gate on, auto tool choice off") {
   CHECK(errors_of(with_all({{"    enable_auto_tool_choice: true\n", ""},
                   {"deadman:\n", "gates:\n"

@@ -55,6 +55,7 @@ TEST_CASE("the seed's bind: every flag of the recipe is carried") {
   CHECK(m.rollback.commands[0].run ==
         std::vector<std::string>{"/home/funland/glm53-dflash2-canary-20260827/restore-sero.sh", "manual"});
   CHECK(m.gates.long_retrieval_tokens == 98304);
+  CHECK(m.gates.long_retrieval_require_needle);
   CHECK(m.gates.spec_metrics);
 }
 
@@ -66,6 +67,9 @@ TEST_CASE("the embedded default: two ranks on loopback with sandboxed roots and 
   CHECK(m.head().root != m.workers()[0]->root);
   CHECK(m.engine.serve.device == "cpu");
   CHECK(m.deadman.backend == DeadmanBackend::agent);
+  // Random weights: the long-context gate serves the prompt but cannot ask for the needle.
+  CHECK(m.gates.long_retrieval_tokens == 2048);
+  CHECK_FALSE(m.gates.long_retrieval_require_needle);
 }
 
 TEST_CASE("defaults fill what a minimal manifest leaves out") {
@@ -96,6 +100,8 @@ rollback:
   CHECK(m.hygiene.shm_patterns == std::vector<std::string>{"torch_*", "psm_*", "nccl-*"});
   CHECK(m.rollback.commands[0].on == "all");
   CHECK(m.engine.rendezvous.timeout == Duration(2min));
+  CHECK_FALSE(m.gates.long_retrieval_tokens);
+  CHECK(m.gates.long_retrieval_require_needle);  // when it is turned on, a needle is asked for
 }
 
 TEST_CASE("a one-node bind (head alone, tensor_parallel_size 1) is valid; its size must still match") {

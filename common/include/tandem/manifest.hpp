@@ -119,7 +119,10 @@ struct Gates {
   bool chat = true;
   bool tool_call = true;
   bool json = true;
-  std::optional<int> long_retrieval_tokens;
+  std::optional<int> long_retrieval_tokens;  // the prompt length of the long-context gate
+  // true: the answer must contain the needle hidden in that prompt (a trained model); false: the
+  // prompt need only be served and answered (a model with random weights cannot retrieve anything).
+  bool long_retrieval_require_needle = true;
   bool spec_metrics = false;
   std::optional<double> min_acceptance;  // accepted / drafted, when spec_metrics is on
   struct Bench {
