@@ -20,6 +20,9 @@ struct BindContext {
   BindRun run;  // this run so far; kept in step with the journal
   Progress& progress;
   std::string bind_dir;  // <state dir>/<bind name>: journal and reports
+  // The gates run once, at the first gate step; each gate step reports its own result from here.
+  bool gates_ran = false;
+  std::map<std::string, json> gate_results;  // gate name -> {passed, detail, seconds, evidence}
 
   const AgentClient& agent(const std::string& node) const { return agents.at(node); }
   // Append to the journal and fold the record into `run`; a journal that cannot be written stops

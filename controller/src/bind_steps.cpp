@@ -19,12 +19,6 @@ std::string BindContext::op_for(const std::string& node, const std::string& what
   return run.bind_id + "-" + what;
 }
 
-StepOutcome run_gate(BindContext&, const Step& s) {
-  return StepOutcome::failure("gate '" + s.action +
-                              "' cannot run: this tandemctl has no gate runner yet (controller/src/gates); turn the "
-                              "gate off in the manifest's gates section to bind without it");
-}
-
 StepOutcome run_report_write(BindContext& ctx, const Step& s) {
   auto written = write_report(ctx, "bound", s.index);
   if (!written) return StepOutcome::failure(written.error().message);

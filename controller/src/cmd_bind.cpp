@@ -45,7 +45,7 @@ int bind(const BindOpts& o) {
   rows.push_back("controller");
   std::FILE* out = as_json ? stderr : stdout;
   ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
-  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir};
+  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}};
   if (resumed) {
     int done = 0;
     for (const auto& [i, r] : ctx.run.steps) done += r.done;

@@ -130,14 +130,16 @@ Cluster::Cluster(ClusterOptions o) : opt_(o) {
   m << "engine:\n  binary: /usr/local/bin/" << (opt_.hang_worker ? "tandem-engine" : "tandem-serve")
     << "\n  model_dir: /models/tiny\n  run_user: root\n  cache_dir: /var/cache/tandem\n"
     << "  serve: {served_model_name: tiny, host: 127.0.0.1, port: " << serve_port << ", tensor_parallel_size: " << opt_.nodes
-    << ", gpu_memory_utilization: 0.5, device: cpu}\n"
+    << ", gpu_memory_utilization: 0.5, device: cpu, enable_auto_tool_choice: true, tool_call_parser: glm47}\n"
     << "  rendezvous: {port: " << rendezvous_port << ", timeout: 4s}\n"
     << "hygiene:\n  cron: {patterns: ['" << serve_port << "'], systemd_timers: false}\n"
     << "  stop:\n    commands:\n      - {on: head, timeout: 1m, run: [/bin/sh, -c, 'echo stop >> " << (dir / "stops").string()
     << "; sleep " << opt_.stop_sleep_s << "; kill $(cat " << (dir / "old.pid").string() << ")']}\n"
     << "    port_dark_timeout: 10s\n  shm: {patterns: ['tandem-test-*']}\n"
     << "  page_cache: {drop: true, min_mem_available: 1GiB}\n"
-    << "gates: {serve_timeout: 60s, health: false, models: false, chat: false, tool_call: false, json: false}\n"
+    << (opt_.gates == "off"  ? "gates: {serve_timeout: 60s, health: false, models: false, chat: false, tool_call: false, json: false}\n"
+        : opt_.gates == "on" ? "gates: {serve_timeout: 60s}\n"
+                             : "gates: {serve_timeout: 60s, long_retrieval: {context_tokens: 256, require_needle: true}}\n")
     << "deadman: {delay: " << opt_.deadman << ", backend: agent}\n"
     << "rollback:\n  commands:\n    - {on: head, timeout: 30s, run: [/bin/sh, -c, '" << old_lane_command() << "']}\n"
     << "  verify: {url: 'http://127.0.0.1:" << serve_port << "/health', timeout: 30s}\n";

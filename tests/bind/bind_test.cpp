@@ -150,8 +150,8 @@ TEST_CASE("kill -9 of the controller mid-bind: a second bind is refused meanwhil
   CHECK(report["result"] == "bound");
 }
 
-TEST_CASE("two-rank bind (TP2 over TCP, worker first): both ranks ready, head serves; rollback stops both") {
-  Cluster c({.nodes = 2});
+TEST_CASE("two-rank bind (TP2 over TCP, worker first): both ranks ready, gates pass; rollback stops both") {
+  Cluster c({.nodes = 2, .gates = "on"});
   c.start_old_lane();
   std::string out;
   int rc = c.ctl({"bind", c.manifest_path(), "-o", "json"}, out, true);
@@ -170,6 +170,8 @@ TEST_CASE("two-rank bind (TP2 over TCP, worker first): both ranks ready, head se
   }
   CHECK(worker_ready > 0);
   CHECK(head_start > worker_ready);  // the head starts only after the worker is ready
+  REQUIRE(report["gates"].size() == 5);  // health, models, chat, tool_call, json: asked of the live TP2 head
+  for (const auto& g : report["gates"]) CHECK_MESSAGE(g["evidence"]["passed"] == true, g.dump());
   json st = status_json(c);
   CHECK(st["nodes"][0]["engine"]["phase"] == "ready");
   CHECK(st["nodes"][1]["engine"]["phase"] == "ready");
@@ -230,4 +232,21 @@ TEST_CASE("rollback --local with an unreachable agent: undoes what this controll
   CHECK(c.crontab(0) == c.expected_crontab());          // rank0 restored from the controller's journal
   CHECK(c.crontab(1).find("#tandem-disabled") != std::string::npos);  // rank1 untouched
   CHECK(port_answers(c.serve_port));                     // the old lane, started on rank0
+}
+
+TEST_CASE("a failing gate rolls the bind back and names the gate") {
+  Cluster c({.nodes = 1, .gates = "needle"});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 3);
+  CHECK(out.find("(gate.long_retrieval) on controller: gate long_retrieval failed: ") != std::string::npos);
+  CHECK(out.find("rolled back") != std::string::npos);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane
+  json report = last_report(c);
+  CHECK(report["failed_step"]["action"] == "gate.long_retrieval");
+  for (const auto& g : report["gates"])
+    CHECK(g["status"] == (g["gate"] == "long_retrieval" ? "failed" : "done"));
 }
