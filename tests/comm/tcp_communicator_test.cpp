@@ -14,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::vector<float> rank_values(int rank, int n) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i * (rank + 1))) * 1e3f + 0.1f * rank;
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i * (rank + 1))) * 1e3f + 0.1f * static_cast<float>(rank);
   return v;
 }
 }  // namespace
