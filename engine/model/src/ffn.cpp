@@ -1,11 +1,10 @@
 #include "ffn.hpp"
 
 #include <algorithm>
-#include <limits>
-#include <numeric>
 
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/linear.hpp"
+#include "tandem/kernels/moe_routing.hpp"
 
 namespace tandem::model::detail {
 
@@ -75,47 +74,6 @@ static void mlp_add(const float* gate_w, const float* up_w, const float* down_w,
   for (int i = 0; i < hidden; ++i) y[i] += scale * o[static_cast<size_t>(i)];
 }
 
-// Indices of the k largest values (ties: the lower index first, deterministic).
-static std::vector<int> top_k(const std::vector<float>& v, int k) {
-  std::vector<int> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-    const float va = v[static_cast<size_t>(a)], vb = v[static_cast<size_t>(b)];
-    return va > vb || (va == vb && a < b);
-  });
-  idx.resize(static_cast<size_t>(k));
-  return idx;
-}
-
-void select_experts(const MoeConfig& m, const float* scores, const float* correction_bias, int* expert,
-                    float* weight) {
-  const int E = m.n_routed_experts, per_group = E / m.n_group;
-  // Selection uses score + bias; a group is worth the sum of its two best experts.
-  std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(m.n_group));
-  for (int e = 0; e < E; ++e) choice[static_cast<size_t>(e)] = scores[e] + correction_bias[e];
-  for (int g = 0; g < m.n_group; ++g) {
-    std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
-    const auto best = top_k(members, 2);
-    group_score[static_cast<size_t>(g)] = members[static_cast<size_t>(best[0])] + members[static_cast<size_t>(best[1])];
-  }
-  std::vector<bool> group_on(static_cast<size_t>(m.n_group), false);
-  for (int g : top_k(group_score, m.topk_group)) group_on[static_cast<size_t>(g)] = true;
-  for (int e = 0; e < E; ++e)
-    if (!group_on[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
-  const auto chosen = top_k(choice, m.num_experts_per_tok);
-  // The weights are the plain sigmoid scores (no bias), optionally renormalised, then scaled.
-  float sum = 0;
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    expert[i] = chosen[i];
-    weight[i] = scores[chosen[i]];
-    sum += weight[i];
-  }
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    if (m.norm_topk_prob) weight[i] /= sum + 1e-20f;
-    weight[i] *= static_cast<float>(m.routed_scaling_factor);
-  }
-}
-
 void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows) {
   const int H = d.hidden_size;
   std::vector<float> g, u, o;
@@ -131,13 +89,21 @@ void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y,
   const int E = m.n_routed_experts, I = m.moe_intermediate_size, K = m.num_experts_per_tok;
   const size_t expert_size = static_cast<size_t>(I) * static_cast<size_t>(H);
   std::vector<float> scores(static_cast<size_t>(E)), weight(static_cast<size_t>(K));
-  std::vector<int> expert(static_cast<size_t>(K));
+  std::vector<std::int32_t> expert(static_cast<size_t>(K));
+  // Routing is the kernel layer's (kernels/cpu/moe_routing.cpp, with its CUDA twin).
+  k::MoeRouting routing;
+  routing.n_experts = E;
+  routing.n_group = m.n_group;
+  routing.topk_group = m.topk_group;
+  routing.top_k = K;
+  routing.norm_topk_prob = m.norm_topk_prob;
+  routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<long>(r) * H;
     float* yr = y + static_cast<long>(r) * H;
     k::linear_cpu(xr, b.router.data(), nullptr, scores.data(), 1, H, E);
     k::sigmoid_cpu(scores.data(), scores.data(), E);
-    select_experts(m, scores.data(), b.correction_bias.data(), expert.data(), weight.data());
+    k::moe_route_cpu(routing, scores.data(), b.correction_bias.data(), expert.data(), weight.data());
     for (int i = 0; i < K; ++i) {
       const int e = expert[static_cast<size_t>(i)];
       if (!b.experts.contains(e)) continue;  // another rank adds this expert's share

@@ -36,9 +36,4 @@ void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d
 // y = ffn(x) for `rows` tokens of d.hidden_size floats (this rank's part of it).
 void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows);
 
-// Routing of one token: from the sigmoid scores of every expert, the chosen expert ids and their
-// weights (num_experts_per_tok of each).
-void select_experts(const MoeConfig& m, const float* scores, const float* correction_bias, int* expert,
-                    float* weight);
-
 }  // namespace tandem::model::detail

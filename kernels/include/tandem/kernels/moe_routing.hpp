@@ -6,7 +6,7 @@
 //   (ties: lower index first), in order of choice
 //   weight[i] = score[expert[i]]  (unbiased), / (sum of the top_k + 1e-20) when norm_topk_prob,
 //               * routed_scaling_factor
-// The CPU reference mirrors engine/model/src/ffn.cpp select_experts (same arithmetic, same order).
+// The CPU reference is what the model's MoE block (engine/model/src/ffn.cpp) calls.
 #pragma once
 #include <cstdint>
 #include <string>
