@@ -430,16 +430,16 @@ Result<GateReport> run_gates(const Manifest& m, const std::string& base_url,
   report.url = url->str();
   const Gates& g = m.gates;
   // Plan order (controller/src/plan.cpp serve_and_gates).
-  std::vector<std::pair<std::string, std::function<GateResult()>>> todo;
-  if (g.health) todo.emplace_back("health", [&] { return run.health(); });
-  if (g.models) todo.emplace_back("models", [&] { return run.models(); });
-  if (g.chat) todo.emplace_back("chat", [&] { return run.chat_gate(); });
-  if (g.tool_call) todo.emplace_back("tool_call", [&] { return run.tool_call(); });
-  if (g.json) todo.emplace_back("json", [&] { return run.json_gate(); });
-  if (g.long_retrieval_tokens) todo.emplace_back("long_retrieval", [&] { return run.long_retrieval(); });
-  if (g.spec_metrics) todo.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
-  if (g.bench) todo.emplace_back("bench", [&] { return run.bench_gate(); });
-  for (auto& [name, fn] : todo) {
+  std::vector<std::pair<std::string, std::function<GateResult()>>> to_run;
+  if (g.health) to_run.emplace_back("health", [&] { return run.health(); });
+  if (g.models) to_run.emplace_back("models", [&] { return run.models(); });
+  if (g.chat) to_run.emplace_back("chat", [&] { return run.chat_gate(); });
+  if (g.tool_call) to_run.emplace_back("tool_call", [&] { return run.tool_call(); });
+  if (g.json) to_run.emplace_back("json", [&] { return run.json_gate(); });
+  if (g.long_retrieval_tokens) to_run.emplace_back("long_retrieval", [&] { return run.long_retrieval(); });
+  if (g.spec_metrics) to_run.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
+  if (g.bench) to_run.emplace_back("bench", [&] { return run.bench_gate(); });
+  for (auto& [name, fn] : to_run) {
     if (options.on_start) options.on_start(name);
     const auto t0 = Clock::now();
     GateResult r = fn();
