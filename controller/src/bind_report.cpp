@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench_report.hpp"
+
 namespace tandem::ctl {
 namespace {
 
@@ -51,6 +53,22 @@ Status write_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Error{path + ": " + ec.message()};
   return {};
+}
+
+// The bench gate's evidence is a whole `tandemctl bench` report: chart it beside the bind report
+// (tok/s against concurrency, one line per fixture), as `tandemctl bench --svg` would. Returns the
+// path written, or "" when this bind ran no bench gate (or it failed before measuring anything).
+Result<std::string> write_bench_chart(const json& report, const std::string& path) {
+  for (const auto& g : report["gates"]) {
+    if (g.value("gate", "") != "bench" || !g["evidence"].is_object()) continue;
+    const json& measured = g["evidence"].value("evidence", json());
+    if (!measured.is_object() || !measured.contains("cells")) continue;
+    auto bench_report = bench::from_json(measured, "bench gate evidence");
+    if (!bench_report) return bench_report.error();
+    if (auto st = write_file(path, bench::render_svg(*bench_report)); !st) return st.error();
+    return path;
+  }
+  return std::string();
 }
 
 }  // namespace
@@ -120,6 +138,9 @@ std::string render_report_markdown(const json& r) {
       md += "| `" + t.value("task", "") + "` | " + t.value("status", "") + " | " + std::to_string(t.value("ms", 0LL)) +
             " | " + md_cell(!t.value("error", "").empty() ? t.value("error", "") : t.value("result", "")) + " |\n";
   }
+  if (r.contains("bench_svg"))
+    md += "\nBench chart (tok/s against concurrency, one line per fixture): `" +
+          std::filesystem::path(r.value("bench_svg", "")).filename().string() + "`\n";
   md += "\nEvidence for every step is in the JSON report next to this file.\n";
   return md;
 }
@@ -130,9 +151,16 @@ Result<ReportFiles> write_report(BindContext& ctx, const std::string& result, in
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error{dir + ": " + ec.message()};
   const json report = build_report(ctx, result, writing_step);
-  ReportFiles f{dir + "/" + ctx.run.bind_id + ".md", dir + "/" + ctx.run.bind_id + ".json"};
-  if (auto st = write_file(f.json, report.dump(2) + "\n"); !st) return st.error();
-  if (auto st = write_file(f.markdown, render_report_markdown(report)); !st) return st.error();
+  ReportFiles f{dir + "/" + ctx.run.bind_id + ".md", dir + "/" + ctx.run.bind_id + ".json", ""};
+  json with_chart = report;
+  if (auto chart = write_bench_chart(report, dir + "/" + ctx.run.bind_id + ".bench.svg"); !chart)
+    return chart.error();
+  else if (!chart->empty()) {
+    f.bench_svg = *chart;
+    with_chart["bench_svg"] = *chart;
+  }
+  if (auto st = write_file(f.json, with_chart.dump(2) + "\n"); !st) return st.error();
+  if (auto st = write_file(f.markdown, render_report_markdown(with_chart)); !st) return st.error();
   if (auto st = ctx.record({{"event", "report.written"}, {"path", f.markdown}, {"json", f.json}}); !st) return st.error();
   return f;
 }

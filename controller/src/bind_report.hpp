@@ -1,6 +1,7 @@
 // The bind report: what ran where, in which order, how long each step took, its evidence, the
 // hashes and the gate results, and the rollback if there was one. JSON for scripts and Markdown
-// for people, in <state dir>/<bind name>/reports/<bind id>.{json,md}.
+// for people, in <state dir>/<bind name>/reports/<bind id>.{json,md}, and the bench gate's chart
+// beside them as <bind id>.bench.svg.
 #pragma once
 #include <string>
 
@@ -10,6 +11,7 @@ namespace tandem::ctl {
 
 struct ReportFiles {
   std::string markdown, json;
+  std::string bench_svg;  // <bind id>.bench.svg when the bench gate ran, else empty
 };
 
 // `result`: bound | rolled_back | rollback_failed. `writing_step`: the report.write step's index

@@ -139,6 +139,9 @@ Cluster::Cluster(ClusterOptions o) : opt_(o) {
     << "  page_cache: {drop: true, min_mem_available: 1GiB}\n"
     << (opt_.gates == "off"  ? "gates: {serve_timeout: 60s, health: false, models: false, chat: false, tool_call: false, json: false}\n"
         : opt_.gates == "on" ? "gates: {serve_timeout: 60s}\n"
+        : opt_.gates == "bench"
+            ? "gates: {serve_timeout: 60s, models: false, chat: false, tool_call: false, json: false, "
+              "bench: {concurrency: 2, max_tokens: 8}}\n"
                              : "gates: {serve_timeout: 60s, long_retrieval: {context_tokens: 256, require_needle: true}}\n")
     << "deadman: {delay: " << opt_.deadman << ", backend: agent}\n"
     << "rollback:\n  commands:\n    - {on: head, timeout: 30s, run: [/bin/sh, -c, '" << old_lane_command() << "']}\n"

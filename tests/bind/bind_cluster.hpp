@@ -28,7 +28,8 @@ struct ClusterOptions {
   int stop_sleep_s = 0;       // the stop command sleeps this long first (a window to kill the controller in)
   std::string deadman = "10m";
   // Gates: "off"; "on" (health, models, chat, tool_call, json: what the demo model can pass);
-  // "needle" (also a 256-token retrieval that must find its needle: random weights cannot).
+  // "needle" (also a 256-token retrieval that must find its needle: random weights cannot);
+  // "bench" (health and a short bench at concurrency 2: no speed floor, zero failures allowed).
   std::string gates = "off";
 };
 

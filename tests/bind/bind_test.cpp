@@ -250,3 +250,29 @@ TEST_CASE("a failing gate rolls the bind back and names the gate") {
   for (const auto& g : report["gates"])
     CHECK(g["status"] == (g["gate"] == "long_retrieval" ? "failed" : "done"));
 }
+
+TEST_CASE("the bench gate's run is charted next to the bind report") {
+  Cluster c({.nodes = 1, .gates = "bench"});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path(), "-o", "json"}, out, true);
+  INFO(out << slurp(c.dir / "ctl.err"));
+  REQUIRE(rc == 0);
+  json report = last_report(c);
+  const json* bench = nullptr;
+  for (const auto& g : report["gates"])
+    if (g["gate"] == "bench") bench = &g;
+  REQUIRE(bench);
+  CHECK((*bench)["status"] == "done");
+  REQUIRE(report.contains("bench_svg"));
+  const fs::path svg = report["bench_svg"].get<std::string>();
+  CHECK(svg.parent_path() == c.state / "bindtest/reports");
+  CHECK(svg.filename() == report["bind_id"].get<std::string>() + ".bench.svg");
+  const std::string chart = slurp(svg);
+  CHECK(chart.starts_with("<svg"));
+  for (const auto& fixture : (*bench)["evidence"]["evidence"]["settings"]["fixtures"])
+    CHECK_MESSAGE(chart.find(fixture.get<std::string>()) != std::string::npos, fixture);  // one line per fixture
+  const fs::path md = svg.parent_path() / (report["bind_id"].get<std::string>() + ".md");
+  CHECK(slurp(md).find(svg.filename().string()) != std::string::npos);
+  CHECK(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+}
