@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tandem/comm/nccl_communicator.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem::engine::serve {
@@ -43,6 +44,18 @@ model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const Serv
   if (auto d = parse_duration(cfg.peer_timeout)) o.peer_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   o.fingerprint = group_fingerprint(cfg, model_dir);
   o.log = log;
+  // GPU ranks sum their partials with NCCL (device buffers, NVLink/IB/sockets as NCCL finds them);
+  // the TCP group stays their control plane. CPU ranks, and a group of one, need only TCP.
+  if (cfg.device == "cuda" && cfg.nnodes > 1) {
+    comm::NcclOptions n;
+    n.control = o;
+    n.init_timeout = o.rendezvous_timeout;
+    log("tensor parallel over NCCL " + comm::NcclCommunicator::nccl_version() + " (control plane: TCP at " +
+        cfg.master_addr + ":" + std::to_string(cfg.master_port) + ")");
+    auto nccl = comm::make_nccl_communicator(n);
+    if (!nccl) return model::error(nccl.error().message);
+    return std::unique_ptr<comm::TcpCommunicator>(std::move(nccl).value());
+  }
   auto group = comm::make_tcp_communicator(o);
   if (!group) return model::error(group.error().message);
   return std::move(group).value();

@@ -1,7 +1,8 @@
 // tandem-serve's place in a tensor-parallel group, from its flags: one rank per process, rank
 // --node-rank of --nnodes, rank 0 at --master-addr:--master-port. The group is made before the
 // model loads (a rank loads only its slice) and joined after (rendezvous), so that a slow load
-// never eats into the rendezvous window.
+// never eats into the rendezvous window. GPU ranks (--device cuda) get the NCCL communicator, whose
+// control plane is the same TCP group.
 #pragma once
 #include <filesystem>
 #include <functional>

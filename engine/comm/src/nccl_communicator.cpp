@@ -1,0 +1,220 @@
+#include "tandem/comm/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace tandem::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string cuda_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  if (comm) {
+    const char* last = ncclGetLastError(comm);
+    if (last && *last) s += " (" + std::string(last) + ")";
+  }
+  return s;
+}
+
+ncclDataType_t nccl_type(DeviceDType t) { return t == DeviceDType::bf16 ? ncclBfloat16 : ncclFloat32; }
+
+std::string seconds(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+class NcclGroup final : public NcclCommunicator {
+ public:
+  NcclGroup(NcclOptions o, std::unique_ptr<TcpCommunicator> control)
+      : o_(std::move(o)), control_(std::move(control)) {}
+
+  ~NcclGroup() override {
+    if (!comm_) return;
+    // A healthy group finalises (flushes what was issued); a broken one is aborted, which never
+    // waits for the peer that is gone.
+    if (!broken_ && ncclCommFinalize(comm_) == ncclInProgress) (void)wait_async("finalize", o_.control.peer_timeout);
+    if (comm_) ncclCommAbort(comm_);
+  }
+
+  Status rendezvous() override {
+    if (comm_) return Ok{};
+    if (broken_) return *broken_;
+    if (cudaError_t e = cudaSetDevice(o_.device); e != cudaSuccess)
+      return Error{"CUDA device " + std::to_string(o_.device) + ": " + cuda_text(e)};
+    if (auto s = control_->rendezvous(); !s) return s.error();
+    std::vector<std::uint8_t> id(sizeof(ncclUniqueId));
+    if (o_.control.rank == 0) {
+      ncclUniqueId uid;
+      if (ncclResult_t r = ncclGetUniqueId(&uid); r != ncclSuccess) return Error{"NCCL unique id: " + nccl_text(r, nullptr)};
+      std::memcpy(id.data(), &uid, sizeof uid);
+    }
+    if (auto s = control_->broadcast(id, o_.control.peer_timeout); !s)
+      return Error{"handing out the NCCL unique id: " + s.error().message};
+    if (id.size() != sizeof(ncclUniqueId)) return Error{"rank 0 sent an NCCL unique id of the wrong size"};
+    ncclUniqueId uid;
+    std::memcpy(&uid, id.data(), sizeof uid);
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // so a missing peer is a timeout here, not a hang inside NCCL
+    ncclResult_t r = ncclCommInitRankConfig(&comm_, o_.control.size, uid, o_.control.rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) return fail("NCCL init: " + nccl_text(r, comm_));
+    if (auto s = wait_async("NCCL init of rank " + std::to_string(o_.control.rank) + " of " +
+                                std::to_string(o_.control.size),
+                            o_.init_timeout);
+        !s)
+      return s.error();
+    return Ok{};
+  }
+
+  int rank() const override { return o_.control.rank; }
+  int size() const override { return o_.control.size; }
+  int device() const override { return o_.device; }
+
+  Status all_reduce_sum(std::span<float> data) override {
+    if (broken_) return *broken_;
+    if (data.empty() || size() == 1) return Ok{};
+    float* dev = nullptr;
+    if (cudaError_t e = cudaMalloc(&dev, data.size_bytes()); e != cudaSuccess)
+      return Error{"all-reduce staging buffer: " + cuda_text(e)};
+    Status s = [&]() -> Status {
+      if (cudaError_t e = cudaMemcpy(dev, data.data(), data.size_bytes(), cudaMemcpyHostToDevice); e != cudaSuccess)
+        return Error{"all-reduce: copy to device: " + cuda_text(e)};
+      if (auto st = all_reduce_sum_device(dev, data.size(), DeviceDType::f32, nullptr); !st) return st;
+      if (cudaError_t e = cudaMemcpy(data.data(), dev, data.size_bytes(), cudaMemcpyDeviceToHost); e != cudaSuccess)
+        return Error{"all-reduce: copy from device: " + cuda_text(e)};
+      return Ok{};
+    }();
+    cudaFree(dev);
+    return s;
+  }
+
+  Result<std::vector<float>> all_gather(std::span<const float> mine) override {
+    if (broken_) return *broken_;
+    return control_->all_gather(mine);
+  }
+
+  Status broadcast(std::vector<std::uint8_t>& message, std::chrono::milliseconds wait) override {
+    if (broken_) return *broken_;
+    return control_->broadcast(message, wait);
+  }
+
+  Status all_reduce_sum_device(void* data, std::size_t count, DeviceDType dtype, void* stream) override {
+    if (broken_) return *broken_;
+    if (size() == 1 || count == 0) return Ok{};
+    if (!comm_) return Error{"all-reduce before the group was joined (rendezvous)"};
+    auto st = static_cast<cudaStream_t>(stream);
+    ncclResult_t r = ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, st);
+    if (r != ncclSuccess && r != ncclInProgress) return fail("all-reduce: " + nccl_text(r, comm_));
+    return wait_stream("all-reduce", st);
+  }
+
+  Status all_gather_device(const void* send, void* recv, std::size_t count, DeviceDType dtype, void* stream) override {
+    if (broken_) return *broken_;
+    auto st = static_cast<cudaStream_t>(stream);
+    if (size() == 1) {
+      const std::size_t bytes = count * (dtype == DeviceDType::bf16 ? 2 : 4);
+      if (cudaError_t e = cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, st); e != cudaSuccess)
+        return Error{"all-gather: " + cuda_text(e)};
+      return wait_stream("all-gather", st);
+    }
+    if (!comm_) return Error{"all-gather before the group was joined (rendezvous)"};
+    ncclResult_t r = ncclAllGather(send, recv, count, nccl_type(dtype), comm_, st);
+    if (r != ncclSuccess && r != ncclInProgress) return fail("all-gather: " + nccl_text(r, comm_));
+    return wait_stream("all-gather", st);
+  }
+
+ private:
+  Status fail(const std::string& message) {
+    if (!broken_) broken_ = Error{message};
+    if (comm_) ncclCommAbort(comm_), comm_ = nullptr;
+    return *broken_;
+  }
+
+  // Polls NCCL's async state until the pending operation left ncclInProgress, or `limit` passed.
+  Status wait_async(const std::string& what, std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+      if (r != ncclSuccess) return fail(what + ": " + nccl_text(r, comm_));
+      if (state == ncclSuccess) return Ok{};
+      if (state != ncclInProgress) return fail(what + ": " + nccl_text(state, comm_));
+      if (Clock::now() > deadline)
+        return fail(what + " did not finish within " + seconds(limit) + " (a rank is missing or unreachable)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // Waits for the collective just enqueued: NCCL's async errors (a peer lost) and the stream's
+  // completion, at most peer_timeout. Spinning on cudaStreamQuery keeps a decode step's latency low;
+  // the yield keeps it from starving the rank's other threads.
+  Status wait_stream(const std::string& what, cudaStream_t stream) {
+    const auto deadline = Clock::now() + o_.control.peer_timeout;
+    for (int spins = 0;; ++spins) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+      if (r != ncclSuccess) return fail(what + ": " + nccl_text(r, comm_));
+      if (state != ncclSuccess && state != ncclInProgress)
+        return fail(what + ": a peer rank failed or left: " + nccl_text(state, comm_));
+      if (state == ncclSuccess) {
+        cudaError_t e = cudaStreamQuery(stream);
+        if (e == cudaSuccess) return Ok{};
+        if (e != cudaErrorNotReady) return fail(what + ": " + cuda_text(e));
+      }
+      if (Clock::now() > deadline)
+        return fail(what + " did not finish within " + seconds(o_.control.peer_timeout) + " (a peer rank is gone or stalled)");
+      if (spins > 1000) std::this_thread::yield();
+    }
+  }
+
+  NcclOptions o_;
+  std::unique_ptr<TcpCommunicator> control_;
+  ncclComm_t comm_ = nullptr;
+  std::optional<Error> broken_;
+};
+
+}  // namespace
+
+std::string NcclCommunicator::nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL >= 2.9 encodes MAJOR*10000 + MINOR*100 + PATCH.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+bool nccl_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+Result<std::unique_ptr<NcclCommunicator>> make_nccl_communicator(const NcclOptions& options) {
+  const int devices = cuda_device_count();
+  if (devices == 0) return Error{"NCCL: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES, driver)"};
+  if (options.device < 0 || options.device >= devices)
+    return Error{"NCCL: CUDA device " + std::to_string(options.device) + " does not exist (this process sees " +
+                 std::to_string(devices) + ")"};
+  auto control = make_tcp_communicator(options.control);
+  if (!control) return control.error();
+  return std::unique_ptr<NcclCommunicator>(std::make_unique<NcclGroup>(options, std::move(control).value()));
+}
+
+Result<std::unique_ptr<NcclCommunicator>> connect_nccl(const NcclOptions& options) {
+  auto group = make_nccl_communicator(options);
+  if (!group) return group.error();
+  if (auto s = group.value()->rendezvous(); !s) return s.error();
+  return group;
+}
+
+}  // namespace tandem::comm
