@@ -29,7 +29,7 @@ __device__ __forceinline__ void kv_store(fp8* p, float x, float scale) {
 template <class T, class KV>
 __global__ void write_kv_kernel(const T* k, const T* v, int n, const std::int32_t* slot, int kv_heads, int qk_dim,
                                 int v_dim, KV* k_cache, KV* v_cache, float k_scale, float v_scale) {
-  const long krow = static_cast<long>(kv_heads) * qk_dim, vrow = static_cast<long>(kv_heads) * v_dim;
+  const long krow = static_cast<long>(kv_heads) * qk_dim, vrow = v_cache ? static_cast<long>(kv_heads) * v_dim : 0;
   const long total = n * (krow + vrow);
   for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<long>(gridDim.x) * blockDim.x) {
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int j = begin + warp; j < end; j += kWarps) {
     const long slot = static_cast<long>(table[j / l.block_size]) * l.block_size + j % l.block_size;
     const KV* kj = k_cache + (slot * l.kv_heads + g) * l.qk_dim;
-    const KV* vj = v_cache + (slot * l.kv_heads + g) * l.v_dim;
+    const KV* vj = l.v_in_k ? kj : v_cache + (slot * l.kv_heads + g) * l.v_dim;
     float kr[PER_LANE], vr[PER_LANE];
 #pragma unroll
     for (int c = 0; c < PER_LANE; ++c) {
@@ -182,6 +182,8 @@ std::string check_layout(const PagedKvLayout& l, const char* op) {
   if (l.qk_dim <= 0 || l.qk_dim > kMaxDim || l.v_dim <= 0 || l.v_dim > kMaxDim)
     return name + ": qk_dim and v_dim must be in [1, 576]";
   if (!(l.k_scale > 0.f) || !(l.v_scale > 0.f)) return name + ": k_scale and v_scale must be > 0";
+  if (l.v_in_k && (l.v_dim > l.qk_dim || l.v_scale != l.k_scale))
+    return name + ": v_in_k needs v_dim <= qk_dim and v_scale == k_scale";
   return {};
 }
 
@@ -200,14 +202,14 @@ std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens,
   if (std::string bad = check_layout(l, "write_kv"); !bad.empty()) return bad;
   if (n_tokens < 0) return "write_kv: n_tokens must be >= 0";
   if (n_tokens == 0) return {};
-  const long total = static_cast<long>(n_tokens) * l.kv_heads * (l.qk_dim + l.v_dim);
+  const long total = static_cast<long>(n_tokens) * l.kv_heads * (l.qk_dim + (l.v_in_k ? 0 : l.v_dim));
   const int blocks = static_cast<int>(std::min<long>((total + 255) / 256, 65536));
   return with_types(act, l.dtype, "write_kv", [&](auto a, auto c) {
     using T = decltype(a);
     using KV = decltype(c);
     write_kv_kernel<T, KV><<<blocks, 256, 0, stream>>>(static_cast<const T*>(k), static_cast<const T*>(v), n_tokens,
                                                        slot_mapping, l.kv_heads, l.qk_dim, l.v_dim,
-                                                       static_cast<KV*>(k_cache), static_cast<KV*>(v_cache), l.k_scale,
+                                                       static_cast<KV*>(k_cache), l.v_in_k ? nullptr : static_cast<KV*>(v_cache), l.k_scale,
                                                        l.v_scale);
     return cuda::launch_error("write_kv_kernel");
   });

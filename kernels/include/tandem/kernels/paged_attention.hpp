@@ -25,6 +25,9 @@ struct PagedKvLayout {
   int kv_heads = 0;
   int qk_dim = 0, v_dim = 0;  // each at most 576 (MLA's absorbed 512 + 64)
   float k_scale = 1.0f, v_scale = 1.0f;
+  // MLA (absorbed): the value is the first v_dim entries of the key row (the latent), so there is
+  // no V pool: v_cache is not read, writes store K only, and v_scale must equal k_scale.
+  bool v_in_k = false;
 };
 
 // The value a cache of this type reads back for x (CPU reference of the quantisation).

@@ -21,6 +21,15 @@
 
 namespace tandem::model {
 
+// One sequence's share of a batched step over a device-resident paged pool: its new tokens sit at
+// positions start, start + 1, ...; its block table covers them; `logits`: the last one's are wanted.
+struct PagedWork {
+  std::span<const int32_t> tokens;
+  int start = 0;
+  std::span<const int32_t> block_table;
+  bool logits = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -43,6 +52,20 @@ class Model {
   // tokens), row after row: logit_rows.size() x vocab_size floats.
   Result<std::vector<float>> forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                      KvSequence& cache, std::span<const int> logit_rows) const;
+
+  // A model whose KV cache lives on its device (the CUDA back end, cuda_model.hpp) runs the engine's
+  // steps through these instead of forward(): the engine sizes the pool, the model makes it on its
+  // device, then each scheduler step is one batched call. The CPU reference answers false / errors.
+  virtual bool kv_on_device() const { return false; }
+  virtual Status make_device_pool(std::int32_t num_blocks, int block_size) {
+    (void)num_blocks, (void)block_size;
+    return error("this model keeps its KV cache on the host");
+  }
+  // Logits ([items asking x vocab], in order) of one batched step.
+  virtual Result<std::vector<float>> step(std::span<const PagedWork> work) {
+    (void)work;
+    return error("this model runs forward() against a host KV store");
+  }
 
  protected:
   Model(ModelConfig config, comm::Communicator& comm) : config_(std::move(config)), comm_(&comm) {}

@@ -1,0 +1,97 @@
+// The GLM decoders on CUDA (built when the CUDA back end is; tandem_model_cuda). Weights live on the
+// device in bf16; dense projections run through cuBLASLt (fp32 accumulation), the routed experts as
+// one grouped GEMM per projection, attention through the paged-attention kernel over a device pool
+// of bf16 or fp8_e4m3 (one scale) rows. glm4_moe_lite's MLA runs absorbed: the pool caches the
+// normalised latent and the rotated shared key (kv_lora + rope entries per token and layer), the
+// query is projected into the latent space, and the values come out of the latent per head.
+//
+// Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
+// per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
+//
+// Tensor parallelism: the decoder all-reduces its three partial sums (embedding, attention, FFN)
+// through a DeviceAllReduce; at one rank there is none. Loading more than one rank is refused until
+// the NCCL communicator provides one (engine/comm).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tandem/kernels/dtype.hpp"
+#include "tandem/model/model.hpp"
+
+namespace tandem::model {
+
+// The seam for TP > 1 on the GPU: an in-place sum of a device buffer over the ranks, enqueued on
+// the model's stream (NCCL's ncclAllReduce fits it as it is).
+class DeviceAllReduce {
+ public:
+  virtual ~DeviceAllReduce() = default;
+  virtual Status all_reduce_sum(void* data, std::size_t count, kernels::DType type, kernels::Stream stream) = 0;
+};
+
+struct CudaOptions {
+  std::string kv_cache_dtype = "auto";  // "fp8" / "fp8_e4m3": fp8 rows; anything else: bf16
+  float kv_scale = 1.0f;                // fp8 stores x / kv_scale
+  int max_num_seqs = 256;               // sequences per step (sizes buffers and graph buckets)
+  int max_num_batched_tokens = 2048;    // tokens per step
+  int max_model_len = 0;                // 0: max_position_embeddings
+  bool enforce_eager = false;           // true: no CUDA graphs
+  int device = 0;
+};
+
+// Device memory the KV pool may take: utilization * total minus what is in use now (weights and
+// buffers of a model already loaded included), as vLLM's --gpu-memory-utilization means it.
+Result<std::uint64_t> cuda_kv_budget(int device, double gpu_memory_utilization);
+
+// True when this build has the CUDA model (always, where this header's library is built) and a
+// device is visible.
+bool cuda_model_available(std::string* why_not);
+
+// What a decode step must read from device memory, for the bandwidth floor of the benchmark.
+struct DecodeBytes {
+  std::uint64_t fixed = 0;       // read once per step whatever the batch: attention, dense and shared
+                                 // MLPs, routers, norms, LM head
+  std::uint64_t per_expert = 0;  // one routed expert (gate, up, down)
+  int moe_layers = 0, experts = 0, top_k = 0;
+  // Expected weight bytes of a step of `batch` tokens (each token's experts drawn uniformly).
+  double weights(int batch) const {
+    if (experts == 0) return static_cast<double>(fixed);
+    const double distinct = experts * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / experts, batch));
+    return static_cast<double>(fixed) + static_cast<double>(moe_layers) * static_cast<double>(per_expert) * distinct;
+  }
+};
+
+class CudaModel : public Model {
+ public:
+  // The pool: num_blocks of block_size tokens (one more block is kept as the padding sequences'
+  // scratch). make_device_pool must come before step().
+  Status make_device_pool(std::int32_t num_blocks, int block_size) override = 0;
+  bool kv_on_device() const override { return true; }
+  Result<std::vector<float>> step(std::span<const PagedWork> work) override = 0;
+  // The same step, but only the greedy token of each item asking for logits (argmax on the device:
+  // no vocabulary-sized copy).
+  virtual Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) = 0;
+  // Bytes of device memory the weights take; what a decode step must read.
+  virtual std::uint64_t weight_bytes() const = 0;
+  virtual DecodeBytes decode_bytes() const = 0;
+  // Decode steps replay CUDA graphs unless this is set (--enforce-eager); may change between steps.
+  virtual void set_enforce_eager(bool eager) = 0;
+  // Bytes of one cached token over all layers (kv_layout at the pool's element size).
+  virtual std::uint64_t kv_bytes_per_token() const = 0;
+  // For TP > 1 (not wired yet: see above).
+  virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
+
+ protected:
+  CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}
+};
+
+// Loads config.json and the safetensors weights of `dir` onto the device. glm4_moe_lite only so far.
+Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options);
+Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options,
+                                                   comm::Communicator& comm);
+
+}  // namespace tandem::model

@@ -1,0 +1,61 @@
+// load_cuda_model (dispatch on model_type), the device's KV budget, and whether a device is there.
+#include <cuda_runtime.h>
+
+#include "tandem/model/cuda_model.hpp"
+#include "tandem/model/safetensors.hpp"
+
+namespace tandem::model {
+
+namespace cuda {
+Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
+                                                           const CudaOptions& options);
+}  // namespace cuda
+
+bool cuda_model_available(std::string* why_not) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why_not) *why_not = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is visible";
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+Result<std::uint64_t> cuda_kv_budget(int device, double gpu_memory_utilization) {
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+    return error("--gpu-memory-utilization must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
+  std::size_t free = 0, total = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return error(std::string("cannot read the memory of CUDA device ") + std::to_string(device) + ": " +
+                 cudaGetErrorString(cudaGetLastError()));
+  const double allowed = gpu_memory_utilization * static_cast<double>(total);
+  const double in_use = static_cast<double>(total - free);
+  if (allowed <= in_use)
+    return error("--gpu-memory-utilization " + std::to_string(gpu_memory_utilization) + " allows " +
+                 std::to_string(static_cast<std::uint64_t>(allowed) >> 20) + " MiB of the device but " +
+                 std::to_string(static_cast<std::uint64_t>(in_use) >> 20) + " MiB are in use; nothing is left for the KV pool");
+  return static_cast<std::uint64_t>(allowed - in_use);
+}
+
+Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options) {
+  static comm::SingleRank alone;
+  return load_cuda_model(dir, options, alone);
+}
+
+Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options,
+                                                   comm::Communicator& comm) {
+  if (comm.size() > 1)
+    return error("the CUDA model runs one rank per group so far: tensor parallelism on the GPU needs the NCCL "
+                 "communicator (DeviceAllReduce), which is not wired yet");
+  std::string why;
+  if (!cuda_model_available(&why)) return error("--device cuda: " + why);
+  auto config = load_config(dir);
+  if (!config) return config.error();
+  auto ck = Checkpoint::open(dir);
+  if (!ck) return ck.error();
+  if (config->model_type == "glm4_moe_lite") return cuda::load_glm4_moe_lite_cuda(std::move(config).value(), ck.value(), comm, options);
+  return error("the CUDA back end runs glm4_moe_lite so far; " + config->model_type + " runs on --device cpu");
+}
+
+}  // namespace tandem::model

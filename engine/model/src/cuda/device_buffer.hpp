@@ -1,0 +1,103 @@
+// Owning device allocations and their upload from a checkpoint: a tensor already stored in bf16
+// is copied as it is (from the memory map), anything else is converted on the host first.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tandem/kernels/dtype.hpp"
+#include "tandem/model/safetensors.hpp"
+
+namespace tandem::model::cuda {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = o.p_, bytes_ = o.bytes_;
+      o.p_ = nullptr, o.bytes_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // "" or why not (the size in the message).
+  std::string allocate(std::size_t bytes, const std::string& what) {
+    reset();
+    if (bytes == 0) return {};
+    if (cudaMalloc(&p_, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      p_ = nullptr;
+      return "cannot allocate " + std::to_string(bytes >> 20) + " MiB of device memory for " + what;
+    }
+    bytes_ = bytes;
+    return {};
+  }
+  void reset() {
+    if (p_) cudaFree(p_);
+    p_ = nullptr, bytes_ = 0;
+  }
+  void* get() const { return p_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+  std::size_t bytes() const { return bytes_; }
+  bool empty() const { return p_ == nullptr; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Fills device buffers from a checkpoint, remembering the first error and the bytes uploaded.
+class Uploader {
+ public:
+  explicit Uploader(const Checkpoint& ck) : ck_(ck) {}
+
+  // `count` bf16 entries at element `at` of dst from tensor `name` of `shape` (count = its size).
+  void bf16(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape) {
+    if (!error_.empty()) return;
+    const TensorInfo* t = ck_.find(name);
+    if (t && t->dtype == "BF16" && t->shape == shape) {
+      put(dst, at * 2, t->data, t->nbytes, name);
+      return;
+    }
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error().message);
+    bf16_from(dst, at, v.value(), name);
+  }
+  void bf16_from(DeviceBuffer& dst, std::size_t at, const std::vector<float>& v, const std::string& what) {
+    std::vector<std::uint16_t> h(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) h[i] = kernels::bf16_from_float(v[i]);
+    put(dst, at * 2, h.data(), h.size() * 2, what);
+  }
+  void f32(DeviceBuffer& dst, const std::string& name, const std::vector<int64_t>& shape) {
+    if (!error_.empty()) return;
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error().message);
+    put(dst, 0, v->data(), v->size() * 4, name);
+  }
+  void fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+  const std::string& error() const { return error_; }
+  bool ok() const { return error_.empty(); }
+
+ private:
+  void put(DeviceBuffer& dst, std::size_t byte_at, const void* src, std::size_t n, const std::string& what) {
+    if (byte_at + n > dst.bytes()) return fail("uploading " + what + ": it does not fit its device buffer");
+    if (cudaMemcpy(static_cast<char*>(dst.get()) + byte_at, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+      fail("uploading " + what + ": " + cudaGetErrorString(cudaGetLastError()));
+  }
+  const Checkpoint& ck_;
+  std::string error_;
+};
+
+}  // namespace tandem::model::cuda

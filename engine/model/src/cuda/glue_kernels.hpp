@@ -1,0 +1,29 @@
+// Small kernels the CUDA decoder needs around the op layer's (kernels/): strided RMSNorm (the MLA
+// LoRA norms act on slices of a fused projection), the MLA latent's write into the paged pool
+// (slot from the block table on the device, so a captured graph replays with new tables), and the
+// gather of the rows whose logits are wanted. bf16 activations; device buffers. nvcc compiles this
+// header as C++17: plain types only.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::model::cuda {
+
+// y[r][i] = x[r][i] / sqrt(mean(x[r]^2) + eps) * w[i]; rows at strides ldx / ldy (y may be x).
+std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
+                         kernels::Stream stream);
+
+// Token t's row src[t][0:width] into the slot of position token_pos[t] of sequence token_seq[t]
+// (block_tables[seq * max_blocks + pos / block_size] * block_size + pos % block_size), stored as
+// bf16 or as fp8_e4m3 of x / scale.
+std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
+                               const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
+                               int block_size, kernels::DType cache_type, float scale, void* cache,
+                               kernels::Stream stream);
+
+// dst[i] = src[rows[i]] (width entries each).
+std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream);
+
+}  // namespace tandem::model::cuda

@@ -1,0 +1,172 @@
+// Router logits, the expert sort, the grouped expert GEMM and the weighted combine (moe_experts.hpp).
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/moe_experts.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+
+// One warp per (token, expert).
+__global__ void router_logits_kernel(const bf16* x, int tokens, int hidden, const float* router, int E, float* logits) {
+  const long warp = (blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= static_cast<long>(tokens) * E) return;
+  const long t = warp / E, e = warp % E;
+  const bf16* xt = x + t * hidden;
+  const float* we = router + e * hidden;
+  float s = 0.f;
+  for (int i = lane; i < hidden; i += 32) s += __bfloat162float(xt[i]) * we[i];
+  s = cuda::warp_sum(s);
+  if (lane == 0) logits[warp] = s;
+}
+
+// One block: count pairs per expert, scan, scatter. Order inside an expert is the atomics' order,
+// which changes nothing: every pair's product is computed on its own.
+__global__ void moe_sort_kernel(const std::int32_t* expert, int pairs, int top_k, int first, int E,
+                                std::int32_t* offsets, std::int32_t* sorted_token, std::int32_t* pair_pos) {
+  __shared__ int count[1024], cursor[1024];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int e = expert[i] - first;
+    if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int e = 0; e < E; ++e) {
+      offsets[e] = run;
+      cursor[e] = run;
+      run += count[e];
+    }
+    offsets[E] = run;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int e = expert[i] - first;
+    if (e < 0 || e >= E) {
+      pair_pos[i] = -1;
+      continue;
+    }
+    const int p = atomicAdd(&cursor[e], 1);
+    sorted_token[p] = i / top_k;
+    pair_pos[i] = p;
+  }
+}
+
+constexpr int kWarps = 8, kRowsPerWarp = 4, kTok = 8;
+constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
+
+__device__ __forceinline__ void dot8(const uint4& a, const uint4& b, float& acc) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
+    acc += fx.x * fy.x + fx.y * fy.y;
+  }
+}
+
+// Block (row tile, expert): warp w owns rows n0 + w * 4 .. + 3; lanes stride over k in chunks of 8.
+__global__ void __launch_bounds__(kWarps * 32)
+    grouped_gemm_kernel(const bf16* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, const bf16* w,
+                        int n, int k, bf16* y, long ldy) {
+  const int e = blockIdx.y;
+  const int p0 = offsets[e], p1 = offsets[e + 1];
+  if (p0 == p1) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r0 = blockIdx.x * kRowsPerBlock + warp * kRowsPerWarp;
+  if (r0 >= n) return;
+  const bf16* we = w + static_cast<long>(e) * n * k;
+  for (int base = p0; base < p1; base += kTok) {
+    const int nt = min(kTok, p1 - base);
+    const bf16* xr[kTok];
+#pragma unroll
+    for (int j = 0; j < kTok; ++j) {
+      const int p = base + (j < nt ? j : 0);
+      xr[j] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
+    }
+    float acc[kRowsPerWarp][kTok];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int j = 0; j < kTok; ++j) acc[r][j] = 0.f;
+    for (int c = lane * 8; c < k; c += 32 * 8) {
+      uint4 wv[kRowsPerWarp];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        wv[r] = r0 + r < n ? *reinterpret_cast<const uint4*>(we + static_cast<long>(r0 + r) * k + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kTok; ++j) {
+        if (j >= nt) break;
+        const uint4 xv = *reinterpret_cast<const uint4*>(xr[j] + c);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) dot8(wv[r], xv, acc[r][j]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int j = 0; j < kTok; ++j) {
+        const float s = cuda::warp_sum(acc[r][j]);
+        if (lane == 0 && j < nt && r0 + r < n) y[static_cast<long>(base + j) * ldy + r0 + r] = __float2bfloat16_rn(s);
+      }
+  }
+}
+
+__global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, const float* weight, int top_k,
+                                   int hidden, const bf16* add, bf16* out) {
+  const int t = blockIdx.x;
+  for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float s = add ? __bfloat162float(add[static_cast<long>(t) * hidden + h]) : 0.f;
+    for (int i = 0; i < top_k; ++i) {
+      const int p = pair_pos[t * top_k + i];
+      if (p >= 0) s += weight[t * top_k + i] * __bfloat162float(y[static_cast<long>(p) * hidden + h]);
+    }
+    out[static_cast<long>(t) * hidden + h] = __float2bfloat16_rn(s);
+  }
+}
+
+}  // namespace
+
+std::string router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+                               Stream stream) {
+  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return "router_logits: bad shape";
+  if (tokens == 0) return {};
+  const long threads = static_cast<long>(tokens) * n_experts * 32;
+  router_logits_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
+      static_cast<const bf16*>(x), tokens, hidden, router, n_experts, logits);
+  return cuda::launch_error("router_logits_kernel");
+}
+
+std::string moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
+                          std::int32_t* offsets, std::int32_t* sorted_token, std::int32_t* pair_pos, Stream stream) {
+  if (n_experts <= 0 || n_experts > 1024 || top_k <= 0 || tokens < 0) return "moe_sort: bad shape";
+  moe_sort_kernel<<<1, 1024, 0, stream>>>(expert, tokens * top_k, top_k, first_expert, n_experts, offsets, sorted_token,
+                                          pair_pos);
+  return cuda::launch_error("moe_sort_kernel");
+}
+
+std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream) {
+  if (n <= 0 || k <= 0 || n_experts <= 0) return "grouped_gemm: bad shape";
+  if (k % 8 != 0 || ldx % 8 != 0) return "grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k);
+  const dim3 grid(static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(n_experts));
+  grouped_gemm_kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets,
+                                                        static_cast<const bf16*>(w), n, k, static_cast<bf16*>(y), ldy);
+  return cuda::launch_error("grouped_gemm_kernel");
+}
+
+std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                             int hidden, const void* add, void* out, Stream stream) {
+  if (tokens < 0 || top_k <= 0 || hidden <= 0) return "moe_combine: bad shape";
+  if (tokens == 0) return {};
+  moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden,
+                                                 static_cast<const bf16*>(add), static_cast<bf16*>(out));
+  return cuda::launch_error("moe_combine_kernel");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,41 @@
+// The routed experts of a MoE block on the GPU, as one grouped computation rather than a loop of
+// small launches per expert:
+//   router_logits   [tokens, E] fp32 = x (bf16) . router^T (fp32 weights, fp32 sums)
+//   moe_sort        the tokens * top_k (token, expert) pairs sorted by expert: offsets[E + 1], the
+//                   token of each sorted pair, and where each pair went (pair_pos)
+//   grouped_gemm    y[p] = W[e(p)] x[row(p)] for every sorted pair p, one launch for all experts:
+//                   a block takes one expert and a tile of its output rows, loads each weight once
+//                   and applies it to the expert's pairs (eight at a time)
+//   moe_combine     out[t] = sum_k weight[t][k] * y[pair_pos[t][k]] (+ add[t])
+// All pointers are device buffers; everything here is graph-capturable (no host synchronisation:
+// the launch grids depend on E and the capacity, not on how many tokens each expert got).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::kernels {
+
+// x: [tokens, hidden] bf16; router: [E, hidden] fp32; logits: [tokens, E] fp32.
+std::string router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+                               Stream stream = nullptr);
+
+// expert: [tokens * top_k] (moe_route_cuda's output). Pairs whose expert is outside
+// [first_expert, first_expert + n_experts) (another tensor-parallel rank's) are left out of the sort
+// and get pair_pos -1. n_experts <= 1024.
+std::string moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
+                          std::int32_t* offsets, std::int32_t* sorted_token, std::int32_t* pair_pos,
+                          Stream stream = nullptr);
+
+// y[p][n] = sum_k x[row(p)][k] * w[e][n][k] for each expert e < n_experts and each p in
+// [offsets[e], offsets[e + 1]); row(p) = gather[p] when gather is given, else p. bf16 in and out,
+// fp32 sums. w: [n_experts, n, k]; k must be a multiple of 8 and rows 16-byte aligned.
+std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr);
+
+// out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
+std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                             int hidden, const void* add, void* out, Stream stream = nullptr);
+
+}  // namespace tandem::kernels
