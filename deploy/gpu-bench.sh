@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The CUDA model on the GPU machine, in one run: build (engine/bench/gpu: CUDA + header-only
+# nlohmann-json, from build-deps/include) unless prebuilt binaries in $BENCH_BIN start there; the
+# fixture check (CUDA vs transformers' golden logits and the CPU reference) and the same under
+# compute-sanitizer memcheck; the benchmark model (engine/bench/hf_bench.py writes it) and
+# transformers' numbers on it; tandem-bench-cuda on it (bf16 KV, then fp8 KV); one Markdown table.
+# Everything lands in ${OUT:-.}: gpu-bench.txt (this log), check.txt, memcheck.txt, hf.json,
+# tandem.json, tandem-fp8.json, table.md, build.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+outdir=${OUT:-.}
+mkdir -p "$outdir"
+arch=${CUDA_ARCH:-90}
+build=${BUILD_DIR:-build-gpu-bench}
+bin=${BENCH_BIN:-}
+model=${BENCH_MODEL_DIR:-/tmp/tandem-bench-model}
+prompt=${PROMPT:-512}
+decode=${DECODE:-128}
+{
+  echo "# gpu-bench $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  if [ -n "$bin" ] && { "$bin/tandem-bench-cuda" >/dev/null 2>&1; [ $? -eq 1 ]; }; then
+    echo "## prebuilt binaries from $bin start here"
+  else
+    echo "## build (sm_$arch)"
+    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+    if ! cmake -S engine/bench/gpu -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+          -DNLOHMANN_INCLUDE="$PWD/build-deps/include" >"$outdir/build.log" 2>&1 ||
+       ! cmake --build "$build" -j 16 >>"$outdir/build.log" 2>&1; then
+      tail -40 "$outdir/build.log"; echo "BUILD FAILED"; exit 1
+    fi
+    echo "built in $SECONDS s"
+    bin=$build
+  fi
+  echo "## check: CUDA model vs golden fixtures and the CPU reference"
+  timeout 60 "$bin/cuda_model_check" tests/model/fixtures >"$outdir/check.txt" 2>&1; echo "exit $?"
+  grep -E "FAIL|PASS|info|ok" "$outdir/check.txt" | head -60
+  if [ "${SKIP_MEMCHECK:-0}" != 1 ]; then
+    echo "## check under compute-sanitizer memcheck"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_model_check" tests/model/fixtures \
+      >"$outdir/memcheck.txt" 2>&1
+    echo "exit $?; $(grep -E 'ERROR SUMMARY' "$outdir/memcheck.txt" | tail -1); $(grep -E '^(PASS|FAIL)' "$outdir/memcheck.txt" | tail -1)"
+  fi
+  echo "## benchmark model + transformers ($SECONDS s)"
+  timeout 240 python3 engine/bench/hf_bench.py --write "$model" --json "$outdir/hf.json" --prompt "$prompt" --decode "$decode"
+  echo "exit $?"
+  echo "## tandem-bench-cuda, bf16 KV ($SECONDS s)"
+  timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --json "$outdir/tandem.json"; echo "exit $?"
+  echo "## tandem-bench-cuda, fp8_e4m3 KV ($SECONDS s)"
+  timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --kv-cache-dtype fp8_e4m3 \
+    --json "$outdir/tandem-fp8.json"; echo "exit $?"
+  echo "## table"
+  [ -f "$outdir/tandem.json" ] && python3 engine/bench/report.py "$outdir/tandem.json" \
+    $( [ -f "$outdir/hf.json" ] && echo "$outdir/hf.json" ) $( [ -f "$outdir/tandem-fp8.json" ] && echo "$outdir/tandem-fp8.json" ) \
+    | tee "$outdir/table.md"
+  echo "total $SECONDS s"
+} 2>&1 | tee "$outdir/gpu-bench.txt"
