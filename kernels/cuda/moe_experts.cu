@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "rows_gemv.cuh"
 #include "tandem/kernels/moe_experts.hpp"
 
 namespace tandem::kernels {
@@ -57,66 +58,6 @@ __global__ void moe_sort_kernel(const std::int32_t* expert, int pairs, int top_k
   }
 }
 
-constexpr int kWarps = 8, kRowsPerWarp = 4, kTok = 8;
-constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
-
-__device__ __forceinline__ void dot8(const uint4& a, const uint4& b, float& acc) {
-  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
-    acc += fx.x * fy.x + fx.y * fy.y;
-  }
-}
-
-// Block (row tile, expert): warp w owns rows n0 + w * 4 .. + 3; lanes stride over k in chunks of 8.
-__global__ void __launch_bounds__(kWarps * 32)
-    grouped_gemm_kernel(const bf16* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, const bf16* w,
-                        int n, int k, bf16* y, long ldy) {
-  const int e = blockIdx.y;
-  const int p0 = offsets[e], p1 = offsets[e + 1];
-  if (p0 == p1) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int r0 = blockIdx.x * kRowsPerBlock + warp * kRowsPerWarp;
-  if (r0 >= n) return;
-  const bf16* we = w + static_cast<long>(e) * n * k;
-  for (int base = p0; base < p1; base += kTok) {
-    const int nt = min(kTok, p1 - base);
-    const bf16* xr[kTok];
-#pragma unroll
-    for (int j = 0; j < kTok; ++j) {
-      const int p = base + (j < nt ? j : 0);
-      xr[j] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
-    }
-    float acc[kRowsPerWarp][kTok];
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-      for (int j = 0; j < kTok; ++j) acc[r][j] = 0.f;
-    for (int c = lane * 8; c < k; c += 32 * 8) {
-      uint4 wv[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        wv[r] = r0 + r < n ? *reinterpret_cast<const uint4*>(we + static_cast<long>(r0 + r) * k + c) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int j = 0; j < kTok; ++j) {
-        if (j >= nt) break;
-        const uint4 xv = *reinterpret_cast<const uint4*>(xr[j] + c);
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) dot8(wv[r], xv, acc[r][j]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-      for (int j = 0; j < kTok; ++j) {
-        const float s = cuda::warp_sum(acc[r][j]);
-        if (lane == 0 && j < nt && r0 + r < n) y[static_cast<long>(base + j) * ldy + r0 + r] = __float2bfloat16_rn(s);
-      }
-  }
-}
-
 __global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, const float* weight, int top_k,
                                    int hidden, const bf16* add, bf16* out) {
   const int t = blockIdx.x;
@@ -154,9 +95,10 @@ std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gathe
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream) {
   if (n <= 0 || k <= 0 || n_experts <= 0) return "grouped_gemm: bad shape";
   if (k % 8 != 0 || ldx % 8 != 0) return "grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k);
-  const dim3 grid(static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock), static_cast<unsigned>(n_experts));
-  grouped_gemm_kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets,
-                                                        static_cast<const bf16*>(w), n, k, static_cast<bf16*>(y), ldy);
+  const dim3 grid(static_cast<unsigned>((n + gemv::kRowsPerBlock - 1) / gemv::kRowsPerBlock), static_cast<unsigned>(n_experts));
+  gemv::rows_gemv_kernel<bf16><<<grid, gemv::kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, 0,
+                                                                      static_cast<const bf16*>(w), n, k, nullptr,
+                                                                      static_cast<bf16*>(y), ldy);
   return cuda::launch_error("grouped_gemm_kernel");
 }
 

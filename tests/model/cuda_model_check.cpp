@@ -195,8 +195,31 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       for (int s = 0; s < S; ++s) got[static_cast<size_t>(s)].push_back(next.value()[static_cast<size_t>(s)]);
     }
     int same = 0, total = 0;
-    for (int s = 0; s < S; ++s)
-      for (size_t i = 0; i < steps; ++i, ++total) same += got[static_cast<size_t>(s)][i] == seqs[static_cast<size_t>(s)].greedy[i];
+    for (int s = 0; s < S; ++s) {
+      const auto& q = seqs[static_cast<size_t>(s)];
+      for (size_t i = 0; i < steps; ++i, ++total) same += got[static_cast<size_t>(s)][i] == q.greedy[i];
+      // Where a run first differs, how close the reference's top two were (a near-tie flips in bf16).
+      for (size_t i = 0; i < steps; ++i) {
+        if (got[static_cast<size_t>(s)][i] == q.greedy[i]) continue;
+        std::vector<int32_t> ids = q.ids;
+        ids.insert(ids.end(), q.greedy.begin(), q.greedy.begin() + static_cast<long>(i));
+        std::vector<int32_t> pos(ids.size());
+        for (size_t j = 0; j < pos.size(); ++j) pos[j] = static_cast<int32_t>(j);
+        const int last = static_cast<int>(ids.size()) - 1;
+        KvCache cache = cpu.value()->new_cache();
+        auto l = cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
+        if (!l) break;
+        const auto& v = l.value();
+        const float ref = v[static_cast<size_t>(q.greedy[i])], ours = v[static_cast<size_t>(got[static_cast<size_t>(s)][i])];
+        float big = 0;
+        for (float x : v) big = std::max(big, std::fabs(x));
+        std::printf("    sequence %d first differs at step %zu: reference %d, ours %d; the CPU reference's logits of the two "
+                    "differ by %.2e (%.2e of the largest |logit|)\n",
+                    s, i, q.greedy[i], got[static_cast<size_t>(s)][i], static_cast<double>(ref - ours),
+                    static_cast<double>((ref - ours) / big));
+        break;
+      }
+    }
     const std::string what = std::string("greedy, ") + std::to_string(S) + " sequences batched (" +
                              (eager ? "eager" : "graphs") + "): " + std::to_string(same) + "/" + std::to_string(total) +
                              " tokens as the reference";

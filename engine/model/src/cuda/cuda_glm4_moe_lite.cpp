@@ -26,6 +26,7 @@
 #include "tandem/kernels/rmsnorm.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/kernels/skinny_gemm.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 namespace tandem::model::cuda {
@@ -325,7 +326,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
     };
     const std::size_t heads = static_cast<std::size_t>(heads_);
     const Want wants[] = {
-        {&x_, T * h * 2, "residual"},
+        {&x_, T * h * 4, "residual"},
         {&delta_, T * h * 2, "delta"},
         {&h_, T * h * 2, "normed"},
         {&fused_, T * static_cast<std::size_t>(in_rows_) * 2, "fused projection"},
@@ -475,6 +476,13 @@ class Glm4MoeLiteCuda final : public CudaModel {
     return s ? std::string() : s.error().message;
   }
 
+  // A plain (unbatched, nn.Linear) product: the few-rows kernel at decode sizes, else cuBLASLt.
+  std::string gemm(const k::GemmArgs& g) {
+    if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in))
+      return k::skinny_gemm_cuda(g.x, g.ldx, g.rows, g.w, g.in, g.out, g.bias, g.y, g.ldy, g.y_type, stream_);
+    return gemm_->run(g, stream_);
+  }
+
   k::GemmArgs linear(const void* x, const DeviceBuffer& w, void* y, int rows, int in, int out) const {
     k::GemmArgs g;
     g.rows = rows, g.in = in, g.out = out;
@@ -488,23 +496,23 @@ class Glm4MoeLiteCuda final : public CudaModel {
     const float eps = static_cast<float>(d.rms_norm_eps);
     FirstError err;
     err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, delta_.get(), stream_));
-    err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 2, stream_), "zero"));
+    err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
     for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
       const Layer& a = layers_[static_cast<std::size_t>(l)];
       // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
-      err(k::rmsnorm_residual_cuda(kBf16, x_.get(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+      err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
       err(attention(l, a, T, max_context));
       err(all_reduce(delta_, T));
-      err(k::rmsnorm_residual_cuda(kBf16, x_.get(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+      err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
       err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
       err(all_reduce(delta_, T));
     }
-    err(k::rmsnorm_residual_cuda(kBf16, x_.get(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
     if (R > 0) {
       err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
       k::GemmArgs g = linear(head_in_.get(), head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
       g.y_type = k::DType::f32;
-      err(gemm_->run(g, stream_));
+      err(gemm(g));
     }
     return err.message;
   }
@@ -514,11 +522,11 @@ class Glm4MoeLiteCuda final : public CudaModel {
     auto* fused = fused_.as<std::uint16_t>();
     k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
     in.bias = a.b_in.get();
-    err(gemm_->run(in, stream_));
+    err(gemm(in));
     const long qw = static_cast<long>(heads_) * qk_;
     if (lora_q_ > 0) {
       err(rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
-      err(gemm_->run(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), stream_));
+      err(gemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw))));
     } else {
       err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
                                        static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
@@ -541,7 +549,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
     qa.x = q_.get(), qa.ldx = qw, qa.stride_x = qk_;
     qa.w = a.kv_b.get(), qa.ldw = lora_kv_, qa.stride_w = kvb_stride, qa.w_trans = false;
     qa.y = qattn, qa.ldy = static_cast<long>(heads_) * width_, qa.stride_y = width_;
-    err(gemm_->run(qa, stream_));
+    err(gemm(qa));
     err(cuda_error(cudaMemcpy2DAsync(qattn + lora_kv_, static_cast<std::size_t>(width_) * 2, q_.as<std::uint16_t>() + nope_,
                                      static_cast<std::size_t>(qk_) * 2, static_cast<std::size_t>(rope_) * 2,
                                      static_cast<std::size_t>(T) * static_cast<std::size_t>(heads_), cudaMemcpyDeviceToDevice, stream_),
@@ -559,18 +567,18 @@ class Glm4MoeLiteCuda final : public CudaModel {
     va.x = olat_.get(), va.ldx = static_cast<long>(heads_) * lora_kv_, va.stride_x = lora_kv_;
     va.w = a.kv_b.as<std::uint16_t>() + static_cast<long>(nope_) * lora_kv_, va.ldw = lora_kv_, va.stride_w = kvb_stride;
     va.y = attn_.get(), va.ldy = static_cast<long>(heads_) * vd_, va.stride_y = vd_;
-    err(gemm_->run(va, stream_));
+    err(gemm(va));
     k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
     o.bias = a.o_bias.get();
-    err(gemm_->run(o, stream_));
+    err(gemm(o));
     return err.message;
   }
 
   std::string mlp(const Mlp& m, int T, void* out) {
     FirstError err;
-    err(gemm_->run(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width), stream_));
+    err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
     err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
-    err(gemm_->run(linear(mlp_act_.get(), m.down, out, T, m.width, H_), stream_));
+    err(gemm(linear(mlp_act_.get(), m.down, out, T, m.width, H_)));
     return err.message;
   }
 

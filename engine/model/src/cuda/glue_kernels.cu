@@ -33,6 +33,26 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
 
+__global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
+  __shared__ float part[32];
+  float* xr = x + static_cast<long>(blockIdx.x) * n;
+  const bf16* dr = delta + static_cast<long>(blockIdx.x) * n;
+  bf16* yr = y + static_cast<long>(blockIdx.x) * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] + __bfloat162float(dr[i]);
+    xr[i] = v;
+    s += v * v;
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
+  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __float2bfloat16_rn(xr[i] * r * __bfloat162float(w[i]));
+}
+
 template <class KV>
 __device__ void store(KV* p, float x, float scale);
 template <>
@@ -67,6 +87,14 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
   rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
                                                 static_cast<bf16*>(y), ldy, eps);
   return launched("rmsnorm_rows_kernel");
+}
+
+std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
+                        kernels::Stream stream) {
+  if (rows == 0) return {};
+  add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                               static_cast<bf16*>(y), n, eps);
+  return launched("add_rmsnorm_kernel");
 }
 
 std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,

@@ -15,6 +15,11 @@ namespace tandem::model::cuda {
 std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          kernels::Stream stream);
 
+// The residual stream in fp32: x[r] += delta[r] (bf16); y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums.
+// Keeping x in fp32 keeps the rounding of each layer's output from piling up across layers.
+std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
+                        kernels::Stream stream);
+
 // Token t's row src[t][0:width] into the slot of position token_pos[t] of sequence token_seq[t]
 // (block_tables[seq * max_blocks + pos / block_size] * block_size + pos % block_size), stored as
 // bf16 or as fp8_e4m3 of x / scale.

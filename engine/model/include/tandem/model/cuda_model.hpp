@@ -40,6 +40,8 @@ struct CudaOptions {
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
   bool enforce_eager = false;           // true: no CUDA graphs
+  int skinny_rows = 16;                 // dense GEMMs of at most this many rows stream the weight with the
+                                        // few-rows kernel (skinny_gemm.hpp); more rows: cuBLASLt
   int device = 0;
 };
 
