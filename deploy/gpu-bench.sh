@@ -51,6 +51,23 @@ decode=${DECODE:-128}
   echo "## tandem-bench-cuda, fp8_e4m3 KV ($SECONDS s)"
   timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --kv-cache-dtype fp8_e4m3 \
     --json "$outdir/tandem-fp8.json"; echo "exit $?"
+  echo "## the same, dense GEMMs all through cuBLASLt (--skinny-rows 0), CUDA graphs ($SECONDS s)"
+  timeout 60 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --skinny-rows 0 --modes graphs \
+    --batches 1,16 | grep -E '^\|'
+  nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+  if [ -n "$nsys" ]; then
+    echo "## nsys: GPU kernel time of batch-1 decode (graphs), top kernels ($SECONDS s)"
+    timeout 90 "$nsys" profile -o /tmp/tandem-decode --force-overwrite true --cuda-graph-trace node \
+      "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode 64 --batches 1 --modes graphs >/dev/null 2>&1
+    timeout 60 "$nsys" stats --report cuda_gpu_kern_sum --format table /tmp/tandem-decode.nsys-rep 2>/dev/null | head -40 | cut -c1-200
+  else
+    echo "## nsys not found: no kernel profile"
+  fi
+  if [ -x build-deps/serve/tandem-serve ]; then
+    echo "## tandem-serve --device cuda on the demo model ($SECONDS s)"
+    SERVE_OUT="$outdir" timeout 150 ./deploy/gpu-serve-smoke.sh build-deps/serve
+    echo "exit $?"
+  fi
   echo "## table"
   [ -f "$outdir/tandem.json" ] && python3 engine/bench/report.py "$outdir/tandem.json" \
     $( [ -f "$outdir/hf.json" ] && echo "$outdir/hf.json" ) $( [ -f "$outdir/tandem-fp8.json" ] && echo "$outdir/tandem-fp8.json" ) \

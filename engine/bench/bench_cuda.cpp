@@ -1,5 +1,6 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
+//                    [--skinny-rows N] [--modes graphs,eager]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
@@ -59,7 +60,8 @@ void fail(const std::string& what) {
 int main(int argc, char** argv) {
   if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";
-  int prompt = 512, decode = 128;
+  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows;
+  std::string modes = "graphs,eager";
   std::vector<int> batches{1, 4, 16};
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -67,6 +69,8 @@ int main(int argc, char** argv) {
     else if (a == "--decode") decode = std::stoi(v);
     else if (a == "--json") json_path = v;
     else if (a == "--kv-cache-dtype") kv = v;
+    else if (a == "--skinny-rows") skinny = std::stoi(v);
+    else if (a == "--modes") modes = v;
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -86,6 +90,7 @@ int main(int argc, char** argv) {
   opt.max_num_seqs = max_batch;
   opt.max_num_batched_tokens = prompt;
   opt.max_model_len = prompt + decode + 16;
+  opt.skinny_rows = skinny;
   const auto t_load = Clock::now();
   auto loaded = load_cuda_model(dir, opt);
   if (!loaded) fail(loaded.error().message);
@@ -135,10 +140,12 @@ int main(int argc, char** argv) {
                   {"kv_bytes_per_token", m.kv_bytes_per_token()},
                   {"kv_cache_dtype", kv}};
   doc["prompt"] = prompt;
+  doc["skinny_rows"] = skinny;
   doc["decode_steps"] = decode;
   doc["prefill_tok_s"] = prefill_tps;
   std::printf("\n| batch | mode | decode tok/s | ms/step | floor tok/s | %% of floor |\n|---|---|---|---|---|---|\n");
   for (const bool eager : {false, true}) {
+    if (modes.find(eager ? "eager" : "graphs") == std::string::npos) continue;
     m.set_enforce_eager(eager);
     for (int B : batches) {
       std::vector<std::vector<int32_t>> last(static_cast<size_t>(B));
