@@ -38,19 +38,27 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
   // its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
   // of the pool are never committed, which keeps a generous budget cheap in practice.
-  auto pool = model::PagedKvPool::create(model->kv_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
-  if (!pool) return pool.error();
-
   auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  log(size->describe());
-  log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool.value()->bytes() >> 20) +
-      " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
+  std::unique_ptr<model::PagedKvPool> pool;
+  if (model->kv_on_device()) {
+    // The CUDA back end keeps the pool on its device, at the element size the line reports.
+    if (auto s = model->make_device_pool(static_cast<std::int32_t>(size->num_blocks), cfg.block_size); !s) return s.error();
+    log(size->describe());
+    log("KV pool storage: on the device, " + cfg.kv_cache_dtype + " rows");
+  } else {
+    auto p = model::PagedKvPool::create(model->kv_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
+    if (!p) return p.error();
+    pool = std::move(p).value();
+    log(size->describe());
+    log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool->bytes() >> 20) +
+        " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
+  }
 
   if (model->comm().size() > 1) {
     // Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
     RankMessage m;
     m.op = RankOp::pool;
-    m.num_blocks = pool.value()->num_blocks();
+    m.num_blocks = static_cast<std::int32_t>(size->num_blocks);
     m.block_size = cfg.block_size;
     auto bytes = encode(m);
     if (auto s = model->comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
@@ -60,7 +68,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   sc.max_num_seqs = cfg.max_num_seqs;
   sc.max_batched_tokens = cfg.max_num_batched_tokens;
   sc.max_model_len = cfg.max_model_len;
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool).value(), size.value(), sc, cfg));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool), size.value(), sc, cfg));
 }
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
@@ -73,7 +81,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       tp_(model_->comm().size() > 1),
       on_fatal_(cfg.on_fatal),
       heartbeat_(cfg.heartbeat),
-      kv_(pool_->num_blocks(), pool_->block_size(), cfg.enable_prefix_caching),
+      kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
   worker_ = std::thread([this] { loop(); });

@@ -28,6 +28,32 @@ struct Job {
   std::string error;
 };
 
+// Samples a job's token from its logits (after its constraint's mask).
+void sample_job(Job& j, std::vector<float>& logits) {
+  if (j.constraint) j.constraint->mask(logits);
+  j.sampled = kernels::sample_cpu(logits, j.sampling, *j.rng);
+  if (j.constraint) j.constraint->advance(j.sampled.token);
+}
+
+// Every job in one step of a device model; a failure is every job's.
+void run_device_step(model::Model& m, std::vector<Job>& jobs) {
+  std::vector<model::PagedWork> work;
+  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples});
+  auto logits = m.step(work);
+  if (!logits) {
+    for (Job& j : jobs) j.error = logits.error().message;
+    return;
+  }
+  const size_t V = static_cast<size_t>(m.vocab_size());
+  size_t row = 0;
+  for (Job& j : jobs) {
+    if (!j.work.samples) continue;
+    std::vector<float> mine(logits->begin() + static_cast<long>(row * V), logits->begin() + static_cast<long>((row + 1) * V));
+    ++row;
+    sample_job(j, mine);
+  }
+}
+
 }  // namespace
 
 bool Engine::step(std::unique_lock<std::mutex>& lk) {
@@ -56,42 +82,42 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   ++counters_.steps;
 
   lk.unlock();
-  // CPU reference: sequences one after another (a batched kernel comes with the CUDA back end).
-  // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
+  // A device model (CUDA) runs every item of the step in one batched forward; the CPU reference
+  // runs sequences one after another. Under tensor parallelism each forward is announced to the worker ranks first, and any failure
   // is the group's: it ends the engine.
   std::string group_failure;
-  for (Job& j : jobs) {
-    if (tp_) {
-      RankMessage m;
-      m.op = RankOp::forward;
-      m.start = j.work.start;
-      m.tokens = j.tokens;
-      m.table = j.table;
-      m.logits = j.work.samples;
-      auto bytes = encode(m);
-      if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) {
-        group_failure = s.error().message;
-        break;
-      }
-    }
-    model::PagedKvSequence seq(*pool_, j.table, j.work.start);
-    std::vector<std::int32_t> positions(static_cast<size_t>(j.work.count));
-    for (int t = 0; t < j.work.count; ++t) positions[static_cast<size_t>(t)] = j.work.start + t;
-    const int last = j.work.count - 1;
-    auto logits = model_->forward(j.tokens, positions, seq,
-                                  j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>());
-    if (!logits) {
-      j.error = logits.error().message;
+  if (model_->kv_on_device()) {
+    run_device_step(*model_, jobs);
+  } else {
+    for (Job& j : jobs) {
       if (tp_) {
-        group_failure = j.error;
-        break;
+        RankMessage m;
+        m.op = RankOp::forward;
+        m.start = j.work.start;
+        m.tokens = j.tokens;
+        m.table = j.table;
+        m.logits = j.work.samples;
+        auto bytes = encode(m);
+        if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) {
+          group_failure = s.error().message;
+          break;
+        }
       }
-      continue;
-    }
-    if (j.work.samples) {
-      if (j.constraint) j.constraint->mask(logits.value());
-      j.sampled = kernels::sample_cpu(logits.value(), j.sampling, *j.rng);
-      if (j.constraint) j.constraint->advance(j.sampled.token);
+      model::PagedKvSequence seq(*pool_, j.table, j.work.start);
+      std::vector<std::int32_t> positions(static_cast<size_t>(j.work.count));
+      for (int t = 0; t < j.work.count; ++t) positions[static_cast<size_t>(t)] = j.work.start + t;
+      const int last = j.work.count - 1;
+      auto logits = model_->forward(j.tokens, positions, seq,
+                                    j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>());
+      if (!logits) {
+        j.error = logits.error().message;
+        if (tp_) {
+          group_failure = j.error;
+          break;
+        }
+        continue;
+      }
+      if (j.work.samples) sample_job(j, logits.value());
     }
   }
   lk.lock();

@@ -4,6 +4,9 @@
 #include <filesystem>
 
 #include "pool_plan.hpp"
+#ifdef TANDEM_HAVE_CUDA_MODEL
+#include "tandem/model/cuda_model.hpp"
+#endif
 #include "rank_group.hpp"
 #include "tandem/units.hpp"
 
@@ -16,8 +19,15 @@ namespace {
 
 // What this build cannot do yet, refused before anything is loaded.
 std::optional<std::string> unsupported(const ServeConfig& cfg) {
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  if (cfg.device == "cuda" && cfg.nnodes > 1)
+    return "--device cuda with more than one rank: the CUDA model does not shard its weights over NCCL yet; run one "
+           "rank (--tensor-parallel-size 1) or --device cpu";
+#else
   if (cfg.device == "cuda")
-    return "--device cuda: the CUDA back end is not built yet; run with --device cpu (the CPU reference path)";
+    return "--device cuda: this tandem-serve was built without the CUDA back end (no nvcc at build time); run with "
+           "--device cpu (the CPU reference path)";
+#endif
   if (cfg.tensor_parallel_size != cfg.nnodes)
     return "--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " with --nnodes " + std::to_string(cfg.nnodes) +
            ": this build runs one rank per process, so start one tandem-serve per rank with --nnodes equal to the "
@@ -36,6 +46,16 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
     if (!bytes) return error("--kv-cache-memory '" + cfg.kv_cache_memory + "': " + pe.what);
     return std::optional<std::uint64_t>(*bytes);
   }
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  // On the GPU the pool takes everything the utilization share leaves after the weights, as in vLLM.
+  if (cfg.device == "cuda") {
+    auto share = model::cuda_kv_budget(0, cfg.gpu_memory_utilization);
+    if (!share) return share.error();
+    log("KV budget: " + format_size(share.value()) + " of device memory (--gpu-memory-utilization " +
+        std::to_string(cfg.gpu_memory_utilization) + ", weights and buffers already loaded)");
+    return std::optional<std::uint64_t>(share.value());
+  }
+#endif
   auto share = runtime::cpu_kv_budget(cfg.gpu_memory_utilization);
   if (!share) return share.error();
   auto elem = runtime::kv_bytes_per_elem(cfg.kv_cache_dtype, m.config().decoder().dtype);
@@ -67,9 +87,25 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   if (!group) return group.error();
   comm::TcpCommunicator& comm = *group.value();
   out.group = std::move(group).value();
-  auto m = model::load_model(dir, comm);
-  if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
-  auto model = std::move(m).value();
+  std::unique_ptr<model::Model> model;
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  if (cfg.device == "cuda") {
+    model::CudaOptions o;
+    o.kv_cache_dtype = cfg.kv_cache_dtype;
+    o.max_num_seqs = cfg.max_num_seqs;
+    o.max_num_batched_tokens = runtime::EngineConfig{}.max_num_batched_tokens;
+    o.max_model_len = cfg.max_model_len;
+    o.enforce_eager = cfg.enforce_eager;
+    auto m = model::load_cuda_model(dir, o, comm);
+    if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
+    model = std::move(m).value();
+  }
+#endif
+  if (!model) {
+    auto m = model::load_model(dir, comm);
+    if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
+    model = std::move(m).value();
+  }
 
   auto tok = tokenizer::Tokenizer::load(dir / "tokenizer.json");
   if (!tok) return error("loading the tokenizer of " + dir.string() + ": " + tok.error().message);
@@ -107,7 +143,9 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
                  std::to_string(model_max));
   ec.max_num_seqs = cfg.max_num_seqs;
   ec.block_size = cfg.block_size;
-  ec.kv_cache_dtype = cfg.kv_cache_dtype;
+  // The CUDA pool stores bf16 unless fp8 is asked for, whatever the checkpoint's dtype.
+  const bool fp8 = cfg.kv_cache_dtype.rfind("fp8", 0) == 0;
+  ec.kv_cache_dtype = model->kv_on_device() && !fp8 ? "bfloat16" : cfg.kv_cache_dtype;
   ec.gpu_memory_utilization = cfg.gpu_memory_utilization;
   auto budget = kv_budget(cfg, *model, ec.max_model_len, log);
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
