@@ -36,13 +36,14 @@ decode=${DECODE:-128}
   fi
   echo "## check: CUDA model vs golden fixtures and the CPU reference"
   timeout 60 "$bin/cuda_model_check" tests/model/fixtures >"$outdir/check.txt" 2>&1; echo "exit $?"
-  grep -E "FAIL|PASS|info|ok" "$outdir/check.txt" | head -60
+  grep -E "##|FAIL|PASS|info|ok|differs" "$outdir/check.txt" | head -80
   if [ "${SKIP_MEMCHECK:-0}" != 1 ]; then
     echo "## check under compute-sanitizer memcheck"
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_model_check" tests/model/fixtures \
       >"$outdir/memcheck.txt" 2>&1
     echo "exit $?; $(grep -E 'ERROR SUMMARY' "$outdir/memcheck.txt" | tail -1); $(grep -E '^(PASS|FAIL)' "$outdir/memcheck.txt" | tail -1)"
   fi
+  if [ "${ONLY_CHECK:-0}" = 1 ]; then echo "total $SECONDS s (ONLY_CHECK: no benchmark)"; exit 0; fi
   echo "## benchmark model + transformers ($SECONDS s)"
   timeout 240 python3 engine/bench/hf_bench.py --write "$model" --json "$outdir/hf.json" --prompt "$prompt" --decode "$decode"
   echo "exit $?"

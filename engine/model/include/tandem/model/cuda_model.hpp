@@ -40,8 +40,9 @@ struct CudaOptions {
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
   bool enforce_eager = false;           // true: no CUDA graphs
-  int skinny_rows = 16;                 // dense GEMMs of at most this many rows stream the weight with the
-                                        // few-rows kernel (skinny_gemm.hpp); more rows: cuBLASLt
+  int skinny_rows = 0;                  // dense GEMMs of at most this many rows go to the few-rows kernel
+                                        // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
+                                        // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
 };
 
