@@ -3,9 +3,11 @@
 // contiguous cache, no scheduler).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "engine_harness.hpp"
+#include "tandem/model/paged_kv.hpp"
 
 using namespace tandem::engine::runtime;
 using namespace tandem::engine::runtime::test;
@@ -65,6 +67,48 @@ std::map<int, Collector::Output> run_all(Engine& engine, Collector& c, const Exp
 
 int tokens_12_to_20(int i) { return 12 + i % 9; }
 int tokens_16(int) { return 16; }
+
+// A model that says its KV cache is on a device, as the CUDA model does, so the engine takes the
+// device path (make_device_pool, one step() per scheduler step); its "device" is a host pool and
+// the CPU reference's forward, so the path runs, and is checked, without a GPU.
+class HostAsDevice final : public tandem::model::Model {
+ public:
+  explicit HostAsDevice(std::unique_ptr<tandem::model::Model> inner)
+      : Model(inner->config(), inner->comm()), inner_(std::move(inner)) {}
+  tandem::model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
+  bool kv_on_device() const override { return true; }
+  tandem::model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
+    auto p = tandem::model::PagedKvPool::create(kv_layout(), num_blocks, block_size);
+    if (!p) return p.error();
+    pool_ = std::move(p).value();
+    return tandem::Ok{};
+  }
+  tandem::Result<std::vector<float>> step(std::span<const tandem::model::PagedWork> work) override {
+    largest_step = std::max(largest_step, work.size());
+    std::vector<float> logits;
+    for (const auto& w : work) {
+      tandem::model::PagedKvSequence seq(*pool_, w.block_table, w.start);
+      std::vector<std::int32_t> pos(w.tokens.size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = w.start + static_cast<std::int32_t>(i);
+      const int last = static_cast<int>(w.tokens.size()) - 1;
+      auto l = inner_->forward(w.tokens, pos, seq, w.logits ? std::span<const int>(&last, 1) : std::span<const int>());
+      if (!l) return l.error();
+      logits.insert(logits.end(), l->begin(), l->end());
+    }
+    return logits;
+  }
+  size_t largest_step = 0;  // items in the largest step() call
+
+ protected:
+  tandem::Result<std::vector<float>> hidden_states(std::span<const int32_t>, tandem::model::KvSequence&) const override {
+    return tandem::Error{"HostAsDevice runs through step()"};
+  }
+  const float* lm_head() const override { return nullptr; }
+
+ private:
+  std::unique_ptr<tandem::model::Model> inner_;
+  std::unique_ptr<tandem::model::PagedKvPool> pool_;
+};
 
 }  // namespace
 
@@ -151,4 +195,30 @@ TEST_CASE("a request can bypass the prefix cache and still gets the same output"
     CHECK(hits == (done == 2 ? whole_blocks : 0));
   }
   for (const auto& [id, o] : c.outputs()) CHECK(o.tokens == e.output[1]);
+}
+
+TEST_CASE("a device model gets each scheduler step as one batched step() and gives the solo outputs") {
+  const Expected e = alone("glm4_moe_lite", 32, tokens_12_to_20);
+  Collector c;
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 16;
+  cfg.block_size = 4;
+  cfg.kv_cache_memory = std::uint64_t{4} << 20;
+  std::vector<std::string> log;
+  cfg.log = [&log](const std::string& l) { log.push_back(l); };
+  auto model = std::make_unique<HostAsDevice>(load("glm4_moe_lite"));
+  HostAsDevice* device = model.get();
+  auto engine = Engine::start(std::move(model), cfg);
+  REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
+  const auto out = run_all(*engine.value(), c, e, tokens_12_to_20, 4);
+  for (int i = 0; i < 32; ++i) {
+    CAPTURE(i);
+    CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+    CHECK(out.at(i).finish == FinishReason::length);
+  }
+  CHECK(device->largest_step > 1);  // sequences were batched into one call
+  CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) { return l.find("KV pool storage: on the device") == 0; }));
+  CHECK(engine.value()->metrics().kv_blocks_used == 0);
 }
