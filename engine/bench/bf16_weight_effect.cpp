@@ -15,58 +15,17 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/model/safetensors.hpp"
+#include "bf16_checkpoint.hpp"
 
 using namespace tandem::model;
 namespace fs = std::filesystem;
-
-namespace {
-
-std::vector<float> as_f32(const TensorInfo& t) {
-  const bool wide = t.dtype == "F32";
-  std::vector<float> out(wide ? t.nbytes / 4 : t.nbytes / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (wide) {
-      std::memcpy(&out[i], t.data + 4 * i, 4);
-    } else {
-      std::uint16_t b = 0;
-      std::memcpy(&b, t.data + 2 * i, 2);
-      out[i] = t.dtype == "BF16" ? bf16_to_f32(b) : f16_to_f32(b);
-    }
-  }
-  return out;
-}
-
-bool write_rounded(const fs::path& src, const fs::path& dst) {
-  fs::create_directories(dst);
-  for (const char* f : {"config.json", "generation_config.json"})
-    if (fs::exists(src / f)) fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
-  auto ck = Checkpoint::open(src);
-  if (!ck) return false;
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
-  for (const auto& name : ck->names()) {
-    const TensorInfo* t = ck->find(name);
-    auto v = as_f32(*t);
-    for (auto& x : v) x = tandem::kernels::round_bf16(x);
-    header[name] = {{"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {data.size(), data.size() + v.size() * 4}}};
-    data.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  }
-  const std::string h = header.dump();
-  const std::uint64_t len = h.size();
-  std::ofstream out(dst / "model.safetensors", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << h << data;
-  return static_cast<bool>(out);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: tandem-bf16-weight-effect FIXTURE_DIR WORK_DIR\n");
     return 2;
   }
-  if (!write_rounded(argv[1], argv[2])) return 1;
+  if (!bench::write_rounded(argv[1], argv[2])) return 1;
   auto exact = load_model(argv[1]), rounded = load_model(argv[2]);
   if (!exact || !rounded) return 1;
   const int V = exact.value()->vocab_size();

@@ -6,7 +6,12 @@
 //   decode       the prompt fed one token per step (CUDA graphs), logits at every position
 //   chunked      the prompt in chunks of 3 (eager steps with history)
 //   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == golden
-// relative error = max|ours - ref| / max|ref| over the vocabulary; bf16 passes at <= 1e-2.
+// relative error = max|ours - ref| / max|ref| over the vocabulary. Two references: transformers'
+// goldens (fp32 weights; the fp32 CPU reference where a fixture has none), and the fp32 CPU
+// reference on the checkpoint rounded to bf16 (bf16_checkpoint.hpp), which is what a model with bf16
+// weights can be held to (the rounding alone moves the goldens by up to 8e-2 at some positions:
+// engine/bench/results/h200-2026-12-03.md). The bar (1e-2 with a bf16 pool) is checked against the
+// second; the first is printed beside it. Greedy runs must equal the second's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +26,7 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
+#include "bf16_checkpoint.hpp"
 
 using namespace tandem::model;
 namespace fs = std::filesystem;
@@ -47,21 +53,6 @@ struct Sequence {
   std::vector<float> logits;  // [ids x vocab], transformers' (golden) or the CPU reference's
 };
 
-std::vector<float> to_f32(const TensorInfo& t) {
-  const size_t n = t.dtype == "F32" ? t.nbytes / 4 : t.nbytes / 2;
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t.dtype == "F32") {
-      std::memcpy(&out[i], t.data + 4 * i, 4);
-    } else {
-      uint16_t b;
-      std::memcpy(&b, t.data + 2 * i, 2);
-      out[i] = t.dtype == "BF16" ? bf16_to_f32(b) : f16_to_f32(b);
-    }
-  }
-  return out;
-}
-
 // Golden sequences when the fixture has them; else seeded prompts scored by the CPU reference.
 std::vector<Sequence> reference(const fs::path& dir, const Model& cpu) {
   std::vector<Sequence> out;
@@ -75,7 +66,7 @@ std::vector<Sequence> reference(const fs::path& dir, const Model& cpu) {
       Sequence s;
       s.ids = doc["sequences"][i]["input_ids"].get<std::vector<int32_t>>();
       s.greedy = doc["sequences"][i]["greedy"].get<std::vector<int32_t>>();
-      s.logits = to_f32(file.value()->tensors().at("seq" + std::to_string(i) + ".logits"));
+      s.logits = bench::as_f32(file.value()->tensors().at("seq" + std::to_string(i) + ".logits"));
       out.push_back(std::move(s));
     }
     return out;
@@ -98,6 +89,39 @@ std::vector<Sequence> reference(const fs::path& dir, const Model& cpu) {
   return out;
 }
 
+// The same prompts scored by `cpu` (logits of every position, 16 greedy tokens).
+std::vector<Sequence> rescore(const std::vector<Sequence>& seqs, const Model& cpu) {
+  std::vector<Sequence> out;
+  for (const Sequence& q : seqs) {
+    Sequence r;
+    r.ids = q.ids;
+    std::vector<int32_t> pos(q.ids.size());
+    std::vector<int> rows(q.ids.size());
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i), rows[i] = static_cast<int>(i);
+    KvCache cache = cpu.new_cache();
+    auto l = cpu.forward(q.ids, pos, cache, rows);
+    auto g = greedy_generate(cpu, q.ids, static_cast<int>(q.greedy.size()));
+    if (!l || !g) return {};
+    r.logits = l.value();
+    r.greedy = g.value();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Worst error of one measurement against both references.
+struct Worst {
+  double golden = 0, rounded = 0;
+  void add(const float* ours, const Sequence& g, const Sequence& r, size_t row, int V) {
+    golden = std::max(golden, rel_error(ours, g.logits.data() + row * static_cast<size_t>(V), V));
+    rounded = std::max(rounded, rel_error(ours, r.logits.data() + row * static_cast<size_t>(V), V));
+  }
+  std::string str() const {
+    return "worst relative error " + std::to_string(rounded) + " vs the bf16-weight reference (" + std::to_string(golden) +
+           " vs the fp32 goldens)";
+  }
+};
+
 constexpr int kBlock = 16, kBlocksPerSeq = 4;  // 64 positions per sequence
 
 std::vector<int32_t> table_of(int seq) {
@@ -115,6 +139,12 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   if (!cpu) return check(false, "CPU model: " + cpu.error().message);
   const auto seqs = reference(dir, *cpu.value());
   if (seqs.empty()) return check(false, "reference sequences");
+  const fs::path rounded_dir = fs::temp_directory_path() / ("tandem-bf16-" + name);
+  if (!bench::write_rounded(dir, rounded_dir)) return check(false, "writing the bf16-rounded checkpoint");
+  auto rounded_cpu = load_model(rounded_dir);
+  if (!rounded_cpu) return check(false, "bf16-rounded CPU model: " + rounded_cpu.error().message);
+  const auto rseqs = rescore(seqs, *rounded_cpu.value());
+  if (rseqs.size() != seqs.size()) return check(false, "bf16-weight reference sequences");
   CudaOptions opt;
   opt.kv_cache_dtype = kv_dtype;
   opt.max_num_seqs = 8;
@@ -131,7 +161,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   for (int s = 0; s < 2 * S + 1; ++s) tables.push_back(table_of(s));
 
   // prefill, all sequences in one step
-  double worst = 0;
+  Worst worst;
   {
     std::vector<PagedWork> work;
     for (int s = 0; s < S; ++s) work.push_back({seqs[static_cast<size_t>(s)].ids, 0, tables[static_cast<size_t>(s)], true});
@@ -140,14 +170,13 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     for (int s = 0; s < S; ++s) {
       const auto& q = seqs[static_cast<size_t>(s)];
       const size_t last = q.ids.size() - 1;
-      worst = std::max(worst, rel_error(logits->data() + static_cast<size_t>(s) * static_cast<size_t>(V),
-                                        q.logits.data() + last * static_cast<size_t>(V), V));
+      worst.add(logits->data() + static_cast<size_t>(s) * static_cast<size_t>(V), q, rseqs[static_cast<size_t>(s)], last, V);
     }
   }
-  check(worst <= tolerance, "batched prefill, last position: worst relative error " + std::to_string(worst));
+  check(worst.rounded <= tolerance, "batched prefill, last position: " + worst.str());
 
   // decode: token by token (graphs), every position; sequence s in pool rows S + s
-  worst = 0;
+  worst = Worst{};
   int worst_seq = 0, worst_pos = 0;
   for (int s = 0; s < S; ++s) {
     const auto& q = seqs[static_cast<size_t>(s)];
@@ -155,15 +184,16 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       PagedWork w{std::span<const int32_t>(&q.ids[t], 1), static_cast<int>(t), tables[static_cast<size_t>(S + s)], true};
       auto logits = m.step(std::span<const PagedWork>(&w, 1));
       if (!logits) return check(false, "decode: " + logits.error().message);
-      const double e = rel_error(logits->data(), q.logits.data() + t * static_cast<size_t>(V), V);
-      if (e > worst) worst = e, worst_seq = s, worst_pos = static_cast<int>(t);
+      const double before = worst.rounded;
+      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], t, V);
+      if (worst.rounded > before) worst_seq = s, worst_pos = static_cast<int>(t);
     }
   }
-  check(worst <= tolerance, "one token per step (graphs), every position: worst relative error " + std::to_string(worst) +
-                                " (sequence " + std::to_string(worst_seq) + ", position " + std::to_string(worst_pos) + ")");
+  check(worst.rounded <= tolerance, "one token per step (graphs), every position: " + worst.str() + "; worst at sequence " +
+                                        std::to_string(worst_seq) + ", position " + std::to_string(worst_pos));
 
   // chunked prefill (eager), rewriting sequence 0's rows of the pool
-  worst = 0;
+  worst = Worst{};
   for (int s = 0; s < S; ++s) {
     const auto& q = seqs[static_cast<size_t>(s)];
     const int n = static_cast<int>(q.ids.size());
@@ -172,10 +202,10 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       PagedWork w{std::span<const int32_t>(q.ids.data() + at, static_cast<size_t>(len)), at, tables[0], true};
       auto logits = m.step(std::span<const PagedWork>(&w, 1));
       if (!logits) return check(false, "chunked: " + logits.error().message);
-      worst = std::max(worst, rel_error(logits->data(), q.logits.data() + static_cast<size_t>(at + len - 1) * static_cast<size_t>(V), V));
+      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], static_cast<size_t>(at + len - 1), V);
     }
   }
-  check(worst <= tolerance, "prefill in chunks of 3: worst relative error " + std::to_string(worst));
+  check(worst.rounded <= tolerance, "prefill in chunks of 3: " + worst.str());
 
   // greedy, all sequences batched: prefill, then 15 more steps of one token each
   for (bool eager : {false, true}) {
@@ -198,10 +228,15 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       if (!next) return check(false, "greedy: " + next.error().message);
       for (int s = 0; s < S; ++s) got[static_cast<size_t>(s)].push_back(next.value()[static_cast<size_t>(s)]);
     }
-    int same = 0, total = 0;
+    int same = 0, same_golden = 0, total = 0, rounded_golden = 0;
     for (int s = 0; s < S; ++s) {
       const auto& q = seqs[static_cast<size_t>(s)];
-      for (size_t i = 0; i < steps; ++i, ++total) same += got[static_cast<size_t>(s)][i] == q.greedy[i];
+      const auto& r = rseqs[static_cast<size_t>(s)];
+      for (size_t i = 0; i < steps; ++i, ++total) {
+        same += got[static_cast<size_t>(s)][i] == r.greedy[i];
+        same_golden += got[static_cast<size_t>(s)][i] == q.greedy[i];
+        rounded_golden += r.greedy[i] == q.greedy[i];
+      }
       // Where a run first differs, how close the reference's top two were (a near-tie flips in bf16).
       for (size_t i = 0; i < steps; ++i) {
         if (got[static_cast<size_t>(s)][i] == q.greedy[i]) continue;
@@ -226,7 +261,9 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     }
     const std::string what = std::string("greedy, ") + std::to_string(S) + " sequences batched (" +
                              (eager ? "eager" : "graphs") + "): " + std::to_string(same) + "/" + std::to_string(total) +
-                             " tokens as the reference";
+                             " tokens as the bf16-weight reference (" + std::to_string(same_golden) +
+                             " as the fp32 goldens, which the bf16-weight reference itself matches in " +
+                             std::to_string(rounded_golden) + ")";
     if (kv_dtype == "auto") check(same == total, what);
     else std::printf("  info %s (fp8 KV: not required to match)\n", what.c_str());
   }
