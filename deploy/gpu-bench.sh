@@ -5,7 +5,8 @@
 # compute-sanitizer memcheck; the benchmark model (engine/bench/hf_bench.py writes it) and
 # transformers' numbers on it; tandem-bench-cuda on it (bf16 KV, then fp8 KV); one Markdown table.
 # Everything lands in ${OUT:-.}: gpu-bench.txt (this log), check.txt, memcheck.txt, hf.json,
-# tandem.json, tandem-fp8.json, table.md, build.log.
+# tandem.json, tandem-fp8.json, table.md, serve.log (or build.log). deploy/gpu-prepare.sh fills
+# build-deps/ (headers, prebuilt binaries, tandem-serve) on the build machine; carry it along.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 PATH=/usr/local/cuda/bin:$PATH

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fills build-deps/ (ignored by git) on a build machine with nvcc, for deploy/gpu-bench.sh on a GPU
+# machine that has CUDA but none of the project's libraries; hand it over with the run tool's
+# carry (64 MiB limit):
+#   build-deps/include   nlohmann-json headers (the stand-alone GPU build needs them)
+#   build-deps/bin       cuda_model_check and tandem-bench-cuda (engine/bench/gpu, sm_$CUDA_ARCH)
+#   build-deps/serve     tandem-serve (stripped, from $SERVE_BUILD, configured with CUDA) and the
+#                        shared libraries it needs beyond glibc, CUDA and NCCL (ldd)
+# Then there:  BENCH_BIN=build-deps/bin ./deploy/gpu-bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=${CUDA_ARCH:-90}
+serve_build=${SERVE_BUILD:-build-cuda}
+mkdir -p build-deps/include build-deps/bin build-deps/serve/lib
+cp -r /usr/include/nlohmann build-deps/include/
+cmake -S engine/bench/gpu -B build-gpu-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+  -DNLOHMANN_INCLUDE="$PWD/build-deps/include" >/dev/null
+ninja -C build-gpu-bench -j "${JOBS:-2}"
+cp build-gpu-bench/cuda_model_check build-gpu-bench/tandem-bench-cuda build-deps/bin/
+if [ -x "$serve_build/engine/tandem-serve" ]; then
+  strip -o build-deps/serve/tandem-serve "$serve_build/engine/tandem-serve"
+  ldd "$serve_build/engine/tandem-serve" | awk '/=> \// {print $3}' |
+    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' |
+    xargs -r -I{} cp -L {} build-deps/serve/lib/
+fi
+du -sh build-deps
