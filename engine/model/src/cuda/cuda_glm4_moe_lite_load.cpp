@@ -1,0 +1,231 @@
+// glm4_moe_lite on CUDA, loading: the checkpoint's tensors onto the device in bf16 (the MLA input
+// projections fused into one, gate and up fused per MLP and per expert), the activation buffers a
+// step of the configured size needs, and the paged pool.
+#include <algorithm>
+
+#include "../decoder.hpp"
+#include "cuda_glm4_moe_lite.hpp"
+#include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/sampling_cuda.hpp"
+
+namespace tandem::model::cuda {
+
+using detail::layer_prefix;
+
+std::string Glm4MoeLiteCuda::load(const Checkpoint& ck) {
+  if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
+  if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
+  std::string why;
+  gemm_ = k::GemmRunner::create(&why);
+  if (!gemm_) return why;
+  if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0))
+    return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
+  if (width_ > 576) return "kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel";
+  if (E_ > 1024) return "at most 1024 routed experts";
+  if (auto e = load_weights(ck); !e.empty()) return e;
+  return allocate_activations();
+}
+
+Status Glm4MoeLiteCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) return error("CUDA KV pool: no blocks");
+  block_size_ = block_size;
+  num_blocks_ = num_blocks;
+  max_blocks_ = (max_len_ + block_size - 1) / block_size;
+  const std::size_t per_layer = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) *
+                                static_cast<std::size_t>(width_) * static_cast<std::size_t>(k::dtype_bytes(kv_type_));
+  layer_bytes_ = per_layer;
+  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(c_.d.num_hidden_layers), "the KV pool"); !e.empty())
+    return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
+  // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows).
+  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(s_cap_) +
+             static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
+  if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
+  // Flash-decoding workspace for the largest split any step size can ask for.
+  std::size_t ws = 0;
+  for (int n = 1; n <= t_cap_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, heads_, attn_layout(), max_len_));
+  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "attention workspace"); !e.empty()) return error(e);
+  return Ok{};
+}
+
+std::string Glm4MoeLiteCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+  weight_bytes_ += n * 2;
+  return b.allocate(n * 2, what);
+}
+
+std::string Glm4MoeLiteCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m) {
+  m.width = width;
+  const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
+  if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
+  if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
+  up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
+  up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
+  up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+  return {};
+}
+
+std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
+  const DecoderConfig& d = c_.d;
+  Uploader up(ck);
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
+  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
+  up.bf16(embed_, 0, "model.embed_tokens.weight", {V_, H_});
+  if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
+  up.bf16(final_norm_, 0, "model.norm.weight", {H_});
+  if (!d.tie_word_embeddings) {
+    if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
+    up.bf16(head_, 0, "lm_head.weight", {V_, H_});
+  }
+  const bool bias = d.attention_bias;
+  layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
+  std::uint64_t fixed = 0;
+  for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
+    Layer& a = layers_[static_cast<std::size_t>(l)];
+    const std::string p = layer_prefix(l), sa = p + "self_attn.";
+    const std::uint64_t before = weight_bytes_;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
+    const std::size_t kv_at = static_cast<std::size_t>(q_rows_) * h;
+    if (lora_q_ > 0) {
+      up.bf16(a.w_in, 0, sa + "q_a_proj.weight", {lora_q_, H_});
+      if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
+      up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
+      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
+          !e.empty())
+        return e;
+      up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+    } else {
+      up.bf16(a.w_in, 0, sa + "q_proj.weight", {heads_ * qk_, H_});
+    }
+    up.bf16(a.w_in, kv_at, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
+    if (bias) {
+      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
+      std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
+      if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
+      else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
+      up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
+      if (auto e = alloc_bf16(a.o_bias, h, sa + "o_proj.bias"); !e.empty()) return e;
+      up.bf16(a.o_bias, 0, sa + "o_proj.bias", {H_});
+    }
+    if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
+    up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
+    const int kvb_rows = heads_ * (nope_ + vd_);
+    if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
+        !e.empty())
+      return e;
+    up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
+    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    for (auto [buf, name] : {std::pair{&a.input_norm, "input_layernorm.weight"}, std::pair{&a.post_norm, "post_attention_layernorm.weight"}}) {
+      if (auto e = alloc_bf16(*buf, h, p + name); !e.empty()) return e;
+      up.bf16(*buf, 0, p + name, {H_});
+    }
+    fixed += weight_bytes_ - before;
+
+    const std::string mp = p + "mlp.";
+    a.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
+    const std::uint64_t ffn_before = weight_bytes_;
+    if (!a.moe) {
+      if (auto e = load_mlp(up, mp, d.intermediate_size, a.dense); !e.empty()) return e;
+      fixed += weight_bytes_ - ffn_before;
+      continue;
+    }
+    const std::size_t expert = static_cast<std::size_t>(I_) * h;
+    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e.empty()) return e;
+    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e.empty()) return e;
+    weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
+    up.f32(a.router, mp + "gate.weight", {E_, H_});
+    up.f32(a.correction_bias, mp + "gate.e_score_correction_bias", {E_});
+    if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
+      return e;
+    if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
+    if (ck.has(mp + "experts.gate_up_proj")) {
+      up.bf16(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
+      up.bf16(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
+    } else {
+      for (int e = 0; e < E_ && up.ok(); ++e) {
+        const std::string ep = mp + "experts." + std::to_string(e) + ".";
+        const std::size_t at = static_cast<std::size_t>(e) * expert;
+        up.bf16(a.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
+        up.bf16(a.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
+        up.bf16(a.experts_down, at, ep + "down_proj.weight", {H_, I_});
+      }
+    }
+    const std::uint64_t shared_before = weight_bytes_;
+    if (d.moe.n_shared_experts > 0)
+      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared); !e.empty()) return e;
+    // A step reads the router and the shared experts once, and each expert chosen by any token.
+    fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
+    decode_bytes_.moe_layers += 1;
+    decode_bytes_.per_expert = 3 * expert * 2;
+  }
+  if (!up.ok()) return up.error();
+  std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
+  k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e.empty()) return e;
+  if (auto e = cuda_error(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e.empty())
+    return e;
+  // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
+  decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
+  decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
+  return {};
+}
+
+std::string Glm4MoeLiteCuda::allocate_activations() {
+  const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
+  const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
+  int mlp_width = 0;
+  for (const Layer& a : layers_) mlp_width = std::max({mlp_width, a.dense.width, a.shared.width});
+  struct Want {
+    DeviceBuffer* b;
+    std::size_t bytes;
+    const char* what;
+  };
+  const std::size_t heads = static_cast<std::size_t>(heads_);
+  const Want wants[] = {
+      {&x_, T * h * 4, "residual"},
+      {&delta_, T * h * 2, "delta"},
+      {&h_, T * h * 2, "normed"},
+      {&fused_, T * static_cast<std::size_t>(in_rows_) * 2, "fused projection"},
+      {&qlat_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"},
+      {&q_, T * heads * static_cast<std::size_t>(qk_) * 2, "queries"},
+      {&qattn_, T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"},
+      {&olat_, T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent"},
+      {&attn_, T * heads * static_cast<std::size_t>(vd_) * 2, "attention out"},
+      {&mlp_gu_, T * 2 * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp gate_up"},
+      {&mlp_act_, T * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp act"},
+      {&shared_out_, T * h * 2, "shared experts out"},
+      {&router_logits_, T * static_cast<std::size_t>(std::max(E_, 1)) * 4, "router logits"},
+      {&expert_, P * 4, "expert ids"},
+      {&weight_, P * 4, "expert weights"},
+      {&offsets_, static_cast<std::size_t>(E_ + 1) * 4, "expert offsets"},
+      {&sorted_, P * 4, "sorted pairs"},
+      {&pair_pos_, P * 4, "pair positions"},
+      {&moe_gu_, P * 2 * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert gate_up"},
+      {&moe_act_, P * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert act"},
+      {&moe_out_, P * h * 2, "expert out"},
+      {&head_in_, S * h * 2, "head rows"},
+      {&logits_, S * static_cast<std::size_t>(V_) * 4, "logits"},
+      {&sampled_, S * sizeof(k::Sampled), "sampled"},
+      {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
+      {&uniform_, S * sizeof(double), "uniforms"},
+      {&keep_, S * static_cast<std::size_t>(V_), "sampling mask"},
+  };
+  for (const Want& w : wants)
+    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+  std::vector<k::SamplingParams> greedy(S);
+  for (auto& g : greedy) g.temperature = 0.f;
+  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), S * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+                          "sampling params");
+      !e.empty())
+    return e;
+  return cuda_error(cudaMemset(uniform_.get(), 0, S * sizeof(double)), "uniforms");
+}
+
+Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
+                                                           const CudaOptions& options) {
+  auto m = std::make_unique<Glm4MoeLiteCuda>(std::move(config), comm, options);
+  if (auto e = m->load(ck); !e.empty()) return error("CUDA glm4_moe_lite: " + e);
+  return std::unique_ptr<CudaModel>(std::move(m));
+}
+
+}  // namespace tandem::model::cuda
