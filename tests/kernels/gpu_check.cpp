@@ -24,7 +24,8 @@ int main() {
     void (*run)(std::vector<Row>&);
   };
   for (const Group g : {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling},
-                        Group{"moe", check_moe}, Group{"attention", check_attention}}) {
+                        Group{"moe", check_moe}, Group{"attention", check_attention},
+                        Group{"gemm", check_gemm}}) {
     try {
       g.run(rows);
     } catch (const std::exception& e) {
