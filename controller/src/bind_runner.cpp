@@ -1,6 +1,7 @@
 #include "bind_runner.hpp"
 
 #include "bind_report.hpp"
+#include "fault_pause.hpp"
 #include "rollback_runner.hpp"
 
 namespace tandem::ctl {
@@ -71,8 +72,10 @@ BindResult run_bind(BindContext& ctx) {
         !st)
       return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
     ctx.progress.begin(s.index, s.node, s.action, s.summary);
+    fault_pause(ctx.bind_dir, "before:" + std::to_string(s.index));
     const auto t0 = Clock::now();
     StepOutcome o = run_step(ctx, s);
+    fault_pause(ctx.bind_dir, "after:" + std::to_string(s.index));
     const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (o.ok) {
       if (auto st = ctx.record({{"event", "step.done"}, {"index", s.index}, {"evidence", o.evidence}, {"note", o.note}, {"ms", ms}}); !st)

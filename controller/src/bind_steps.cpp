@@ -20,6 +20,8 @@ std::string BindContext::op_for(const std::string& node, const std::string& what
 }
 
 StepOutcome run_report_write(BindContext& ctx, const Step& s) {
+  // "bound" is only written for a lane whose ranks all run.
+  if (auto dead = dead_rank(ctx)) return *dead;
   auto written = write_report(ctx, "bound", s.index);
   if (!written) return StepOutcome::failure(written.error().message);
   return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}}, written->markdown);

@@ -1,5 +1,7 @@
 // The executors behind run_step, one per kind of plan action (see bind_steps.cpp for the map).
 #pragma once
+#include <optional>
+
 #include "bind_context.hpp"
 
 namespace tandem::ctl {
@@ -33,6 +35,10 @@ StepOutcome run_serve_wait(BindContext& ctx, const Step& s);
 StepOutcome run_gate(BindContext& ctx, const Step& s);
 StepOutcome run_report_write(BindContext& ctx, const Step& s);
 
+// Every rank this bind started must still run; the first that does not is a failure (with its
+// exit and log tail). Checked while waiting, before serving is declared, and before each dead-man
+// is disarmed: a lane that lost a rank must never be left without its dead-man.
+std::optional<StepOutcome> dead_rank(const BindContext& ctx);
 // The engine log's last lines on `node`, for failure evidence ("" if the agent cannot say).
 std::string log_tail(const BindContext& ctx, const std::string& node, std::size_t lines = 20);
 std::string head_url(const Manifest& m);  // http://<head address>:<serve port>

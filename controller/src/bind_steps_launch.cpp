@@ -13,9 +13,17 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-bool exited(const json& engine) { return engine.value("phase", "") == "exited"; }
+// A rank this bind started is gone when it exited, or when a restarted agent found no rank
+// (idle: its predecessor's rank died while no agent watched).
+bool gone(const json& engine) {
+  const std::string phase = engine.value("phase", "");
+  return phase == "exited" || phase == "idle";
+}
 
-// Every rank started so far must still run; the first that does not is the failure.
+Millis rendezvous_timeout(const Manifest& m) { return std::chrono::duration_cast<Millis>(m.engine.rendezvous.timeout); }
+
+}  // namespace
+
 std::optional<StepOutcome> dead_rank(const BindContext& ctx) {
   for (const auto& s : ctx.plan.steps) {
     if (s.action != "engine.start") continue;
@@ -24,17 +32,14 @@ std::optional<StepOutcome> dead_rank(const BindContext& ctx) {
     AgentReply st = ctx.agent(s.node).engine_status();
     if (!st.ok) return StepOutcome::failure(st.error);
     const json e = field(st.body, "engine");
-    if (exited(e))
-      return StepOutcome::failure(s.node + ": the engine rank exited (" + e.value("exit", std::string("?")) +
+    if (gone(e))
+      return StepOutcome::failure(s.node + ": the engine rank " + (e.value("phase", "") == "idle" ? "is gone" : "exited") + " (" +
+                                      e.value("exit", std::string("?")) +
                                       "); last log lines:\n" + log_tail(ctx, s.node),
                                   json{{"engine", e}});
   }
   return std::nullopt;
 }
-
-Millis rendezvous_timeout(const Manifest& m) { return std::chrono::duration_cast<Millis>(m.engine.rendezvous.timeout); }
-
-}  // namespace
 
 std::string head_url(const Manifest& m) {
   return "http://" + m.head().address + ":" + std::to_string(m.engine.serve.port);
@@ -98,6 +103,8 @@ StepOutcome run_serve_wait(BindContext& ctx, const Step& s) {
   for (int i = 0;; ++i) {
     auto r = http_get(url, 10s);
     if (r && r->status == 200) {
+      // A head that answers while a worker has died is not a lane: it ends within seconds.
+      if (auto dead = dead_rank(ctx)) return *dead;
       long long ms = std::chrono::duration_cast<Millis>(Clock::now() - start).count();
       return StepOutcome::success({{"url", url}, {"waited_ms", ms}, {"body", r->body.substr(0, 500)}}, "/health answered 200");
     }

@@ -82,6 +82,7 @@ StepOutcome run_deadman_arm(BindContext& ctx, const Step& s) {
 }
 
 StepOutcome run_deadman_disarm(BindContext& ctx, const Step& s) {
+  if (auto dead = dead_rank(ctx)) return *dead;
   return from_reply(ctx.agent(s.node).deadman_disarm(ctx.op_for_step(s.index)));
 }
 

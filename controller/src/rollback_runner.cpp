@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "bind_steps.hpp"
+#include "fault_pause.hpp"
 #include "http_get.hpp"
 
 namespace tandem::ctl {
@@ -27,8 +28,11 @@ class Tasks {
     }
     if (!journal({{"event", "rollback.task.begin"}, {"key", key}, {"op_id", op}})) return false;
     ctx_.progress.begin(0, node, label, key);
+    const std::string nth = std::to_string(++begun_);
+    fault_pause(ctx_.bind_dir, "rollback-before:" + nth);
     const auto t0 = Clock::now();
     StepOutcome o = fn();
+    fault_pause(ctx_.bind_dir, "rollback-after:" + nth);
     const long long ms = std::chrono::duration_cast<Millis>(Clock::now() - t0).count();
     if (o.ok) {
       journal({{"event", "rollback.task.done"}, {"key", key}, {"evidence", o.evidence}, {"note", o.note}});
@@ -53,6 +57,7 @@ class Tasks {
   }
   BindContext& ctx_;
   RollbackResult& res_;
+  int begun_ = 0;  // tasks begun by this controller (fault tests pause at the n-th)
 };
 
 bool began(const BindContext& ctx, const Step& s) { return ctx.run.steps.count(s.index) > 0; }

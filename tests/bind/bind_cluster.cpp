@@ -157,7 +157,7 @@ std::string Cluster::expected_crontab() const {
 }
 
 std::string Cluster::old_lane_command() const {
-  return std::string(TANDEM_SERVE_BIN) + " " + (root(0) / "models/tiny").string() + " --device cpu --host 127.0.0.1 --port " +
+  return "echo start >> " + (dir / "starts").string() + "; " + std::string(TANDEM_SERVE_BIN) + " " + (root(0) / "models/tiny").string() + " --device cpu --host 127.0.0.1 --port " +
          std::to_string(serve_port) + " > " + (dir / "old.log").string() + " 2>&1 < /dev/null & echo $! > " +
          (dir / "old.pid").string();
 }
@@ -168,9 +168,34 @@ void Cluster::start_old_lane() {
   REQUIRE_MESSAGE(port_answers(serve_port), "the old lane did not come up: " << slurp(dir / "old.log"));
 }
 
-int Cluster::stop_count() const {
-  const std::string s = slurp(dir / "stops");
+namespace {
+int lines_in(const fs::path& p) {
+  const std::string s = slurp(p);
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+}  // namespace
+
+int Cluster::stop_count() const { return lines_in(dir / "stops"); }
+int Cluster::start_count() const { return lines_in(dir / "starts"); }
+
+void Cluster::kill_agent(int i) {
+  pid_t& p = agents.at(static_cast<size_t>(i));
+  if (p <= 0) return;
+  ::kill(p, SIGKILL);
+  ::waitpid(p, nullptr, 0);
+  p = -1;
+}
+
+void Cluster::restart_agent(int i) {
+  kill_agent(i);
+  start_agent(i);
+}
+
+std::vector<pid_t> Cluster::ranks(int i) const {
+  std::vector<pid_t> out;
+  for (pid_t p : processes_with(root(i).string() + "/"))
+    if (slurp("/proc/" + std::to_string(p) + "/cmdline").find("--node-rank") != std::string::npos) out.push_back(p);
+  return out;
 }
 
 void Cluster::start_agent(int i) {
@@ -189,7 +214,8 @@ void Cluster::start_agent(int i) {
             "/usr/local/bin/tandem-engine", "--allow-exec", "/bin/sh", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  agents.push_back(pid);
+  agents.resize(std::max(agents.size(), static_cast<size_t>(i) + 1), -1);
+  agents[static_cast<size_t>(i)] = pid;
   tandem::net::ClientOptions o;
   tandem::net::PkiLayout l{pki};
   o.ca_file = l.ca_cert();
@@ -231,10 +257,12 @@ int Cluster::ctl(const std::vector<std::string>& args, std::string& out, bool sp
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::path& log) const {
+pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::path& log,
+                              const std::vector<std::string>& env) const {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));  // the child's own copy of `env`
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -252,6 +280,7 @@ pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::pa
 
 Cluster::~Cluster() {
   for (pid_t p : agents) {
+    if (p <= 0) continue;
     ::kill(p, SIGKILL);
     ::waitpid(p, nullptr, 0);
   }

@@ -46,11 +46,20 @@ class Cluster {
 
   // tandemctl ARGS (state and PKI dirs added), output (stdout+stderr) into `out`; returns the exit code.
   int ctl(const std::vector<std::string>& args, std::string& out, bool split_stdout = false) const;
-  pid_t ctl_background(const std::vector<std::string>& args, const fs::path& log) const;
+  // The same, not waited for; `env` ("NAME=value") is added to its environment.
+  pid_t ctl_background(const std::vector<std::string>& args, const fs::path& log, const std::vector<std::string>& env = {}) const;
   std::string journal() const { return slurp(state / "bindtest/journal.jsonl"); }
+  fs::path bind_dir() const { return state / "bindtest"; }
 
   void start_old_lane();
-  int stop_count() const;  // how many times the stop command ran
+  int stop_count() const;   // how many times the stop command ran
+  int start_count() const;  // how many times the old lane was started (by the test or a rollback command)
+
+  // kill -9 node i's tandemd (and reap it); start it again as systemd's Restart= would.
+  void kill_agent(int i);
+  void restart_agent(int i);
+  // Node i's engine ranks (tandem-serve started by its agent: they carry --node-rank).
+  std::vector<pid_t> ranks(int i) const;
 
   fs::path dir, pki, state;
   std::uint16_t serve_port = 0, rendezvous_port = 0;
