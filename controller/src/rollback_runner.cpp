@@ -75,16 +75,23 @@ StepOutcome undo_op(const AgentClient& a, const std::string& op) {
   return StepOutcome::success(r.body, r.replayed() ? "already undone" : "undone");
 }
 
+// The verify URL answers as the old lane should; otherwise `why` says what it did instead.
+bool old_lane_answers(const RollbackVerify& v, Millis timeout, std::string& why) {
+  auto r = http_get(v.url, timeout);
+  if (r && r->status == 200 && (v.expect_body_contains.empty() || r->body.find(v.expect_body_contains) != std::string::npos))
+    return true;
+  why = !r ? r.error().message : r->status != 200 ? "HTTP " + std::to_string(r->status) : "200 without '" + v.expect_body_contains + "'";
+  return false;
+}
+
 StepOutcome verify_old_lane(const Manifest& m) {
   const RollbackVerify& v = m.rollback.verify;
   const auto start = Clock::now();
   std::string last;
   while (true) {
-    auto r = http_get(v.url, 10s);
-    if (r && r->status == 200 && (v.expect_body_contains.empty() || r->body.find(v.expect_body_contains) != std::string::npos))
+    if (old_lane_answers(v, 10s, last))
       return StepOutcome::success({{"url", v.url}, {"waited_ms", std::chrono::duration_cast<Millis>(Clock::now() - start).count()}},
                                   v.url + " answers 200");
-    last = !r ? r.error().message : r->status != 200 ? "HTTP " + std::to_string(r->status) : "200 without '" + v.expect_body_contains + "'";
     if (Clock::now() - start >= v.timeout)
       return StepOutcome::failure("the old lane did not come back: " + v.url + " (" + last + ") within " + format_duration(v.timeout));
     std::this_thread::sleep_for(500ms);
@@ -122,10 +129,11 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   }
 
   // 1. Stop the ranks, head first: one rank failing stops the others, leaving no orphan.
+  bool ranks_stopped = true;
   for (const Node* n : reverse) {
     if (!usable(n->name) || !(from_agents || began_on(n->name, "engine.start"))) continue;
     const AgentClient& a = ctx.agent(n->name);
-    tasks.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
+    ranks_stopped &= tasks.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
       AgentReply r = a.engine_stop(10s);
       if (!r.ok) return StepOutcome::failure(r.error);
       return StepOutcome::success(r.body, "rank " + field(r.body, "engine").value("phase", std::string("?")));
@@ -163,8 +171,15 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   }
 
   // 3. The rollback lane, on the nodes it names, only once the old lane was actually stopped.
+  // With the new ranks stopped, whatever answers at the verify URL is the old lane: still up
+  // (`tandemctl rollback` of a bind that never reached its stop step, a stop command that did not
+  // take) or back already (a dead-man that fired). It is never started a second time: a second copy
+  // of a GPU server can take the memory the first one needs before it finds its port taken.
+  std::string why_not;
   if (!stop_began) {
     ctx.progress.line("the old lane was never stopped (the bind failed before any stop step): not starting it again");
+  } else if (ranks_stopped && old_lane_answers(ctx.m.rollback.verify, 3s, why_not)) {
+    ctx.progress.line("the old lane already answers at " + ctx.m.rollback.verify.url + ": not starting it again");
   } else {
     for (const Node* n : reverse) {
       bool has = false;

@@ -27,6 +27,7 @@ struct ClusterOptions {
   bool hang_worker = false;   // the worker's engine never becomes ready (sleeps)
   int stop_sleep_s = 0;       // the stop command sleeps this long first (a window to kill the controller in)
   std::string deadman = "10m";
+  std::string verify_timeout = "30s";  // how long a rollback waits for the old lane to answer
   // Gates: "off"; "on" (health, models, chat, tool_call, json: what the demo model can pass);
   // "needle" (also a 256-token retrieval that must find its needle: random weights cannot);
   // "bench" (health and a short bench at concurrency 2: no speed floor, zero failures allowed).

@@ -26,7 +26,7 @@ std::vector<std::string> rollback_keys(const std::string& journal) {
 
 TEST_CASE("controller: killed after each step of a TP2 bind acted; the next bind resumes and serves") {
   FaultLab lab({.nodes = 2});
-  const auto steps = lab.steps;
+  const auto steps = lab.one_per_action();
   for (const auto& s : steps) {
     CAPTURE(s.name());
     const pid_t ctl = lab.start_paused("bind", "after:" + std::to_string(s.index));

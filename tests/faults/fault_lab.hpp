@@ -33,6 +33,9 @@ class FaultLab {
   Cluster c;
   std::vector<PlanStep> steps;  // `tandemctl plan -o json` of this cluster's manifest
 
+  // One step per kind of action (its first), and every engine.start: the matrix's rows. Steps of
+  // one action on the other node run the same controller and agent code.
+  std::vector<PlanStep> one_per_action() const;
   // The first step with `action` (on `node`, when given).
   const PlanStep& step(const std::string& action, const std::string& node = "") const;
   // Node index of a step's node; controller steps act for the head (0).
@@ -52,12 +55,17 @@ class FaultLab {
   json last_report() const;  // the newest report's JSON
 
   bool old_lane_running() const;  // the process the old lane's pid file names is alive
+  // The checks of the two ends. Cases follow each other on one cluster, each from the restored
+  // state the one before it ended in; require_restored marks that state as the next case's start.
   void require_bound() const;
-  void require_restored() const;
+  void require_restored();
   // From bound: `tandemctl rollback`, then restored.
-  void roll_back_to_old_lane() const;
+  void roll_back_to_old_lane();
   // Waits up to `limit` until node i runs no engine rank; true if none is left.
   bool ranks_gone(int i, std::chrono::milliseconds limit) const;
+
+ private:
+  int stops_at_start_ = 0;  // the stop command's runs when this case began
 };
 
 }  // namespace faulttest
