@@ -3,17 +3,22 @@
 // namespace B, the head in A, rendezvous over the veth fabric between them), then roll back to the
 // old lane. Then the fault: the fabric link is cut (ip link set down) before the ranks meet; the
 // bind must fail within the rendezvous timeout and put the old lane back, crontabs byte for byte
-// and no rank left running in either namespace.
+// and no rank left running in either namespace. The same for a link cut mid-rendezvous (the worker
+// up and waiting, tandemctl stopped there by its fault hook) and under a serving lane (both ranks
+// must end on their own within seconds; rollback restores).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -140,15 +145,86 @@ struct BindLab {
   Ran bind_ctl(const std::string& verb) const {
     return ctl({verb, c.manifest.string(), "--state-dir", state.string()});
   }
+
+  Ran enroll() const {
+    return ctl({"enroll", c.manifest.string(), "--known-hosts", c.known_hosts.string(), "--identity", c.key.string(),
+                "--agent-binary", TANDEMD_BIN, "--start", "direct", "--timeout", "30"});
+  }
+
+  // The plan's index of `action` on `node`.
+  int step_index(const std::string& action, const std::string& node) const {
+    auto p = run({TANDEMCTL_BIN, "plan", c.manifest.string(), "-o", "json"});
+    REQUIRE(p.status == 0);
+    const json plan = json::parse(p.out);
+    for (const auto& s : plan["steps"])
+      if (s["action"] == action && s["node"] == node) return s["index"].get<int>();
+    FAIL("no step " << action << " on " << node);
+    return 0;
+  }
+
+  // `tandemctl bind` in the background, stopped at `point` by tandemctl's fault hook
+  // (controller/src/fault_pause.hpp); returns its pid once it waits there.
+  pid_t bind_paused_at(const std::string& point) const {
+    const fs::path marker = state / "netns-bind/paused", log = c.dir / "paused-bind.log";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string env = "TANDEM_FAULT_PAUSE=" + point;
+      ::putenv(const_cast<char*>(env.c_str()));
+      ::unsetenv("SSH_AUTH_SOCK");
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const std::string m = c.manifest.string(), st = state.string(), pki = c.pki.string();
+      ::execl(TANDEMCTL_BIN, TANDEMCTL_BIN, "bind", m.c_str(), "--state-dir", st.c_str(), "--pki-dir", pki.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 3000 && slurp(marker) != point + "\n"; ++i) {
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) FAIL("tandemctl bind ended before " << point << ":\n" << slurp(log));
+      std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE_MESSAGE(slurp(marker) == point + "\n", slurp(log));
+    return pid;
+  }
+  void resume() const { fs::remove(state / "netns-bind/paused"); }
+
+  void set_fabric(const char* updown) const {
+    REQUIRE(run({"/usr/sbin/ip", "-n", c.env.at("NS_A"), "link", "set", "fab0", updown}).status == 0);
+  }
+
+  // The old lane back: it answers, crontabs byte for byte, no engine rank in either namespace.
+  void require_restored() const {
+    CHECK(wait_answers(c.env.at("A_ADDR"), kServePort, 30s));
+    CHECK(ranks_in(c.env.at("NS_A")).empty());
+    CHECK(ranks_in(c.env.at("NS_B")).empty());
+    CHECK(slurp(c.root("node-a") / "etc/crontab") == crontab);
+    CHECK(slurp(c.root("node-b") / "etc/crontab") == crontab);
+  }
 };
+
+int exit_code_of(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Waits until no engine rank runs in `ns`; how long that took, or nullopt after `limit`.
+std::optional<std::chrono::milliseconds> ranks_end_in(const std::string& ns, std::chrono::seconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!ranks_in(ns).empty()) {
+    if (std::chrono::steady_clock::now() - t0 > limit) return std::nullopt;
+    std::this_thread::sleep_for(100ms);
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
 
 }  // namespace
 
 TEST_CASE("enroll, bind TP2 across two namespaces, roll back; then a cut fabric link fails the bind and rolls it back") {
   BindLab lab;
   NetnsCluster& c = lab.c;
-  auto enrolled = lab.ctl({"enroll", c.manifest.string(), "--known-hosts", c.known_hosts.string(), "--identity",
-                           c.key.string(), "--agent-binary", TANDEMD_BIN, "--start", "direct", "--timeout", "30"});
+  auto enrolled = lab.enroll();
   REQUIRE_MESSAGE(enrolled.status == 0, enrolled.err);
   lab.start_old_lane();
 
@@ -191,4 +267,52 @@ TEST_CASE("enroll, bind TP2 across two namespaces, roll back; then a cut fabric 
   CHECK(ranks_in(c.env["NS_B"]).empty());
   CHECK(slurp(c.root("node-a") / "etc/crontab") == lab.crontab);
   CHECK(slurp(c.root("node-b") / "etc/crontab") == lab.crontab);
+}
+
+TEST_CASE("the fabric cut mid-rendezvous, and under a serving lane: no rank outlives it, the old lane comes back") {
+  BindLab lab;
+  NetnsCluster& c = lab.c;
+  auto enrolled = lab.enroll();
+  REQUIRE_MESSAGE(enrolled.status == 0, enrolled.err);
+  lab.start_old_lane();
+
+  // Mid-rendezvous: the worker is up and waiting for its peer on the fabric; the link goes down as
+  // the head starts and dials it.
+  {
+    const pid_t ctl = lab.bind_paused_at("before:" + std::to_string(lab.step_index("engine.start", "node-a")));
+    REQUIRE(ranks_in(c.env["NS_B"]).size() == 1);
+    lab.set_fabric("down");
+    const auto t0 = std::chrono::steady_clock::now();
+    lab.resume();
+    const int rc = exit_code_of(ctl);
+    const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0);
+    const std::string out = slurp(c.dir / "paused-bind.log");
+    INFO("bind cut mid-rendezvous (" << took.count() << " s):\n" << out);
+    CHECK(rc == 3);
+    CHECK(out.find("(engine.rendezvous) on node-a") != std::string::npos);
+    CHECK(out.find("rolled back: the old lane answers again") != std::string::npos);
+    CHECK(took < 60s);  // the rendezvous bound (8 s) and the rollback, not a hang
+    lab.require_restored();
+    lab.set_fabric("up");
+  }
+
+  // Serving: the bound lane loses its fabric. Both ranks must end on their own within seconds (a
+  // lane with half its ranks must not go on answering /health), and rollback restores.
+  {
+    auto bound = lab.bind_ctl("bind");
+    REQUIRE_MESSAGE(bound.status == 0, bound.out << bound.err);
+    REQUIRE(ranks_in(c.env["NS_A"]).size() == 1);
+    REQUIRE(ranks_in(c.env["NS_B"]).size() == 1);
+    lab.set_fabric("down");
+    const auto worker = ranks_end_in(c.env["NS_B"], 40s);
+    const auto head = ranks_end_in(c.env["NS_A"], 40s);
+    CHECK_MESSAGE(worker.has_value(), "the worker rank still runs 40 s after the fabric was cut");
+    CHECK_MESSAGE(head.has_value(), "the head rank still runs 40 s after the fabric was cut");
+    MESSAGE("after the cut, the worker ended in " << (worker ? worker->count() : -1) << " ms, the head "
+                                                  << (head ? head->count() : -1) << " ms later");
+    auto rolled = lab.bind_ctl("rollback");
+    INFO("rollback:\n" << rolled.out << rolled.err);
+    CHECK(rolled.status == 0);
+    lab.require_restored();
+  }
 }

@@ -1,5 +1,9 @@
 #include "framed_socket.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <cstring>
@@ -47,6 +51,11 @@ FramedSocket::FramedSocket(asio::io_context& io, asio::ip::tcp::socket socket, s
     : io_(io), socket_(std::move(socket)), peer_(std::move(peer)) {
   error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+}
+
+void FramedSocket::limit_unacked(std::chrono::milliseconds limit) {
+  const unsigned int ms = static_cast<unsigned int>(limit.count());
+  (void)::setsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);  // best effort: Linux only
 }
 
 Status FramedSocket::send(FrameKind kind, const void* data, std::size_t bytes, std::chrono::milliseconds timeout) {

@@ -36,6 +36,10 @@ class FramedSocket {
   // Receives one frame; `expect` other than the frame's kind is a protocol error.
   Result<Frame> receive(FrameKind expect, std::chrono::milliseconds timeout);
   const std::string& peer() const { return peer_; }
+  // Data the peer has not acknowledged for `limit` ends the connection (TCP_USER_TIMEOUT). A cut
+  // link gives no error of its own: writes keep landing in the kernel's buffer, so a head that
+  // only sends (heartbeats to an idle worker) would never notice it lost its worker.
+  void limit_unacked(std::chrono::milliseconds limit);
   // Closes the connection now, so that the peer hears of it at once instead of at its timeout.
   void close();
 

@@ -120,6 +120,11 @@ class TcpGroup final : public TcpCommunicator {
     if (o_.log) o_.log(line);
   }
 
+  // How long a link may hold unacknowledged data before it counts as cut: a third of the peer
+  // timeout (at least 3 s), the silence after which an idle worker gives up on its head, so both
+  // ends of a cut link end in about the same time.
+  milliseconds unacked_limit() const { return std::max(milliseconds(3000), o_.peer_timeout / 3); }
+
   // The first failure breaks the group for good; closing every link tells the other ranks now.
   Status fail(Error e) {
     if (!broken_) broken_ = Error{"tensor-parallel group (rank " + std::to_string(o_.rank) + " of " + std::to_string(o_.size) +
@@ -199,6 +204,7 @@ class TcpGroup final : public TcpCommunicator {
         return fail(Error{"rendezvous: refused the " + peer + ": " + why});
       }
       log("rendezvous: rank " + std::to_string(rank) + " joined from " + peer.substr(8));
+      link->limit_unacked(unacked_limit());
       peers_[static_cast<size_t>(rank)] = std::move(link);
       ++joined;
     }
@@ -239,6 +245,7 @@ class TcpGroup final : public TcpCommunicator {
       }
       auto welcome = link->receive(FrameKind::welcome, std::max(left_until(deadline), milliseconds(1)));
       if (!welcome) return fail(Error{"rendezvous: " + welcome.error().message});
+      link->limit_unacked(unacked_limit());
       peers_[0] = std::move(link);
       log("rendezvous: joined rank 0 at " + endpoint_str(head) + " as rank " + std::to_string(o_.rank) + " of " +
           std::to_string(o_.size));
