@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "free_port.hpp"
+
 namespace tandem::supervise::test {
 
 struct TempDir {
@@ -32,17 +34,6 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// A port nothing listens on right now (the kernel's pick for an ephemeral bind).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using tandem::test::free_port;
 
 }  // namespace tandem::supervise::test

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "free_port.hpp"
 #include "tandem/net/https_client.hpp"
 #include "tandem/net/pki.hpp"
 
@@ -40,18 +41,7 @@ void write(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
 
-std::uint16_t free_port() {
-  // Ask the kernel for a free port on loopback, then release it for tandemd to take.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using tandem::test::free_port;
 
 struct Cluster {
   fs::path dir;

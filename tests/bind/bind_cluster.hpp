@@ -11,13 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "free_port.hpp"
+
 namespace bindtest {
 
 namespace fs = std::filesystem;
 
 std::string slurp(const fs::path& p);
 void write(const fs::path& p, const std::string& s);
-std::uint16_t free_port(const char* addr = "127.0.0.1");
+using tandem::test::free_port;
 bool port_answers(std::uint16_t port);  // GET /health on 127.0.0.1 answers 200
 // Processes whose command line contains `needle` (orphan checks).
 std::vector<pid_t> processes_with(const std::string& needle);

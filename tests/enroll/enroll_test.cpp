@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "free_port.hpp"
 #include "sshd_fixture.hpp"
 #include "tandem/net/https_client.hpp"
 #include "tandem/net/pki.hpp"
@@ -44,18 +45,6 @@ void skip_without_sshd() {
   }
 }
 
-// A port free on every address (both nodes' agents listen on it, on 127.0.0.1 and 127.0.0.2).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A bind with two nodes on 127.0.0.1 and 127.0.0.2, each with its own sandbox root.
 struct Lab {
   fs::path dir;
@@ -76,7 +65,7 @@ struct Lab {
     sshd.push_back(std::make_unique<Sshd>(dir / "sshd-a", a));
     if (nodes > 1) sshd.push_back(std::make_unique<Sshd>(dir / "sshd-b", SshdOptions{"127.0.0.2", "", ""}));
     for (auto& s : sshd) s->authorize(key.string() + ".pub");
-    agent_port = free_port();
+    agent_port = tandem::test::free_port("0.0.0.0");  // free on both nodes' addresses
     write_manifest();
     auto made = tandem::net::init_cluster_pki(pki, "controller", {{"node-a", {"127.0.0.1"}}, {"node-b", {"127.0.0.2"}}});
     REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));

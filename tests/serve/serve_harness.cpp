@@ -91,12 +91,6 @@ void write_demo_model(const std::filesystem::path& dir) {
   REQUIRE_MESSAGE(run_serve({"--write-demo-model", dir.string()}, out) == 0, out);
 }
 
-std::uint16_t free_port() {
-  asio::io_context io;
-  tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
-
 Server::Server(std::vector<std::string> extra) {
   char tmpl[] = "/tmp/tandem-serve-test-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);

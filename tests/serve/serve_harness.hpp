@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "free_port.hpp"
+
 namespace tandem::serve_test {
 
 struct Reply {
@@ -51,7 +53,7 @@ std::string read_text(const std::filesystem::path& p);
 // The demo model (seeded, so every call writes the same weights) into `dir`.
 void write_demo_model(const std::filesystem::path& dir);
 
-std::uint16_t free_port();
+using tandem::test::free_port;
 Reply request(std::uint16_t port, const std::string& method, const std::string& target, const std::string& body = "");
 Reply request_at(const std::string& host, std::uint16_t port, const std::string& method, const std::string& target,
                  const std::string& body = "");
