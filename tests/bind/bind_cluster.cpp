@@ -218,42 +218,20 @@ void Cluster::start_agent(int i) {
   FAIL("tandemd " << node << " did not come up: " << slurp(log));
 }
 
-int Cluster::ctl(const std::vector<std::string>& args, std::string& out, bool split_stdout) const {
-  const fs::path log = dir / "ctl.out", err = dir / "ctl.err";
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int efd = split_stdout ? ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644) : fd;
-    ::dup2(fd, 1);
-    ::dup2(efd, 2);
-    std::vector<std::string> full{TANDEMCTL_BIN};
-    full.insert(full.end(), args.begin(), args.end());
-    for (const char* f : {"--state-dir", "--pki-dir"}) {
-      full.emplace_back(f);
-      full.push_back(std::string(f) == "--state-dir" ? state.string() : pki.string());
-    }
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(TANDEMCTL_BIN, argv.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  out = slurp(log);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+namespace {
 
-pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::path& log,
-                              const std::vector<std::string>& env) const {
+// tandemctl ARGS --state-dir STATE --pki-dir PKI, not waited for: stdout to `out`, stderr to `err`
+// (the same file when equal), with `env` ("NAME=value") added to its environment.
+pid_t spawn_ctl(const std::vector<std::string>& args, const fs::path& state, const fs::path& pki, const fs::path& out,
+                const fs::path& err, const std::vector<std::string>& env) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));  // the child's own copy of `env`
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int efd = err == out ? fd : ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
-    ::dup2(fd, 2);
+    ::dup2(efd, 2);
     std::vector<std::string> full{TANDEMCTL_BIN};
     full.insert(full.end(), args.begin(), args.end());
     full.insert(full.end(), {"--state-dir", state.string(), "--pki-dir", pki.string()});
@@ -264,6 +242,22 @@ pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::pa
     ::_exit(127);
   }
   return pid;
+}
+
+}  // namespace
+
+int Cluster::ctl(const std::vector<std::string>& args, std::string& out, bool split_stdout) const {
+  const fs::path log = dir / "ctl.out";
+  const pid_t pid = spawn_ctl(args, state, pki, log, split_stdout ? dir / "ctl.err" : log, {});
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  out = slurp(log);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+pid_t Cluster::ctl_background(const std::vector<std::string>& args, const fs::path& log,
+                              const std::vector<std::string>& env) const {
+  return spawn_ctl(args, state, pki, log, log, env);
 }
 
 Cluster::~Cluster() {
