@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from glm_lite import RMSNorm, rope_angles, rope_half
+from glm_lite import RMSNorm, rope_angles, rope_half, sdpa
 
 
 class DraftAttention(nn.Module):
@@ -35,7 +35,7 @@ class DraftAttention(nn.Module):
         k, v = torch.cat([kc, kb], 1), torch.cat([vc, vb], 1)
         rep = self.heads // self.kv_heads
         k, v = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
-        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+        o = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask=mask)
         return self.o_proj(o.transpose(1, 2).reshape(B, Q, self.heads * self.hd))
 
 
@@ -138,8 +138,10 @@ def dflash_greedy(target, drafter, prompt, max_new, k):
     lengths = []
     while len(out) < max_new:
         start = ids.shape[0]  # the anchor out[-1] sits here
-        n = min(k, max_new - len(out))
-        drafts = propose(drafter, target.model.embed_tokens, target.lm_head, ctx, out[-1], start, n)
+        # As tandem-serve does: never draft a token that max_new could not keep.
+        n = min(k, max_new - len(out) - 1)
+        drafts = (propose(drafter, target.model.embed_tokens, target.lm_head, ctx, out[-1], start, n) if n > 0
+                  else torch.zeros(0, dtype=torch.long, device=ids.device))
         block = torch.cat([torch.tensor([out[-1]], device=ids.device), drafts])
         seq = torch.cat([ids, block])
         logits, feats = target(seq[None], capture=drafter.layer_ids)
@@ -148,7 +150,8 @@ def dflash_greedy(target, drafter, prompt, max_new, k):
         while acc < n and int(drafts[acc]) == int(post[acc]):
             acc += 1
         emitted = [int(t) for t in drafts[:acc]] + [int(post[acc])]
-        lengths.append(acc + 1)
+        if n > 0:
+            lengths.append(acc + 1)
         ids = torch.cat([ids, block[: acc + 1]])
         ctx = drafter.fuse([f[:, : ids.shape[0]] for f in feats])
         out.extend(emitted)

@@ -25,6 +25,19 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
 
 
+def sdpa(q, k, v, mask=None, causal=False):
+    """softmax(q k^T / sqrt(d)) v over [B, heads, T, d]; mask: bool [Tq, Tk], True = visible.
+    torch.nn.functional's fused kernel when this torch has it (2.x), else the same math by hand (1.13)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    s = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])
+    if causal:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return (torch.softmax(s, -1).to(v.dtype)) @ v
+
+
 def rope_angles(positions, dim, theta, device):
     inv = 1.0 / (theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
     ang = positions.float()[..., None] * inv  # [..., dim/2]
@@ -121,7 +134,7 @@ class Mla(nn.Module):
         k_rope = rope_interleaved(k_rope[:, :, None, :], cos, sin).expand(B, T, self.n, self.rope)
         q = torch.cat([q_nope, q_rope], -1).transpose(1, 2)
         k = torch.cat([k_nope, k_rope], -1).transpose(1, 2)
-        o = F.scaled_dot_product_attention(q, k, v.transpose(1, 2), is_causal=True)
+        o = sdpa(q, k, v.transpose(1, 2), causal=True)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.n * self.vd))
 
 

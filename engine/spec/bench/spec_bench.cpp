@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -64,6 +65,7 @@ Outcome run(Engine& e, const std::vector<Prompt>& prompts, int batch, int max_to
       r.prompt = prompts[i].ids;
       r.max_tokens = max_tokens;
       r.ignore_eos = true;
+      r.sampling.temperature = 0.0f;  // greedy: DFlash output must equal plain output
       r.on_event = [&, i](const TokenEvent& ev) {
         std::lock_guard lk(mu);
         if (ev.token) o.tokens[i].push_back(*ev.token);
@@ -134,6 +136,17 @@ int main(int argc, char** argv) {
         compared += n;
         for (size_t j = 0; j < n && plain.tokens[i][j] == prompts[i].reference[j]; ++j) ++same_ref;
       }
+      if (std::getenv("SPEC_BENCH_VERBOSE"))
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          auto show = [](const char* what, const std::vector<std::int32_t>& t) {
+            std::printf("  %-9s", what);
+            for (auto x : t) std::printf(" %d", x);
+            std::printf("\n");
+          };
+          show("plain", plain.tokens[i]);
+          show("dflash", sp.tokens[i]);
+          show("reference", prompts[i].reference);
+        }
       const auto& m = sp.metrics;
       const double acc_len = m.spec_drafts > 0 ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_drafts) : 1.0;
       std::printf("%-6s %5d %7zu %10.1f %10.1f %7.2fx %9.2f %9.2f %10s %9.0f%%\n", kind.c_str(), b, tokens,
