@@ -107,7 +107,7 @@ class Moe(nn.Module):
             if rows.numel() == 0:
                 continue
             we = (w * hit).sum(-1)[rows]
-            out.index_add_(0, rows, expert(x2[rows]) * we[:, None])
+            out.index_add_(0, rows, (expert(x2[rows]) * we[:, None]).to(out.dtype))
         return (out + self.shared_experts(x2)).reshape(shape)
 
 

@@ -66,6 +66,7 @@ def gather(roots, limit_bytes, seed):
                 p = os.path.join(dirpath, n)
                 if kind_of(p) and not os.path.islink(p):
                     files.append(p)
+    files = sorted(set(files))
     random.Random(seed).shuffle(files)
     docs, total = {"prose": [], "code": [], "json": []}, 0
     share = {"prose": 0.35, "code": 0.45, "json": 0.20}
@@ -208,7 +209,8 @@ def main():
     log("torch", torch.__version__, "device", device)
 
     # 1. Corpus.
-    roots = ["/usr/share/doc", "/usr/include", sysconfig.get_paths()["stdlib"], "/usr/share"]
+    paths = sysconfig.get_paths()
+    roots = ["/usr/include", paths["stdlib"], paths["purelib"], "/usr/share"]
     docs = gather([r for r in roots if os.path.isdir(r)], int(a.corpus_mb * 2**20), seed=0)
     held = {k: v[: max(2, len(v) // 50)] for k, v in docs.items()}
     train_docs = [d for k, v in docs.items() for d in v[max(2, len(v) // 50):]]
