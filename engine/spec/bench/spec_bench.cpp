@@ -4,7 +4,9 @@
 // batch size: tokens, tok/s plain and DFlash, mean acceptance length (ours and the reference's),
 // whether DFlash output equals plain output, and whether plain output equals the reference's.
 //
-//   tandem_spec_bench TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N]
+//   tandem_spec_bench TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N] [--fixed-k]
+// --fixed-k drafts k tokens every step (the reference's way, so acceptance lengths compare);
+// without it each request's draft length adapts to its acceptance (the serving default).
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -36,7 +38,8 @@ struct Outcome {
   EngineMetrics metrics;
 };
 
-std::unique_ptr<Engine> start(const std::string& target, std::shared_ptr<const spec::Drafter> drafter, int k, int seqs) {
+std::unique_ptr<Engine> start(const std::string& target, std::shared_ptr<const spec::Drafter> drafter, int k, int seqs,
+                              bool fixed_k) {
   auto m = model::load_model(target);
   if (!m) throw std::runtime_error(m.error().message);
   EngineConfig cfg;
@@ -46,6 +49,7 @@ std::unique_ptr<Engine> start(const std::string& target, std::shared_ptr<const s
   cfg.log = [](const std::string&) {};
   cfg.drafter = std::move(drafter);
   cfg.num_speculative_tokens = k;
+  if (fixed_k) cfg.draft_policy.min_chance = 0.0;  // always the full k, as the reference drafts
   auto e = Engine::start(std::move(m).value(), cfg);
   if (!e) throw std::runtime_error(e.error().message);
   return std::move(e).value();
@@ -88,14 +92,21 @@ Outcome run(Engine& e, const std::vector<Prompt>& prompts, int batch, int max_to
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N] [--fixed-k]\n", argv[0]);
     return 2;
   }
   const std::string target = argv[1], drafter_dir = argv[2];
   std::vector<int> batches;
   int k = -1, max_tokens = -1;
-  for (int i = 4; i + 1 < argc; i += 2) {
+  bool fixed_k = false;
+  for (int i = 4; i < argc; i += 2) {
     const std::string f = argv[i];
+    if (f == "--fixed-k") {
+      fixed_k = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     const int v = std::stoi(argv[i + 1]);
     if (f == "--batch") batches.push_back(v);
     else if (f == "--k") k = v;
@@ -125,9 +136,9 @@ int main(int argc, char** argv) {
     for (const auto& p : prompts)
       for (int l : p.ref_lengths) ref_sum += l, ++ref_n;
     for (int b : batches) {
-      auto plain_engine = start(target, nullptr, 0, b);
+      auto plain_engine = start(target, nullptr, 0, b, false);
       const Outcome plain = run(*plain_engine, prompts, b, max_tokens);
-      auto spec_engine = start(target, drafter, k, b);
+      auto spec_engine = start(target, drafter, k, b, fixed_k);
       const Outcome sp = run(*spec_engine, prompts, b, max_tokens);
       size_t tokens = 0, same_ref = 0, compared = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
