@@ -93,6 +93,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       drafter_(draft_pool_ ? cfg.drafter : nullptr),
       num_spec_(draft_pool_ ? cfg.num_speculative_tokens : 0),
       draft_policy_(cfg.draft_policy),
+      step_cost_(num_spec_ + 1),
       pool_size_(size),
       sched_cfg_(sched_cfg),
       eos_ids_(model_->config().decoder().eos_token_ids),

@@ -30,6 +30,7 @@
 #include "tandem/model/result.hpp"
 #include "tandem/spec/draft_length.hpp"
 #include "tandem/spec/drafter.hpp"
+#include "tandem/spec/step_cost.hpp"
 #include "token_constraint.hpp"
 
 namespace tandem::engine::runtime {
@@ -144,6 +145,7 @@ class Engine {
   std::shared_ptr<const spec::Drafter> drafter_;
   int num_spec_ = 0;
   spec::DraftLengthPolicy draft_policy_;
+  spec::StepCost step_cost_{1};  // measured decode/verify costs (worker thread, under mu_)
   kv::PoolSize pool_size_;
   sched::SchedulerConfig sched_cfg_;
   std::vector<std::int32_t> eos_ids_;

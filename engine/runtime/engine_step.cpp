@@ -21,7 +21,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   const auto lookahead = [this](kv::SeqId id) {
     auto it = requests_.find(id);
     if (it == requests_.end() || !it->second->draft_len || it->second->req.constraint) return 0;
-    return it->second->draft_len->next();
+    return it->second->draft_len->next(&step_cost_);
   };
   const sched::Step st = drafter_ ? sched_.schedule(lookahead) : sched_.schedule();
   for (kv::SeqId id : st.preempted)
@@ -93,6 +93,10 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       events.push_back({reqs[i], TokenEvent{j.work.id, std::nullopt, 0.0f, FinishReason::abort, "model: " + j.error, 0, 0}});
     }
     if (j.work.samples) emitted.push_back(j.error.empty() ? j.emitted : std::vector<sched::Token>{0});
+    if (j.error.empty() && j.forward_tokens > 0) {
+      step_cost_.record_forward(j.forward_tokens, j.forward_seconds);
+      if (j.drafted > 0) step_cost_.record_draft(j.draft_seconds);
+    }
     // Speculation is counted as verified, whether or not a stop token cut the output short.
     if (j.drafted > 0 && j.error.empty()) {
       RequestState& r = *reqs[i];

@@ -13,6 +13,7 @@
 //      either pool lie beyond the sequence's written length, so the scheduler's KV bookkeeping
 //      (advance to the kept tokens, trim the spare blocks) is the whole rollback.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -29,6 +30,10 @@ float raw_logprob(std::span<const float> logits, std::int32_t token) {
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
   return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - mx - std::log(sum));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::vector<std::int32_t> positions_from(int start, int n) {
@@ -68,8 +73,13 @@ void run_plain(const JobContext& ctx, Job& j) {
   const int last = n - 1;
   model::HiddenCapture cap;
   if (ctx.drafter) cap.layers = ctx.drafter->target_layers();
+  const auto t0 = std::chrono::steady_clock::now();
   auto logits = ctx.model.forward(j.tokens, positions, seq, j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>(),
                                   ctx.drafter ? &cap : nullptr);
+  if (n == 1 && j.work.samples) {
+    j.forward_tokens = 1;
+    j.forward_seconds = seconds_since(t0);
+  }
   if (!logits) {
     j.error = logits.error().message;
     j.group_failed = static_cast<bool>(ctx.announce);
@@ -93,6 +103,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
   std::vector<std::int32_t> block{anchor};
   std::vector<double> q;  // sampled drafting: k rows of the drafter's distribution
   {
+    const auto t0 = std::chrono::steady_clock::now();
     model::PagedKvSequence draft_seq(*ctx.draft_pool, j.table, start);
     auto dl = ctx.drafter->propose(draft_seq, anchor, start, k);
     if (!dl) {
@@ -110,6 +121,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
         q.insert(q.end(), qi.begin(), qi.end());
       }
     }
+    j.draft_seconds = seconds_since(t0);
   }
 
   // 2. Verify: one target forward over the block.
@@ -126,7 +138,10 @@ void run_speculative(const JobContext& ctx, Job& j) {
   for (int r = 0; r < B; ++r) rows[static_cast<size_t>(r)] = r;
   model::HiddenCapture cap;
   cap.layers = ctx.drafter->target_layers();
+  const auto t0 = std::chrono::steady_clock::now();
   auto logits = ctx.model.forward(block, positions, seq, rows, &cap);
+  j.forward_tokens = B;
+  j.forward_seconds = seconds_since(t0);
   if (!logits) {
     j.error = logits.error().message;
     j.group_failed = static_cast<bool>(ctx.announce);

@@ -29,6 +29,10 @@ struct Job {
   std::vector<std::int32_t> emitted;
   std::vector<float> logprobs;
   int drafted = 0, accepted = 0;     // this step's speculation (0, 0 when it drafted nothing)
+  // Timings of a decoding step (for spec::StepCost): the target forward over forward_tokens tokens
+  // and the drafter's proposal; forward_tokens 0 when the job was a prefill chunk.
+  int forward_tokens = 0;
+  double forward_seconds = 0, draft_seconds = 0;
   std::string error;
   bool group_failed = false;         // the error is the tensor-parallel group's: the engine ends
 };

@@ -122,3 +122,34 @@ TEST_CASE("the adaptive draft length follows acceptance and probes again after p
   CHECK(probes == 2);
   CHECK(plain == 30);
 }
+
+TEST_CASE("with measured step costs the draft length maximises expected tokens per second") {
+  // Every draft position is accepted half the time: E(k) = 1 + 1/2 + 1/4 + ... (< 2).
+  auto half = [] {
+    spec::DraftLength d(4);
+    for (int i = 0; i < 40; ++i) d.record(4, i % 2);  // alternately: first refused, first kept
+    return d;
+  };
+  spec::StepCost flat(5), linear(5);
+  for (int n = 1; n <= 5; ++n) {
+    flat.record_forward(n, 1.0);            // verification is nearly free (a GPU's case)
+    linear.record_forward(n, 1.0 * n);      // every verified token costs a decode (the CPU path's case)
+  }
+  flat.record_draft(0.1);
+  linear.record_draft(0.1);
+  spec::DraftLength a = half();
+  CHECK(a.next(&flat) >= 1);    // drafting raises tokens per second
+  spec::DraftLength b = half();
+  CHECK(b.next(&linear) == 0);  // it cannot: decode plainly
+  // Without a timed plain decode the chance rule decides.
+  spec::StepCost none(5);
+  spec::DraftLength c = half();
+  CHECK(c.next(&none) == c.next());
+  // Sizes not timed are interpolated between timed ones and held flat beyond them.
+  spec::StepCost some(8);
+  some.record_forward(1, 1.0);
+  some.record_forward(5, 3.0);
+  CHECK(some.step(3).value() == doctest::Approx(2.0));
+  CHECK(some.step(8).value() == doctest::Approx(3.0));
+  CHECK_FALSE(some.step(9).has_value());
+}

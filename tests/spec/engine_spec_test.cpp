@@ -89,7 +89,7 @@ TEST_CASE("greedy output with a random DFlash drafter equals plain decoding, in 
   auto drafter = spec::load_dflash(pair.drafter, pair.target, target->config());
   REQUIRE(drafter.ok());
   // min_chance 0: draft the full length every step, however little is accepted.
-  auto e = start(pair.target, std::move(drafter).value(), 7, {0.0, 0.25, 16});
+  auto e = start(pair.target, std::move(drafter).value(), 7, {.min_chance = 0.0, .use_cost = false});
   const Run s = run(*e, kPrompts, 24);
   CHECK(tokens_of(s) == tokens_of(base));
   for (auto id : s.ids) {
@@ -120,7 +120,7 @@ TEST_CASE("an oracle drafter is always accepted; a wrong draft is rejected exact
     seqs.push_back({s, i == 1 ? 1 : -1});
   }
   auto oracle = std::make_shared<spec::test::OracleDrafter>(*target, seqs, 7);
-  auto e = start(pair.target, oracle, 4, {0.0, 0.25, 16});
+  auto e = start(pair.target, oracle, 4, {.min_chance = 0.0, .use_cost = false});
   const Run s = run(*e, kPrompts, N);
   CHECK(tokens_of(s) == tokens_of(base));
 
@@ -165,7 +165,7 @@ TEST_CASE("sampled requests with a drafter finish with valid tokens, reproducibl
   DemoPair pair;
   auto target = model::load_model(pair.target).value();
   std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
-  auto e = start(pair.target, drafter, 5, {0.0, 0.25, 16});
+  auto e = start(pair.target, drafter, 5, {.min_chance = 0.0, .use_cost = false});
   const Run a = run(*e, kPrompts, 20, 0.9f, 100);
   for (auto id : a.ids) {
     CHECK(a.out.at(id).tokens.size() == 20u);
@@ -174,6 +174,6 @@ TEST_CASE("sampled requests with a drafter finish with valid tokens, reproducibl
   }
   CHECK(e->metrics().spec_drafts > 0);
   // One request alone, twice, with the same seed: the same tokens.
-  auto e2 = start(pair.target, drafter, 5, {0.0, 0.25, 16});
+  auto e2 = start(pair.target, drafter, 5, {.min_chance = 0.0, .use_cost = false});
   CHECK(tokens_of(run(*e2, {kPrompts[0]}, 20, 0.9f, 5)) == tokens_of(run(*e2, {kPrompts[0]}, 20, 0.9f, 5)));
 }

@@ -49,7 +49,10 @@ std::unique_ptr<Engine> start(const std::string& target, std::shared_ptr<const s
   cfg.log = [](const std::string&) {};
   cfg.drafter = std::move(drafter);
   cfg.num_speculative_tokens = k;
-  if (fixed_k) cfg.draft_policy.min_chance = 0.0;  // always the full k, as the reference drafts
+  if (fixed_k) {  // always the full k, as the reference drafts
+    cfg.draft_policy.min_chance = 0.0;
+    cfg.draft_policy.use_cost = false;
+  }
   auto e = Engine::start(std::move(m).value(), cfg);
   if (!e) throw std::runtime_error(e.error().message);
   return std::move(e).value();
