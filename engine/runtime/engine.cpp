@@ -94,6 +94,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       num_spec_(draft_pool_ ? cfg.num_speculative_tokens : 0),
       draft_policy_(cfg.draft_policy),
       step_cost_(num_spec_ + 1),
+      draft_prior_(num_spec_, cfg.draft_policy),
       pool_size_(size),
       sched_cfg_(sched_cfg),
       eos_ids_(model_->config().decoder().eos_token_ids),
@@ -144,10 +145,11 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
   state->stop.insert(r.stop_token_ids.begin(), r.stop_token_ids.end());
   if (!r.ignore_eos) state->stop.insert(eos_ids_.begin(), eos_ids_.end());
   state->rng.seed(r.seed ? *r.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
-  if (drafter_) state->draft_len.emplace(num_spec_, draft_policy_);
 
   std::lock_guard lk(mu_);
   if (!fatal_.empty()) return error("the engine has stopped: " + fatal_);
+  // A new request starts from what drafting has been worth to the requests before it.
+  if (drafter_) state->draft_len.emplace(draft_prior_.fresh());
   const RequestId id = next_id_;
   sched::Request sr;
   sr.id = id;

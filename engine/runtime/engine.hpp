@@ -146,6 +146,7 @@ class Engine {
   int num_spec_ = 0;
   spec::DraftLengthPolicy draft_policy_;
   spec::StepCost step_cost_{1};  // measured decode/verify costs (worker thread, under mu_)
+  spec::DraftLength draft_prior_{0};  // acceptance over all requests: where new requests start
   kv::PoolSize pool_size_;
   sched::SchedulerConfig sched_cfg_;
   std::vector<std::int32_t> eos_ids_;

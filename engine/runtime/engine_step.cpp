@@ -103,6 +103,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       r.drafted += j.drafted;
       r.accepted += j.accepted;
       if (r.draft_len) r.draft_len->record(j.drafted, j.accepted);
+      draft_prior_.record(j.drafted, j.accepted);
       ++counters_.spec_drafts;
       counters_.spec_draft_tokens += j.drafted;
       counters_.spec_accepted_tokens += j.accepted;

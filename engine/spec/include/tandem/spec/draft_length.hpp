@@ -33,6 +33,13 @@ class DraftLength {
   // A verification of `drafted` proposals kept the first `accepted`.
   void record(int drafted, int accepted);
   double estimate(int position) const { return rate_[static_cast<std::size_t>(position)]; }
+  // A controller for a new request that starts from these estimates (the engine keeps one fed by
+  // every verification, so a new request does not relearn from an optimistic start).
+  DraftLength fresh() const {
+    DraftLength d = *this;
+    d.plain_steps_ = 0;
+    return d;
+  }
 
  private:
   int max_;
