@@ -154,6 +154,9 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   ec.log = log;
   ec.on_fatal = std::move(on_fatal);
   if (!cfg.speculative_config.empty()) {
+    if (model->kv_on_device())
+      return error("--speculative-config with --device cuda: DFlash runs on the CPU reference path only (--device cpu); "
+                   "the CUDA back end does not run a drafter yet");
     // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
     const auto spec = nlohmann::json::parse(cfg.speculative_config);
     const fs::path drafter_dir = spec.at("model").get<std::string>();
