@@ -5,9 +5,14 @@ namespace tandem::engine::api {
 using oj = nlohmann::ordered_json;
 
 oj usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  oj j{{"prompt_tokens", u.prompt_tokens},
+       {"completion_tokens", u.completion_tokens},
+       {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.draft_tokens > 0)
+    j["speculative"] = {{"draft_tokens", u.draft_tokens},
+                        {"accepted_tokens", u.accepted_tokens},
+                        {"acceptance_rate", static_cast<double>(u.accepted_tokens) / static_cast<double>(u.draft_tokens)}};
+  return j;
 }
 
 oj chat_message_json(const ChatMessage& m) {

@@ -20,6 +20,9 @@ struct ResponseMeta {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  // Speculative decoding, when the request drafted: draft tokens proposed and accepted
+  // (usage.speculative in the JSON; not an OpenAI field, so clients that do not know it skip it).
+  std::int64_t draft_tokens = 0, accepted_tokens = 0;
 };
 
 nlohmann::ordered_json usage_json(const Usage& u);

@@ -39,6 +39,8 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   // its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
   // of the pool are never committed, which keeps a generous budget cheap in practice.
   auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (cfg.drafter && model->kv_on_device())
+    return error("speculative decoding runs on the CPU reference path only; the CUDA back end does not run a drafter yet");
   std::unique_ptr<model::PagedKvPool> pool;
   if (model->kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.
@@ -52,6 +54,17 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
     log(size->describe());
     log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool->bytes() >> 20) +
         " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
+  }
+  std::unique_ptr<model::PagedKvPool> draft_pool;
+  if (cfg.drafter) {
+    if (cfg.num_speculative_tokens < 1 || cfg.num_speculative_tokens > cfg.drafter->max_draft())
+      return error("num_speculative_tokens " + std::to_string(cfg.num_speculative_tokens) + ": this drafter proposes 1.." +
+                   std::to_string(cfg.drafter->max_draft()) + " tokens per step");
+    auto dp = model::PagedKvPool::create(cfg.drafter->context_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
+    if (!dp) return error("the drafter's context pool: " + dp.error().message);
+    draft_pool = std::move(dp).value();
+    log("speculative decoding: up to " + std::to_string(cfg.num_speculative_tokens) + " drafted tokens per step; drafter context rows " +
+        std::to_string(draft_pool->bytes() >> 20) + " MiB, in the same blocks as the target's KV");
   }
 
   if (model->comm().size() > 1) {
@@ -68,13 +81,20 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   sc.max_num_seqs = cfg.max_num_seqs;
   sc.max_batched_tokens = cfg.max_num_batched_tokens;
   sc.max_model_len = cfg.max_model_len;
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool), size.value(), sc, cfg));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool), std::move(draft_pool), size.value(), sc, cfg));
 }
 
-Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
-               sched::SchedulerConfig sched_cfg, const EngineConfig& cfg)
+Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool,
+               std::unique_ptr<model::PagedKvPool> draft_pool, kv::PoolSize size, sched::SchedulerConfig sched_cfg,
+               const EngineConfig& cfg)
     : model_(std::move(model)),
       pool_(std::move(pool)),
+      draft_pool_(std::move(draft_pool)),
+      drafter_(draft_pool_ ? cfg.drafter : nullptr),
+      num_spec_(draft_pool_ ? cfg.num_speculative_tokens : 0),
+      draft_policy_(cfg.draft_policy),
+      step_cost_(num_spec_ + 1),
+      draft_prior_(num_spec_, cfg.draft_policy),
       pool_size_(size),
       sched_cfg_(sched_cfg),
       eos_ids_(model_->config().decoder().eos_token_ids),
@@ -84,6 +104,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
+  counters_.spec_drafted_at.assign(static_cast<size_t>(num_spec_), 0);
+  counters_.spec_accepted_at.assign(static_cast<size_t>(num_spec_), 0);
   worker_ = std::thread([this] { loop(); });
 }
 
@@ -126,6 +148,8 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
 
   std::lock_guard lk(mu_);
   if (!fatal_.empty()) return error("the engine has stopped: " + fatal_);
+  // A new request starts from what drafting has been worth to the requests before it.
+  if (drafter_) state->draft_len.emplace(draft_prior_.fresh());
   const RequestId id = next_id_;
   sched::Request sr;
   sr.id = id;

@@ -28,6 +28,9 @@
 #include "tandem/model/model.hpp"
 #include "tandem/model/paged_kv.hpp"
 #include "tandem/model/result.hpp"
+#include "tandem/spec/draft_length.hpp"
+#include "tandem/spec/drafter.hpp"
+#include "tandem/spec/step_cost.hpp"
 #include "token_constraint.hpp"
 
 namespace tandem::engine::runtime {
@@ -48,6 +51,12 @@ struct EngineConfig {
   std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
   std::function<void(const std::string&)> on_fatal;  // the engine cannot go on (a rank was lost)
   std::chrono::milliseconds heartbeat{1000};     // idle heartbeat to worker ranks
+  // Speculative decoding (engine/spec): with a drafter, every target forward also feeds the
+  // drafter's context, and decoding requests draft up to num_speculative_tokens tokens per step
+  // (fewer when their own acceptance says drafting does not pay; none under a token constraint).
+  std::shared_ptr<const spec::Drafter> drafter;
+  int num_speculative_tokens = 0;
+  spec::DraftLengthPolicy draft_policy;
 };
 
 // One event per generated token; the last one carries the finish reason. A request that is
@@ -58,6 +67,8 @@ struct TokenEvent {
   float logprob = 0.0f;              // of `token` under the raw model distribution
   FinishReason finish = FinishReason::none;
   std::string error;
+  // The request's speculative counts so far: draft tokens proposed, and accepted by the target.
+  std::int64_t drafted = 0, accepted = 0;
 };
 
 struct GenerateRequest {
@@ -81,6 +92,10 @@ struct EngineMetrics {
   std::int64_t preemptions = 0;
   std::int64_t prefix_cache_hit_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   std::int64_t steps = 0;
+  // Speculative decoding: verifications with at least one draft, draft tokens, accepted drafts,
+  // and per draft position (0 = first draft) how often it was proposed and accepted.
+  std::int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<std::int64_t> spec_drafted_at, spec_accepted_at;
 };
 
 class Engine {
@@ -111,8 +126,9 @@ class Engine {
     TokenEvent event;
   };
 
-  Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool, kv::PoolSize size,
-         sched::SchedulerConfig sched_cfg, const EngineConfig& cfg);
+  Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool,
+         std::unique_ptr<model::PagedKvPool> draft_pool, kv::PoolSize size, sched::SchedulerConfig sched_cfg,
+         const EngineConfig& cfg);
   void loop();
   // One scheduler step; called with `lk` held, drops it while the model runs. Returns false when
   // the scheduler can make no progress at all.
@@ -124,6 +140,13 @@ class Engine {
 
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::PagedKvPool> pool_;
+  // The drafter's context rows: same block geometry and tables as pool_ (null without a drafter).
+  std::unique_ptr<model::PagedKvPool> draft_pool_;
+  std::shared_ptr<const spec::Drafter> drafter_;
+  int num_spec_ = 0;
+  spec::DraftLengthPolicy draft_policy_;
+  spec::StepCost step_cost_{1};  // measured decode/verify costs (worker thread, under mu_)
+  spec::DraftLength draft_prior_{0};  // acceptance over all requests: where new requests start
   kv::PoolSize pool_size_;
   sched::SchedulerConfig sched_cfg_;
   std::vector<std::int32_t> eos_ids_;

@@ -11,53 +11,19 @@
 #include "engine.hpp"
 #include "rank_messages.hpp"
 #include "request_state.hpp"
+#include "step_job.hpp"
 
 namespace tandem::engine::runtime {
 
-namespace {
-
-// What the model needs for one Work item, copied out while the lock is held.
-struct Job {
-  sched::Work work;
-  std::vector<std::int32_t> tokens;  // tokens[start, start + count)
-  std::vector<std::int32_t> table;   // block table at schedule time
-  kernels::SamplingParams sampling;
-  std::shared_ptr<TokenConstraint> constraint;
-  std::mt19937_64* rng = nullptr;
-  kernels::Sampled sampled;
-  std::string error;
-};
-
-// Samples a job's token from its logits (after its constraint's mask).
-void sample_job(Job& j, std::vector<float>& logits) {
-  if (j.constraint) j.constraint->mask(logits);
-  j.sampled = kernels::sample_cpu(logits, j.sampling, *j.rng);
-  if (j.constraint) j.constraint->advance(j.sampled.token);
-}
-
-// Every job in one step of a device model; a failure is every job's.
-void run_device_step(model::Model& m, std::vector<Job>& jobs) {
-  std::vector<model::PagedWork> work;
-  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples});
-  auto logits = m.step(work);
-  if (!logits) {
-    for (Job& j : jobs) j.error = logits.error().message;
-    return;
-  }
-  const size_t V = static_cast<size_t>(m.vocab_size());
-  size_t row = 0;
-  for (Job& j : jobs) {
-    if (!j.work.samples) continue;
-    std::vector<float> mine(logits->begin() + static_cast<long>(row * V), logits->begin() + static_cast<long>((row + 1) * V));
-    ++row;
-    sample_job(j, mine);
-  }
-}
-
-}  // namespace
-
 bool Engine::step(std::unique_lock<std::mutex>& lk) {
-  const sched::Step st = sched_.schedule();
+  // A decoding request drafts as far as its own acceptance says it pays; never under a constraint
+  // (the mask must see each token before the next is chosen).
+  const auto lookahead = [this](kv::SeqId id) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || !it->second->draft_len || it->second->req.constraint) return 0;
+    return it->second->draft_len->next(&step_cost_);
+  };
+  const sched::Step st = drafter_ ? sched_.schedule(lookahead) : sched_.schedule();
   for (kv::SeqId id : st.preempted)
     if (auto it = requests_.find(id); it != requests_.end()) it->second->kv_seen = 0;
   if (st.empty()) return !st.preempted.empty();  // a preemption alone is progress; nothing is not
@@ -82,42 +48,31 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   ++counters_.steps;
 
   lk.unlock();
-  // A device model (CUDA) runs every item of the step in one batched forward; the CPU reference
-  // runs sequences one after another. Under tensor parallelism each forward is announced to the worker ranks first, and any failure
-  // is the group's: it ends the engine.
+  // The CPU reference runs sequences one after another; a device model (CUDA) runs them all in one
+  // batched step (no drafter there yet: Engine::start refuses one). Under tensor parallelism each
+  // forward is announced to the worker ranks first, and any failure is the group's: it ends the engine.
   std::string group_failure;
   if (model_->kv_on_device()) {
-    run_device_step(*model_, jobs);
+    run_device_step(*model_, jobs);  // a device model (CUDA): every item in one batched forward
   } else {
-    for (Job& j : jobs) {
-      if (tp_) {
+    JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
+    if (tp_)
+      ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> model::Status {
         RankMessage m;
         m.op = RankOp::forward;
         m.start = j.work.start;
-        m.tokens = j.tokens;
+        m.tokens.assign(tokens.begin(), tokens.end());
         m.table = j.table;
-        m.logits = j.work.samples;
+        m.logit_rows = logit_rows;
         auto bytes = encode(m);
-        if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) {
-          group_failure = s.error().message;
-          break;
-        }
+        return model_->comm().broadcast(bytes, heartbeat_);
+      };
+    for (Job& j : jobs) {
+      run_job(ctx, j);
+      if (j.group_failed) {
+        group_failure = j.error;
+        break;
       }
-      model::PagedKvSequence seq(*pool_, j.table, j.work.start);
-      std::vector<std::int32_t> positions(static_cast<size_t>(j.work.count));
-      for (int t = 0; t < j.work.count; ++t) positions[static_cast<size_t>(t)] = j.work.start + t;
-      const int last = j.work.count - 1;
-      auto logits = model_->forward(j.tokens, positions, seq,
-                                    j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>());
-      if (!logits) {
-        j.error = logits.error().message;
-        if (tp_) {
-          group_failure = j.error;
-          break;
-        }
-        continue;
-      }
-      if (j.work.samples) sample_job(j, logits.value());
     }
   }
   lk.lock();
@@ -128,39 +83,69 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
 
   // A failed forward ends its request; the scheduler then skips it like a cancelled one.
   std::vector<PendingEvent> events;
-  std::vector<sched::Token> sampled;
+  std::vector<std::vector<sched::Token>> emitted;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
     if (!j.error.empty() && requests_.count(j.work.id)) {
       sched_.abort(j.work.id);
       requests_.erase(j.work.id);
       ++counters_.requests_aborted;
-      events.push_back({reqs[i], TokenEvent{j.work.id, std::nullopt, 0.0f, FinishReason::abort, "model: " + j.error}});
+      events.push_back({reqs[i], TokenEvent{j.work.id, std::nullopt, 0.0f, FinishReason::abort, "model: " + j.error, 0, 0}});
     }
-    if (j.work.samples) sampled.push_back(j.error.empty() ? j.sampled.token : 0);
+    if (j.work.samples) emitted.push_back(j.error.empty() ? j.emitted : std::vector<sched::Token>{0});
+    if (j.error.empty() && j.forward_tokens > 0) {
+      step_cost_.record_forward(j.forward_tokens, j.forward_seconds);
+      if (j.drafted > 0) step_cost_.record_draft(j.draft_seconds);
+    }
+    // Speculation is counted as verified, whether or not a stop token cut the output short.
+    if (j.drafted > 0 && j.error.empty()) {
+      RequestState& r = *reqs[i];
+      r.drafted += j.drafted;
+      r.accepted += j.accepted;
+      if (r.draft_len) r.draft_len->record(j.drafted, j.accepted);
+      draft_prior_.record(j.drafted, j.accepted);
+      ++counters_.spec_drafts;
+      counters_.spec_draft_tokens += j.drafted;
+      counters_.spec_accepted_tokens += j.accepted;
+      for (int p = 0; p < j.drafted && p < num_spec_; ++p) {
+        ++counters_.spec_drafted_at[static_cast<size_t>(p)];
+        if (p < j.accepted) ++counters_.spec_accepted_at[static_cast<size_t>(p)];
+      }
+    }
   }
-  const auto finished = sched_.complete(st, sampled, [this](kv::SeqId id, sched::Token t) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) return false;
-    const auto& c = it->second->req.constraint;  // a complete structured answer stops here too
-    return it->second->stop.count(t) != 0 || (c && c->finished());
-  });
+  std::vector<int> taken;
+  const auto finished = sched_.complete(
+      st, emitted,
+      [this](kv::SeqId id, sched::Token t) {
+        auto it = requests_.find(id);
+        if (it == requests_.end()) return false;
+        const auto& c = it->second->req.constraint;  // a complete structured answer stops here too
+        return it->second->stop.count(t) != 0 || (c && c->finished());
+      },
+      &taken);
   std::unordered_map<kv::SeqId, FinishReason> why;
   for (const auto& f : finished) why[f.id] = f.reason;
 
+  size_t item = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
-    if (!j.work.samples || !j.error.empty()) continue;
+    if (!j.work.samples) continue;
+    const int kept = taken[item++];
+    if (!j.error.empty()) continue;
     auto it = requests_.find(j.work.id);
     if (it == requests_.end()) continue;  // cancelled while the model ran
-    TokenEvent e{j.work.id, j.sampled.token, j.sampled.logprob, FinishReason::none, ""};
-    ++counters_.generation_tokens;
-    if (auto f = why.find(j.work.id); f != why.end()) {
-      e.finish = f->second;
+    const auto f = why.find(j.work.id);
+    for (int t = 0; t < kept; ++t) {
+      TokenEvent e{j.work.id, j.emitted[static_cast<size_t>(t)], j.logprobs[static_cast<size_t>(t)], FinishReason::none, "",
+                   reqs[i]->drafted, reqs[i]->accepted};
+      if (t + 1 == kept && f != why.end()) e.finish = f->second;
+      ++counters_.generation_tokens;
+      events.push_back({reqs[i], std::move(e)});
+    }
+    if (f != why.end()) {
       requests_.erase(it);
       ++counters_.requests_finished;
     }
-    events.push_back({reqs[i], std::move(e)});
   }
   deliver(lk, std::move(events));
   return true;

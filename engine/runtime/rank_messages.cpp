@@ -63,7 +63,7 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
       break;
     case RankOp::forward:
       w.put(m.start);
-      w.put(static_cast<std::uint8_t>(m.logits));
+      w.put(m.logit_rows);
       w.put(m.tokens);
       w.put(m.table);
       break;
@@ -78,15 +78,15 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
 model::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
   Reader r(bytes);
   RankMessage m;
-  std::uint8_t op = 0, logits = 0;
+  std::uint8_t op = 0;
   if (!r.get(op)) return model::error("rank message: empty");
   m.op = static_cast<RankOp>(op);
   bool ok = true;
   switch (m.op) {
     case RankOp::pool: ok = r.get(m.num_blocks) && r.get(m.block_size); break;
     case RankOp::forward:
-      ok = r.get(m.start) && r.get(logits) && r.get(m.tokens) && r.get(m.table);
-      m.logits = logits != 0;
+      ok = r.get(m.start) && r.get(m.logit_rows) && r.get(m.tokens) && r.get(m.table) && m.logit_rows >= 0 &&
+           static_cast<size_t>(m.logit_rows) <= m.tokens.size();
       break;
     case RankOp::shutdown: ok = r.get_rest(m.reason); break;
     case RankOp::heartbeat: break;

@@ -22,11 +22,12 @@ struct RankMessage {
   RankOp op = RankOp::heartbeat;
   // pool
   std::int32_t num_blocks = 0, block_size = 0;
-  // forward: tokens at positions start, start+1, ...; block table of the sequence; whether the
-  // last token's logits are wanted (the gather is collective, so workers must know)
+  // forward: tokens at positions start, start+1, ...; block table of the sequence; how many of the
+  // last tokens' logits are wanted (the gather is collective, so workers must know: 1 to sample,
+  // the whole block to verify speculative drafts)
   std::int32_t start = 0;
   std::vector<std::int32_t> tokens, table;
-  bool logits = false;
+  std::int32_t logit_rows = 0;
   // shutdown
   std::string reason;
 };

@@ -2,6 +2,7 @@
 // callback, its own random generator (seeded once, so a seed always yields the same tokens), and
 // how much of its KV the engine has seen written (to count prefix-cache hits).
 #pragma once
+#include <optional>
 #include <random>
 #include <unordered_set>
 
@@ -15,6 +16,8 @@ struct Engine::RequestState {
   std::unordered_set<std::int32_t> stop;
   std::mt19937_64 rng;
   int kv_seen = 0;  // KV tokens written as of the last step; 0 after admission or preemption
+  std::optional<spec::DraftLength> draft_len;  // with a drafter: this request's adaptive length
+  std::int64_t drafted = 0, accepted = 0;      // its speculative counts so far
 };
 
 }  // namespace tandem::engine::runtime

@@ -41,8 +41,9 @@ model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o)
         model::PagedKvSequence seq(*pool, msg->table, msg->start);
         std::vector<std::int32_t> positions(static_cast<size_t>(n));
         for (int t = 0; t < n; ++t) positions[static_cast<size_t>(t)] = msg->start + t;
-        const int last = n - 1;
-        auto logits = model.forward(msg->tokens, positions, seq, msg->logits ? std::span<const int>(&last, 1) : std::span<const int>());
+        std::vector<int> rows;
+        for (int r = n - msg->logit_rows; r < n; ++r) rows.push_back(r);
+        auto logits = model.forward(msg->tokens, positions, seq, rows);
         if (!logits) return error("forward " + std::to_string(forwards + 1) + ": " + logits.error().message);
         ++forwards;
         break;

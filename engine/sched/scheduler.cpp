@@ -49,7 +49,9 @@ void Scheduler::preempt(SeqId id) {
   ++preemptions_;
 }
 
-Step Scheduler::schedule() {
+Step Scheduler::schedule() { return schedule({}); }
+
+Step Scheduler::schedule(const std::function<int(SeqId)>& lookahead) {
   Step step;
   int budget = cfg_.max_batched_tokens;
 
@@ -59,6 +61,12 @@ Step Scheduler::schedule() {
     Seq& s = seqs_.at(id);
     const int remaining = static_cast<int>(s.tokens.size()) - s.computed;
     const int n = std::min(remaining, budget);
+    int draft = 0;
+    if (remaining == 1 && lookahead) {
+      const int len = static_cast<int>(s.tokens.size());
+      draft = std::min({lookahead(id), budget - 1, s.req.max_tokens - s.generated - 1, cfg_.max_model_len - len - 1});
+      if (draft < 0 || !kv_.reserve(id, 1 + draft)) draft = 0;  // short of blocks: decode plainly
+    }
     while (!kv_.reserve(id, n)) {
       // Out of blocks: preempt the newest running sequence (possibly this one).
       SeqId victim = running_.back();
@@ -67,8 +75,8 @@ Step Scheduler::schedule() {
       if (victim == id) break;
     }
     if (std::find(running_.begin(), running_.end(), id) == running_.end()) continue;  // preempted itself
-    step.work.push_back(Work{id, s.computed, n, s.computed + n == static_cast<int>(s.tokens.size())});
-    budget -= n;
+    step.work.push_back(Work{id, s.computed, n, s.computed + n == static_cast<int>(s.tokens.size()), draft});
+    budget -= n + draft;
     ++i;
   }
 
@@ -109,8 +117,17 @@ std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<To
 
 std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<Token>& sampled,
                                           const std::function<bool(SeqId, Token)>& is_stop) {
+  std::vector<std::vector<Token>> emitted;
+  emitted.reserve(sampled.size());
+  for (Token t : sampled) emitted.push_back({t});
+  return complete(step, emitted, is_stop);
+}
+
+std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<std::vector<Token>>& emitted,
+                                          const std::function<bool(SeqId, Token)>& is_stop, std::vector<int>* taken) {
   std::vector<Finished> done;
   size_t next = 0;
+  if (taken) taken->assign(emitted.size(), 0);
   for (const Work& w : step.work) {
     auto it = seqs_.find(w.id);
     if (it == seqs_.end()) {  // aborted while the step ran
@@ -118,15 +135,33 @@ std::vector<Finished> Scheduler::complete(const Step& step, const std::vector<To
       continue;
     }
     Seq& s = it->second;
-    s.computed = w.start + w.count;
+    if (!w.samples) {
+      s.computed = w.start + w.count;
+      kv_.advance(w.id, s.tokens, s.computed);
+      continue;
+    }
+    const size_t item = next++;
+    const auto& out = emitted.at(item);
+    std::optional<FinishReason> why;
+    int kept = 0;
+    for (Token t : out) {
+      s.tokens.push_back(t);
+      ++s.generated;
+      ++kept;
+      if (is_stop(w.id, t)) why = FinishReason::stop;
+      else if (s.generated >= s.req.max_tokens) why = FinishReason::length;
+      else if (static_cast<int>(s.tokens.size()) >= cfg_.max_model_len) why = FinishReason::model_len;
+      if (why) break;
+    }
+    if (taken) (*taken)[item] = kept;
+    // KV is valid for the step's tokens and every kept draft; the last kept token has none yet.
+    s.computed = w.start + w.count + std::max(kept - 1, 0);
     kv_.advance(w.id, s.tokens, s.computed);
-    if (!w.samples) continue;
-    const Token t = sampled.at(next++);
-    s.tokens.push_back(t);
-    ++s.generated;
-    if (is_stop(w.id, t)) done.push_back(finish(w.id, FinishReason::stop));
-    else if (s.generated >= s.req.max_tokens) done.push_back(finish(w.id, FinishReason::length));
-    else if (static_cast<int>(s.tokens.size()) >= cfg_.max_model_len) done.push_back(finish(w.id, FinishReason::model_len));
+    if (why) {
+      done.push_back(finish(w.id, *why));
+    } else if (w.draft > 0) {
+      kv_.trim(w.id);  // rejected drafts: their slots go back to the pool
+    }
   }
   return done;
 }

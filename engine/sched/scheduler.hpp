@@ -40,6 +40,9 @@ struct Work {
   int start = 0;
   int count = 0;
   bool samples = false;  // the chunk reaches the last token: the step yields a new token
+  // Speculative decoding: KV slots reserved after the `count` tokens for this many drafted tokens,
+  // verified in the same forward. The step may then yield up to draft + 1 tokens.
+  int draft = 0;
 };
 
 struct Step {
@@ -65,6 +68,9 @@ class Scheduler {
   void abort(SeqId id);
 
   Step schedule();
+  // The same, letting a decoding sequence reserve room for `lookahead(id)` drafted tokens (capped by
+  // the step's token budget, the request's max_tokens and max_model_len; 0 when the pool is short).
+  Step schedule(const std::function<int(SeqId)>& lookahead);
   // Report the sampled token of each `samples` work item of `step`, in order; `is_stop` says
   // whether a token ends its sequence. Returns the sequences that finished.
   std::vector<Finished> complete(const Step& step, const std::vector<Token>& sampled,
@@ -72,6 +78,13 @@ class Scheduler {
   // The same, with stop tokens per sequence (each request brings its own stop ids).
   std::vector<Finished> complete(const Step& step, const std::vector<Token>& sampled,
                                  const std::function<bool(SeqId, Token)>& is_stop);
+
+  // Speculative steps: each `samples` work item yields one or more tokens (accepted drafts, then
+  // the target's own). They are taken in order until one stops the sequence; `taken` (when given)
+  // gets how many of each item's tokens were kept. KV is kept for every kept token but the last
+  // (its KV is computed by the next step, as for plain decoding); reserved slots beyond are freed.
+  std::vector<Finished> complete(const Step& step, const std::vector<std::vector<Token>>& emitted,
+                                 const std::function<bool(SeqId, Token)>& is_stop, std::vector<int>* taken = nullptr);
 
   const std::vector<Token>& tokens(SeqId id) const { return seqs_.at(id).tokens; }
   std::size_t num_waiting() const { return waiting_.size(); }

@@ -1,5 +1,7 @@
 #include "generation.hpp"
 
+#include <algorithm>
+
 #include "service.hpp"
 
 namespace tandem::engine::serve {
@@ -57,6 +59,8 @@ void Generation::on_client_gone() {
 void Generation::on_event(const runtime::TokenEvent& e) {
   std::lock_guard lk(mu_);
   if (done_) return;
+  draft_tokens_ = std::max(draft_tokens_, e.drafted);
+  accepted_tokens_ = std::max(accepted_tokens_, e.accepted);
   if (e.token) {
     ++completion_tokens_;
     take_text(decoder_.push(*e.token));
@@ -96,7 +100,7 @@ void Generation::send_piece(const std::string& text) {
 
 void Generation::finish(const std::string& engine_reason) {
   done_ = true;
-  const api::Usage usage{spec_.prompt_tokens, completion_tokens_};
+  const api::Usage usage{spec_.prompt_tokens, completion_tokens_, draft_tokens_, accepted_tokens_};
   // The outcome is counted before the answer leaves, so a client that reads /metrics right after
   // its response sees its own request.
   auto count = [&](const std::string& reason) {

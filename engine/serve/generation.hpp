@@ -67,6 +67,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   runtime::RequestId id_ = 0;
   bool done_ = false;        // the answer is complete (or the client is gone)
   int completion_tokens_ = 0;
+  std::int64_t draft_tokens_ = 0, accepted_tokens_ = 0;  // the request's speculation, from its events
   std::string text_;         // non-streaming: the text so far, stop strings already cut
 };
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "pool_plan.hpp"
 #ifdef TANDEM_HAVE_CUDA_MODEL
 #include "tandem/model/cuda_model.hpp"
 #endif
 #include "rank_group.hpp"
+#include "tandem/spec/drafter.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem::engine::serve {
@@ -78,8 +81,6 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
 model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal) {
   if (auto why = unsupported(cfg)) return error(*why);
-  if (!cfg.speculative_config.empty())
-    log("note: --speculative-config is accepted but DFlash speculative decoding is not built yet; serving without it");
   const fs::path dir = cfg.model;
   Loaded out;
 
@@ -152,6 +153,24 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   ec.kv_cache_memory = budget.value();
   ec.log = log;
   ec.on_fatal = std::move(on_fatal);
+  if (!cfg.speculative_config.empty()) {
+    if (model->kv_on_device())
+      return error("--speculative-config with --device cuda: DFlash runs on the CPU reference path only (--device cpu); "
+                   "the CUDA back end does not run a drafter yet");
+    // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
+    const auto spec = nlohmann::json::parse(cfg.speculative_config);
+    const fs::path drafter_dir = spec.at("model").get<std::string>();
+    auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
+    if (!drafter) return error("--speculative-config: " + drafter.error().message);
+    ec.drafter = std::move(drafter).value();
+    ec.num_speculative_tokens = spec.at("num_speculative_tokens").get<int>();
+    log("DFlash drafter " + drafter_dir.string() + ": reads target layers " + [&] {
+      std::string s;
+      for (int l : ec.drafter->target_layers()) s += (s.empty() ? "" : ",") + std::to_string(l);
+      return s;
+    }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(ec.drafter->max_draft()) +
+        " per step (fewer per request when its acceptance is low)");
+  }
   if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once
   auto engine = runtime::Engine::start(std::move(model), ec);
   if (!engine) return error("starting the engine: " + engine.error().message);

@@ -15,9 +15,14 @@ ServeMetrics::ServeMetrics() {
   m_.declare("tandem_kv_usage_ratio", "gauge", "Share of KV cache blocks in use");
   m_.declare("tandem_preemptions_total", "counter", "Requests preempted because KV blocks ran out");
   m_.declare("tandem_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache");
-  // Declared now so dashboards and `tandemctl bench` find them; DFlash (its own issue) fills them.
+  // Speculative decoding (zero without a drafter; `tandemctl bench` and the gates read these).
+  m_.declare("tandem_spec_decode_drafts_total", "counter", "Verifications of drafted tokens (target forwards over a drafted block)");
   m_.declare("tandem_spec_decode_draft_tokens_total", "counter", "Tokens proposed by the speculative drafter");
   m_.declare("tandem_spec_decode_accepted_tokens_total", "counter", "Drafted tokens the target model accepted");
+  m_.declare("tandem_spec_decode_mean_acceptance_length", "gauge",
+             "Tokens per verification: 1 + accepted / verifications (1 when nothing was drafted)");
+  m_.declare("tandem_spec_decode_drafted_per_position_total", "counter", "Drafts proposed at each draft position (0 = first)");
+  m_.declare("tandem_spec_decode_accepted_per_position_total", "counter", "Drafts accepted at each draft position (0 = first)");
 }
 
 void ServeMetrics::request_done(const std::string& outcome) { m_.add("tandem_requests_total", 1, {{"outcome", outcome}}); }
@@ -32,8 +37,16 @@ std::string ServeMetrics::render(const runtime::EngineMetrics& e) {
   m_.set("tandem_kv_usage_ratio", e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total : 0.0);
   m_.set("tandem_preemptions_total", static_cast<double>(e.preemptions));
   m_.set("tandem_prefix_cache_hit_tokens_total", static_cast<double>(e.prefix_cache_hit_tokens));
-  m_.set("tandem_spec_decode_draft_tokens_total", 0);
-  m_.set("tandem_spec_decode_accepted_tokens_total", 0);
+  m_.set("tandem_spec_decode_drafts_total", static_cast<double>(e.spec_drafts));
+  m_.set("tandem_spec_decode_draft_tokens_total", static_cast<double>(e.spec_draft_tokens));
+  m_.set("tandem_spec_decode_accepted_tokens_total", static_cast<double>(e.spec_accepted_tokens));
+  m_.set("tandem_spec_decode_mean_acceptance_length",
+         e.spec_drafts > 0 ? 1.0 + static_cast<double>(e.spec_accepted_tokens) / static_cast<double>(e.spec_drafts) : 1.0);
+  for (size_t p = 0; p < e.spec_drafted_at.size(); ++p) {
+    const std::map<std::string, std::string> label{{"position", std::to_string(p)}};
+    m_.set("tandem_spec_decode_drafted_per_position_total", static_cast<double>(e.spec_drafted_at[p]), label);
+    m_.set("tandem_spec_decode_accepted_per_position_total", static_cast<double>(e.spec_accepted_at[p]), label);
+  }
   return m_.render();
 }
 

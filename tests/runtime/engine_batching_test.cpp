@@ -100,7 +100,7 @@ class HostAsDevice final : public tandem::model::Model {
   size_t largest_step = 0;  // items in the largest step() call
 
  protected:
-  tandem::Result<std::vector<float>> hidden_states(std::span<const int32_t>, tandem::model::KvSequence&) const override {
+  tandem::Result<std::vector<float>> hidden_states(std::span<const int32_t>, tandem::model::KvSequence&, tandem::model::HiddenCapture*) const override {
     return tandem::Error{"HostAsDevice runs through step()"};
   }
   const float* lm_head() const override { return nullptr; }

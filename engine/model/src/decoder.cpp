@@ -28,7 +28,8 @@ void Decoder::load_common(WeightReader& w) {
   if (!d.tie_word_embeddings) head_ = w.get_rows("lm_head.weight", {V, H}, vocab);
 }
 
-Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const {
+Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache,
+                                                  HiddenCapture* capture) const {
   const DecoderConfig& d = config().decoder();
   const int H = d.hidden_size, T = static_cast<int>(tokens.size());
   const int first = cache.length() - T;
@@ -43,6 +44,8 @@ Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> token
     std::copy(e, e + H, x.begin() + static_cast<long>(t) * H);
   }
   if (auto s = comm().all_reduce_sum(x); !s) return s.error();
+  const size_t n_capture = capture ? capture->layers.size() : 0;
+  if (capture) capture->rows.assign(n * n_capture, 0.f);
   for (int l = 0; l < d.num_hidden_layers; ++l) {
     const Block& b = blocks_[static_cast<size_t>(l)];
     k::rmsnorm_cpu(x.data(), b.input_norm.data(), h.data(), T, H, eps);
@@ -53,6 +56,14 @@ Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> token
     ffn_forward(b.ffn, d, h.data(), delta.data(), T);
     if (auto s = comm().all_reduce_sum(delta); !s) return s.error();
     for (size_t i = 0; i < n; ++i) x[i] += delta[i];
+    // The residual stream after layer l is the same on every rank (all-reduced), so rank 0's copy
+    // is the whole feature.
+    for (size_t c = 0; c < n_capture; ++c) {
+      if (capture->layers[c] != l) continue;
+      for (int t = 0; t < T; ++t)
+        std::copy(x.begin() + static_cast<long>(t) * H, x.begin() + static_cast<long>(t + 1) * H,
+                  capture->rows.begin() + static_cast<long>((static_cast<size_t>(t) * n_capture + c) * static_cast<size_t>(H)));
+    }
   }
   k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
   return h;

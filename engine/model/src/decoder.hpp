@@ -28,7 +28,8 @@ class Decoder : public Model {
   // this rank's heads only, so `out` is a partial sum.
   virtual void attention(int layer, const float* x, int rows, int first, KvSequence& cache, float* out) const = 0;
 
-  Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const override;
+  Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache,
+                                           HiddenCapture* capture) const override;
   const float* lm_head() const override { return head_.empty() ? embed_.data() : head_.data(); }
 
  private:

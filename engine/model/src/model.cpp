@@ -14,7 +14,8 @@ Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoin
 }  // namespace detail
 
 Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                          KvSequence& cache, std::span<const int> logit_rows) const {
+                                          KvSequence& cache, std::span<const int> logit_rows,
+                                          HiddenCapture* capture) const {
   const int V = vocab_size(), H = config_.decoder().hidden_size;
   const int T = static_cast<int>(tokens.size());
   if (T == 0) return error("forward: no tokens");
@@ -30,9 +31,14 @@ Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::
   }
   for (int r : logit_rows)
     if (r < 0 || r >= T) return error("forward: logit row " + std::to_string(r) + " is not one of the " + std::to_string(T) + " tokens");
+  if (capture)
+    for (int l : capture->layers)
+      if (l < 0 || l >= config_.decoder().num_hidden_layers)
+        return error("forward: capture of layer " + std::to_string(l) + ", but the model has " +
+                     std::to_string(config_.decoder().num_hidden_layers) + " layers");
 
   if (auto s = cache.append(std::span<const int>(positions.data(), positions.size())); !s) return s.error();
-  auto hidden = hidden_states(tokens, cache);
+  auto hidden = hidden_states(tokens, cache, capture);
   if (!hidden) return hidden.error();
   // Each rank scores its slice of the vocabulary; the slices are gathered into whole rows.
   const Range mine = vocab_range();

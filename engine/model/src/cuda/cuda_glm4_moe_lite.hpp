@@ -98,7 +98,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
 
  protected:
-  Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&) const override {
+  Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
     return error("the CUDA model runs through step() on its device pool, not forward()");
   }
   const float* lm_head() const override { return nullptr; }

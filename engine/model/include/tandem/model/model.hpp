@@ -30,6 +30,13 @@ struct PagedWork {
   bool logits = false;
 };
 
+// Residual-stream rows of chosen layers, captured during a forward for a speculative drafter
+// (DFlash reads the output of target layers `layers`, concatenated in that order).
+struct HiddenCapture {
+  std::vector<int> layers;      // layer indices, each in [0, num_hidden_layers)
+  std::vector<float> rows;      // filled by forward: tokens x (layers.size() * hidden_size)
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -50,8 +57,10 @@ class Model {
   // Appends tokens[i] at positions[i] to `cache` (tokens attend to every cached token at a
   // position <= their own) and returns the logits of the rows listed in `logit_rows` (indices into
   // tokens), row after row: logit_rows.size() x vocab_size floats.
+  // With `capture`, also records the hidden state after each of capture->layers for every token.
   Result<std::vector<float>> forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                     KvSequence& cache, std::span<const int> logit_rows) const;
+                                     KvSequence& cache, std::span<const int> logit_rows,
+                                     HiddenCapture* capture = nullptr) const;
 
   // A model whose KV cache lives on its device (the CUDA back end, cuda_model.hpp) runs the engine's
   // steps through these instead of forward(): the engine sizes the pool, the model makes it on its
@@ -71,7 +80,8 @@ class Model {
   Model(ModelConfig config, comm::Communicator& comm) : config_(std::move(config)), comm_(&comm) {}
   // Final hidden states (after the last norm) of the new tokens, [tokens x hidden]; the cache has
   // already made room for them. Fails only when the tensor-parallel group does.
-  virtual Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const = 0;
+  virtual Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache,
+                                                   HiddenCapture* capture) const = 0;
   // This rank's rows of the LM head: vocab_range().size() x hidden.
   virtual const float* lm_head() const = 0;
 

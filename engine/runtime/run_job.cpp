@@ -1,0 +1,193 @@
+// A job's forward, plain or speculative.
+//
+// Plain: the target runs tokens[start, start+count) and, when the chunk reaches the end, one token
+// is sampled. With a drafter, the same forward also captures the drafter's target layers, and
+// their rows become the drafter's context rows for those positions (in the drafter pool, through
+// the same block table), so the drafter's context always covers every token with target KV.
+//
+// Speculative (work.draft = k > 0; the one token to compute is the last committed one, the anchor):
+//   1. the drafter proposes k tokens in one pass (argmax, or drawn from its distribution q);
+//   2. the target runs [anchor, d1..dk] in one forward, with logits for every row and captures;
+//   3. acceptance keeps d1..da and adds the target's own token (spec/acceptance.hpp);
+//   4. the drafter gets context rows for the anchor and d1..da. Rows written for rejected drafts in
+//      either pool lie beyond the sequence's written length, so the scheduler's KV bookkeeping
+//      (advance to the kept tokens, trim the spare blocks) is the whole rollback.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "step_job.hpp"
+#include "tandem/spec/acceptance.hpp"
+
+namespace tandem::engine::runtime {
+
+namespace {
+
+float raw_logprob(std::span<const float> logits, std::int32_t token) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float l : logits) mx = std::max(mx, static_cast<double>(l));
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - mx - std::log(sum));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::int32_t> positions_from(int start, int n) {
+  std::vector<std::int32_t> p(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) p[static_cast<size_t>(t)] = start + t;
+  return p;
+}
+
+// The drafter's context rows for `n` tokens from `start`, from the first n captured rows.
+model::Status feed_drafter(const JobContext& ctx, const Job& j, const model::HiddenCapture& cap, int start, int n) {
+  const size_t per_token = cap.layers.size() * static_cast<size_t>(ctx.model.config().decoder().hidden_size);
+  model::PagedKvSequence seq(*ctx.draft_pool, j.table, start);
+  const auto pos = positions_from(start, n);
+  return ctx.drafter->add_context(std::span<const float>(cap.rows.data(), per_token * static_cast<size_t>(n)), pos, seq);
+}
+
+// Samples one token from a job's logits (after its constraint's mask).
+void sample_into(Job& j, std::vector<float>& logits) {
+  if (j.constraint) j.constraint->mask(logits);
+  const kernels::Sampled s = kernels::sample_cpu(logits, j.sampling, *j.rng);
+  if (j.constraint) j.constraint->advance(s.token);
+  j.emitted = {s.token};
+  j.logprobs = {s.logprob};
+}
+
+void run_plain(const JobContext& ctx, Job& j) {
+  const int start = j.work.start, n = j.work.count;
+  const int logit_rows = j.work.samples ? 1 : 0;
+  if (ctx.announce)
+    if (auto s = ctx.announce(j, j.tokens, logit_rows); !s) {
+      j.error = s.error().message;
+      j.group_failed = true;
+      return;
+    }
+  model::PagedKvSequence seq(ctx.pool, j.table, start);
+  const auto positions = positions_from(start, n);
+  const int last = n - 1;
+  model::HiddenCapture cap;
+  if (ctx.drafter) cap.layers = ctx.drafter->target_layers();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto logits = ctx.model.forward(j.tokens, positions, seq, j.work.samples ? std::span<const int>(&last, 1) : std::span<const int>(),
+                                  ctx.drafter ? &cap : nullptr);
+  if (n == 1 && j.work.samples) {
+    j.forward_tokens = 1;
+    j.forward_seconds = seconds_since(t0);
+  }
+  if (!logits) {
+    j.error = logits.error().message;
+    j.group_failed = static_cast<bool>(ctx.announce);
+    return;
+  }
+  if (ctx.drafter)
+    if (auto s = feed_drafter(ctx, j, cap, start, n); !s) {
+      j.error = "drafter: " + s.error().message;
+      return;
+    }
+  if (j.work.samples) sample_into(j, logits.value());
+}
+
+void run_speculative(const JobContext& ctx, Job& j) {
+  const int start = j.work.start, k = j.work.draft;
+  const int V = ctx.model.vocab_size();
+  const std::int32_t anchor = j.tokens.back();
+  const bool greedy = j.sampling.temperature == 0.0f;
+
+  // 1. Draft.
+  std::vector<std::int32_t> block{anchor};
+  std::vector<double> q;  // sampled drafting: k rows of the drafter's distribution
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    model::PagedKvSequence draft_seq(*ctx.draft_pool, j.table, start);
+    auto dl = ctx.drafter->propose(draft_seq, anchor, start, k);
+    if (!dl) {
+      j.error = "drafter: " + dl.error().message;
+      return;
+    }
+    const std::span<const float> all(dl.value());
+    for (int i = 0; i < k; ++i) {
+      const auto row = all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V));
+      if (greedy) {
+        block.push_back(kernels::argmax_cpu(row).token);
+      } else {
+        auto qi = spec::sampling_distribution(row, j.sampling);
+        block.push_back(spec::draw(qi, *j.rng));
+        q.insert(q.end(), qi.begin(), qi.end());
+      }
+    }
+    j.draft_seconds = seconds_since(t0);
+  }
+
+  // 2. Verify: one target forward over the block.
+  const int B = k + 1;
+  if (ctx.announce)
+    if (auto s = ctx.announce(j, block, B); !s) {
+      j.error = s.error().message;
+      j.group_failed = true;
+      return;
+    }
+  model::PagedKvSequence seq(ctx.pool, j.table, start);
+  const auto positions = positions_from(start, B);
+  std::vector<int> rows(static_cast<size_t>(B));
+  for (int r = 0; r < B; ++r) rows[static_cast<size_t>(r)] = r;
+  model::HiddenCapture cap;
+  cap.layers = ctx.drafter->target_layers();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto logits = ctx.model.forward(block, positions, seq, rows, &cap);
+  j.forward_tokens = B;
+  j.forward_seconds = seconds_since(t0);
+  if (!logits) {
+    j.error = logits.error().message;
+    j.group_failed = static_cast<bool>(ctx.announce);
+    return;
+  }
+
+  // 3. Accept.
+  const std::span<const std::int32_t> drafts(block.data() + 1, static_cast<size_t>(k));
+  const spec::Verdict v = greedy ? spec::accept_greedy(drafts, logits.value(), V)
+                                 : spec::accept_sampled(drafts, q, logits.value(), V, j.sampling, *j.rng);
+  const std::span<const float> all(logits.value());
+  for (int i = 0; i <= v.accepted; ++i) {
+    const std::int32_t t = i < v.accepted ? drafts[static_cast<size_t>(i)] : v.next;
+    j.emitted.push_back(t);
+    j.logprobs.push_back(raw_logprob(all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V)), t));
+  }
+  j.drafted = k;
+  j.accepted = v.accepted;
+
+  // 4. The drafter's context now covers the anchor and the accepted drafts.
+  if (auto s = feed_drafter(ctx, j, cap, start, v.accepted + 1); !s) j.error = "drafter: " + s.error().message;
+}
+
+}  // namespace
+
+void run_device_step(model::Model& m, std::vector<Job>& jobs) {
+  std::vector<model::PagedWork> work;
+  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples});
+  auto logits = m.step(work);
+  if (!logits) {
+    for (Job& j : jobs) j.error = logits.error().message;
+    return;
+  }
+  const size_t V = static_cast<size_t>(m.vocab_size());
+  size_t row = 0;
+  for (Job& j : jobs) {
+    if (!j.work.samples) continue;
+    std::vector<float> mine(logits->begin() + static_cast<long>(row * V), logits->begin() + static_cast<long>((row + 1) * V));
+    ++row;
+    sample_into(j, mine);
+  }
+}
+
+void run_job(const JobContext& ctx, Job& job) {
+  if (job.work.draft > 0 && ctx.drafter && job.work.samples && job.work.count == 1) run_speculative(ctx, job);
+  else run_plain(ctx, job);
+}
+
+}  // namespace tandem::engine::runtime

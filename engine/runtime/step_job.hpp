@@ -1,0 +1,57 @@
+// One sequence's share of a worker step, as the model runs it (engine_step.cpp schedules and
+// completes; run_job.cpp runs the forward, plain or speculative). Internal to the runtime.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "scheduler.hpp"
+#include "tandem/kernels/sampling.hpp"
+#include "tandem/model/model.hpp"
+#include "tandem/model/paged_kv.hpp"
+#include "tandem/spec/drafter.hpp"
+#include "token_constraint.hpp"
+
+namespace tandem::engine::runtime {
+
+struct Job {
+  sched::Work work;
+  std::vector<std::int32_t> tokens;  // tokens[start, start + count)
+  std::vector<std::int32_t> table;   // block table at schedule time (covers work.draft slots too)
+  kernels::SamplingParams sampling;
+  std::shared_ptr<TokenConstraint> constraint;
+  std::mt19937_64* rng = nullptr;
+  // What the step yields when work.samples: the tokens in order (accepted drafts, then the
+  // target's own) with their logprobs under the raw target distribution.
+  std::vector<std::int32_t> emitted;
+  std::vector<float> logprobs;
+  int drafted = 0, accepted = 0;     // this step's speculation (0, 0 when it drafted nothing)
+  // Timings of a decoding step (for spec::StepCost): the target forward over forward_tokens tokens
+  // and the drafter's proposal; forward_tokens 0 when the job was a prefill chunk.
+  int forward_tokens = 0;
+  double forward_seconds = 0, draft_seconds = 0;
+  std::string error;
+  bool group_failed = false;         // the error is the tensor-parallel group's: the engine ends
+};
+
+// What a job needs besides itself. `announce` tells the worker ranks about a forward (tokens,
+// start, table, logit rows of the last n tokens) before it runs; empty on a single rank.
+struct JobContext {
+  const model::Model& model;
+  model::PagedKvPool& pool;
+  model::PagedKvPool* draft_pool = nullptr;  // with a drafter
+  const spec::Drafter* drafter = nullptr;
+  std::function<model::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows)> announce;
+};
+
+// Runs the job's forward(s) and fills emitted/logprobs (or error).
+void run_job(const JobContext& ctx, Job& job);
+
+// Every job of one step of a device model (Model::step on its device pool), sampled; a failure is
+// every job's.
+void run_device_step(model::Model& m, std::vector<Job>& jobs);
+
+}  // namespace tandem::engine::runtime

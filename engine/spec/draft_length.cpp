@@ -1,0 +1,51 @@
+#include "tandem/spec/draft_length.hpp"
+
+#include <algorithm>
+
+namespace tandem::spec {
+
+// Optimistic start: a new request drafts the full length until it learns otherwise.
+DraftLength::DraftLength(int max_draft, DraftLengthPolicy p) : max_(std::max(max_draft, 0)), p_(p), rate_(static_cast<size_t>(max_), 1.0) {}
+
+int DraftLength::next(const StepCost* cost) {
+  int k = 0;
+  if (const auto plain = cost && p_.use_cost ? cost->step(1) : std::nullopt; plain && *plain > 0) {
+    // Tokens per second of each choice; plain decoding is the baseline to beat.
+    double best = 1.0 / *plain, expected = 1.0, chance = 1.0;
+    for (int j = 1; j <= max_; ++j) {
+      chance *= rate_[static_cast<size_t>(j - 1)];
+      expected += chance;
+      const auto c = cost->step(j + 1);
+      if (c && *c > 0 && expected / *c > best) {
+        best = expected / *c;
+        k = j;
+      }
+    }
+  } else {
+    double chance = 1.0;
+    while (k < max_ && (chance *= rate_[static_cast<size_t>(k)]) >= p_.min_chance) ++k;
+  }
+  if (k > 0) {
+    plain_steps_ = 0;
+    return k;
+  }
+  if (++plain_steps_ >= p_.probe_every) {
+    plain_steps_ = 0;
+    return max_;
+  }
+  return 0;
+}
+
+void DraftLength::record(int drafted, int accepted) {
+  // Positions 0..accepted-1 were accepted; position `accepted` (if drafted) was tried and refused;
+  // later ones were never tried and teach nothing.
+  const double a = p_.smoothing;
+  for (int i = 0; i < std::min(drafted, max_); ++i) {
+    if (i > accepted) break;
+    const double hit = i < accepted ? 1.0 : 0.0;
+    auto& r = rate_[static_cast<size_t>(i)];
+    r = (1 - a) * r + a * hit;
+  }
+}
+
+}  // namespace tandem::spec
