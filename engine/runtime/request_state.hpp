@@ -4,6 +4,7 @@
 #pragma once
 #include <random>
 #include <unordered_set>
+#include <vector>
 
 #include "engine.hpp"
 
@@ -15,6 +16,10 @@ struct Engine::RequestState {
   std::unordered_set<std::int32_t> stop;
   std::mt19937_64 rng;
   int kv_seen = 0;  // KV tokens written as of the last step; 0 after admission or preemption
+  // The model's recurrent state for this sequence (KvLayout::state_floats floats; empty for
+  // attention-only models): a fixed-size slot outside the paged pool, zeroed whenever the
+  // sequence (re)starts from token 0 (admission, or recompute after preemption).
+  std::vector<float> recurrent;
 };
 
 }  // namespace tandem::engine::runtime
