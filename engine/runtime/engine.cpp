@@ -1,11 +1,13 @@
 // Engine lifecycle, submission, cancellation and metrics. The worker's step is engine_step.cpp.
 #include "engine.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <random>
 #include <utility>
 
+#include "hybrid_pool.hpp"
 #include "pool_plan.hpp"
 #include "rank_messages.hpp"
 #include "request_state.hpp"
@@ -32,7 +34,41 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   flags.gpu_memory_utilization = cfg.gpu_memory_utilization;
   flags.block_size = cfg.block_size;
   flags.max_model_len = cfg.max_model_len;
-  auto size = plan_pool(model->kv_layout(), flags);
+  // A model with recurrent layers: its per-sequence state slots come out of the budget first, and
+  // the paged pool (attention rows only) gets the rest; no page size has to fit both.
+  const model::KvLayout layout = model->kv_layout();
+  std::vector<std::string> hybrid_lines;
+  if (layout.state_floats > 0) {
+    HybridPoolInputs in;
+    in.layout = layout;
+    if (const auto* g = std::get_if<model::Glm5NextConfig>(&model->config().arch))
+      in.recurrent_layers = static_cast<int>(std::count(g->layer_is_linear.begin(), g->layer_is_linear.end(), true));
+    auto elem = kv_bytes_per_elem(cfg.kv_cache_dtype, d.dtype);
+    if (!elem) return elem.error();
+    in.bytes_per_elem = elem.value();
+    in.block_size = cfg.block_size;
+    in.max_num_seqs = cfg.max_num_seqs;
+    if (cfg.kv_cache_memory) {
+      in.budget_bytes = *cfg.kv_cache_memory;
+    } else {
+      auto b = cpu_kv_budget(cfg.gpu_memory_utilization);
+      if (!b) return b.error();
+      in.budget_bytes = b.value();
+    }
+    const HybridPoolReport report = hybrid_pool_report(in);
+    if (report.state_pool_bytes >= in.budget_bytes)
+      return error("the recurrent state of --max-num-seqs " + std::to_string(cfg.max_num_seqs) + " sequences needs " +
+                   std::to_string(report.state_pool_bytes) + " bytes, the whole KV budget of " + std::to_string(in.budget_bytes) +
+                   "; lower --max-num-seqs or raise --kv-cache-memory");
+    flags.kv_cache_memory = in.budget_bytes - report.state_pool_bytes;
+    hybrid_lines = report.lines;
+    // A prefix-cache hit would skip tokens whose recurrent state was never kept.
+    if (cfg.enable_prefix_caching) {
+      cfg.enable_prefix_caching = false;
+      hybrid_lines.push_back("prefix caching is off: this model's recurrent state is not kept per prefix block");
+    }
+  }
+  auto size = plan_pool(layout, flags);
   if (!size) return size.error();
   // Honest note: the pool is sized at the element size --kv-cache-dtype names (2 bytes for
   // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
@@ -41,17 +77,22 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (cfg.drafter && model->kv_on_device())
     return error("speculative decoding runs on the CPU reference path only; the CUDA back end does not run a drafter yet");
+  if (cfg.drafter && layout.state_floats > 0)
+    return error("speculative decoding of a model with recurrent layers (" + model->config().model_type +
+                 ") is not built: rejected drafts would have to be rolled back in the recurrent state too");
   std::unique_ptr<model::PagedKvPool> pool;
   if (model->kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.
     if (auto s = model->make_device_pool(static_cast<std::int32_t>(size->num_blocks), cfg.block_size); !s) return s.error();
     log(size->describe());
+    for (const auto& line : hybrid_lines) log(line);
     log("KV pool storage: on the device, " + cfg.kv_cache_dtype + " rows");
   } else {
     auto p = model::PagedKvPool::create(model->kv_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
     if (!p) return p.error();
     pool = std::move(p).value();
     log(size->describe());
+    for (const auto& line : hybrid_lines) log(line);
     log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool->bytes() >> 20) +
         " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
   }

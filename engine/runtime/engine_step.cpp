@@ -41,6 +41,11 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     j.sampling = reqs[i]->req.sampling;
     j.constraint = reqs[i]->req.constraint;
     j.rng = &reqs[i]->rng;  // only this thread draws from it
+    if (const long floats = model_->kv_layout().state_floats; floats > 0) {
+      // A sequence that starts over from token 0 starts from a zero state.
+      if (w.start == 0) reqs[i]->recurrent.assign(static_cast<size_t>(floats), 0.f);
+      j.state = reqs[i]->recurrent;
+    }
     // A first chunk that starts past what we saw written got that much from the prefix cache.
     if (w.start > reqs[i]->kv_seen) counters_.prefix_cache_hit_tokens += w.start - reqs[i]->kv_seen;
     reqs[i]->kv_seen = w.start + w.count;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 #include <unordered_set>
+#include <vector>
 
 #include "engine.hpp"
 
@@ -18,6 +19,10 @@ struct Engine::RequestState {
   int kv_seen = 0;  // KV tokens written as of the last step; 0 after admission or preemption
   std::optional<spec::DraftLength> draft_len;  // with a drafter: this request's adaptive length
   std::int64_t drafted = 0, accepted = 0;      // its speculative counts so far
+  // The model's recurrent state for this sequence (KvLayout::state_floats floats; empty for
+  // attention-only models): a fixed-size slot outside the paged pool, zeroed whenever the
+  // sequence (re)starts from token 0 (admission, or recompute after preemption).
+  std::vector<float> recurrent;
 };
 
 }  // namespace tandem::engine::runtime

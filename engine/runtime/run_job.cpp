@@ -68,7 +68,7 @@ void run_plain(const JobContext& ctx, Job& j) {
       j.group_failed = true;
       return;
     }
-  model::PagedKvSequence seq(ctx.pool, j.table, start);
+  model::PagedKvSequence seq(ctx.pool, j.table, start, j.state);
   const auto positions = positions_from(start, n);
   const int last = n - 1;
   model::HiddenCapture cap;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "scheduler.hpp"
@@ -24,6 +25,7 @@ struct Job {
   kernels::SamplingParams sampling;
   std::shared_ptr<TokenConstraint> constraint;
   std::mt19937_64* rng = nullptr;
+  std::span<float> state;            // the request's recurrent state (hybrid models; only this thread touches it)
   // What the step yields when work.samples: the tokens in order (accepted drafts, then the
   // target's own) with their logprobs under the raw target distribution.
   std::vector<std::int32_t> emitted;

@@ -68,7 +68,9 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
                                   static_cast<std::uint64_t>(elem.value());
   const std::uint64_t tokens = static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(max_model_len) +
                                static_cast<std::uint64_t>(cfg.block_size) * static_cast<std::uint64_t>(cfg.max_num_seqs);
-  const std::uint64_t need = per_token * tokens;
+  // Plus one recurrent-state slot per sequence (fp32) for models with linear-attention layers.
+  const std::uint64_t need = per_token * tokens + static_cast<std::uint64_t>(cfg.max_num_seqs) *
+                                                      static_cast<std::uint64_t>(l.state_floats) * sizeof(float);
   if (need < share.value())
     log("KV budget: " + format_size(need) + " (max-num-seqs " + std::to_string(cfg.max_num_seqs) + " x max-model-len " +
         std::to_string(max_model_len) + "), under the " + format_size(share.value()) + " that --gpu-memory-utilization " +

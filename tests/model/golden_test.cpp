@@ -113,6 +113,10 @@ TEST_CASE("glm4_moe matches transformers (GQA, partial rotary, qk-norm, qkv bias
   check_fixture("glm4_moe");
 }
 
+TEST_CASE("glm5_next_text matches transformers (KDA linear attention, DSA + indexer, hyper-connections, clamped SwiGLU MoE, bf16)") {
+  check_fixture("glm5_next_text");
+}
+
 TEST_CASE("logits can be asked for a subset of rows, and a cache can be truncated and refilled") {
   auto model = load_model(fixture_dir("glm4_moe"));
   REQUIRE(model.ok());

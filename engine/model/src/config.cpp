@@ -1,7 +1,8 @@
-// config.json -> typed config. The defaults are those of transformers 5.17's Glm4MoeLiteConfig and
-// Glm4MoeConfig, used only where a field is absent.
+// config.json -> typed config. The defaults are those of transformers 5.17's Glm4MoeLiteConfig,
+// Glm4MoeConfig and Glm5NextTextConfig, used only where a field is absent.
 #include "tandem/model/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -14,7 +15,7 @@ using detail::FieldReader;
 using nlohmann::json;
 
 const std::vector<std::string>& supported_model_types() {
-  static const std::vector<std::string> types{"glm4_moe_lite", "glm4_moe"};
+  static const std::vector<std::string> types{"glm4_moe_lite", "glm4_moe", "glm5_next_text", "glm5_next"};
   return types;
 }
 
@@ -244,6 +245,192 @@ Result<ModelConfig> parse_glm4_moe(FieldReader& r) {
   return ModelConfig{"glm4_moe", c};
 }
 
+// Reads a list of per-layer strings, each one of `values` (index in `values` per layer).
+std::vector<int> read_layer_list(FieldReader& r, const std::string& key, int n, const std::vector<std::string>& values) {
+  std::vector<int> out;
+  const json* list = r.raw(key);
+  std::string allowed;
+  for (const auto& v : values) allowed += (allowed.empty() ? "\"" : ", \"") + v + "\"";
+  if (!list->is_array() || static_cast<int>(list->size()) != n) {
+    r.fail(key + " must list one of " + allowed + " per layer (" + std::to_string(n) + "), got " + list->dump());
+    return out;
+  }
+  for (int i = 0; i < n; ++i) {
+    const json& t = (*list)[static_cast<size_t>(i)];
+    const auto it = t.is_string() ? std::find(values.begin(), values.end(), t.get<std::string>()) : values.end();
+    if (it == values.end()) {
+      r.fail(key + "[" + std::to_string(i) + "] is " + t.dump() + ", expected one of " + allowed);
+      return {};
+    }
+    out.push_back(static_cast<int>(it - values.begin()));
+  }
+  return out;
+}
+
+// The text stack of glm5_next: `r` reads the text fields (a text_config object, or the top level
+// of a flat text-only config).
+Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& model_type) {
+  Glm5NextConfig c;
+  DecoderConfig& d = c.d;
+  read_decoder(r, d, 154880, 4096, 12288, 45, 64, 64, 4096);
+  d.bos_token_id = r.optional_integer("bos_token_id");
+  if (!r.raw("pad_token_id")) d.pad_token_id = 154820;
+  read_moe(r, d.moe, 288, 8, 2.5, 2048);
+  const int n = d.num_hidden_layers;
+  // mlp_layer_types, else the first 3 layers dense. transformers does not read
+  // first_k_dense_replace here; a value that disagrees with what runs is refused.
+  if (r.has("mlp_layer_types")) {
+    read_layer_kinds(r, d, false);
+  } else {
+    const auto first_k = r.optional_integer("first_k_dense_replace");
+    d.layer_is_moe.assign(static_cast<size_t>(std::max(n, 0)), false);
+    for (int i = 3; i < n; ++i) d.layer_is_moe[static_cast<size_t>(i)] = true;
+    if (first_k && *first_k != std::min(3, std::max(n, 0)))
+      r.fail("first_k_dense_replace=" + std::to_string(*first_k) + " without mlp_layer_types: transformers' " +
+             "glm5_next makes the first 3 layers dense whatever it says; state mlp_layer_types");
+  }
+  r.accept("mlp_layer_types");
+  // layer_types, else every 4th layer (3, 7, ...) attention, the rest linear; "full_attention" is
+  // the old name of "deepseek_sparse_attention".
+  c.layer_is_linear.assign(static_cast<size_t>(std::max(n, 0)), true);
+  if (r.has("layer_types")) {
+    const auto kinds = read_layer_list(r, "layer_types", n, {"linear_attention", "deepseek_sparse_attention", "full_attention"});
+    for (size_t i = 0; i < kinds.size(); ++i) c.layer_is_linear[i] = kinds[i] == 0;
+  } else {
+    for (int i = 0; i < n; ++i) c.layer_is_linear[static_cast<size_t>(i)] = i % 4 != 3;
+  }
+  r.accept("layer_types");
+  // indexer_types, else index_topk_pattern ("FSSF..." or a list), else the freq/offset schedule.
+  c.indexer_is_shared.assign(static_cast<size_t>(std::max(n, 0)), false);
+  if (r.has("indexer_types")) {
+    const auto kinds = read_layer_list(r, "indexer_types", n, {"full", "shared"});
+    for (size_t i = 0; i < kinds.size(); ++i) c.indexer_is_shared[i] = kinds[i] == 1;
+  } else if (r.has("index_topk_pattern")) {
+    const json& pat = *r.raw("index_topk_pattern");
+    if (pat.is_string()) {
+      const std::string s = pat.get<std::string>();
+      if (static_cast<int>(s.size()) != n || s.find_first_not_of("FS") != std::string::npos)
+        r.fail("index_topk_pattern must be one 'F' or 'S' per layer (" + std::to_string(n) + "), got \"" + s + "\"");
+      else
+        for (int i = 0; i < n; ++i) c.indexer_is_shared[static_cast<size_t>(i)] = s[static_cast<size_t>(i)] == 'S';
+    } else {
+      const auto kinds = read_layer_list(r, "index_topk_pattern", n, {"full", "shared"});
+      for (size_t i = 0; i < kinds.size(); ++i) c.indexer_is_shared[i] = kinds[i] == 1;
+    }
+  } else {
+    const int freq = std::max(r.integer("index_topk_freq", 1), 1);
+    const int offset = r.integer("index_skip_topk_offset", 2);
+    for (int i = 0; i < n; ++i) c.indexer_is_shared[static_cast<size_t>(i)] = std::max(i - offset + 1, 0) % freq != 0;
+  }
+  r.accept("indexer_types");
+  r.accept("index_topk_pattern");
+  r.accept("index_topk_freq");
+  r.accept("index_skip_topk_offset");
+
+  c.q_lora_rank = r.optional_integer("q_lora_rank").value_or(0);
+  if (!r.raw("q_lora_rank")) c.q_lora_rank = 1536;
+  c.kv_lora_rank = r.integer("kv_lora_rank", 512);
+  c.qk_rope_head_dim = r.integer("qk_rope_head_dim", 0);
+  c.qk_nope_head_dim = r.integer("qk_nope_head_dim", 256);
+  c.v_head_dim = r.integer("v_head_dim", 256);
+  // transformers overwrites head_dim with qk_rope_head_dim, so any value is harmless.
+  r.accept("head_dim");
+  if (r.has("qk_head_dim") && r.integer("qk_head_dim") != c.qk_head_dim())
+    r.fail("qk_head_dim must equal qk_nope_head_dim + qk_rope_head_dim");
+  // No rotary embedding runs in this model (NoPE): rope parameters cannot change the forward pass.
+  for (const char* key : {"rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor", "rope_interleave"})
+    r.accept(key);
+  c.index_topk = r.integer("index_topk", 2048);
+  c.index_head_dim = r.integer("index_head_dim", 128);
+  c.index_n_heads = r.integer("index_n_heads", 32);
+  c.index_kpool = r.integer("index_kpool", 16);
+  c.index_kpool_always_select_tail = r.boolean("index_kpool_always_select_tail", true);
+  if (r.raw("swiglu_limit") && r.raw("swiglu_limit")->is_null())
+    r.fail("swiglu_limit is null: transformers 5.17's glm5_next requires a number (it always clamps)");
+  else
+    d.swiglu_limit = r.number("swiglu_limit", 10.0);
+  c.linear_head_dim = r.integer("linear_head_dim", 128);
+  c.linear_num_heads = r.integer("linear_num_heads", 64);
+  c.linear_conv_kernel_dim = r.integer("linear_conv_kernel_dim", 4);
+  c.linear_lower_bound = -5.0;
+  if (r.raw("linear_lower_bound")) c.linear_lower_bound = r.has("linear_lower_bound") ? std::optional<double>(r.number("linear_lower_bound")) : std::nullopt;
+  // The original checkpoints' spelling of the linear-attention fields; it wins over the flat ones.
+  if (const json* la = r.raw("linear_attn_config"); la && !la->is_null()) {
+    if (!la->is_object()) {
+      r.fail("linear_attn_config must be an object, got " + la->dump());
+    } else {
+      FieldReader l(*la, r.where() + ": linear_attn_config");
+      c.linear_head_dim = l.integer("head_dim", c.linear_head_dim);
+      c.linear_num_heads = l.integer("num_heads", c.linear_num_heads);
+      c.linear_conv_kernel_dim = l.integer("short_conv_kernel_size", c.linear_conv_kernel_dim);
+      if (l.raw("lower_bound")) c.linear_lower_bound = l.has("lower_bound") ? std::optional<double>(l.number("lower_bound")) : std::nullopt;
+      if (l.boolean("safe_gate", false) && !c.linear_lower_bound) c.linear_lower_bound = -5.0;
+      l.refuse_unread();
+      if (!l.ok()) r.fail(l.error().message.substr(r.where().size() + 2));
+    }
+  }
+  c.hc_mult = r.integer("hc_mult", 4);
+  c.hc_eps = r.number("hc_eps", 1e-6);
+  c.hc_sinkhorn_iters = r.integer("hc_sinkhorn_iters", 20);
+
+  if (d.num_key_value_heads != d.num_attention_heads)
+    r.fail("glm5_next expands its latent into one key/value per head: num_key_value_heads must equal "
+           "num_attention_heads");
+  if (c.q_lora_rank <= 0) r.fail("q_lora_rank must be positive: glm5_next's sparse attention requires the query LoRA");
+  check_positive(r, "kv_lora_rank", c.kv_lora_rank);
+  check_positive(r, "qk_nope_head_dim", c.qk_nope_head_dim);
+  check_positive(r, "v_head_dim", c.v_head_dim);
+  if (c.qk_rope_head_dim < 0) r.fail("qk_rope_head_dim must not be negative");
+  check_positive(r, "index_n_heads", c.index_n_heads);
+  check_positive(r, "index_head_dim", c.index_head_dim);
+  check_positive(r, "index_kpool", c.index_kpool);
+  check_positive(r, "index_topk", c.index_topk);
+  if (c.index_kpool > 0 && c.index_topk % c.index_kpool)
+    r.fail("index_topk (" + std::to_string(c.index_topk) + ") must be divisible by index_kpool (" + std::to_string(c.index_kpool) + ")");
+  check_positive(r, "linear_num_heads", c.linear_num_heads);
+  check_positive(r, "linear_head_dim", c.linear_head_dim);
+  check_positive(r, "linear_conv_kernel_dim", c.linear_conv_kernel_dim);
+  check_positive(r, "hc_mult", c.hc_mult);
+  check_positive(r, "hc_sinkhorn_iters", c.hc_sinkhorn_iters);
+  if (!(c.hc_eps >= 0)) r.fail("hc_eps must not be negative");
+  if (d.swiglu_limit && !(*d.swiglu_limit > 0)) r.fail("swiglu_limit must be positive");
+  // A "shared" attention layer reuses the selection its predecessor hands on, which transformers
+  // does only from a "full" attention layer directly before it.
+  for (int i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (c.layer_is_linear[u] || !c.indexer_is_shared[u]) continue;
+    if (i == 0 || c.layer_is_linear[u - 1] || c.indexer_is_shared[u - 1])
+      r.fail("layer " + std::to_string(i) + " is a sparse-attention layer with a shared indexer, but layer " +
+             std::to_string(i - 1) + " is not a sparse-attention layer with a full indexer to share from");
+  }
+  check_decoder(r, d);
+  accept_harmless(r);
+  r.refuse_unread();
+  if (!r.ok()) return r.error();
+  return ModelConfig{model_type, c};
+}
+
+// glm5_next: the multimodal wrapper. Its text_config (or, in a flat text-only file, the top level)
+// is the text stack; the vision tower and its token ids are out of scope (text input only).
+Result<ModelConfig> parse_glm5_next(const json& doc, FieldReader& top) {
+  for (const char* key : {"vision_config", "image_token_id", "video_token_id", "image_start_token_id",
+                          "image_end_token_id", "video_start_token_id", "video_end_token_id"})
+    top.accept(key);
+  const json* text = top.raw("text_config");
+  if (!text || text->is_null()) return parse_glm5_next_text(top, "glm5_next");
+  if (!text->is_object()) return error(top.where() + ": text_config must be an object, got " + text->dump());
+  if (text->contains("model_type") && (*text)["model_type"] != "glm5_next_text")
+    return error(top.where() + ": text_config has model_type " + (*text)["model_type"].dump() + ", expected \"glm5_next_text\"");
+  if (doc.contains("tie_word_embeddings") && doc["tie_word_embeddings"] == true)
+    return error(top.where() + ": tie_word_embeddings=true is not implemented for glm5_next");
+  top.accept("tie_word_embeddings");
+  accept_harmless(top);
+  top.refuse_unread();
+  if (!top.ok()) return top.error();
+  FieldReader r(*text, top.where() + ": text_config");
+  return parse_glm5_next_text(r, "glm5_next");
+}
+
 Result<json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return error(path.string() + ": cannot open");
@@ -263,6 +450,8 @@ Result<ModelConfig> parse_config(const json& doc, const std::string& source) {
   FieldReader r(doc, source);
   if (type == "glm4_moe_lite") return parse_lite(r);
   if (type == "glm4_moe") return parse_glm4_moe(r);
+  if (type == "glm5_next_text") return parse_glm5_next_text(r, type);
+  if (type == "glm5_next") return parse_glm5_next(doc, r);
   std::string known;
   for (const auto& t : supported_model_types()) known += (known.empty() ? "" : ", ") + t;
   return error(source + ": unknown architecture (model_type '" + type + "'); this build runs " + known);

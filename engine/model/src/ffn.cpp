@@ -1,6 +1,7 @@
 #include "ffn.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/linear.hpp"
@@ -60,15 +61,22 @@ void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d
              b.shared);
 }
 
-// down(silu(gate x) * up x) for one token, accumulated into y with weight `scale`.
+// down(silu(gate x) * up x) for one token, accumulated into y with weight `scale`; with a
+// swiglu limit L (glm5_next), gate x is clamped to <= L and up x to [-L, L] first (L = infinity:
+// no clamp, and min/max with infinity change nothing).
 static void mlp_add(const float* gate_w, const float* up_w, const float* down_w, int hidden, int width,
                     const float* x, float scale, float* y, std::vector<float>& g, std::vector<float>& u,
-                    std::vector<float>& o) {
+                    std::vector<float>& o, float limit) {
   g.resize(static_cast<size_t>(width));
   u.resize(static_cast<size_t>(width));
   o.resize(static_cast<size_t>(hidden));
   k::linear_cpu(x, gate_w, nullptr, g.data(), 1, hidden, width);
   k::linear_cpu(x, up_w, nullptr, u.data(), 1, hidden, width);
+  for (int i = 0; i < width; ++i) {
+    const auto at = static_cast<size_t>(i);
+    g[at] = std::min(g[at], limit);
+    u[at] = std::clamp(u[at], -limit, limit);
+  }
   k::swiglu_cpu(g.data(), u.data(), g.data(), width);
   k::linear_cpu(g.data(), down_w, nullptr, o.data(), 1, width, hidden);
   for (int i = 0; i < hidden; ++i) y[i] += scale * o[static_cast<size_t>(i)];
@@ -76,12 +84,13 @@ static void mlp_add(const float* gate_w, const float* up_w, const float* down_w,
 
 void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows) {
   const int H = d.hidden_size;
+  const float limit = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : std::numeric_limits<float>::infinity();
   std::vector<float> g, u, o;
   std::fill(y, y + static_cast<long>(rows) * H, 0.f);
   if (!f.moe) {
     for (int r = 0; r < rows; ++r)
       mlp_add(f.dense.gate.data(), f.dense.up.data(), f.dense.down.data(), H, f.dense.width, x + static_cast<long>(r) * H,
-              1.f, y + static_cast<long>(r) * H, g, u, o);
+              1.f, y + static_cast<long>(r) * H, g, u, o, limit);
     return;
   }
   const MoeConfig& m = d.moe;
@@ -108,10 +117,10 @@ void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y,
       const int e = expert[static_cast<size_t>(i)];
       if (!b.experts.contains(e)) continue;  // another rank adds this expert's share
       const size_t at = static_cast<size_t>(e - b.experts.begin) * expert_size;
-      mlp_add(b.gate.data() + at, b.up.data() + at, b.down.data() + at, H, I, xr, weight[static_cast<size_t>(i)], yr, g, u, o);
+      mlp_add(b.gate.data() + at, b.up.data() + at, b.down.data() + at, H, I, xr, weight[static_cast<size_t>(i)], yr, g, u, o, limit);
     }
     if (m.n_shared_experts > 0)
-      mlp_add(b.shared.gate.data(), b.shared.up.data(), b.shared.down.data(), H, b.shared.width, xr, 1.f, yr, g, u, o);
+      mlp_add(b.shared.gate.data(), b.shared.up.data(), b.shared.down.data(), H, b.shared.width, xr, 1.f, yr, g, u, o, limit);
   }
 }
 

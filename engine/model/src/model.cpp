@@ -11,6 +11,7 @@ namespace tandem::model {
 namespace detail {
 Result<std::unique_ptr<Model>> load_glm4_moe_lite(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm);
 Result<std::unique_ptr<Model>> load_glm4_moe(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm);
+Result<std::unique_ptr<Model>> load_glm5_next(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm);
 }  // namespace detail
 
 Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions,
@@ -73,6 +74,8 @@ Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir, comm
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
   if (config->model_type == "glm4_moe_lite") return detail::load_glm4_moe_lite(std::move(config).value(), ck.value(), comm);
+  if (std::holds_alternative<Glm5NextConfig>(config->arch))
+    return detail::load_glm5_next(std::move(config).value(), ck.value(), comm);
   return detail::load_glm4_moe(std::move(config).value(), ck.value(), comm);
 }
 

@@ -30,8 +30,9 @@ std::uint64_t PagedKvPool::bytes() const {
          static_cast<std::uint64_t>(block_size_) * static_cast<std::uint64_t>(layout_.row_width) * sizeof(float);
 }
 
-PagedKvSequence::PagedKvSequence(PagedKvPool& pool, std::span<const std::int32_t> block_table, int written)
-    : pool_(pool), table_(block_table), positions_(static_cast<size_t>(written < 0 ? 0 : written)) {
+PagedKvSequence::PagedKvSequence(PagedKvPool& pool, std::span<const std::int32_t> block_table, int written,
+                                 std::span<float> state)
+    : pool_(pool), state_(state), table_(block_table), positions_(static_cast<size_t>(written < 0 ? 0 : written)) {
   std::iota(positions_.begin(), positions_.end(), 0);
 }
 

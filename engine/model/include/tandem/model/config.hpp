@@ -48,6 +48,8 @@ struct DecoderConfig {
   std::optional<int> bos_token_id, pad_token_id;
   std::vector<int> eos_token_ids;
   std::string dtype;               // storage dtype the checkpoint declares ("" when absent)
+  // glm5_next clamps the SwiGLU inputs: gate <= limit, |up| <= limit (dense MLPs and experts).
+  std::optional<double> swiglu_limit;
 };
 
 // glm4_moe_lite (GLM-4.7-Flash): multi-head latent attention.
@@ -70,7 +72,29 @@ struct Glm4MoeConfig {
   bool use_qk_norm = false;
 };
 
-using ArchConfig = std::variant<Glm4MoeLiteConfig, Glm4MoeConfig>;
+// glm5_next_text (GLM-5 "next", the text stack of glm5_next): hyper-connection streams around
+// every block; each layer is either Kimi-style gated delta-rule linear attention ("KDA", a
+// fixed-size recurrent state per sequence) or MLA without rotary plus the DSA lightning indexer
+// (k-pooled top-k key selection); the MLPs clamp their SwiGLU inputs.
+struct Glm5NextConfig {
+  DecoderConfig d;
+  std::vector<bool> layer_is_linear;    // layer_types: "linear_attention" (true) / "deepseek_sparse_attention"
+  std::vector<bool> indexer_is_shared;  // indexer_types: "shared" reuses the previous layer's selection
+  // MLA (no rotary is applied: qk_rope_head_dim dimensions of the key are shared across heads, raw)
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // DSA indexer
+  int index_n_heads = 0, index_head_dim = 0, index_topk = 0, index_kpool = 1;
+  bool index_kpool_always_select_tail = true;
+  // linear attention
+  int linear_num_heads = 0, linear_head_dim = 0, linear_conv_kernel_dim = 0;
+  std::optional<double> linear_lower_bound;  // sigmoid-bounded forget gate; absent: -exp(A) softplus
+  // hyper-connections
+  int hc_mult = 1, hc_sinkhorn_iters = 1;
+  double hc_eps = 1e-6;
+};
+
+using ArchConfig = std::variant<Glm4MoeLiteConfig, Glm4MoeConfig, Glm5NextConfig>;
 
 struct ModelConfig {
   std::string model_type;

@@ -5,6 +5,9 @@
 //   PagedKvSequence  a sequence's view of a shared paged pool through its block table (paged_kv.hpp)
 // Attention reads rows through KvRows, a block-table address: contiguous storage is the special
 // case of a single block that never ends.
+// Models with recurrent layers (glm5_next's linear attention) also keep a fixed-size state per
+// sequence (state_floats floats, whatever the length): it is not paged with the rows, and it
+// cannot be truncated, only snapshot and restored (KvCache::snapshot / restore).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -19,6 +22,7 @@ namespace tandem::model {
 struct KvLayout {
   int n_layers = 0;
   int row_width = 0;
+  long state_floats = 0;  // per-sequence recurrent state (0: attention only)
   bool operator==(const KvLayout&) const = default;
 };
 
@@ -44,6 +48,9 @@ class KvSequence {
   // Position of each of the length() tokens; attention masks by position.
   virtual std::span<const int> positions() const = 0;
   virtual KvRows rows(int layer) = 0;
+  // The sequence's recurrent state, layout().state_floats floats, zero for a new sequence; the
+  // model advances it in place over the tokens of each forward call. Empty for stores without one.
+  virtual std::span<float> recurrent_state() { return {}; }
   float* row(int layer, int token) { return rows(layer).row(token); }
   // Makes room for new tokens at the end (the model then fills their rows layer by layer);
   // an error, and nothing changed, when the store cannot hold them.
@@ -54,9 +61,11 @@ class KvSequence {
 // cached token, plus the token's position (any positions, in any order).
 class KvCache final : public KvSequence {
  public:
-  KvCache(int n_layers, int row_width) : rows_(static_cast<size_t>(n_layers)), width_(row_width) {}
+  KvCache(int n_layers, int row_width, long state_floats = 0)
+      : rows_(static_cast<size_t>(n_layers)), width_(row_width), state_(static_cast<size_t>(state_floats), 0.f) {}
 
-  KvLayout layout() const override { return {n_layers(), width_}; }
+  KvLayout layout() const override { return {n_layers(), width_, static_cast<long>(state_.size())}; }
+  std::span<float> recurrent_state() override { return state_; }
   int length() const override { return static_cast<int>(positions_.size()); }
   int n_layers() const { return static_cast<int>(rows_.size()); }
   int row_width() const { return width_; }
@@ -76,11 +85,24 @@ class KvCache final : public KvSequence {
     for (auto& r : rows_) r.resize(positions_.size() * static_cast<size_t>(width_));
     return Ok{};
   }
-  // Forgets every token from index n on (e.g. draft tokens a verifier rejected).
+  // Forgets every token from index n on (e.g. draft tokens a verifier rejected). The recurrent
+  // state cannot forget: a model that has one rolls back with snapshot() / restore() instead.
   void truncate(int n) {
     if (n >= length()) return;
     positions_.resize(static_cast<size_t>(n < 0 ? 0 : n));
     for (auto& r : rows_) r.resize(positions_.size() * static_cast<size_t>(width_));
+  }
+
+  // Speculative rollback: snapshot() before feeding draft tokens, restore() to forget them; the
+  // cache is then bit for bit what it was (rows past the snapshot dropped, state copied back).
+  struct Snapshot {
+    int length = 0;
+    std::vector<float> state;
+  };
+  Snapshot snapshot() const { return {length(), state_}; }
+  void restore(const Snapshot& s) {
+    truncate(s.length);
+    state_ = s.state;
   }
 
  private:
@@ -88,6 +110,7 @@ class KvCache final : public KvSequence {
   std::vector<std::vector<float>> rows_;
   std::vector<int> positions_;
   int width_;
+  std::vector<float> state_;
 };
 
 }  // namespace tandem::model

@@ -51,7 +51,7 @@ class Model {
   // An empty contiguous cache shaped for this model.
   KvCache new_cache() const {
     const KvLayout l = kv_layout();
-    return KvCache(l.n_layers, l.row_width);
+    return KvCache(l.n_layers, l.row_width, l.state_floats);
   }
 
   // Appends tokens[i] at positions[i] to `cache` (tokens attend to every cached token at a

@@ -38,10 +38,13 @@ class PagedKvPool {
 // One sequence's view of the pool for one forward call. Tokens [0, written) already have rows;
 // the block table (usually KvManager::block_table) must cover every token the call appends and
 // must outlive the view. Positions are the token indices (0, 1, 2, ...), as the engine assigns
-// them; append() refuses anything else.
+// them; append() refuses anything else. A model with recurrent layers also gets the sequence's
+// fixed-size state (layout().state_floats floats), which lives outside the paged pool: it is not
+// paged, so no page size has to fit both it and the attention rows.
 class PagedKvSequence final : public KvSequence {
  public:
-  PagedKvSequence(PagedKvPool& pool, std::span<const std::int32_t> block_table, int written);
+  PagedKvSequence(PagedKvPool& pool, std::span<const std::int32_t> block_table, int written,
+                  std::span<float> state = {});
 
   KvLayout layout() const override { return pool_.layout(); }
   int length() const override { return static_cast<int>(positions_.size()); }
@@ -50,9 +53,11 @@ class PagedKvSequence final : public KvSequence {
     return {pool_.layer(layer), table_.data(), pool_.block_size(), pool_.layout().row_width};
   }
   Status append(std::span<const int> positions) override;
+  std::span<float> recurrent_state() override { return state_; }
 
  private:
   PagedKvPool& pool_;
+  std::span<float> state_;
   std::span<const std::int32_t> table_;
   std::vector<int> positions_;
 };

@@ -1,0 +1,191 @@
+// glm5_next_text (and the text stack of glm5_next) on the CPU reference path:
+//   streams = hc_mult copies of embed[token]
+//   per layer:  streams = hc(attn_hc, streams, x -> attention(rmsnorm(x)))      KDA or DSA by layer_types
+//               streams = hc(ffn_hc,  streams, x -> ffn(rmsnorm(x)))            dense or MoE by mlp_layer_types
+//   logits = lm_head(rmsnorm(mean of the streams))
+// where hc(w, streams, f) collapses the streams into f's input and spreads f's output back
+// (glm5_next_parts.hpp). KDA layers keep their state in the sequence's recurrent state (layer
+// after layer, kda_state_floats each); DSA layers cache rows in their own slots (KvLayout counts
+// DSA layers only: a KDA layer caches nothing per token). Weights are read under "model." (text
+// checkpoints) or "model.language_model." (the multimodal wrapper's).
+// Tensor parallelism is not implemented for this architecture yet: a single rank only.
+#include <algorithm>
+
+#include "ffn.hpp"
+#include "glm5_next_parts.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
+#include "tandem/model/model.hpp"
+#include "weights.hpp"
+
+namespace tandem::model::detail {
+
+namespace k = tandem::kernels;
+
+namespace {
+
+class Glm5Next final : public Model {
+ public:
+  Glm5Next(ModelConfig config, comm::Communicator& comm)
+      : Model(std::move(config), comm), c_(std::get<Glm5NextConfig>(this->config().arch)) {}
+
+  Status load(const Checkpoint& ck) {
+    if (comm().size() != 1)
+      return error(config().model_type + ": tensor parallelism is not implemented for this architecture (run one rank)");
+    WeightReader w(ck);
+    const DecoderConfig& d = c_.d;
+    const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+    const int64_t V = d.vocab_size, H = d.hidden_size, hc = c_.hc_mult, mix = (2 + hc) * hc;
+    embed_ = w.get(root + "embed_tokens.weight", {V, H});
+    final_norm_ = w.get(root + "norm.weight", {H});
+    head_ = w.get("lm_head.weight", {V, H});
+    layers_.resize(static_cast<size_t>(d.num_hidden_layers));
+    int dsa = 0;
+    for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
+      Layer& L = layers_[static_cast<size_t>(l)];
+      const std::string p = root + "layers." + std::to_string(l) + ".";
+      L.input_norm = w.get(p + "input_layernorm.weight", {H});
+      L.post_attention_norm = w.get(p + "post_attention_layernorm.weight", {H});
+      for (auto [name, hcw] : {std::pair{"attn_hc.", &L.attn_hc}, std::pair{"ffn_hc.", &L.ffn_hc}}) {
+        hcw->fn = w.get(p + name + "fn", {mix, hc * H});
+        hcw->base = w.get(p + name + "base", {mix});
+        hcw->scale = w.get(p + name + "scale", {3});
+      }
+      load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], 0, 1, L.ffn);
+      L.linear = c_.layer_is_linear[static_cast<size_t>(l)];
+      if (L.linear) {
+        load_kda(w, p + "self_attn.", L.kda);
+        L.state_at = state_floats_;
+        state_floats_ += kda_state_floats(c_);
+      } else {
+        load_dsa(w, p + "self_attn.", !c_.indexer_is_shared[static_cast<size_t>(l)], L.dsa);
+        L.slot = dsa++;
+      }
+    }
+    if (!w.ok()) return w.error();
+    n_dsa_ = dsa;
+    return Ok{};
+  }
+
+  KvLayout kv_layout() const override { return {n_dsa_, dsa_row_width(c_), state_floats_}; }
+
+ protected:
+  Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const override {
+    const DecoderConfig& d = c_.d;
+    const int H = d.hidden_size, T = static_cast<int>(tokens.size()), hc = c_.hc_mult;
+    const int first = cache.length() - T;
+    const std::span<float> state = cache.recurrent_state();
+    if (static_cast<long>(state.size()) != state_floats_)
+      return error(config().model_type + ": this KV store has no room for the linear-attention state (" +
+                   std::to_string(state_floats_) + " floats per sequence); use a store made for kv_layout()");
+    const float eps = static_cast<float>(d.rms_norm_eps);
+    const size_t n = static_cast<size_t>(T) * static_cast<size_t>(H), width = static_cast<size_t>(hc) * static_cast<size_t>(H);
+    std::vector<float> streams(static_cast<size_t>(T) * width), x(n), h(n), y(n);
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < hc; ++i)
+        std::copy_n(embed_.data() + static_cast<long>(tokens[static_cast<size_t>(t)]) * H, H,
+                    streams.data() + static_cast<long>(t) * static_cast<long>(width) + static_cast<long>(i) * H);
+    std::vector<HcMix> mix(static_cast<size_t>(T));
+    Selection selection;  // the previous DSA layer's, for a shared one
+    auto sublayer = [&](const HyperConnection& w, const std::vector<float>& norm, auto&& f) {
+      for (int t = 0; t < T; ++t)
+        hc_collapse(w, c_, streams.data() + static_cast<long>(t) * static_cast<long>(width), x.data() + static_cast<long>(t) * H,
+                    mix[static_cast<size_t>(t)]);
+      k::rmsnorm_cpu(x.data(), norm.data(), h.data(), T, H, eps);
+      f(h.data(), y.data());
+      for (int t = 0; t < T; ++t)
+        hc_expand(c_, mix[static_cast<size_t>(t)], y.data() + static_cast<long>(t) * H,
+                  streams.data() + static_cast<long>(t) * static_cast<long>(width));
+    };
+    for (int l = 0; l < d.num_hidden_layers; ++l) {
+      const Layer& L = layers_[static_cast<size_t>(l)];
+      sublayer(L.attn_hc, L.input_norm, [&](const float* in, float* out) {
+        if (L.linear) return kda_forward(L.kda, c_, in, T, state.subspan(static_cast<size_t>(L.state_at), static_cast<size_t>(kda_state_floats(c_))), out);
+        dsa_forward(L.dsa, c_, in, T, first, cache, L.slot, selection, out);
+      });
+      sublayer(L.ffn_hc, L.post_attention_norm, [&](const float* in, float* out) { ffn_forward(L.ffn, d, in, out, T); });
+    }
+    // The head sees the plain mean of the streams.
+    for (int t = 0; t < T; ++t)
+      for (int e = 0; e < H; ++e) {
+        double acc = 0;
+        for (int i = 0; i < hc; ++i) acc += streams[static_cast<size_t>(t) * width + static_cast<size_t>(i * H + e)];
+        x[static_cast<size_t>(t * H + e)] = static_cast<float>(acc / hc);
+      }
+    k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
+    return h;
+  }
+  const float* lm_head() const override { return head_.data(); }
+
+ private:
+  struct Layer {
+    std::vector<float> input_norm, post_attention_norm;
+    HyperConnection attn_hc, ffn_hc;
+    bool linear = false;
+    KdaLayer kda;
+    long state_at = 0;  // where this KDA layer's state starts in the sequence's state
+    DsaLayer dsa;
+    int slot = 0;       // this DSA layer's cache slot
+    Ffn ffn;
+  };
+
+  void load_kda(WeightReader& w, const std::string& p, KdaLayer& a) const {
+    const int64_t H = c_.d.hidden_size, hd = c_.linear_head_dim, qk = c_.linear_num_heads * hd;
+    a.q = w.get(p + "q_proj.weight", {qk, H});
+    a.k = w.get(p + "k_proj.weight", {qk, H});
+    a.v = w.get(p + "v_proj.weight", {qk, H});
+    a.conv = w.get(p + "conv1d.weight", {3 * qk, 1, c_.linear_conv_kernel_dim});
+    a.f_a = w.get(p + "forget_gate.f_a_proj.weight", {hd, H});
+    a.f_b = w.get(p + "forget_gate.f_b_proj.weight", {qk, hd});
+    a.dt_bias = w.get(p + "forget_gate.dt_bias", {qk});
+    a.a_log = w.get(p + "forget_gate.A_log", {c_.linear_num_heads});
+    a.b = w.get(p + "b_proj.weight", {c_.linear_num_heads, H});
+    a.g_a = w.get(p + "g_a_proj.weight", {hd, H});
+    a.g_b = w.get(p + "g_b_proj.weight", {qk, hd});
+    a.o_norm = w.get(p + "o_norm.weight", {hd});
+    a.o = w.get(p + "o_proj.weight", {H, qk});
+  }
+
+  void load_dsa(WeightReader& w, const std::string& p, bool indexer, DsaLayer& a) const {
+    const DecoderConfig& d = c_.d;
+    const int64_t H = d.hidden_size, heads = d.num_attention_heads, lq = c_.q_lora_rank, lkv = c_.kv_lora_rank;
+    const int64_t rope = c_.qk_rope_head_dim, ih = c_.index_n_heads, id = c_.index_head_dim;
+    a.q_a = w.get(p + "q_a_proj.weight", {lq, H});
+    a.q_a_norm = w.get(p + "q_a_layernorm.weight", {lq});
+    a.q_b = w.get(p + "q_b_proj.weight", {heads * c_.qk_head_dim(), lq});
+    a.kv_a = w.get(p + "kv_a_proj_with_mqa.weight", {lkv + rope, H});
+    a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {lkv});
+    a.kv_b = w.get(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lkv});
+    a.o = w.get(p + "o_proj.weight", {H, heads * c_.v_head_dim});
+    if (d.attention_bias) {
+      a.q_a_bias = w.get(p + "q_a_proj.bias", {lq});
+      a.kv_a_bias = w.get(p + "kv_a_proj_with_mqa.bias", {lkv + rope});
+      a.o_bias = w.get(p + "o_proj.bias", {H});
+    }
+    a.indexer = indexer;
+    if (!indexer) return;
+    const std::string x = p + "indexer.";
+    a.wq_b = w.get(x + "wq_b.weight", {ih * id, lq});
+    a.wk = w.get(x + "wk.weight", {id, H});
+    a.k_norm = w.get(x + "k_norm.weight", {id});
+    a.k_norm_bias = w.get(x + "k_norm.bias", {id});
+    a.weights_proj = w.get(x + "weights_proj.weight", {ih, H});
+    a.kpool_ape = w.get(x + "index_kpool_compress_ape", {c_.index_kpool, id});
+    a.kpool_gate = w.get(x + "index_kpool_compress_gate", {id, H});
+  }
+
+  const Glm5NextConfig& c_;
+  std::vector<float> embed_, final_norm_, head_;
+  std::vector<Layer> layers_;
+  int n_dsa_ = 0;
+  long state_floats_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_glm5_next(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm) {
+  auto m = std::make_unique<Glm5Next>(std::move(config), comm);
+  if (auto s = m->load(ck); !s) return s.error();
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace tandem::model::detail
