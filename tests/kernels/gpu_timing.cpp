@@ -8,6 +8,7 @@
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/paged_attention.hpp"
+#include "tandem/kernels/quant_weights.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 
@@ -81,6 +82,27 @@ void sampling(const char* what, k::SamplingParams p) {
          4.0 * rows * V);
 }
 
+// A decode projection over quantised weights: rows x in -> out, bytes = the packed weights and
+// their scales (what bounds it), the activations and the output.
+void quant_linear(int rows, int in, int out) {
+  const long n = static_cast<long>(in) * out;
+  Dev<std::uint8_t> w8(sz(n)), w4(sz(n / 2)), s4(sz(n / 16));
+  cuda_ok(cudaMemset(w8.p(), 0x38, sz(n)), "memset");
+  cuda_ok(cudaMemset(w4.p(), 0x21, sz(n / 2)), "memset");
+  cuda_ok(cudaMemset(s4.p(), 0x38, sz(n / 16)), "memset");
+  Dev<float> s8(std::vector<float>(sz(static_cast<long>((out + 127) / 128) * ((in + 127) / 128)), 0.01f));
+  DevAct x(DType::bf16, normal(sz(static_cast<long>(rows) * in), 1.f, 8));
+  Dev<float> y(sz(static_cast<long>(rows) * out));
+  const double io = 2.0 * rows * in + 4.0 * rows * out;
+  char what[96];
+  std::snprintf(what, sizeof what, "linear_fp8_block, %d x %d -> %d", rows, in, out);
+  report(what, time_us([&] { ok(k::linear_fp8_block_cuda(DType::bf16, x.p(), w8.p(), s8.p(), y.p(), rows, in, out)); }),
+         static_cast<double>(n) + io);
+  std::snprintf(what, sizeof what, "linear_nvfp4, %d x %d -> %d", rows, in, out);
+  report(what, time_us([&] { ok(k::linear_nvfp4_cuda(DType::bf16, x.p(), w4.p(), s4.p(), 1.f, y.p(), rows, in, out)); }),
+         static_cast<double>(n) * (0.5 + 1.0 / 16) + io);
+}
+
 }  // namespace
 
 int main() {
@@ -116,6 +138,10 @@ int main() {
     attention(DType::bf16, 1, 32768);
     attention(DType::fp8_e4m3, 1, 32768);
     attention(DType::bf16, 8, 8192);
+    quant_linear(1, 4096, 12288);
+    quant_linear(8, 4096, 12288);
+    quant_linear(16, 4096, 12288);
+    quant_linear(1, 2048, 1536);
   } catch (const std::exception& ex) {
     std::printf("FAIL: %s\n", ex.what());
     return 1;
