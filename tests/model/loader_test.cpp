@@ -26,27 +26,6 @@ void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>
   write_json(dir / "config.json", doc);
 }
 
-// Logits of the first golden sequence's last position, for "loads and still computes the same".
-std::vector<float> last_logits(const Model& m, const std::string& fixture) {
-  const auto doc = read_json(fixture_dir(fixture) / "golden.json");
-  const auto ids = doc["sequences"][0]["input_ids"].get<std::vector<int32_t>>();
-  std::vector<int32_t> pos(ids.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
-  KvCache cache = m.new_cache();
-  const int last = static_cast<int>(ids.size()) - 1;
-  auto l = m.forward(ids, pos, cache, std::vector<int>{last});
-  REQUIRE(l.ok());
-  return l.value();
-}
-
-std::vector<float> golden_last_logits(const std::string& fixture) {
-  const auto doc = read_json(fixture_dir(fixture) / "golden.json");
-  const size_t T = doc["sequences"][0]["input_ids"].size();
-  const auto& [shape, v] = read_all(fixture_dir(fixture) / "golden.safetensors").at("seq0.logits");
-  const size_t V = static_cast<size_t>(shape[1]);
-  return {v.begin() + static_cast<long>((T - 1) * V), v.begin() + static_cast<long>(T * V)};
-}
-
 }  // namespace
 
 TEST_CASE("config: every field of the fixtures is understood; eos ids come from generation_config") {

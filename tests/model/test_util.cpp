@@ -10,7 +10,10 @@
 
 #include <unistd.h>
 
+#include "tandem/model/model.hpp"
 #include "tandem/model/safetensors.hpp"
+
+#include <doctest/doctest.h>
 
 namespace tandem::model::test {
 
@@ -120,6 +123,27 @@ double relative_error(const float* a, const float* b, int n) {
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+// Logits of the first golden sequence's last position, for "loads and still computes the same".
+std::vector<float> last_logits(const Model& m, const std::string& fixture) {
+  const auto doc = read_json(fixture_dir(fixture) / "golden.json");
+  const auto ids = doc["sequences"][0]["input_ids"].get<std::vector<int32_t>>();
+  std::vector<int32_t> pos(ids.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+  KvCache cache = m.new_cache();
+  const int last = static_cast<int>(ids.size()) - 1;
+  auto l = m.forward(ids, pos, cache, std::vector<int>{last});
+  REQUIRE(l.ok());
+  return l.value();
+}
+
+std::vector<float> golden_last_logits(const std::string& fixture) {
+  const auto doc = read_json(fixture_dir(fixture) / "golden.json");
+  const size_t T = doc["sequences"][0]["input_ids"].size();
+  const auto& [shape, v] = read_all(fixture_dir(fixture) / "golden.safetensors").at("seq0.logits");
+  const size_t V = static_cast<size_t>(shape[1]);
+  return {v.begin() + static_cast<long>((T - 1) * V), v.begin() + static_cast<long>(T * V)};
 }
 
 }  // namespace tandem::model::test

@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace tandem::model {
+class Model;
+}
+
 namespace tandem::model::test {
 
 std::filesystem::path fixture_dir(const std::string& name);
@@ -43,6 +47,11 @@ class TempCopy {
  private:
   std::filesystem::path path_;
 };
+
+// Logits of the first golden sequence's last position, computed by `m` / as the fixture stores them
+// (for "loads and still computes the same").
+std::vector<float> last_logits(const Model& m, const std::string& fixture);
+std::vector<float> golden_last_logits(const std::string& fixture);
 
 // max |a - b| / max |b| over one row: the per-position relative error the golden tests bound.
 double relative_error(const float* a, const float* b, int n);

@@ -25,6 +25,39 @@ const DecoderConfig& ModelConfig::decoder() const {
 
 namespace {
 
+// The quantised checkpoints tandem reads (kernels/quant_weights.hpp has the layouts): fp8 with
+// 128x128 block scales, and ModelOpt NVFP4 with groups of 16. Each quantised tensor names its
+// scales beside it, so the loader needs nothing from here but the assurance that the format is one
+// of these; anything else (GPTQ, AWQ, per-channel fp8, ...) is refused by name.
+void check_quantization(FieldReader& r) {
+  const json* q = r.raw("quantization_config");
+  if (!q) return;
+  const std::string where = "field 'quantization_config'";
+  if (!q->is_object() || !q->contains("quant_method") || !(*q)["quant_method"].is_string()) {
+    r.fail(where + ": expected an object with a \"quant_method\"");
+    return;
+  }
+  const std::string method = (*q)["quant_method"].get<std::string>();
+  if (method == "fp8") {
+    const json block = q->value("weight_block_size", json());
+    if (block != json::array({128, 128}))
+      r.fail(where + ": fp8 checkpoints are read with weight_block_size [128, 128] (got " + block.dump() +
+             "; per-tensor and per-channel fp8 are not supported)");
+    return;
+  }
+  if (method == "modelopt") {
+    const std::string algo = q->value("quant_algo", std::string());
+    const int group = q->value("group_size", 16);
+    if (algo != "NVFP4" || group != 16)
+      r.fail(where + ": ModelOpt checkpoints are read in NVFP4 with group_size 16 (got quant_algo \"" + algo +
+             "\", group_size " + std::to_string(group) + ")");
+    return;
+  }
+  r.fail(where + ": quant_method \"" + method +
+         "\" is not supported (tandem reads bf16/fp16/fp32 weights, \"fp8\" with 128x128 block scales and "
+         "\"modelopt\" NVFP4)");
+}
+
 // Fields that cannot change the forward pass: bookkeeping, training-only knobs, generation
 // defaults (transformers moves those to the generation config), and the multi-token-prediction
 // layers, whose weights sit after the last decoder layer and which the plain forward never runs.
@@ -39,9 +72,7 @@ void accept_harmless(FieldReader& r) {
     r.accept(key);
   if (r.has("is_encoder_decoder") && r.boolean("is_encoder_decoder")) r.fail("is_encoder_decoder=true is not a decoder-only model");
   r.accept("is_encoder_decoder");
-  if (r.raw("quantization_config"))
-    r.fail("field 'quantization_config': quantized checkpoints are not supported by the CPU reference path "
-           "(bf16, fp16 and fp32 weights are)");
+  check_quantization(r);
 }
 
 // Rotary parameters as transformers standardises them: rope_scaling (legacy name), when set,

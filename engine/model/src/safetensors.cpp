@@ -1,5 +1,7 @@
 #include "tandem/model/safetensors.hpp"
 
+#include "tandem/kernels/quant_weights.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -171,6 +173,8 @@ std::vector<std::string> Checkpoint::names() const {
 Result<std::vector<float>> Checkpoint::read(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo* t = find(name);
   if (!t) return error(dir_.string() + ": missing tensor '" + name + "' (expected shape " + shape_str(shape) + ")");
+  if (t->dtype == "F8_E4M3" && has(name + "_scale_inv")) return read_fp8_block(*t, shape);
+  if (t->dtype == "U8" && has(name + "_scale") && has(name + "_scale_2")) return read_nvfp4(*t, shape);
   if (t->shape != shape)
     return error(t->file + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " + shape_str(shape));
   size_t n = 1;
@@ -190,6 +194,46 @@ Result<std::vector<float>> Checkpoint::read(const std::string& name, const std::
     return error(t->file + ": tensor '" + name + "' has dtype " + t->dtype + "; tandem's CPU path reads BF16, F16 and F32");
   }
   return out;
+}
+
+// fp8 with 128x128 block scales: `name` is float8_e4m3 [out][in], `name`_scale_inv is
+// [ceil(out/128)][ceil(in/128)] (fp32 or bf16).
+Result<std::vector<float>> Checkpoint::read_fp8_block(const TensorInfo& t, const std::vector<int64_t>& shape) const {
+  if (shape.size() != 2 || t.shape != shape)
+    return error(t.file + ": fp8 tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape) +
+                 " (block-scaled fp8 is read for 2-D weights)");
+  const int64_t out = shape[0], in = shape[1];
+  const int64_t b = kernels::kFp8Block;
+  auto scale = read(t.name + "_scale_inv", {(out + b - 1) / b, (in + b - 1) / b});
+  if (!scale) return scale.error();
+  std::vector<float> w(static_cast<size_t>(out * in));
+  kernels::dequant_fp8_block_cpu(reinterpret_cast<const uint8_t*>(t.data), scale->data(), static_cast<int>(out),
+                                 static_cast<int>(in), w.data());
+  return w;
+}
+
+// ModelOpt NVFP4: `name` is uint8 [out][in/2] (two e2m1 per byte), `name`_scale float8_e4m3
+// [out][in/16], `name`_scale_2 one fp32.
+Result<std::vector<float>> Checkpoint::read_nvfp4(const TensorInfo& t, const std::vector<int64_t>& shape) const {
+  if (shape.size() != 2 || shape[1] % kernels::kNvfp4Group != 0 || t.shape != std::vector<int64_t>{shape[0], shape[1] / 2})
+    return error(t.file + ": NVFP4 tensor '" + t.name + "' has packed shape " + shape_str(t.shape) + ", expected " +
+                 shape_str({shape.size() == 2 ? shape[0] : 0, shape.size() == 2 ? shape[1] / 2 : 0}) + " for weights " +
+                 shape_str(shape) + " (2-D, inputs a multiple of 16)");
+  const int64_t out = shape[0], in = shape[1];
+  const TensorInfo* s = find(t.name + "_scale");
+  if (s->dtype != "F8_E4M3" || s->shape != std::vector<int64_t>{out, in / kernels::kNvfp4Group})
+    return error(s->file + ": NVFP4 scales '" + s->name + "' are " + s->dtype + " " + shape_str(s->shape) +
+                 ", expected F8_E4M3 " + shape_str({out, in / kernels::kNvfp4Group}));
+  const TensorInfo* g = find(t.name + "_scale_2");
+  if (g->dtype != "F32" || g->nbytes != 4)
+    return error(g->file + ": NVFP4 global scale '" + g->name + "' must be one F32 (is " + g->dtype + " " +
+                 shape_str(g->shape) + ")");
+  float global = 0;
+  std::memcpy(&global, g->data, 4);
+  std::vector<float> w(static_cast<size_t>(out * in));
+  kernels::dequant_nvfp4_cpu(reinterpret_cast<const uint8_t*>(t.data), reinterpret_cast<const uint8_t*>(s->data), global,
+                             static_cast<int>(out), static_cast<int>(in), w.data());
+  return w;
 }
 
 }  // namespace tandem::model

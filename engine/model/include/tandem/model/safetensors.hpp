@@ -1,7 +1,8 @@
 // Safetensors checkpoints, memory-mapped: one file (model.safetensors) or shards listed by
 // model.safetensors.index.json. A file is 8 bytes of little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}}, then the data section
-// the offsets point into. Tensors are handed out converted to fp32 (the CPU path's type).
+// the offsets point into. Tensors are handed out converted to fp32 (the CPU path's type),
+// quantised ones (fp8 block-scaled, NVFP4) dequantised.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -49,9 +50,14 @@ class Checkpoint {
   bool has(const std::string& name) const { return find(name) != nullptr; }
   std::vector<std::string> names() const;
   // The tensor converted to fp32, after checking that it exists, has `shape` and a float dtype.
+  // Quantised weights are dequantised: fp8 with a `<name>_scale_inv` beside it (128x128 blocks),
+  // and ModelOpt NVFP4 (uint8, `<name>_scale` and `<name>_scale_2` beside it); `shape` is then the
+  // logical [out][in] of the weight.
   Result<std::vector<float>> read(const std::string& name, const std::vector<int64_t>& shape) const;
 
  private:
+  Result<std::vector<float>> read_fp8_block(const TensorInfo& t, const std::vector<int64_t>& shape) const;
+  Result<std::vector<float>> read_nvfp4(const TensorInfo& t, const std::vector<int64_t>& shape) const;
   std::filesystem::path dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
