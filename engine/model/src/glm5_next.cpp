@@ -69,7 +69,11 @@ class Glm5Next final : public Model {
   KvLayout kv_layout() const override { return {n_dsa_, dsa_row_width(c_), state_floats_}; }
 
  protected:
-  Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache) const override {
+  Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache,
+                                           HiddenCapture* capture) const override {
+    // What a DFlash drafter reads; the engine refuses a drafter on a hybrid model before it gets here.
+    if (capture && !capture->layers.empty())
+      return error(config().model_type + ": capturing hidden states for a drafter is not built for this architecture");
     const DecoderConfig& d = c_.d;
     const int H = d.hidden_size, T = static_cast<int>(tokens.size()), hc = c_.hc_mult;
     const int first = cache.length() - T;
