@@ -14,7 +14,7 @@ StepOutcome from_reply(const AgentReply& r) {
 
 bool rank_running(const json& engine) {
   const std::string phase = engine.value("phase", "idle");
-  return phase == "starting" || phase == "ready" || phase == "orphaned";
+  return phase == "starting" || phase == "ready" || phase == "adopted";
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ TEST_CASE("rank: a new supervisor finds the rank a crashed one left behind and s
 
   auto second = open_sup(dir.path);
   auto st = second->status();
-  CHECK(st.phase == RankPhase::orphaned);
+  CHECK(st.phase == RankPhase::adopted);
   CHECK(st.pid == pid);
   CHECK(st.log_path == dir / "rank.log");
   CHECK(second->wait_ready(1s).ok());  // the port it recorded still answers

@@ -128,9 +128,9 @@ void FaultLab::require_bound() const {
   CHECK(c.stop_count() == stops_at_start_ + 1);  // the old lane was stopped once, never twice
   const json st = status();
   for (const auto& n : st["nodes"]) {
-    // "orphaned": a restarted agent's name for the rank its predecessor started (adopted through
+    // "adopted": a restarted agent's name for the rank its predecessor started (adopted through
     // rank.json: watched through /proc, stopped the same way).
-    CHECK_MESSAGE((n["engine"]["phase"] == "ready" || n["engine"]["phase"] == "orphaned"), n.dump());
+    CHECK_MESSAGE((n["engine"]["phase"] == "ready" || n["engine"]["phase"] == "adopted"), n.dump());
     CHECK_MESSAGE(n["deadman"]["armed"] == false, n.dump());
   }
 }

@@ -19,7 +19,7 @@ const char* to_string(RankPhase p) {
     case RankPhase::starting: return "starting";
     case RankPhase::ready: return "ready";
     case RankPhase::exited: return "exited";
-    case RankPhase::orphaned: return "orphaned";
+    case RankPhase::adopted: return "adopted";
   }
   return "?";
 }
@@ -43,7 +43,7 @@ RankSpec RankSpec::from_manifest(const Manifest& m, const Node& node, std::strin
 }
 
 namespace {
-bool running(RankPhase p) { return p == RankPhase::starting || p == RankPhase::ready || p == RankPhase::orphaned; }
+bool running(RankPhase p) { return p == RankPhase::starting || p == RankPhase::ready || p == RankPhase::adopted; }
 }  // namespace
 
 RankSupervisor::RankSupervisor(std::string state_dir) : state_dir_(std::move(state_dir)) {}
@@ -55,7 +55,7 @@ Result<std::unique_ptr<RankSupervisor>> RankSupervisor::open(std::string state_d
   if (!rec.value()) return s;
   const RankRecord& r = *rec.value();
   if (r.boot_id == boot_id() && same_process_alive(r.pid, r.start_ticks)) {
-    s->status_.phase = RankPhase::orphaned;
+    s->status_.phase = RankPhase::adopted;
     s->status_.pid = r.pid;
     s->status_.pgid = r.pgid;
     s->status_.start_ticks = r.start_ticks;
@@ -147,7 +147,7 @@ void RankSupervisor::reap_loop(pid_t pid, pid_t pgid) {
 RankStatus RankSupervisor::status() const {
   std::lock_guard lk(mu_);
   RankStatus s = status_;
-  if (s.phase == RankPhase::orphaned && !same_process_alive(s.pid, s.start_ticks)) {
+  if (s.phase == RankPhase::adopted && !same_process_alive(s.pid, s.start_ticks)) {
     s.phase = RankPhase::exited;
     s.exit = ExitStatus{};
   }
@@ -158,7 +158,7 @@ RankStatus RankSupervisor::wait_exit(Duration timeout) {
   std::unique_lock lk(mu_);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (running(status_.phase)) {
-    if (status_.phase == RankPhase::orphaned) {  // not our child: no reaper, poll /proc
+    if (status_.phase == RankPhase::adopted) {  // not our child: no reaper, poll /proc
       if (!same_process_alive(status_.pid, status_.start_ticks)) break;
       if (std::chrono::steady_clock::now() >= deadline) break;
       lk.unlock();
@@ -200,7 +200,7 @@ Result<RankStatus> RankSupervisor::wait_ready(Duration timeout) {
     if (probe.value()) {
       std::lock_guard lk(mu_);
       if (status_.phase == RankPhase::starting) status_.phase = RankPhase::ready;
-      if (status_.phase == RankPhase::ready || status_.phase == RankPhase::orphaned) return status_;
+      if (status_.phase == RankPhase::ready || status_.phase == RankPhase::adopted) return status_;
       continue;  // it died just after accepting: report that
     }
     if (std::chrono::steady_clock::now() >= deadline)
@@ -213,7 +213,7 @@ Result<RankStatus> RankSupervisor::wait_ready(Duration timeout) {
 
 Result<RankStatus> RankSupervisor::stop(Duration grace) {
   std::unique_lock lk(mu_);
-  if (status_.phase == RankPhase::orphaned) {
+  if (status_.phase == RankPhase::adopted) {
     lk.unlock();
     return stop_orphan(grace);
   }
@@ -234,8 +234,8 @@ Result<RankStatus> RankSupervisor::stop(Duration grace) {
 
 Result<RankStatus> RankSupervisor::stop_orphan(Duration grace) {
   RankStatus s = status();
-  const std::string what = "stop orphaned rank " + std::to_string(s.pid);
-  if (s.phase == RankPhase::orphaned) {
+  const std::string what = "stop adopted rank " + std::to_string(s.pid);
+  if (s.phase == RankPhase::adopted) {
     // Proven just now by status(): same pid, same start time, not a zombie. Its group is taken
     // from /proc, not from the record, and must be the one it leads (as spawn() made it).
     auto ps = read_proc_stat(s.pid);

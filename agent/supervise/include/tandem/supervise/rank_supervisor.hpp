@@ -37,7 +37,7 @@ enum class RankPhase {
   starting,  // running, port not yet proven
   ready,     // running, port accepted a connection
   exited,    // ended; `exit` says how
-  orphaned,  // found running from a previous agent (not our child: no wait status); stop() works
+  adopted,   // found running from a previous agent (not our child: no wait status); stop() works
 };
 const char* to_string(RankPhase p);
 
@@ -55,7 +55,7 @@ struct RankStatus {
 class RankSupervisor {
  public:
   // Loads <state_dir>/rank.json. A recorded rank that is still the same process (boot id and
-  // /proc start time match) is reported as `orphaned`; a stale record is removed.
+  // /proc start time match) is reported as `adopted`; a stale record is removed.
   static Result<std::unique_ptr<RankSupervisor>> open(std::string state_dir);
   // Stops watching but leaves the rank running, exactly like a crashed agent; the next open()
   // finds it through the state file.
