@@ -62,10 +62,12 @@ TEST_CASE("dead-man (agent): fires on time, once, recording each command's outco
   CHECK(armed->backend == tandem::DeadmanBackend::agent);
   CHECK_FALSE(dm->arm(1s, rollback(dir)).ok());  // already armed
 
-  REQUIRE(dm->wait_fired(3s));
+  REQUIRE(dm->wait_fired(4s));
   auto took = std::chrono::steady_clock::now() - t0;
-  CHECK(took >= 1s);
-  CHECK(took < 2s);  // generous: CI machines are busy
+  CHECK(took >= 1s);  // never early
+  // Late by at most the timer's wake-up plus spawning and running the rollback shell; on the 2-core
+  // CI machine, next to the fault tests, that alone took 1.27 s once (a 2 s bound failed at 2.27 s).
+  CHECK(took < 3s);
   CHECK(fired_count(dir) == 1);
   auto s = status_of(*dm);
   CHECK_FALSE(s.armed);
