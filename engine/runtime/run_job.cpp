@@ -24,14 +24,6 @@ namespace tandem::engine::runtime {
 
 namespace {
 
-float raw_logprob(std::span<const float> logits, std::int32_t token) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (float l : logits) mx = std::max(mx, static_cast<double>(l));
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
-  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - mx - std::log(sum));
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -156,7 +148,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
   for (int i = 0; i <= v.accepted; ++i) {
     const std::int32_t t = i < v.accepted ? drafts[static_cast<size_t>(i)] : v.next;
     j.emitted.push_back(t);
-    j.logprobs.push_back(raw_logprob(all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V)), t));
+    j.logprobs.push_back(kernels::raw_logprob(all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V)), t));
   }
   j.drafted = k;
   j.accepted = v.accepted;

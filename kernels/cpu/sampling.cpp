@@ -8,9 +8,6 @@
 
 namespace tandem::kernels {
 
-namespace {
-
-// log_softmax(logits)[token] in double, for the reported logprob.
 float raw_logprob(std::span<const float> logits, std::int32_t token) {
   double mx = -std::numeric_limits<double>::infinity();
   for (float l : logits) mx = std::max(mx, static_cast<double>(l));
@@ -18,6 +15,8 @@ float raw_logprob(std::span<const float> logits, std::int32_t token) {
   for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
   return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - mx - std::log(sum));
 }
+
+namespace {
 
 // Uniform in [0, 1) from the top 53 bits of one draw: the same on every standard library.
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }

@@ -24,6 +24,9 @@ namespace tandem::kernels {
 // Greedy: the first index of the largest logit.
 Sampled argmax_cpu(std::span<const float> logits);
 
+// log_softmax(logits)[token], in double: the logprob reported for a token (of the raw logits).
+float raw_logprob(std::span<const float> logits, std::int32_t token);
+
 // Draws one token (params must pass check_sampling_params; logits must be non-empty).
 Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
 
