@@ -30,19 +30,14 @@ __device__ Best warp_argmax(const float* vals, const unsigned char* taken, int n
   return b;
 }
 
-__global__ void moe_route_kernel(MoeRouting m, const float* logits, const float* bias, int tokens, std::int32_t* expert,
-                                 float* weight) {
-  extern __shared__ float smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, token = blockIdx.x * kWarps + warp;
+// One warp routes one token from its logits row; score, choice (E each), group_score (G) and
+// taken (E bytes) are the warp's shared-memory scratch.
+__device__ void route_token(const MoeRouting& m, const float* logits, const float* bias, int token, float* score,
+                            float* choice, float* group_score, unsigned char* taken, std::int32_t* expert, float* weight) {
+  const int lane = threadIdx.x % 32;
   const int E = m.n_experts, G = m.n_group, per_group = E / G;
-  float* score = smem + warp * (2 * E + G);
-  float* choice = score + E;
-  float* group_score = choice + E;
-  unsigned char* taken = reinterpret_cast<unsigned char*>(smem + kWarps * (2 * E + G)) + warp * E;
-  if (token >= tokens) return;  // whole warps leave together
-
   for (int e = lane; e < E; e += 32) {
-    const double x = logits[static_cast<long>(token) * E + e];
+    const double x = logits[e];
     score[e] = static_cast<float>(1.0 / (1.0 + exp(-x)));  // as sigmoid_cpu: fp64, rounded once
     choice[e] = score[e] + bias[e];
     taken[e] = 0;
@@ -92,7 +87,61 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
     }
 }
 
+__global__ void moe_route_kernel(MoeRouting m, const float* logits, const float* bias, int tokens, std::int32_t* expert,
+                                 float* weight) {
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x / 32, token = blockIdx.x * kWarps + warp;
+  const int E = m.n_experts, G = m.n_group;
+  float* score = smem + warp * (2 * E + G);
+  unsigned char* taken = reinterpret_cast<unsigned char*>(smem + kWarps * (2 * E + G)) + warp * E;
+  if (token >= tokens) return;  // whole warps leave together
+  route_token(m, logits + static_cast<long>(token) * E, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
+}
+
+// One block per token: its warps take the experts' logits in turn (16-byte loads of x and the fp32
+// router), into shared memory; then warp 0 routes.
+__global__ void router_route_kernel(MoeRouting m, const __nv_bfloat16* x, int hidden, const float* router, const float* bias,
+                                    std::int32_t* expert, float* weight) {
+  extern __shared__ float smem[];
+  const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int token = blockIdx.x, warps = blockDim.x / 32;
+  float* logits = smem;
+  float* score = smem + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
+  const __nv_bfloat16* xt = x + static_cast<long>(token) * hidden;
+  for (int e = warp; e < E; e += warps) {
+    const float* we = router + static_cast<long>(e) * hidden;
+    float s = 0.f;
+#pragma unroll 4
+    for (int c = lane * 8; c < hidden; c += 32 * 8) {
+      const uint4 xv = *reinterpret_cast<const uint4*>(xt + c);
+      const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
+      const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv);
+      const float2 a = __bfloat1622float2(xp[0]), b = __bfloat1622float2(xp[1]), c2 = __bfloat1622float2(xp[2]),
+                   d = __bfloat1622float2(xp[3]);
+      s += a.x * w0.x + a.y * w0.y + b.x * w0.z + b.y * w0.w + c2.x * w1.x + c2.y * w1.y + d.x * w1.z + d.y * w1.w;
+    }
+    s = cuda::warp_sum(s);
+    if (lane == 0) logits[e] = s;
+  }
+  __syncthreads();
+  if (warp == 0) route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
+}
+
 }  // namespace
+
+std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden, const float* router,
+                                  const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
+                                  Stream stream) {
+  if (const char* bad = check_moe_routing(m)) return std::string("moe_router_route: ") + bad;
+  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return "moe_router_route: tokens >= 0 and hidden a multiple of 8";
+  if (tokens == 0) return {};
+  const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32;  // a warp per expert, up to 32 warps
+  const size_t smem = sizeof(float) * (3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) + static_cast<size_t>(E);
+  router_route_kernel<<<tokens, threads, smem, stream>>>(m, static_cast<const __nv_bfloat16*>(x), hidden, router,
+                                                          correction_bias, expert, weight);
+  return cuda::launch_error("router_route_kernel");
+}
 
 std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
                            std::int32_t* expert, float* weight, Stream stream) {

@@ -7,6 +7,7 @@
 // at the cut are taken lowest id first until the count or mass is reached, as the CPU's sorted
 // order does. Sums are fp64. The draw walks the kept tokens in id order: thread t owns a
 // contiguous chunk, an exclusive scan gives each chunk's starting mass.
+#include <algorithm>
 #include <cstdint>
 
 #include "common.cuh"
@@ -218,7 +219,37 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   }
 }
 
+// Greedy without the logprob: blocks share a row; each warp keeps its best (value, first index) as
+// one 64-bit key (order key of the value above, the index's complement below, so the larger key is
+// the larger value, then the lower index) and folds it into keys[row] with one atomicMax.
+__global__ void argmax_kernel(const float* logits, int V, unsigned long long* keys) {
+  const float* l = logits + static_cast<long>(blockIdx.y) * V;
+  unsigned long long best = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < V; i += gridDim.x * blockDim.x) {
+    const unsigned long long k = (static_cast<unsigned long long>(order_key(l[i])) << 32) | (0xffffffffu - static_cast<unsigned>(i));
+    best = k > best ? k : best;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other > best ? other : best;
+  }
+  if (threadIdx.x % 32 == 0) atomicMax(keys + blockIdx.y, best);
+}
+
 }  // namespace
+
+std::string argmax_rows_cuda(const float* logits, int rows, int vocab, unsigned long long* keys, Stream stream) {
+  if (rows < 0 || vocab <= 0) return "argmax_rows: rows must be >= 0 and vocab > 0";
+  if (rows == 0) return {};
+  if (auto e = cuda::error_of(cudaMemsetAsync(keys, 0, sizeof(unsigned long long) * static_cast<size_t>(rows), stream),
+                              "argmax_rows: clearing the keys");
+      !e.empty())
+    return e;
+  const int threads = 256, per_thread = 16;
+  const int blocks = std::min(128, (vocab + threads * per_thread - 1) / (threads * per_thread));
+  argmax_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(rows)), threads, 0, stream>>>(logits, vocab, keys);
+  return cuda::launch_error("argmax_kernel");
+}
 
 std::string sample_cuda(const float* logits, int rows, int vocab, const SamplingParams* params, const double* uniform,
                         Sampled* out, std::uint8_t* keep, Stream stream) {

@@ -39,4 +39,11 @@ void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correc
 std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
                            std::int32_t* expert, float* weight, Stream stream = nullptr);
 
+// The router's logits and the routing in one launch, one block per token (for decode steps, where
+// the separate router_logits_cuda has a few warps' work): logits = x (bf16 [tokens, hidden]) .
+// router^T (fp32 [E, hidden]) in fp32, then as moe_route_cuda. hidden must be a multiple of 8.
+std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden, const float* router,
+                                  const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
+                                  Stream stream = nullptr);
+
 }  // namespace tandem::kernels

@@ -19,4 +19,10 @@ namespace tandem::kernels {
 std::string sample_cuda(const float* logits, int rows, int vocab, const SamplingParams* params, const double* uniform,
                         Sampled* out, std::uint8_t* keep, Stream stream = nullptr);
 
+// Greedy alone, for steps that want the token and not its logprob: each row's first largest logit
+// (argmax_cpu's pick), over many blocks per row where sample_cuda gives a row one block. keys[rows]
+// (device) holds each row's answer as a 64-bit key; argmax_key_index turns one into the token id.
+std::string argmax_rows_cuda(const float* logits, int rows, int vocab, unsigned long long* keys, Stream stream = nullptr);
+inline int argmax_key_index(unsigned long long key) { return static_cast<int>(0xffffffffu - (key & 0xffffffffu)); }
+
 }  // namespace tandem::kernels

@@ -1,0 +1,124 @@
+// The decode-sized product (gemv.hpp): one warp per output row, weights streamed with 16-byte
+// non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/gemv.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+constexpr int kWarps = 4;
+
+// Weights are read once per step: keep them out of L1.
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
+    s = fmaf(fx.x, fy.x, s);
+    s = fmaf(fx.y, fy.y, s);
+  }
+  return s;
+}
+
+// NT: x rows per pass (rows <= NT); U: 16-byte weight loads per lane in flight.
+template <int NT, int U, class OutT, bool SILU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+  const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<long>(a.groups) * a.out) return;
+  const int g = static_cast<int>(row / a.out), o = static_cast<int>(row % a.out);
+  const bf16* wg = static_cast<const bf16*>(a.w) + g * a.w_group + o * a.ldw;
+  const bf16* wu = wg + a.up_offset * a.ldw;
+  const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
+  float acc[NT], up[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
+  const int chunks = a.in / 8;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
+    uint4 wv[U], uv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < chunks) {
+        wv[u] = load_stream(wg + 8 * c);
+        if (SILU) uv[u] = load_stream(wu + 8 * c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= a.rows) break;
+        const uint4 xv = *reinterpret_cast<const uint4*>(xg + t * a.ldx + 8 * c);
+        acc[t] += dot8(wv[u], xv);
+        if (SILU) up[t] += dot8(uv[u], xv);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = cuda::warp_sum(acc[t]);
+    if (SILU) up[t] = cuda::warp_sum(up[t]);
+  }
+  // Lane t writes x row t's result (registers are indexed by constants only).
+  float mine = 0.f;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+    if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+  if (lane < a.rows) {
+    if (!SILU && a.bias) mine += __bfloat162float(static_cast<const bf16*>(a.bias)[row]);
+    static_cast<OutT*>(a.y)[lane * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);
+  }
+}
+
+template <int NT, class OutT, bool SILU>
+void launch(const GemvArgs& a, Stream stream) {
+  constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
+  const long rows = static_cast<long>(a.groups) * a.out;
+  gemv_kernel<NT, U, OutT, SILU><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a);
+}
+
+template <class OutT, bool SILU>
+void launch_rows(const GemvArgs& a, Stream stream) {
+  if (a.rows <= 1) launch<1, OutT, SILU>(a, stream);
+  else if (a.rows <= 2) launch<2, OutT, SILU>(a, stream);
+  else if (a.rows <= 4) launch<4, OutT, SILU>(a, stream);
+  else launch<8, OutT, SILU>(a, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool gemv_fits(const GemvArgs& a) {
+  return a.rows >= 1 && a.rows <= kGemvMaxRows && a.in % 8 == 0 && a.ldx % 8 == 0 && a.x_group % 8 == 0 &&
+         a.ldw % 8 == 0 && a.w_group % 8 == 0 && aligned16(a.x) && aligned16(a.w);
+}
+
+std::string gemv_cuda(const GemvArgs& a, Stream stream) {
+  if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return "gemv: bad shape";
+  if (!gemv_fits(a)) return "gemv: needs 1 <= rows <= 8, in and the strides multiples of 8, 16-byte aligned x and w";
+  if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return "gemv: silu_mul needs a bf16 result and no bias";
+  if (a.silu_mul) launch_rows<bf16, true>(a, stream);
+  else if (a.y_type == DType::bf16) launch_rows<bf16, false>(a, stream);
+  else if (a.y_type == DType::f32) launch_rows<float, false>(a, stream);
+  else return "gemv: the result must be bf16 or fp32";
+  return cuda::launch_error("gemv_kernel");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,143 @@
+// The routed and shared experts for a few tokens (moe_decode.hpp): two launches, one warp per
+// output row, only the chosen experts' rows read.
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/moe_decode.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+constexpr int kWarps = 4, kLoads = 8;
+
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
+    s = fmaf(fx.x, fy.x, s);
+    s = fmaf(fx.y, fy.y, s);
+  }
+  return s;
+}
+
+long act_width(const MoeDecodeArgs& a) { return a.width > a.shared_width ? a.width : a.shared_width; }
+
+// Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
+// shared experts (shared_width rows).
+__global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, long aw) {
+  const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const long per_token = static_cast<long>(a.top_k) * a.width + a.shared_width;
+  if (warp >= a.tokens * per_token) return;
+  const int t = static_cast<int>(warp / per_token);
+  const long r = warp % per_token;
+  int slot, o, n;
+  const bf16* w;
+  if (r < static_cast<long>(a.top_k) * a.width) {
+    slot = static_cast<int>(r / a.width), o = static_cast<int>(r % a.width), n = a.width;
+    const long e = a.expert[t * a.top_k + slot];
+    w = static_cast<const bf16*>(a.gate_up) + e * 2 * a.width * a.hidden;
+  } else {
+    slot = a.top_k, o = static_cast<int>(r - static_cast<long>(a.top_k) * a.width), n = a.shared_width;
+    w = static_cast<const bf16*>(a.shared_gate_up);
+  }
+  const bf16* gate = w + static_cast<long>(o) * a.hidden;
+  const bf16* up = w + static_cast<long>(n + o) * a.hidden;
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(t) * a.hidden;
+  float g = 0.f, u = 0.f;
+  const int chunks = a.hidden / 8;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads) {
+    uint4 gv[kLoads], uv[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      if (c0 + 32 * i < chunks) gv[i] = load_stream(gate + 8 * (c0 + 32 * i)), uv[i] = load_stream(up + 8 * (c0 + 32 * i));
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      if (c0 + 32 * i >= chunks) break;
+      const uint4 xv = *reinterpret_cast<const uint4*>(x + 8 * (c0 + 32 * i));
+      g += dot8(gv[i], xv), u += dot8(uv[i], xv);
+    }
+  }
+  g = cuda::warp_sum(g), u = cuda::warp_sum(u);
+  if (lane == 0)
+    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+}
+
+// Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
+// (slot by slot) so that every lane has kLoads loads in flight whatever the width.
+__global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long aw) {
+  const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= static_cast<long>(a.tokens) * a.hidden) return;
+  const int t = static_cast<int>(warp / a.hidden), o = static_cast<int>(warp % a.hidden);
+  const int per = a.width / 8, routed = a.top_k * per, total = routed + a.shared_width / 8;
+  const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
+  float acc = 0.f;
+  for (int c0 = lane; c0 < total; c0 += 32 * kLoads) {
+    uint4 wv[kLoads];
+    float scale[kLoads];
+    const bf16* xp[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int c = c0 + 32 * i;
+      if (c >= total) break;
+      const bf16* w;
+      if (c < routed) {
+        const int slot = c / per, cc = c % per;
+        const long e = a.expert[t * a.top_k + slot];
+        w = static_cast<const bf16*>(a.down) + (e * a.hidden + o) * a.width + 8 * cc;
+        xp[i] = act + slot * aw + 8 * cc;
+        scale[i] = a.weight[t * a.top_k + slot];
+      } else {
+        const int cc = c - routed;
+        w = static_cast<const bf16*>(a.shared_down) + static_cast<long>(o) * a.shared_width + 8 * cc;
+        xp[i] = act + a.top_k * aw + 8 * cc;
+        scale[i] = 1.f;
+      }
+      wv[i] = load_stream(w);
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      if (c0 + 32 * i >= total) break;
+      acc += scale[i] * dot8(wv[i], *reinterpret_cast<const uint4*>(xp[i]));
+    }
+  }
+  acc = cuda::warp_sum(acc);
+  if (lane == 0) static_cast<bf16*>(a.out)[static_cast<long>(t) * a.hidden + o] = __float2bfloat16_rn(acc);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool moe_decode_fits(const MoeDecodeArgs& a) {
+  return a.hidden % 8 == 0 && a.width % 8 == 0 && a.shared_width % 8 == 0 && aligned16(a.x) && aligned16(a.gate_up) &&
+         aligned16(a.down) && aligned16(a.act) && (a.shared_width == 0 || (aligned16(a.shared_gate_up) && aligned16(a.shared_down)));
+}
+
+std::string moe_decode_cuda(const MoeDecodeArgs& a, Stream stream) {
+  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return "moe_decode: bad shape";
+  if (!moe_decode_fits(a)) return "moe_decode: hidden and the widths must be multiples of 8, the buffers 16-byte aligned";
+  if (a.tokens == 0) return {};
+  const long aw = act_width(a);
+  const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
+  gate_up_kernel<<<static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a, aw);
+  if (auto e = cuda::launch_error("moe_decode gate_up_kernel"); !e.empty()) return e;
+  const long out_rows = static_cast<long>(a.tokens) * a.hidden;
+  down_kernel<<<static_cast<unsigned>((out_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a, aw);
+  return cuda::launch_error("moe_decode down_kernel");
+}
+
+}  // namespace tandem::kernels

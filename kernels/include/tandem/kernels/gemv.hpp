@@ -1,0 +1,44 @@
+// Decode-sized products (1 to kGemvMaxRows rows of x), bf16 weights, fp32 sums: one warp per output
+// row streams that weight row once with 16-byte loads and applies it to every x row, so the weight
+// is read from memory once and every multiprocessor takes part (a block of four warps per four
+// output rows: thousands of blocks even for a 2048-row projection). At these sizes the product is
+// memory-bound and cuBLASLt's tensor-core tiles leave most of the GPU idle (and the older few-rows
+// kernel, skinny_gemm.hpp, gives each block 32 rows: too few blocks for the small projections).
+//
+// Rows of the weight may come in groups (heads): for g < groups and o < out,
+//   y[r][g * y_group + o] = sum_i x[r][g * x_group + i] * w[g * w_group + o * ldw + i]  (+ bias[g * out + o])
+// With silu_mul, each output row o is the gated pair of weight rows o and o + up_offset:
+//   y[r][o] = silu(W[o] x[r]) * (W[o + up_offset] x[r])       (gate_up fused with the activation)
+// CPU reference: linear_cpu (and silu_and_mul_cpu). All pointers are device buffers.
+#pragma once
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::kernels {
+
+constexpr int kGemvMaxRows = 8;
+
+struct GemvArgs {
+  int rows = 1;              // x rows, 1 .. kGemvMaxRows
+  int in = 0, out = 0;       // per group
+  int groups = 1;
+  const void* x = nullptr;   // bf16
+  long ldx = 0, x_group = 0;
+  const void* w = nullptr;   // bf16
+  long ldw = 0, w_group = 0;
+  const void* bias = nullptr;  // bf16 [groups * out] or nullptr
+  void* y = nullptr;
+  long ldy = 0, y_group = 0;
+  DType y_type = DType::bf16;  // bf16 or f32
+  bool silu_mul = false;       // bf16 out only
+  long up_offset = 0;          // rows from a gate row to its up row (silu_mul)
+};
+
+// Whether gemv_cuda takes these operands: in, ldx, x_group, ldw and w_group multiples of 8, x and
+// w 16-byte aligned, 1 <= rows <= kGemvMaxRows.
+bool gemv_fits(const GemvArgs& a);
+
+std::string gemv_cuda(const GemvArgs& a, Stream stream = nullptr);
+
+}  // namespace tandem::kernels
