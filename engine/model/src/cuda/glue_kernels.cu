@@ -79,7 +79,121 @@ __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
+// Block (t, 0): the query LoRA's norm; block (t, 1): the latent's norm, the key's rotation and the
+// row's write into the pool. 256 threads, the sums in rmsnorm_rows_kernel's order.
+template <class KV>
+__global__ void latent_prep_kernel(LatentPrep p) {
+  __shared__ float part[32];
+  const int t = blockIdx.x;
+  const bf16* row = static_cast<const bf16*>(p.fused) + t * p.ld;
+  const bool query = blockIdx.y == 0;
+  if (query && p.lora_q == 0) return;
+  const int n = query ? p.lora_q : p.lora_kv;
+  const bf16* x = query ? row : row + p.kv_at;
+  const bf16* w = static_cast<const bf16*>(query ? p.q_norm : p.kv_norm);
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = __bfloat162float(x[i]);
+    s += v * v;
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
+  const float r = rsqrtf(total / static_cast<float>(n) + p.eps);
+  if (query) {
+    bf16* y = static_cast<bf16*>(p.qlat) + static_cast<long>(t) * p.lora_q;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]));
+    return;
+  }
+  const int pos = p.token_pos[t], width = p.lora_kv + p.rope_dim;
+  const long slot = static_cast<long>(p.block_tables[static_cast<long>(p.token_seq[t]) * p.max_blocks + pos / p.block_size]) *
+                        p.block_size + pos % p.block_size;
+  KV* out = static_cast<KV*>(p.cache) + slot * width;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    store<KV>(out + i, __bfloat162float(__float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]))), p.scale);
+  const bf16* kr = x + p.lora_kv;
+  const int half = p.rope_dim / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {  // as rope_kernel
+    const float a = __bfloat162float(p.interleaved ? kr[2 * i] : kr[i]);
+    const float b = __bfloat162float(p.interleaved ? kr[2 * i + 1] : kr[i + half]);
+    const float angle = static_cast<float>(pos) * p.inv_freq[i];
+    double sn, cs;
+    sincos(static_cast<double>(angle), &sn, &cs);
+    store<KV>(out + p.lora_kv + i, __bfloat162float(__float2bfloat16_rn(static_cast<float>(a * cs - b * sn))), p.scale);
+    store<KV>(out + p.lora_kv + i + half, __bfloat162float(__float2bfloat16_rn(static_cast<float>(b * cs + a * sn))), p.scale);
+  }
+}
+
+constexpr int kAbsorbThreads = 128, kAbsorbTokens = 4;
+
+// Block (h, tile): columns tile * 128 + thread of head h's absorbed query, or (the last tile) the
+// rotation of head h's rope entries. Weights W[d][j] are read along j: coalesced.
+__global__ void absorb_query_kernel(const bf16* q, int tokens, int heads, int nope, int rope_dim, const bf16* kv_b,
+                                    long kvb_stride, int lora_kv, const float* inv_freq, const std::int32_t* token_pos,
+                                    bool interleaved, bf16* qattn) {
+  const int h = blockIdx.x, tiles = gridDim.y - 1;
+  const int qk = nope + rope_dim, width = lora_kv + rope_dim;
+  const long q_row = static_cast<long>(heads) * qk, o_row = static_cast<long>(heads) * width;
+  if (static_cast<int>(blockIdx.y) == tiles) {
+    const int half = rope_dim / 2;
+    for (int e = threadIdx.x; e < tokens * half; e += blockDim.x) {
+      const int t = e / half, i = e % half;
+      const bf16* x = q + t * q_row + static_cast<long>(h) * qk + nope;
+      const float a = __bfloat162float(interleaved ? x[2 * i] : x[i]);
+      const float b = __bfloat162float(interleaved ? x[2 * i + 1] : x[i + half]);
+      const float angle = static_cast<float>(token_pos[t]) * inv_freq[i];
+      double sn, cs;
+      sincos(static_cast<double>(angle), &sn, &cs);
+      bf16* y = qattn + t * o_row + static_cast<long>(h) * width + lora_kv;
+      y[i] = __float2bfloat16_rn(static_cast<float>(a * cs - b * sn));
+      y[i + half] = __float2bfloat16_rn(static_cast<float>(b * cs + a * sn));
+    }
+    return;
+  }
+  const int j = blockIdx.y * kAbsorbThreads + threadIdx.x;
+  if (j >= lora_kv) return;
+  const bf16* w = kv_b + h * kvb_stride + j;
+  for (int t0 = 0; t0 < tokens; t0 += kAbsorbTokens) {
+    float acc[kAbsorbTokens] = {};
+    const bf16* x = q + t0 * q_row + static_cast<long>(h) * qk;
+#pragma unroll 8
+    for (int d = 0; d < nope; ++d) {
+      const float wd = __bfloat162float(w[static_cast<long>(d) * lora_kv]);
+#pragma unroll
+      for (int u = 0; u < kAbsorbTokens; ++u)
+        if (t0 + u < tokens) acc[u] += __bfloat162float(x[u * q_row + d]) * wd;
+    }
+#pragma unroll
+    for (int u = 0; u < kAbsorbTokens; ++u)
+      if (t0 + u < tokens) qattn[(t0 + u) * o_row + static_cast<long>(h) * width + j] = __float2bfloat16_rn(acc[u]);
+  }
+}
+
 }  // namespace
+
+std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
+  if (p.tokens == 0) return {};
+  if (p.rope_dim % 2 != 0) return "latent_prep: odd rope dimension";
+  const dim3 grid(static_cast<unsigned>(p.tokens), 2);
+  if (p.cache_type == kernels::DType::bf16) latent_prep_kernel<bf16><<<grid, 256, 0, stream>>>(p);
+  else if (p.cache_type == kernels::DType::fp8_e4m3) latent_prep_kernel<__nv_fp8_storage_t><<<grid, 256, 0, stream>>>(p);
+  else return "latent_prep: the cache must be bf16 or fp8_e4m3";
+  return launched("latent_prep_kernel");
+}
+
+std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
+                         int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
+                         kernels::Stream stream) {
+  if (tokens == 0) return {};
+  if (rope_dim % 2 != 0) return "absorb_query: odd rope dimension";
+  const int tiles = (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads;
+  absorb_query_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), kAbsorbThreads, 0, stream>>>(
+      static_cast<const bf16*>(q), tokens, heads, nope, rope_dim, static_cast<const bf16*>(kv_b), kvb_stride, lora_kv, inv_freq,
+      token_pos, interleaved, static_cast<bf16*>(qattn));
+  return launched("absorb_query_kernel");
+}
 
 std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          kernels::Stream stream) {

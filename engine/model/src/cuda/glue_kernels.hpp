@@ -31,4 +31,37 @@ std::string latent_cache_write(const void* src, long ld, int tokens, int width, 
 // dst[i] = src[rows[i]] (width entries each).
 std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream);
 
+// The MLA glue between the input projection and the attention, one launch for what rmsnorm_rows
+// (twice), rope_cuda and latent_cache_write do one after another, with the same roundings: for
+// each token t of fused ([T, ld] bf16: the query LoRA's lora_q entries, then at kv_at the latent's
+// lora_kv entries and rope_dim key entries),
+//   qlat[t] = rmsnorm(fused[t][0:lora_q]) * q_norm              (when lora_q > 0)
+//   cache slot of (seq[t], pos[t]) = [rmsnorm(latent) * kv_norm, rope(key at pos[t])]
+struct LatentPrep {
+  const void* fused = nullptr;
+  long ld = 0;
+  int tokens = 0, lora_q = 0, kv_at = 0, lora_kv = 0, rope_dim = 0;
+  const void* q_norm = nullptr;
+  void* qlat = nullptr;  // [T, lora_q]
+  const void* kv_norm = nullptr;
+  float eps = 0.f;
+  const float* inv_freq = nullptr;
+  bool interleaved = false;
+  const std::int32_t *token_seq = nullptr, *token_pos = nullptr, *block_tables = nullptr;
+  int max_blocks = 0, block_size = 0;
+  kernels::DType cache_type = kernels::DType::bf16;
+  float scale = 1.f;
+  void* cache = nullptr;
+};
+std::string latent_prep(const LatentPrep& p, kernels::Stream stream);
+
+// The absorbed query for a few tokens, one launch for the batched cuBLASLt product, the copy of the
+// rope entries and their rotation: per token t and head h,
+//   qattn[t][h][0:lora_kv] = q[t][h][0:nope] . kv_b[h * kvb_stride : nope rows of lora_kv]
+//   qattn[t][h][lora_kv:]  = rope(q[t][h][nope:nope + rope_dim]) at pos[t]
+// q: [T, heads, qk] bf16 (qk = nope + rope_dim); qattn: [T, heads, lora_kv + rope_dim] bf16.
+std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
+                         int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
+                         kernels::Stream stream);
+
 }  // namespace tandem::model::cuda
