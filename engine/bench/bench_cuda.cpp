@@ -1,20 +1,30 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
-//                    [--skinny-rows N] [--modes graphs,eager]
+//                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--profile STEPS]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
 // routed experts once, plus the experts its tokens choose, expected under uniform routing; plus
 // every cached KV row of the batch) over that bandwidth. Prompts are random token ids; greedy.
+// --decode-kernels 0 runs the model as it was before the decode-sized kernels (cuBLASLt, unfused
+// glue, the sampler's one-block greedy), for a before/after in one run.
+// --profile STEPS: where a batch-1 decode step's time goes. STEPS eager steps with a CUDA event
+// after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
+// the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
+// plus its launch gap); then STEPS graph replays timed the same way (the whole forward, then the
+// token choice). One table: op, calls per step, microseconds per step, bytes, GB/s.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,12 +65,87 @@ void fail(const std::string& what) {
   std::exit(1);
 }
 
+// The model's op marks as CUDA events; after a step, the time between a mark and the one before it
+// is charged to the later mark's op. With queue_ahead, "start" first parks the stream behind a host
+// function that sleeps, so the whole eager step is queued before the GPU starts on it.
+class EventTimer final : public OpTimer {
+ public:
+  struct Op {
+    int calls = 0;
+    double us = 0, bytes = 0;
+    int order = 0;
+  };
+  bool queue_ahead = false;
+
+  ~EventTimer() override {
+    for (auto e : events_) cudaEventDestroy(e);
+  }
+  void mark(const char* op, double bytes, tandem::kernels::Stream stream) override {
+    auto* st = reinterpret_cast<cudaStream_t>(stream);
+    if (queue_ahead && std::string(op) == "start")
+      cudaLaunchHostFunc(st, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }, nullptr);
+    if (used_ == events_.size()) {
+      cudaEvent_t e;
+      cudaEventCreate(&e);
+      events_.push_back(e);
+    }
+    cudaEventRecord(events_[used_++], st);
+    marks_.push_back({op, bytes});
+  }
+  // After the step's last mark and a synchronisation: fold its marks into the totals.
+  void end_step() {
+    cudaDeviceSynchronize();
+    for (std::size_t i = 1; i < used_; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
+      auto [it, fresh] = ops.try_emplace(marks_[i].first);
+      if (fresh) it->second.order = static_cast<int>(ops.size());
+      it->second.calls += 1, it->second.us += 1e3 * ms, it->second.bytes += marks_[i].second;
+    }
+    used_ = 0;
+    marks_.clear();
+  }
+  std::map<std::string, Op> ops;
+
+ private:
+  std::vector<cudaEvent_t> events_;
+  std::size_t used_ = 0;
+  std::vector<std::pair<std::string, double>> marks_;
+};
+
 }  // namespace
+
+// B sequences prefilled with random prompts of `prompt` tokens, then decoded one greedy token a step.
+struct Decoder {
+  template <class Ids>
+  Decoder(CudaModel& model, int B, int prompt, const std::vector<std::vector<int32_t>>& tables, Ids&& random_ids)
+      : m(model), tables_(tables), last(static_cast<size_t>(B)) {
+    for (int s = 0; s < B; ++s) {
+      const auto ids = random_ids(prompt);
+      PagedWork w{ids, 0, tables[static_cast<size_t>(s)], true};
+      auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
+      if (!out) fail("prefill: " + out.error().message);
+      last[static_cast<size_t>(s)] = out.value();
+    }
+  }
+  void step(int position) {
+    work.clear();
+    for (size_t s = 0; s < last.size(); ++s) work.push_back({last[s], position, tables_[s], true});
+    auto out = m.step_greedy(work);
+    if (!out) fail("decode: " + out.error().message);
+    for (size_t s = 0; s < last.size(); ++s) last[s] = {out.value()[s]};
+  }
+  CudaModel& m;
+  const std::vector<std::vector<int32_t>>& tables_;
+  std::vector<std::vector<int32_t>> last;
+  std::vector<PagedWork> work;
+};
 
 int main(int argc, char** argv) {
   if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";
-  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows;
+  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0;
+  bool decode_kernels = CudaOptions{}.decode_kernels;
   std::string modes = "graphs,eager";
   std::vector<int> batches{1, 4, 16};
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -71,6 +156,8 @@ int main(int argc, char** argv) {
     else if (a == "--kv-cache-dtype") kv = v;
     else if (a == "--skinny-rows") skinny = std::stoi(v);
     else if (a == "--modes") modes = v;
+    else if (a == "--decode-kernels") decode_kernels = std::stoi(v) != 0;
+    else if (a == "--profile") profile = std::stoi(v);
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -91,6 +178,8 @@ int main(int argc, char** argv) {
   opt.max_num_batched_tokens = prompt;
   opt.max_model_len = prompt + decode + 16;
   opt.skinny_rows = skinny;
+  opt.decode_kernels = decode_kernels;
+  opt.max_model_len += 2 * profile;
   const auto t_load = Clock::now();
   auto loaded = load_cuda_model(dir, opt);
   if (!loaded) fail(loaded.error().message);
@@ -141,6 +230,7 @@ int main(int argc, char** argv) {
                   {"kv_cache_dtype", kv}};
   doc["prompt"] = prompt;
   doc["skinny_rows"] = skinny;
+  doc["decode_kernels"] = decode_kernels;
   doc["decode_steps"] = decode;
   doc["prefill_tok_s"] = prefill_tps;
   std::printf("\n| batch | mode | decode tok/s | ms/step | floor tok/s | %% of floor |\n|---|---|---|---|---|---|\n");
@@ -148,22 +238,8 @@ int main(int argc, char** argv) {
     if (modes.find(eager ? "eager" : "graphs") == std::string::npos) continue;
     m.set_enforce_eager(eager);
     for (int B : batches) {
-      std::vector<std::vector<int32_t>> last(static_cast<size_t>(B));
-      std::vector<PagedWork> work;
-      for (int s = 0; s < B; ++s) {
-        const auto ids = random_ids(prompt);
-        PagedWork w{ids, 0, tables[static_cast<size_t>(s)], true};
-        auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
-        if (!out) fail("prefill: " + out.error().message);
-        last[static_cast<size_t>(s)] = out.value();
-      }
-      auto one_step = [&](int i) {
-        work.clear();
-        for (int s = 0; s < B; ++s) work.push_back({last[static_cast<size_t>(s)], prompt + i, tables[static_cast<size_t>(s)], true});
-        auto out = m.step_greedy(work);
-        if (!out) fail("decode: " + out.error().message);
-        for (int s = 0; s < B; ++s) last[static_cast<size_t>(s)] = {out.value()[static_cast<size_t>(s)]};
-      };
+      Decoder dec(m, B, prompt, tables, random_ids);
+      auto one_step = [&](int i) { dec.step(prompt + i); };
       one_step(0);  // warm-up: plans the GEMMs and captures this batch's graph
       const auto t0 = Clock::now();
       for (int i = 1; i < decode; ++i) one_step(i);
@@ -183,6 +259,54 @@ int main(int argc, char** argv) {
                                {"floor_tok_s", floor_tps},
                                {"pct_of_floor", 100.0 * tps / floor_tps}});
     }
+  }
+  if (profile > 0) {
+    // Batch 1 from the benchmark's mean context: prefill `prompt`, decode `decode` / 2 steps, then
+    // profile `profile` steps eagerly and `profile` graph replays.
+    Decoder dec(m, 1, prompt, tables, random_ids);
+    int pos = prompt;
+    m.set_enforce_eager(false);
+    for (int i = 0; i < decode / 2; ++i) dec.step(pos++);
+    EventTimer timer;
+    m.set_op_timer(&timer);
+    m.set_enforce_eager(true);
+    timer.queue_ahead = true;
+    for (int i = 0; i < profile; ++i) dec.step(pos++), timer.end_step();
+    const auto eager_ops = timer.ops;
+    timer.ops.clear();
+    m.set_enforce_eager(false);
+    timer.queue_ahead = false;
+    for (int i = 0; i < profile; ++i) dec.step(pos++), timer.end_step();
+    const auto graph_ops = timer.ops;
+    m.set_op_timer(nullptr);
+
+    std::vector<std::pair<std::string, EventTimer::Op>> rows(eager_ops.begin(), eager_ops.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+    double total_us = 0, total_bytes = 0;
+    for (const auto& [op, o] : rows) total_us += o.us / profile, total_bytes += o.bytes / profile;
+    std::printf("\nProfile: batch 1, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
+                "decode kernels %s; GB/s = bytes the op must move / its time\n\n",
+                prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
+    std::printf("| op | calls/step | us/step | %% | MB/step | GB/s |\n|---|---|---|---|---|---|\n");
+    nlohmann::json prof;
+    for (const auto& [op, o] : rows) {
+      const double us = o.us / profile, mb = o.bytes / profile / 1e6;
+      std::printf("| %s | %.0f | %.1f | %.1f%% | %.2f | %.0f |\n", op.c_str(), static_cast<double>(o.calls) / profile, us,
+                  100.0 * us / total_us, mb, us > 0 ? mb * 1e6 / (us * 1e-6) / 1e9 : 0.0);
+      prof["eager_ops"].push_back({{"op", op}, {"calls_per_step", static_cast<double>(o.calls) / profile}, {"us_per_step", us},
+                                   {"bytes_per_step", o.bytes / profile}});
+    }
+    std::printf("| **sum** | | %.1f | 100%% | %.2f | %.0f |\n", total_us, total_bytes / 1e6,
+                total_bytes / (total_us * 1e-6) / 1e9);
+    std::printf("\nGraph replays (%d steps): ", profile);
+    for (const auto& [op, o] : graph_ops) {
+      std::printf("%s %.1f us/step; ", op.c_str(), o.us / profile);
+      prof["graph_ops"][op] = o.us / profile;
+    }
+    std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n",
+                1e6 * (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / bw,
+                (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / 1e6, bw / 1e9);
+    doc["profile"] = prof;
   }
   if (!json_path.empty()) std::ofstream(json_path) << doc.dump(1) << "\n";
   return 0;

@@ -12,6 +12,7 @@
 
 #include "device_buffer.hpp"
 #include "tandem/kernels/gemm.hpp"
+#include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/model/cuda_model.hpp"
 
@@ -96,6 +97,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
            static_cast<std::uint64_t>(k::dtype_bytes(kv_type_));
   }
   void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
+  void set_op_timer(OpTimer* timer) override { timer_ = timer; }
 
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
@@ -141,8 +143,17 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   std::string all_reduce(DeviceBuffer& b, int T);
 
-  // A plain (unbatched, nn.Linear) product: the few-rows kernel at decode sizes, else cuBLASLt.
+  // A plain (unbatched, nn.Linear) product: gemv (or the older few-rows kernel) at decode sizes,
+  // else cuBLASLt.
   std::string gemm(const k::GemmArgs& g);
+
+  // Whether a step of T tokens takes the decode-sized kernels.
+  bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows; }
+
+  // The op timer's mark after an op (not while capturing a graph).
+  void mark(const char* op, double bytes) const {
+    if (timer_ && !capturing_) timer_->mark(op, bytes, stream_);
+  }
 
   k::GemmArgs linear(const void* x, const DeviceBuffer& w, void* y, int rows, int in, int out) const {
     k::GemmArgs g;
@@ -168,6 +179,8 @@ class Glm4MoeLiteCuda final : public CudaModel {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceAllReduce* all_reduce_ = nullptr;
+  OpTimer* timer_ = nullptr;
+  bool capturing_ = false;
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
 
@@ -182,6 +195,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   DeviceBuffer x_, delta_, h_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
   DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
+  DeviceBuffer argmax_keys_, moe_decode_act_;
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   std::map<int, cudaGraphExec_t> graphs_;

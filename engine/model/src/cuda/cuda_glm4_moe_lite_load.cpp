@@ -5,6 +5,7 @@
 
 #include "../decoder.hpp"
 #include "cuda_glm4_moe_lite.hpp"
+#include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 
@@ -173,8 +174,9 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
 std::string Glm4MoeLiteCuda::allocate_activations() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
-  int mlp_width = 0;
+  int mlp_width = 0, shared_width = 0;
   for (const Layer& a : layers_) mlp_width = std::max({mlp_width, a.dense.width, a.shared.width});
+  for (const Layer& a : layers_) shared_width = std::max(shared_width, a.shared.width);
   struct Want {
     DeviceBuffer* b;
     std::size_t bytes;
@@ -209,6 +211,9 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
       {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
       {&uniform_, S * sizeof(double), "uniforms"},
       {&keep_, S * static_cast<std::size_t>(V_), "sampling mask"},
+      {&argmax_keys_, S * sizeof(unsigned long long), "greedy keys"},
+      {&moe_decode_act_, static_cast<std::size_t>(k::kMoeDecodeTokens) * static_cast<std::size_t>(K_ + 1) *
+                             static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;

@@ -15,6 +15,7 @@
 #include "glue_kernels.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
+#include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/moe_experts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -39,17 +40,31 @@ Result<std::vector<std::int32_t>> Glm4MoeLiteCuda::step_greedy(std::span<const P
   if (!rows) return rows.error();
   const int R = rows.value();
   FirstError err;
-  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
-  if (R > 0) {
+  std::vector<unsigned long long> keys(static_cast<std::size_t>(R));
+  if (R > 0 && !opt_.decode_kernels) {  // the sampler's greedy row (one block a row), as before
+    std::vector<k::Sampled> got(static_cast<std::size_t>(R));
     err(k::sample_cuda(logits_.as<float>(), R, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
+    mark("sample (sampler, greedy)", static_cast<double>(R) * V_ * 4);
     err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+                   "tokens"));
+    err(cuda_error(cudaStreamSynchronize(stream_), "step"));
+    if (!err.ok()) return error(err.message);
+    std::vector<std::int32_t> ids;
+    for (const auto& s : got) ids.push_back(s.token);
+    return ids;
+  }
+  if (R > 0) {
+    err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
+    mark("sample (argmax)", static_cast<double>(R) * V_ * 4);
+    err(cuda_error(cudaMemcpyAsync(keys.data(), argmax_keys_.get(), keys.size() * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream_),
                    "tokens"));
   }
   err(cuda_error(cudaStreamSynchronize(stream_), "step"));
   if (!err.ok()) return error(err.message);
   std::vector<std::int32_t> ids;
-  for (const auto& s : got) ids.push_back(s.token);
+  for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
   return ids;
 }
 
@@ -82,7 +97,6 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
 
   const bool graph = decode && !opt_.enforce_eager;
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;  // padded to the graph's bucket
-  const int Tn = graph ? B : T, Rn = graph ? B : R;
   std::int32_t* tok = host_in_;
   std::int32_t* pos = tok + t_cap_;
   std::int32_t* seq = pos + t_cap_;
@@ -106,19 +120,17 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
     if (w.logits) rows[r++] = t - 1;
   }
   FirstError err;
-  auto copy = [&](std::int32_t* dst, const std::int32_t* src, std::size_t n) {
-    if (n > 0) err(cuda_error(cudaMemcpyAsync(dst, src, n * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
-  };
-  copy(in_tokens(), tok, static_cast<std::size_t>(Tn));
-  copy(in_pos(), pos, static_cast<std::size_t>(Tn));
-  copy(in_seq(), seq, static_cast<std::size_t>(Tn));
-  copy(in_rows(), rows, static_cast<std::size_t>(Rn));
-  copy(in_tables(), tables, static_cast<std::size_t>(B) * mb);
+  // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
+  // table used: a copy costs microseconds of host time whatever its size, and a decode step is short.
+  const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(B) * mb;
+  err(cuda_error(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
   if (!err.ok()) return error(err.message);
+  mark("start", 0);
 
   if (graph) {
     if (auto it = graphs_.find(B); it != graphs_.end()) {
       err(cuda_error(cudaGraphLaunch(it->second, stream_), "graph launch"));
+      mark("graph (whole forward)", 0);
     } else {
       // First step of this size: run it eagerly (which also plans its GEMMs), then capture the
       // same enqueue, attending up to max-model-len so the graph serves every later context.
@@ -138,7 +150,9 @@ std::string Glm4MoeLiteCuda::capture(int B) {
   FirstError err;
   err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
   if (!err.ok()) return err.message;
+  capturing_ = true;
   err(enqueue(B, B, max_len_));
+  capturing_ = false;
   const cudaError_t end = cudaStreamEndCapture(stream_, &g);
   err(cuda_error(end, "end capture"));
   if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
@@ -155,6 +169,12 @@ std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
 }
 
 std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {
+    k::GemvArgs v;
+    v.rows = g.rows, v.in = g.in, v.out = g.out;
+    v.x = g.x, v.ldx = g.ldx, v.w = g.w, v.ldw = g.ldw, v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
+    if (k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
+  }
   if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in))
     return k::skinny_gemm_cuda(g.x, g.ldx, g.rows, g.w, g.in, g.out, g.bias, g.y, g.ldy, g.y_type, stream_);
   return gemm_->run(g, stream_);
@@ -163,25 +183,36 @@ std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
 std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
+  const double act = static_cast<double>(T) * H_;  // entries of one [T, hidden] activation
   FirstError err;
   err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, delta_.get(), stream_));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
+  mark("embedding", act * 2 * 2 + act * 4);
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
     err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
     err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+    mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
   err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
   if (R > 0) {
-    err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
-    k::GemmArgs g = linear(head_in_.get(), head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
+    // Every token a logits row (T == R: decode) means the rows in order: no gather.
+    const void* rows = h_.get();
+    if (R != T) {
+      err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
+      rows = head_in_.get();
+    }
+    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
     g.y_type = k::DType::f32;
     err(gemm(g));
+    mark("lm_head", 2.0 * V_ * H_ + 4.0 * R * V_);
   }
   return err.message;
 }
@@ -192,62 +223,121 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
   in.bias = a.b_in.get();
   err(gemm(in));
+  mark("attn in_proj (q_a | kv_a)", 2.0 * in_rows_ * H_);
   const long qw = static_cast<long>(heads_) * qk_;
-  if (lora_q_ > 0) {
+  const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
+  std::uint16_t* latent = fused + q_rows_;
+  char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
+  const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
+  if (few(T)) {
+    // The LoRA norms, the key's rotation and the latent's write into the pool: one launch.
+    LatentPrep p;
+    p.fused = fused, p.ld = in_rows_, p.tokens = T, p.lora_q = lora_q_, p.kv_at = q_rows_, p.lora_kv = lora_kv_;
+    p.rope_dim = rope_, p.q_norm = a.q_a_norm.get(), p.qlat = qlat_.get(), p.kv_norm = a.kv_a_norm.get();
+    p.eps = kLoraNormEps, p.inv_freq = inv_freq_.as<float>(), p.interleaved = c_.rope_interleave;
+    p.token_seq = in_seq(), p.token_pos = in_pos(), p.block_tables = in_tables(), p.max_blocks = max_blocks_;
+    p.block_size = block_size_, p.cache_type = kv_type_, p.scale = opt_.kv_scale, p.cache = layer_pool;
+    err(latent_prep(p, stream_));
+    mark("attn latent prep (norms, rope, cache write)", 2.0 * T * in_rows_ * 2 + T * kv_row);
+    if (lora_q_ > 0) {
+      err(gemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw))));
+      mark("attn q_b", 2.0 * static_cast<double>(qw) * lora_q_);
+    }
+  } else if (lora_q_ > 0) {
     err(rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
+    mark("attn q_a norm", 4.0 * T * lora_q_);
     err(gemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw))));
-  } else {
+    mark("attn q_b", 2.0 * static_cast<double>(qw) * lora_q_);
+  }
+  if (lora_q_ == 0) {
     err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
                                      static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
                    "query copy"));
+    mark("attn query copy", 4.0 * T * static_cast<double>(qw));
   }
-  // The latent row: rmsnorm(c), rope(kr), into the pool.
-  std::uint16_t* latent = fused + q_rows_;
-  const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
-  err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
-  err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
-  char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
-  err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
-                         opt_.kv_scale, layer_pool, stream_));
+  if (!few(T)) {
+    // The latent row: rmsnorm(c), rope(kr), into the pool.
+    err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
+    mark("attn kv_a norm", 4.0 * T * lora_kv_);
+    err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+    mark("attn rope (key)", 4.0 * T * rope_);
+    err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
+                           opt_.kv_scale, layer_pool, stream_));
+    mark("attn cache write", T * (2.0 * width_ + kv_row));
+  }
 
   // Absorbed query: q_nope[h] . W_kb[h] (W_kb[h] = kv_b rows h*(nope+vd) .. +nope, [nope, kv_lora]).
   const long kvb_stride = static_cast<long>(nope_ + vd_) * lora_kv_;
   auto* qattn = qattn_.as<std::uint16_t>();
-  k::GemmArgs qa;
-  qa.rows = T, qa.in = nope_, qa.out = lora_kv_, qa.batch = heads_;
-  qa.x = q_.get(), qa.ldx = qw, qa.stride_x = qk_;
-  qa.w = a.kv_b.get(), qa.ldw = lora_kv_, qa.stride_w = kvb_stride, qa.w_trans = false;
-  qa.y = qattn, qa.ldy = static_cast<long>(heads_) * width_, qa.stride_y = width_;
-  err(gemm(qa));
-  err(cuda_error(cudaMemcpy2DAsync(qattn + lora_kv_, static_cast<std::size_t>(width_) * 2, q_.as<std::uint16_t>() + nope_,
-                                   static_cast<std::size_t>(qk_) * 2, static_cast<std::size_t>(rope_) * 2,
-                                   static_cast<std::size_t>(T) * static_cast<std::size_t>(heads_), cudaMemcpyDeviceToDevice, stream_),
-                 "query rope copy"));
-  err(k::rope_cuda(kBf16, qattn + lora_kv_, T, static_cast<long>(heads_) * width_, heads_, width_, rope_, inv_freq_.as<float>(),
-                   in_pos(), layout, stream_));
+  if (few(T)) {
+    err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
+                     c_.rope_interleave, qattn, stream_));
+    mark("attn absorb query (+ rope)", 2.0 * heads_ * nope_ * lora_kv_);
+  } else {
+    k::GemmArgs qa;
+    qa.rows = T, qa.in = nope_, qa.out = lora_kv_, qa.batch = heads_;
+    qa.x = q_.get(), qa.ldx = qw, qa.stride_x = qk_;
+    qa.w = a.kv_b.get(), qa.ldw = lora_kv_, qa.stride_w = kvb_stride, qa.w_trans = false;
+    qa.y = qattn, qa.ldy = static_cast<long>(heads_) * width_, qa.stride_y = width_;
+    err(gemm(qa));
+    mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
+    err(cuda_error(cudaMemcpy2DAsync(qattn + lora_kv_, static_cast<std::size_t>(width_) * 2, q_.as<std::uint16_t>() + nope_,
+                                     static_cast<std::size_t>(qk_) * 2, static_cast<std::size_t>(rope_) * 2,
+                                     static_cast<std::size_t>(T) * static_cast<std::size_t>(heads_), cudaMemcpyDeviceToDevice, stream_),
+                   "query rope copy"));
+    mark("attn query rope copy", 4.0 * T * heads_ * rope_);
+    err(k::rope_cuda(kBf16, qattn + lora_kv_, T, static_cast<long>(heads_) * width_, heads_, width_, rope_, inv_freq_.as<float>(),
+                     in_pos(), layout, stream_));
+    mark("attn rope (query)", 4.0 * T * heads_ * rope_);
+  }
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
   err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(), layer_pool, layer_pool, in_tables(),
                               max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+  mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
 
   // Values: O[h] . W_v[h]^T (W_v[h] = kv_b rows h*(nope+vd)+nope .. +vd, [vd, kv_lora]).
-  k::GemmArgs va;
-  va.rows = T, va.in = lora_kv_, va.out = vd_, va.batch = heads_;
-  va.x = olat_.get(), va.ldx = static_cast<long>(heads_) * lora_kv_, va.stride_x = lora_kv_;
-  va.w = a.kv_b.as<std::uint16_t>() + static_cast<long>(nope_) * lora_kv_, va.ldw = lora_kv_, va.stride_w = kvb_stride;
-  va.y = attn_.get(), va.ldy = static_cast<long>(heads_) * vd_, va.stride_y = vd_;
-  err(gemm(va));
+  const auto* w_v = a.kv_b.as<std::uint16_t>() + static_cast<long>(nope_) * lora_kv_;
+  k::GemvArgs v;
+  v.rows = T, v.in = lora_kv_, v.out = vd_, v.groups = heads_;
+  v.x = olat_.get(), v.ldx = static_cast<long>(heads_) * lora_kv_, v.x_group = lora_kv_;
+  v.w = w_v, v.ldw = lora_kv_, v.w_group = kvb_stride;
+  v.y = attn_.get(), v.ldy = static_cast<long>(heads_) * vd_, v.y_group = vd_;
+  if (few(T) && k::gemv_fits(v)) {
+    err(k::gemv_cuda(v, stream_));
+  } else {
+    k::GemmArgs va;
+    va.rows = T, va.in = lora_kv_, va.out = vd_, va.batch = heads_;
+    va.x = olat_.get(), va.ldx = static_cast<long>(heads_) * lora_kv_, va.stride_x = lora_kv_;
+    va.w = w_v, va.ldw = lora_kv_, va.stride_w = kvb_stride;
+    va.y = attn_.get(), va.ldy = static_cast<long>(heads_) * vd_, va.stride_y = vd_;
+    err(gemm(va));
+  }
+  mark("attn values (kv_b v part)", 2.0 * heads_ * vd_ * lora_kv_);
   k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
   o.bias = a.o_bias.get();
   err(gemm(o));
+  mark("attn o_proj", 2.0 * H_ * heads_ * vd_);
   return err.message;
 }
 
 std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
-  err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
-  err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
+  const double gu = 2.0 * 2 * m.width * H_, down = 2.0 * m.width * H_;
+  k::GemvArgs v;
+  v.rows = T, v.in = H_, v.out = m.width, v.x = h_.get(), v.ldx = H_, v.w = m.gate_up.get(), v.ldw = H_;
+  v.y = mlp_act_.get(), v.ldy = m.width, v.silu_mul = true, v.up_offset = m.width;
+  if (few(T) && k::gemv_fits(v)) {
+    err(k::gemv_cuda(v, stream_));
+    mark("mlp gate_up + silu", gu);
+  } else {
+    err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
+    mark("mlp gate_up", gu);
+    err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
+    mark("mlp silu", 2.0 * T * 3 * m.width);
+  }
   err(gemm(linear(mlp_act_.get(), m.down, out, T, m.width, H_)));
+  mark("mlp down", down);
   return err.message;
 }
 
@@ -258,20 +348,44 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   routing.norm_topk_prob = m.norm_topk_prob;
   routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   FirstError err;
+  const double router = 4.0 * E_ * H_, expert = 3.0 * 2 * I_ * H_;
+  const double shared = 3.0 * 2 * a.shared.width * H_;
+  const double chosen = E_ * (1.0 - std::pow(1.0 - static_cast<double>(K_) / E_, T));  // expected, uniform routing
+  k::MoeDecodeArgs dec;
+  dec.tokens = T, dec.top_k = K_, dec.hidden = H_, dec.width = I_, dec.x = h_.get();
+  dec.expert = expert_.as<std::int32_t>(), dec.weight = weight_.as<float>();
+  dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
+  dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
+  dec.act = moe_decode_act_.get(), dec.out = delta_.get();
+  if (opt_.decode_kernels && T <= k::kMoeDecodeTokens && k::moe_decode_fits(dec)) {
+    err(k::moe_router_route_cuda(routing, h_.get(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
+                                 expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
+    mark("moe router + route", router);
+    err(k::moe_decode_cuda(dec, stream_));
+    mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+    return err.message;
+  }
   err(k::router_logits_cuda(h_.get(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
+  mark("moe router logits", router);
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
+  mark("moe route", 4.0 * T * E_);
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
+  mark("moe sort", 4.0 * T * K_);
   err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_, a.experts_gate_up.get(),
                            2 * I_, H_, moe_gu_.get(), 2L * I_, stream_));
+  mark("moe experts gate_up", chosen * expert * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
+  mark("moe silu", 2.0 * T * K_ * 3 * I_);
   err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), E_, a.experts_down.get(), H_, I_,
                            moe_out_.get(), H_, stream_));
-  const bool shared = a.shared.width > 0;
-  if (shared) err(mlp(a.shared, T, shared_out_.get()));
+  mark("moe experts down", chosen * expert / 3);
+  const bool has_shared = a.shared.width > 0;
+  if (has_shared) err(mlp(a.shared, T, shared_out_.get()));
   err(k::moe_combine_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
-                          shared ? shared_out_.get() : nullptr, delta_.get(), stream_));
+                          has_shared ? shared_out_.get() : nullptr, delta_.get(), stream_));
+  mark("moe combine", 2.0 * T * H_ * (K_ + 2));
   return err.message;
 }
 

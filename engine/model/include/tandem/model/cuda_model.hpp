@@ -40,6 +40,9 @@ struct CudaOptions {
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
   bool enforce_eager = false;           // true: no CUDA graphs
+  bool decode_kernels = true;           // steps of <= kGemvMaxRows tokens use the decode-sized kernels
+                                        // (gemv.hpp, moe_decode.hpp, the fused MLA glue); false: cuBLASLt
+                                        // and the unfused glue at every size, as before (benchmarks)
   int skinny_rows = 0;                  // dense GEMMs of at most this many rows go to the few-rows kernel
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
@@ -68,6 +71,15 @@ struct DecodeBytes {
   }
 };
 
+// Per-op device timing (tandem-bench-cuda --profile): the model calls mark() on its stream once its
+// step's inputs are staged ("start") and after each op it enqueues eagerly, naming the op and the
+// bytes it must move; a graph replay is one mark ("graph"), the token choice another ("sample").
+class OpTimer {
+ public:
+  virtual ~OpTimer() = default;
+  virtual void mark(const char* op, double bytes, kernels::Stream stream) = 0;
+};
+
 class CudaModel : public Model {
  public:
   // The pool: num_blocks of block_size tokens (one more block is kept as the padding sequences'
@@ -85,6 +97,8 @@ class CudaModel : public Model {
   virtual void set_enforce_eager(bool eager) = 0;
   // Bytes of one cached token over all layers (kv_layout at the pool's element size).
   virtual std::uint64_t kv_bytes_per_token() const = 0;
+  // nullptr: no timing (the default).
+  virtual void set_op_timer(OpTimer* timer) = 0;
   // For TP > 1 (not wired yet: see above).
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
 
