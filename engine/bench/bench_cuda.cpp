@@ -1,13 +1,14 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
-//                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--profile STEPS]
+//                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--pdl 0|1] [--profile STEPS]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
 // routed experts once, plus the experts its tokens choose, expected under uniform routing; plus
 // every cached KV row of the batch) over that bandwidth. Prompts are random token ids; greedy.
 // --decode-kernels 0 runs the model as it was before the decode-sized kernels (cuBLASLt, unfused
-// glue, the sampler's one-block greedy), for a before/after in one run.
+// glue, the sampler's one-block greedy), for a before/after in one run; --pdl 0 launches the kernels
+// that use programmatic dependent launch (kernels/launch.hpp) the ordinary way.
 // --profile STEPS: where a batch-1 decode step's time goes. STEPS eager steps with a CUDA event
 // after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
 // the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
@@ -29,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/kernels/launch.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 using namespace tandem::model;
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
     else if (a == "--modes") modes = v;
     else if (a == "--decode-kernels") decode_kernels = std::stoi(v) != 0;
     else if (a == "--profile") profile = std::stoi(v);
+    else if (a == "--pdl") tandem::kernels::set_programmatic_launch(std::stoi(v) != 0);
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(v);
@@ -231,6 +234,7 @@ int main(int argc, char** argv) {
   doc["prompt"] = prompt;
   doc["skinny_rows"] = skinny;
   doc["decode_kernels"] = decode_kernels;
+  doc["programmatic_launch"] = tandem::kernels::programmatic_launch();
   doc["decode_steps"] = decode;
   doc["prefill_tok_s"] = prefill_tps;
   std::printf("\n| batch | mode | decode tok/s | ms/step | floor tok/s | %% of floor |\n|---|---|---|---|---|---|\n");

@@ -4,6 +4,7 @@
 
 #include "common.cuh"
 #include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/launch.hpp"
 
 namespace tandem::kernels {
 namespace {
@@ -36,6 +37,7 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // NT: x rows per pass (rows <= NT); U: 16-byte weight loads per lane in flight.
 template <int NT, int U, class OutT, bool SILU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+  cuda::pdl_begin();
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= static_cast<long>(a.groups) * a.out) return;
@@ -87,18 +89,19 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
 }
 
 template <int NT, class OutT, bool SILU>
-void launch(const GemvArgs& a, Stream stream) {
+cudaError_t launch(const GemvArgs& a, Stream stream) {
   constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
   const long rows = static_cast<long>(a.groups) * a.out;
-  gemv_kernel<NT, U, OutT, SILU><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a);
+  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU>, dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps)),
+                          dim3(kWarps * 32), 0, stream, a);
 }
 
 template <class OutT, bool SILU>
-void launch_rows(const GemvArgs& a, Stream stream) {
-  if (a.rows <= 1) launch<1, OutT, SILU>(a, stream);
-  else if (a.rows <= 2) launch<2, OutT, SILU>(a, stream);
-  else if (a.rows <= 4) launch<4, OutT, SILU>(a, stream);
-  else launch<8, OutT, SILU>(a, stream);
+cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
+  if (a.rows <= 1) return launch<1, OutT, SILU>(a, stream);
+  if (a.rows <= 2) return launch<2, OutT, SILU>(a, stream);
+  if (a.rows <= 4) return launch<4, OutT, SILU>(a, stream);
+  return launch<8, OutT, SILU>(a, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -114,11 +117,12 @@ std::string gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return "gemv: bad shape";
   if (!gemv_fits(a)) return "gemv: needs 1 <= rows <= 8, in and the strides multiples of 8, 16-byte aligned x and w";
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return "gemv: silu_mul needs a bf16 result and no bias";
-  if (a.silu_mul) launch_rows<bf16, true>(a, stream);
-  else if (a.y_type == DType::bf16) launch_rows<bf16, false>(a, stream);
-  else if (a.y_type == DType::f32) launch_rows<float, false>(a, stream);
+  cudaError_t e;
+  if (a.silu_mul) e = launch_rows<bf16, true>(a, stream);
+  else if (a.y_type == DType::bf16) e = launch_rows<bf16, false>(a, stream);
+  else if (a.y_type == DType::f32) e = launch_rows<float, false>(a, stream);
   else return "gemv: the result must be bf16 or fp32";
-  return cuda::launch_error("gemv_kernel");
+  return cuda::error_of(e, "gemv_kernel");
 }
 
 }  // namespace tandem::kernels

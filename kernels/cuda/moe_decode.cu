@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 
 namespace tandem::kernels {
@@ -37,6 +38,7 @@ long act_width(const MoeDecodeArgs& a) { return a.width > a.shared_width ? a.wid
 // Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
 // shared experts (shared_width rows).
 __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, long aw) {
+  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const long per_token = static_cast<long>(a.top_k) * a.width + a.shared_width;
@@ -78,6 +80,7 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
 // Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
 // (slot by slot) so that every lane has kLoads loads in flight whatever the width.
 __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long aw) {
+  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<long>(a.tokens) * a.hidden) return;
@@ -133,11 +136,15 @@ std::string moe_decode_cuda(const MoeDecodeArgs& a, Stream stream) {
   if (a.tokens == 0) return {};
   const long aw = act_width(a);
   const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
-  gate_up_kernel<<<static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a, aw);
-  if (auto e = cuda::launch_error("moe_decode gate_up_kernel"); !e.empty()) return e;
+  if (auto e = cuda::error_of(cuda::launch_pdl(gate_up_kernel, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
+                                               dim3(kWarps * 32), 0, stream, a, aw),
+                              "moe_decode gate_up_kernel");
+      !e.empty())
+    return e;
   const long out_rows = static_cast<long>(a.tokens) * a.hidden;
-  down_kernel<<<static_cast<unsigned>((out_rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(a, aw);
-  return cuda::launch_error("moe_decode down_kernel");
+  return cuda::error_of(cuda::launch_pdl(down_kernel, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
+                                         dim3(kWarps * 32), 0, stream, a, aw),
+                        "moe_decode down_kernel");
 }
 
 }  // namespace tandem::kernels

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 
 namespace tandem::kernels {
@@ -102,6 +103,7 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
 // router), into shared memory; then warp 0 routes.
 __global__ void router_route_kernel(MoeRouting m, const __nv_bfloat16* x, int hidden, const float* router, const float* bias,
                                     std::int32_t* expert, float* weight) {
+  cuda::pdl_begin();
   extern __shared__ float smem[];
   const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int token = blockIdx.x, warps = blockDim.x / 32;
@@ -138,9 +140,10 @@ std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32;  // a warp per expert, up to 32 warps
   const size_t smem = sizeof(float) * (3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) + static_cast<size_t>(E);
-  router_route_kernel<<<tokens, threads, smem, stream>>>(m, static_cast<const __nv_bfloat16*>(x), hidden, router,
-                                                          correction_bias, expert, weight);
-  return cuda::launch_error("router_route_kernel");
+  return cuda::error_of(cuda::launch_pdl(router_route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(static_cast<unsigned>(threads)),
+                                         smem, stream, m, static_cast<const __nv_bfloat16*>(x), hidden, router,
+                                         correction_bias, expert, weight),
+                        "router_route_kernel");
 }
 
 std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 
 namespace tandem::kernels {
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* q, const std::int32_t* token_seq, const std::int32_t* token_pos, int q_heads,
                            PagedKvLayout l, const KV* k_cache, const KV* v_cache, const std::int32_t* block_tables,
                            int max_blocks, float scale, int per_split, T* out, float* part) {
+  cuda::pdl_begin();
   constexpr int kDim = PER_LANE * 32;
   __shared__ float qs[GT][kDim];
   __shared__ float part_m[kWarps][GT], part_l[kWarps][GT], part_acc[kWarps][GT][kDim];
@@ -130,6 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Merges the splits of one (token, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
 template <class T>
 __global__ void combine_kernel(const float* part, int splits, int v_dim, T* out) {
+  cuda::pdl_begin();
   const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
   float big = -INFINITY;
   for (int s = 0; s < splits; ++s) big = fmaxf(big, pr[s * (v_dim + 2)]);
@@ -246,20 +249,19 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
     using T = decltype(a);
     using KV = decltype(c);
     auto launch = [&](auto kernel) {
-      kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(q), token_seq, token_pos, q_heads, l,
-                                               static_cast<const KV*>(k_cache), static_cast<const KV*>(v_cache),
-                                               block_tables, max_blocks_per_seq, scale, per_split, static_cast<T*>(out),
-                                               static_cast<float*>(workspace));
+      return cuda::launch_pdl(kernel, grid, dim3(kWarps * 32), 0, stream, static_cast<const T*>(q), token_seq, token_pos,
+                              q_heads, l, static_cast<const KV*>(k_cache), static_cast<const KV*>(v_cache), block_tables,
+                              max_blocks_per_seq, scale, per_split, static_cast<T*>(out), static_cast<float*>(workspace));
     };
-    if (v.per_lane == 4) launch(paged_attention_kernel<T, KV, 4, 8>);
-    else if (v.per_lane == 8) launch(paged_attention_kernel<T, KV, 8, 4>);
-    else launch(paged_attention_kernel<T, KV, 18, 1>);
-    std::string err = cuda::launch_error("paged_attention_kernel");
-    if (err.empty() && splits > 1) {
-      combine_kernel<T><<<n_tokens * q_heads, 128, 0, stream>>>(static_cast<const float*>(workspace), splits, l.v_dim,
-                                                               static_cast<T*>(out));
-      err = cuda::launch_error("paged_attention combine_kernel");
-    }
+    cudaError_t e;
+    if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
+    else if (v.per_lane == 8) e = launch(paged_attention_kernel<T, KV, 8, 4>);
+    else e = launch(paged_attention_kernel<T, KV, 18, 1>);
+    std::string err = cuda::error_of(e, "paged_attention_kernel");
+    if (err.empty() && splits > 1)
+      err = cuda::error_of(cuda::launch_pdl(combine_kernel<T>, dim3(static_cast<unsigned>(n_tokens * q_heads)), dim3(128), 0,
+                                            stream, static_cast<const float*>(workspace), splits, l.v_dim, static_cast<T*>(out)),
+                           "paged_attention combine_kernel");
     return err;
   });
 }

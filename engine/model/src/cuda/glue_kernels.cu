@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "glue_kernels.hpp"
+#include "tandem/kernels/launch.hpp"
 
 namespace tandem::model::cuda {
 namespace {
@@ -34,6 +35,7 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
 }
 
 __global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
+  kernels::cuda::pdl_begin();
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
   const bf16* dr = delta + static_cast<long>(blockIdx.x) * n;
@@ -83,6 +85,7 @@ __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_
 // row's write into the pool. 256 threads, the sums in rmsnorm_rows_kernel's order.
 template <class KV>
 __global__ void latent_prep_kernel(LatentPrep p) {
+  kernels::cuda::pdl_begin();
   __shared__ float part[32];
   const int t = blockIdx.x;
   const bf16* row = static_cast<const bf16*>(p.fused) + t * p.ld;
@@ -133,6 +136,7 @@ constexpr int kAbsorbThreads = 128, kAbsorbTokens = 4;
 __global__ void absorb_query_kernel(const bf16* q, int tokens, int heads, int nope, int rope_dim, const bf16* kv_b,
                                     long kvb_stride, int lora_kv, const float* inv_freq, const std::int32_t* token_pos,
                                     bool interleaved, bf16* qattn) {
+  kernels::cuda::pdl_begin();
   const int h = blockIdx.x, tiles = gridDim.y - 1;
   const int qk = nope + rope_dim, width = lora_kv + rope_dim;
   const long q_row = static_cast<long>(heads) * qk, o_row = static_cast<long>(heads) * width;
@@ -177,10 +181,12 @@ std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
   if (p.tokens == 0) return {};
   if (p.rope_dim % 2 != 0) return "latent_prep: odd rope dimension";
   const dim3 grid(static_cast<unsigned>(p.tokens), 2);
-  if (p.cache_type == kernels::DType::bf16) latent_prep_kernel<bf16><<<grid, 256, 0, stream>>>(p);
-  else if (p.cache_type == kernels::DType::fp8_e4m3) latent_prep_kernel<__nv_fp8_storage_t><<<grid, 256, 0, stream>>>(p);
+  cudaError_t e;
+  if (p.cache_type == kernels::DType::bf16) e = kernels::cuda::launch_pdl(latent_prep_kernel<bf16>, grid, dim3(256), 0, stream, p);
+  else if (p.cache_type == kernels::DType::fp8_e4m3)
+    e = kernels::cuda::launch_pdl(latent_prep_kernel<__nv_fp8_storage_t>, grid, dim3(256), 0, stream, p);
   else return "latent_prep: the cache must be bf16 or fp8_e4m3";
-  return launched("latent_prep_kernel");
+  return e == cudaSuccess ? std::string() : std::string("latent_prep_kernel: ") + cudaGetErrorString(e);
 }
 
 std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
@@ -189,10 +195,11 @@ std::string absorb_query(const void* q, int tokens, int heads, int nope, int rop
   if (tokens == 0) return {};
   if (rope_dim % 2 != 0) return "absorb_query: odd rope dimension";
   const int tiles = (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads;
-  absorb_query_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), kAbsorbThreads, 0, stream>>>(
+  const cudaError_t e = kernels::cuda::launch_pdl(
+      absorb_query_kernel, dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), dim3(kAbsorbThreads), 0, stream,
       static_cast<const bf16*>(q), tokens, heads, nope, rope_dim, static_cast<const bf16*>(kv_b), kvb_stride, lora_kv, inv_freq,
       token_pos, interleaved, static_cast<bf16*>(qattn));
-  return launched("absorb_query_kernel");
+  return e == cudaSuccess ? std::string() : std::string("absorb_query_kernel: ") + cudaGetErrorString(e);
 }
 
 std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
@@ -206,9 +213,10 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
 std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
                         kernels::Stream stream) {
   if (rows == 0) return {};
-  add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                               static_cast<bf16*>(y), n, eps);
-  return launched("add_rmsnorm_kernel");
+  const cudaError_t e = kernels::cuda::launch_pdl(add_rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+                                                  static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                                  static_cast<bf16*>(y), n, eps);
+  return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_kernel: ") + cudaGetErrorString(e);
 }
 
 std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
