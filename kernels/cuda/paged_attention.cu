@@ -159,10 +159,10 @@ Variant variant_for(const PagedKvLayout& l) {
   const int dim = l.qk_dim > l.v_dim ? l.qk_dim : l.v_dim;
   if (dim <= 128) return {4, 8};
   if (dim <= 256) return {8, 4};
-  return {18, 1};
+  return {18, 4};  // MLA's 576-wide latent: 4 heads share each key's load (46 KB of shared memory)
 }
 
-// How many splits of the keys: enough blocks for two per multiprocessor, at least 64 keys a split.
+// How many splits of the keys: enough blocks for two per multiprocessor, at least 32 keys a split.
 int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
   if (max_context <= 64) return 1;
   static int sms = [] {
@@ -173,7 +173,7 @@ int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_contex
   }();
   const int group = q_heads / l.kv_heads, heads = variant_for(l).heads;
   const long base = static_cast<long>(n_tokens) * l.kv_heads * ((group + heads - 1) / heads);
-  const long want = (2L * sms + base - 1) / base, most = (max_context + 63) / 64;
+  const long want = (2L * sms + base - 1) / base, most = (max_context + 31) / 32;
   return static_cast<int>(want < most ? want : most);
 }
 
@@ -256,7 +256,7 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
     cudaError_t e;
     if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
     else if (v.per_lane == 8) e = launch(paged_attention_kernel<T, KV, 8, 4>);
-    else e = launch(paged_attention_kernel<T, KV, 18, 1>);
+    else e = launch(paged_attention_kernel<T, KV, 18, 4>);
     std::string err = cuda::error_of(e, "paged_attention_kernel");
     if (err.empty() && splits > 1)
       err = cuda::error_of(cuda::launch_pdl(combine_kernel<T>, dim3(static_cast<unsigned>(n_tokens * q_heads)), dim3(128), 0,
