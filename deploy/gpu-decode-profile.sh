@@ -42,5 +42,8 @@ hf_bench.write_model('$model'); print('benchmark model ready in %.1f s' % (time.
   echo "## gpu_check under compute-sanitizer memcheck ($SECONDS s)"
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/gpu_check" >"$out/memcheck-gpu_check.txt" 2>&1
   echo "exit $?; $(grep -E 'ERROR SUMMARY' "$out/memcheck-gpu_check.txt" | tail -1); $(grep -E 'passed' "$out/memcheck-gpu_check.txt" | tail -1)"
+  echo "## before / after (graphs)"
+  python3 engine/bench/compare.py before="$out/before.json" "decode kernels"="$out/after-nopdl.json" \
+    "decode kernels + PDL"="$out/after.json" | tee "$out/compare.md"
   echo "total $SECONDS s"
 } 2>&1 | tee "$out/gpu-decode-profile.txt"
