@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int c = 0; c < PER_LANE; ++c) {
       const int d = lane + 32 * c;
       kr[c] = d < l.qk_dim ? kv_load(kj + d, l.k_scale) : 0.f;
-      vr[c] = d < l.v_dim ? kv_load(vj + d, l.v_scale) : 0.f;
+      vr[c] = d >= l.v_dim ? 0.f : l.v_in_k ? kr[c] : kv_load(vj + d, l.v_scale);  // MLA: the value is the key's head
     }
 #pragma unroll
     for (int hh = 0; hh < GT; ++hh) {
@@ -130,23 +130,33 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // Merges the splits of one (token, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+// Each split's weight e^(m_s - M) is computed once into shared memory (up to kMaxSplits splits).
+constexpr int kMaxSplits = 1024;
 template <class T>
 __global__ void combine_kernel(const float* part, int splits, int v_dim, T* out) {
   cuda::pdl_begin();
+  __shared__ float weight[kMaxSplits];
+  __shared__ float scratch[32];
   const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
   float big = -INFINITY;
-  for (int s = 0; s < splits; ++s) big = fmaxf(big, pr[s * (v_dim + 2)]);
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, pr[s * (v_dim + 2)]);
+  big = cuda::warp_max(big);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = big;
+  __syncthreads();
+  big = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) big = fmaxf(big, scratch[w]);
+  __syncthreads();
   float denom = 0.f;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     const float ms = pr[s * (v_dim + 2)];
-    if (ms != -INFINITY) denom += pr[s * (v_dim + 2) + 1] * expf(ms - big);
+    weight[s] = ms == -INFINITY ? 0.f : expf(ms - big);
+    denom += pr[s * (v_dim + 2) + 1] * weight[s];
   }
+  denom = cuda::block_sum(denom, scratch);
   for (int d = threadIdx.x; d < v_dim; d += blockDim.x) {
     float o = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float ms = pr[s * (v_dim + 2)];
-      if (ms != -INFINITY) o += pr[s * (v_dim + 2) + 2 + d] * expf(ms - big);
-    }
+    for (int s = 0; s < splits; ++s)
+      if (weight[s] != 0.f) o += pr[s * (v_dim + 2) + 2 + d] * weight[s];
     out[static_cast<long>(blockIdx.x) * v_dim + d] = cuda::from_float<T>(denom > 0.f ? o / denom : 0.f);
   }
 }
@@ -174,7 +184,8 @@ int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_contex
   const int group = q_heads / l.kv_heads, heads = variant_for(l).heads;
   const long base = static_cast<long>(n_tokens) * l.kv_heads * ((group + heads - 1) / heads);
   const long want = (2L * sms + base - 1) / base, most = (max_context + 31) / 32;
-  return static_cast<int>(want < most ? want : most);
+  const long n = want < most ? want : most;
+  return static_cast<int>(n < kMaxSplits ? n : kMaxSplits);
 }
 
 std::string check_layout(const PagedKvLayout& l, const char* op) {

@@ -43,6 +43,7 @@ struct Mlp {
 
 struct Layer {
   DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;
+  DeviceBuffer kb_t;  // kv_b's key part transposed, [heads, kv_lora, nope] (decode's absorbed query)
   DeviceBuffer input_norm, post_norm;
   bool moe = false;
   Mlp dense;                                  // !moe

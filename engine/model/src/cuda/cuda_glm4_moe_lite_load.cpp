@@ -5,6 +5,7 @@
 
 #include "../decoder.hpp"
 #include "cuda_glm4_moe_lite.hpp"
+#include "glue_kernels.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -160,6 +161,16 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
     decode_bytes_.per_expert = 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
+  // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
+  // step reads it instead of kv_b's key rows, never both).
+  if (auto e = cuda_error(cudaDeviceSynchronize(), "uploading the weights"); !e.empty()) return e;  // cudaMemcpy may return early
+  if (nope_ % 8 == 0)
+    for (Layer& a : layers_) {
+      const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
+      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e.empty()) return e;
+      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e.empty()) return e;
+    }
+  if (auto e = cuda_error(cudaStreamSynchronize(stream_), "transposing kv_b"); !e.empty()) return e;
   std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
   k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
   if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e.empty()) return e;

@@ -191,16 +191,16 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
     mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
     mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
-  err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
   mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
   if (R > 0) {
     // Every token a logits row (T == R: decode) means the rows in order: no gather.
@@ -269,9 +269,20 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   // Absorbed query: q_nope[h] . W_kb[h] (W_kb[h] = kv_b rows h*(nope+vd) .. +nope, [nope, kv_lora]).
   const long kvb_stride = static_cast<long>(nope_ + vd_) * lora_kv_;
   auto* qattn = qattn_.as<std::uint16_t>();
-  if (few(T)) {
+  k::GemvArgs ab;  // over kb_t: [heads][lora_kv][nope]
+  ab.rows = T, ab.in = nope_, ab.out = lora_kv_, ab.groups = heads_;
+  ab.x = q_.get(), ab.ldx = qw, ab.x_group = qk_;
+  ab.w = a.kb_t.get(), ab.ldw = nope_, ab.w_group = static_cast<long>(lora_kv_) * nope_;
+  ab.y = qattn, ab.ldy = static_cast<long>(heads_) * width_, ab.y_group = width_;
+  if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
+    err(k::gemv_cuda(ab, stream_));
+    mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
     err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
-                     c_.rope_interleave, qattn, stream_));
+                     c_.rope_interleave, qattn, false, stream_));
+    mark("attn rope (query)", 4.0 * T * heads_ * rope_);
+  } else if (few(T)) {
+    err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
+                     c_.rope_interleave, qattn, true, stream_));
     mark("attn absorb query (+ rope)", 2.0 * heads_ * nope_ * lora_kv_);
   } else {
     k::GemmArgs qa;

@@ -175,7 +175,57 @@ __global__ void absorb_query_kernel(const bf16* q, int tokens, int heads, int no
   }
 }
 
+__global__ void transpose_kb_kernel(const bf16* kv_b, int nope, int vd, int lora_kv, bf16* kb_t) {
+  const int h = blockIdx.x, d = blockIdx.y;
+  for (int j = threadIdx.x; j < lora_kv; j += blockDim.x)
+    kb_t[(static_cast<long>(h) * lora_kv + j) * nope + d] = kv_b[(static_cast<long>(h) * (nope + vd) + d) * lora_kv + j];
+}
+
+// add_rmsnorm for rows of n = 8 * blockDim.x at most: thread i owns entries 8i .. 8i + 7 and issues
+// all its loads at once (x as two float4, delta and w as 16 bytes), so a row costs one memory round
+// trip rather than one per 256 entries; one block per row.
+__global__ void add_rmsnorm_vec_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
+  kernels::cuda::pdl_begin();
+  __shared__ float part[32];
+  const int i = 8 * static_cast<int>(threadIdx.x);
+  const long row = static_cast<long>(blockIdx.x) * n;
+  float v[8] = {};
+  uint4 wv = make_uint4(0, 0, 0, 0);
+  float s = 0.f;
+  if (i < n) {
+    const float4 a = *reinterpret_cast<const float4*>(x + row + i), b = *reinterpret_cast<const float4*>(x + row + i + 4);
+    const uint4 dv = *reinterpret_cast<const uint4*>(delta + row + i);
+    wv = *reinterpret_cast<const uint4*>(w + i);
+    const bf16* d = reinterpret_cast<const bf16*>(&dv);
+    const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = xs[k] + __bfloat162float(d[k]), s += v[k] * v[k];
+    *reinterpret_cast<float4*>(x + row + i) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(x + row + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+  __syncthreads();
+  float total = 0.f;
+  for (int k = 0; k < static_cast<int>(blockDim.x / 32); ++k) total += part[k];
+  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  if (i < n) {
+    const bf16* wk = reinterpret_cast<const bf16*>(&wv);
+    uint4 out;
+    bf16* o = reinterpret_cast<bf16*>(&out);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16_rn(v[k] * r * __bfloat162float(wk[k]));
+    *reinterpret_cast<uint4*>(y + row + i) = out;
+  }
+}
+
 }  // namespace
+
+std::string transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
+  transpose_kb_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(nope)), 256, 0, stream>>>(
+      static_cast<const bf16*>(kv_b), nope, vd, lora_kv, static_cast<bf16*>(kb_t));
+  return launched("transpose_kb_kernel");
+}
 
 std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
   if (p.tokens == 0) return {};
@@ -191,10 +241,10 @@ std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
 
 std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
                          int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
-                         kernels::Stream stream) {
+                         bool products, kernels::Stream stream) {
   if (tokens == 0) return {};
   if (rope_dim % 2 != 0) return "absorb_query: odd rope dimension";
-  const int tiles = (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads;
+  const int tiles = products ? (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads : 0;
   const cudaError_t e = kernels::cuda::launch_pdl(
       absorb_query_kernel, dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), dim3(kAbsorbThreads), 0, stream,
       static_cast<const bf16*>(q), tokens, heads, nope, rope_dim, static_cast<const bf16*>(kv_b), kvb_stride, lora_kv, inv_freq,
@@ -211,8 +261,15 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
 }
 
 std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream) {
+                        kernels::Stream stream, bool vectorised) {
   if (rows == 0) return {};
+  if (vectorised && n % 8 == 0 && n <= 8 * 1024) {
+    const unsigned threads = static_cast<unsigned>((n / 8 + 31) / 32 * 32);
+    const cudaError_t e = kernels::cuda::launch_pdl(add_rmsnorm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0,
+                                                    stream, x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                                    static_cast<bf16*>(y), n, eps);
+    return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_vec_kernel: ") + cudaGetErrorString(e);
+  }
   const cudaError_t e = kernels::cuda::launch_pdl(add_rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
                                                   static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
                                                   static_cast<bf16*>(y), n, eps);

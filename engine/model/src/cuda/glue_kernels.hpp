@@ -17,8 +17,10 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
 
 // The residual stream in fp32: x[r] += delta[r] (bf16); y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums.
 // Keeping x in fp32 keeps the rounding of each layer's output from piling up across layers.
+// vectorised (rows of n % 8 == 0, n <= 8192): one block of n / 8 threads a row, each loading its 8
+// entries at once (the decode path; one memory round trip instead of n / 256).
 std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream);
+                        kernels::Stream stream, bool vectorised = false);
 
 // Token t's row src[t][0:width] into the slot of position token_pos[t] of sequence token_seq[t]
 // (block_tables[seq * max_blocks + pos / block_size] * block_size + pos % block_size), stored as
@@ -60,8 +62,13 @@ std::string latent_prep(const LatentPrep& p, kernels::Stream stream);
 //   qattn[t][h][0:lora_kv] = q[t][h][0:nope] . kv_b[h * kvb_stride : nope rows of lora_kv]
 //   qattn[t][h][lora_kv:]  = rope(q[t][h][nope:nope + rope_dim]) at pos[t]
 // q: [T, heads, qk] bf16 (qk = nope + rope_dim); qattn: [T, heads, lora_kv + rope_dim] bf16.
+// products = false: the rope entries alone (the products then come from gemv over kb_t below).
 std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
                          int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
-                         kernels::Stream stream);
+                         bool products, kernels::Stream stream);
+
+// kb_t[h][j][d] = kv_b[h * (nope + vd) + d][j] for d < nope, j < lora_kv: W_kb with its rows along
+// nope, so the absorbed query is a gemv (a warp per output streams one contiguous row).
+std::string transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream);
 
 }  // namespace tandem::model::cuda
