@@ -27,6 +27,7 @@
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "bf16_checkpoint.hpp"
+#include "reference_trace.hpp"
 
 using namespace tandem::model;
 namespace fs = std::filesystem;
@@ -122,6 +123,80 @@ struct Worst {
   }
 };
 
+// Where the reference's routing is closest to a tie: the smallest margins (reference_trace.hpp)
+// over every position of every prompt and every MoE layer. A flip at such a position moves that
+// token's whole FFN output, so a large error there with every other position fine is a flip.
+void print_near_ties(const Model& cpu, const Checkpoint& ck, const std::vector<Sequence>& seqs) {
+  struct Tie {
+    float margin;
+    int seq, pos, layer;
+  };
+  std::vector<Tie> ties;
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (size_t p = 0; p < seqs[s].ids.size(); ++p) {
+      auto t = check::reference_trace(cpu, ck, seqs[s].ids, static_cast<int>(p));
+      if (!t) return check(false, "reference trace: " + t.error().message);
+      for (size_t l = 0; l < t->routes.size(); ++l)
+        if (!t->routes[l].experts.empty())
+          ties.push_back({t->routes[l].margin, static_cast<int>(s), static_cast<int>(p), static_cast<int>(l)});
+    }
+  std::sort(ties.begin(), ties.end(), [](const Tie& a, const Tie& b) { return a.margin < b.margin; });
+  std::printf("  info the reference's closest routing choices (last chosen minus best left out):");
+  for (size_t i = 0; i < std::min<size_t>(4, ties.size()); ++i)
+    std::printf(" %.2e (sequence %d, position %d, layer %d)%s", static_cast<double>(ties[i].margin), ties[i].seq, ties[i].pos,
+                ties[i].layer, i + 1 < std::min<size_t>(4, ties.size()) ? ";" : "\n");
+  if (ties.empty()) std::printf(" none (no MoE layer)\n");
+}
+
+std::string ids_str(const std::vector<int32_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+  return s;
+}
+
+std::string floats_str(const std::vector<float>& v) {
+  std::string s;
+  char b[32];
+  for (auto x : v) std::snprintf(b, sizeof b, "%s%.4f", s.empty() ? "" : " ", static_cast<double>(x)), s += b;
+  return s;
+}
+
+// One position of one prompt traced on the device (StepTrace) against the reference: per layer the
+// error of the cache row, of the residual after the attention and after the FFN, and the routing
+// (the device's choice; the reference's with its margin; and what the device's own residual routes
+// to in fp32 with the device's router weights, which separates "the residual drifted" from "the
+// router kernel chose differently"). `ours` is the step already traced at that position.
+void print_trace(const StepTrace& ours, int row, const Model& cpu, const Checkpoint& ref_ck, const Checkpoint& device_ck,
+                 const std::vector<int32_t>& ids, int pos) {
+  auto ref = check::reference_trace(cpu, ref_ck, ids, pos);
+  if (!ref) return check(false, "reference trace: " + ref.error().message);
+  const DecoderConfig& d = cpu.config().decoder();
+  const size_t H = static_cast<size_t>(d.hidden_size), W = ref->latent[0].size();
+  auto err = [&](const std::vector<float>& all, size_t width, const std::vector<float>& r) {
+    if (all.size() < (static_cast<size_t>(row) + 1) * width) return -1.0;
+    return rel_error(all.data() + static_cast<size_t>(row) * width, r.data(), static_cast<int>(width));
+  };
+  for (size_t l = 0; l < ref->latent.size(); ++l) {
+    std::printf("    trace layer %zu: cache row %.2e, after attention %.2e, after FFN %.2e (relative to the reference's)\n", l,
+                err(ours.latent[l], W, ref->latent[l]), err(ours.after_attention[l], H, ref->after_attention[l]),
+                err(ours.after_ffn[l], H, ref->after_ffn[l]));
+    const check::Route& r = ref->routes[l];
+    if (r.experts.empty()) continue;
+    const size_t K = r.experts.size();
+    std::vector<int32_t> e(ours.experts[l].begin() + static_cast<long>(static_cast<size_t>(row) * K),
+                           ours.experts[l].begin() + static_cast<long>(static_cast<size_t>(row + 1) * K));
+    std::vector<float> w(ours.expert_weights[l].begin() + static_cast<long>(static_cast<size_t>(row) * K),
+                         ours.expert_weights[l].begin() + static_cast<long>(static_cast<size_t>(row + 1) * K));
+    auto own = check::route_of(device_ck, d, static_cast<int>(l), ours.after_attention[l].data() + static_cast<size_t>(row) * H);
+    std::printf("      routing: device [%s] (%s); reference [%s] (%s), margin %.2e", ids_str(e).c_str(), floats_str(w).c_str(),
+                ids_str(r.experts).c_str(), floats_str(r.weights).c_str(), static_cast<double>(r.margin));
+    if (own) std::printf("; fp32 on the device's residual [%s], margin %.2e", ids_str(own->experts).c_str(), static_cast<double>(own->margin));
+    std::printf("\n");
+  }
+}
+
+bool trace_always = false, reference_only = false;
+
 constexpr int kBlock = 16, kBlocksPerSeq = 4;  // 64 positions per sequence
 
 std::vector<int32_t> table_of(int seq) {
@@ -145,6 +220,8 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   if (!rounded_cpu) return check(false, "bf16-rounded CPU model: " + rounded_cpu.error().message);
   const auto rseqs = rescore(seqs, *rounded_cpu.value());
   if (rseqs.size() != seqs.size()) return check(false, "bf16-weight reference sequences");
+  if (auto ck = Checkpoint::open(rounded_dir); ck) print_near_ties(*rounded_cpu.value(), ck.value(), rseqs);
+  if (reference_only) return;
   CudaOptions opt;
   opt.kv_cache_dtype = kv_dtype;
   opt.max_num_seqs = 8;
@@ -191,6 +268,24 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   }
   check(worst.rounded <= tolerance, "one token per step (graphs), every position: " + worst.str() + "; worst at sequence " +
                                         std::to_string(worst_seq) + ", position " + std::to_string(worst_pos));
+  if (worst.rounded > tolerance || trace_always) {
+    // Where it went wrong: that step again, traced (its cache rows are rewritten with the same values).
+    const auto& q = seqs[static_cast<size_t>(worst_seq)];
+    PagedWork w{std::span<const int32_t>(&q.ids[static_cast<size_t>(worst_pos)], 1), worst_pos,
+                tables[static_cast<size_t>(S + worst_seq)], true};
+    auto traced = m.step_traced(std::span<const PagedWork>(&w, 1));
+    auto ref_ck = Checkpoint::open(rounded_dir);
+    auto device_ck = Checkpoint::open(dir);
+    if (!traced || !ref_ck || !device_ck) {
+      check(false, "trace: " + (!traced ? traced.error().message : "cannot open the checkpoints"));
+    } else {
+      Worst again;
+      again.add(traced->logits.data(), q, rseqs[static_cast<size_t>(worst_seq)], static_cast<size_t>(worst_pos), V);
+      std::printf("    trace of sequence %d, position %d (eager, traced: logits error %.6f vs the bf16-weight reference):\n",
+                  worst_seq, worst_pos, again.rounded);
+      print_trace(traced.value(), 0, *rounded_cpu.value(), ref_ck.value(), device_ck.value(), q.ids, worst_pos);
+    }
+  }
 
   // chunked prefill (eager), rewriting sequence 0's rows of the pool
   worst = Worst{};
@@ -271,9 +366,20 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
 
 }  // namespace
 
-// argv[1]: the fixtures directory, when the binary runs away from the tree it was built in.
+// Arguments: the fixtures directory (when the binary runs away from the tree it was built in);
+// --trace: trace the worst decode position of every run, not only of failing ones;
+// --reference-only: no device: print what the CPU references say (routing near-ties) and stop.
 int main(int argc, char** argv) {
-  if (argc > 1) fixtures = argv[1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--trace") trace_always = true;
+    else if (a == "--reference-only") reference_only = true;
+    else fixtures = a;
+  }
+  if (reference_only) {
+    for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) run_fixture(f, "auto", 1e-2);
+    return failures ? 1 : 0;
+  }
   std::string why;
   if (!cuda_model_available(&why)) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());

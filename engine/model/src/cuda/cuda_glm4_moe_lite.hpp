@@ -88,6 +88,8 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
 
+  Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
+
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
@@ -159,6 +161,12 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::string mlp(const Mlp& m, int T, void* out);
 
   std::string moe(const Layer& a, int T);
+
+  // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
+  enum class TracePoint { latent, after_attention, after_ffn, routing };
+  std::string trace(TracePoint what, int layer, int T);
+  StepTrace* trace_ = nullptr;
+  int trace_layer_ = 0;  // the layer whose FFN runs now (routing is traced inside moe())
 
   const Glm4MoeLiteConfig& c_;
   CudaOptions opt_;

@@ -170,13 +170,16 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
     err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
     err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+    err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
   err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
   if (R > 0) {
     err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
     k::GemmArgs g = linear(head_in_.get(), head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
@@ -206,6 +209,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
   err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
   err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+  err(trace(TracePoint::latent, l, T));
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
                          opt_.kv_scale, layer_pool, stream_));
@@ -261,6 +265,7 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   err(k::router_logits_cuda(h_.get(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
+  err(trace(TracePoint::routing, -1, T));
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_, a.experts_gate_up.get(),

@@ -68,6 +68,20 @@ struct DecodeBytes {
   }
 };
 
+// What one eager step computed on its way, for localising a divergence from the CPU reference
+// (cuda_model_check --trace compares it with the reference's HiddenCapture and cache rows).
+// Per layer, tokens x width each, as fp32 (the device's bf16 values widened exactly):
+struct StepTrace {
+  int tokens = 0;
+  std::vector<std::vector<float>> latent;           // the cache row written, [rmsnorm(c), rope(kr)],
+                                                    // before any fp8 quantisation (tokens x row width)
+  std::vector<std::vector<float>> after_attention;  // residual stream after the attention's add
+  std::vector<std::vector<float>> after_ffn;        // residual stream after the FFN's add
+  std::vector<std::vector<std::int32_t>> experts;   // routed experts chosen (tokens x top_k; empty
+  std::vector<std::vector<float>> expert_weights;   // for dense layers) and their weights
+  std::vector<float> logits;                        // as step() returns them
+};
+
 class CudaModel : public Model {
  public:
   // The pool: num_blocks of block_size tokens (one more block is kept as the padding sequences'
@@ -81,6 +95,8 @@ class CudaModel : public Model {
   // Bytes of device memory the weights take; what a decode step must read.
   virtual std::uint64_t weight_bytes() const = 0;
   virtual DecodeBytes decode_bytes() const = 0;
+  // step() run eagerly with every layer's intermediate values copied out (slow: a debugging aid).
+  virtual Result<StepTrace> step_traced(std::span<const PagedWork> work) = 0;
   // Decode steps replay CUDA graphs unless this is set (--enforce-eager); may change between steps.
   virtual void set_enforce_eager(bool eager) = 0;
   // Bytes of one cached token over all layers (kv_layout at the pool's element size).
