@@ -251,6 +251,11 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     }
   }
   check(worst.rounded <= tolerance, "batched prefill, last position: " + worst.str());
+  if (kv_dtype != "auto") {
+    std::string scales;
+    for (float x : m.kv_scales()) scales += (scales.empty() ? "" : " ") + std::to_string(x);
+    std::printf("  info fp8 KV scales per layer, calculated from the first step's latent rows: %s\n", scales.c_str());
+  }
 
   // decode: token by token (graphs), every position; sequence s in pool rows S + s
   worst = Worst{};

@@ -185,6 +185,7 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
       {&x_, T * h * 4, "residual"},
       {&delta_, T * h * 2, "delta"},
       {&h_, T * h * 2, "normed"},
+      {&h32_, E_ > 0 ? T * h * 4 : 0, "normed, fp32 (router input)"},
       {&fused_, T * static_cast<std::size_t>(in_rows_) * 2, "fused projection"},
       {&qlat_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"},
       {&q_, T * heads * static_cast<std::size_t>(qk_) * 2, "queries"},

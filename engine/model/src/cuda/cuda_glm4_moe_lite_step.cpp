@@ -115,6 +115,10 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   copy(in_rows(), rows, static_cast<std::size_t>(Rn));
   copy(in_tables(), tables, static_cast<std::size_t>(B) * mb);
   if (!err.ok()) return error(err.message);
+  if (calibrate_) {
+    err(calibrate(T, R, max_context));  // before any graph is captured: graphs bake the scales in
+    if (!err.ok()) return error("CUDA step: " + err.message);
+  }
 
   if (graph) {
     if (auto it = graphs_.find(B); it != graphs_.end()) {
@@ -148,6 +152,23 @@ std::string Glm4MoeLiteCuda::capture(int B) {
   return {};
 }
 
+std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
+  const std::size_t L = kv_scales_.size();
+  FirstError err;
+  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
+  err(cuda_error(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  measuring_ = true;
+  err(enqueue(T, R, max_context));
+  measuring_ = false;
+  std::vector<float> amax(L);
+  err(cuda_error(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+  err(cuda_error(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  if (!err.ok()) return err.message;
+  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+  calibrate_ = false;
+  return {};
+}
+
 std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
   if (!all_reduce_) return {};
   auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), kBf16, stream_);
@@ -173,7 +194,8 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+                    a.moe ? h32_.as<float>() : nullptr));
     err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
@@ -210,9 +232,10 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
   err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   err(trace(TracePoint::latent, l, T));
+  if (measuring_) err(latent_amax(latent, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
-                         opt_.kv_scale, layer_pool, stream_));
+                         kv_scales_[static_cast<std::size_t>(l)], layer_pool, stream_));
 
   // Absorbed query: q_nope[h] . W_kb[h] (W_kb[h] = kv_b rows h*(nope+vd) .. +nope, [nope, kv_lora]).
   const long kvb_stride = static_cast<long>(nope_ + vd_) * lora_kv_;
@@ -231,7 +254,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
                    in_pos(), layout, stream_));
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(), layer_pool, layer_pool, in_tables(),
+  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
                               max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
 
   // Values: O[h] . W_v[h]^T (W_v[h] = kv_b rows h*(nope+vd)+nope .. +vd, [vd, kv_lora]).
@@ -262,7 +285,7 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   routing.norm_topk_prob = m.norm_topk_prob;
   routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   FirstError err;
-  err(k::router_logits_cuda(h_.get(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
+  err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
   err(trace(TracePoint::routing, -1, T));

@@ -35,7 +35,8 @@ class DeviceAllReduce {
 
 struct CudaOptions {
   std::string kv_cache_dtype = "auto";  // "fp8" / "fp8_e4m3": fp8 rows; anything else: bf16
-  float kv_scale = 1.0f;                // fp8 stores x / kv_scale
+  float kv_scale = 0.0f;                // fp8 stores x / kv_scale; 0: one scale per layer calculated from
+                                        // the first step's latent rows, fixed afterwards (fp8_kv_scale_from_amax)
   int max_num_seqs = 256;               // sequences per step (sizes buffers and graph buckets)
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
@@ -45,6 +46,17 @@ struct CudaOptions {
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
 };
+
+// fp8_e4m3 KV rows store x / scale. A calculated scale (vLLM's --calculate-kv-scales: from the amax of
+// the first forward's rows, per layer, then fixed) puts that amax at 200 of e4m3's 448, as vLLM's
+// K_SCALE_CONSTANT does: 2.24x headroom for later tokens larger than the first step's, and small
+// entries stay clear of e4m3's subnormal range (below 2^-6, where it keeps fewer than 3 mantissa
+// bits). With the fixed scale of 1, the latents of small models fell there (0.46 relative logit
+// error at one position of the fixtures). No amax (nothing measured, or all zeros): 1.
+constexpr float kFp8KvAmaxTarget = 200.0f;
+inline float fp8_kv_scale_from_amax(float amax) {
+  return amax > 0.0f && std::isfinite(amax) ? amax / kFp8KvAmaxTarget : 1.0f;
+}
 
 // Device memory the KV pool may take: utilization * total minus what is in use now (weights and
 // buffers of a model already loaded included), as vLLM's --gpu-memory-utilization means it.
@@ -99,6 +111,8 @@ class CudaModel : public Model {
   virtual Result<StepTrace> step_traced(std::span<const PagedWork> work) = 0;
   // Decode steps replay CUDA graphs unless this is set (--enforce-eager); may change between steps.
   virtual void set_enforce_eager(bool eager) = 0;
+  // The fp8 pool's scale per layer (all 1 for a bf16 pool; calculated ones once the first step ran).
+  virtual std::vector<float> kv_scales() const = 0;
   // Bytes of one cached token over all layers (kv_layout at the pool's element size).
   virtual std::uint64_t kv_bytes_per_token() const = 0;
   // For TP > 1 (not wired yet: see above).
