@@ -5,7 +5,8 @@
 //   prefill      every sequence in one step; last-position logits vs golden and vs the CPU
 //   decode       the prompt fed one token per step (CUDA graphs), logits at every position
 //   chunked      the prompt in chunks of 3 (eager steps with history)
-//   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == golden
+//   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == the bf16-weight
+//                reference's, or departing from them only where its top two are within the logit bar
 // relative error = max|ours - ref| / max|ref| over the vocabulary. Two references: transformers'
 // goldens (fp32 weights; the fp32 CPU reference where a fixture has none), and the fp32 CPU
 // reference on the checkpoint rounded to bf16 (bf16_checkpoint.hpp), which is what a model with bf16
@@ -328,43 +329,54 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       if (!next) return check(false, "greedy: " + next.error().message);
       for (int s = 0; s < S; ++s) got[static_cast<size_t>(s)].push_back(next.value()[static_cast<size_t>(s)]);
     }
-    int same = 0, same_golden = 0, total = 0, rounded_golden = 0;
+    int same = 0, same_golden = 0, total = 0, rounded_golden = 0, real_departures = 0;
     for (int s = 0; s < S; ++s) {
       const auto& q = seqs[static_cast<size_t>(s)];
       const auto& r = rseqs[static_cast<size_t>(s)];
+      const auto& ours = got[static_cast<size_t>(s)];
       for (size_t i = 0; i < steps; ++i, ++total) {
-        same += got[static_cast<size_t>(s)][i] == r.greedy[i];
-        same_golden += got[static_cast<size_t>(s)][i] == q.greedy[i];
+        same += ours[i] == r.greedy[i];
+        same_golden += ours[i] == q.greedy[i];
         rounded_golden += r.greedy[i] == q.greedy[i];
       }
-      // Where a run first differs, how close the reference's top two were (a near-tie flips in bf16).
+      // Where the run first departs from the bf16-weight reference: how close the reference's own
+      // logits of the two tokens were. Closer than the logit bar (tolerance x the largest |logit|),
+      // the two are a near-tie that a model meeting the bar may order either way; after it the
+      // sequences continue different prefixes and are not compared (as vLLM's
+      // check_logprobs_close stops at the first divergence and only asks that it be a close one).
       for (size_t i = 0; i < steps; ++i) {
-        if (got[static_cast<size_t>(s)][i] == q.greedy[i]) continue;
+        if (ours[i] == r.greedy[i]) continue;
         std::vector<int32_t> ids = q.ids;
-        ids.insert(ids.end(), q.greedy.begin(), q.greedy.begin() + static_cast<long>(i));
+        ids.insert(ids.end(), r.greedy.begin(), r.greedy.begin() + static_cast<long>(i));
         std::vector<int32_t> pos(ids.size());
         for (size_t j = 0; j < pos.size(); ++j) pos[j] = static_cast<int32_t>(j);
         const int last = static_cast<int>(ids.size()) - 1;
-        KvCache cache = cpu.value()->new_cache();
-        auto l = cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
-        if (!l) break;
+        KvCache cache = rounded_cpu.value()->new_cache();
+        auto l = rounded_cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
+        if (!l) {
+          ++real_departures;
+          break;
+        }
         const auto& v = l.value();
-        const float ref = v[static_cast<size_t>(q.greedy[i])], ours = v[static_cast<size_t>(got[static_cast<size_t>(s)][i])];
+        const float a = v[static_cast<size_t>(r.greedy[i])], b = v[static_cast<size_t>(ours[i])];
         float big = 0;
         for (float x : v) big = std::max(big, std::fabs(x));
-        std::printf("    sequence %d first differs at step %zu: reference %d, ours %d; the CPU reference's logits of the two "
-                    "differ by %.2e (%.2e of the largest |logit|)\n",
-                    s, i, q.greedy[i], got[static_cast<size_t>(s)][i], static_cast<double>(ref - ours),
-                    static_cast<double>((ref - ours) / big));
+        const double gap = static_cast<double>((a - b) / big);
+        const bool near_tie = gap <= tolerance;
+        real_departures += !near_tie;
+        std::printf("    sequence %d departs at step %zu: reference %d, ours %d; the reference's logits of the two differ by "
+                    "%.2e of the largest |logit|: %s\n",
+                    s, i, r.greedy[i], ours[i], gap, near_tie ? "a near-tie, within the logit bar" : "NOT a near-tie");
         break;
       }
     }
     const std::string what = std::string("greedy, ") + std::to_string(S) + " sequences batched (" +
                              (eager ? "eager" : "graphs") + "): " + std::to_string(same) + "/" + std::to_string(total) +
-                             " tokens as the bf16-weight reference (" + std::to_string(same_golden) +
+                             " tokens as the bf16-weight reference, departing only at near-ties: " +
+                             (real_departures == 0 ? "yes" : "no") + " (" + std::to_string(same_golden) +
                              " as the fp32 goldens, which the bf16-weight reference itself matches in " +
                              std::to_string(rounded_golden) + ")";
-    if (kv_dtype == "auto") check(same == total, what);
+    if (kv_dtype == "auto") check(real_departures == 0, what);
     else std::printf("  info %s (fp8 KV: not required to match)\n", what.c_str());
   }
 }
