@@ -59,16 +59,17 @@ __global__ void moe_sort_kernel(const std::int32_t* expert, int pairs, int top_k
   }
 }
 
+template <class T>
 __global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, const float* weight, int top_k,
-                                   int hidden, const bf16* add, bf16* out) {
+                                   int hidden, const T* add, T* out) {
   const int t = blockIdx.x;
   for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
-    float s = add ? __bfloat162float(add[static_cast<long>(t) * hidden + h]) : 0.f;
+    float s = add ? cuda::to_float(add[static_cast<long>(t) * hidden + h]) : 0.f;
     for (int i = 0; i < top_k; ++i) {
       const int p = pair_pos[t * top_k + i];
       if (p >= 0) s += weight[t * top_k + i] * __bfloat162float(y[static_cast<long>(p) * hidden + h]);
     }
-    out[static_cast<long>(t) * hidden + h] = __float2bfloat16_rn(s);
+    out[static_cast<long>(t) * hidden + h] = cuda::from_float<T>(s);
   }
 }
 
@@ -120,6 +121,14 @@ std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const 
   moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden,
                                                  static_cast<const bf16*>(add), static_cast<bf16*>(out));
   return cuda::launch_error("moe_combine_kernel");
+}
+
+std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                                 int hidden, const float* add, float* out, Stream stream) {
+  if (tokens < 0 || top_k <= 0 || hidden <= 0) return "moe_combine: bad shape";
+  if (tokens == 0) return {};
+  moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden, add, out);
+  return cuda::launch_error("moe_combine_kernel (fp32 out)");
 }
 
 }  // namespace tandem::kernels

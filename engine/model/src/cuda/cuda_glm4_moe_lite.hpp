@@ -41,7 +41,7 @@ struct Mlp {
 };
 
 struct Layer {
-  DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;
+  DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;  // o_bias in fp32
   DeviceBuffer input_norm, post_norm;
   bool moe = false;
   Mlp dense;                                  // !moe
@@ -199,7 +199,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::int32_t num_blocks_ = 0;
   int block_size_ = 0, max_blocks_ = 0;
 
-  DeviceBuffer x_, delta_, h_, h32_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
+  DeviceBuffer x_, delta_, embed_rows_, h_, h32_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
   DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
   std::size_t in_ints_ = 0;

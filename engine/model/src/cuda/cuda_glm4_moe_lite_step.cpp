@@ -171,12 +171,14 @@ std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
 
 std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
   if (!all_reduce_) return {};
-  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), kBf16, stream_);
+  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), k::DType::f32, stream_);
   return s ? std::string() : s.error().message;
 }
 
 std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
-  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in))
+  // (The few-rows kernel's bias is bf16; fp32 outputs carry fp32 biases, which go to cuBLASLt.)
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in) &&
+      !(g.bias && g.y_type != kBf16))
     return k::skinny_gemm_cuda(g.x, g.ldx, g.rows, g.w, g.in, g.out, g.bias, g.y, g.ldy, g.y_type, stream_);
   return gemm_->run(g, stream_);
 }
@@ -185,22 +187,24 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
-  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, delta_.get(), stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, embed_rows_.get(), stream_));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    // The first layer adds the embedding rows (bf16), the others the last FFN's output (fp32).
+    err(add_rmsnorm(x_.as<float>(), l == 0 ? embed_rows_.get() : delta_.get(), l == 0 ? kBf16 : k::DType::f32,
+                    a.input_norm.get(), h_.get(), T, H_, eps, stream_));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
                     a.moe ? h32_.as<float>() : nullptr));
     err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
-  err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
   if (R > 0) {
     err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
@@ -265,7 +269,8 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   va.y = attn_.get(), va.ldy = static_cast<long>(heads_) * vd_, va.stride_y = vd_;
   err(gemm(va));
   k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
-  o.bias = a.o_bias.get();
+  o.bias = a.o_bias.get();  // fp32, as the output
+  o.y_type = k::DType::f32;
   err(gemm(o));
   return err.message;
 }
@@ -274,7 +279,9 @@ std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
   err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
   err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
-  err(gemm(linear(mlp_act_.get(), m.down, out, T, m.width, H_)));
+  k::GemmArgs down = linear(mlp_act_.get(), m.down, out, T, m.width, H_);
+  down.y_type = k::DType::f32;  // into the fp32 delta or shared-expert sum
+  err(gemm(down));
   return err.message;
 }
 
@@ -298,8 +305,8 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
                            moe_out_.get(), H_, stream_));
   const bool shared = a.shared.width > 0;
   if (shared) err(mlp(a.shared, T, shared_out_.get()));
-  err(k::moe_combine_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
-                          shared ? shared_out_.get() : nullptr, delta_.get(), stream_));
+  err(k::moe_combine_f32_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
+                              shared ? shared_out_.as<float>() : nullptr, delta_.as<float>(), stream_));
   return err.message;
 }
 

@@ -33,14 +33,18 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
 
-__global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
+__device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(float v) { return v; }
+
+template <class D>
+__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
-  const bf16* dr = delta + static_cast<long>(blockIdx.x) * n;
+  const D* dr = delta + static_cast<long>(blockIdx.x) * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] + __bfloat162float(dr[i]);
+    const float v = xr[i] + widen(dr[i]);
     xr[i] = v;
     s += v * v;
   }
@@ -103,11 +107,15 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
   return launched("rmsnorm_rows_kernel");
 }
 
-std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream, float* y32) {
+std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, kernels::Stream stream, float* y32) {
   if (rows == 0) return {};
-  add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                               static_cast<bf16*>(y), y32, n, eps);
+  if (delta_type == kernels::DType::f32)
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const float*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
+  else
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
   return launched("add_rmsnorm_kernel");
 }
 

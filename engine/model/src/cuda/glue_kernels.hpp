@@ -15,12 +15,13 @@ namespace tandem::model::cuda {
 std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          kernels::Stream stream);
 
-// The residual stream in fp32: x[r] += delta[r] (bf16); y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums.
-// Keeping x in fp32 keeps the rounding of each layer's output from piling up across layers.
+// The residual stream in fp32: x[r] += delta[r] (fp32, or bf16 for the embedding rows);
+// y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums. Keeping x and the layers' outputs in fp32 keeps
+// bf16 rounding out of what piles up across layers.
 // With y32, the normalised rows also in fp32 (the MoE router's input: a choice between near-tied
 // experts should not hang on bf16's rounding of its input).
-std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream, float* y32 = nullptr);
+std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, kernels::Stream stream, float* y32 = nullptr);
 
 // Token t's row src[t][0:width] into the slot of position token_pos[t] of sequence token_seq[t]
 // (block_tables[seq * max_blocks + pos / block_size] * block_size + pos % block_size), stored as

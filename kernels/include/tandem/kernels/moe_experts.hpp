@@ -40,5 +40,8 @@ std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gathe
 // out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
 std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                              int hidden, const void* add, void* out, Stream stream = nullptr);
+// The same with add and out in fp32 (the sum is not rounded to bf16 before the fp32 residual).
+std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                                 int hidden, const float* add, float* out, Stream stream = nullptr);
 
 }  // namespace tandem::kernels
