@@ -141,6 +141,10 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
     }
   std::snprintf(s, sizeof s, "%d tok, top %d, %d wide", tokens, top_k, width);
   rows.push_back({"moe_combine", s, "bf16", max_rel_error(dout.get(), as_stored(DType::bf16, cref)), limit_for(DType::bf16), 0, ""});
+  // The fp32 form: the same sums, not rounded (fp32 add and out).
+  Dev<float> dadd32(add), dout32(cref.size());
+  op_ok(k::moe_combine_f32_cuda(dy.p(), pos.p(), dweight.p(), tokens, top_k, width, dadd32.p(), dout32.p()));
+  rows.push_back({"moe_combine", s, "fp32 out", max_rel_error(dout32.get(), cref), 1e-5, 0, ""});
 }
 
 }  // namespace
