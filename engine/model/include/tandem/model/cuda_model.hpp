@@ -1,9 +1,11 @@
 // The GLM decoders on CUDA (built when the CUDA back end is; tandem_model_cuda). Weights live on the
 // device in bf16; dense projections run through cuBLASLt (fp32 accumulation), the routed experts as
 // one grouped GEMM per projection, attention through the paged-attention kernel over a device pool
-// of bf16 or fp8_e4m3 (one scale) rows. glm4_moe_lite's MLA runs absorbed: the pool caches the
-// normalised latent and the rotated shared key (kv_lora + rope entries per token and layer), the
-// query is projected into the latent space, and the values come out of the latent per head.
+// of bf16 or fp8_e4m3 rows (one scale per layer: fp8_kv_scale_from_amax below). Activations are
+// bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
+// router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
+// and the rotated shared key (kv_lora + rope entries per token and layer), the query is projected
+// into the latent space, and the values come out of the latent per head.
 //
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
