@@ -115,6 +115,10 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   copy(in_rows(), rows, static_cast<std::size_t>(Rn));
   copy(in_tables(), tables, static_cast<std::size_t>(B) * mb);
   if (!err.ok()) return error(err.message);
+  if (calibrate_) {
+    err(calibrate(T, R, max_context));  // before any graph is captured: graphs bake the scales in
+    if (!err.ok()) return error("CUDA step: " + err.message);
+  }
 
   if (graph) {
     if (auto it = graphs_.find(B); it != graphs_.end()) {
@@ -148,14 +152,33 @@ std::string Glm4MoeLiteCuda::capture(int B) {
   return {};
 }
 
+std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
+  const std::size_t L = kv_scales_.size();
+  FirstError err;
+  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
+  err(cuda_error(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  measuring_ = true;
+  err(enqueue(T, R, max_context));
+  measuring_ = false;
+  std::vector<float> amax(L);
+  err(cuda_error(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+  err(cuda_error(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  if (!err.ok()) return err.message;
+  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+  calibrate_ = false;
+  return {};
+}
+
 std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
   if (!all_reduce_) return {};
-  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), kBf16, stream_);
+  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), k::DType::f32, stream_);
   return s ? std::string() : s.error().message;
 }
 
 std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
-  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in))
+  // (The few-rows kernel's bias is bf16; fp32 outputs carry fp32 biases, which go to cuBLASLt.)
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in) &&
+      !(g.bias && g.y_type != kBf16))
     return k::skinny_gemm_cuda(g.x, g.ldx, g.rows, g.w, g.in, g.out, g.bias, g.y, g.ldy, g.y_type, stream_);
   return gemm_->run(g, stream_);
 }
@@ -164,19 +187,25 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
-  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, delta_.get(), stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, embed_rows_.get(), stream_));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    // The first layer adds the embedding rows (bf16), the others the last FFN's output (fp32).
+    err(add_rmsnorm(x_.as<float>(), l == 0 ? embed_rows_.get() : delta_.get(), l == 0 ? kBf16 : k::DType::f32,
+                    a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+                    a.moe ? h32_.as<float>() : nullptr));
+    err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
-  err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
   if (R > 0) {
     err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
     k::GemmArgs g = linear(head_in_.get(), head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
@@ -206,9 +235,11 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
   err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
   err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+  err(trace(TracePoint::latent, l, T));
+  if (measuring_) err(latent_amax(latent, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
-                         opt_.kv_scale, layer_pool, stream_));
+                         kv_scales_[static_cast<std::size_t>(l)], layer_pool, stream_));
 
   // Absorbed query: q_nope[h] . W_kb[h] (W_kb[h] = kv_b rows h*(nope+vd) .. +nope, [nope, kv_lora]).
   const long kvb_stride = static_cast<long>(nope_ + vd_) * lora_kv_;
@@ -227,7 +258,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
                    in_pos(), layout, stream_));
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(), layer_pool, layer_pool, in_tables(),
+  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
                               max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
 
   // Values: O[h] . W_v[h]^T (W_v[h] = kv_b rows h*(nope+vd)+nope .. +vd, [vd, kv_lora]).
@@ -238,7 +269,8 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   va.y = attn_.get(), va.ldy = static_cast<long>(heads_) * vd_, va.stride_y = vd_;
   err(gemm(va));
   k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
-  o.bias = a.o_bias.get();
+  o.bias = a.o_bias.get();  // fp32, as the output
+  o.y_type = k::DType::f32;
   err(gemm(o));
   return err.message;
 }
@@ -247,7 +279,9 @@ std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
   err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
   err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
-  err(gemm(linear(mlp_act_.get(), m.down, out, T, m.width, H_)));
+  k::GemmArgs down = linear(mlp_act_.get(), m.down, out, T, m.width, H_);
+  down.y_type = k::DType::f32;  // into the fp32 delta or shared-expert sum
+  err(gemm(down));
   return err.message;
 }
 
@@ -258,9 +292,10 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   routing.norm_topk_prob = m.norm_topk_prob;
   routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   FirstError err;
-  err(k::router_logits_cuda(h_.get(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
+  err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
+  err(trace(TracePoint::routing, -1, T));
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_, a.experts_gate_up.get(),
@@ -270,8 +305,8 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
                            moe_out_.get(), H_, stream_));
   const bool shared = a.shared.width > 0;
   if (shared) err(mlp(a.shared, T, shared_out_.get()));
-  err(k::moe_combine_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
-                          shared ? shared_out_.get() : nullptr, delta_.get(), stream_));
+  err(k::moe_combine_f32_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
+                              shared ? shared_out_.as<float>() : nullptr, delta_.as<float>(), stream_));
   return err.message;
 }
 

@@ -33,14 +33,18 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
 
-__global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
+__device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(float v) { return v; }
+
+template <class D>
+__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
-  const bf16* dr = delta + static_cast<long>(blockIdx.x) * n;
+  const D* dr = delta + static_cast<long>(blockIdx.x) * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] + __bfloat162float(dr[i]);
+    const float v = xr[i] + widen(dr[i]);
     xr[i] = v;
     s += v * v;
   }
@@ -50,7 +54,12 @@ __global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, b
   float total = 0.f;
   for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
   const float r = rsqrtf(total / static_cast<float>(n) + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __float2bfloat16_rn(xr[i] * r * __bfloat162float(w[i]));
+  float* y32r = y32 ? y32 + static_cast<long>(blockIdx.x) * n : nullptr;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] * r * __bfloat162float(w[i]);
+    yr[i] = __float2bfloat16_rn(v);
+    if (y32r) y32r[i] = v;
+  }
 }
 
 template <class KV>
@@ -73,6 +82,15 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
     store<KV>(cache + slot * width + i, __bfloat162float(src[t * ld + i]), scale);
 }
 
+// One block per token; non-negative floats order as their bit patterns do, so an integer
+// atomicMax on the bits is a float max.
+__global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* amax) {
+  float m = 0.f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(src[blockIdx.x * ld + i])));
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
+}
+
 __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_t* rows, bf16* dst) {
   const bf16* s = src + static_cast<long>(rows[blockIdx.x]) * width;
   bf16* d = dst + static_cast<long>(blockIdx.x) * width;
@@ -89,11 +107,15 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
   return launched("rmsnorm_rows_kernel");
 }
 
-std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream) {
+std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, kernels::Stream stream, float* y32) {
   if (rows == 0) return {};
-  add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                               static_cast<bf16*>(y), n, eps);
+  if (delta_type == kernels::DType::f32)
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const float*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
+  else
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
   return launched("add_rmsnorm_kernel");
 }
 
@@ -113,6 +135,12 @@ std::string latent_cache_write(const void* src, long ld, int tokens, int width, 
   else
     return "latent_cache_write: the cache must be bf16 or fp8_e4m3";
   return launched("latent_cache_write_kernel");
+}
+
+std::string latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
+  if (tokens == 0) return {};
+  latent_amax_kernel<<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, amax);
+  return launched("latent_amax_kernel");
 }
 
 std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {
