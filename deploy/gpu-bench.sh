@@ -37,7 +37,7 @@ decode=${DECODE:-128}
   fi
   echo "## check: CUDA model vs golden fixtures and the CPU reference"
   timeout 60 "$bin/cuda_model_check" tests/model/fixtures >"$outdir/check.txt" 2>&1; echo "exit $?"
-  grep -E "##|FAIL|PASS|info|ok|differs" "$outdir/check.txt" | head -80
+  grep -E "##|FAIL|PASS|info|ok|departs|trace|routing" "$outdir/check.txt" | head -120
   if [ "${SKIP_MEMCHECK:-0}" != 1 ]; then
     echo "## check under compute-sanitizer memcheck"
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_model_check" tests/model/fixtures \

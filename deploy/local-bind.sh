@@ -13,7 +13,8 @@ set -euo pipefail
 build=$(cd "${1:?usage: local-bind.sh BUILD_DIR [--down]}" && pwd)
 mode=${2:-up}
 base=/var/lib/tandem/local          # the paths manifests/local.yaml names
-model=$base/models/tiny-glm
+model=$base/models/dflash-pair     # target/ and drafter/, from the repository's models/dflash-pair
+repo=$(cd "$(dirname "$0")/.." && pwd)
 pki=$base/pki
 state=$base/state
 bin=/usr/local/bin
@@ -29,7 +30,7 @@ down() {
   done
   # The ranks and the old lane run in their own sessions; they are ours by their model path.
   pkill -f "tandem-serve .*$base/" 2>/dev/null || true
-  pkill -f "tandem-serve $model" 2>/dev/null || true
+  pkill -f "tandem-serve $model/" 2>/dev/null || true
 }
 
 if [ "$mode" = "--down" ]; then
@@ -46,9 +47,9 @@ down
 sleep 0.5
 rm -rf "$base/rank0" "$base/rank1" "$state"
 mkdir -p "$base" "$state"
-if [ ! -f "$model/config.json" ]; then
-  "$bin/tandem-serve" --write-demo-model "$model"
-fi
+rm -rf "$model"
+mkdir -p "$base/models"
+cp -r "$repo/models/dflash-pair" "$model"
 for i in 0 1; do
   root=$base/rank$i
   mkdir -p "$root/etc" "$root/dev/shm" "$root/proc/sys/vm" "$root/proc/net" "$root$bin" "$root$base/models" "$root$base/cache"
@@ -100,8 +101,10 @@ fi
 
 cat <<EOF
 
-The local two-rank lane is serving on http://127.0.0.1:18888 (random-weight demo model: its text is gibberish).
-  curl -s 127.0.0.1:18888/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":16}'
+The local two-rank lane is serving on http://127.0.0.1:18888: a 13.9M-parameter GLM trained on source code
+and documentation (it continues text; it was not trained to chat), with its DFlash drafter.
+  curl -s 127.0.0.1:18888/v1/completions -d '{"prompt":"#include <stdio.h>\nint main(","max_tokens":32,"temperature":0}'
+  curl -s 127.0.0.1:18888/metrics | grep spec_decode
   tandemctl status --pki-dir $pki --state-dir $state
   tandemctl logs rank1 --pki-dir $pki --state-dir $state
 Bind report: under $state.  Stop it all: deploy/local-bind.sh $1 --down

@@ -12,12 +12,15 @@
 #include <algorithm>
 #include <limits>
 
+#include "tandem/net/blocking_step.hpp"
+
 namespace tandem::httpc {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using net::run_step;
 using Clock = std::chrono::steady_clock;
 
 Result<Url> Url::parse(const std::string& text) {
@@ -113,16 +116,6 @@ bool SseDecoder::finish(const std::function<bool(const std::string&)>& on_data) 
 
 namespace {
 
-// Starts one asynchronous operation and runs the io_context until it (and its deadline) is done.
-template <class Start>
-beast::error_code run_step(asio::io_context& ioc, Start&& start) {
-  beast::error_code result;
-  start([&result](beast::error_code ec, auto&&...) { result = ec; });
-  ioc.restart();
-  ioc.run();
-  return result;
-}
-
 std::string describe(beast::error_code ec) {
   if (ec == beast::error::timeout) return "timed out";
   if (ec == http::error::end_of_stream || ec == asio::error::eof) return "the server closed the connection";
@@ -137,19 +130,7 @@ struct Connection {
 
   Status open(const Url& url, const Options& o) {
     where = url.host + ":" + std::to_string(url.port);
-    tcp::resolver resolver(ioc);
-    tcp::resolver::results_type addresses;
-    beast::error_code ec = run_step(ioc, [&](auto done) {
-      resolver.async_resolve(url.host, std::to_string(url.port),
-                             [&addresses, done](beast::error_code e, tcp::resolver::results_type r) {
-                               addresses = std::move(r);
-                               done(e);
-                             });
-    });
-    if (ec) return fail("resolving the host", ec);
-    stream.expires_after(o.connect_timeout);
-    ec = run_step(ioc, [&](auto done) { stream.async_connect(addresses, done); });
-    if (ec) return fail("connecting", ec);
+    if (auto f = net::resolve_and_connect(ioc, stream, url.host, url.port, o.connect_timeout)) return fail(f.step, f.ec);
     return {};
   }
 

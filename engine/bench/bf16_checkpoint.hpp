@@ -1,5 +1,8 @@
-// A copy of a checkpoint with every tensor rounded to bf16 (stored as F32, so the fp32 CPU reference
-// loads it as it is): the reference a bf16-weight model can be held to. Used by
+// A copy of a checkpoint with every tensor the CUDA model stores in bf16 rounded to bf16 (stored as
+// F32, so the fp32 CPU reference loads it as it is): the reference a bf16-weight model can be held
+// to. The MoE routers (mlp.gate.weight, e_score_correction_bias) stay as they are: the CUDA model
+// keeps them in fp32 (as transformers and vLLM run the router), and a reference with other router
+// weights than the model's moves near-tied routing choices by itself. Used by
 // tandem-bf16-weight-effect and tests/model/cuda_model_check.cpp.
 #pragma once
 #include <cstdint>
@@ -33,6 +36,12 @@ inline std::vector<float> as_f32(const TensorInfo& t) {
   return out;
 }
 
+// Whether the CUDA model keeps this tensor in fp32 (the routers), not bf16.
+inline bool kept_in_fp32(const std::string& name) {
+  auto ends = [&](const std::string& tail) { return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0; };
+  return ends(".mlp.gate.weight") || ends(".mlp.gate.e_score_correction_bias");
+}
+
 inline bool write_rounded(const fs::path& src, const fs::path& dst) {
   fs::create_directories(dst);
   for (const char* f : {"config.json", "generation_config.json"})
@@ -44,7 +53,8 @@ inline bool write_rounded(const fs::path& src, const fs::path& dst) {
   for (const auto& name : ck->names()) {
     const TensorInfo* t = ck->find(name);
     auto v = as_f32(*t);
-    for (auto& x : v) x = tandem::kernels::round_bf16(x);
+    if (!kept_in_fp32(name))
+      for (auto& x : v) x = tandem::kernels::round_bf16(x);
     header[name] = {{"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {data.size(), data.size() + v.size() * 4}}};
     data.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   }

@@ -77,9 +77,6 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (cfg.drafter && model->kv_on_device())
     return error("speculative decoding runs on the CPU reference path only; the CUDA back end does not run a drafter yet");
-  if (cfg.drafter && layout.state_floats > 0)
-    return error("speculative decoding of a model with recurrent layers (" + model->config().model_type +
-                 ") is not built: rejected drafts would have to be rolled back in the recurrent state too");
   std::unique_ptr<model::PagedKvPool> pool;
   if (model->kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.

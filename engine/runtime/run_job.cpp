@@ -12,6 +12,10 @@
 //   4. the drafter gets context rows for the anchor and d1..da. Rows written for rejected drafts in
 //      either pool lie beyond the sequence's written length, so the scheduler's KV bookkeeping
 //      (advance to the kept tokens, trim the spare blocks) is the whole rollback.
+// A hybrid model's recurrent state has no positions to trim: the verification folds every drafted
+// token into it. So the state is copied before the verification and, when a draft was rejected,
+// restored and advanced over the anchor and the accepted drafts alone (a second, shorter forward;
+// the KV rows it writes are the same ones again). The state then equals that of plain decoding.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -85,6 +89,18 @@ void run_plain(const JobContext& ctx, Job& j) {
   if (j.work.samples) sample_into(j, logits.value());
 }
 
+// Puts the recurrent state back to `before` and advances it over `kept` (from the job's start).
+model::Status rewind_state(const JobContext& ctx, Job& j, const std::vector<float>& before, std::span<const std::int32_t> kept) {
+  std::copy(before.begin(), before.end(), j.state.begin());
+  if (ctx.announce)
+    if (auto s = ctx.announce(j, kept, 0); !s) return s;
+  model::PagedKvSequence seq(ctx.pool, j.table, j.work.start, j.state);
+  const auto positions = positions_from(j.work.start, static_cast<int>(kept.size()));
+  auto r = ctx.model.forward(kept, positions, seq, {});
+  if (!r) return model::error("rolling the recurrent state back to the accepted tokens: " + r.error().message);
+  return Ok{};
+}
+
 void run_speculative(const JobContext& ctx, Job& j) {
   const int start = j.work.start, k = j.work.draft;
   const int V = ctx.model.vocab_size();
@@ -124,7 +140,8 @@ void run_speculative(const JobContext& ctx, Job& j) {
       j.group_failed = true;
       return;
     }
-  model::PagedKvSequence seq(ctx.pool, j.table, start);
+  const std::vector<float> state_before(j.state.begin(), j.state.end());
+  model::PagedKvSequence seq(ctx.pool, j.table, start, j.state);
   const auto positions = positions_from(start, B);
   std::vector<int> rows(static_cast<size_t>(B));
   for (int r = 0; r < B; ++r) rows[static_cast<size_t>(r)] = r;
@@ -152,6 +169,13 @@ void run_speculative(const JobContext& ctx, Job& j) {
   }
   j.drafted = k;
   j.accepted = v.accepted;
+  if (!j.state.empty() && v.accepted < k)
+    if (auto s = rewind_state(ctx, j, state_before, std::span<const std::int32_t>(block.data(), static_cast<size_t>(v.accepted + 1)));
+        !s) {
+      j.error = s.error().message;
+      j.group_failed = static_cast<bool>(ctx.announce);
+      return;
+    }
 
   // 4. The drafter's context now covers the anchor and the accepted drafts.
   if (auto s = feed_drafter(ctx, j, cap, start, v.accepted + 1); !s) j.error = "drafter: " + s.error().message;

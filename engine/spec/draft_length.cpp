@@ -9,7 +9,8 @@ DraftLength::DraftLength(int max_draft, DraftLengthPolicy p) : max_(std::max(max
 
 int DraftLength::next(const StepCost* cost) {
   int k = 0;
-  if (const auto plain = cost && p_.use_cost ? cost->step(1) : std::nullopt; plain && *plain > 0) {
+  const auto plain = cost && p_.use_cost ? cost->step(1) : std::nullopt;
+  if (plain && *plain > 0) {
     // Tokens per second of each choice; plain decoding is the baseline to beat.
     double best = 1.0 / *plain, expected = 1.0, chance = 1.0;
     for (int j = 1; j <= max_; ++j) {
@@ -31,9 +32,20 @@ int DraftLength::next(const StepCost* cost) {
   }
   if (++plain_steps_ >= p_.probe_every) {
     plain_steps_ = 0;
-    return max_;
+    return probe_length(plain && *plain > 0 ? cost : nullptr, plain.value_or(0.0));
   }
   return 0;
+}
+
+// A probe re-measures acceptance where drafting stopped paying, so it should cost little: the
+// longest draft whose step costs at most `probe_cost` plain steps (on a GPU, where verifying is
+// nearly free, that is the full length; where every verified token costs a decode, one draft).
+int DraftLength::probe_length(const StepCost* cost, double plain) const {
+  if (!cost) return max_;
+  int k = 1;
+  for (int j = 2; j <= max_; ++j)
+    if (const auto c = cost->step(j + 1); c && *c <= p_.probe_cost * plain) k = j;
+  return std::min(k, max_);
 }
 
 void DraftLength::record(int drafted, int accepted) {

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   for (int t = 0; t < NT; ++t)
     if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
   if (lane < a.rows) {
-    if (!SILU && a.bias) mine += __bfloat162float(static_cast<const bf16*>(a.bias)[row]);
+    if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
     static_cast<OutT*>(a.y)[lane * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);
   }
 }

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long
     }
   }
   acc = cuda::warp_sum(acc);
-  if (lane == 0) static_cast<bf16*>(a.out)[static_cast<long>(t) * a.hidden + o] = __float2bfloat16_rn(acc);
+  if (lane == 0) a.out[static_cast<long>(t) * a.hidden + o] = acc;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

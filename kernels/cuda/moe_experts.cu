@@ -10,16 +10,17 @@ namespace {
 
 using cuda::bf16;
 
-// One warp per (token, expert).
-__global__ void router_logits_kernel(const bf16* x, int tokens, int hidden, const float* router, int E, float* logits) {
+// One warp per (token, expert); x bf16 or fp32.
+template <class X>
+__global__ void router_logits_kernel(const X* x, int tokens, int hidden, const float* router, int E, float* logits) {
   const long warp = (blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<long>(tokens) * E) return;
   const long t = warp / E, e = warp % E;
-  const bf16* xt = x + t * hidden;
+  const X* xt = x + t * hidden;
   const float* we = router + e * hidden;
   float s = 0.f;
-  for (int i = lane; i < hidden; i += 32) s += __bfloat162float(xt[i]) * we[i];
+  for (int i = lane; i < hidden; i += 32) s += cuda::to_float(xt[i]) * we[i];
   s = cuda::warp_sum(s);
   if (lane == 0) logits[warp] = s;
 }
@@ -58,16 +59,17 @@ __global__ void moe_sort_kernel(const std::int32_t* expert, int pairs, int top_k
   }
 }
 
+template <class T>
 __global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, const float* weight, int top_k,
-                                   int hidden, const bf16* add, bf16* out) {
+                                   int hidden, const T* add, T* out) {
   const int t = blockIdx.x;
   for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
-    float s = add ? __bfloat162float(add[static_cast<long>(t) * hidden + h]) : 0.f;
+    float s = add ? cuda::to_float(add[static_cast<long>(t) * hidden + h]) : 0.f;
     for (int i = 0; i < top_k; ++i) {
       const int p = pair_pos[t * top_k + i];
       if (p >= 0) s += weight[t * top_k + i] * __bfloat162float(y[static_cast<long>(p) * hidden + h]);
     }
-    out[static_cast<long>(t) * hidden + h] = __float2bfloat16_rn(s);
+    out[static_cast<long>(t) * hidden + h] = cuda::from_float<T>(s);
   }
 }
 
@@ -81,6 +83,16 @@ std::string router_logits_cuda(const void* x, int tokens, int hidden, const floa
   router_logits_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
       static_cast<const bf16*>(x), tokens, hidden, router, n_experts, logits);
   return cuda::launch_error("router_logits_kernel");
+}
+
+std::string router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+                                   Stream stream) {
+  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return "router_logits: bad shape";
+  if (tokens == 0) return {};
+  const long threads = static_cast<long>(tokens) * n_experts * 32;
+  router_logits_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(x, tokens, hidden, router, n_experts,
+                                                                                       logits);
+  return cuda::launch_error("router_logits_kernel (fp32 input)");
 }
 
 std::string moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
@@ -109,6 +121,14 @@ std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const 
   moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden,
                                                  static_cast<const bf16*>(add), static_cast<bf16*>(out));
   return cuda::launch_error("moe_combine_kernel");
+}
+
+std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                                 int hidden, const float* add, float* out, Stream stream) {
+  if (tokens < 0 || top_k <= 0 || hidden <= 0) return "moe_combine: bad shape";
+  if (tokens == 0) return {};
+  moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden, add, out);
+  return cuda::launch_error("moe_combine_kernel (fp32 out)");
 }
 
 }  // namespace tandem::kernels

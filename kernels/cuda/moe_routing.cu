@@ -99,9 +99,9 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
   route_token(m, logits + static_cast<long>(token) * E, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
 }
 
-// One block per token: its warps take the experts' logits in turn (16-byte loads of x and the fp32
+// One block per token: its warps take the experts' logits in turn (16-byte loads of the fp32 x and
 // router), into shared memory; then warp 0 routes.
-__global__ void router_route_kernel(MoeRouting m, const __nv_bfloat16* x, int hidden, const float* router, const float* bias,
+__global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, const float* router, const float* bias,
                                     std::int32_t* expert, float* weight) {
   cuda::pdl_begin();
   extern __shared__ float smem[];
@@ -110,18 +110,15 @@ __global__ void router_route_kernel(MoeRouting m, const __nv_bfloat16* x, int hi
   float* logits = smem;
   float* score = smem + E;
   unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
-  const __nv_bfloat16* xt = x + static_cast<long>(token) * hidden;
+  const float* xt = x + static_cast<long>(token) * hidden;
   for (int e = warp; e < E; e += warps) {
     const float* we = router + static_cast<long>(e) * hidden;
     float s = 0.f;
 #pragma unroll 4
     for (int c = lane * 8; c < hidden; c += 32 * 8) {
-      const uint4 xv = *reinterpret_cast<const uint4*>(xt + c);
+      const float4 x0 = *reinterpret_cast<const float4*>(xt + c), x1 = *reinterpret_cast<const float4*>(xt + c + 4);
       const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
-      const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv);
-      const float2 a = __bfloat1622float2(xp[0]), b = __bfloat1622float2(xp[1]), c2 = __bfloat1622float2(xp[2]),
-                   d = __bfloat1622float2(xp[3]);
-      s += a.x * w0.x + a.y * w0.y + b.x * w0.z + b.y * w0.w + c2.x * w1.x + c2.y * w1.y + d.x * w1.z + d.y * w1.w;
+      s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
     }
     s = cuda::warp_sum(s);
     if (lane == 0) logits[e] = s;
@@ -132,7 +129,7 @@ __global__ void router_route_kernel(MoeRouting m, const __nv_bfloat16* x, int hi
 
 }  // namespace
 
-std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden, const float* router,
+std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream) {
   if (const char* bad = check_moe_routing(m)) return std::string("moe_router_route: ") + bad;
@@ -141,7 +138,7 @@ std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32;  // a warp per expert, up to 32 warps
   const size_t smem = sizeof(float) * (3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) + static_cast<size_t>(E);
   return cuda::error_of(cuda::launch_pdl(router_route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(static_cast<unsigned>(threads)),
-                                         smem, stream, m, static_cast<const __nv_bfloat16*>(x), hidden, router,
+                                         smem, stream, m, x, hidden, router,
                                          correction_bias, expert, weight),
                         "router_route_kernel");
 }

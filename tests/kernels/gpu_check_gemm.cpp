@@ -91,6 +91,14 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
   char s[96];
   std::snprintf(s, sizeof s, "%d tok, E %d, hidden %d", tokens, E, hidden);
   rows.push_back({"router_logits", s, "bf16 x fp32", max_rel_error(dlogits.get(), logits_ref), 1e-5, 0, ""});
+  {
+    const auto x32 = normal(sz(static_cast<long>(tokens) * hidden), 1.f, 44);  // not bf16-representable
+    std::vector<float> ref32(logits_ref.size());
+    k::linear_cpu(x32.data(), router.data(), nullptr, ref32.data(), tokens, hidden, E);
+    Dev<float> dx32(x32), dl32(ref32.size());
+    op_ok(k::router_logits_f32_cuda(dx32.p(), tokens, hidden, drouter.p(), E, dl32.p()));
+    rows.push_back({"router_logits", s, "fp32 x fp32", max_rel_error(dl32.get(), ref32), 1e-5, 0, ""});
+  }
 
   // Each token's experts: distinct, spread (token t takes (t * 7 + j * 3) % E for j < top_k).
   std::vector<std::int32_t> expert(sz(static_cast<long>(tokens) * top_k));
@@ -133,6 +141,10 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
     }
   std::snprintf(s, sizeof s, "%d tok, top %d, %d wide", tokens, top_k, width);
   rows.push_back({"moe_combine", s, "bf16", max_rel_error(dout.get(), as_stored(DType::bf16, cref)), limit_for(DType::bf16), 0, ""});
+  // The fp32 form: the same sums, not rounded (fp32 add and out).
+  Dev<float> dadd32(add), dout32(cref.size());
+  op_ok(k::moe_combine_f32_cuda(dy.p(), pos.p(), dweight.p(), tokens, top_k, width, dadd32.p(), dout32.p()));
+  rows.push_back({"moe_combine", s, "fp32 out", max_rel_error(dout32.get(), cref), 1e-5, 0, ""});
 }
 
 }  // namespace

@@ -67,9 +67,17 @@ TEST_CASE("the embedded default: two ranks on loopback with sandboxed roots and 
   CHECK(m.head().root != m.workers()[0]->root);
   CHECK(m.engine.serve.device == "cpu");
   CHECK(m.deadman.backend == DeadmanBackend::agent);
-  // Random weights: the long-context gate serves the prompt but cannot ask for the needle.
+  // A tiny model trained on code and docs: the long-context gate serves the prompt but cannot ask
+  // for the needle.
   CHECK(m.gates.long_retrieval_tokens == 2048);
   CHECK_FALSE(m.gates.long_retrieval_require_needle);
+  // The repository's trained pair: the first bind runs DFlash and its gate reads the counters.
+  CHECK(m.engine.model_dir == "/var/lib/tandem/local/models/dflash-pair/target");
+  REQUIRE(m.engine.serve.speculative);
+  CHECK(m.engine.serve.speculative->method == "dflash");
+  CHECK(m.engine.serve.speculative->model == "/var/lib/tandem/local/models/dflash-pair/drafter");
+  CHECK(m.engine.serve.speculative->num_speculative_tokens == 7);
+  CHECK(m.gates.spec_metrics);
 }
 
 TEST_CASE("defaults fill what a minimal manifest leaves out") {

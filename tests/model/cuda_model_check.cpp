@@ -5,13 +5,17 @@
 //   prefill      every sequence in one step; last-position logits vs golden and vs the CPU
 //   decode       the prompt fed one token per step (CUDA graphs), logits at every position
 //   chunked      the prompt in chunks of 3 (eager steps with history)
-//   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == golden
+//   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == the bf16-weight
+//                reference's, or departing from them only where its top two are within the logit bar
 // relative error = max|ours - ref| / max|ref| over the vocabulary. Two references: transformers'
 // goldens (fp32 weights; the fp32 CPU reference where a fixture has none), and the fp32 CPU
 // reference on the checkpoint rounded to bf16 (bf16_checkpoint.hpp), which is what a model with bf16
 // weights can be held to (the rounding alone moves the goldens by up to 8e-2 at some positions:
 // engine/bench/results/h200-2026-12-03.md). The bar (1e-2 with a bf16 pool) is checked against the
-// second; the first is printed beside it. Greedy runs must equal the second's.
+// second; the first is printed beside it; fp8_e4m3 pools (scales calculated from the first step)
+// are held to 1e-1. When the decode measurement fails (always with --trace), its worst position is
+// traced layer by layer against the reference (reference_trace.hpp): cache row, residual after the
+// attention and after the FFN, and the routing with its margin, naming the first op that departs.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +31,7 @@
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "bf16_checkpoint.hpp"
+#include "reference_trace.hpp"
 
 using namespace tandem::model;
 namespace fs = std::filesystem;
@@ -122,6 +127,80 @@ struct Worst {
   }
 };
 
+// Where the reference's routing is closest to a tie: the smallest margins (reference_trace.hpp)
+// over every position of every prompt and every MoE layer. A flip at such a position moves that
+// token's whole FFN output, so a large error there with every other position fine is a flip.
+void print_near_ties(const Model& cpu, const Checkpoint& ck, const std::vector<Sequence>& seqs) {
+  struct Tie {
+    float margin;
+    int seq, pos, layer;
+  };
+  std::vector<Tie> ties;
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (size_t p = 0; p < seqs[s].ids.size(); ++p) {
+      auto t = check::reference_trace(cpu, ck, seqs[s].ids, static_cast<int>(p));
+      if (!t) return check(false, "reference trace: " + t.error().message);
+      for (size_t l = 0; l < t->routes.size(); ++l)
+        if (!t->routes[l].experts.empty())
+          ties.push_back({t->routes[l].margin, static_cast<int>(s), static_cast<int>(p), static_cast<int>(l)});
+    }
+  std::sort(ties.begin(), ties.end(), [](const Tie& a, const Tie& b) { return a.margin < b.margin; });
+  std::printf("  info the reference's closest routing choices (last chosen minus best left out):");
+  for (size_t i = 0; i < std::min<size_t>(4, ties.size()); ++i)
+    std::printf(" %.2e (sequence %d, position %d, layer %d)%s", static_cast<double>(ties[i].margin), ties[i].seq, ties[i].pos,
+                ties[i].layer, i + 1 < std::min<size_t>(4, ties.size()) ? ";" : "\n");
+  if (ties.empty()) std::printf(" none (no MoE layer)\n");
+}
+
+std::string ids_str(const std::vector<int32_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+  return s;
+}
+
+std::string floats_str(const std::vector<float>& v) {
+  std::string s;
+  char b[32];
+  for (auto x : v) std::snprintf(b, sizeof b, "%s%.4f", s.empty() ? "" : " ", static_cast<double>(x)), s += b;
+  return s;
+}
+
+// One position of one prompt traced on the device (StepTrace) against the reference: per layer the
+// error of the cache row, of the residual after the attention and after the FFN, and the routing
+// (the device's choice; the reference's with its margin; and what the device's own residual routes
+// to in fp32 with the device's router weights, which separates "the residual drifted" from "the
+// router kernel chose differently"). `ours` is the step already traced at that position.
+void print_trace(const StepTrace& ours, int row, const Model& cpu, const Checkpoint& ref_ck, const Checkpoint& device_ck,
+                 const std::vector<int32_t>& ids, int pos) {
+  auto ref = check::reference_trace(cpu, ref_ck, ids, pos);
+  if (!ref) return check(false, "reference trace: " + ref.error().message);
+  const DecoderConfig& d = cpu.config().decoder();
+  const size_t H = static_cast<size_t>(d.hidden_size), W = ref->latent[0].size();
+  auto err = [&](const std::vector<float>& all, size_t width, const std::vector<float>& r) {
+    if (all.size() < (static_cast<size_t>(row) + 1) * width) return -1.0;
+    return rel_error(all.data() + static_cast<size_t>(row) * width, r.data(), static_cast<int>(width));
+  };
+  for (size_t l = 0; l < ref->latent.size(); ++l) {
+    std::printf("    trace layer %zu: cache row %.2e, after attention %.2e, after FFN %.2e (relative to the reference's)\n", l,
+                err(ours.latent[l], W, ref->latent[l]), err(ours.after_attention[l], H, ref->after_attention[l]),
+                err(ours.after_ffn[l], H, ref->after_ffn[l]));
+    const check::Route& r = ref->routes[l];
+    if (r.experts.empty()) continue;
+    const size_t K = r.experts.size();
+    std::vector<int32_t> e(ours.experts[l].begin() + static_cast<long>(static_cast<size_t>(row) * K),
+                           ours.experts[l].begin() + static_cast<long>(static_cast<size_t>(row + 1) * K));
+    std::vector<float> w(ours.expert_weights[l].begin() + static_cast<long>(static_cast<size_t>(row) * K),
+                         ours.expert_weights[l].begin() + static_cast<long>(static_cast<size_t>(row + 1) * K));
+    auto own = check::route_of(device_ck, d, static_cast<int>(l), ours.after_attention[l].data() + static_cast<size_t>(row) * H);
+    std::printf("      routing: device [%s] (%s); reference [%s] (%s), margin %.2e", ids_str(e).c_str(), floats_str(w).c_str(),
+                ids_str(r.experts).c_str(), floats_str(r.weights).c_str(), static_cast<double>(r.margin));
+    if (own) std::printf("; fp32 on the device's residual [%s], margin %.2e", ids_str(own->experts).c_str(), static_cast<double>(own->margin));
+    std::printf("\n");
+  }
+}
+
+bool trace_always = false, reference_only = false;
+
 constexpr int kBlock = 16, kBlocksPerSeq = 4;  // 64 positions per sequence
 
 std::vector<int32_t> table_of(int seq) {
@@ -145,6 +224,8 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   if (!rounded_cpu) return check(false, "bf16-rounded CPU model: " + rounded_cpu.error().message);
   const auto rseqs = rescore(seqs, *rounded_cpu.value());
   if (rseqs.size() != seqs.size()) return check(false, "bf16-weight reference sequences");
+  if (auto ck = Checkpoint::open(rounded_dir); ck) print_near_ties(*rounded_cpu.value(), ck.value(), rseqs);
+  if (reference_only) return;
   CudaOptions opt;
   opt.kv_cache_dtype = kv_dtype;
   opt.max_num_seqs = 8;
@@ -174,6 +255,11 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     }
   }
   check(worst.rounded <= tolerance, "batched prefill, last position: " + worst.str());
+  if (kv_dtype != "auto") {
+    std::string scales;
+    for (float x : m.kv_scales()) scales += (scales.empty() ? "" : " ") + std::to_string(x);
+    std::printf("  info fp8 KV scales per layer, calculated from the first step's latent rows: %s\n", scales.c_str());
+  }
 
   // decode: token by token (graphs), every position; sequence s in pool rows S + s
   worst = Worst{};
@@ -191,6 +277,24 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   }
   check(worst.rounded <= tolerance, "one token per step (graphs), every position: " + worst.str() + "; worst at sequence " +
                                         std::to_string(worst_seq) + ", position " + std::to_string(worst_pos));
+  if (worst.rounded > tolerance || trace_always) {
+    // Where it went wrong: that step again, traced (its cache rows are rewritten with the same values).
+    const auto& q = seqs[static_cast<size_t>(worst_seq)];
+    PagedWork w{std::span<const int32_t>(&q.ids[static_cast<size_t>(worst_pos)], 1), worst_pos,
+                tables[static_cast<size_t>(S + worst_seq)], true};
+    auto traced = m.step_traced(std::span<const PagedWork>(&w, 1));
+    auto ref_ck = Checkpoint::open(rounded_dir);
+    auto device_ck = Checkpoint::open(dir);
+    if (!traced || !ref_ck || !device_ck) {
+      check(false, "trace: " + (!traced ? traced.error().message : "cannot open the checkpoints"));
+    } else {
+      Worst again;
+      again.add(traced->logits.data(), q, rseqs[static_cast<size_t>(worst_seq)], static_cast<size_t>(worst_pos), V);
+      std::printf("    trace of sequence %d, position %d (eager, traced: logits error %.6f vs the bf16-weight reference):\n",
+                  worst_seq, worst_pos, again.rounded);
+      print_trace(traced.value(), 0, *rounded_cpu.value(), ref_ck.value(), device_ck.value(), q.ids, worst_pos);
+    }
+  }
 
   // chunked prefill (eager), rewriting sequence 0's rows of the pool
   worst = Worst{};
@@ -228,52 +332,74 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       if (!next) return check(false, "greedy: " + next.error().message);
       for (int s = 0; s < S; ++s) got[static_cast<size_t>(s)].push_back(next.value()[static_cast<size_t>(s)]);
     }
-    int same = 0, same_golden = 0, total = 0, rounded_golden = 0;
+    int same = 0, same_golden = 0, total = 0, rounded_golden = 0, real_departures = 0;
     for (int s = 0; s < S; ++s) {
       const auto& q = seqs[static_cast<size_t>(s)];
       const auto& r = rseqs[static_cast<size_t>(s)];
+      const auto& ours = got[static_cast<size_t>(s)];
       for (size_t i = 0; i < steps; ++i, ++total) {
-        same += got[static_cast<size_t>(s)][i] == r.greedy[i];
-        same_golden += got[static_cast<size_t>(s)][i] == q.greedy[i];
+        same += ours[i] == r.greedy[i];
+        same_golden += ours[i] == q.greedy[i];
         rounded_golden += r.greedy[i] == q.greedy[i];
       }
-      // Where a run first differs, how close the reference's top two were (a near-tie flips in bf16).
+      // Where the run first departs from the bf16-weight reference: how close the reference's own
+      // logits of the two tokens were. Closer than the logit bar (tolerance x the largest |logit|),
+      // the two are a near-tie that a model meeting the bar may order either way; after it the
+      // sequences continue different prefixes and are not compared (as vLLM's
+      // check_logprobs_close stops at the first divergence and only asks that it be a close one).
       for (size_t i = 0; i < steps; ++i) {
-        if (got[static_cast<size_t>(s)][i] == q.greedy[i]) continue;
+        if (ours[i] == r.greedy[i]) continue;
         std::vector<int32_t> ids = q.ids;
-        ids.insert(ids.end(), q.greedy.begin(), q.greedy.begin() + static_cast<long>(i));
+        ids.insert(ids.end(), r.greedy.begin(), r.greedy.begin() + static_cast<long>(i));
         std::vector<int32_t> pos(ids.size());
         for (size_t j = 0; j < pos.size(); ++j) pos[j] = static_cast<int32_t>(j);
         const int last = static_cast<int>(ids.size()) - 1;
-        KvCache cache = cpu.value()->new_cache();
-        auto l = cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
-        if (!l) break;
+        KvCache cache = rounded_cpu.value()->new_cache();
+        auto l = rounded_cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
+        if (!l) {
+          ++real_departures;
+          break;
+        }
         const auto& v = l.value();
-        const float ref = v[static_cast<size_t>(q.greedy[i])], ours = v[static_cast<size_t>(got[static_cast<size_t>(s)][i])];
+        const float a = v[static_cast<size_t>(r.greedy[i])], b = v[static_cast<size_t>(ours[i])];
         float big = 0;
         for (float x : v) big = std::max(big, std::fabs(x));
-        std::printf("    sequence %d first differs at step %zu: reference %d, ours %d; the CPU reference's logits of the two "
-                    "differ by %.2e (%.2e of the largest |logit|)\n",
-                    s, i, q.greedy[i], got[static_cast<size_t>(s)][i], static_cast<double>(ref - ours),
-                    static_cast<double>((ref - ours) / big));
+        const double gap = static_cast<double>((a - b) / big);
+        const bool near_tie = gap <= tolerance;
+        real_departures += !near_tie;
+        std::printf("    sequence %d departs at step %zu: reference %d, ours %d; the reference's logits of the two differ by "
+                    "%.2e of the largest |logit|: %s\n",
+                    s, i, r.greedy[i], ours[i], gap, near_tie ? "a near-tie, within the logit bar" : "NOT a near-tie");
         break;
       }
     }
     const std::string what = std::string("greedy, ") + std::to_string(S) + " sequences batched (" +
                              (eager ? "eager" : "graphs") + "): " + std::to_string(same) + "/" + std::to_string(total) +
-                             " tokens as the bf16-weight reference (" + std::to_string(same_golden) +
+                             " tokens as the bf16-weight reference, departing only at near-ties: " +
+                             (real_departures == 0 ? "yes" : "no") + " (" + std::to_string(same_golden) +
                              " as the fp32 goldens, which the bf16-weight reference itself matches in " +
                              std::to_string(rounded_golden) + ")";
-    if (kv_dtype == "auto") check(same == total, what);
+    if (kv_dtype == "auto") check(real_departures == 0, what);
     else std::printf("  info %s (fp8 KV: not required to match)\n", what.c_str());
   }
 }
 
 }  // namespace
 
-// argv[1]: the fixtures directory, when the binary runs away from the tree it was built in.
+// Arguments: the fixtures directory (when the binary runs away from the tree it was built in);
+// --trace: trace the worst decode position of every run, not only of failing ones;
+// --reference-only: no device: print what the CPU references say (routing near-ties) and stop.
 int main(int argc, char** argv) {
-  if (argc > 1) fixtures = argv[1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--trace") trace_always = true;
+    else if (a == "--reference-only") reference_only = true;
+    else fixtures = a;
+  }
+  if (reference_only) {
+    for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) run_fixture(f, "auto", 1e-2);
+    return failures ? 1 : 0;
+  }
   std::string why;
   if (!cuda_model_available(&why)) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());

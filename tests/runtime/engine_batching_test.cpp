@@ -172,6 +172,43 @@ TEST_CASE("preemption under a tiny pool still gives every request its solo outpu
   }
 }
 
+TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) still gives every request its solo output") {
+  // A preempted request is recomputed from token 0, so its recurrent state must start over from
+  // zero, not continue from what the first attempt left in it.
+  const std::string fixture = "glm5_next_text";
+  auto m = load(fixture);
+  const auto g = golden(fixture);
+  Expected e;
+  for (int i = 0; i < 9; ++i) {
+    std::vector<std::int32_t> p = g[static_cast<size_t>(i % 3)].prompt;  // 7, 12 and 5 tokens
+    for (int k = 0; k < i / 3; ++k) p.push_back((17 * i + 31 * k) % 200 + 3);
+    auto o = tandem::model::greedy_generate(*m, p, 16);
+    REQUIRE(o.ok());
+    e.prompt.push_back(std::move(p));
+    e.output.push_back(o.value());
+  }
+  Collector c;
+  EngineConfig cfg;
+  cfg.max_model_len = 32;
+  cfg.max_num_seqs = 4;
+  cfg.block_size = 4;
+  const std::uint64_t state_bytes = static_cast<std::uint64_t>(m->kv_layout().state_floats) * 4u;
+  REQUIRE(state_bytes > 0);
+  cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4) + 4 * state_bytes;  // 4 state slots + 32 tokens of rows
+  cfg.kv_cache_dtype = "float32";
+  auto t = start_engine(fixture, cfg);
+  CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
+    return l.find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0;
+  }));
+  const auto out = run_all(*t.engine, c, e, tokens_16, 2);
+  for (int i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+  }
+  CHECK(t.engine->metrics().preemptions > 0);
+  CHECK(t.engine->metrics().kv_blocks_used == 0);
+}
+
 TEST_CASE("a request can bypass the prefix cache and still gets the same output") {
   const Expected e = alone("glm4_moe", 6, tokens_16);
   Collector c;

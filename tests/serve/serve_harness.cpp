@@ -91,13 +91,14 @@ void write_demo_model(const std::filesystem::path& dir) {
   REQUIRE_MESSAGE(run_serve({"--write-demo-model", dir.string()}, out) == 0, out);
 }
 
-Server::Server(std::vector<std::string> extra) {
+Server::Server(std::vector<std::string> extra, const std::filesystem::path& model) {
   char tmpl[] = "/tmp/tandem-serve-test-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   dir_ = tmpl;
-  write_demo_model(dir_ / "model");
+  if (model.empty()) write_demo_model(dir_ / "model");
+  const std::filesystem::path model_dir = model.empty() ? dir_ / "model" : model;
   port_ = free_port();
-  std::vector<std::string> args{TANDEM_SERVE_BIN, (dir_ / "model").string(), "--device", "cpu", "--host", "127.0.0.1",
+  std::vector<std::string> args{TANDEM_SERVE_BIN, model_dir.string(), "--device", "cpu", "--host", "127.0.0.1",
                                 "--port", std::to_string(port_)};
   args.insert(args.end(), extra.begin(), extra.end());
   pid_ = spawn(args, dir_ / "serve.log");

@@ -22,9 +22,10 @@ struct Reply {
 
 class Server {
  public:
-  // Writes the demo model and starts `tandem-serve DIR --device cpu --port P ... extra`; waits for
-  // /health. Fails the test (REQUIRE) when it does not come up.
-  explicit Server(std::vector<std::string> extra);
+  // Writes the demo model (or takes `model`, a directory) and starts
+  // `tandem-serve DIR --device cpu --port P ... extra`; waits for /health. Fails the test
+  // (REQUIRE) when it does not come up.
+  explicit Server(std::vector<std::string> extra, const std::filesystem::path& model = {});
   ~Server();  // SIGTERM, and checks it exited 0
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

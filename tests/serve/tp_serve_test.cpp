@@ -68,6 +68,7 @@ struct Pair {
   Rank worker, head;
 
   Pair() { write_demo_model(model); }
+  explicit Pair(fs::path model_dir) : model(std::move(model_dir)) {}
 
   std::vector<std::string> common(int rank, const std::string& timeout = "20s") const {
     return {model.string(), "--device", "cpu", "--tensor-parallel-size", "2", "--nnodes", "2", "--node-rank", std::to_string(rank),
@@ -89,11 +90,11 @@ struct Pair {
     head.log = dir.path / "head.log";
     head.pid = spawn_serve(args, head.log);
   }
-  // Worker first, ready (its /health answers), then the head, serving.
-  void start() {
-    start_worker();
+  // Worker first, ready (its /health answers), then the head, serving; `extra` for both ranks.
+  void start(const std::vector<std::string>& extra = {}) {
+    start_worker(extra);
     wait_until([&] { return healthy(kWorkerHost, worker_health); }, worker, "the worker's /health");
-    start_head();
+    start_head(extra);
     wait_until([&] { return healthy("127.0.0.1", api); }, head, "the head's /health");
   }
   template <class F>
@@ -117,7 +118,36 @@ nlohmann::json greedy_chat(std::uint16_t port, const std::string& prompt, int ma
   return r.json();
 }
 
+std::string greedy_completion(std::uint16_t port, const std::string& prompt, int max_tokens) {
+  const Reply r = post_json(port, "/v1/completions",
+                            {{"model", "tiny-glm"}, {"prompt", prompt}, {"temperature", 0}, {"max_tokens", max_tokens}});
+  REQUIRE_MESSAGE(r.status == 200, r.body);
+  return r.json()["choices"][0]["text"].get<std::string>();
+}
+
+double metric(std::uint16_t port, const std::string& name) {
+  const std::string text = request(port, "GET", "/metrics").body;
+  const auto at = text.find("\n" + name + " ");
+  REQUIRE_MESSAGE(at != std::string::npos, name << " not in /metrics");
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
 }  // namespace
+
+TEST_CASE("TP2 with a DFlash drafter (the repository's trained pair) answers as one rank without one, and drafts are accepted") {
+  const fs::path pair = fs::path(TANDEM_SOURCE_DIR) / "models" / "dflash-pair";
+  Pair p(pair / "target");
+  p.start({"--speculative-config",
+           R"({"method":"dflash","model":")" + (pair / "drafter").string() + R"(","num_speculative_tokens":7})"});
+  Server one({"--max-model-len", "512", "--max-num-seqs", "4", "--served-model-name", "tiny-glm"}, pair / "target");
+  for (const std::string prompt : {"#include <stdio.h>\n#include <stdlib.h>\n\nint main(int argc, char **argv)\n{\n",
+                                   "{\"name\": \"tandem\", \"version\": \"1.0.0\", \"description\": ",
+                                   "The configuration file is read at start-up. "})
+    CHECK(greedy_completion(p.api, prompt, 48) == greedy_completion(one.port(), prompt, 48));
+  CHECK(metric(p.api, "tandem_spec_decode_draft_tokens_total") > 0);
+  CHECK(metric(p.api, "tandem_spec_decode_accepted_tokens_total") > 0);  // a trained drafter is right sometimes
+  CHECK(p.head.text().find("DFlash drafter") != std::string::npos);
+}
 
 TEST_CASE("TP2 over two processes answers exactly as one rank, and stops cleanly with its head") {
   Pair p;

@@ -2,6 +2,8 @@
 // statistically (chi-square against the target distribution, with a fixed seed).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -121,6 +123,34 @@ TEST_CASE("the adaptive draft length follows acceptance and probes again after p
   }
   CHECK(probes == 2);
   CHECK(plain == 30);
+}
+
+TEST_CASE("with step costs a probe drafts only as long as costs at most probe_cost plain steps") {
+  spec::StepCost gpu(8), cpu(8);
+  for (int n = 1; n <= 8; ++n) {
+    gpu.record_forward(n, 1.0 + 0.02 * n);  // verifying is nearly free
+    cpu.record_forward(n, 1.0 * n);         // every verified token costs a decode
+  }
+  gpu.record_draft(0.2);
+  cpu.record_draft(0.2);
+  auto never = [] {
+    spec::DraftLength d(7);
+    for (int i = 0; i < 20; ++i) d.record(7, 0);
+    return d;
+  };
+  for (auto* cost : {&gpu, &cpu}) {
+    spec::DraftLength d = never();
+    int probes = 0, plain = 0, longest = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int k = d.next(cost);
+      if (k == 0) ++plain;
+      else ++probes, longest = std::max(longest, k);
+    }
+    CHECK(probes == 2);
+    CHECK(plain == 30);
+    // gpu: step(8) = 1.16 + 0.2 <= 1.5 x 1.02: the full 7; cpu: step(2) = 2.2 > 1.5: still one draft.
+    CHECK(longest == (cost == &gpu ? 7 : 1));
+  }
 }
 
 TEST_CASE("with measured step costs the draft length maximises expected tokens per second") {

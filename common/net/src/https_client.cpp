@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "tandem/net/blocking_step.hpp"
 #include "tls_context.hpp"
 
 namespace tandem::net {
@@ -26,16 +27,6 @@ struct HttpsClient::Impl {
 };
 
 namespace {
-
-// Starts one asynchronous operation and runs the io_context until it (and its deadline) is done.
-template <class Start>
-beast::error_code run_step(asio::io_context& ioc, Start&& start) {
-  beast::error_code result;
-  start([&result](beast::error_code ec, auto&&...) { result = ec; });
-  ioc.restart();
-  ioc.run();
-  return result;
-}
 
 http::request<http::string_body> make_request(const Endpoint& ep, const std::string& method,
                                               const std::string& target, const std::string& body) {
@@ -101,23 +92,10 @@ Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::strin
                const_cast<char*>(ep.node_name.c_str())) != 1)
     return Error{where + ": cannot set SNI '" + ep.node_name + "'"};
 
-  tcp::resolver resolver(ioc);
-  tcp::resolver::results_type addresses;
-  beast::error_code ec = run_step(ioc, [&](auto done) {
-    resolver.async_resolve(ep.host, std::to_string(ep.port),
-                           [&addresses, done](beast::error_code e, tcp::resolver::results_type r) {
-                             addresses = std::move(r);
-                             done(e);
-                           });
-  });
-  if (ec) return fail("resolving the host", ec);
-
-  tcp_layer.expires_after(o.connect_timeout);
-  ec = run_step(ioc, [&](auto done) { tcp_layer.async_connect(addresses, done); });
-  if (ec) return fail("connecting", ec);
+  if (auto f = resolve_and_connect(ioc, tcp_layer, ep.host, ep.port, o.connect_timeout)) return fail(f.step, f.ec);
 
   tcp_layer.expires_after(o.handshake_timeout);
-  ec = run_step(ioc, [&](auto done) { stream.async_handshake(ssl::stream_base::client, done); });
+  beast::error_code ec = run_step(ioc, [&](auto done) { stream.async_handshake(ssl::stream_base::client, done); });
   if (ec) return fail("TLS handshake", ec);
 
   // The CA proves the certificate is ours; the CN proves it is the node we meant to reach.

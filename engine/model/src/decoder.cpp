@@ -46,24 +46,30 @@ Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> token
   if (auto s = comm().all_reduce_sum(x); !s) return s.error();
   const size_t n_capture = capture ? capture->layers.size() : 0;
   if (capture) capture->rows.assign(n * n_capture, 0.f);
+  if (capture && capture->after_attention) capture->attention_rows.assign(n * n_capture, 0.f);
+  // Row t of captured layer c of `to` (tokens x captured layers x hidden) takes x's row t.
+  auto keep = [&](int l, std::vector<float>& to) {
+    for (size_t c = 0; c < n_capture; ++c) {
+      if (capture->layers[c] != l) continue;
+      for (int t = 0; t < T; ++t)
+        std::copy(x.begin() + static_cast<long>(t) * H, x.begin() + static_cast<long>(t + 1) * H,
+                  to.begin() + static_cast<long>((static_cast<size_t>(t) * n_capture + c) * static_cast<size_t>(H)));
+    }
+  };
   for (int l = 0; l < d.num_hidden_layers; ++l) {
     const Block& b = blocks_[static_cast<size_t>(l)];
     k::rmsnorm_cpu(x.data(), b.input_norm.data(), h.data(), T, H, eps);
     attention(l, h.data(), T, first, cache, delta.data());
     if (auto s = comm().all_reduce_sum(delta); !s) return s.error();
     for (size_t i = 0; i < n; ++i) x[i] += delta[i];
+    if (capture && capture->after_attention) keep(l, capture->attention_rows);
     k::rmsnorm_cpu(x.data(), b.post_attention_norm.data(), h.data(), T, H, eps);
     ffn_forward(b.ffn, d, h.data(), delta.data(), T);
     if (auto s = comm().all_reduce_sum(delta); !s) return s.error();
     for (size_t i = 0; i < n; ++i) x[i] += delta[i];
     // The residual stream after layer l is the same on every rank (all-reduced), so rank 0's copy
     // is the whole feature.
-    for (size_t c = 0; c < n_capture; ++c) {
-      if (capture->layers[c] != l) continue;
-      for (int t = 0; t < T; ++t)
-        std::copy(x.begin() + static_cast<long>(t) * H, x.begin() + static_cast<long>(t + 1) * H,
-                  capture->rows.begin() + static_cast<long>((static_cast<size_t>(t) * n_capture + c) * static_cast<size_t>(H)));
-    }
+    if (capture) keep(l, capture->rows);
   }
   k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
   return h;

@@ -71,9 +71,6 @@ class Glm5Next final : public Model {
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t> tokens, KvSequence& cache,
                                            HiddenCapture* capture) const override {
-    // What a DFlash drafter reads; the engine refuses a drafter on a hybrid model before it gets here.
-    if (capture && !capture->layers.empty())
-      return error(config().model_type + ": capturing hidden states for a drafter is not built for this architecture");
     const DecoderConfig& d = c_.d;
     const int H = d.hidden_size, T = static_cast<int>(tokens.size()), hc = c_.hc_mult;
     const int first = cache.length() - T;
@@ -88,6 +85,16 @@ class Glm5Next final : public Model {
       for (int i = 0; i < hc; ++i)
         std::copy_n(embed_.data() + static_cast<long>(tokens[static_cast<size_t>(t)]) * H, H,
                     streams.data() + static_cast<long>(t) * static_cast<long>(width) + static_cast<long>(i) * H);
+    const size_t n_capture = capture ? capture->layers.size() : 0;
+    if (capture) capture->rows.assign(n * n_capture, 0.f);
+    auto mean_of_streams = [&](float* out) {
+      for (int t = 0; t < T; ++t)
+        for (int e = 0; e < H; ++e) {
+          double acc = 0;
+          for (int i = 0; i < hc; ++i) acc += streams[static_cast<size_t>(t) * width + static_cast<size_t>(i * H + e)];
+          out[static_cast<size_t>(t * H + e)] = static_cast<float>(acc / hc);
+        }
+    };
     std::vector<HcMix> mix(static_cast<size_t>(T));
     Selection selection;  // the previous DSA layer's, for a shared one
     auto sublayer = [&](const HyperConnection& w, const std::vector<float>& norm, auto&& f) {
@@ -107,14 +114,17 @@ class Glm5Next final : public Model {
         dsa_forward(L.dsa, c_, in, T, first, cache, L.slot, selection, out);
       });
       sublayer(L.ffn_hc, L.post_attention_norm, [&](const float* in, float* out) { ffn_forward(L.ffn, d, in, out, T); });
+      // A drafter reads layer l's output as the head would read the last one: the streams' mean.
+      for (size_t c = 0; c < n_capture; ++c) {
+        if (capture->layers[c] != l) continue;
+        mean_of_streams(y.data());
+        for (int t = 0; t < T; ++t)
+          std::copy_n(y.data() + static_cast<long>(t) * H, H,
+                      capture->rows.data() + static_cast<long>((static_cast<size_t>(t) * n_capture + c) * static_cast<size_t>(H)));
+      }
     }
     // The head sees the plain mean of the streams.
-    for (int t = 0; t < T; ++t)
-      for (int e = 0; e < H; ++e) {
-        double acc = 0;
-        for (int i = 0; i < hc; ++i) acc += streams[static_cast<size_t>(t) * width + static_cast<size_t>(i * H + e)];
-        x[static_cast<size_t>(t * H + e)] = static_cast<float>(acc / hc);
-      }
+    mean_of_streams(x.data());
     k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
     return h;
   }

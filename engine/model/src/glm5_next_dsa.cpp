@@ -11,9 +11,10 @@
 //            plus (index_kpool_always_select_tail) the visible tokens after the last complete pool
 //   a "shared" layer takes the previous layer's keys;
 //   out = o_proj(softmax over the selected keys of q.k / sqrt(nope + rope), times v)
-// Equal scores choose the earlier pool (torch.topk leaves ties unspecified).
+// Equal pool scores are broken as torch.topk's CPU kernel breaks them (see select_keys).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "glm5_next_parts.hpp"
@@ -55,22 +56,41 @@ std::vector<int> select_keys(const Glm5NextConfig& c, const std::vector<double>&
                              const float* weights, std::span<const int> pos, int i) {
   const int kp = c.index_kpool, D = c.index_head_dim, P = static_cast<int>(pools.size()) / D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<std::pair<double, int>> candidates;  // (score, pool) of pools whose last token the query sees
-  for (int p = 0; p < P; ++p) {
-    if (pos[static_cast<size_t>(p * kp + kp - 1)] > pos[static_cast<size_t>(i)]) continue;
-    double score = 0;
-    for (int h = 0; h < c.index_n_heads; ++h) {
-      double dot = 0;
-      for (int d = 0; d < D; ++d) dot += static_cast<double>(iq[h * D + d]) * pools[static_cast<size_t>(p * D + d)];
-      score += static_cast<double>(weights[h]) * std::max(0.0, static_cast<double>(static_cast<float>(dot * scale)));
+  // Every pool the cache holds, complete or not, as torch.topk sees them: (score, pool) in pool
+  // order, the lowest float where the query may not use the pool (incomplete, or its last token
+  // not visible).
+  const int all = (static_cast<int>(pos.size()) + kp - 1) / kp;
+  std::vector<std::pair<float, long>> candidates;
+  std::vector<bool> usable(static_cast<size_t>(all), false);
+  for (int p = 0; p < all; ++p) {
+    float value = std::numeric_limits<float>::lowest();
+    if (p < P && pos[static_cast<size_t>(p * kp + kp - 1)] <= pos[static_cast<size_t>(i)]) {
+      double score = 0;
+      for (int h = 0; h < c.index_n_heads; ++h) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += static_cast<double>(iq[h * D + d]) * pools[static_cast<size_t>(p * D + d)];
+        score += static_cast<double>(weights[h]) * std::max(0.0, static_cast<double>(static_cast<float>(dot * scale)));
+      }
+      value = static_cast<float>(score);
+      usable[static_cast<size_t>(p)] = true;
     }
-    candidates.emplace_back(static_cast<float>(score), p);
+    candidates.emplace_back(value, p);
   }
+  // The winners as torch.topk's CPU kernel picks them: std::nth_element (std::partial_sort when
+  // k * 64 <= n) ordering by "greater score". Equal scores are common (the ReLU makes many exactly
+  // 0), and which of them win is that algorithm's choice, so the same algorithm makes it here.
   const size_t budget = std::min(candidates.size(), static_cast<size_t>(c.index_topk / kp));
-  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const auto greater = [](const std::pair<float, long>& a, const std::pair<float, long>& b) { return a.first > b.first; };
+  if (budget > 0 && budget * 64 <= candidates.size())
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(budget), candidates.end(), greater);
+  else if (budget > 0)
+    std::nth_element(candidates.begin(), candidates.begin() + static_cast<long>(budget) - 1, candidates.end(), greater);
   std::vector<int> keys;
-  for (size_t s = 0; s < budget; ++s)
-    for (int m = 0; m < kp; ++m) keys.push_back(candidates[s].second * kp + m);
+  for (size_t s = 0; s < budget; ++s) {
+    const long p = candidates[s].second;
+    if (!usable[static_cast<size_t>(p)]) continue;
+    for (int m = 0; m < kp; ++m) keys.push_back(static_cast<int>(p) * kp + m);
+  }
   if (c.index_kpool_always_select_tail && kp > 1) {
     int visible = 0;
     for (size_t j = 0; j < pos.size(); ++j) visible += pos[j] <= pos[static_cast<size_t>(i)];

@@ -175,11 +175,17 @@ def make_case(name, case, out_dir, log):
             sequences.append({"input_ids": ids[0].tolist(), "greedy": tokens, "generate_agrees": gen_ok})
             log.write(f"{name} seq{i}: len {length} logits absmax {logits.abs().max():.3f} "
                       f"std {logits.std():.3f} greedy {tokens} generate_agrees {gen_ok}\n")
+    write_golden(path, name, case["model_type"], seed, case["storage"], sequences, tensors, log)
+
+
+def write_golden(path, name, model_type, seed, storage, sequences, tensors, log):
+    """golden.safetensors (per-position fp32 logits) and golden.json beside the saved model, and a
+    log of what the model directory holds (tensor names, dtypes and shapes, config.json)."""
     save_file(tensors, os.path.join(path, "golden.safetensors"))
     with open(os.path.join(path, "golden.json"), "w") as f:
         json.dump({
-            "case": name, "model_type": case["model_type"], "seed": seed,
-            "storage_dtype": str(case["storage"]).replace("torch.", ""),
+            "case": name, "model_type": model_type, "seed": seed,
+            "storage_dtype": str(storage).replace("torch.", ""),
             "transformers": transformers.__version__, "torch": torch.__version__,
             "reference": "fp32 eager on CPU, from the saved checkpoint reloaded as fp32",
             "sequences": sequences,
@@ -195,16 +201,11 @@ def make_case(name, case, out_dir, log):
     log.write(open(os.path.join(path, "config.json")).read() + "\n")
 
 
-def dump_sources(dest):
+def dump_modules(dest, mods):
+    """The installed transformers' sources of `mods`, for reading on a machine without it."""
     import importlib
-    mods = ["transformers.models.glm4_moe_lite.modeling_glm4_moe_lite",
-            "transformers.models.glm4_moe_lite.configuration_glm4_moe_lite",
-            "transformers.models.glm4_moe.modeling_glm4_moe",
-            "transformers.models.glm4_moe.configuration_glm4_moe",
-            "transformers.conversion_mapping",
-            "transformers.modeling_rope_utils",
-            "transformers.configuration_utils"]
     with open(dest, "w") as f:
+        f.write(f"transformers {transformers.__version__} at {os.path.dirname(transformers.__file__)}\n")
         for m in mods:
             f.write(f"\n\n######## {m}\n")
             try:
@@ -213,19 +214,24 @@ def dump_sources(dest):
                 f.write(f"could not read: {e!r}\n")
 
 
-def main():
+def run_cases(cases, make_case, log_name, source_modules):
+    """The command line both fixture scripts share: OUT_DIR [--dump-sources FILE] [--only CASE...];
+    --dump-sources writes the sources of `source_modules`."""
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir")
     ap.add_argument("--dump-sources")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
     if args.dump_sources:
-        dump_sources(args.dump_sources)
+        try:
+            dump_modules(args.dump_sources, source_modules)
+        except Exception:
+            traceback.print_exc()
     os.makedirs(args.out_dir, exist_ok=True)
     failed = 0
-    with open(os.path.join(args.out_dir, "make_fixtures.log"), "w") as log:
+    with open(os.path.join(args.out_dir, log_name), "w") as log:
         log.write(f"transformers {transformers.__version__} torch {torch.__version__}\n")
-        for name, case in CASES.items():
+        for name, case in cases.items():
             if args.only and name not in args.only:
                 continue
             try:
@@ -234,9 +240,21 @@ def main():
                 failed += 1
                 log.write(f"{name}: FAILED\n{traceback.format_exc()}\n")
             log.flush()
-    sys.stdout.write(open(os.path.join(args.out_dir, "make_fixtures.log")).read())
+    sys.stdout.write(open(os.path.join(args.out_dir, log_name)).read())
     return 1 if failed else 0
 
+
+SOURCE_MODULES = ["transformers.models.glm4_moe_lite.modeling_glm4_moe_lite",
+                  "transformers.models.glm4_moe_lite.configuration_glm4_moe_lite",
+                  "transformers.models.glm4_moe.modeling_glm4_moe",
+                  "transformers.models.glm4_moe.configuration_glm4_moe",
+                  "transformers.conversion_mapping",
+                  "transformers.modeling_rope_utils",
+                  "transformers.configuration_utils"]
+
+
+def main():
+    return run_cases(CASES, make_case, "make_fixtures.log", SOURCE_MODULES)
 
 if __name__ == "__main__":
     sys.exit(main())

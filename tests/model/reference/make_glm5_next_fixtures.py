@@ -25,8 +25,6 @@ and golden.safetensors (fp32 logits "seq<i>.logits" [T, V] for every position).
 --dump-sources FILE writes the transformers sources the fixtures follow, for reading on the CPU
 machine (the reference moves between releases; the fixtures are what the installed one does).
 """
-import argparse
-import inspect
 import json
 import math
 import os
@@ -34,8 +32,9 @@ import sys
 import traceback
 
 import torch
-import transformers
-from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import round_to, run_cases, write_golden  # noqa: E402  (same recipe, same files)
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -100,14 +99,6 @@ def init_weights(model, gen):
             if name.endswith("e_score_correction_bias"):
                 b.copy_(0.05 * torch.randn(b.shape, generator=gen))
 
-
-def round_to(model, dtype):
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            p.copy_(p.to(dtype).to(torch.float32))
-        for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                b.copy_(b.to(dtype).to(torch.float32))
 
 
 def run(model, ids, past=None, seen=0):
@@ -244,6 +235,16 @@ def make_case(name, case, out_dir, log):
     mismatched = [k for k, v in ref.state_dict().items() if k in mem and not torch.equal(mem[k], v.float())]
     log.write(f"{name}: reloaded {reloaded}, params differing from the saved model: {mismatched[:8]}\n")
 
+    # The same weights with an indexer that keeps every key: where the fixture's logits differ from
+    # this model's, the indexer's selection is what the fixture checks.
+    dense = None
+    if case["config"]["index_topk"] < max(SEQ_LENGTHS):
+        dense_cfg = build_config(dict(case["config"], index_topk=4096), log)
+        dense_cfg._attn_implementation = "eager"
+        dense, _ = build_model(dense_cfg, log)
+        dense.load_state_dict(ref.state_dict())
+        dense.eval()
+
     sequences, tensors = [], {}
     with torch.no_grad():
         for i, length in enumerate(SEQ_LENGTHS):
@@ -251,6 +252,8 @@ def make_case(name, case, out_dir, log):
             logits = logits_no_cache(ref, ids)[0].float().contiguous()
             tensors[f"seq{i}.logits"] = logits
             entry = {"input_ids": ids[0].tolist()}
+            if dense is not None:
+                entry["dense_indexer_max_abs_diff"] = float((logits_no_cache(dense, ids)[0].float() - logits).abs().max())
             try:
                 entry["greedy"] = greedy(ref, ids, GREEDY_TOKENS)
                 entry["greedy_path"] = "cache"
@@ -274,72 +277,19 @@ def make_case(name, case, out_dir, log):
             sequences.append(entry)
             log.write(f"{name} seq{i}: len {length} logits absmax {logits.abs().max():.3f} "
                       f"std {logits.std():.3f} {json.dumps({k: v for k, v in entry.items() if k != 'input_ids'})}\n")
-    save_file(tensors, os.path.join(path, "golden.safetensors"))
-    with open(os.path.join(path, "golden.json"), "w") as f:
-        json.dump({
-            "case": name, "model_type": "glm5_next_text", "seed": seed,
-            "storage_dtype": str(case["storage"]).replace("torch.", ""),
-            "transformers": transformers.__version__, "torch": torch.__version__,
-            "reference": "fp32 eager on CPU, from the saved checkpoint reloaded as fp32",
-            "sequences": sequences,
-        }, f, indent=1)
-    log.write(f"{name}: files {sorted(os.listdir(path))}\n")
-    from safetensors import safe_open
-    for fn in sorted(os.listdir(path)):
-        if fn.endswith(".safetensors") and not fn.startswith("golden"):
-            with safe_open(os.path.join(path, fn), "pt") as f:
-                for k in f.keys():
-                    t = f.get_slice(k)
-                    log.write(f"  {fn} {k} {t.get_dtype()} {t.get_shape()}\n")
-    log.write(open(os.path.join(path, "config.json")).read() + "\n")
+    write_golden(path, name, "glm5_next_text", seed, case["storage"], sequences, tensors, log)
 
-
-def dump_sources(dest):
-    import importlib
-    mods = ["transformers.models.glm5_next.modeling_glm5_next",
-            "transformers.models.glm5_next.configuration_glm5_next",
-            "transformers.models.glm_moe_dsa.modeling_glm_moe_dsa",
-            "transformers.cache_utils",
-            "transformers.masking_utils",
-            "transformers.conversion_mapping",
-            "transformers.integrations.sdpa_attention"]
-    with open(dest, "w") as f:
-        f.write(f"transformers {transformers.__version__} at {os.path.dirname(transformers.__file__)}\n")
-        for m in mods:
-            f.write(f"\n\n######## {m}\n")
-            try:
-                f.write(inspect.getsource(importlib.import_module(m)))
-            except Exception as e:
-                f.write(f"could not read: {e!r}\n")
+SOURCE_MODULES = ["transformers.models.glm5_next.modeling_glm5_next",
+                  "transformers.models.glm5_next.configuration_glm5_next",
+                  "transformers.models.glm_moe_dsa.modeling_glm_moe_dsa",
+                  "transformers.cache_utils",
+                  "transformers.masking_utils",
+                  "transformers.conversion_mapping",
+                  "transformers.integrations.sdpa_attention"]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out_dir")
-    ap.add_argument("--dump-sources")
-    ap.add_argument("--only", nargs="*")
-    args = ap.parse_args()
-    if args.dump_sources:
-        try:
-            dump_sources(args.dump_sources)
-        except Exception:
-            traceback.print_exc()
-    os.makedirs(args.out_dir, exist_ok=True)
-    failed = 0
-    with open(os.path.join(args.out_dir, "make_glm5_next_fixtures.log"), "w") as log:
-        log.write(f"transformers {transformers.__version__} torch {torch.__version__}\n")
-        for name, case in CASES.items():
-            if args.only and name not in args.only:
-                continue
-            try:
-                make_case(name, case, args.out_dir, log)
-            except Exception:
-                failed += 1
-                log.write(f"{name}: FAILED\n{traceback.format_exc()}\n")
-            log.flush()
-    sys.stdout.write(open(os.path.join(args.out_dir, "make_glm5_next_fixtures.log")).read())
-    return 1 if failed else 0
-
+    return run_cases(CASES, make_case, "make_glm5_next_fixtures.log", SOURCE_MODULES)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -42,7 +42,7 @@ struct Mlp {
 };
 
 struct Layer {
-  DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;
+  DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;  // o_bias in fp32
   DeviceBuffer kb_t;  // kv_b's key part transposed, [heads, kv_lora, nope] (decode's absorbed query)
   DeviceBuffer input_norm, post_norm;
   bool moe = false;
@@ -73,6 +73,9 @@ class Glm4MoeLiteCuda final : public CudaModel {
     kv_type_ = (opt.kv_cache_dtype == "fp8" || opt.kv_cache_dtype == "fp8_e4m3") ? k::DType::fp8_e4m3 : kBf16;
     t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
     s_cap_ = opt.max_num_seqs;
+    const bool fixed = kv_type_ != k::DType::fp8_e4m3 || opt.kv_scale > 0.f;
+    kv_scales_.assign(static_cast<std::size_t>(d.num_hidden_layers), kv_type_ == k::DType::fp8_e4m3 && fixed ? opt.kv_scale : 1.f);
+    calibrate_ = !fixed;
   }
   ~Glm4MoeLiteCuda() override {
     for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -90,9 +93,12 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
 
+  Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
+
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
+  std::vector<float> kv_scales() const override { return kv_scales_; }
   std::uint64_t kv_bytes_per_token() const override {
     return static_cast<std::uint64_t>(c_.d.num_hidden_layers) * static_cast<std::uint64_t>(width_) *
            static_cast<std::uint64_t>(k::dtype_bytes(kv_type_));
@@ -107,14 +113,14 @@ class Glm4MoeLiteCuda final : public CudaModel {
   const float* lm_head() const override { return nullptr; }
 
  private:
-  k::PagedKvLayout attn_layout() const {
+  k::PagedKvLayout attn_layout(int layer = 0) const {
     k::PagedKvLayout l;
     l.dtype = kv_type_;
     l.block_size = block_size_ > 0 ? block_size_ : 16;
     l.kv_heads = 1;
     l.qk_dim = width_;
     l.v_dim = lora_kv_;
-    l.k_scale = l.v_scale = opt_.kv_scale;
+    l.k_scale = l.v_scale = kv_scales_[static_cast<std::size_t>(layer)];
     l.v_in_k = true;
     return l;
   }
@@ -142,6 +148,10 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   std::string capture(int B);
 
+  // fp8 KV with calculated scales: the first step runs once to measure each layer's latent amax
+  // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
+  std::string calibrate(int T, int R, int max_context);
+
   std::string all_reduce(DeviceBuffer& b, int T);
 
   // A plain (unbatched, nn.Linear) product: gemv (or the older few-rows kernel) at decode sizes,
@@ -149,7 +159,8 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::string gemm(const k::GemmArgs& g);
 
   // Whether a step of T tokens takes the decode-sized kernels.
-  bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows; }
+  // (Not while tracing or measuring the fp8 scales: those read the unfused glue's intermediate rows.)
+  bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows && !measuring_ && !trace_; }
 
   // The op timer's mark after an op (not while capturing a graph).
   void mark(const char* op, double bytes) const {
@@ -172,6 +183,16 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   std::string moe(const Layer& a, int T);
 
+  // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
+  enum class TracePoint { latent, after_attention, after_ffn, routing };
+  std::string trace(TracePoint what, int layer, int T);
+  std::vector<float> kv_scales_;  // per layer
+  bool calibrate_ = false, measuring_ = false;
+  DeviceBuffer kv_amax_;  // per layer, fp32, while measuring
+
+  StepTrace* trace_ = nullptr;
+  int trace_layer_ = 0;  // the layer whose FFN runs now (routing is traced inside moe())
+
   const Glm4MoeLiteConfig& c_;
   CudaOptions opt_;
   int H_ = 0, V_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
@@ -193,7 +214,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::int32_t num_blocks_ = 0;
   int block_size_ = 0, max_blocks_ = 0;
 
-  DeviceBuffer x_, delta_, h_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
+  DeviceBuffer x_, delta_, embed_rows_, h_, h32_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
   DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
   DeviceBuffer argmax_keys_, moe_decode_act_;

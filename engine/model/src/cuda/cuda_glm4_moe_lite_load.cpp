@@ -105,8 +105,10 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
       if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
       else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
       up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
-      if (auto e = alloc_bf16(a.o_bias, h, sa + "o_proj.bias"); !e.empty()) return e;
-      up.bf16(a.o_bias, 0, sa + "o_proj.bias", {H_});
+      // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
+      if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
+      weight_bytes_ += h * 4;
+      up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
     }
     if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
     up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
@@ -196,8 +198,10 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
   const std::size_t heads = static_cast<std::size_t>(heads_);
   const Want wants[] = {
       {&x_, T * h * 4, "residual"},
-      {&delta_, T * h * 2, "delta"},
+      {&delta_, T * h * 4, "delta (fp32)"},
+      {&embed_rows_, T * h * 2, "embedding rows"},
       {&h_, T * h * 2, "normed"},
+      {&h32_, E_ > 0 ? T * h * 4 : 0, "normed, fp32 (router input)"},
       {&fused_, T * static_cast<std::size_t>(in_rows_) * 2, "fused projection"},
       {&qlat_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"},
       {&q_, T * heads * static_cast<std::size_t>(qk_) * 2, "queries"},
@@ -206,7 +210,7 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
       {&attn_, T * heads * static_cast<std::size_t>(vd_) * 2, "attention out"},
       {&mlp_gu_, T * 2 * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp gate_up"},
       {&mlp_act_, T * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp act"},
-      {&shared_out_, T * h * 2, "shared experts out"},
+      {&shared_out_, T * h * 4, "shared experts out (fp32)"},
       {&router_logits_, T * static_cast<std::size_t>(std::max(E_, 1)) * 4, "router logits"},
       {&expert_, P * 4, "expert ids"},
       {&weight_, P * 4, "expert weights"},

@@ -125,6 +125,10 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(B) * mb;
   err(cuda_error(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
   if (!err.ok()) return error(err.message);
+  if (calibrate_) {
+    err(calibrate(T, R, max_context));  // before any graph is captured: graphs bake the scales in
+    if (!err.ok()) return error("CUDA step: " + err.message);
+  }
   mark("start", 0);
 
   if (graph) {
@@ -162,20 +166,39 @@ std::string Glm4MoeLiteCuda::capture(int B) {
   return {};
 }
 
+std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
+  const std::size_t L = kv_scales_.size();
+  FirstError err;
+  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
+  err(cuda_error(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  measuring_ = true;
+  err(enqueue(T, R, max_context));
+  measuring_ = false;
+  std::vector<float> amax(L);
+  err(cuda_error(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+  err(cuda_error(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  if (!err.ok()) return err.message;
+  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+  calibrate_ = false;
+  return {};
+}
+
 std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
   if (!all_reduce_) return {};
-  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), kBf16, stream_);
+  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), k::DType::f32, stream_);
   return s ? std::string() : s.error().message;
 }
 
 std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
-  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {  // bias of y's type
     k::GemvArgs v;
     v.rows = g.rows, v.in = g.in, v.out = g.out;
     v.x = g.x, v.ldx = g.ldx, v.w = g.w, v.ldw = g.ldw, v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
     if (k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
   }
-  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in))
+  // (The few-rows kernel's bias is bf16; fp32 outputs carry fp32 biases, which go to cuBLASLt.)
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= opt_.skinny_rows && k::skinny_gemm_fits(g.x, g.ldx, g.w, g.in) &&
+      !(g.bias && g.y_type != kBf16))
     return k::skinny_gemm_cuda(g.x, g.ldx, g.rows, g.w, g.in, g.out, g.bias, g.y, g.ldy, g.y_type, stream_);
   return gemm_->run(g, stream_);
 }
@@ -185,23 +208,29 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   const double act = static_cast<double>(T) * H_;  // entries of one [T, hidden] activation
   FirstError err;
-  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, delta_.get(), stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, embed_rows_.get(), stream_));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.input_norm.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
-    mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
+    // The first layer adds the embedding rows (bf16), the others the last FFN's output (fp32).
+    err(add_rmsnorm(x_.as<float>(), l == 0 ? embed_rows_.get() : delta_.get(), l == 0 ? kBf16 : k::DType::f32,
+                    a.input_norm.get(), h_.get(), T, H_, eps, stream_));
+    mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
+    if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
-    mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
+    err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+                    a.moe ? h32_.as<float>() : nullptr));
+    mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
+    err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
-  err(add_rmsnorm(x_.as<float>(), delta_.get(), final_norm_.get(), h_.get(), T, H_, eps, stream_, opt_.decode_kernels));
-  mark("add_rmsnorm", act * (4 * 2 + 2 + 2));
+  err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
+  err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
   if (R > 0) {
     // Every token a logits row (T == R: decode) means the rows in order: no gather.
     const void* rows = h_.get();
@@ -236,7 +265,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     p.rope_dim = rope_, p.q_norm = a.q_a_norm.get(), p.qlat = qlat_.get(), p.kv_norm = a.kv_a_norm.get();
     p.eps = kLoraNormEps, p.inv_freq = inv_freq_.as<float>(), p.interleaved = c_.rope_interleave;
     p.token_seq = in_seq(), p.token_pos = in_pos(), p.block_tables = in_tables(), p.max_blocks = max_blocks_;
-    p.block_size = block_size_, p.cache_type = kv_type_, p.scale = opt_.kv_scale, p.cache = layer_pool;
+    p.block_size = block_size_, p.cache_type = kv_type_, p.scale = kv_scales_[static_cast<std::size_t>(l)], p.cache = layer_pool;
     err(latent_prep(p, stream_));
     mark("attn latent prep (norms, rope, cache write)", 2.0 * T * in_rows_ * 2 + T * kv_row);
     if (lora_q_ > 0) {
@@ -261,8 +290,10 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     mark("attn kv_a norm", 4.0 * T * lora_kv_);
     err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
     mark("attn rope (key)", 4.0 * T * rope_);
+    err(trace(TracePoint::latent, l, T));
+    if (measuring_) err(latent_amax(latent, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
     err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
-                           opt_.kv_scale, layer_pool, stream_));
+                           kv_scales_[static_cast<std::size_t>(l)], layer_pool, stream_));
     mark("attn cache write", T * (2.0 * width_ + kv_row));
   }
 
@@ -303,7 +334,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   }
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(), layer_pool, layer_pool, in_tables(),
+  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
                               max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
   mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
 
@@ -326,7 +357,8 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   }
   mark("attn values (kv_b v part)", 2.0 * heads_ * vd_ * lora_kv_);
   k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
-  o.bias = a.o_bias.get();
+  o.bias = a.o_bias.get();  // fp32, as the output
+  o.y_type = k::DType::f32;
   err(gemm(o));
   mark("attn o_proj", 2.0 * H_ * heads_ * vd_);
   return err.message;
@@ -334,7 +366,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
 
 std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
-  const double gu = 2.0 * 2 * m.width * H_, down = 2.0 * m.width * H_;
+  const double gu = 2.0 * 2 * m.width * H_, down_bytes = 2.0 * m.width * H_;
   k::GemvArgs v;
   v.rows = T, v.in = H_, v.out = m.width, v.x = h_.get(), v.ldx = H_, v.w = m.gate_up.get(), v.ldw = H_;
   v.y = mlp_act_.get(), v.ldy = m.width, v.silu_mul = true, v.up_offset = m.width;
@@ -347,8 +379,10 @@ std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
     err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
     mark("mlp silu", 2.0 * T * 3 * m.width);
   }
-  err(gemm(linear(mlp_act_.get(), m.down, out, T, m.width, H_)));
-  mark("mlp down", down);
+  k::GemmArgs down = linear(mlp_act_.get(), m.down, out, T, m.width, H_);
+  down.y_type = k::DType::f32;  // into the fp32 delta or shared-expert sum
+  err(gemm(down));
+  mark("mlp down", down_bytes);
   return err.message;
 }
 
@@ -367,20 +401,21 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   dec.expert = expert_.as<std::int32_t>(), dec.weight = weight_.as<float>();
   dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
   dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
-  dec.act = moe_decode_act_.get(), dec.out = delta_.get();
-  if (opt_.decode_kernels && T <= k::kMoeDecodeTokens && k::moe_decode_fits(dec)) {
-    err(k::moe_router_route_cuda(routing, h_.get(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
+  dec.act = moe_decode_act_.get(), dec.out = delta_.as<float>();
+  if (few(T) && T <= k::kMoeDecodeTokens && k::moe_decode_fits(dec)) {
+    err(k::moe_router_route_cuda(routing, h32_.as<float>(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
                                  expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
     mark("moe router + route", router);
     err(k::moe_decode_cuda(dec, stream_));
     mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
     return err.message;
   }
-  err(k::router_logits_cuda(h_.get(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
+  err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   mark("moe router logits", router);
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
   mark("moe route", 4.0 * T * E_);
+  err(trace(TracePoint::routing, -1, T));
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
@@ -394,9 +429,9 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   mark("moe experts down", chosen * expert / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));
-  err(k::moe_combine_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
-                          has_shared ? shared_out_.get() : nullptr, delta_.get(), stream_));
-  mark("moe combine", 2.0 * T * H_ * (K_ + 2));
+  err(k::moe_combine_f32_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
+                              has_shared ? shared_out_.as<float>() : nullptr, delta_.as<float>(), stream_));
+  mark("moe combine", 4.0 * T * H_ * (K_ + 2));
   return err.message;
 }
 

@@ -84,6 +84,15 @@ class Uploader {
     if (!v) return fail(v.error().message);
     put(dst, 0, v->data(), v->size() * 4, name);
   }
+  // The tensor's values rounded to bf16 (the model's weight precision), stored as fp32 for a kernel
+  // that wants fp32 operands.
+  void f32_as_bf16(DeviceBuffer& dst, const std::string& name, const std::vector<int64_t>& shape) {
+    if (!error_.empty()) return;
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error().message);
+    for (auto& x : *v) x = kernels::round_bf16(x);
+    put(dst, 0, v->data(), v->size() * 4, name);
+  }
   void fail(std::string message) {
     if (error_.empty()) error_ = std::move(message);
   }

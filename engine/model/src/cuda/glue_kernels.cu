@@ -34,15 +34,18 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
 
-__global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
-  kernels::cuda::pdl_begin();
+__device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(float v) { return v; }
+
+template <class D>
+__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
-  const bf16* dr = delta + static_cast<long>(blockIdx.x) * n;
+  const D* dr = delta + static_cast<long>(blockIdx.x) * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] + __bfloat162float(dr[i]);
+    const float v = xr[i] + widen(dr[i]);
     xr[i] = v;
     s += v * v;
   }
@@ -52,7 +55,12 @@ __global__ void add_rmsnorm_kernel(float* x, const bf16* delta, const bf16* w, b
   float total = 0.f;
   for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
   const float r = rsqrtf(total / static_cast<float>(n) + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __float2bfloat16_rn(xr[i] * r * __bfloat162float(w[i]));
+  float* y32r = y32 ? y32 + static_cast<long>(blockIdx.x) * n : nullptr;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] * r * __bfloat162float(w[i]);
+    yr[i] = __float2bfloat16_rn(v);
+    if (y32r) y32r[i] = v;
+  }
 }
 
 template <class KV>
@@ -73,6 +81,15 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
                     pos % block_size;
   for (int i = threadIdx.x; i < width; i += blockDim.x)
     store<KV>(cache + slot * width + i, __bfloat162float(src[t * ld + i]), scale);
+}
+
+// One block per token; non-negative floats order as their bit patterns do, so an integer
+// atomicMax on the bits is a float max.
+__global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* amax) {
+  float m = 0.f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(src[blockIdx.x * ld + i])));
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
 __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_t* rows, bf16* dst) {
@@ -181,44 +198,6 @@ __global__ void transpose_kb_kernel(const bf16* kv_b, int nope, int vd, int lora
     kb_t[(static_cast<long>(h) * lora_kv + j) * nope + d] = kv_b[(static_cast<long>(h) * (nope + vd) + d) * lora_kv + j];
 }
 
-// add_rmsnorm for rows of n = 8 * blockDim.x at most: thread i owns entries 8i .. 8i + 7 and issues
-// all its loads at once (x as two float4, delta and w as 16 bytes), so a row costs one memory round
-// trip rather than one per 256 entries; one block per row.
-__global__ void add_rmsnorm_vec_kernel(float* x, const bf16* delta, const bf16* w, bf16* y, int n, float eps) {
-  kernels::cuda::pdl_begin();
-  __shared__ float part[32];
-  const int i = 8 * static_cast<int>(threadIdx.x);
-  const long row = static_cast<long>(blockIdx.x) * n;
-  float v[8] = {};
-  uint4 wv = make_uint4(0, 0, 0, 0);
-  float s = 0.f;
-  if (i < n) {
-    const float4 a = *reinterpret_cast<const float4*>(x + row + i), b = *reinterpret_cast<const float4*>(x + row + i + 4);
-    const uint4 dv = *reinterpret_cast<const uint4*>(delta + row + i);
-    wv = *reinterpret_cast<const uint4*>(w + i);
-    const bf16* d = reinterpret_cast<const bf16*>(&dv);
-    const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = xs[k] + __bfloat162float(d[k]), s += v[k] * v[k];
-    *reinterpret_cast<float4*>(x + row + i) = make_float4(v[0], v[1], v[2], v[3]);
-    *reinterpret_cast<float4*>(x + row + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
-  }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int k = 0; k < static_cast<int>(blockDim.x / 32); ++k) total += part[k];
-  const float r = rsqrtf(total / static_cast<float>(n) + eps);
-  if (i < n) {
-    const bf16* wk = reinterpret_cast<const bf16*>(&wv);
-    uint4 out;
-    bf16* o = reinterpret_cast<bf16*>(&out);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16_rn(v[k] * r * __bfloat162float(wk[k]));
-    *reinterpret_cast<uint4*>(y + row + i) = out;
-  }
-}
-
 }  // namespace
 
 std::string transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
@@ -260,20 +239,16 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
   return launched("rmsnorm_rows_kernel");
 }
 
-std::string add_rmsnorm(float* x, const void* delta, const void* w, void* y, int rows, int n, float eps,
-                        kernels::Stream stream, bool vectorised) {
+std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, kernels::Stream stream, float* y32) {
   if (rows == 0) return {};
-  if (vectorised && n % 8 == 0 && n <= 8 * 1024) {
-    const unsigned threads = static_cast<unsigned>((n / 8 + 31) / 32 * 32);
-    const cudaError_t e = kernels::cuda::launch_pdl(add_rmsnorm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0,
-                                                    stream, x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                                    static_cast<bf16*>(y), n, eps);
-    return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_vec_kernel: ") + cudaGetErrorString(e);
-  }
-  const cudaError_t e = kernels::cuda::launch_pdl(add_rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                                                  static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                                  static_cast<bf16*>(y), n, eps);
-  return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_kernel: ") + cudaGetErrorString(e);
+  if (delta_type == kernels::DType::f32)
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const float*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
+  else
+    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
+                                                 static_cast<bf16*>(y), y32, n, eps);
+  return launched("add_rmsnorm_kernel");
 }
 
 std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
@@ -292,6 +267,12 @@ std::string latent_cache_write(const void* src, long ld, int tokens, int width, 
   else
     return "latent_cache_write: the cache must be bf16 or fp8_e4m3";
   return launched("latent_cache_write_kernel");
+}
+
+std::string latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
+  if (tokens == 0) return {};
+  latent_amax_kernel<<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, amax);
+  return launched("latent_amax_kernel");
 }
 
 std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {

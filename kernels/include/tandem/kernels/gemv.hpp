@@ -27,7 +27,7 @@ struct GemvArgs {
   long ldx = 0, x_group = 0;
   const void* w = nullptr;   // bf16
   long ldw = 0, w_group = 0;
-  const void* bias = nullptr;  // bf16 [groups * out] or nullptr
+  const void* bias = nullptr;  // [groups * out] of y's type (bf16 or fp32), or nullptr
   void* y = nullptr;
   long ldy = 0, y_group = 0;
   DType y_type = DType::bf16;  // bf16 or f32

@@ -30,7 +30,7 @@ struct MoeDecodeArgs {
   const void* shared_down = nullptr;      // [hidden, shared_width]
   int shared_width = 0;                   // 0: no shared experts
   void* act = nullptr;                    // [tokens, top_k + 1, max(width, shared_width)] bf16 workspace
-  void* out = nullptr;                    // [tokens, hidden] bf16
+  float* out = nullptr;                   // [tokens, hidden] fp32
 };
 
 // hidden, width and shared_width multiples of 8; weights 16-byte aligned.

@@ -1,6 +1,6 @@
 // The routed experts of a MoE block on the GPU, as one grouped computation rather than a loop of
 // small launches per expert:
-//   router_logits   [tokens, E] fp32 = x (bf16) . router^T (fp32 weights, fp32 sums)
+//   router_logits   [tokens, E] fp32 = x (bf16 or fp32) . router^T (fp32 weights, fp32 sums)
 //   moe_sort        the tokens * top_k (token, expert) pairs sorted by expert: offsets[E + 1], the
 //                   token of each sorted pair, and where each pair went (pair_pos)
 //   grouped_gemm    y[p] = W[e(p)] x[row(p)] for every sorted pair p, one launch for all experts:
@@ -20,6 +20,9 @@ namespace tandem::kernels {
 // x: [tokens, hidden] bf16; router: [E, hidden] fp32; logits: [tokens, E] fp32.
 std::string router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
                                Stream stream = nullptr);
+// The same with x in fp32 (as the fp32 CPU reference routes).
+std::string router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+                                   Stream stream = nullptr);
 
 // expert: [tokens * top_k] (moe_route_cuda's output). Pairs whose expert is outside
 // [first_expert, first_expert + n_experts) (another tensor-parallel rank's) are left out of the sort
@@ -37,5 +40,8 @@ std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gathe
 // out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
 std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                              int hidden, const void* add, void* out, Stream stream = nullptr);
+// The same with add and out in fp32 (the sum is not rounded to bf16 before the fp32 residual).
+std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                                 int hidden, const float* add, float* out, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -40,9 +40,9 @@ std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, cons
                            std::int32_t* expert, float* weight, Stream stream = nullptr);
 
 // The router's logits and the routing in one launch, one block per token (for decode steps, where
-// the separate router_logits_cuda has a few warps' work): logits = x (bf16 [tokens, hidden]) .
+// the separate router logits have a few warps' work): logits = x (fp32 [tokens, hidden]) .
 // router^T (fp32 [E, hidden]) in fp32, then as moe_route_cuda. hidden must be a multiple of 8.
-std::string moe_router_route_cuda(const MoeRouting& m, const void* x, int hidden, const float* router,
+std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream = nullptr);
 

@@ -1,9 +1,11 @@
 // The GLM decoders on CUDA (built when the CUDA back end is; tandem_model_cuda). Weights live on the
 // device in bf16; dense projections run through cuBLASLt (fp32 accumulation), the routed experts as
 // one grouped GEMM per projection, attention through the paged-attention kernel over a device pool
-// of bf16 or fp8_e4m3 (one scale) rows. glm4_moe_lite's MLA runs absorbed: the pool caches the
-// normalised latent and the rotated shared key (kv_lora + rope entries per token and layer), the
-// query is projected into the latent space, and the values come out of the latent per head.
+// of bf16 or fp8_e4m3 rows (one scale per layer: fp8_kv_scale_from_amax below). Activations are
+// bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
+// router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
+// and the rotated shared key (kv_lora + rope entries per token and layer), the query is projected
+// into the latent space, and the values come out of the latent per head.
 //
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
@@ -35,7 +37,8 @@ class DeviceAllReduce {
 
 struct CudaOptions {
   std::string kv_cache_dtype = "auto";  // "fp8" / "fp8_e4m3": fp8 rows; anything else: bf16
-  float kv_scale = 1.0f;                // fp8 stores x / kv_scale
+  float kv_scale = 0.0f;                // fp8 stores x / kv_scale; 0: one scale per layer calculated from
+                                        // the first step's latent rows, fixed afterwards (fp8_kv_scale_from_amax)
   int max_num_seqs = 256;               // sequences per step (sizes buffers and graph buckets)
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
@@ -48,6 +51,17 @@ struct CudaOptions {
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
 };
+
+// fp8_e4m3 KV rows store x / scale. A calculated scale (vLLM's --calculate-kv-scales: from the amax of
+// the first forward's rows, per layer, then fixed) puts that amax at 200 of e4m3's 448, as vLLM's
+// K_SCALE_CONSTANT does: 2.24x headroom for later tokens larger than the first step's, and small
+// entries stay clear of e4m3's subnormal range (below 2^-6, where it keeps fewer than 3 mantissa
+// bits). With the fixed scale of 1, the latents of small models fell there (0.46 relative logit
+// error at one position of the fixtures). No amax (nothing measured, or all zeros): 1.
+constexpr float kFp8KvAmaxTarget = 200.0f;
+inline float fp8_kv_scale_from_amax(float amax) {
+  return amax > 0.0f && std::isfinite(amax) ? amax / kFp8KvAmaxTarget : 1.0f;
+}
 
 // Device memory the KV pool may take: utilization * total minus what is in use now (weights and
 // buffers of a model already loaded included), as vLLM's --gpu-memory-utilization means it.
@@ -80,6 +94,20 @@ class OpTimer {
   virtual void mark(const char* op, double bytes, kernels::Stream stream) = 0;
 };
 
+// What one eager step computed on its way, for localising a divergence from the CPU reference
+// (cuda_model_check --trace compares it with the reference's HiddenCapture and cache rows).
+// Per layer, tokens x width each, as fp32 (the device's bf16 values widened exactly):
+struct StepTrace {
+  int tokens = 0;
+  std::vector<std::vector<float>> latent;           // the cache row written, [rmsnorm(c), rope(kr)],
+                                                    // before any fp8 quantisation (tokens x row width)
+  std::vector<std::vector<float>> after_attention;  // residual stream after the attention's add
+  std::vector<std::vector<float>> after_ffn;        // residual stream after the FFN's add
+  std::vector<std::vector<std::int32_t>> experts;   // routed experts chosen (tokens x top_k; empty
+  std::vector<std::vector<float>> expert_weights;   // for dense layers) and their weights
+  std::vector<float> logits;                        // as step() returns them
+};
+
 class CudaModel : public Model {
  public:
   // The pool: num_blocks of block_size tokens (one more block is kept as the padding sequences'
@@ -93,8 +121,12 @@ class CudaModel : public Model {
   // Bytes of device memory the weights take; what a decode step must read.
   virtual std::uint64_t weight_bytes() const = 0;
   virtual DecodeBytes decode_bytes() const = 0;
+  // step() run eagerly with every layer's intermediate values copied out (slow: a debugging aid).
+  virtual Result<StepTrace> step_traced(std::span<const PagedWork> work) = 0;
   // Decode steps replay CUDA graphs unless this is set (--enforce-eager); may change between steps.
   virtual void set_enforce_eager(bool eager) = 0;
+  // The fp8 pool's scale per layer (all 1 for a bf16 pool; calculated ones once the first step ran).
+  virtual std::vector<float> kv_scales() const = 0;
   // Bytes of one cached token over all layers (kv_layout at the pool's element size).
   virtual std::uint64_t kv_bytes_per_token() const = 0;
   // nullptr: no timing (the default).

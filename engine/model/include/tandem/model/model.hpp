@@ -35,6 +35,11 @@ struct PagedWork {
 struct HiddenCapture {
   std::vector<int> layers;      // layer indices, each in [0, num_hidden_layers)
   std::vector<float> rows;      // filled by forward: tokens x (layers.size() * hidden_size)
+  // Also the residual stream between each captured layer's attention and its FFN, in the same
+  // shape as rows (filled where the decoder supports it; cuda_model_check's --trace compares
+  // the CUDA model's against it to name the first op that diverges).
+  bool after_attention = false;
+  std::vector<float> attention_rows;
 };
 
 class Model {

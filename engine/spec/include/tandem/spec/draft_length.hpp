@@ -8,8 +8,9 @@
 //   Without: position j is drafted while prod_{i<=j} r_i, its chance of being accepted at all, stays
 //   at or above `min_chance`.
 // When k comes out 0 the request decodes plainly (no drafter, no wider verify), and every
-// `probe_every` plain steps it drafts the full length once to measure again: text where drafting
-// does not pay costs at most one probe per `probe_every` steps.
+// `probe_every` plain steps it drafts once to measure again: the full length without costs, else
+// the longest draft whose step costs at most `probe_cost` plain steps (at least one draft). Text
+// where drafting does not pay then costs at most (probe_cost - 1) / probe_every of plain speed.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -23,6 +24,7 @@ struct DraftLengthPolicy {
   bool use_cost = true;      // weigh acceptance against measured step costs when the engine has them
   double smoothing = 0.25;   // weight of the newest verification in each r_i
   int probe_every = 16;      // plain steps between probes once drafting stopped paying
+  double probe_cost = 1.5;   // with costs: a probe's step costs at most this many plain steps
 };
 
 class DraftLength {
@@ -33,6 +35,8 @@ class DraftLength {
   // A verification of `drafted` proposals kept the first `accepted`.
   void record(int drafted, int accepted);
   double estimate(int position) const { return rate_[static_cast<std::size_t>(position)]; }
+  // How many tokens a probe drafts (see above); `plain` is cost->step(1) when cost is given.
+  int probe_length(const StepCost* cost, double plain) const;
   // A controller for a new request that starts from these estimates (the engine keeps one fed by
   // every verification, so a new request does not relearn from an optimistic start).
   DraftLength fresh() const {
