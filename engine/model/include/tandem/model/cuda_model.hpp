@@ -1,6 +1,7 @@
 // The GLM decoders on CUDA (built when the CUDA back end is; tandem_model_cuda). Weights live on the
 // device in bf16; dense projections run through cuBLASLt (fp32 accumulation), the routed experts as
-// one grouped GEMM per projection, attention through the paged-attention kernel over a device pool
+// one grouped GEMM per projection (steps of <= 8 tokens: the decode-sized kernels, gemv.hpp and
+// moe_decode.hpp, instead), attention through the paged-attention kernel over a device pool
 // of bf16 or fp8_e4m3 rows (one scale per layer: fp8_kv_scale_from_amax below). Activations are
 // bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
 // router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
@@ -129,8 +130,8 @@ class CudaModel : public Model {
   virtual std::vector<float> kv_scales() const = 0;
   // Bytes of one cached token over all layers (kv_layout at the pool's element size).
   virtual std::uint64_t kv_bytes_per_token() const = 0;
-  // nullptr: no timing (the default).
-  virtual void set_op_timer(OpTimer* timer) = 0;
+  // nullptr: no timing (the default; models without op marks ignore it).
+  virtual void set_op_timer(OpTimer*) {}
   // For TP > 1 (not wired yet: see above).
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
 
