@@ -29,6 +29,7 @@
 #include "glm5_next_parts.hpp"
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/kernels/linear.hpp"
 #include "tandem/model/config.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
@@ -269,7 +270,63 @@ void check_swiglu(float limit) {
   std::vector<float> got(y.size());
   for (size_t i = 0; i < y.size(); ++i) got[i] = tandem::kernels::bf16_to_float(y[i]);
   const double e = rel_error(got, want);
-  check(e <= 8e-3, "clamped SwiGLU (limit " + std::to_string(limit) + "), bf16 out: " + std::to_string(e) + " (<= 8e-3)");
+  // The fp32 twin (the model's) on the same inputs.
+  Dev<float> d_gu32(gu), d_y32(want.size());
+  if (!ran(dcuda::clamped_silu_and_mul_f32_cuda(d_gu32.p, d_y32.p, rows, d, limit, nullptr), "clamped_silu_and_mul_f32_cuda")) return;
+  const double e32 = rel_error(d_y32.host(), want);
+  check(e <= 8e-3 && e32 <= 1e-6, "clamped SwiGLU (limit " + std::to_string(limit) + "): bf16 out " + std::to_string(e) +
+                                       " (<= 8e-3), fp32 " + std::to_string(e32) + " (<= 1e-6)");
+}
+
+// linear_f32_cuda with a gather and per-row experts (the routed experts' form), and the MLA
+// absorption kernels, against plain loops over the same bf16 weights.
+void check_products() {
+  const int rows = 6, in = 40, out = 24, experts = 3, src_rows = 4;
+  const auto x = random(static_cast<size_t>(src_rows * in));
+  auto w = random(static_cast<size_t>(experts * out * in));
+  std::vector<std::uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) wb[i] = tandem::kernels::bf16_from_float(w[i]), w[i] = tandem::kernels::bf16_to_float(wb[i]);
+  const std::vector<std::int32_t> gather = {0, 0, 3, 1, 2, 3}, expert = {2, 0, 1, 1, 2, 0};
+  std::vector<float> want(static_cast<size_t>(rows * out));
+  for (int r = 0; r < rows; ++r)
+    tandem::kernels::linear_cpu(x.data() + gather[static_cast<size_t>(r)] * in, w.data() + expert[static_cast<size_t>(r)] * out * in,
+                                nullptr, want.data() + r * out, 1, in, out);
+  Dev<float> d_x(x), d_y(want.size());
+  Dev<std::uint16_t> d_w(wb);
+  Dev<std::int32_t> d_g(gather), d_e(expert);
+  if (!ran(dcuda::linear_f32_cuda(d_x.p, in, d_g.p, rows, in, d_w.p, tandem::kernels::DType::bf16, in, d_e.p, out * in, out, d_y.p,
+                                  out, nullptr),
+           "linear_f32_cuda"))
+    return;
+  const double e1 = rel_error(d_y.host(), want);
+  // Absorption: kv_b [heads * (nope + vd), L].
+  const int T = 3, heads = 2, nope = 5, vd = 4, L = 8, qk = 7;
+  auto kvb = random(static_cast<size_t>(heads * (nope + vd) * L));
+  std::vector<std::uint16_t> kvbb(kvb.size());
+  for (size_t i = 0; i < kvb.size(); ++i) kvbb[i] = tandem::kernels::bf16_from_float(kvb[i]), kvb[i] = tandem::kernels::bf16_to_float(kvbb[i]);
+  const auto q = random(static_cast<size_t>(T * heads * qk)), lat = random(static_cast<size_t>(T * heads * L));
+  std::vector<float> qlat(static_cast<size_t>(T * heads * L)), vals(static_cast<size_t>(T * heads * vd));
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < heads; ++h) {
+      for (int d = 0; d < L; ++d) {
+        double a = 0;
+        for (int n = 0; n < nope; ++n) a += static_cast<double>(q[static_cast<size_t>((t * heads + h) * qk + n)]) * kvb[static_cast<size_t>((h * (nope + vd) + n) * L + d)];
+        qlat[static_cast<size_t>((t * heads + h) * L + d)] = static_cast<float>(a);
+      }
+      for (int v = 0; v < vd; ++v) {
+        double a = 0;
+        for (int d = 0; d < L; ++d) a += static_cast<double>(lat[static_cast<size_t>((t * heads + h) * L + d)]) * kvb[static_cast<size_t>((h * (nope + vd) + nope + v) * L + d)];
+        vals[static_cast<size_t>((t * heads + h) * vd + v)] = static_cast<float>(a);
+      }
+    }
+  Dev<float> d_q(q), d_lat(lat), d_ql(qlat.size()), d_v(vals.size());
+  Dev<std::uint16_t> d_kvb(kvbb);
+  if (!ran(dcuda::absorb_query_cuda(d_q.p, heads * qk, qk, T, heads, nope, vd, L, d_kvb.p, d_ql.p, nullptr), "absorb_query_cuda")) return;
+  if (!ran(dcuda::absorb_values_cuda(d_lat.p, T, heads, nope, vd, L, d_kvb.p, d_v.p, nullptr), "absorb_values_cuda")) return;
+  const double e2 = rel_error(d_ql.host(), qlat), e3 = rel_error(d_v.host(), vals);
+  check(std::max({e1, e2, e3}) <= 1e-5, "fp32-activation products: gathered rows of per-row experts " + std::to_string(e1) +
+                                            ", absorbed query " + std::to_string(e2) + ", absorbed values " + std::to_string(e3) +
+                                            " (<= 1e-5)");
 }
 
 // ---- the model ----------------------------------------------------------------------------------
@@ -461,6 +518,7 @@ int main(int argc, char** argv) {
   check_dsa(single, "kpool 1, top-k 10, rope 8");
   check_swiglu(1.5f);
   check_swiglu(INFINITY);
+  check_products();
   check_model(dir);
   std::printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -3,10 +3,10 @@
 // reference's (glm5_next.cpp and its parts); the new kernels are in glm5_next_kernels.hpp.
 //
 // First version, correct before fast:
-//   - weights: matrices in bf16 (dense projections through cuBLASLt, the routed experts through
-//     the grouped kernels), norms, gates and the hyper-connections' mixers in fp32;
-//   - activations fp32 between kernels (the hc_mult streams, the recurrent state), rounded to bf16
-//     only as GEMM inputs;
+//   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
+//   - activations fp32 everywhere (the hc_mult streams, the recurrent state, every product's
+//     input): the products run in a plain kernel (linear_f32_cuda; cuBLASLt with bf16 inputs was
+//     2.6e-2 off the fixture), the routed experts per (token, expert) pair;
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
@@ -24,7 +24,6 @@
 #include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
 #include "device_buffer.hpp"
 #include "glm5_next_kernels.hpp"
-#include "tandem/kernels/gemm.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 namespace tandem::model::cuda {
@@ -109,13 +108,10 @@ class Glm5NextCuda final : public CudaModel {
   std::string kda(const Glm5Layer& L, int T, int S);
   std::string dsa(const Glm5Layer& L, int T);
   std::string ffn(const Glm5Layer& L, int T);
-  std::string mlp(const Glm5Mlp& m, int T, void* out, k::DType out_type);
+  std::string mlp(const Glm5Mlp& m, int T, float* out);
 
-  // y (fp32 or bf16 by y_type) = x (bf16) W^T.
-  std::string gemm(const void* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, void* y, long ldy,
-                   k::DType y_type = k::DType::f32);
-  // The same from fp32 x (rounded to bf16 into scratch first).
-  std::string gemm_f32(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
+  // y = x W^T: fp32 x and y, bf16 W [out, in].
+  std::string lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
   DsaPool pool_of(int slot) const;
 
   const Glm5NextConfig& c_;
@@ -127,7 +123,6 @@ class Glm5NextCuda final : public CudaModel {
   long state_floats_ = 0;
   float swiglu_limit_ = 0;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<k::GemmRunner> gemm_;
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
 
@@ -139,12 +134,11 @@ class Glm5NextCuda final : public CudaModel {
   std::int32_t num_blocks_ = 0;
   int block_size_ = 0, max_blocks_ = 0;
 
-  DeviceBuffer streams_, x_, post_, comb_, h_, y_, ybf_, scratch_bf_;
+  DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
   DeviceBuffer kproj_, graw_, gate_, kout_;
-  DeviceBuffer dproj_, qr_, qall_, qall_bf_, iw_, qlat_, olat_, olat_bf_, attn_, scores_, chosen_, sel_, sel_n_;
-  DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_,
-      moe_act_, moe_out_;
-  DeviceBuffer mean_, head_in_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;
+  DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
+  DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;
+  DeviceBuffer mean_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;
   std::size_t in_ints_ = 0;
   std::vector<std::int32_t> host_in_;
 };

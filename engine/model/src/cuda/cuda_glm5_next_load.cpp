@@ -42,9 +42,6 @@ std::string Glm5NextCuda::load(const Checkpoint& ck) {
   if (E_ > 1024) return "at most 1024 routed experts";
   if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
   if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
-  std::string why;
-  gemm_ = k::GemmRunner::create(&why);
-  if (!gemm_) return why;
   Uploader up(ck);
   const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
@@ -190,58 +187,48 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
 std::string Glm5NextCuda::allocate_activations() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
-  std::size_t mlp_width = 1, widest_in = h;
+  std::size_t mlp_width = 1;
   for (const Glm5Layer& L : layers_)
     mlp_width = std::max({mlp_width, static_cast<std::size_t>(L.dense.width), static_cast<std::size_t>(L.shared.width)});
-  widest_in = std::max({widest_in, static_cast<std::size_t>(lqk_), static_cast<std::size_t>(lhd_),
-                        static_cast<std::size_t>(heads_ * vd_), static_cast<std::size_t>(heads_ * lora_kv_),
-                        static_cast<std::size_t>(q_all_), static_cast<std::size_t>(std::max(lora_q_, 1))});
-  const std::size_t one = 1;
   struct Want {
     DeviceBuffer* b;
     std::size_t bytes;
     const char* what;
   };
+  const std::size_t I = static_cast<std::size_t>(std::max(I_, 1));
   const Want wants[] = {
       {&streams_, T * static_cast<std::size_t>(hc_) * h * 4, "hyper-connection streams"},
       {&x_, T * h * 4, "collapsed"},
       {&post_, T * static_cast<std::size_t>(hc_) * 4, "hc post"},
       {&comb_, T * static_cast<std::size_t>(hc_ * hc_) * 4, "hc comb"},
-      {&h_, T * h * 2, "normed"},
+      {&h_, T * h * 4, "normed"},
       {&y_, T * h * 4, "sublayer out"},
-      {&ybf_, T * h * 2, "sublayer out (bf16)"},
-      {&scratch_bf_, T * widest_in * 2, "bf16 GEMM input"},
       {&kproj_, T * static_cast<std::size_t>(std::max(kda_in_, 1)) * 4, "KDA projections"},
       {&graw_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA forget gate"},
       {&gate_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA output gate"},
       {&kout_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA out"},
       {&dproj_, T * static_cast<std::size_t>(dsa_in_) * 4, "DSA projections"},
-      {&qr_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"},
+      {&qr_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 4, "query latent"},
       {&qall_, T * static_cast<std::size_t>(q_all_) * 4, "queries"},
-      {&qall_bf_, T * static_cast<std::size_t>(q_all_) * 2, "queries (bf16)"},
       {&iw_, T * static_cast<std::size_t>(std::max(ih_, 1)) * 4, "index weights"},
       {&qlat_, T * static_cast<std::size_t>(heads_ * lora_kv_) * 4, "absorbed queries"},
       {&olat_, T * static_cast<std::size_t>(heads_ * lora_kv_) * 4, "attention latent"},
-      {&olat_bf_, T * static_cast<std::size_t>(heads_ * lora_kv_) * 2, "attention latent (bf16)"},
       {&attn_, T * static_cast<std::size_t>(heads_ * vd_) * 4, "attention out"},
       {&scores_, T * static_cast<std::size_t>(max_pools_) * 4, "pool scores"},
       {&chosen_, T * static_cast<std::size_t>(max_pools_) * 4, "chosen pools"},
       {&sel_, T * static_cast<std::size_t>(max_sel_) * 4, "selected keys"},
       {&sel_n_, T * 4, "selected counts"},
-      {&mlp_gu_, T * 2 * mlp_width * 2, "mlp gate_up"},
-      {&mlp_act_, T * mlp_width * 2, "mlp act"},
-      {&shared_out_, T * h * 2, "shared experts out"},
+      {&mlp_gu_, T * 2 * mlp_width * 4, "mlp gate_up"},
+      {&mlp_act_, T * mlp_width * 4, "mlp act"},
+      {&shared_out_, T * h * 4, "shared experts out"},
       {&router_logits_, T * static_cast<std::size_t>(std::max(E_, 1)) * 4, "router logits"},
       {&expert_, P * 4, "expert ids"},
       {&weight_, P * 4, "expert weights"},
-      {&offsets_, static_cast<std::size_t>(E_ + 1) * 4, "expert offsets"},
-      {&sorted_, P * 4, "sorted pairs"},
-      {&pair_pos_, P * 4, "pair positions"},
-      {&moe_gu_, P * 2 * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert gate_up"},
-      {&moe_act_, P * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert act"},
-      {&moe_out_, P * h * 2, "expert out"},
+      {&pair_token_, P * 4, "token of each pair"},
+      {&moe_gu_, P * 2 * I * 4, "expert gate_up"},
+      {&moe_act_, P * I * 4, "expert act"},
+      {&moe_out_, P * h * 4, "expert out"},
       {&mean_, T * h * 4, "streams' mean"},
-      {&head_in_, std::max(S, one) * h * 2, "head rows"},
       {&logits_, S * static_cast<std::size_t>(V_) * 4, "logits"},
       {&sampled_, S * sizeof(k::Sampled), "sampled"},
       {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
@@ -255,6 +242,10 @@ std::string Glm5NextCuda::allocate_activations() {
     if (auto e = state_.allocate(bytes, "recurrent state"); !e.empty()) return e;
     if (auto e = cuda_error(cudaMemset(state_.get(), 0, bytes), "recurrent state"); !e.empty()) return e;
   }
+  std::vector<std::int32_t> pair_token(P);
+  for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
+  if (auto e = cuda_error(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e.empty())
+    return e;
   std::vector<k::SamplingParams> greedy(S);
   for (auto& g : greedy) g.temperature = 0.f;
   if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), S * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),

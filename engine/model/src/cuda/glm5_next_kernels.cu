@@ -259,7 +259,7 @@ __device__ __forceinline__ float* pool_row(const DsaPool& p, int seq, int pos) {
 }
 
 __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, long ld_proj, const std::int32_t* token_seq,
-                                   const std::int32_t* token_pos, DsaPool pool, bf16* qr, float* iw) {
+                                   const std::int32_t* token_pos, DsaPool pool, float* qr, float* iw) {
   __shared__ float scratch[32];
   const int t = blockIdx.x;
   const float* p = proj + static_cast<long>(t) * ld_proj;
@@ -269,7 +269,7 @@ __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, l
   for (int i = threadIdx.x; i < s.lora_q; i += blockDim.x) a += p[i] * p[i];
   const float rq = rsqrtf(block_sum(a, scratch) / static_cast<float>(s.lora_q) + s.rms_eps);
   for (int i = threadIdx.x; i < s.lora_q; i += blockDim.x)
-    qr[static_cast<long>(t) * s.lora_q + i] = __float2bfloat16_rn(p[i] * rq * nw.q_a_norm[i]);
+    qr[static_cast<long>(t) * s.lora_q + i] = p[i] * rq * nw.q_a_norm[i];
   // latent norm and the raw shared key
   const float* c = p + s.lora_q;
   a = 0.f;
@@ -403,7 +403,118 @@ __global__ void clamped_silu_and_mul_kernel(const bf16* gate_up, bf16* y, int d,
   }
 }
 
+template <class W>
+__device__ __forceinline__ float weight_at(const W* w, long i);
+template <>
+__device__ __forceinline__ float weight_at<float>(const float* w, long i) { return w[i]; }
+template <>
+__device__ __forceinline__ float weight_at<bf16>(const bf16* w, long i) { return __bfloat162float(w[i]); }
+
+// Block (row, 8 outputs): one warp per output.
+template <class W>
+__global__ void linear_f32_kernel(const float* x, long ldx, const std::int32_t* gather, int in, const W* w, long ldw,
+                                  const std::int32_t* row_expert, long expert_stride, int out, float* y, long ldy) {
+  const int r = blockIdx.x, o = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (o >= out) return;
+  const float* xr = x + static_cast<long>(gather ? gather[r] : r) * ldx;
+  const W* wr = w + (row_expert ? static_cast<long>(row_expert[r]) * expert_stride : 0L) + static_cast<long>(o) * ldw;
+  float acc = 0.f;
+  for (int i = lane; i < in; i += 32) acc += xr[i] * weight_at(wr, i);
+  acc = warp_sum(acc);
+  if (lane == 0) y[static_cast<long>(r) * ldy + o] = acc;
+}
+
+__global__ void absorb_query_kernel(const float* q, long ld_q, long head_stride, int heads, int nope, int vd, int lora_kv,
+                                    const bf16* kv_b, float* q_lat) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const float* qh = q + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
+  const bf16* wk = kv_b + static_cast<long>(h) * (nope + vd) * lora_kv;
+  for (int d = threadIdx.x; d < lora_kv; d += blockDim.x) {
+    float acc = 0.f;
+    for (int n = 0; n < nope; ++n) acc += qh[n] * __bfloat162float(wk[static_cast<long>(n) * lora_kv + d]);
+    q_lat[(static_cast<long>(t) * heads + h) * lora_kv + d] = acc;
+  }
+}
+
+// Block (token, head); one warp per value channel.
+__global__ void absorb_values_kernel(const float* lat, int heads, int nope, int vd, int lora_kv, const bf16* kv_b, float* out) {
+  const int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float* l = lat + (static_cast<long>(t) * heads + h) * lora_kv;
+  for (int v = threadIdx.x / 32; v < vd; v += warps) {
+    const bf16* wv = kv_b + (static_cast<long>(h) * (nope + vd) + nope + v) * lora_kv;
+    float acc = 0.f;
+    for (int d = lane; d < lora_kv; d += 32) acc += l[d] * __bfloat162float(wv[d]);
+    acc = warp_sum(acc);
+    if (lane == 0) out[(static_cast<long>(t) * heads + h) * vd + v] = acc;
+  }
+}
+
+__global__ void clamped_silu_and_mul_f32_kernel(const float* gate_up, float* y, int d, float limit) {
+  const float* row = gate_up + static_cast<long>(blockIdx.x) * 2 * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const float g = fminf(row[i], limit);
+    const float u = fminf(fmaxf(row[d + i], -limit), limit);
+    y[static_cast<long>(blockIdx.x) * d + i] = g / (1.f + expf(-g)) * u;
+  }
+}
+
+__global__ void moe_combine_f32_kernel(const float* pair_out, const float* weight, int top_k, int hidden, const float* add,
+                                       float* y) {
+  const int t = blockIdx.x;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float acc = 0.f;
+    for (int k = 0; k < top_k; ++k)
+      acc += weight[static_cast<long>(t) * top_k + k] * pair_out[(static_cast<long>(t) * top_k + k) * hidden + i];
+    y[static_cast<long>(t) * hidden + i] = acc + (add ? add[static_cast<long>(t) * hidden + i] : 0.f);
+  }
+}
+
 }  // namespace
+
+std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            float* y, long ldy, Stream stream) {
+  if (rows == 0 || out == 0) return {};
+  const dim3 grid(rows, (out + 7) / 8);
+  if (w_type == kernels::DType::bf16)
+    linear_f32_kernel<bf16><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const bf16*>(w), ldw, row_expert,
+                                                      expert_stride, out, y, ldy);
+  else if (w_type == kernels::DType::f32)
+    linear_f32_kernel<float><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const float*>(w), ldw, row_expert,
+                                                       expert_stride, out, y, ldy);
+  else
+    return "linear_f32_cuda: weights must be bf16 or fp32";
+  return launched("linear_f32_kernel");
+}
+
+std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+                              int lora_kv, const void* kv_b, float* q_lat, Stream stream) {
+  if (tokens == 0) return {};
+  absorb_query_kernel<<<dim3(tokens, heads), 128, 0, stream>>>(q, ld_q, head_stride, heads, nope, vd, lora_kv,
+                                                              static_cast<const bf16*>(kv_b), q_lat);
+  return launched("absorb_query_kernel");
+}
+
+std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+                               float* out, Stream stream) {
+  if (tokens == 0) return {};
+  absorb_values_kernel<<<dim3(tokens, heads), 256, 0, stream>>>(lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b),
+                                                               out);
+  return launched("absorb_values_kernel");
+}
+
+std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream) {
+  if (rows == 0) return {};
+  clamped_silu_and_mul_f32_kernel<<<rows, 256, 0, stream>>>(gate_up, y, d, limit);
+  return launched("clamped_silu_and_mul_f32_kernel");
+}
+
+std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                                 const float* add, float* y, Stream stream) {
+  if (tokens == 0) return {};
+  moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, weight, top_k, hidden, add, y);
+  return launched("moe_combine_f32_kernel");
+}
 
 std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
                          void* y_bf16, long ldb, Stream stream) {
@@ -469,10 +580,9 @@ std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const Kda
 
 std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
-                             void* qr_bf16, float* iw, Stream stream) {
+                             float* qr, float* iw, Stream stream) {
   if (tokens == 0) return {};
-  dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, static_cast<bf16*>(qr_bf16),
-                                                 iw);
+  dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, qr, iw);
   return launched("dsa_prepare_kernel");
 }
 

@@ -99,7 +99,7 @@ struct DsaShape {
 };
 // Per token from its fused projection proj = [q_a (lora_q) | kv_a (lora_kv + rope) | wk (index_dim)
 // | kpool_gate (index_dim) | weights_proj (index_heads)] (the indexer's parts only on an indexer
-// layer): qr = rmsnorm(q_a) * q_a_norm into qr_bf16 [lora_q]; the row [rmsnorm(c) * kv_a_norm, kr,
+// layer): qr = rmsnorm(q_a) * q_a_norm into qr [lora_q]; the row [rmsnorm(c) * kv_a_norm, kr,
 // LayerNorm(wk x) * k_norm + k_norm_bias (eps 1e-6), kpool_gate x] into the pool; index weights
 // weights_proj x / sqrt(index_heads) into iw [index_heads].
 struct DsaNorms {
@@ -107,7 +107,7 @@ struct DsaNorms {
 };
 std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
-                             void* qr_bf16, float* iw, Stream stream);
+                             float* qr, float* iw, Stream stream);
 // The keys each token attends to (positions, ascending) into sel [tokens, max_sel], their count into
 // sel_n: the best index_topk / kpool complete pools the token sees (score = sum_h iw[h] *
 // relu(iq_h . poolkey / sqrt(index_dim)); ties: the earlier pool) plus the tail after the last
@@ -126,8 +126,31 @@ std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads
                                const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
                                float* out_lat, Stream stream);
 
+// ---- products with fp32 activations ----------------------------------------------------------
+// Rounding the activations to bf16 at every GEMM input moved the fixture's logits by up to 2.6e-2
+// (first H200 run), so this version multiplies fp32 activations by the bf16 (or fp32) weights in
+// a plain kernel, fp32 sums (one warp per output; slow for long prefills):
+//   y[r][o] = sum_i x[g(r)][i] * W_e(r)[o][i]    g(r) = gather ? gather[r] : r;
+//   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
+// w_type: bf16 or f32.
+std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            float* y, long ldy, Stream stream);
+// MLA absorption per head h of kv_b ([heads * (nope + vd), lora_kv] bf16):
+//   q_lat[t][h][d] = sum_n q[t][h * head_stride + n] * kv_b[h * (nope + vd) + n][d]      (n < nope)
+//   out[t][h][v]   = sum_d lat[t][h][d] * kv_b[h * (nope + vd) + nope + v][d]           (v < vd)
+std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+                              int lora_kv, const void* kv_b, float* q_lat, Stream stream);
+std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+                               float* out, Stream stream);
+
 // ---- MoE --------------------------------------------------------------------------------------
 // y[r] = silu(min(gate, limit)) * clamp(up, -limit, limit) on rows [gate (d) | up (d)]; bf16.
 std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
+// The same on fp32 rows.
+std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
+// y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
+std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                                 const float* add, float* y, Stream stream);
 
 }  // namespace tandem::model::cuda
