@@ -11,7 +11,7 @@
 //            plus (index_kpool_always_select_tail) the visible tokens after the last complete pool
 //   a "shared" layer takes the previous layer's keys;
 //   out = o_proj(softmax over the selected keys of q.k / sqrt(nope + rope), times v)
-// Equal pool scores are broken as torch.topk's CPU kernel breaks them (see select_keys).
+// Equal pool scores are broken as torch.topk's CPU kernel breaks them (see dsa_select_keys).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -51,7 +51,7 @@ std::vector<double> dsa_pool_keys(const DsaLayer& w, const Glm5NextConfig& c, co
 
 // The keys the query at cache index `i` attends to.
 std::vector<int> dsa_select_keys(const Glm5NextConfig& c, const std::vector<double>& pools, const float* iq,
-                             const float* weights, std::span<const int> pos, int i) {
+                                 const float* weights, std::span<const int> pos, int i) {
   const int kp = c.index_kpool, D = c.index_head_dim, P = static_cast<int>(pools.size()) / D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   // Every pool the cache holds, complete or not, as torch.topk sees them: (score, pool) in pool

@@ -72,6 +72,12 @@ class Glm5NextCuda final : public CudaModel {
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool) override {}  // always eager in this version
+  // The trace's rows are glm4_moe_lite's (one residual stream, an MLA latent row per layer); the
+  // hyper-connection streams and KDA layers have no place in it yet.
+  Result<StepTrace> step_traced(std::span<const PagedWork>) override {
+    return error("step_traced is not implemented for " + config().model_type + " on CUDA yet");
+  }
+  std::vector<float> kv_scales() const override { return std::vector<float>(static_cast<std::size_t>(n_dsa_), 1.f); }  // fp32 pool
   std::uint64_t kv_bytes_per_token() const override {
     return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
   }

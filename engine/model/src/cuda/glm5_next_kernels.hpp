@@ -110,7 +110,9 @@ std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* 
                              float* qr, float* iw, Stream stream);
 // The keys each token attends to (positions, ascending) into sel [tokens, max_sel], their count into
 // sel_n: the best index_topk / kpool complete pools the token sees (score = sum_h iw[h] *
-// relu(iq_h . poolkey / sqrt(index_dim)); ties: the earlier pool) plus the tail after the last
+// relu(iq_h . poolkey / sqrt(index_dim)); among equal scores the earlier pool: NOT the CPU
+// reference's rule, which follows torch.topk's CPU kernel, std::nth_element / partial_sort order;
+// the two agree on the scores chosen, not always on which of equally scored pools) plus the tail after the last
 // complete pool. iq [index_heads * index_dim] per token (ld_iq); kpool_ape [kpool, index_dim].
 // scores / chosen: scratch of tokens * max_pools. max_sel >= index_topk + kpool; index_heads <= 64.
 std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
