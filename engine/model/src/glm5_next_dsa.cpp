@@ -11,7 +11,7 @@
 //            plus (index_kpool_always_select_tail) the visible tokens after the last complete pool
 //   a "shared" layer takes the previous layer's keys;
 //   out = o_proj(softmax over the selected keys of q.k / sqrt(nope + rope), times v)
-// Equal pool scores are broken as torch.topk's CPU kernel breaks them (see select_keys).
+// Equal pool scores are broken as torch.topk's CPU kernel breaks them (see dsa_select_keys).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,10 +28,8 @@ namespace k = tandem::kernels;
 
 int dsa_row_width(const Glm5NextConfig& c) { return c.kv_lora_rank + c.qk_rope_head_dim + 2 * c.index_head_dim; }
 
-namespace {
-
 // Pool keys of the complete pools among the first n cached tokens: [n / kpool, index_head_dim].
-std::vector<double> pool_keys(const DsaLayer& w, const Glm5NextConfig& c, const KvRows& rows, int n) {
+std::vector<double> dsa_pool_keys(const DsaLayer& w, const Glm5NextConfig& c, const KvRows& rows, int n) {
   const int P = n / c.index_kpool, kp = c.index_kpool, D = c.index_head_dim;
   const int ik_at = c.kv_lora_rank + c.qk_rope_head_dim, ig_at = ik_at + D;
   std::vector<double> keys(static_cast<size_t>(P) * static_cast<size_t>(D)), logit(static_cast<size_t>(kp));
@@ -52,8 +50,8 @@ std::vector<double> pool_keys(const DsaLayer& w, const Glm5NextConfig& c, const 
 }
 
 // The keys the query at cache index `i` attends to.
-std::vector<int> select_keys(const Glm5NextConfig& c, const std::vector<double>& pools, const float* iq,
-                             const float* weights, std::span<const int> pos, int i) {
+std::vector<int> dsa_select_keys(const Glm5NextConfig& c, const std::vector<double>& pools, const float* iq,
+                                 const float* weights, std::span<const int> pos, int i) {
   const int kp = c.index_kpool, D = c.index_head_dim, P = static_cast<int>(pools.size()) / D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   // Every pool the cache holds, complete or not, as torch.topk sees them: (score, pool) in pool
@@ -102,8 +100,6 @@ std::vector<int> select_keys(const Glm5NextConfig& c, const std::vector<double>&
   return keys;
 }
 
-}  // namespace
-
 void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int rows, int first, KvSequence& cache,
                  int slot, Selection& selection, float* out) {
   const int H = c.d.hidden_size, heads = c.d.num_attention_heads;
@@ -144,10 +140,10 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
   const int S = cache.length();
   const std::span<const int> pos = cache.positions();
   if (w.indexer) {
-    const auto pools = pool_keys(w, c, cached, S);
+    const auto pools = dsa_pool_keys(w, c, cached, S);
     selection.assign(static_cast<size_t>(rows), {});
     for (int t = 0; t < rows; ++t)
-      selection[static_cast<size_t>(t)] = select_keys(c, pools, iq.data() + static_cast<long>(t) * ih * id,
+      selection[static_cast<size_t>(t)] = dsa_select_keys(c, pools, iq.data() + static_cast<long>(t) * ih * id,
                                                       iw.data() + static_cast<long>(t) * ih, pos, first + t);
   }
 

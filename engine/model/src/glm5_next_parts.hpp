@@ -51,6 +51,13 @@ long kda_state_floats(const Glm5NextConfig& c);
 // out = kda(x) for `rows` consecutive new tokens [rows, hidden]; `state` (kda_state_floats) is
 // advanced over them, token by token, so any split of a sequence into calls gives the same bits.
 void kda_forward(const KdaLayer& w, const Glm5NextConfig& c, const float* x, int rows, std::span<float> state, float* out);
+// One token after its projections (what kda_forward does between them, and the CPU reference of
+// the CUDA kernel kda_recurrent_cuda): u = [q_proj x | k_proj x | v_proj x], g_raw = f_b(f_a x)
+// (before dt_bias), beta_raw = b_proj x (before the sigmoid), gate_raw = g_b(g_a x); reads conv,
+// a_log, dt_bias and o_norm of w; advances `state` (kda_state_floats) and writes the gated, normed
+// o [heads * head_dim] (o_proj's input).
+void kda_token(const KdaLayer& w, const Glm5NextConfig& c, const float* u, const float* g_raw, const float* beta_raw,
+               const float* gate_raw, float* state, float* o);
 
 // ---- DSA sparse attention -------------------------------------------------------------------
 struct DsaLayer {
@@ -68,6 +75,13 @@ using Selection = std::vector<std::vector<int>>;
 // out = attention(x) for the `rows` new tokens at cache indices first..first+rows-1 of `layer`
 // (cache slot `slot`); fills their cache rows. Reads `selection` on a shared layer, writes it on
 // a full one.
+// The indexer's parts (CPU references of dsa_select_cuda): the pool keys of the complete pools among
+// the first n cached tokens ([n / index_kpool, index_head_dim]) and the keys the query at cache
+// index i attends to (iq [index heads, index_head_dim], weights [index heads] already scaled by
+// 1/sqrt(index heads); pos: the cached tokens' positions).
+std::vector<double> dsa_pool_keys(const DsaLayer& w, const Glm5NextConfig& c, const KvRows& rows, int n);
+std::vector<int> dsa_select_keys(const Glm5NextConfig& c, const std::vector<double>& pools, const float* iq, const float* weights,
+                                 std::span<const int> pos, int i);
 void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int rows, int first, KvSequence& cache,
                  int slot, Selection& selection, float* out);
 

@@ -139,7 +139,8 @@ class CudaModel : public Model {
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}
 };
 
-// Loads config.json and the safetensors weights of `dir` onto the device. glm4_moe_lite only so far.
+// Loads config.json and the safetensors weights of `dir` onto the device: glm4_moe_lite, and
+// glm5_next / glm5_next_text (first version: eager, fp32 DSA pool; see cuda_glm5_next.hpp).
 Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options);
 Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options,
                                                    comm::Communicator& comm);

@@ -28,6 +28,9 @@ struct PagedWork {
   int start = 0;
   std::span<const int32_t> block_table;
   bool logits = false;
+  // Models with a recurrent state per sequence (glm5_next) on a device pool: which of the model's
+  // max_num_seqs state slots this sequence reads and advances (-1: none); a start of 0 resets it.
+  int state_slot = -1;
 };
 
 // Residual-stream rows of chosen layers, captured during a forward for a speculative drafter

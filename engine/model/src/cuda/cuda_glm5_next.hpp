@@ -1,0 +1,152 @@
+// glm5_next_text (and the text stack of glm5_next) on CUDA: the model class, shared by its loading
+// (cuda_glm5_next_load.cpp) and its step (cuda_glm5_next_step.cpp). The math is the CPU
+// reference's (glm5_next.cpp and its parts); the new kernels are in glm5_next_kernels.hpp.
+//
+// First version, correct before fast:
+//   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
+//   - activations fp32 everywhere (the hc_mult streams, the recurrent state, every product's
+//     input): the products run in a plain kernel (linear_f32_cuda; cuBLASLt with bf16 inputs was
+//     2.6e-2 off the fixture), the routed experts per (token, expert) pair;
+//   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
+//   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
+//     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
+//   - the recurrence walks each sequence's tokens one by one in one kernel per layer, the indexer
+//     scores every visible pool per query (quadratic ranks for its top-k), steps run eagerly (no
+//     CUDA graphs), and one rank only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
+#include "device_buffer.hpp"
+#include "glm5_next_kernels.hpp"
+#include "tandem/model/cuda_model.hpp"
+
+namespace tandem::model::cuda {
+
+struct Glm5Hc {
+  DeviceBuffer fn, base, scale;  // fp32
+};
+
+struct Glm5Mlp {
+  int width = 0;
+  DeviceBuffer gate_up, down;  // bf16 [2 * width, hidden], [hidden, width]
+};
+
+struct Glm5Layer {
+  DeviceBuffer input_norm, post_norm;  // fp32
+  Glm5Hc attn_hc, ffn_hc;
+  bool linear = false;
+  // KDA: w_in = [q; k; v; f_a; g_a; b] rows; f_b, g_b [qk, head_dim]; o [hidden, qk] (bf16);
+  // conv, a_log, dt_bias, o_norm fp32.
+  DeviceBuffer w_in, f_b, g_b, o, conv, a_log, dt_bias, o_norm;
+  long state_at = 0;
+  // DSA: w_in = [q_a; kv_a; wk; kpool_gate; weights_proj] (indexer parts on an indexer layer only),
+  // q_all = [q_b; wq_b], kv_b, o (bf16); norms and kpool_ape fp32.
+  bool indexer = false;
+  int slot = 0;
+  DeviceBuffer q_all, kv_b, q_a_norm, kv_a_norm, k_norm, k_norm_bias, kpool_ape;
+  // FFN
+  bool moe = false;
+  Glm5Mlp dense, shared;
+  DeviceBuffer router, correction_bias, experts_gate_up, experts_down;
+};
+
+class Glm5NextCuda final : public CudaModel {
+ public:
+  Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt);
+  ~Glm5NextCuda() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string load(const Checkpoint& ck);
+
+  KvLayout kv_layout() const override { return {n_dsa_, width_, state_floats_}; }
+  Status make_device_pool(std::int32_t num_blocks, int block_size) override;
+  Result<std::vector<float>> step(std::span<const PagedWork> work) override;
+  Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
+  std::uint64_t weight_bytes() const override { return weight_bytes_; }
+  DecodeBytes decode_bytes() const override { return decode_bytes_; }
+  void set_enforce_eager(bool) override {}  // always eager in this version
+  // The trace's rows are glm4_moe_lite's (one residual stream, an MLA latent row per layer); the
+  // hyper-connection streams and KDA layers have no place in it yet.
+  Result<StepTrace> step_traced(std::span<const PagedWork>) override {
+    return error("step_traced is not implemented for " + config().model_type + " on CUDA yet");
+  }
+  std::vector<float> kv_scales() const override { return std::vector<float>(static_cast<std::size_t>(n_dsa_), 1.f); }  // fp32 pool
+  std::uint64_t kv_bytes_per_token() const override {
+    return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
+  }
+  void set_all_reduce(DeviceAllReduce*) override {}
+
+  // For the check program: the device's recurrent state of `slot` (state_floats floats).
+  Result<std::vector<float>> recurrent_state(int slot) const;
+
+ protected:
+  Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
+    return error("the CUDA model runs through step() on its device pool, not forward()");
+  }
+  const float* lm_head() const override { return nullptr; }
+
+ private:
+  std::string alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
+  std::string alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape);
+  std::string load_mlp(Uploader& up, const std::string& prefix, int width, Glm5Mlp& m);
+  std::string load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
+  std::string allocate_activations();
+
+  std::int32_t* in_tokens() const { return inputs_.as<std::int32_t>(); }
+  std::int32_t* in_pos() const { return in_tokens() + t_cap_; }
+  std::int32_t* in_seq() const { return in_pos() + t_cap_; }
+  std::int32_t* in_begin() const { return in_seq() + t_cap_; }      // [s_cap + 1]
+  std::int32_t* in_slot() const { return in_begin() + s_cap_ + 1; }  // [s_cap]
+  std::int32_t* in_reset() const { return in_slot() + s_cap_; }      // [s_cap]
+  std::int32_t* in_rows() const { return in_reset() + s_cap_; }      // [s_cap]
+  std::int32_t* in_tables() const { return in_rows() + s_cap_; }     // [s_cap * max_blocks]
+
+  Result<int> run(std::span<const PagedWork> work);
+  std::string enqueue(int T, int S, int R);
+  std::string sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S);
+  std::string kda(const Glm5Layer& L, int T, int S);
+  std::string dsa(const Glm5Layer& L, int T);
+  std::string ffn(const Glm5Layer& L, int T);
+  std::string mlp(const Glm5Mlp& m, int T, float* out);
+
+  // y = x W^T: fp32 x and y, bf16 W [out, in].
+  std::string lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
+  DsaPool pool_of(int slot) const;
+
+  const Glm5NextConfig& c_;
+  CudaOptions opt_;
+  int H_ = 0, V_ = 0, hc_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
+  int lh_ = 0, lhd_ = 0, lqk_ = 0, kda_in_ = 0, ih_ = 0, id_ = 0, dsa_in_ = 0, q_all_ = 0;
+  int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, max_sel_ = 0, max_pools_ = 0;
+  int n_dsa_ = 0;
+  long state_floats_ = 0;
+  float swiglu_limit_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::uint64_t weight_bytes_ = 0;
+  DecodeBytes decode_bytes_;
+
+  DeviceBuffer embed_, final_norm_, head_;
+  std::vector<Glm5Layer> layers_;
+
+  DeviceBuffer pool_, state_;
+  std::size_t layer_rows_ = 0;  // rows of one layer's pool
+  std::int32_t num_blocks_ = 0;
+  int block_size_ = 0, max_blocks_ = 0;
+
+  DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
+  DeviceBuffer kproj_, graw_, gate_, kout_;
+  DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
+  DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;
+  DeviceBuffer mean_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;
+  std::size_t in_ints_ = 0;
+  std::vector<std::int32_t> host_in_;
+};
+
+}  // namespace tandem::model::cuda

@@ -1,0 +1,294 @@
+// glm5_next_text on CUDA, loading: the checkpoint's tensors onto the device (projections that read
+// the same input fused into one matrix), the activation buffers a step of the configured size
+// needs, the DSA pool and the recurrent-state slots.
+#include <algorithm>
+#include <cmath>
+
+#include "../glm5_next_parts.hpp"
+#include "cuda_glm5_next.hpp"
+#include "tandem/kernels/sampling_cuda.hpp"
+
+namespace tandem::model::cuda {
+
+Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt)
+    : CudaModel(std::move(config), comm), c_(std::get<Glm5NextConfig>(this->config().arch)), opt_(opt) {
+  const DecoderConfig& d = c_.d;
+  H_ = d.hidden_size, V_ = d.vocab_size, hc_ = c_.hc_mult, heads_ = d.num_attention_heads;
+  nope_ = c_.qk_nope_head_dim, rope_ = c_.qk_rope_head_dim, qk_ = c_.qk_head_dim(), vd_ = c_.v_head_dim;
+  lora_q_ = c_.q_lora_rank, lora_kv_ = c_.kv_lora_rank, width_ = detail::dsa_row_width(c_);
+  lh_ = c_.linear_num_heads, lhd_ = c_.linear_head_dim, lqk_ = lh_ * lhd_;
+  kda_in_ = 3 * lqk_ + 2 * lhd_ + lh_;
+  ih_ = c_.index_n_heads, id_ = c_.index_head_dim;
+  dsa_in_ = lora_q_ + lora_kv_ + rope_ + 2 * id_ + ih_;
+  q_all_ = heads_ * qk_ + ih_ * id_;
+  E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
+  max_len_ = opt.max_model_len > 0 ? opt.max_model_len : d.max_position_embeddings;
+  t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
+  s_cap_ = opt.max_num_seqs;
+  max_sel_ = c_.index_topk + c_.index_kpool;
+  max_pools_ = max_len_ / std::max(c_.index_kpool, 1) + 1;
+  swiglu_limit_ = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : INFINITY;
+}
+
+std::string Glm5NextCuda::load(const Checkpoint& ck) {
+  const DecoderConfig& d = c_.d;
+  if (opt_.kv_cache_dtype == "fp8" || opt_.kv_cache_dtype == "fp8_e4m3")
+    return "the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented";
+  if (d.attention_bias) return "attention_bias is not implemented for glm5_next on CUDA yet";
+  if (hc_ < 1 || hc_ > kMaxHc) return "hc_mult must be in [1, 8] on CUDA";
+  if (lhd_ > 1024) return "linear_head_dim must be at most 1024 on CUDA";
+  if (ih_ > 64) return "index_n_heads must be at most 64 on CUDA";
+  if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return "hidden_size and moe_intermediate_size must be multiples of 8";
+  if (E_ > 1024) return "at most 1024 routed experts";
+  if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
+  if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
+  Uploader up(ck);
+  const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
+  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
+  up.bf16(embed_, 0, root + "embed_tokens.weight", {V_, H_});
+  if (auto e = alloc_f32(up, final_norm_, root + "norm.weight", {H_}); !e.empty()) return e;
+  if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
+  up.bf16(head_, 0, "lm_head.weight", {V_, H_});
+  layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
+  for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l)
+    if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e.empty()) return e;
+  if (!up.ok()) return up.error();
+  // A decode step reads every weight but the routed experts once, and each expert chosen by any token.
+  const std::uint64_t expert = std::uint64_t{6} * static_cast<std::uint64_t>(I_) * h;
+  decode_bytes_.per_expert = expert;
+  decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
+  decode_bytes_.fixed = weight_bytes_ - static_cast<std::uint64_t>(decode_bytes_.moe_layers) * static_cast<std::uint64_t>(E_) * expert;
+  return allocate_activations();
+}
+
+std::string Glm5NextCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+  weight_bytes_ += n * 2;
+  return b.allocate(n * 2, what);
+}
+
+std::string Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape) {
+  std::size_t n = 1;
+  for (auto s : shape) n *= static_cast<std::size_t>(s);
+  weight_bytes_ += n * 4;
+  if (auto e = b.allocate(n * 4, name); !e.empty()) return e;
+  up.f32(b, name, shape);
+  return {};
+}
+
+std::string Glm5NextCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Glm5Mlp& m) {
+  m.width = width;
+  const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
+  if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
+  if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
+  up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
+  up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
+  up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+  return {};
+}
+
+std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
+  const DecoderConfig& d = c_.d;
+  const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  const std::string p = root + "layers." + std::to_string(l) + ".", sa = p + "self_attn.";
+  const std::size_t h = static_cast<std::size_t>(H_);
+  const int mix = (2 + hc_) * hc_;
+  if (auto e = alloc_f32(up, L.input_norm, p + "input_layernorm.weight", {H_}); !e.empty()) return e;
+  if (auto e = alloc_f32(up, L.post_norm, p + "post_attention_layernorm.weight", {H_}); !e.empty()) return e;
+  for (auto [name, hc] : {std::pair{"attn_hc.", &L.attn_hc}, std::pair{"ffn_hc.", &L.ffn_hc}}) {
+    if (auto e = alloc_f32(up, hc->fn, p + name + "fn", {mix, hc_ * H_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, hc->base, p + name + "base", {mix}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, hc->scale, p + name + "scale", {3}); !e.empty()) return e;
+  }
+  L.linear = c_.layer_is_linear[static_cast<std::size_t>(l)];
+  if (L.linear) {
+    const std::size_t qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
+    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, sa + "w_in"); !e.empty()) return e;
+    up.bf16(L.w_in, 0, sa + "q_proj.weight", {lqk_, H_});
+    up.bf16(L.w_in, qk * h, sa + "k_proj.weight", {lqk_, H_});
+    up.bf16(L.w_in, 2 * qk * h, sa + "v_proj.weight", {lqk_, H_});
+    up.bf16(L.w_in, 3 * qk * h, sa + "forget_gate.f_a_proj.weight", {lhd_, H_});
+    up.bf16(L.w_in, (3 * qk + hd) * h, sa + "g_a_proj.weight", {lhd_, H_});
+    up.bf16(L.w_in, (3 * qk + 2 * hd) * h, sa + "b_proj.weight", {lh_, H_});
+    if (auto e = alloc_bf16(L.f_b, qk * hd, sa + "f_b"); !e.empty()) return e;
+    up.bf16(L.f_b, 0, sa + "forget_gate.f_b_proj.weight", {lqk_, lhd_});
+    if (auto e = alloc_bf16(L.g_b, qk * hd, sa + "g_b"); !e.empty()) return e;
+    up.bf16(L.g_b, 0, sa + "g_b_proj.weight", {lqk_, lhd_});
+    if (auto e = alloc_bf16(L.o, h * qk, sa + "o_proj"); !e.empty()) return e;
+    up.bf16(L.o, 0, sa + "o_proj.weight", {H_, lqk_});
+    if (auto e = alloc_f32(up, L.conv, sa + "conv1d.weight", {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.a_log, sa + "forget_gate.A_log", {lh_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.dt_bias, sa + "forget_gate.dt_bias", {lqk_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.o_norm, sa + "o_norm.weight", {lhd_}); !e.empty()) return e;
+    L.state_at = state_floats_;
+    state_floats_ += detail::kda_state_floats(c_);
+  } else {
+    L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
+    L.slot = n_dsa_++;
+    const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
+    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, sa + "w_in"); !e.empty()) return e;
+    std::size_t at = 0;
+    auto put = [&](const std::string& name, int n) {
+      up.bf16(L.w_in, at, name, {n, H_});
+      at += static_cast<std::size_t>(n) * h;
+    };
+    put(sa + "q_a_proj.weight", lora_q_);
+    put(sa + "kv_a_proj_with_mqa.weight", lora_kv_ + rope_);
+    const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
+    if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), sa + "q_b"); !e.empty())
+      return e;
+    up.bf16(L.q_all, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+    if (L.indexer) {
+      const std::string x = sa + "indexer.";
+      put(x + "wk.weight", id_);
+      put(x + "index_kpool_compress_gate", id_);
+      put(x + "weights_proj.weight", ih_);
+      up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), x + "wq_b.weight",
+              {ih_ * id_, lora_q_});
+      if (auto e = alloc_f32(up, L.k_norm, x + "k_norm.weight", {id_}); !e.empty()) return e;
+      if (auto e = alloc_f32(up, L.k_norm_bias, x + "k_norm.bias", {id_}); !e.empty()) return e;
+      if (auto e = alloc_f32(up, L.kpool_ape, x + "index_kpool_compress_ape", {c_.index_kpool, id_}); !e.empty()) return e;
+    }
+    if (auto e = alloc_f32(up, L.q_a_norm, sa + "q_a_layernorm.weight", {lora_q_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.kv_a_norm, sa + "kv_a_layernorm.weight", {lora_kv_}); !e.empty()) return e;
+    const int kvb_rows = heads_ * (nope_ + vd_);
+    if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b"); !e.empty())
+      return e;
+    up.bf16(L.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
+    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
+    up.bf16(L.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+  }
+  const std::string mp = p + "mlp.";
+  L.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
+  if (!L.moe) return load_mlp(up, mp, d.intermediate_size, L.dense);
+  const std::size_t expert = static_cast<std::size_t>(I_) * h;
+  if (auto e = alloc_f32(up, L.router, mp + "gate.weight", {E_, H_}); !e.empty()) return e;
+  if (auto e = alloc_f32(up, L.correction_bias, mp + "gate.e_score_correction_bias", {E_}); !e.empty()) return e;
+  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
+    return e;
+  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
+  if (ck.has(mp + "experts.gate_up_proj")) {
+    up.bf16(L.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
+    up.bf16(L.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
+  } else {
+    for (int e = 0; e < E_ && up.ok(); ++e) {
+      const std::string ep = mp + "experts." + std::to_string(e) + ".";
+      const std::size_t at = static_cast<std::size_t>(e) * expert;
+      up.bf16(L.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
+      up.bf16(L.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
+      up.bf16(L.experts_down, at, ep + "down_proj.weight", {H_, I_});
+    }
+  }
+  decode_bytes_.moe_layers += 1;
+  if (d.moe.n_shared_experts > 0) return load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, L.shared);
+  return {};
+}
+
+std::string Glm5NextCuda::allocate_activations() {
+  const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
+  const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
+  std::size_t mlp_width = 1;
+  for (const Glm5Layer& L : layers_)
+    mlp_width = std::max({mlp_width, static_cast<std::size_t>(L.dense.width), static_cast<std::size_t>(L.shared.width)});
+  struct Want {
+    DeviceBuffer* b;
+    std::size_t bytes;
+    const char* what;
+  };
+  const std::size_t I = static_cast<std::size_t>(std::max(I_, 1));
+  const Want wants[] = {
+      {&streams_, T * static_cast<std::size_t>(hc_) * h * 4, "hyper-connection streams"},
+      {&x_, T * h * 4, "collapsed"},
+      {&post_, T * static_cast<std::size_t>(hc_) * 4, "hc post"},
+      {&comb_, T * static_cast<std::size_t>(hc_ * hc_) * 4, "hc comb"},
+      {&h_, T * h * 4, "normed"},
+      {&y_, T * h * 4, "sublayer out"},
+      {&kproj_, T * static_cast<std::size_t>(std::max(kda_in_, 1)) * 4, "KDA projections"},
+      {&graw_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA forget gate"},
+      {&gate_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA output gate"},
+      {&kout_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA out"},
+      {&dproj_, T * static_cast<std::size_t>(dsa_in_) * 4, "DSA projections"},
+      {&qr_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 4, "query latent"},
+      {&qall_, T * static_cast<std::size_t>(q_all_) * 4, "queries"},
+      {&iw_, T * static_cast<std::size_t>(std::max(ih_, 1)) * 4, "index weights"},
+      {&qlat_, T * static_cast<std::size_t>(heads_ * lora_kv_) * 4, "absorbed queries"},
+      {&olat_, T * static_cast<std::size_t>(heads_ * lora_kv_) * 4, "attention latent"},
+      {&attn_, T * static_cast<std::size_t>(heads_ * vd_) * 4, "attention out"},
+      {&scores_, T * static_cast<std::size_t>(max_pools_) * 4, "pool scores"},
+      {&chosen_, T * static_cast<std::size_t>(max_pools_) * 4, "chosen pools"},
+      {&sel_, T * static_cast<std::size_t>(max_sel_) * 4, "selected keys"},
+      {&sel_n_, T * 4, "selected counts"},
+      {&mlp_gu_, T * 2 * mlp_width * 4, "mlp gate_up"},
+      {&mlp_act_, T * mlp_width * 4, "mlp act"},
+      {&shared_out_, T * h * 4, "shared experts out"},
+      {&router_logits_, T * static_cast<std::size_t>(std::max(E_, 1)) * 4, "router logits"},
+      {&expert_, P * 4, "expert ids"},
+      {&weight_, P * 4, "expert weights"},
+      {&pair_token_, P * 4, "token of each pair"},
+      {&moe_gu_, P * 2 * I * 4, "expert gate_up"},
+      {&moe_act_, P * I * 4, "expert act"},
+      {&moe_out_, P * h * 4, "expert out"},
+      {&mean_, T * h * 4, "streams' mean"},
+      {&logits_, S * static_cast<std::size_t>(V_) * 4, "logits"},
+      {&sampled_, S * sizeof(k::Sampled), "sampled"},
+      {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
+      {&uniform_, S * sizeof(double), "uniforms"},
+      {&keep_, S * static_cast<std::size_t>(V_), "sampling mask"},
+  };
+  for (const Want& w : wants)
+    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+  if (state_floats_ > 0) {
+    const std::size_t bytes = S * static_cast<std::size_t>(state_floats_) * 4;
+    if (auto e = state_.allocate(bytes, "recurrent state"); !e.empty()) return e;
+    if (auto e = cuda_error(cudaMemset(state_.get(), 0, bytes), "recurrent state"); !e.empty()) return e;
+  }
+  std::vector<std::int32_t> pair_token(P);
+  for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
+  if (auto e = cuda_error(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e.empty())
+    return e;
+  std::vector<k::SamplingParams> greedy(S);
+  for (auto& g : greedy) g.temperature = 0.f;
+  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), S * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+                          "sampling params");
+      !e.empty())
+    return e;
+  return cuda_error(cudaMemset(uniform_.get(), 0, S * sizeof(double)), "uniforms");
+}
+
+Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) return error("CUDA KV pool: no blocks");
+  block_size_ = block_size;
+  num_blocks_ = num_blocks;
+  max_blocks_ = (max_len_ + block_size - 1) / block_size;
+  layer_rows_ = static_cast<std::size_t>(num_blocks) * static_cast<std::size_t>(block_size);
+  const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
+  if (auto e = pool_.allocate(bytes, "the KV pool"); !e.empty())
+    return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
+  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + 4 * static_cast<std::size_t>(s_cap_) + 1 +
+             static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
+  host_in_.assign(in_ints_, 0);
+  return Ok{};
+}
+
+Result<std::vector<float>> Glm5NextCuda::recurrent_state(int slot) const {
+  if (slot < 0 || slot >= s_cap_) return error("recurrent_state: no slot " + std::to_string(slot));
+  std::vector<float> out(static_cast<std::size_t>(state_floats_));
+  if (out.empty()) return out;
+  if (auto e = cuda_error(cudaStreamSynchronize(stream_), "step"); !e.empty()) return error(e);
+  if (auto e = cuda_error(cudaMemcpy(out.data(), state_.as<float>() + static_cast<long>(slot) * state_floats_, out.size() * 4,
+                                     cudaMemcpyDeviceToHost),
+                          "recurrent state");
+      !e.empty())
+    return error(e);
+  return out;
+}
+
+Result<std::unique_ptr<CudaModel>> load_glm5_next_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
+                                                       const CudaOptions& options) {
+  auto m = std::make_unique<Glm5NextCuda>(std::move(config), comm, options);
+  if (auto e = m->load(ck); !e.empty()) return error("CUDA " + m->config().model_type + ": " + e);
+  return std::unique_ptr<CudaModel>(std::move(m));
+}
+
+}  // namespace tandem::model::cuda

@@ -1,0 +1,255 @@
+// glm5_next_text on CUDA, one step (eager): inputs staged, then per layer, for T tokens of every
+// sequence of the step at once,
+//   attention sublayer   x, post, comb = hc_collapse(streams); h = rmsnorm(x)
+//                        y = KDA(h) (recurrent state of each sequence's slot) or DSA(h) (pool rows)
+//                        streams = hc_expand(streams, y, post, comb)
+//   FFN sublayer         the same around the dense or MoE FFN (clamped SwiGLU)
+// and logits = lm_head(rmsnorm(mean of the streams)) for the rows asked for. DSA runs absorbed:
+// the query is projected into the latent space per head (kv_b's key part), attends to the cached
+// latents the indexer selected, and the values come out of the latent (kv_b's value part).
+// Every product takes fp32 activations (linear_f32_cuda and friends, glm5_next_kernels.hpp): with
+// bf16 GEMM inputs through cuBLASLt the fixture's logits were 2.6e-2 off transformers'.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda_glm5_next.hpp"
+#include "tandem/kernels/moe_routing.hpp"
+#include "tandem/kernels/sampling_cuda.hpp"
+
+namespace tandem::model::cuda {
+
+Result<std::vector<float>> Glm5NextCuda::step(std::span<const PagedWork> work) {
+  auto rows = run(work);
+  if (!rows) return rows.error();
+  std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
+  FirstError err;
+  if (!out.empty())
+    err(cuda_error(cudaMemcpyAsync(out.data(), logits_.get(), out.size() * 4, cudaMemcpyDeviceToHost, stream_), "logits"));
+  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return error(err.message);
+  return out;
+}
+
+Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const PagedWork> work) {
+  auto rows = run(work);
+  if (!rows) return rows.error();
+  const int R = rows.value();
+  FirstError err;
+  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
+  if (R > 0) {
+    err(k::sample_cuda(logits_.as<float>(), R, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
+                       sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
+    err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+                   "tokens"));
+  }
+  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return error(err.message);
+  std::vector<std::int32_t> ids;
+  for (const auto& s : got) ids.push_back(s.token);
+  return ids;
+}
+
+Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
+  if (pool_.empty()) return error("CUDA model: make_device_pool first");
+  const int S = static_cast<int>(work.size());
+  if (S == 0) return 0;
+  if (S > s_cap_) return error("CUDA step: " + std::to_string(S) + " sequences, more than max-num-seqs " + std::to_string(s_cap_));
+  int T = 0, R = 0;
+  std::vector<bool> slot_used(static_cast<std::size_t>(s_cap_), false);
+  for (const PagedWork& w : work) {
+    const int n = static_cast<int>(w.tokens.size());
+    const int end = w.start + n;
+    if (w.start < 0 || end > max_len_)
+      return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) + " exceed max-model-len " +
+                   std::to_string(max_len_));
+    const int need = (end + block_size_ - 1) / block_size_;
+    if (static_cast<int>(w.block_table.size()) < need)
+      return error("CUDA step: the sequence needs " + std::to_string(need) + " blocks, the table has " +
+                   std::to_string(w.block_table.size()));
+    for (int b = 0; b < need; ++b)
+      if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks_)
+        return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
+    for (auto id : w.tokens)
+      if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (state_floats_ > 0) {
+      if (w.state_slot < 0 || w.state_slot >= s_cap_)
+        return error("CUDA step: " + config().model_type + " keeps a recurrent state per sequence; PagedWork::state_slot must be in [0, " +
+                     std::to_string(s_cap_) + "), got " + std::to_string(w.state_slot));
+      if (slot_used[static_cast<std::size_t>(w.state_slot)])
+        return error("CUDA step: two sequences of one step share recurrent-state slot " + std::to_string(w.state_slot));
+      slot_used[static_cast<std::size_t>(w.state_slot)] = true;
+    }
+    if (w.logits && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
+    T += n, R += w.logits ? 1 : 0;
+  }
+  if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
+
+  std::int32_t* tok = host_in_.data();
+  std::int32_t* pos = tok + t_cap_;
+  std::int32_t* seq = pos + t_cap_;
+  std::int32_t* begin = seq + t_cap_;
+  std::int32_t* slot = begin + s_cap_ + 1;
+  std::int32_t* reset = slot + s_cap_;
+  std::int32_t* rows = reset + s_cap_;
+  std::int32_t* tables = rows + s_cap_;
+  const std::size_t mb = static_cast<std::size_t>(max_blocks_);
+  int t = 0, r = 0;
+  for (int s = 0; s < S; ++s) {
+    const PagedWork& w = work[static_cast<std::size_t>(s)];
+    std::int32_t* table = tables + static_cast<std::size_t>(s) * mb;
+    const std::size_t have = std::min(mb, w.block_table.size());
+    std::copy(w.block_table.begin(), w.block_table.begin() + static_cast<long>(have), table);
+    std::fill(table + have, table + mb, 0);
+    begin[s] = t;
+    slot[s] = std::max(w.state_slot, 0);
+    reset[s] = w.start == 0;
+    for (std::size_t i = 0; i < w.tokens.size(); ++i, ++t)
+      tok[t] = w.tokens[i], pos[t] = w.start + static_cast<int>(i), seq[t] = s;
+    if (w.logits) rows[r++] = t - 1;
+  }
+  begin[S] = t;
+  // The whole staging area in one copy (synchronous: the host buffer is reused by the next step).
+  if (auto e = cuda_error(cudaMemcpyAsync(inputs_.get(), host_in_.data(), in_ints_ * 4, cudaMemcpyHostToDevice, stream_),
+                          "step inputs");
+      !e.empty())
+    return error(e);
+  if (auto e = enqueue(T, S, R); !e.empty()) return error("CUDA step: " + e);
+  return R;
+}
+
+std::string Glm5NextCuda::lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy) {
+  return linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+}
+
+DsaPool Glm5NextCuda::pool_of(int slot) const {
+  DsaPool p;
+  p.rows = pool_.as<float>() + static_cast<long>(slot) * static_cast<long>(layer_rows_) * width_;
+  p.width = width_;
+  p.tables = in_tables();
+  p.max_blocks = max_blocks_;
+  p.block_size = block_size_;
+  return p;
+}
+
+std::string Glm5NextCuda::enqueue(int T, int S, int R) {
+  const DecoderConfig& d = c_.d;
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  FirstError err;
+  err(hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_));
+  for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
+    const Glm5Layer& L = layers_[static_cast<std::size_t>(l)];
+    err(sublayer(L.attn_hc, L.input_norm, T, 0, L, S));
+    err(sublayer(L.ffn_hc, L.post_norm, T, 1, L, S));
+  }
+  err(hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
+  err(rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  if (R > 0)
+    err(linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
+                        stream_));
+  return err.message;
+}
+
+std::string Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
+  HcShape s;
+  s.hc = hc_, s.hidden = H_, s.sinkhorn_iters = c_.hc_sinkhorn_iters;
+  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps), s.hc_eps = static_cast<float>(c_.hc_eps);
+  FirstError err;
+  err(hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
+                       post_.as<float>(), comb_.as<float>(), stream_));
+  err(rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
+  else err(ffn(L, T));
+  err(hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
+  return err.message;
+}
+
+std::string Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
+  FirstError err;
+  float* proj = kproj_.as<float>();
+  err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
+  err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
+  err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
+  KdaShape s;
+  s.heads = lh_, s.head_dim = lhd_, s.conv_kernel = c_.linear_conv_kernel_dim;
+  s.lower_bound_set = c_.linear_lower_bound.has_value();
+  s.lower_bound = static_cast<float>(c_.linear_lower_bound.value_or(0.0));
+  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
+  KdaIo io;
+  io.u = proj, io.ld_u = kda_in_;
+  io.g_raw = graw_.as<float>(), io.ld_g = lqk_;
+  io.beta_raw = proj + 3 * lqk_ + 2 * lhd_, io.ld_beta = kda_in_;
+  io.gate_raw = gate_.as<float>(), io.ld_gate = lqk_;
+  io.o = kout_.as<float>(), io.ld_o = lqk_;
+  err(kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
+  err(lin(kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
+  return err.message;
+}
+
+std::string Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
+  FirstError err;
+  DsaShape s;
+  s.lora_q = lora_q_, s.lora_kv = lora_kv_, s.rope = rope_;
+  s.index_heads = ih_, s.index_dim = id_, s.index_topk = c_.index_topk, s.kpool = c_.index_kpool;
+  s.select_tail = c_.index_kpool_always_select_tail, s.indexer = L.indexer;
+  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  const int P = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
+  float* proj = dproj_.as<float>();
+  err(lin(h_.as<float>(), H_, T, H_, L.w_in, P, proj, P));
+  const DsaPool pool = pool_of(L.slot);
+  DsaNorms norms{L.q_a_norm.as<float>(), L.kv_a_norm.as<float>(), L.k_norm.as<float>(), L.k_norm_bias.as<float>()};
+  err(dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_));
+  const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
+  float* q = qall_.as<float>();
+  err(lin(qr_.as<float>(), lora_q_, T, lora_q_, L.q_all, q_rows, q, q_all_));
+  if (L.indexer)
+    err(dsa_select_cuda(s, pool, q + heads_ * qk_, q_all_, iw_.as<float>(), L.kpool_ape.as<float>(), T, in_seq(), in_pos(),
+                        scores_.as<float>(), chosen_.as<std::int32_t>(), max_pools_, sel_.as<std::int32_t>(),
+                        sel_n_.as<std::int32_t>(), max_sel_, stream_));
+  // Absorbed query: q_nope[h] . W_kb[h]; the values come out of the attended latent through W_v[h].
+  err(absorb_query_cuda(q, q_all_, qk_, T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), qlat_.as<float>(), stream_));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
+  err(dsa_attention_cuda(s, pool, heads_, qlat_.as<float>(), q + nope_, q_all_, qk_, T, in_seq(), sel_.as<std::int32_t>(),
+                         sel_n_.as<std::int32_t>(), max_sel_, scale, olat_.as<float>(), stream_));
+  err(absorb_values_cuda(olat_.as<float>(), T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), attn_.as<float>(), stream_));
+  err(lin(attn_.as<float>(), static_cast<long>(heads_) * vd_, T, heads_ * vd_, L.o, H_, y_.as<float>(), H_));
+  return err.message;
+}
+
+std::string Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out) {
+  FirstError err;
+  err(lin(h_.as<float>(), H_, T, H_, m.gate_up, 2 * m.width, mlp_gu_.as<float>(), 2 * m.width));
+  err(clamped_silu_and_mul_f32_cuda(mlp_gu_.as<float>(), mlp_act_.as<float>(), T, m.width, swiglu_limit_, stream_));
+  err(lin(mlp_act_.as<float>(), m.width, T, m.width, m.down, H_, out, H_));
+  return err.message;
+}
+
+// Routing by the kernel layer's moe_route_cuda; then every (token, expert) pair's SwiGLU in fp32,
+// each pair reading its expert's rows, and the weighted sum plus the shared experts.
+std::string Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
+  if (!L.moe) return mlp(L.dense, T, y_.as<float>());
+  const MoeConfig& m = c_.d.moe;
+  k::MoeRouting routing;
+  routing.n_experts = E_, routing.n_group = m.n_group, routing.topk_group = m.topk_group, routing.top_k = K_;
+  routing.norm_topk_prob = m.norm_topk_prob;
+  routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
+  const int P = T * K_;
+  const long expert = static_cast<long>(I_) * H_;
+  FirstError err;
+  err(linear_f32_cuda(h_.as<float>(), H_, nullptr, T, H_, L.router.get(), k::DType::f32, H_, nullptr, 0, E_,
+                      router_logits_.as<float>(), E_, stream_));
+  err(k::moe_route_cuda(routing, router_logits_.as<float>(), L.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
+                        weight_.as<float>(), stream_));
+  err(linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
+                      expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
+  err(clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));
+  err(linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
+                      expert, H_, moe_out_.as<float>(), H_, stream_));
+  const bool shared = L.shared.width > 0;
+  if (shared) err(mlp(L.shared, T, shared_out_.as<float>()));
+  err(moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,
+                           y_.as<float>(), stream_));
+  return err.message;
+}
+
+}  // namespace tandem::model::cuda

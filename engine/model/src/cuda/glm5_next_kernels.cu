@@ -1,0 +1,627 @@
+// glm5_next's CUDA kernels (glm5_next_kernels.hpp): naive and fp32 throughout, written to follow
+// the CPU reference line by line rather than to be fast.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+
+#include "glm5_next_kernels.hpp"
+
+namespace tandem::model::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+std::string launched(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Sum over the block (blockDim.x a multiple of 32); every thread gets it. Barriers on both sides.
+__device__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : 0.f;
+  total = warp_sum(total);
+  __syncthreads();
+  return total;
+}
+__device__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : -FLT_MAX;
+  total = warp_max(total);
+  __syncthreads();
+  return total;
+}
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+
+// ---- glue -------------------------------------------------------------------------------------
+
+__global__ void rms_norm_f32_kernel(const float* x, long ldx, int n, const float* w, float eps, float* yf, long ldy, bf16* yb,
+                                    long ldb) {
+  __shared__ float scratch[32];
+  const float* xr = x + blockIdx.x * ldx;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+  const float r = rsqrtf(block_sum(s, scratch) / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] * r * w[i];
+    if (yb) yb[blockIdx.x * ldb + i] = __float2bfloat16_rn(v);
+    if (yf) yf[blockIdx.x * ldy + i] = v;
+  }
+}
+
+__global__ void to_bf16_kernel(const float* x, long ldx, int n, bf16* y, long ldy) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * ldy + i] = __float2bfloat16_rn(x[blockIdx.x * ldx + i]);
+}
+__global__ void to_f32_kernel(const bf16* x, long ldx, int n, float* y, long ldy) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * ldy + i] = __bfloat162float(x[blockIdx.x * ldx + i]);
+}
+
+__global__ void hc_embed_kernel(const bf16* table, const std::int32_t* ids, int hc, int hidden, float* streams) {
+  const bf16* row = table + static_cast<long>(ids[blockIdx.x]) * hidden;
+  float* out = streams + static_cast<long>(blockIdx.x) * hc * hidden;
+  for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
+    const float v = __bfloat162float(row[d]);
+    for (int i = 0; i < hc; ++i) out[static_cast<long>(i) * hidden + d] = v;
+  }
+}
+
+__global__ void hc_mean_kernel(const float* streams, int hc, int hidden, float* out) {
+  const float* in = streams + static_cast<long>(blockIdx.x) * hc * hidden;
+  for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
+    float acc = 0.f;
+    for (int i = 0; i < hc; ++i) acc += in[static_cast<long>(i) * hidden + d];
+    out[static_cast<long>(blockIdx.x) * hidden + d] = acc / static_cast<float>(hc);
+  }
+}
+
+// ---- hyper-connections ------------------------------------------------------------------------
+
+constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
+
+__global__ void hc_collapse_kernel(HcShape s, const float* streams, const float* fn, const float* base, const float* scale,
+                                   float* collapsed, float* post, float* comb) {
+  __shared__ float scratch[32];
+  __shared__ float mix[kMaxMix];
+  __shared__ float pre[kMaxHc];
+  const int hc = s.hc, D = s.hidden, n = hc * D, M = (2 + hc) * hc, t = blockIdx.x;
+  const float* st = streams + static_cast<long>(t) * n;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += st[i] * st[i];
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + s.rms_eps);
+  // Mix logits: one warp per row of fn.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int r = warp; r < M; r += warps) {
+    const float* row = fn + static_cast<long>(r) * n;
+    float acc = 0.f;
+    for (int i = lane; i < n; i += 32) acc += row[i] * (st[i] * inv);
+    acc = warp_sum(acc);
+    if (lane == 0) mix[r] = acc;
+  }
+  __syncthreads();
+  // pre, post and the Sinkhorn-normalised comb: tiny, one thread, in double as the CPU does.
+  if (threadIdx.x == 0) {
+    const double eps = s.hc_eps;
+    double c[kMaxHc * kMaxHc];
+    for (int i = 0; i < hc; ++i) {
+      pre[i] = static_cast<float>(1.0 / (1.0 + exp(-(static_cast<double>(mix[i]) * scale[0] + base[i]))) + eps);
+      post[static_cast<long>(t) * hc + i] =
+          static_cast<float>(2.0 / (1.0 + exp(-(static_cast<double>(mix[hc + i]) * scale[1] + base[hc + i]))));
+    }
+    for (int i = 0; i < hc; ++i) {
+      double top = -1e300;
+      for (int j = 0; j < hc; ++j) {
+        const int k = 2 * hc + i * hc + j;
+        c[i * hc + j] = static_cast<double>(mix[k]) * scale[2] + base[k];
+        top = fmax(top, c[i * hc + j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < hc; ++j) sum += (c[i * hc + j] = exp(c[i * hc + j] - top));
+      for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + eps;
+    }
+    for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
+      if (it > 0)
+        for (int i = 0; i < hc; ++i) {
+          double sum = 0;
+          for (int j = 0; j < hc; ++j) sum += c[i * hc + j];
+          for (int j = 0; j < hc; ++j) c[i * hc + j] /= sum + eps;
+        }
+      for (int j = 0; j < hc; ++j) {
+        double sum = 0;
+        for (int i = 0; i < hc; ++i) sum += c[i * hc + j];
+        for (int i = 0; i < hc; ++i) c[i * hc + j] /= sum + eps;
+      }
+    }
+    for (int i = 0; i < hc * hc; ++i) comb[static_cast<long>(t) * hc * hc + i] = static_cast<float>(c[i]);
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (int i = 0; i < hc; ++i) acc += pre[i] * st[static_cast<long>(i) * D + d];
+    collapsed[static_cast<long>(t) * D + d] = acc;
+  }
+}
+
+__global__ void hc_expand_kernel(HcShape s, float* streams, const float* y, const float* post, const float* comb) {
+  const int hc = s.hc, D = s.hidden, t = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  float* st = streams + static_cast<long>(t) * hc * D;
+  float old[kMaxHc];
+  for (int j = 0; j < hc; ++j) old[j] = st[static_cast<long>(j) * D + d];
+  const float yd = y[static_cast<long>(t) * D + d];
+  const float* c = comb + static_cast<long>(t) * hc * hc;
+  for (int i = 0; i < hc; ++i) {
+    float acc = post[static_cast<long>(t) * hc + i] * yd;
+    for (int j = 0; j < hc; ++j) acc += c[j * hc + i] * old[j];
+    st[static_cast<long>(i) * D + d] = acc;
+  }
+}
+
+// ---- KDA ----------------------------------------------------------------------------------------
+
+// Block (sequence, head); thread j owns key/value channel j of the head (and column j of S).
+__global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const std::int32_t* seq_begin,
+                                     const std::int32_t* slot, const std::int32_t* reset, float* state, long state_stride,
+                                     long layer_at) {
+  extern __shared__ float shared[];
+  __shared__ float scratch[32];
+  const int seq = blockIdx.x, h = blockIdx.y, hd = s.head_dim, K = s.conv_kernel, j = threadIdx.x;
+  const int qk = s.heads * hd, channels = 3 * qk;
+  const bool mine = j < hd;
+  float* sq = shared;           // [hd] normalised query
+  float* sk = shared + hd;      // [hd] normalised key
+  float* sdecay = sk + hd;      // [hd] exp(g) per key channel
+  float* base = state + static_cast<long>(slot[seq]) * state_stride + layer_at;
+  float* history = base;                                          // [K - 1][channels]
+  float* S = base + static_cast<long>(K - 1) * channels + static_cast<long>(h) * hd * hd;  // [hd][hd]
+  const int ch[3] = {h * hd + j, qk + h * hd + j, 2 * qk + h * hd + j};
+  if (reset[seq] && mine) {
+    for (int i = 0; i < K - 1; ++i)
+      for (int c = 0; c < 3; ++c) history[static_cast<long>(i) * channels + ch[c]] = 0.f;
+    for (int i = 0; i < hd; ++i) S[static_cast<long>(i) * hd + j] = 0.f;
+  }
+  const float rate = expf(w.a_log[h]);
+  for (int t = seq_begin[seq]; t < seq_begin[seq + 1]; ++t) {
+    float mixed[3] = {0.f, 0.f, 0.f};
+    if (mine) {
+      for (int c = 0; c < 3; ++c) {
+        const float* tap = w.conv + static_cast<long>(ch[c]) * K;
+        const float u = io.u[static_cast<long>(t) * io.ld_u + ch[c]];
+        float acc = tap[K - 1] * u;
+        for (int i = 0; i < K - 1; ++i) acc += tap[i] * history[static_cast<long>(i) * channels + ch[c]];
+        mixed[c] = acc / (1.f + expf(-acc));
+        for (int i = 0; i + 1 < K - 1; ++i)
+          history[static_cast<long>(i) * channels + ch[c]] = history[static_cast<long>(i + 1) * channels + ch[c]];
+        if (K > 1) history[static_cast<long>(K - 2) * channels + ch[c]] = u;
+      }
+    }
+    const float qq = block_sum(mine ? mixed[0] * mixed[0] : 0.f, scratch);
+    const float kk = block_sum(mine ? mixed[1] * mixed[1] : 0.f, scratch);
+    if (mine) {
+      sq[j] = mixed[0] * rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(hd));
+      sk[j] = mixed[1] * rsqrtf(kk + 1e-6f);
+      const float gi = io.g_raw[static_cast<long>(t) * io.ld_g + h * hd + j] + w.dt_bias[h * hd + j];
+      const float softplus = gi > 20.f ? gi : log1pf(expf(gi));
+      const float g = s.lower_bound_set ? s.lower_bound * sigmoidf_(rate * gi) : -rate * softplus;
+      sdecay[j] = expf(g);
+    }
+    __syncthreads();
+    float o = 0.f;
+    if (mine) {
+      const float beta = sigmoidf_(io.beta_raw[static_cast<long>(t) * io.ld_beta + h]);
+      float kv = 0.f;
+      for (int i = 0; i < hd; ++i) {
+        const float v = S[static_cast<long>(i) * hd + j] * sdecay[i];
+        S[static_cast<long>(i) * hd + j] = v;
+        kv += v * sk[i];
+      }
+      const float delta = (mixed[2] - kv) * beta;
+      for (int i = 0; i < hd; ++i) {
+        const float v = S[static_cast<long>(i) * hd + j] + sk[i] * delta;
+        S[static_cast<long>(i) * hd + j] = v;
+        o += v * sq[i];
+      }
+    }
+    // Gated RMSNorm over the head.
+    const float ss = block_sum(mine ? o * o : 0.f, scratch);
+    if (mine) {
+      const float r = rsqrtf(ss / static_cast<float>(hd) + s.rms_eps);
+      const float gate = io.gate_raw[static_cast<long>(t) * io.ld_gate + h * hd + j];
+      io.o[static_cast<long>(t) * io.ld_o + h * hd + j] = o * r * w.o_norm[j] * sigmoidf_(gate);
+    }
+    __syncthreads();
+  }
+}
+
+// ---- DSA --------------------------------------------------------------------------------------
+
+__device__ __forceinline__ float* pool_row(const DsaPool& p, int seq, int pos) {
+  const long slot = static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
+                    pos % p.block_size;
+  return p.rows + slot * p.width;
+}
+
+__global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, long ld_proj, const std::int32_t* token_seq,
+                                   const std::int32_t* token_pos, DsaPool pool, float* qr, float* iw) {
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  const float* p = proj + static_cast<long>(t) * ld_proj;
+  float* row = pool_row(pool, token_seq[t], token_pos[t]);
+  // q_a norm
+  float a = 0.f;
+  for (int i = threadIdx.x; i < s.lora_q; i += blockDim.x) a += p[i] * p[i];
+  const float rq = rsqrtf(block_sum(a, scratch) / static_cast<float>(s.lora_q) + s.rms_eps);
+  for (int i = threadIdx.x; i < s.lora_q; i += blockDim.x)
+    qr[static_cast<long>(t) * s.lora_q + i] = p[i] * rq * nw.q_a_norm[i];
+  // latent norm and the raw shared key
+  const float* c = p + s.lora_q;
+  a = 0.f;
+  for (int i = threadIdx.x; i < s.lora_kv; i += blockDim.x) a += c[i] * c[i];
+  const float rc = rsqrtf(block_sum(a, scratch) / static_cast<float>(s.lora_kv) + s.rms_eps);
+  for (int i = threadIdx.x; i < s.lora_kv; i += blockDim.x) row[i] = c[i] * rc * nw.kv_a_norm[i];
+  for (int i = threadIdx.x; i < s.rope; i += blockDim.x) row[s.lora_kv + i] = c[s.lora_kv + i];
+  float* ik = row + s.lora_kv + s.rope;
+  const int D = s.index_dim;
+  if (!s.indexer) {
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) ik[i] = 0.f;
+    return;
+  }
+  const float* k = c + s.lora_kv + s.rope;
+  a = 0.f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) a += k[i];
+  const float mean = block_sum(a, scratch) / static_cast<float>(D);
+  a = 0.f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) a += (k[i] - mean) * (k[i] - mean);
+  const float inv = rsqrtf(block_sum(a, scratch) / static_cast<float>(D) + 1e-6f);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    ik[i] = (k[i] - mean) * inv * nw.k_norm[i] + nw.k_norm_bias[i];
+    ik[D + i] = k[D + i];
+  }
+  const float* wp = k + 2 * D;
+  const float wscale = rsqrtf(static_cast<float>(s.index_heads));
+  for (int h = threadIdx.x; h < s.index_heads; h += blockDim.x) iw[static_cast<long>(t) * s.index_heads + h] = wp[h] * wscale;
+}
+
+constexpr int kMaxIndexHeads = 64;
+
+__global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, long ld_iq, const float* iw,
+                                  const float* ape, const std::int32_t* token_seq, const std::int32_t* token_pos,
+                                  float* scores, std::int32_t* chosen, int max_pools, std::int32_t* sel,
+                                  std::int32_t* sel_n, int max_sel) {
+  extern __shared__ float q[];  // [index_heads * index_dim]
+  const int t = blockIdx.x, seq = token_seq[t], pos = token_pos[t];
+  const int kp = s.kpool, D = s.index_dim, IH = s.index_heads;
+  const int n_pools = (pos + 1) / kp;
+  const int budget = min(n_pools, s.index_topk / kp);
+  for (int i = threadIdx.x; i < IH * D; i += blockDim.x) q[i] = iq[static_cast<long>(t) * ld_iq + i];
+  __syncthreads();
+  float* sc = scores + static_cast<long>(t) * max_pools;
+  std::int32_t* ch = chosen + static_cast<long>(t) * max_pools;
+  const float scale = rsqrtf(static_cast<float>(D));
+  const int ik_at = s.lora_kv + s.rope, ig_at = ik_at + D;
+  for (int p = threadIdx.x; p < n_pools; p += blockDim.x) {
+    float dots[kMaxIndexHeads];
+    for (int h = 0; h < IH; ++h) dots[h] = 0.f;
+    for (int d = 0; d < D; ++d) {
+      float top = -FLT_MAX;
+      for (int m = 0; m < kp; ++m) top = fmaxf(top, pool_row(pool, seq, p * kp + m)[ig_at + d] + ape[m * D + d]);
+      float sum = 0.f, acc = 0.f;
+      for (int m = 0; m < kp; ++m) {
+        const float* r = pool_row(pool, seq, p * kp + m);
+        const float e = expf(r[ig_at + d] + ape[m * D + d] - top);
+        sum += e;
+        acc += e * r[ik_at + d];
+      }
+      const float key = acc / sum;
+      for (int h = 0; h < IH; ++h) dots[h] += q[h * D + d] * key;
+    }
+    float score = 0.f;
+    for (int h = 0; h < IH; ++h) score += iw[static_cast<long>(t) * IH + h] * fmaxf(0.f, dots[h] * scale);
+    sc[p] = score;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < n_pools; p += blockDim.x) {
+    int rank = 0;
+    for (int o = 0; o < n_pools; ++o) rank += sc[o] > sc[p] || (sc[o] == sc[p] && o < p);
+    ch[p] = rank < budget;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int p = 0; p < n_pools; ++p)
+      if (ch[p])
+        for (int m = 0; m < kp && n < max_sel; ++m) sel[static_cast<long>(t) * max_sel + n++] = p * kp + m;
+    if (s.select_tail && kp > 1)
+      for (int j = (pos + 1) - (pos + 1) % kp; j <= pos && n < max_sel; ++j) sel[static_cast<long>(t) * max_sel + n++] = j;
+    sel_n[t] = n;
+  }
+}
+
+// Block (token, head); dynamic shared memory: the query [lora_kv + rope] and the scores [max_sel].
+__global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const float* q_lat, const float* q_rope, long ld_q,
+                                     long head_stride, const std::int32_t* token_seq, const std::int32_t* sel,
+                                     const std::int32_t* sel_n, int max_sel, float scale, float* out_lat) {
+  extern __shared__ float shared[];
+  __shared__ float scratch[32];
+  const int t = blockIdx.x, h = blockIdx.y, seq = token_seq[t], L = s.lora_kv, W = s.lora_kv + s.rope;
+  float* q = shared;
+  float* score = shared + W;
+  const float* ql = q_lat + (static_cast<long>(t) * heads + h) * L;
+  const float* qr = q_rope + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
+  for (int i = threadIdx.x; i < W; i += blockDim.x) q[i] = i < L ? ql[i] : qr[i - L];
+  __syncthreads();
+  const int n = sel_n[t];
+  const std::int32_t* keys = sel + static_cast<long>(t) * max_sel;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int j = warp; j < n; j += warps) {
+    const float* r = pool_row(pool, seq, keys[j]);
+    float acc = 0.f;
+    for (int i = lane; i < W; i += 32) acc += q[i] * r[i];
+    acc = warp_sum(acc);
+    if (lane == 0) score[j] = acc * scale;
+  }
+  __syncthreads();
+  float top = -FLT_MAX;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) top = fmaxf(top, score[j]);
+  top = block_max(top, scratch);
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += (score[j] = expf(score[j] - top));
+  sum = block_sum(sum, scratch);
+  float* out = out_lat + (static_cast<long>(t) * heads + h) * L;
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < n; ++j) acc += score[j] * pool_row(pool, seq, keys[j])[i];
+    out[i] = n > 0 ? acc / sum : 0.f;
+  }
+}
+
+// ---- MoE ----------------------------------------------------------------------------------------
+
+__global__ void clamped_silu_and_mul_kernel(const bf16* gate_up, bf16* y, int d, float limit) {
+  const bf16* row = gate_up + static_cast<long>(blockIdx.x) * 2 * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const float g = fminf(__bfloat162float(row[i]), limit);
+    const float u = fminf(fmaxf(__bfloat162float(row[d + i]), -limit), limit);
+    y[static_cast<long>(blockIdx.x) * d + i] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+  }
+}
+
+template <class W>
+__device__ __forceinline__ float weight_at(const W* w, long i);
+template <>
+__device__ __forceinline__ float weight_at<float>(const float* w, long i) { return w[i]; }
+template <>
+__device__ __forceinline__ float weight_at<bf16>(const bf16* w, long i) { return __bfloat162float(w[i]); }
+
+// Block (row, 8 outputs): one warp per output.
+template <class W>
+__global__ void linear_f32_kernel(const float* x, long ldx, const std::int32_t* gather, int in, const W* w, long ldw,
+                                  const std::int32_t* row_expert, long expert_stride, int out, float* y, long ldy) {
+  const int r = blockIdx.x, o = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (o >= out) return;
+  const float* xr = x + static_cast<long>(gather ? gather[r] : r) * ldx;
+  const W* wr = w + (row_expert ? static_cast<long>(row_expert[r]) * expert_stride : 0L) + static_cast<long>(o) * ldw;
+  float acc = 0.f;
+  for (int i = lane; i < in; i += 32) acc += xr[i] * weight_at(wr, i);
+  acc = warp_sum(acc);
+  if (lane == 0) y[static_cast<long>(r) * ldy + o] = acc;
+}
+
+__global__ void absorb_query_kernel(const float* q, long ld_q, long head_stride, int heads, int nope, int vd, int lora_kv,
+                                    const bf16* kv_b, float* q_lat) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const float* qh = q + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
+  const bf16* wk = kv_b + static_cast<long>(h) * (nope + vd) * lora_kv;
+  for (int d = threadIdx.x; d < lora_kv; d += blockDim.x) {
+    float acc = 0.f;
+    for (int n = 0; n < nope; ++n) acc += qh[n] * __bfloat162float(wk[static_cast<long>(n) * lora_kv + d]);
+    q_lat[(static_cast<long>(t) * heads + h) * lora_kv + d] = acc;
+  }
+}
+
+// Block (token, head); one warp per value channel.
+__global__ void absorb_values_kernel(const float* lat, int heads, int nope, int vd, int lora_kv, const bf16* kv_b, float* out) {
+  const int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float* l = lat + (static_cast<long>(t) * heads + h) * lora_kv;
+  for (int v = threadIdx.x / 32; v < vd; v += warps) {
+    const bf16* wv = kv_b + (static_cast<long>(h) * (nope + vd) + nope + v) * lora_kv;
+    float acc = 0.f;
+    for (int d = lane; d < lora_kv; d += 32) acc += l[d] * __bfloat162float(wv[d]);
+    acc = warp_sum(acc);
+    if (lane == 0) out[(static_cast<long>(t) * heads + h) * vd + v] = acc;
+  }
+}
+
+__global__ void clamped_silu_and_mul_f32_kernel(const float* gate_up, float* y, int d, float limit) {
+  const float* row = gate_up + static_cast<long>(blockIdx.x) * 2 * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const float g = fminf(row[i], limit);
+    const float u = fminf(fmaxf(row[d + i], -limit), limit);
+    y[static_cast<long>(blockIdx.x) * d + i] = g / (1.f + expf(-g)) * u;
+  }
+}
+
+__global__ void moe_combine_f32_kernel(const float* pair_out, const float* weight, int top_k, int hidden, const float* add,
+                                       float* y) {
+  const int t = blockIdx.x;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float acc = 0.f;
+    for (int k = 0; k < top_k; ++k)
+      acc += weight[static_cast<long>(t) * top_k + k] * pair_out[(static_cast<long>(t) * top_k + k) * hidden + i];
+    y[static_cast<long>(t) * hidden + i] = acc + (add ? add[static_cast<long>(t) * hidden + i] : 0.f);
+  }
+}
+
+}  // namespace
+
+std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            float* y, long ldy, Stream stream) {
+  if (rows == 0 || out == 0) return {};
+  const dim3 grid(rows, (out + 7) / 8);
+  if (w_type == kernels::DType::bf16)
+    linear_f32_kernel<bf16><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const bf16*>(w), ldw, row_expert,
+                                                      expert_stride, out, y, ldy);
+  else if (w_type == kernels::DType::f32)
+    linear_f32_kernel<float><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const float*>(w), ldw, row_expert,
+                                                       expert_stride, out, y, ldy);
+  else
+    return "linear_f32_cuda: weights must be bf16 or fp32";
+  return launched("linear_f32_kernel");
+}
+
+std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+                              int lora_kv, const void* kv_b, float* q_lat, Stream stream) {
+  if (tokens == 0) return {};
+  absorb_query_kernel<<<dim3(tokens, heads), 128, 0, stream>>>(q, ld_q, head_stride, heads, nope, vd, lora_kv,
+                                                              static_cast<const bf16*>(kv_b), q_lat);
+  return launched("absorb_query_kernel");
+}
+
+std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+                               float* out, Stream stream) {
+  if (tokens == 0) return {};
+  absorb_values_kernel<<<dim3(tokens, heads), 256, 0, stream>>>(lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b),
+                                                               out);
+  return launched("absorb_values_kernel");
+}
+
+std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream) {
+  if (rows == 0) return {};
+  clamped_silu_and_mul_f32_kernel<<<rows, 256, 0, stream>>>(gate_up, y, d, limit);
+  return launched("clamped_silu_and_mul_f32_kernel");
+}
+
+std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                                 const float* add, float* y, Stream stream) {
+  if (tokens == 0) return {};
+  moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, weight, top_k, hidden, add, y);
+  return launched("moe_combine_f32_kernel");
+}
+
+std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
+                         void* y_bf16, long ldb, Stream stream) {
+  if (rows == 0) return {};
+  rms_norm_f32_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, w, eps, y_f32, ldy, static_cast<bf16*>(y_bf16), ldb);
+  return launched("rms_norm_f32_kernel");
+}
+
+std::string to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream) {
+  if (rows == 0) return {};
+  to_bf16_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, static_cast<bf16*>(y), ldy);
+  return launched("to_bf16_kernel");
+}
+
+std::string to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream) {
+  if (rows == 0) return {};
+  to_f32_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, y, ldy);
+  return launched("to_f32_kernel");
+}
+
+std::string hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
+                          Stream stream) {
+  if (tokens == 0) return {};
+  hc_embed_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(table), ids, hc, hidden, streams);
+  return launched("hc_embed_kernel");
+}
+
+std::string hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream) {
+  if (tokens == 0) return {};
+  hc_mean_kernel<<<tokens, 256, 0, stream>>>(streams, hc, hidden, out);
+  return launched("hc_mean_kernel");
+}
+
+std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
+                             const float* scale, float* collapsed, float* post, float* comb, Stream stream) {
+  if (s.hc < 1 || s.hc > kMaxHc) return "hc_collapse_cuda: hc_mult must be in [1, 8]";
+  if (tokens == 0) return {};
+  hc_collapse_kernel<<<tokens, 256, 0, stream>>>(s, streams, fn, base, scale, collapsed, post, comb);
+  return launched("hc_collapse_kernel");
+}
+
+std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
+                           const float* comb, Stream stream) {
+  if (s.hc < 1 || s.hc > kMaxHc) return "hc_expand_cuda: hc_mult must be in [1, 8]";
+  if (tokens == 0) return {};
+  const dim3 grid((s.hidden + 255) / 256, tokens);
+  hc_expand_kernel<<<grid, 256, 0, stream>>>(s, streams, y, post, comb);
+  return launched("hc_expand_kernel");
+}
+
+std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
+                               const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset,
+                               float* state, long state_stride, long layer_at, Stream stream) {
+  if (s.head_dim < 1 || s.head_dim > 1024) return "kda_recurrent_cuda: linear_head_dim must be in [1, 1024]";
+  if (s.conv_kernel < 1) return "kda_recurrent_cuda: linear_conv_kernel_dim must be at least 1";
+  if (sequences == 0) return {};
+  const int threads = (s.head_dim + 31) / 32 * 32;
+  const dim3 grid(sequences, s.heads);
+  kda_recurrent_kernel<<<grid, threads, 3 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
+                                                                                  state_stride, layer_at);
+  return launched("kda_recurrent_kernel");
+}
+
+std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
+                             const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
+                             float* qr, float* iw, Stream stream) {
+  if (tokens == 0) return {};
+  dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, qr, iw);
+  return launched("dsa_prepare_kernel");
+}
+
+std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
+                            const float* kpool_ape, int tokens, const std::int32_t* token_seq,
+                            const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
+                            std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream) {
+  if (s.index_heads < 1 || s.index_heads > kMaxIndexHeads) return "dsa_select_cuda: index_n_heads must be in [1, 64]";
+  if (s.kpool < 1) return "dsa_select_cuda: index_kpool must be at least 1";
+  if (max_sel < s.index_topk + s.kpool) return "dsa_select_cuda: max_sel below index_topk + index_kpool";
+  if (tokens == 0) return {};
+  (void)max_pools;
+  const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
+  dsa_select_kernel<<<tokens, 128, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
+                                                     max_pools, sel, sel_n, max_sel);
+  return launched("dsa_select_kernel");
+}
+
+std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
+                               long ld_q, long head_stride, int tokens, const std::int32_t* token_seq,
+                               const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
+                               float* out_lat, Stream stream) {
+  if (tokens == 0) return {};
+  const std::size_t shared = static_cast<std::size_t>(s.lora_kv + s.rope + max_sel) * sizeof(float);
+  if (shared > 48 * 1024) {
+    if (cudaFuncSetAttribute(dsa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)) !=
+        cudaSuccess)
+      return launched("dsa_attention_kernel shared memory");
+  }
+  const dim3 grid(tokens, heads);
+  dsa_attention_kernel<<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel, sel_n,
+                                                      max_sel, scale, out_lat);
+  return launched("dsa_attention_kernel");
+}
+
+std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream) {
+  if (rows == 0) return {};
+  clamped_silu_and_mul_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(gate_up), static_cast<bf16*>(y), d, limit);
+  return launched("clamped_silu_and_mul_kernel");
+}
+
+}  // namespace tandem::model::cuda

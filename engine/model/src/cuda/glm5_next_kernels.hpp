@@ -1,0 +1,158 @@
+// The kernels glm5_next_text needs on CUDA beyond the op layer's, each the GPU twin of a CPU
+// function of the reference path (named beside it) and compared with it by glm5_next_cuda_check:
+//   hyper-connections  hc_collapse_cuda / hc_expand_cuda        hc_collapse / hc_expand (glm5_next_hc.cpp)
+//   KDA                kda_recurrent_cuda                       kda_token (glm5_next_kda.cpp)
+//   DSA                dsa_select_cuda                          dsa_pool_keys + dsa_select_keys (glm5_next_dsa.cpp)
+//                      dsa_attention_cuda                       attention_cpu over the selected latents
+//   MoE                clamped_silu_and_mul_cuda                clamped_silu_and_mul_cpu (ffn.cpp)
+// plus glue (row norms in fp32, conversions, the streams' embedding and mean, the DSA row write).
+// First version, correct before fast: fp32 activations and state, one block per token (or per
+// sequence and head for the recurrence, which walks its tokens one by one). All pointers are
+// device buffers; "bf16" pointers hold __nv_bfloat16. nvcc compiles this header as C++17.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tandem/kernels/dtype.hpp"
+
+namespace tandem::model::cuda {
+
+using kernels::Stream;
+
+// ---- glue -------------------------------------------------------------------------------------
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (fp32 x and w); into y_f32 and/or y_bf16 (either may
+// be null; y_f32 may be x). Leading dimensions in elements.
+std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
+                         void* y_bf16, long ldb, Stream stream);
+// bf16 <-> fp32 copies of rows of n entries.
+std::string to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream);
+std::string to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream);
+// streams[t][i] = table[ids[t]] for each of the hc streams (bf16 table, fp32 streams).
+std::string hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
+                          Stream stream);
+// out[t] = mean over the hc streams of token t.
+std::string hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream);
+
+// ---- hyper-connections ------------------------------------------------------------------------
+struct HcShape {
+  int hc = 0, hidden = 0, sinkhorn_iters = 1;
+  float rms_eps = 1e-5f, hc_eps = 1e-6f;
+};
+constexpr int kMaxHc = 8;
+// Per token: collapsed [hidden], post [hc], comb [hc * hc] (row j, column i: how much of stream j
+// goes to stream i) from streams [hc * hidden]; fn [(2 + hc) * hc, hc * hidden], base
+// [(2 + hc) * hc], scale [3], all fp32.
+std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
+                             const float* scale, float* collapsed, float* post, float* comb, Stream stream);
+// streams[t][i] = post[t][i] * y[t] + sum_j comb[t][j][i] * streams[t][j].
+std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
+                           const float* comb, Stream stream);
+
+// ---- KDA linear attention ---------------------------------------------------------------------
+struct KdaShape {
+  int heads = 0, head_dim = 0, conv_kernel = 0;
+  bool lower_bound_set = false;
+  float lower_bound = 0.f, rms_eps = 1e-5f;
+};
+// The sequences' tokens lie one sequence after another: sequence s owns tokens
+// [seq_begin[s], seq_begin[s + 1]) and the state at state + slot[s] * state_stride + layer_at
+// (kda_state_floats floats, the CPU layout: the conv history, then S of every head); reset[s] != 0
+// zeroes it first (a sequence starting at position 0). Per token, the projections: u [3 * heads *
+// head_dim] (ld_u), g_raw [heads * head_dim] (ld_g), beta_raw [heads] (ld_beta), gate_raw
+// [heads * head_dim] (ld_gate); out o [heads * head_dim] (ld_o). conv [3 * heads * head_dim,
+// conv_kernel], a_log [heads], dt_bias [heads * head_dim], o_norm [head_dim]: fp32.
+// One block per (sequence, head), walking the sequence's tokens in order. head_dim <= 1024.
+struct KdaWeights {
+  const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *o_norm = nullptr;
+};
+struct KdaIo {
+  const float* u = nullptr;
+  long ld_u = 0;
+  const float* g_raw = nullptr;
+  long ld_g = 0;
+  const float* beta_raw = nullptr;
+  long ld_beta = 0;
+  const float* gate_raw = nullptr;
+  long ld_gate = 0;
+  float* o = nullptr;
+  long ld_o = 0;
+};
+std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
+                               const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset,
+                               float* state, long state_stride, long layer_at, Stream stream);
+
+// ---- DSA sparse attention ---------------------------------------------------------------------
+// The paged pool of one DSA layer: fp32 rows of `width` = kv_lora + rope + 2 * index_head_dim
+// ([normed latent | raw shared key | indexer key | k-pool gate score]); token at position p of
+// sequence s in row tables[s * max_blocks + p / block_size] * block_size + p % block_size.
+struct DsaPool {
+  float* rows = nullptr;
+  int width = 0;
+  const std::int32_t* tables = nullptr;
+  int max_blocks = 0, block_size = 0;
+};
+struct DsaShape {
+  int lora_q = 0, lora_kv = 0, rope = 0;
+  int index_heads = 0, index_dim = 0, index_topk = 0, kpool = 1;
+  bool select_tail = true, indexer = true;  // indexer false: a shared layer (its rows' indexer part zero)
+  float rms_eps = 1e-5f;
+};
+// Per token from its fused projection proj = [q_a (lora_q) | kv_a (lora_kv + rope) | wk (index_dim)
+// | kpool_gate (index_dim) | weights_proj (index_heads)] (the indexer's parts only on an indexer
+// layer): qr = rmsnorm(q_a) * q_a_norm into qr [lora_q]; the row [rmsnorm(c) * kv_a_norm, kr,
+// LayerNorm(wk x) * k_norm + k_norm_bias (eps 1e-6), kpool_gate x] into the pool; index weights
+// weights_proj x / sqrt(index_heads) into iw [index_heads].
+struct DsaNorms {
+  const float *q_a_norm = nullptr, *kv_a_norm = nullptr, *k_norm = nullptr, *k_norm_bias = nullptr;
+};
+std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
+                             const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
+                             float* qr, float* iw, Stream stream);
+// The keys each token attends to (positions, ascending) into sel [tokens, max_sel], their count into
+// sel_n: the best index_topk / kpool complete pools the token sees (score = sum_h iw[h] *
+// relu(iq_h . poolkey / sqrt(index_dim)); among equal scores the earlier pool: NOT the CPU
+// reference's rule, which follows torch.topk's CPU kernel, std::nth_element / partial_sort order;
+// the two agree on the scores chosen, not always on which of equally scored pools) plus the tail after the last
+// complete pool. iq [index_heads * index_dim] per token (ld_iq); kpool_ape [kpool, index_dim].
+// scores / chosen: scratch of tokens * max_pools. max_sel >= index_topk + kpool; index_heads <= 64.
+std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
+                            const float* kpool_ape, int tokens, const std::int32_t* token_seq,
+                            const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
+                            std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream);
+// Absorbed attention over the selected rows, per token and head: score_j = (q_lat . c_j +
+// q_rope . kr_j) * scale, out_lat = softmax . c_j. q_lat [tokens, heads, lora_kv] (ld per token:
+// heads * lora_kv); q_rope: the rope part of each head's query (q + t * ld_q + h * head_stride);
+// out_lat like q_lat.
+std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
+                               long ld_q, long head_stride, int tokens, const std::int32_t* token_seq,
+                               const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
+                               float* out_lat, Stream stream);
+
+// ---- products with fp32 activations ----------------------------------------------------------
+// Rounding the activations to bf16 at every GEMM input moved the fixture's logits by up to 2.6e-2
+// (first H200 run), so this version multiplies fp32 activations by the bf16 (or fp32) weights in
+// a plain kernel, fp32 sums (one warp per output; slow for long prefills):
+//   y[r][o] = sum_i x[g(r)][i] * W_e(r)[o][i]    g(r) = gather ? gather[r] : r;
+//   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
+// w_type: bf16 or f32.
+std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            float* y, long ldy, Stream stream);
+// MLA absorption per head h of kv_b ([heads * (nope + vd), lora_kv] bf16):
+//   q_lat[t][h][d] = sum_n q[t][h * head_stride + n] * kv_b[h * (nope + vd) + n][d]      (n < nope)
+//   out[t][h][v]   = sum_d lat[t][h][d] * kv_b[h * (nope + vd) + nope + v][d]           (v < vd)
+std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+                              int lora_kv, const void* kv_b, float* q_lat, Stream stream);
+std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+                               float* out, Stream stream);
+
+// ---- MoE --------------------------------------------------------------------------------------
+// y[r] = silu(min(gate, limit)) * clamp(up, -limit, limit) on rows [gate (d) | up (d)]; bf16.
+std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
+// The same on fp32 rows.
+std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
+// y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
+std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                                 const float* add, float* y, Stream stream);
+
+}  // namespace tandem::model::cuda
