@@ -76,6 +76,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
     const bool fixed = kv_type_ != k::DType::fp8_e4m3 || opt.kv_scale > 0.f;
     kv_scales_.assign(static_cast<std::size_t>(d.num_hidden_layers), kv_type_ == k::DType::fp8_e4m3 && fixed ? opt.kv_scale : 1.f);
     calibrate_ = !fixed;
+    r_cap_ = std::max(opt.max_logit_rows, s_cap_);
   }
   ~Glm4MoeLiteCuda() override {
     for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -105,6 +106,12 @@ class Glm4MoeLiteCuda final : public CudaModel {
   }
   void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
   void set_op_timer(OpTimer* timer) override { timer_ = timer; }
+
+  Status set_capture(std::vector<int> layers) override;
+  const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
+  const void* embedding_device() const override { return embed_.get(); }
+  const void* lm_head_device() const override { return head_.empty() ? embed_.get() : head_.get(); }
+  k::Stream stream() const override { return stream_; }
 
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
@@ -181,6 +188,9 @@ class Glm4MoeLiteCuda final : public CudaModel {
 
   std::string mlp(const Mlp& m, int T, void* out);
 
+  // The residual stream x_ now holds the output of `layer`: copy it into its capture columns.
+  std::string capture_layer(int layer, int T);
+
   std::string moe(const Layer& a, int T);
 
   // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
@@ -196,7 +206,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   const Glm4MoeLiteConfig& c_;
   CudaOptions opt_;
   int H_ = 0, V_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
-  int q_rows_ = 0, in_rows_ = 0, E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0;
+  int q_rows_ = 0, in_rows_ = 0, E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0;
   k::DType kv_type_ = kBf16;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<k::GemmRunner> gemm_;
@@ -221,6 +231,8 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   std::map<int, cudaGraphExec_t> graphs_;
+  std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
+  DeviceBuffer captured_;
 };
 
 }  // namespace tandem::model::cuda

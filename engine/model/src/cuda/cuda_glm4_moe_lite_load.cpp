@@ -185,7 +185,8 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
 }
 
 std::string Glm4MoeLiteCuda::allocate_activations() {
-  const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
+  // R: logit rows (one per sequence, or 1 + k per sequence verifying k drafts).
+  const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
   int mlp_width = 0, shared_width = 0;
   for (const Layer& a : layers_) mlp_width = std::max({mlp_width, a.dense.width, a.shared.width});
@@ -220,25 +221,39 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
       {&moe_gu_, P * 2 * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert gate_up"},
       {&moe_act_, P * static_cast<std::size_t>(std::max(I_, 1)) * 2, "expert act"},
       {&moe_out_, P * h * 2, "expert out"},
-      {&head_in_, S * h * 2, "head rows"},
-      {&logits_, S * static_cast<std::size_t>(V_) * 4, "logits"},
-      {&sampled_, S * sizeof(k::Sampled), "sampled"},
-      {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
-      {&uniform_, S * sizeof(double), "uniforms"},
-      {&keep_, S * static_cast<std::size_t>(V_), "sampling mask"},
-      {&argmax_keys_, S * sizeof(unsigned long long), "greedy keys"},
+      {&head_in_, R * h * 2, "head rows"},
+      {&logits_, R * static_cast<std::size_t>(V_) * 4, "logits"},
+      {&sampled_, R * sizeof(k::Sampled), "sampled"},
+      {&sample_params_, R * sizeof(k::SamplingParams), "sampling params"},
+      {&uniform_, R * sizeof(double), "uniforms"},
+      {&keep_, R * static_cast<std::size_t>(V_), "sampling mask"},
+      {&argmax_keys_, R * sizeof(unsigned long long), "greedy keys"},
       {&moe_decode_act_, static_cast<std::size_t>(k::kMoeDecodeTokens) * static_cast<std::size_t>(K_ + 1) *
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
-  std::vector<k::SamplingParams> greedy(S);
+  std::vector<k::SamplingParams> greedy(R);
   for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), S * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
                           "sampling params");
       !e.empty())
     return e;
-  return cuda_error(cudaMemset(uniform_.get(), 0, S * sizeof(double)), "uniforms");
+  return cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms");
+}
+
+Status Glm4MoeLiteCuda::set_capture(std::vector<int> layers) {
+  for (int l : layers)
+    if (l < 0 || l >= c_.d.num_hidden_layers)
+      return error("hidden-state capture: layer " + std::to_string(l) + " does not exist (the model has " +
+                   std::to_string(c_.d.num_hidden_layers) + ")");
+  const std::size_t width = layers.size() * static_cast<std::size_t>(H_);
+  if (auto e = captured_.allocate(static_cast<std::size_t>(t_cap_) * width * 2, "captured hidden states"); !e.empty()) return error(e);
+  capture_layers_ = std::move(layers);
+  // Graphs captured before now lack the copies (or hold the old ones): capture them again.
+  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+  return Ok{};
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,

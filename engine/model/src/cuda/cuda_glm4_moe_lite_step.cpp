@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "cuda_glm4_moe_lite.hpp"
+#include "capture_kernels.hpp"
 #include "glue_kernels.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
@@ -90,10 +91,13 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
         return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
     for (auto id : w.tokens)
       if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
-    T += n, R += w.logits ? 1 : 0, max_context = std::max(max_context, end);
-    decode = decode && n == 1 && w.logits;
+    T += n, R += w.all_logits ? n : w.logits ? 1 : 0, max_context = std::max(max_context, end);
+    decode = decode && n == 1 && (w.logits || w.all_logits);
   }
   if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
+  if (R > r_cap_)
+    return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
+                 " it was sized for (CudaOptions::max_logit_rows)");
 
   const bool graph = decode && !opt_.enforce_eager;
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;  // padded to the graph's bucket
@@ -117,7 +121,10 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
     std::fill(table + have, table + mb, num_blocks_);
     for (std::size_t i = 0; i < w.tokens.size(); ++i, ++t)
       tok[t] = w.tokens[i], pos[t] = w.start + static_cast<int>(i), seq[t] = s;
-    if (w.logits) rows[r++] = t - 1;
+    if (w.all_logits)
+      for (int i = t - static_cast<int>(w.tokens.size()); i < t; ++i) rows[r++] = i;
+    else if (w.logits)
+      rows[r++] = t - 1;
   }
   FirstError err;
   // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
@@ -219,6 +226,7 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
                     a.input_norm.get(), h_.get(), T, H_, eps, stream_));
     mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
+    if (l > 0) err(capture_layer(l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
     err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
@@ -231,6 +239,7 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
   err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
+  err(capture_layer(d.num_hidden_layers - 1, T));
   if (R > 0) {
     // Every token a logits row (T == R: decode) means the rows in order: no gather.
     const void* rows = h_.get();
@@ -243,6 +252,16 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
     err(gemm(g));
     mark("lm_head", 2.0 * V_ * H_ + 4.0 * R * V_);
   }
+  return err.message;
+}
+
+std::string Glm4MoeLiteCuda::capture_layer(int layer, int T) {
+  FirstError err;
+  const int n = static_cast<int>(capture_layers_.size());
+  for (int j = 0; j < n; ++j)
+    if (capture_layers_[static_cast<std::size_t>(j)] == layer)
+      err(rows_to_bf16(x_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_,
+                       static_cast<long>(n) * H_, stream_));
   return err.message;
 }
 

@@ -82,6 +82,14 @@ class Glm5NextCuda final : public CudaModel {
     return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
   }
   void set_all_reduce(DeviceAllReduce*) override {}
+  // A drafter on the device (DFlash) is not built for glm5_next on CUDA: its capture is refused.
+  Status set_capture(std::vector<int>) override {
+    return error("speculative decoding on the GPU runs glm4_moe_lite targets only; glm5_next drafts on --device cpu");
+  }
+  const void* captured() const override { return nullptr; }
+  const void* embedding_device() const override { return nullptr; }
+  const void* lm_head_device() const override { return nullptr; }
+  k::Stream stream() const override { return stream_; }
 
   // For the check program: the device's recurrent state of `slot` (state_floats floats).
   Result<std::vector<float>> recurrent_state(int slot) const;

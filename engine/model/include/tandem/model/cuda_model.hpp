@@ -51,6 +51,8 @@ struct CudaOptions {
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
+  int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
+                                        // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
 };
 
 // fp8_e4m3 KV rows store x / scale. A calculated scale (vLLM's --calculate-kv-scales: from the amax of
@@ -134,6 +136,19 @@ class CudaModel : public Model {
   virtual void set_op_timer(OpTimer*) {}
   // For TP > 1 (not wired yet: see above).
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
+
+  // --- for a drafter on the same device (DFlash, engine/spec/cuda) ---
+  // From now on every step records the residual stream after each of `layers` (HF hidden_states[l + 1])
+  // for each of its tokens, concatenated in the given order; empty: no capture.
+  virtual Status set_capture(std::vector<int> layers) = 0;
+  // The last step's capture on the device: bf16 [its tokens, layers * hidden_size], row t = the step's
+  // t-th token in the items' order (padding rows of a graph step follow the real ones); null without.
+  virtual const void* captured() const = 0;
+  // The weights a drafter shares, bf16 on the device: embedding and LM head, [vocab, hidden] each.
+  virtual const void* embedding_device() const = 0;
+  virtual const void* lm_head_device() const = 0;
+  // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).
+  virtual kernels::Stream stream() const = 0;
 
  protected:
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}

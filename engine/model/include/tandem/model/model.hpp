@@ -22,7 +22,10 @@
 namespace tandem::model {
 
 // One sequence's share of a batched step over a device-resident paged pool: its new tokens sit at
-// positions start, start + 1, ...; its block table covers them; `logits`: the last one's are wanted.
+// positions start, start + 1, ...; its block table covers them; `logits`: the last one's are wanted;
+// `all_logits`: every token's are (a speculative verification of a drafted block), in token order.
+// Rows written for tokens that are later rejected need no undo: they lie beyond the sequence's
+// written length, are never attended to by committed tokens, and are overwritten by the next step.
 struct PagedWork {
   std::span<const int32_t> tokens;
   int start = 0;
@@ -31,6 +34,7 @@ struct PagedWork {
   // Models with a recurrent state per sequence (glm5_next) on a device pool: which of the model's
   // max_num_seqs state slots this sequence reads and advances (-1: none); a start of 0 resets it.
   int state_slot = -1;
+  bool all_logits = false;  // after state_slot: aggregate initialisers that stop at logits keep working
 };
 
 // Residual-stream rows of chosen layers, captured during a forward for a speculative drafter
