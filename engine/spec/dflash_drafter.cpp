@@ -210,8 +210,7 @@ class DFlashDrafter final : public Drafter {
 
 }  // namespace
 
-Result<std::unique_ptr<Drafter>> load_dflash(const std::filesystem::path& drafter_dir, const std::filesystem::path& target_dir,
-                                             const model::ModelConfig& target) {
+Result<DFlashConfig> read_dflash_config(const std::filesystem::path& drafter_dir, const model::ModelConfig& target) {
   const auto where = drafter_dir.string();
   std::ifstream in(drafter_dir / "config.json");
   if (!in) return error("drafter " + where + ": cannot read config.json");
@@ -230,6 +229,15 @@ Result<std::unique_ptr<Drafter>> load_dflash(const std::filesystem::path& drafte
     if (l >= d.num_hidden_layers)
       return error("drafter " + where + ": target layer " + std::to_string(l) + " does not exist (the target has " +
                    std::to_string(d.num_hidden_layers) + ")");
+  return c;
+}
+
+Result<std::unique_ptr<Drafter>> load_dflash(const std::filesystem::path& drafter_dir, const std::filesystem::path& target_dir,
+                                             const model::ModelConfig& target) {
+  const auto where = drafter_dir.string();
+  auto c = read_dflash_config(drafter_dir, target);
+  if (!c) return c.error();
+  const model::DecoderConfig& d = target.decoder();
   auto draft_ck = model::Checkpoint::open(drafter_dir);
   if (!draft_ck) return error("drafter " + where + ": " + draft_ck.error().message);
   auto target_ck = model::Checkpoint::open(target_dir);

@@ -60,6 +60,9 @@ struct DFlashConfig {
 // convolutions and candidate selector) are refused by name.
 Result<DFlashConfig> parse_dflash_config(const nlohmann::json& doc, const std::string& source);
 
+// Reads <drafter_dir>/config.json and checks it against the target (hidden size, vocabulary, layers).
+Result<DFlashConfig> read_dflash_config(const std::filesystem::path& drafter_dir, const model::ModelConfig& target);
+
 // Loads <drafter_dir>/config.json + safetensors, and the target's embedding and LM head (DFlash
 // drafters have none of their own) from the target checkpoint in `target_dir`.
 Result<std::unique_ptr<Drafter>> load_dflash(const std::filesystem::path& drafter_dir,

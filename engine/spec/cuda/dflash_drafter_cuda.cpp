@@ -1,0 +1,395 @@
+// The DFlash drafter on CUDA: the math of the CPU drafter (dflash_drafter.cpp), batched.
+//
+//   add_context (after each target step, for every token of it):
+//     c = hidden_norm(fc(captured features));  per layer: K = rope(k_norm(c Wk^T)), V = c Wv^T,
+//     written into the context pool at the token's own position (the target's block table).
+//   propose (the T block tokens of every drafting sequence in one forward):
+//     x = embed([anchor, mask x n]) with the target's table;  per layer (Qwen3 shape, fp32 residual):
+//       h = rmsnorm(x); q, k, v = h W^T; q_norm / k_norm per head; rope at the block's positions;
+//       the block's K/V into the pool at positions pos .. pos + n (scratch: see device_drafter.hpp);
+//       paged attention with every query masked at its block's last position, so it sees all
+//       context rows and its whole block (no causal mask inside the block); x += o_proj(...);
+//       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
+//     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
+// bf16 weights and activations, fp32 accumulation and residual, as the target's CUDA path.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError
+#include "device_buffer.hpp"
+#include "glue_kernels.hpp"
+#include "tandem/kernels/activation.hpp"
+#include "tandem/kernels/embedding.hpp"
+#include "tandem/kernels/gemm.hpp"
+#include "tandem/kernels/paged_attention.hpp"
+#include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/model/safetensors.hpp"
+#include "tandem/spec/dflash_cuda.hpp"
+#include "tandem/spec/drafter.hpp"
+
+namespace tandem::spec {
+
+namespace {
+
+namespace k = tandem::kernels;
+using model::error;
+using model::cuda::cuda_error;
+using model::cuda::DeviceBuffer;
+using model::cuda::FirstError;
+using model::cuda::Uploader;
+constexpr k::DType kBf16 = k::DType::bf16;
+
+class DFlashCuda final : public DeviceDrafter {
+ public:
+  DFlashCuda(DFlashConfig c, model::CudaModel& target, const DFlashCudaOptions& o) : c_(std::move(c)), target_(target) {
+    H_ = c_.hidden_size, V_ = c_.vocab_size, I_ = c_.intermediate_size, hd_ = c_.head_dim;
+    nh_ = c_.num_attention_heads, kvh_ = c_.num_key_value_heads, qw_ = nh_ * hd_, kvw_ = kvh_ * hd_;
+    F_ = static_cast<int>(c_.target_layer_ids.size()) * H_;
+    B_ = c_.block_size;
+    s_cap_ = o.max_num_seqs;
+    t_cap_ = std::max({o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs * B_});
+    r_cap_ = o.max_num_seqs * (B_ - 1);
+    max_len_ = o.max_model_len > 0 ? o.max_model_len : target.config().decoder().max_position_embeddings;
+  }
+  ~DFlashCuda() override {
+    for (std::int32_t* p : {ctx_host_, prop_host_})
+      if (p) cudaFreeHost(p);
+  }
+
+  std::string load(const model::Checkpoint& ck);
+
+  const std::vector<int>& target_layers() const override { return c_.target_layer_ids; }
+  int max_draft() const override { return B_ - 1; }
+  std::uint64_t context_bytes_per_token() const override {
+    return static_cast<std::uint64_t>(c_.num_hidden_layers) * 2u * static_cast<std::uint64_t>(kvw_) * 2u;
+  }
+  model::Status make_pool(std::int32_t num_blocks, int block_size) override;
+  model::Status add_context(std::span<const model::PagedWork> work) override;
+  model::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
+
+ private:
+  struct Layer {
+    DeviceBuffer in_norm, post_norm, q, k, v, o, q_norm, k_norm, gate_up, down;
+  };
+
+  float eps() const { return static_cast<float>(c_.rms_norm_eps); }
+  k::PagedKvLayout layout() const {
+    k::PagedKvLayout l;
+    l.dtype = kBf16;
+    l.block_size = block_size_;
+    l.kv_heads = kvh_;
+    l.qk_dim = l.v_dim = hd_;
+    return l;
+  }
+  char* k_pool(int l) const { return pool_.as<char>() + static_cast<std::size_t>(2 * l) * layer_bytes_; }
+  char* v_pool(int l) const { return k_pool(l) + layer_bytes_; }
+
+  // Device inputs: tokens, rotary positions, mask positions, sequence of each token, pool slots
+  // (t_cap_ each), logit rows (r_cap_), block tables (s_cap_ x max_blocks_).
+  std::int32_t* in_tok() const { return inputs_.as<std::int32_t>(); }
+  std::int32_t* in_pos() const { return in_tok() + t_cap_; }
+  std::int32_t* in_mask() const { return in_pos() + t_cap_; }
+  std::int32_t* in_seq() const { return in_mask() + t_cap_; }
+  std::int32_t* in_slot() const { return in_seq() + t_cap_; }
+  std::int32_t* in_rows() const { return in_slot() + t_cap_; }
+  std::int32_t* in_tables() const { return in_rows() + r_cap_; }
+  std::size_t offset(const std::int32_t* device_ptr) const { return static_cast<std::size_t>(device_ptr - in_tok()); }
+
+  // The slot of `pos` through `table`, or -1 (with `why`) when the table does not cover it.
+  long slot(std::span<const std::int32_t> table, int pos, std::string& why) const {
+    const std::size_t b = static_cast<std::size_t>(pos / block_size_);
+    if (pos < 0 || b >= table.size() || table[b] < 0 || table[b] >= num_blocks_) {
+      why = "position " + std::to_string(pos) + " is not covered by the block table";
+      return -1;
+    }
+    return static_cast<long>(table[b]) * block_size_ + pos % block_size_;
+  }
+
+  // `n` ints of the host staging area `host` (a mirror of inputs_) to their device place.
+  void upload(std::int32_t* host, const std::int32_t* device_ptr, std::size_t n, FirstError& err) const {
+    if (n == 0) return;
+    const std::size_t at = offset(device_ptr);
+    err(cuda_error(cudaMemcpyAsync(const_cast<std::int32_t*>(device_ptr), host + at, n * 4, cudaMemcpyHostToDevice, stream_),
+                   "drafter inputs"));
+  }
+
+  k::GemmArgs linear(const void* x, long ldx, const DeviceBuffer& w, void* y, int rows, int in, int out) const {
+    k::GemmArgs g;
+    g.rows = rows, g.in = in, g.out = out;
+    g.x = x, g.ldx = ldx, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = out;
+    return g;
+  }
+  std::string gemm(const k::GemmArgs& g) { return gemm_->run(g, stream_); }
+
+  // K and V of layer l for T rows of h_ (positions in_pos, slots in_slot) into the pool.
+  std::string write_kv(int l, int T);
+
+  DFlashConfig c_;
+  model::CudaModel& target_;
+  int H_ = 0, V_ = 0, I_ = 0, hd_ = 0, nh_ = 0, kvh_ = 0, qw_ = 0, kvw_ = 0, F_ = 0, B_ = 0;
+  int s_cap_ = 0, t_cap_ = 0, r_cap_ = 0, max_len_ = 0;
+  k::Stream stream_ = nullptr;
+  std::unique_ptr<k::GemmRunner> gemm_;
+  DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
+  std::vector<Layer> layers_;
+  DeviceBuffer x_, delta_, h_, q_, k_, v_, attn_, gu_, act_, head_in_, logits_, sampled_, params_, uniform_, keep_;
+  DeviceBuffer pool_, inputs_, attn_ws_;
+  std::size_t layer_bytes_ = 0, in_ints_ = 0;
+  std::int32_t num_blocks_ = 0;
+  int block_size_ = 0, max_blocks_ = 0;
+  // Separate pinned staging for add_context (not waited for) and propose (waited for), so a
+  // proposal never rewrites inputs an earlier add_context's copy has yet to read; every target step
+  // synchronises the stream before the next add_context writes its own again.
+  std::int32_t* ctx_host_ = nullptr;
+  std::int32_t* prop_host_ = nullptr;
+};
+
+std::string DFlashCuda::load(const model::Checkpoint& ck) {
+  if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
+    return "input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
+           "them (run this drafter with --device cpu)";
+  if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return "mask_token_id is outside the vocabulary";
+  if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return "the paged-attention kernel needs 1..8 query heads per KV head";
+  if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return "hidden_size, intermediate_size and head_dim must be multiples of 8";
+  stream_ = target_.stream();
+  std::string why;
+  gemm_ = k::GemmRunner::create(&why);
+  if (!gemm_) return why;
+
+  Uploader up(ck);
+  std::set<std::string> used;
+  const auto H = static_cast<int64_t>(H_), I = static_cast<int64_t>(I_), hd = static_cast<int64_t>(hd_);
+  auto tensor = [&](DeviceBuffer& b, const std::string& name, std::vector<int64_t> shape) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    if (auto e = b.allocate(n * 2, name); !e.empty()) return up.fail(e);
+    used.insert(name);
+    up.bf16(b, 0, name, shape);
+  };
+  tensor(fc_, "fc.weight", {H, F_});
+  tensor(hidden_norm_, "hidden_norm.weight", {H});
+  tensor(norm_, "norm.weight", {H});
+  layers_.resize(static_cast<std::size_t>(c_.num_hidden_layers));
+  for (int l = 0; l < c_.num_hidden_layers; ++l) {
+    Layer& a = layers_[static_cast<std::size_t>(l)];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    tensor(a.in_norm, p + "input_layernorm.weight", {H});
+    tensor(a.post_norm, p + "post_attention_layernorm.weight", {H});
+    tensor(a.q, p + "self_attn.q_proj.weight", {qw_, H});
+    tensor(a.k, p + "self_attn.k_proj.weight", {kvw_, H});
+    tensor(a.v, p + "self_attn.v_proj.weight", {kvw_, H});
+    tensor(a.o, p + "self_attn.o_proj.weight", {H, qw_});
+    tensor(a.q_norm, p + "self_attn.q_norm.weight", {hd});
+    tensor(a.k_norm, p + "self_attn.k_norm.weight", {hd});
+    tensor(a.down, p + "mlp.down_proj.weight", {H, I});
+    // gate and up fused into one [2I, H] product (gate rows first, as silu_and_mul reads them).
+    if (auto e = a.gate_up.allocate(static_cast<std::size_t>(2 * I * H) * 2, p + "gate_up"); !e.empty()) return e;
+    used.insert(p + "mlp.gate_proj.weight");
+    used.insert(p + "mlp.up_proj.weight");
+    up.bf16(a.gate_up, 0, p + "mlp.gate_proj.weight", {I, H});
+    up.bf16(a.gate_up, static_cast<std::size_t>(I * H), p + "mlp.up_proj.weight", {I, H});
+  }
+  if (!up.ok()) return up.error();
+  for (const auto& name : ck.names())
+    if (!used.count(name)) return "drafter tensor \"" + name + "\" is not part of DFlashDraftModel (a DFlash2 or other variant?)";
+
+  std::vector<float> inv(static_cast<std::size_t>(hd_ / 2));
+  k::rope_inv_freq(inv.data(), hd_, c_.rope_theta);
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "drafter rope frequencies"); !e.empty()) return e;
+  if (auto e = cuda_error(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e.empty())
+    return e;
+
+  const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_), h = static_cast<std::size_t>(H_);
+  struct Want {
+    DeviceBuffer* b;
+    std::size_t bytes;
+    const char* what;
+  };
+  const Want wants[] = {
+      {&x_, T * h * 4, "drafter residual"},
+      {&delta_, T * h * 2, "drafter delta"},
+      {&h_, T * h * 2, "drafter normed"},
+      {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
+      {&k_, T * static_cast<std::size_t>(kvw_) * 2, "drafter keys"},
+      {&v_, T * static_cast<std::size_t>(kvw_) * 2, "drafter values"},
+      {&attn_, T * static_cast<std::size_t>(qw_) * 2, "drafter attention out"},
+      {&gu_, T * 2 * static_cast<std::size_t>(I_) * 2, "drafter gate_up"},
+      {&act_, T * static_cast<std::size_t>(I_) * 2, "drafter act"},
+      {&head_in_, R * h * 2, "drafter head rows"},
+      {&logits_, R * static_cast<std::size_t>(V_) * 4, "draft logits"},
+      {&sampled_, R * sizeof(k::Sampled), "draft tokens"},
+      {&params_, R * sizeof(k::SamplingParams), "draft sampling params"},
+      {&uniform_, R * sizeof(double), "draft uniforms"},
+      {&keep_, R * static_cast<std::size_t>(V_), "draft sampling mask"},
+  };
+  for (const Want& w : wants)
+    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+  std::vector<k::SamplingParams> greedy(R);
+  for (auto& g : greedy) g.temperature = 0.f;
+  if (auto e = cuda_error(cudaMemcpy(params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice), "params");
+      !e.empty())
+    return e;
+  if (auto e = cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms"); !e.empty()) return e;
+
+  if (auto s = target_.set_capture(c_.target_layer_ids); !s) return "the target's hidden-state capture: " + s.error().message;
+  return {};
+}
+
+model::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) return error("drafter context pool: no blocks");
+  num_blocks_ = num_blocks, block_size_ = block_size;
+  max_blocks_ = (max_len_ + block_size - 1) / block_size;
+  // One block more than the target's: the padding rows of a step point there.
+  layer_bytes_ = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) * static_cast<std::size_t>(kvw_) * 2;
+  if (auto e = pool_.allocate(layer_bytes_ * 2 * static_cast<std::size_t>(c_.num_hidden_layers), "the drafter's context pool"); !e.empty())
+    return error(e);
+  in_ints_ = 5 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
+             static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "drafter inputs"); !e.empty()) return error(e);
+  for (std::int32_t** p : {&ctx_host_, &prop_host_})
+    if (auto e = cuda_error(cudaMallocHost(p, in_ints_ * 4), "pinned drafter inputs"); !e.empty()) return error(e);
+  std::size_t ws = 0;
+  for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
+  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e.empty()) return error(e);
+  return model::Ok{};
+}
+
+std::string DFlashCuda::write_kv(int l, int T) {
+  const Layer& a = layers_[static_cast<std::size_t>(l)];
+  FirstError err;
+  err(gemm(linear(h_.get(), H_, a.k, k_.get(), T, H_, kvw_)));
+  err(model::cuda::rmsnorm_rows(k_.get(), hd_, T * kvh_, hd_, a.k_norm.get(), k_.get(), hd_, eps(), stream_));
+  err(k::rope_cuda(kBf16, k_.get(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
+  err(gemm(linear(h_.get(), H_, a.v, v_.get(), T, H_, kvw_)));
+  err(k::write_kv_cuda(kBf16, k_.get(), v_.get(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
+  return err.message;
+}
+
+model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
+  if (pool_.empty()) return error("drafter: make_pool first");
+  const void* features = target_.captured();
+  if (!features) return error("drafter: the target captures no hidden states");
+  std::int32_t* pos = ctx_host_ + offset(in_pos());
+  std::int32_t* slots = ctx_host_ + offset(in_slot());
+  int T = 0;
+  std::string why;
+  for (const model::PagedWork& w : work)
+    for (std::size_t i = 0; i < w.tokens.size(); ++i, ++T) {
+      if (T >= t_cap_) return error("drafter context: more than " + std::to_string(t_cap_) + " tokens in a step");
+      const int p = w.start + static_cast<int>(i);
+      const long s = slot(w.block_table, p, why);
+      if (s < 0) return error("drafter context: " + why);
+      pos[T] = p, slots[T] = static_cast<std::int32_t>(s);
+    }
+  if (T == 0) return model::Ok{};
+  FirstError err;
+  upload(ctx_host_, in_pos(), static_cast<std::size_t>(T), err);
+  upload(ctx_host_, in_slot(), static_cast<std::size_t>(T), err);
+  err(gemm(linear(features, F_, fc_, h_.get(), T, F_, H_)));
+  err(model::cuda::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
+  if (!err.ok()) return error("drafter context: " + err.message);
+  return model::Ok{};
+}
+
+model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
+  if (pool_.empty()) return error("drafter: make_pool first");
+  const int S = static_cast<int>(items.size());
+  Drafts out;
+  if (S == 0) return out;
+  if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
+  std::int32_t* host = prop_host_;
+  std::int32_t* tok = host + offset(in_tok());
+  std::int32_t* pos = host + offset(in_pos());
+  std::int32_t* mask = host + offset(in_mask());
+  std::int32_t* seq = host + offset(in_seq());
+  std::int32_t* slots = host + offset(in_slot());
+  std::int32_t* rows = host + offset(in_rows());
+  std::int32_t* tables = host + offset(in_tables());
+  const std::size_t mb = static_cast<std::size_t>(max_blocks_);
+  int T = 0, R = 0, max_context = 0;
+  std::string why;
+  for (int s = 0; s < S; ++s) {
+    const DraftItem& it = items[static_cast<std::size_t>(s)];
+    if (it.n < 1 || it.n > max_draft())
+      return error("drafter: " + std::to_string(it.n) + " proposals asked, 1.." + std::to_string(max_draft()) + " possible");
+    if (it.anchor < 0 || it.anchor >= V_) return error("drafter: anchor token " + std::to_string(it.anchor) + " is outside the vocabulary");
+    if (it.pos + it.n >= max_len_) return error("drafter: the block passes max-model-len");
+    const std::size_t have = std::min(mb, it.block_table.size());
+    std::copy(it.block_table.begin(), it.block_table.begin() + static_cast<long>(have), tables + static_cast<std::size_t>(s) * mb);
+    std::fill(tables + static_cast<std::size_t>(s) * mb + have, tables + static_cast<std::size_t>(s + 1) * mb, num_blocks_);
+    for (int i = 0; i <= it.n; ++i, ++T) {
+      const long sl = slot(it.block_table, it.pos + i, why);
+      if (sl < 0) return error("drafter: " + why);
+      tok[T] = i == 0 ? it.anchor : c_.mask_token_id;
+      pos[T] = it.pos + i, mask[T] = it.pos + it.n, seq[T] = s, slots[T] = static_cast<std::int32_t>(sl);
+      if (i > 0) rows[R++] = T;
+    }
+    max_context = std::max(max_context, it.pos + it.n + 1);
+  }
+  FirstError err;
+  for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
+  upload(host, in_rows(), static_cast<std::size_t>(R), err);
+  upload(host, in_tables(), static_cast<std::size_t>(S) * mb, err);
+
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  err(k::embedding_cuda(kBf16, target_.embedding_device(), V_, H_, in_tok(), T, delta_.get(), stream_));
+  err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
+    const Layer& a = layers_[static_cast<std::size_t>(l)];
+    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(gemm(linear(h_.get(), H_, a.q, q_.get(), T, H_, qw_)));
+    err(model::cuda::rmsnorm_rows(q_.get(), hd_, T * nh_, hd_, a.q_norm.get(), q_.get(), hd_, eps(), stream_));
+    err(k::rope_cuda(kBf16, q_.get(), T, qw_, nh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
+    err(write_kv(l, T));
+    err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
+                                max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    err(gemm(linear(attn_.get(), qw_, a.o, delta_.get(), T, qw_, H_)));
+    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(gemm(linear(h_.get(), H_, a.gate_up, gu_.get(), T, H_, 2 * I_)));
+    err(k::silu_and_mul_cuda(kBf16, gu_.get(), act_.get(), T, I_, stream_));
+    err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
+  }
+  err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), norm_.get(), h_.get(), T, H_, eps(), stream_));
+  err(model::cuda::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
+  k::GemmArgs head;
+  head.rows = R, head.in = H_, head.out = V_;
+  head.x = head_in_.get(), head.ldx = H_, head.w = target_.lm_head_device(), head.ldw = H_;
+  head.y = logits_.get(), head.ldy = V_, head.y_type = k::DType::f32;
+  err(gemm(head));
+  err(k::sample_cuda(logits_.as<float>(), R, V_, params_.as<k::SamplingParams>(), uniform_.as<double>(), sampled_.as<k::Sampled>(),
+                     keep_.as<std::uint8_t>(), stream_));
+  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
+  err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+                 "draft tokens"));
+  if (want_logits) {
+    out.logits.resize(static_cast<std::size_t>(R) * static_cast<std::size_t>(V_));
+    err(cuda_error(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
+                   "draft logits"));
+  }
+  err(cuda_error(cudaStreamSynchronize(stream_), "drafter"));
+  if (!err.ok()) return error("drafter: " + err.message);
+  out.tokens.reserve(got.size());
+  for (const auto& g : got) out.tokens.push_back(g.token);
+  return out;
+}
+
+}  // namespace
+
+model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
+                                                               const DFlashCudaOptions& options) {
+  const auto where = drafter_dir.string();
+  auto c = read_dflash_config(drafter_dir, target.config());
+  if (!c) return c.error();
+  auto ck = model::Checkpoint::open(drafter_dir);
+  if (!ck) return error("drafter " + where + ": " + ck.error().message);
+  auto d = std::make_unique<DFlashCuda>(std::move(c).value(), target, options);
+  if (auto e = d->load(ck.value()); !e.empty()) return error("drafter " + where + " on the GPU: " + e);
+  return std::unique_ptr<DeviceDrafter>(std::move(d));
+}
+
+}  // namespace tandem::spec
