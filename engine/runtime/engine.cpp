@@ -76,7 +76,14 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   // of the pool are never committed, which keeps a generous budget cheap in practice.
   auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (cfg.drafter && model->kv_on_device())
-    return error("speculative decoding runs on the CPU reference path only; the CUDA back end does not run a drafter yet");
+    return error("a drafter on the CPU cannot serve a model whose KV cache is on its device: give a device drafter "
+                 "(EngineConfig::device_drafter)");
+  if (cfg.device_drafter && !model->kv_on_device())
+    return error("a device drafter needs a model whose KV cache is on that device (--device cuda)");
+  if (cfg.drafter && cfg.device_drafter) return error("engine: a CPU drafter and a device drafter were both given");
+  if (cfg.device_drafter && layout.state_floats > 0)
+    return error("speculative decoding on the device of a model with recurrent layers (" + model->config().model_type +
+                 ") is not built: the device path does not roll rejected drafts out of the recurrent state");
   std::unique_ptr<model::PagedKvPool> pool;
   if (model->kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.
@@ -94,10 +101,22 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
         " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
   }
   std::unique_ptr<model::PagedKvPool> draft_pool;
-  if (cfg.drafter) {
-    if (cfg.num_speculative_tokens < 1 || cfg.num_speculative_tokens > cfg.drafter->max_draft())
+  if (cfg.drafter || cfg.device_drafter) {
+    const int max_draft = cfg.drafter ? cfg.drafter->max_draft() : cfg.device_drafter->max_draft();
+    if (cfg.num_speculative_tokens < 1 || cfg.num_speculative_tokens > max_draft)
       return error("num_speculative_tokens " + std::to_string(cfg.num_speculative_tokens) + ": this drafter proposes 1.." +
-                   std::to_string(cfg.drafter->max_draft()) + " tokens per step");
+                   std::to_string(max_draft) + " tokens per step");
+  }
+  if (cfg.device_drafter) {
+    if (auto s = cfg.device_drafter->make_pool(static_cast<std::int32_t>(size->num_blocks), cfg.block_size); !s)
+      return error("the drafter's context pool: " + s.error().message);
+    // Beside the KV budget, not out of it (for a drafter of a few layers it is a few percent).
+    log("speculative decoding on the device: up to " + std::to_string(cfg.num_speculative_tokens) +
+        " drafted tokens per step; drafter context rows " +
+        std::to_string((cfg.device_drafter->context_bytes_per_token() * static_cast<std::uint64_t>(size->num_blocks) * static_cast<std::uint64_t>(cfg.block_size)) >> 20) +
+        " MiB on the device, in the same blocks as the target's KV");
+  }
+  if (cfg.drafter) {
     auto dp = model::PagedKvPool::create(cfg.drafter->context_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
     if (!dp) return error("the drafter's context pool: " + dp.error().message);
     draft_pool = std::move(dp).value();
@@ -129,7 +148,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       pool_(std::move(pool)),
       draft_pool_(std::move(draft_pool)),
       drafter_(draft_pool_ ? cfg.drafter : nullptr),
-      num_spec_(draft_pool_ ? cfg.num_speculative_tokens : 0),
+      device_drafter_(cfg.device_drafter),
+      num_spec_(draft_pool_ || cfg.device_drafter ? cfg.num_speculative_tokens : 0),
       draft_policy_(cfg.draft_policy),
       step_cost_(num_spec_ + 1),
       draft_prior_(num_spec_, cfg.draft_policy),
@@ -187,7 +207,7 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
   std::lock_guard lk(mu_);
   if (!fatal_.empty()) return error("the engine has stopped: " + fatal_);
   // A new request starts from what drafting has been worth to the requests before it.
-  if (drafter_) state->draft_len.emplace(draft_prior_.fresh());
+  if (drafting()) state->draft_len.emplace(draft_prior_.fresh());
   const RequestId id = next_id_;
   sched::Request sr;
   sr.id = id;

@@ -29,6 +29,7 @@
 #include "tandem/model/paged_kv.hpp"
 #include "tandem/model/result.hpp"
 #include "tandem/spec/draft_length.hpp"
+#include "tandem/spec/device_drafter.hpp"
 #include "tandem/spec/drafter.hpp"
 #include "tandem/spec/step_cost.hpp"
 #include "token_constraint.hpp"
@@ -55,6 +56,9 @@ struct EngineConfig {
   // drafter's context, and decoding requests draft up to num_speculative_tokens tokens per step
   // (fewer when their own acceptance says drafting does not pay; none under a token constraint).
   std::shared_ptr<const spec::Drafter> drafter;
+  // Or, for a model whose KV cache is on its device (CUDA), a drafter on that device
+  // (spec/device_drafter.hpp; engine/spec/cuda's load_dflash_cuda makes one). One or the other.
+  std::shared_ptr<spec::DeviceDrafter> device_drafter;
   int num_speculative_tokens = 0;
   spec::DraftLengthPolicy draft_policy;
 };
@@ -143,6 +147,8 @@ class Engine {
   // The drafter's context rows: same block geometry and tables as pool_ (null without a drafter).
   std::unique_ptr<model::PagedKvPool> draft_pool_;
   std::shared_ptr<const spec::Drafter> drafter_;
+  std::shared_ptr<spec::DeviceDrafter> device_drafter_;  // its context pool is on the device
+  bool drafting() const { return drafter_ || device_drafter_; }
   int num_spec_ = 0;
   spec::DraftLengthPolicy draft_policy_;
   spec::StepCost step_cost_{1};  // measured decode/verify costs (worker thread, under mu_)

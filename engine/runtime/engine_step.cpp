@@ -23,7 +23,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     if (it == requests_.end() || !it->second->draft_len || it->second->req.constraint) return 0;
     return it->second->draft_len->next(&step_cost_);
   };
-  const sched::Step st = drafter_ ? sched_.schedule(lookahead) : sched_.schedule();
+  const sched::Step st = drafting() ? sched_.schedule(lookahead) : sched_.schedule();
   for (kv::SeqId id : st.preempted)
     if (auto it = requests_.find(id); it != requests_.end()) it->second->kv_seen = 0;
   if (st.empty()) return !st.preempted.empty();  // a preemption alone is progress; nothing is not
@@ -54,10 +54,13 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
 
   lk.unlock();
   // The CPU reference runs sequences one after another; a device model (CUDA) runs them all in one
-  // batched step (no drafter there yet: Engine::start refuses one). Under tensor parallelism each
-  // forward is announced to the worker ranks first, and any failure is the group's: it ends the engine.
+  // batched step (with a drafter on the device: one batched proposal, then that step verifies).
+  // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
+  // is the group's: it ends the engine.
   std::string group_failure;
-  if (model_->kv_on_device()) {
+  if (model_->kv_on_device() && device_drafter_) {
+    run_device_spec_step(*model_, *device_drafter_, jobs);
+  } else if (model_->kv_on_device()) {
     run_device_step(*model_, jobs);  // a device model (CUDA): every item in one batched forward
   } else {
     JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};

@@ -46,7 +46,27 @@ model::Status feed_drafter(const JobContext& ctx, const Job& j, const model::Hid
   return ctx.drafter->add_context(std::span<const float>(cap.rows.data(), per_token * static_cast<size_t>(n)), pos, seq);
 }
 
-// Samples one token from a job's logits (after its constraint's mask).
+}  // namespace
+
+std::int32_t draw_draft(Job& j, std::span<const float> draft_logits, std::vector<double>& q) {
+  auto qi = spec::sampling_distribution(draft_logits, j.sampling);
+  const std::int32_t t = spec::draw(qi, *j.rng);
+  q.insert(q.end(), qi.begin(), qi.end());
+  return t;
+}
+
+void accept_block(Job& j, std::span<const std::int32_t> drafts, std::span<const double> q, std::span<const float> logits, int V) {
+  const bool greedy = j.sampling.temperature == 0.0f;
+  const spec::Verdict v = greedy ? spec::accept_greedy(drafts, logits, V) : spec::accept_sampled(drafts, q, logits, V, j.sampling, *j.rng);
+  for (int i = 0; i <= v.accepted; ++i) {
+    const std::int32_t t = i < v.accepted ? drafts[static_cast<size_t>(i)] : v.next;
+    j.emitted.push_back(t);
+    j.logprobs.push_back(kernels::raw_logprob(logits.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V)), t));
+  }
+  j.drafted = static_cast<int>(drafts.size());
+  j.accepted = v.accepted;
+}
+
 void sample_into(Job& j, std::vector<float>& logits) {
   if (j.constraint) j.constraint->mask(logits);
   const kernels::Sampled s = kernels::sample_cpu(logits, j.sampling, *j.rng);
@@ -54,6 +74,8 @@ void sample_into(Job& j, std::vector<float>& logits) {
   j.emitted = {s.token};
   j.logprobs = {s.logprob};
 }
+
+namespace {
 
 void run_plain(const JobContext& ctx, Job& j) {
   const int start = j.work.start, n = j.work.count;
@@ -121,13 +143,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
     const std::span<const float> all(dl.value());
     for (int i = 0; i < k; ++i) {
       const auto row = all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V));
-      if (greedy) {
-        block.push_back(kernels::argmax_cpu(row).token);
-      } else {
-        auto qi = spec::sampling_distribution(row, j.sampling);
-        block.push_back(spec::draw(qi, *j.rng));
-        q.insert(q.end(), qi.begin(), qi.end());
-      }
+      block.push_back(greedy ? kernels::argmax_cpu(row).token : draw_draft(j, row, q));
     }
     j.draft_seconds = seconds_since(t0);
   }
@@ -159,18 +175,9 @@ void run_speculative(const JobContext& ctx, Job& j) {
 
   // 3. Accept.
   const std::span<const std::int32_t> drafts(block.data() + 1, static_cast<size_t>(k));
-  const spec::Verdict v = greedy ? spec::accept_greedy(drafts, logits.value(), V)
-                                 : spec::accept_sampled(drafts, q, logits.value(), V, j.sampling, *j.rng);
-  const std::span<const float> all(logits.value());
-  for (int i = 0; i <= v.accepted; ++i) {
-    const std::int32_t t = i < v.accepted ? drafts[static_cast<size_t>(i)] : v.next;
-    j.emitted.push_back(t);
-    j.logprobs.push_back(kernels::raw_logprob(all.subspan(static_cast<size_t>(i) * static_cast<size_t>(V), static_cast<size_t>(V)), t));
-  }
-  j.drafted = k;
-  j.accepted = v.accepted;
-  if (!j.state.empty() && v.accepted < k)
-    if (auto s = rewind_state(ctx, j, state_before, std::span<const std::int32_t>(block.data(), static_cast<size_t>(v.accepted + 1)));
+  accept_block(j, drafts, q, logits.value(), V);
+  if (!j.state.empty() && j.accepted < k)
+    if (auto s = rewind_state(ctx, j, state_before, std::span<const std::int32_t>(block.data(), static_cast<size_t>(j.accepted + 1)));
         !s) {
       j.error = s.error().message;
       j.group_failed = static_cast<bool>(ctx.announce);
@@ -178,7 +185,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
     }
 
   // 4. The drafter's context now covers the anchor and the accepted drafts.
-  if (auto s = feed_drafter(ctx, j, cap, start, v.accepted + 1); !s) j.error = "drafter: " + s.error().message;
+  if (auto s = feed_drafter(ctx, j, cap, start, j.accepted + 1); !s) j.error = "drafter: " + s.error().message;
 }
 
 }  // namespace

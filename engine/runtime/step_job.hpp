@@ -13,6 +13,7 @@
 #include "tandem/kernels/sampling.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/model/paged_kv.hpp"
+#include "tandem/spec/device_drafter.hpp"
 #include "tandem/spec/drafter.hpp"
 #include "token_constraint.hpp"
 
@@ -55,5 +56,20 @@ void run_job(const JobContext& ctx, Job& job);
 // Every job of one step of a device model (Model::step on its device pool), sampled; a failure is
 // every job's.
 void run_device_step(model::Model& m, std::vector<Job>& jobs);
+
+// The same with a drafter on the device (run_device_spec.cpp): one batched proposal for the jobs
+// that draft, one target step verifying their blocks beside the other jobs' work, context rows for
+// every token of it, then acceptance or sampling per job.
+void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs);
+
+// Pieces both speculative paths share (run_job.cpp):
+// Samples one token from a job's logits (after its constraint's mask) into emitted/logprobs.
+void sample_into(Job& j, std::vector<float>& logits);
+// A sampled draft token from one row of draft logits; its distribution q is appended to `q`.
+std::int32_t draw_draft(Job& j, std::span<const float> draft_logits, std::vector<double>& q);
+// Acceptance of `drafts` against the target's logits of the block (drafts.size() + 1 rows): fills
+// emitted, logprobs (raw target distribution), drafted and accepted. `q`: the drafts' distributions
+// when the job samples.
+void accept_block(Job& j, std::span<const std::int32_t> drafts, std::span<const double> q, std::span<const float> logits, int V);
 
 }  // namespace tandem::engine::runtime

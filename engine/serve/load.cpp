@@ -8,8 +8,10 @@
 #include "pool_plan.hpp"
 #ifdef TANDEM_HAVE_CUDA_MODEL
 #include "tandem/model/cuda_model.hpp"
+#include "tandem/spec/dflash_cuda.hpp"
 #endif
 #include "rank_group.hpp"
+#include "tandem/spec/device_drafter.hpp"
 #include "tandem/spec/drafter.hpp"
 #include "tandem/units.hpp"
 
@@ -91,6 +93,10 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   comm::TcpCommunicator& comm = *group.value();
   out.group = std::move(group).value();
   std::unique_ptr<model::Model> model;
+  // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
+  const auto spec_config = cfg.speculative_config.empty() ? nlohmann::json() : nlohmann::json::parse(cfg.speculative_config);
+  std::shared_ptr<spec::DeviceDrafter> device_drafter;
+  std::uint64_t target_kv_per_token = 0;
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda") {
     model::CudaOptions o;
@@ -99,8 +105,22 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
     o.max_num_batched_tokens = runtime::EngineConfig{}.max_num_batched_tokens;
     o.max_model_len = cfg.max_model_len;
     o.enforce_eager = cfg.enforce_eager;
+    // A verification asks for the logits of every token of its block.
+    if (!spec_config.is_null())
+      o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
+    target_kv_per_token = m.value()->kv_bytes_per_token();
+    if (!spec_config.is_null()) {
+      // The drafter goes onto the device before the KV budget is measured, so it counts as in use.
+      spec::DFlashCudaOptions d;
+      d.max_num_seqs = o.max_num_seqs;
+      d.max_num_batched_tokens = o.max_num_batched_tokens;
+      d.max_model_len = cfg.max_model_len;
+      auto drafter = spec::load_dflash_cuda(spec_config.at("model").get<std::string>(), *m.value(), d);
+      if (!drafter) return error("--speculative-config: " + drafter.error().message);
+      device_drafter = std::move(drafter).value();
+    }
     model = std::move(m).value();
   }
 #endif
@@ -153,24 +173,31 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   auto budget = kv_budget(cfg, *model, ec.max_model_len, log);
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
   ec.kv_cache_memory = budget.value();
+  if (device_drafter && ec.kv_cache_memory && target_kv_per_token > 0) {
+    // The drafter's context rows take the same blocks: the budget is split between both pools.
+    const double share = static_cast<double>(target_kv_per_token) /
+                         static_cast<double>(target_kv_per_token + device_drafter->context_bytes_per_token());
+    ec.kv_cache_memory = static_cast<std::uint64_t>(static_cast<double>(*ec.kv_cache_memory) * share);
+  }
   ec.log = log;
   ec.on_fatal = std::move(on_fatal);
-  if (!cfg.speculative_config.empty()) {
-    if (model->kv_on_device())
-      return error("--speculative-config with --device cuda: DFlash runs on the CPU reference path only (--device cpu); "
-                   "the CUDA back end does not run a drafter yet");
-    // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
-    const auto spec = nlohmann::json::parse(cfg.speculative_config);
-    const fs::path drafter_dir = spec.at("model").get<std::string>();
-    auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
-    if (!drafter) return error("--speculative-config: " + drafter.error().message);
-    ec.drafter = std::move(drafter).value();
-    ec.num_speculative_tokens = spec.at("num_speculative_tokens").get<int>();
-    log("DFlash drafter " + drafter_dir.string() + ": reads target layers " + [&] {
+  if (!spec_config.is_null()) {
+    const fs::path drafter_dir = spec_config.at("model").get<std::string>();
+    if (device_drafter) {
+      ec.device_drafter = device_drafter;
+    } else {
+      auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
+      if (!drafter) return error("--speculative-config: " + drafter.error().message);
+      ec.drafter = std::move(drafter).value();
+    }
+    ec.num_speculative_tokens = spec_config.at("num_speculative_tokens").get<int>();
+    const std::vector<int>& layers = device_drafter ? device_drafter->target_layers() : ec.drafter->target_layers();
+    const int max_draft = device_drafter ? device_drafter->max_draft() : ec.drafter->max_draft();
+    log("DFlash drafter " + drafter_dir.string() + (device_drafter ? " (on the GPU)" : " (on the CPU)") + ": reads target layers " + [&] {
       std::string s;
-      for (int l : ec.drafter->target_layers()) s += (s.empty() ? "" : ",") + std::to_string(l);
+      for (int l : layers) s += (s.empty() ? "" : ",") + std::to_string(l);
       return s;
-    }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(ec.drafter->max_draft()) +
+    }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(max_draft) +
         " per step (fewer per request when its acceptance is low)");
   }
   if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once

@@ -1,0 +1,118 @@
+// One step of a device model with a drafter on the same device (spec/device_drafter.hpp).
+//
+//   1. Draft: every job that drafts k > 0 tokens this step (a decode whose anchor is its one new
+//      token) gets its proposal from one batched drafter forward (argmax on the device when greedy;
+//      the drafter's logits come back only when some job samples, for its distribution q).
+//   2. Verify: one target step runs every job's work, the drafting jobs' blocks [anchor, d1..dk]
+//      with logits for every row (PagedWork::all_logits), capturing the drafter's target layers.
+//   3. Context: the drafter writes context rows for every token of that step, the rejected drafts'
+//      included (harmless: device_drafter.hpp says why), before the next step overwrites the capture.
+//   4. Accept (spec/acceptance.hpp, as the CPU path) or sample, per job.
+// Rollback is the scheduler's, as on the CPU path: rows past the kept tokens lie beyond the
+// sequence's written length in both pools.
+#include <chrono>
+
+#include "step_job.hpp"
+
+namespace tandem::engine::runtime {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void fail_all(std::vector<Job>& jobs, const std::string& why) {
+  for (Job& j : jobs) j.error = why;
+}
+
+}  // namespace
+
+void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs) {
+  const int V = m.vocab_size();
+  const size_t Vs = static_cast<size_t>(V);
+
+  // 1. Draft.
+  std::vector<spec::DraftItem> items;
+  std::vector<size_t> drafting;  // job index of each item
+  bool any_sampled = false;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    if (j.work.draft <= 0 || !j.work.samples || j.work.count != 1) continue;
+    items.push_back({j.tokens.back(), j.work.start, j.work.draft, j.table});
+    drafting.push_back(i);
+    any_sampled = any_sampled || j.sampling.temperature != 0.0f;
+  }
+  std::vector<std::vector<std::int32_t>> blocks(jobs.size());
+  std::vector<std::vector<double>> q(jobs.size());
+  double draft_seconds = 0;
+  if (!items.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto d = drafter.propose(items, any_sampled);
+    if (!d) return fail_all(jobs, d.error().message);
+    size_t row = 0;
+    for (size_t x = 0; x < items.size(); ++x) {
+      Job& j = jobs[drafting[x]];
+      auto& block = blocks[drafting[x]];
+      block.push_back(items[x].anchor);
+      for (int i = 0; i < items[x].n; ++i, ++row) {
+        if (j.sampling.temperature == 0.0f) {
+          block.push_back(d->tokens[row]);
+        } else {
+          const std::span<const float> logits(d->logits.data() + row * Vs, Vs);
+          block.push_back(draw_draft(j, logits, q[drafting[x]]));
+        }
+      }
+    }
+    draft_seconds = seconds_since(t0);
+  }
+
+  // 2. Verify (and run everyone else's work) in one target step.
+  std::vector<model::PagedWork> work;
+  bool decode_only = true;
+  int widest = 1;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    if (!blocks[i].empty()) {
+      work.push_back({blocks[i], j.work.start, j.table, false, true});
+      widest = std::max(widest, static_cast<int>(blocks[i].size()));
+    } else {
+      work.push_back({j.tokens, j.work.start, j.table, j.work.samples, false});
+      decode_only = decode_only && j.work.count == 1 && j.work.samples;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto logits = m.step(work);
+  const double forward_seconds = seconds_since(t0);
+  if (!logits) return fail_all(jobs, logits.error().message);
+
+  // 3. Context rows for every token the target just ran.
+  if (auto s = drafter.add_context(work); !s) return fail_all(jobs, s.error().message);
+
+  // 4. Accept or sample.
+  size_t row = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& j = jobs[i];
+    if (!blocks[i].empty()) {
+      const size_t n = blocks[i].size();
+      const std::span<const float> rows(logits->data() + row * Vs, n * Vs);
+      row += n;
+      accept_block(j, std::span<const std::int32_t>(blocks[i]).subspan(1), q[i], rows, V);
+    } else if (j.work.samples) {
+      std::vector<float> mine(logits->begin() + static_cast<long>(row * Vs), logits->begin() + static_cast<long>((row + 1) * Vs));
+      ++row;
+      sample_into(j, mine);
+    }
+  }
+
+  // The step's cost, for the adaptive draft length (spec::StepCost): a step of decodes only costs
+  // what its widest item costs; it is booked once, on the first drafting job (or the first job).
+  if (decode_only && !jobs.empty()) {
+    Job& j = drafting.empty() ? jobs.front() : jobs[drafting.front()];
+    j.forward_tokens = widest;
+    j.forward_seconds = forward_seconds;
+    j.draft_seconds = draft_seconds;
+  }
+}
+
+}  // namespace tandem::engine::runtime
