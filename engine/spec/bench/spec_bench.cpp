@@ -1,12 +1,16 @@
-// Plain decoding vs DFlash on the CPU engine, per prompt class, for a target/drafter pair and the
+// Plain decoding vs DFlash on the engine, per prompt class, for a target/drafter pair and the
 // reference.json that tools/train/train_pair.py wrote (held-out prose / code / JSON prompts with the
-// PyTorch reference's greedy outputs and acceptance lengths). Prints one table row per class and
-// batch size: tokens, tok/s plain and DFlash, mean acceptance length (ours and the reference's),
+// PyTorch reference's greedy outputs and acceptance lengths). Prints one Markdown table row per class
+// and batch size: tokens, tok/s plain and DFlash, mean acceptance length (ours and the reference's),
 // whether DFlash output equals plain output, and whether plain output equals the reference's.
 //
-//   tandem_spec_bench TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N] [--fixed-k]
+//   tandem_spec_bench TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N]
+//                     [--fixed-k | --both] [--device cpu|cuda] [--repeat N] [--probe]
 // --fixed-k drafts k tokens every step (the reference's way, so acceptance lengths compare);
-// without it each request's draft length adapts to its acceptance (the serving default).
+// without it each request's draft length adapts to its acceptance (the serving default); --both
+// runs both. --device cuda runs target and drafter on the GPU (spec_costs.cpp adds --probe: the
+// costs of one decode, one proposal and one verification, and the speedup bound they give); every
+// engine first runs the prompts once untimed (CUDA graphs, GEMM plans), then --repeat times timed.
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -14,12 +18,18 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine.hpp"
+#ifdef TANDEM_HAVE_CUDA_MODEL
+#include "spec_costs.hpp"
+#include "tandem/model/cuda_model.hpp"
+#include "tandem/spec/dflash_cuda.hpp"
+#endif
 
 using namespace tandem;
 using namespace tandem::engine::runtime;
@@ -38,22 +48,56 @@ struct Outcome {
   EngineMetrics metrics;
 };
 
-std::unique_ptr<Engine> start(const std::string& target, std::shared_ptr<const spec::Drafter> drafter, int k, int seqs,
-                              bool fixed_k) {
-  auto m = model::load_model(target);
-  if (!m) throw std::runtime_error(m.error().message);
+struct Setup {
+  std::string target, drafter_dir;
+  std::shared_ptr<const spec::Drafter> cpu_drafter;  // --device cpu
+  bool cuda = false;
+  int k = 7;
+};
+
+// An engine with the target alone (k = 0) or with the drafter drafting up to k (fixed or adaptive).
+std::unique_ptr<Engine> start(const Setup& s, int k, int seqs, bool fixed_k) {
   EngineConfig cfg;
   cfg.max_model_len = 1024;
   cfg.max_num_seqs = seqs;
   cfg.kv_cache_memory = 256ull << 20;
   cfg.log = [](const std::string&) {};
-  cfg.drafter = std::move(drafter);
   cfg.num_speculative_tokens = k;
   if (fixed_k) {  // always the full k, as the reference drafts
     cfg.draft_policy.min_chance = 0.0;
     cfg.draft_policy.use_cost = false;
   }
-  auto e = Engine::start(std::move(m).value(), cfg);
+  std::unique_ptr<model::Model> target;
+  if (s.cuda) {
+#ifdef TANDEM_HAVE_CUDA_MODEL
+    model::CudaOptions o;
+    o.max_num_seqs = seqs;
+    o.max_num_batched_tokens = cfg.max_num_batched_tokens;
+    o.max_model_len = cfg.max_model_len;
+    o.max_logit_rows = seqs * (1 + s.k);
+    auto m = model::load_cuda_model(s.target, o);
+    if (!m) throw std::runtime_error(m.error().message);
+    if (k > 0) {
+      spec::DFlashCudaOptions d;
+      d.max_num_seqs = seqs;
+      d.max_num_batched_tokens = cfg.max_num_batched_tokens;
+      d.max_model_len = cfg.max_model_len;
+      auto drafter = spec::load_dflash_cuda(s.drafter_dir, *m.value(), d);
+      if (!drafter) throw std::runtime_error(drafter.error().message);
+      cfg.device_drafter = std::move(drafter).value();
+    }
+    target = std::move(m).value();
+#else
+    throw std::runtime_error("--device cuda: this build has no CUDA back end");
+#endif
+  } else {
+    auto m = model::load_model(s.target);
+    if (!m) throw std::runtime_error(m.error().message);
+    target = std::move(m).value();
+    if (k > 0) cfg.drafter = s.cpu_drafter;
+  }
+  if (k == 0) cfg.num_speculative_tokens = 0;
+  auto e = Engine::start(std::move(target), cfg);
   if (!e) throw std::runtime_error(e.error().message);
   return std::move(e).value();
 }
@@ -91,84 +135,143 @@ Outcome run(Engine& e, const std::vector<Prompt>& prompts, int batch, int max_to
   return o;
 }
 
+// One engine's run: untimed once, then timed `repeat` times (the tokens of the last timed run).
+Outcome measure(const Setup& s, int k, bool fixed_k, const std::vector<Prompt>& prompts, int batch, int max_tokens, int repeat) {
+  auto engine = start(s, k, batch, fixed_k);
+  const EngineMetrics before = run(*engine, prompts, batch, max_tokens).metrics;
+  Outcome total;
+  for (int r = 0; r < repeat; ++r) {
+    Outcome o = run(*engine, prompts, batch, max_tokens);
+    total.seconds += o.seconds;
+    total.tokens = std::move(o.tokens);
+    total.metrics = o.metrics;
+  }
+  total.seconds /= repeat;
+  // Speculation counted over the timed runs only.
+  total.metrics.spec_drafts -= before.spec_drafts;
+  total.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
+  total.metrics.spec_draft_tokens -= before.spec_draft_tokens;
+  return total;
+}
+
+double acceptance_length(const EngineMetrics& m) {
+  return m.spec_drafts > 0 ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_drafts) : 1.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N] [--fixed-k]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s TARGET_DIR DRAFTER_DIR REFERENCE_JSON [--batch N]... [--k N] [--max-tokens N] [--fixed-k | --both] "
+                 "[--device cpu|cuda] [--repeat N] [--probe]\n",
+                 argv[0]);
     return 2;
   }
-  const std::string target = argv[1], drafter_dir = argv[2];
+  Setup setup;
+  setup.target = argv[1], setup.drafter_dir = argv[2];
   std::vector<int> batches;
-  int k = -1, max_tokens = -1;
-  bool fixed_k = false;
-  for (int i = 4; i < argc; i += 2) {
+  int k = -1, max_tokens = -1, repeat = 1;
+  bool fixed_k = false, both = false, probe = false;
+  for (int i = 4; i < argc; ++i) {
     const std::string f = argv[i];
-    if (f == "--fixed-k") {
-      fixed_k = true;
-      --i;
-      continue;
-    }
-    if (i + 1 >= argc) break;
-    const int v = std::stoi(argv[i + 1]);
-    if (f == "--batch") batches.push_back(v);
-    else if (f == "--k") k = v;
-    else if (f == "--max-tokens") max_tokens = v;
+    if (f == "--fixed-k") fixed_k = true;
+    else if (f == "--both") both = true;
+    else if (f == "--probe") probe = true;
+    else if (i + 1 >= argc) return std::fprintf(stderr, "%s needs a value\n", f.c_str()), 2;
+    else if (f == "--device") setup.cuda = std::string(argv[++i]) == "cuda";
+    else if (f == "--batch") batches.push_back(std::stoi(argv[++i]));
+    else if (f == "--k") k = std::stoi(argv[++i]);
+    else if (f == "--max-tokens") max_tokens = std::stoi(argv[++i]);
+    else if (f == "--repeat") repeat = std::max(1, std::stoi(argv[++i]));
+    else return std::fprintf(stderr, "unknown flag %s\n", f.c_str()), 2;
   }
   if (batches.empty()) batches = {1, 4};
   std::ifstream in(argv[3]);
   const auto ref = nlohmann::json::parse(in);
   if (k < 0) k = ref.at("num_speculative_tokens").get<int>();
   if (max_tokens < 0) max_tokens = ref.at("max_new_tokens").get<int>();
+  setup.k = k;
   std::map<std::string, std::vector<Prompt>> by_kind;
   for (const auto& p : ref.at("prompts"))
     by_kind[p.at("kind").get<std::string>()].push_back({p.at("kind").get<std::string>(), p.at("prompt_ids").get<std::vector<std::int32_t>>(),
                                                         p.at("plain_greedy").get<std::vector<std::int32_t>>(),
                                                         p.at("acceptance_lengths").get<std::vector<int>>()});
 
-  auto tm = model::load_model(target);
-  if (!tm) return std::fprintf(stderr, "%s\n", tm.error().message.c_str()), 1;
-  auto d = spec::load_dflash(drafter_dir, target, tm.value()->config());
-  if (!d) return std::fprintf(stderr, "%s\n", d.error().message.c_str()), 1;
-  std::shared_ptr<const spec::Drafter> drafter = std::move(d).value();
+  if (!setup.cuda) {
+    auto tm = model::load_model(setup.target);
+    if (!tm) return std::fprintf(stderr, "%s\n", tm.error().message.c_str()), 1;
+    auto d = spec::load_dflash(setup.drafter_dir, setup.target, tm.value()->config());
+    if (!d) return std::fprintf(stderr, "%s\n", d.error().message.c_str()), 1;
+    setup.cpu_drafter = std::move(d).value();
+  }
 
-  std::printf("%-6s %5s %7s %10s %10s %8s %9s %9s %10s %10s\n", "class", "batch", "tokens", "plain t/s", "dflash t/s", "speedup",
-              "acc.len", "ref.len", "identical", "=reference");
-  for (const auto& [kind, prompts] : by_kind) {
-    double ref_sum = 0, ref_n = 0;
-    for (const auto& p : prompts)
-      for (int l : p.ref_lengths) ref_sum += l, ++ref_n;
-    for (int b : batches) {
-      auto plain_engine = start(target, nullptr, 0, b, false);
-      const Outcome plain = run(*plain_engine, prompts, b, max_tokens);
-      auto spec_engine = start(target, drafter, k, b, fixed_k);
-      const Outcome sp = run(*spec_engine, prompts, b, max_tokens);
-      size_t tokens = 0, same_ref = 0, compared = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        tokens += plain.tokens[i].size();
-        const size_t n = std::min(plain.tokens[i].size(), prompts[i].reference.size());
-        compared += n;
-        for (size_t j = 0; j < n && plain.tokens[i][j] == prompts[i].reference[j]; ++j) ++same_ref;
-      }
-      if (std::getenv("SPEC_BENCH_VERBOSE"))
+  struct Mode {
+    const char* name;
+    bool fixed;
+  };
+  std::vector<Mode> modes;
+  if (both || fixed_k) modes.push_back({"fixed k", true});
+  if (both || !fixed_k) modes.push_back({"adaptive", false});
+  std::printf("device %s, k %d, %d new tokens per prompt, %d timed run(s) after one untimed\n\n", setup.cuda ? "cuda" : "cpu", k,
+              max_tokens, repeat);
+  std::printf("| class | batch | tokens | plain tok/s | drafting | DFlash tok/s | speedup | acceptance length | reference | DFlash = plain | plain = reference |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  try {
+    for (const auto& [kind, prompts] : by_kind) {
+      double ref_sum = 0, ref_n = 0;
+      for (const auto& p : prompts)
+        for (int l : p.ref_lengths) ref_sum += l, ++ref_n;
+      for (int b : batches) {
+        const Outcome plain = measure(setup, 0, false, prompts, b, max_tokens, repeat);
+        size_t tokens = 0, same_ref = 0, compared = 0;
         for (size_t i = 0; i < prompts.size(); ++i) {
-          auto show = [](const char* what, const std::vector<std::int32_t>& t) {
-            std::printf("  %-9s", what);
-            for (auto x : t) std::printf(" %d", x);
-            std::printf("\n");
-          };
-          show("plain", plain.tokens[i]);
-          show("dflash", sp.tokens[i]);
-          show("reference", prompts[i].reference);
+          tokens += plain.tokens[i].size();
+          const size_t n = std::min(plain.tokens[i].size(), prompts[i].reference.size());
+          compared += n;
+          for (size_t j = 0; j < n && plain.tokens[i][j] == prompts[i].reference[j]; ++j) ++same_ref;
         }
-      const auto& m = sp.metrics;
-      const double acc_len = m.spec_drafts > 0 ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_drafts) : 1.0;
-      std::printf("%-6s %5d %7zu %10.1f %10.1f %7.2fx %9.2f %9.2f %10s %9.0f%%\n", kind.c_str(), b, tokens,
-                  static_cast<double>(tokens) / plain.seconds, static_cast<double>(tokens) / sp.seconds, plain.seconds / sp.seconds,
-                  acc_len, ref_n > 0 ? ref_sum / ref_n : 0.0, sp.tokens == plain.tokens ? "yes" : "NO",
-                  compared ? 100.0 * static_cast<double>(same_ref) / static_cast<double>(compared) : 0.0);
-      std::fflush(stdout);
+        for (const Mode& mode : modes) {
+          const Outcome sp = measure(setup, k, mode.fixed, prompts, b, max_tokens, repeat);
+          if (std::getenv("SPEC_BENCH_VERBOSE"))
+            for (size_t i = 0; i < prompts.size(); ++i) {
+              auto show = [](const char* what, const std::vector<std::int32_t>& t) {
+                std::printf("  %-9s", what);
+                for (auto x : t) std::printf(" %d", x);
+                std::printf("\n");
+              };
+              show("plain", plain.tokens[i]);
+              show("dflash", sp.tokens[i]);
+              show("reference", prompts[i].reference);
+            }
+          std::printf("| %s | %d | %zu | %.1f | %s | %.1f | %.2fx | %.2f | %.2f | %s | %.0f%% |\n", kind.c_str(), b, tokens,
+                      static_cast<double>(tokens) / plain.seconds, mode.name, static_cast<double>(tokens) / sp.seconds,
+                      plain.seconds / sp.seconds, acceptance_length(sp.metrics), ref_n > 0 ? ref_sum / ref_n : 0.0,
+                      sp.tokens == plain.tokens ? "yes" : "NO",
+                      compared ? 100.0 * static_cast<double>(same_ref) / static_cast<double>(compared) : 0.0);
+          std::fflush(stdout);
+        }
+      }
     }
+    if (probe) {
+#ifdef TANDEM_HAVE_CUDA_MODEL
+      if (!setup.cuda) throw std::runtime_error("--probe measures the CUDA path: add --device cuda");
+      std::printf("\n");
+      std::vector<std::pair<std::string, double>> lengths;  // the reference's acceptance length per class
+      for (const auto& [kind, prompts] : by_kind) {
+        double sum = 0, n = 0;
+        for (const auto& p : prompts)
+          for (int l : p.ref_lengths) sum += l, ++n;
+        lengths.emplace_back(kind, n > 0 ? sum / n : 1.0);
+      }
+      for (int b : batches) spec::bench::print_costs(setup.target, setup.drafter_dir, b, k, lengths);
+#else
+      throw std::runtime_error("--probe: this build has no CUDA back end");
+#endif
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -1,0 +1,84 @@
+#include "spec_costs.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+#include "tandem/model/cuda_model.hpp"
+#include "tandem/spec/dflash_cuda.hpp"
+
+namespace tandem::spec::bench {
+
+namespace {
+
+template <class F>
+double mean_seconds(int warmup, int iters, F&& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+template <class R>
+void must(const R& r, const char* what) {
+  if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().message);
+}
+
+}  // namespace
+
+void print_costs(const std::string& target_dir, const std::string& drafter_dir, int batch, int k,
+                 const std::vector<std::pair<std::string, double>>& lengths) {
+  const int max_len = 1024, block = 16, per_seq = max_len / block, prompt = 128;
+  model::CudaOptions o;
+  o.max_num_seqs = batch;
+  o.max_model_len = max_len;
+  o.max_logit_rows = batch * (k + 1);
+  auto m = model::load_cuda_model(target_dir, o);
+  must(m, "target");
+  spec::DFlashCudaOptions d;
+  d.max_num_seqs = batch;
+  d.max_model_len = max_len;
+  auto dr = spec::load_dflash_cuda(drafter_dir, *m.value(), d);
+  must(dr, "drafter");
+  model::CudaModel& target = *m.value();
+  spec::DeviceDrafter& drafter = *dr.value();
+  must(target.make_device_pool(batch * per_seq, block), "pool");
+  must(drafter.make_pool(batch * per_seq, block), "drafter pool");
+
+  const int V = target.vocab_size();
+  std::mt19937 rng(11);
+  std::vector<std::vector<std::int32_t>> tables(static_cast<size_t>(batch)), prompts(tables.size()), blocks(tables.size());
+  std::vector<std::int32_t> one(1, 5);
+  for (int s = 0; s < batch; ++s) {
+    for (int b = 0; b < per_seq; ++b) tables[static_cast<size_t>(s)].push_back(s * per_seq + b);
+    for (int t = 0; t < prompt; ++t) prompts[static_cast<size_t>(s)].push_back(static_cast<std::int32_t>(2 + rng() % static_cast<unsigned>(V - 2)));
+    for (int t = 0; t <= k; ++t) blocks[static_cast<size_t>(s)].push_back(static_cast<std::int32_t>(2 + rng() % static_cast<unsigned>(V - 2)));
+  }
+  std::vector<model::PagedWork> prefill, decode, verify;
+  std::vector<spec::DraftItem> items;
+  for (size_t s = 0; s < tables.size(); ++s) {
+    prefill.push_back({prompts[s], 0, tables[s], true, false});
+    decode.push_back({one, prompt, tables[s], true, false});
+    verify.push_back({blocks[s], prompt, tables[s], false, true});
+    items.push_back({one[0], prompt, k, tables[s]});
+  }
+  must(target.step(prefill), "prefill");
+  must(drafter.add_context(prefill), "prefill context");
+
+  const int warmup = 5, iters = 200;
+  const double t_plain = mean_seconds(warmup, iters, [&] { must(target.step(decode), "decode"); });
+  const double t_draft = mean_seconds(warmup, iters, [&] { must(drafter.propose(items, false), "propose"); });
+  const double t_verify = mean_seconds(warmup, iters, [&] {
+    must(target.step(verify), "verify");
+    must(drafter.add_context(verify), "context");
+  });
+  const double spec = t_draft + t_verify;
+  std::printf("| batch %d, k %d | t_plain %.3f ms | t_draft %.3f ms | t_verify %.3f ms | break-even L %.2f |", batch, k, t_plain * 1e3,
+              t_draft * 1e3, t_verify * 1e3, spec / t_plain);
+  for (const auto& [name, L] : lengths) std::printf(" %s: L %.2f -> bound %.2fx |", name.c_str(), L, L * t_plain / spec);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace tandem::spec::bench
