@@ -1,0 +1,315 @@
+// DFlash on the GPU against the CPU reference, on the trained pair (models/dflash-pair), on a GPU
+// (exits 77, "skipped", without one: CI has none). A plain program like tests/model/cuda_model_check.
+//   capture   the CUDA target's captured hidden states (bf16) vs the CPU forward's HiddenCapture
+//   drafter   the CUDA drafter's draft logits vs the CPU drafter's, from each side's own context
+//   verify    a block verified in one step (every row's logits) vs the same tokens decoded one by one
+//   engine    greedy output with the CUDA drafter (7 drafts every step, and adaptive) equals plain
+//             greedy output on the GPU, at batch 1 and 4, and its acceptance length vs the reference
+//   sampled   sampled requests with the drafter finish with tokens in the vocabulary (a smoke run;
+//             the distribution test of speculative sampling is the CPU one, tests/spec)
+//   cuda_spec_check [PAIR_DIR] [--parts]   (default: the repository's models/dflash-pair; --parts: no
+//   engine runs, for compute-sanitizer)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine.hpp"
+#include "tandem/kernels/dtype.hpp"
+#include "tandem/model/cuda_model.hpp"
+#include "tandem/spec/dflash_cuda.hpp"
+#include "tandem/spec/drafter.hpp"
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+int failures = 0;
+void check(bool ok, const std::string& what) {
+  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++failures;
+}
+
+template <class R>
+void must(const R& r, const std::string& what) {
+  if (!r) throw std::runtime_error(what + ": " + r.error().message);
+}
+
+double rel_error(std::span<const float> ours, std::span<const float> ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(ours[i] - ref[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+std::int32_t argmax(std::span<const float> row) {
+  return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+std::string fmt(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2e", x);
+  return b;
+}
+
+struct Prompt {
+  std::string kind;
+  std::vector<std::int32_t> ids;
+  double ref_sum = 0, ref_count = 0;  // the reference's acceptance lengths (7 drafts every step)
+};
+
+constexpr int kMaxLen = 1024, kBlock = 16;
+
+struct Gpu {
+  std::unique_ptr<model::CudaModel> target;
+  std::unique_ptr<spec::DeviceDrafter> drafter;
+  std::vector<std::int32_t> table;
+};
+
+Gpu load_gpu(const fs::path& pair, int seqs, int k) {
+  Gpu g;
+  model::CudaOptions o;
+  o.max_num_seqs = seqs;
+  o.max_model_len = kMaxLen;
+  o.max_logit_rows = seqs * (1 + k);
+  auto m = model::load_cuda_model(pair / "target", o);
+  must(m, "CUDA target");
+  g.target = std::move(m).value();
+  spec::DFlashCudaOptions d;
+  d.max_num_seqs = seqs;
+  d.max_model_len = kMaxLen;
+  auto dr = spec::load_dflash_cuda(pair / "drafter", *g.target, d);
+  must(dr, "CUDA drafter");
+  g.drafter = std::move(dr).value();
+  const int blocks = kMaxLen / kBlock;
+  must(g.target->make_device_pool(blocks, kBlock), "pool");
+  must(g.drafter->make_pool(blocks, kBlock), "drafter pool");
+  for (int b = 0; b < blocks; ++b) g.table.push_back(b);
+  return g;
+}
+
+// capture, drafter and verify on one prompt.
+void check_parts(const fs::path& pair, const Prompt& p) {
+  std::printf("## %s prompt (%zu tokens): capture, drafter, verify\n", p.kind.c_str(), p.ids.size());
+  auto cpu = model::load_model(pair / "target");
+  must(cpu, "CPU target");
+  const model::Model& ref = *cpu.value();
+  auto cpu_drafter = spec::load_dflash(pair / "drafter", pair / "target", ref.config());
+  must(cpu_drafter, "CPU drafter");
+  const int T = static_cast<int>(p.ids.size()), V = ref.vocab_size(), H = ref.config().decoder().hidden_size;
+  const int k = cpu_drafter.value()->max_draft();
+
+  model::HiddenCapture cap;
+  cap.layers = cpu_drafter.value()->target_layers();
+  auto cache = ref.new_cache();
+  std::vector<std::int32_t> pos(p.ids.size());
+  for (int t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = t;
+  const int last = T - 1;
+  auto cpu_logits = ref.forward(p.ids, pos, cache, std::span<const int>(&last, 1), &cap);
+  must(cpu_logits, "CPU forward");
+  const std::int32_t anchor = argmax(cpu_logits.value());
+
+  Gpu g = load_gpu(pair, 1, k);
+  std::vector<model::PagedWork> prefill{{p.ids, 0, g.table, true, false}};
+  auto gpu_logits = g.target->step(prefill);
+  must(gpu_logits, "CUDA prefill");
+  const size_t F = cap.layers.size() * static_cast<size_t>(H);
+  std::vector<std::uint16_t> raw(F * static_cast<size_t>(T));
+  check(cudaMemcpy(raw.data(), g.target->captured(), raw.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "captured rows copied");
+  std::vector<float> captured(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) captured[i] = kernels::bf16_to_float(raw[i]);
+  double cap_err = 0;
+  for (int t = 0; t < T; ++t)
+    for (size_t j = 0; j < cap.layers.size(); ++j) {
+      const size_t at = static_cast<size_t>(t) * F + j * static_cast<size_t>(H);
+      cap_err = std::max(cap_err, rel_error(std::span<const float>(captured).subspan(at, static_cast<size_t>(H)),
+                                            std::span<const float>(cap.rows).subspan(at, static_cast<size_t>(H))));
+    }
+  check(cap_err < 3e-2, "capture: largest relative error of a captured row vs the CPU " + fmt(cap_err) + " (bar 3e-2)");
+  check(argmax(gpu_logits.value()) == anchor, "prefill: the GPU's next token equals the CPU's");
+
+  // Drafter: each side from its own context.
+  const auto layout = cpu_drafter.value()->context_layout();
+  model::KvCache ctx(layout.n_layers, layout.row_width);
+  must(cpu_drafter.value()->add_context(cap.rows, pos, ctx), "CPU context");
+  auto cpu_draft = cpu_drafter.value()->propose(ctx, anchor, T, k);
+  must(cpu_draft, "CPU proposal");
+  must(g.drafter->add_context(prefill), "CUDA context");
+  std::vector<spec::DraftItem> items{{anchor, T, k, g.table}};
+  auto gpu_draft = g.drafter->propose(items, true);
+  must(gpu_draft, "CUDA proposal");
+  double draft_err = 0;
+  int same = 0;
+  for (int i = 0; i < k; ++i) {
+    const auto ours = std::span<const float>(gpu_draft->logits).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V));
+    const auto theirs = std::span<const float>(cpu_draft.value()).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V));
+    draft_err = std::max(draft_err, rel_error(ours, theirs));
+    same += argmax(theirs) == gpu_draft->tokens[static_cast<size_t>(i)] ? 1 : 0;
+  }
+  check(draft_err < 5e-2, "drafter: largest relative error of a draft row vs the CPU drafter " + fmt(draft_err) + " (bar 5e-2)");
+  check(same >= k - 1, "drafter: " + std::to_string(same) + " of " + std::to_string(k) + " draft tokens equal the CPU drafter's");
+
+  // Verify: the block in one step vs token by token.
+  std::vector<std::int32_t> block{anchor};
+  block.insert(block.end(), gpu_draft->tokens.begin(), gpu_draft->tokens.end());
+  std::vector<model::PagedWork> verify{{block, T, g.table, false, true}};
+  auto whole = g.target->step(verify);
+  must(whole, "CUDA verify");
+  check(whole->size() == block.size() * static_cast<size_t>(V), "verify: one logit row per block token");
+  double verify_err = 0;
+  int agree = 0;
+  for (size_t i = 0; i < block.size(); ++i) {
+    const std::vector<std::int32_t> one{block[i]};
+    std::vector<model::PagedWork> decode{{one, T + static_cast<int>(i), g.table, true, false}};
+    auto row = g.target->step(decode);
+    must(row, "CUDA decode");
+    const auto mine = std::span<const float>(whole.value()).subspan(i * static_cast<size_t>(V), static_cast<size_t>(V));
+    verify_err = std::max(verify_err, rel_error(mine, row.value()));
+    agree += argmax(mine) == argmax(row.value()) ? 1 : 0;
+  }
+  check(verify_err < 2e-2, "verify: largest relative error of a block row vs decoding it alone " + fmt(verify_err) + " (bar 2e-2)");
+  check(agree == static_cast<int>(block.size()), "verify: greedy tokens of all " + std::to_string(block.size()) + " rows equal decoding's (" +
+                                                     std::to_string(agree) + ")");
+}
+
+using namespace tandem::engine::runtime;
+
+struct Outcome {
+  std::vector<std::vector<std::int32_t>> tokens;
+  EngineMetrics metrics;
+};
+
+Outcome generate(const fs::path& pair, bool draft, bool fixed_k, int seqs, const std::vector<Prompt>& prompts, int max_tokens,
+                 float temperature) {
+  const int k = 7;
+  model::CudaOptions o;
+  o.max_num_seqs = seqs;
+  o.max_model_len = kMaxLen;
+  o.max_logit_rows = seqs * (1 + k);
+  auto m = model::load_cuda_model(pair / "target", o);
+  must(m, "CUDA target");
+  EngineConfig cfg;
+  cfg.max_model_len = kMaxLen;
+  cfg.max_num_seqs = seqs;
+  cfg.kv_cache_memory = 64ull << 20;
+  cfg.log = [](const std::string&) {};
+  if (draft) {
+    spec::DFlashCudaOptions d;
+    d.max_num_seqs = seqs;
+    d.max_model_len = kMaxLen;
+    auto dr = spec::load_dflash_cuda(pair / "drafter", *m.value(), d);
+    must(dr, "CUDA drafter");
+    cfg.device_drafter = std::move(dr).value();
+    cfg.num_speculative_tokens = k;
+    if (fixed_k) cfg.draft_policy.min_chance = 0.0, cfg.draft_policy.use_cost = false;
+  }
+  auto e = Engine::start(std::move(m).value(), cfg);
+  must(e, "engine");
+  Outcome out;
+  out.tokens.resize(prompts.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t open = prompts.size();
+  std::string failed;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest r;
+    r.prompt = prompts[i].ids;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.sampling.temperature = temperature;
+    r.seed = 100 + i;
+    r.on_event = [&, i](const TokenEvent& ev) {
+      std::lock_guard lk(mu);
+      if (ev.token) out.tokens[i].push_back(*ev.token);
+      if (!ev.error.empty()) failed = ev.error;
+      if (ev.finish != FinishReason::none) --open, cv.notify_all();
+    };
+    must(e.value()->submit(std::move(r)), "submit");
+  }
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return open == 0; });
+  if (!failed.empty()) throw std::runtime_error("a request failed: " + failed);
+  out.metrics = e.value()->metrics();
+  return out;
+}
+
+void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int max_tokens) {
+  std::printf("## engine on the GPU: %zu prompts, %d tokens each\n", prompts.size(), max_tokens);
+  double ref_sum = 0, ref_count = 0;
+  for (const auto& p : prompts) ref_sum += p.ref_sum, ref_count += p.ref_count;
+  const double ref_length = ref_sum / std::max(1.0, ref_count);
+  for (int seqs : {1, 4}) {
+    const Outcome plain = generate(pair, false, false, seqs, prompts, max_tokens, 0.f);
+    for (bool fixed : {true, false}) {
+      const Outcome sp = generate(pair, true, fixed, seqs, prompts, max_tokens, 0.f);
+      const auto& m = sp.metrics;
+      const double len = m.spec_drafts ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_drafts) : 1.0;
+      const std::string what = std::string(fixed ? "7 drafts every step" : "adaptive") + ", batch " + std::to_string(seqs);
+      check(sp.tokens == plain.tokens, "greedy output with the drafter equals plain greedy output (" + what + ")");
+      char line[160];
+      std::snprintf(line, sizeof line, "acceptance length %.3f over %lld verifications (reference, 7 drafts: %.3f)", len,
+                    static_cast<long long>(m.spec_drafts), ref_length);
+      if (fixed) check(std::fabs(len - ref_length) < 0.1, std::string(line) + " (" + what + ")");
+      else std::printf("  info %s (%s)\n", line, what.c_str());
+    }
+  }
+  const Outcome sampled = generate(pair, true, true, 4, prompts, 16, 0.8f);
+  bool valid = true;
+  for (const auto& t : sampled.tokens) {
+    valid = valid && t.size() == 16;
+    for (auto id : t) valid = valid && id >= 0 && id < 4096;
+  }
+  check(valid && sampled.metrics.spec_drafts > 0, "sampled requests (temperature 0.8) with the drafter finish with 16 valid tokens each");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string why;
+  if (!model::cuda_model_available(&why)) {
+    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
+    return 77;
+  }
+  fs::path pair = TANDEM_PAIR;
+  bool parts_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--parts") parts_only = true;
+    else pair = argv[i];
+  }
+  std::ifstream in(pair / "reference.json");
+  if (!in) return std::printf("cannot read %s/reference.json\n", pair.c_str()), 1;
+  const auto ref = nlohmann::json::parse(in);
+  std::vector<Prompt> prompts;
+  std::map<std::string, bool> seen;
+  for (const auto& p : ref.at("prompts")) {
+    Prompt q;
+    q.kind = p.at("kind").get<std::string>();
+    q.ids = p.at("prompt_ids").get<std::vector<std::int32_t>>();
+    const auto lengths = p.at("acceptance_lengths").get<std::vector<int>>();
+    for (int l : lengths) q.ref_sum += l, ++q.ref_count;
+    prompts.push_back(std::move(q));
+  }
+  try {
+    for (const auto& p : prompts)
+      if (!seen[p.kind]) seen[p.kind] = true, check_parts(pair, p);
+    if (!parts_only) check_engine(pair, prompts, ref.at("max_new_tokens").get<int>());
+  } catch (const std::exception& e) {
+    std::printf("FAIL %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
