@@ -1,0 +1,295 @@
+// The engine's device path with a drafter (runtime/run_device_spec.cpp), run without a GPU: a model
+// that keeps its "device" pool on the host and captures through the CPU forward, and a
+// DeviceDrafter that wraps a CPU drafter over a host context pool. What the GPU adds (the kernels,
+// the CUDA drafter) is checked by cuda_spec_check on a GPU; this checks the step's bookkeeping in CI:
+// batched proposals, blocks verified with every row's logits beside prefill chunks, context rows
+// for every token (rejected drafts' included), acceptance and rollback.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "../runtime/engine_harness.hpp"
+#include "drafter_fixture.hpp"
+#include "engine.hpp"
+#include "tandem/model/paged_kv.hpp"
+#include "tandem/spec/device_drafter.hpp"
+
+using namespace tandem;
+using namespace tandem::engine::runtime;
+using engine::runtime::test::Collector;
+using spec::test::DemoPair;
+
+namespace {
+
+const std::vector<std::vector<std::int32_t>> kPrompts = {
+    {3, 141, 59, 265, 35, 89}, {10, 20, 30}, {600, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {77, 77, 77, 77}};
+
+// A model whose KV cache is "on its device" (a host pool), stepping through the CPU forward; with
+// capture layers set it records every token's features of the last step, in the items' order.
+class HostDevice final : public model::Model {
+ public:
+  explicit HostDevice(std::unique_ptr<model::Model> inner) : Model(inner->config(), inner->comm()), inner_(std::move(inner)) {}
+  model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
+  bool kv_on_device() const override { return true; }
+  model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
+    auto p = model::PagedKvPool::create(kv_layout(), num_blocks, block_size);
+    if (!p) return p.error();
+    pool_ = std::move(p).value();
+    return Ok{};
+  }
+  Result<std::vector<float>> step(std::span<const model::PagedWork> work) override {
+    std::vector<float> logits;
+    captured.clear();
+    for (const auto& w : work) {
+      model::PagedKvSequence seq(*pool_, w.block_table, w.start);
+      std::vector<std::int32_t> pos(w.tokens.size());
+      std::vector<int> rows;
+      for (size_t i = 0; i < pos.size(); ++i) {
+        pos[i] = w.start + static_cast<std::int32_t>(i);
+        if (w.all_logits || (w.logits && i + 1 == pos.size())) rows.push_back(static_cast<int>(i));
+      }
+      if (w.all_logits) ++verifications;
+      model::HiddenCapture cap;
+      cap.layers = capture_layers;
+      auto l = inner_->forward(w.tokens, pos, seq, rows, capture_layers.empty() ? nullptr : &cap);
+      if (!l) return l.error();
+      logits.insert(logits.end(), l->begin(), l->end());
+      captured.insert(captured.end(), cap.rows.begin(), cap.rows.end());
+    }
+    return logits;
+  }
+  std::vector<int> capture_layers;
+  std::vector<float> captured;
+  int verifications = 0;
+
+ protected:
+  Result<std::vector<float>> hidden_states(std::span<const int32_t>, model::KvSequence&, model::HiddenCapture*) const override {
+    return Error{"HostDevice runs through step()"};
+  }
+  const float* lm_head() const override { return nullptr; }
+
+ private:
+  std::unique_ptr<model::Model> inner_;
+  std::unique_ptr<model::PagedKvPool> pool_;
+};
+
+// A CPU drafter behind the DeviceDrafter interface, its context rows in a host pool.
+class HostDrafter final : public spec::DeviceDrafter {
+ public:
+  HostDrafter(std::shared_ptr<const spec::Drafter> d, HostDevice& target) : d_(std::move(d)), target_(target) {
+    target_.capture_layers = d_->target_layers();
+  }
+  const std::vector<int>& target_layers() const override { return d_->target_layers(); }
+  int max_draft() const override { return d_->max_draft(); }
+  std::uint64_t context_bytes_per_token() const override {
+    const auto l = d_->context_layout();
+    return static_cast<std::uint64_t>(l.n_layers) * static_cast<std::uint64_t>(l.row_width) * 4u;
+  }
+  model::Status make_pool(std::int32_t num_blocks, int block_size) override {
+    auto p = model::PagedKvPool::create(d_->context_layout(), num_blocks, block_size);
+    if (!p) return p.error();
+    pool_ = std::move(p).value();
+    return Ok{};
+  }
+  model::Status add_context(std::span<const model::PagedWork> work) override {
+    const size_t F = d_->target_layers().size() * static_cast<size_t>(target_.config().decoder().hidden_size);
+    size_t at = 0;
+    for (const auto& w : work) {
+      model::PagedKvSequence seq(*pool_, w.block_table, w.start);
+      std::vector<int> pos(w.tokens.size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = w.start + static_cast<int>(i);
+      const std::span<const float> features(target_.captured.data() + at * F, pos.size() * F);
+      if (auto s = d_->add_context(features, pos, seq); !s) return s;
+      at += pos.size();
+      context_rows += static_cast<int>(pos.size());
+    }
+    return Ok{};
+  }
+  model::Result<spec::Drafts> propose(std::span<const spec::DraftItem> items, bool logits) override {
+    spec::Drafts out;
+    const size_t V = static_cast<size_t>(target_.vocab_size());
+    largest_batch = std::max(largest_batch, items.size());
+    for (const auto& it : items) {
+      model::PagedKvSequence seq(*pool_, it.block_table, it.pos);
+      auto l = d_->propose(seq, it.anchor, it.pos, it.n);
+      if (!l) return l.error();
+      for (int r = 0; r < it.n; ++r) {
+        const std::span<const float> row(l->data() + static_cast<size_t>(r) * V, V);
+        out.tokens.push_back(static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      }
+      if (logits) out.logits.insert(out.logits.end(), l->begin(), l->end());
+    }
+    return out;
+  }
+  size_t largest_batch = 0;  // sequences in the largest proposal
+  int context_rows = 0;
+
+ private:
+  std::shared_ptr<const spec::Drafter> d_;
+  HostDevice& target_;
+  std::unique_ptr<model::PagedKvPool> pool_;
+};
+
+struct Setup {
+  std::unique_ptr<Engine> engine;
+  HostDevice* model = nullptr;
+  std::shared_ptr<HostDrafter> drafter;
+};
+
+// drafter null: plain decoding on the device path.
+Setup start(const std::filesystem::path& target, std::shared_ptr<const spec::Drafter> drafter, int k,
+            spec::DraftLengthPolicy policy = {.min_chance = 0.0, .use_cost = false}) {
+  auto inner = model::load_model(target);
+  REQUIRE(inner.ok());
+  auto m = std::make_unique<HostDevice>(std::move(inner).value());
+  Setup s;
+  s.model = m.get();
+  EngineConfig cfg;
+  cfg.max_model_len = 256;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 64;  // long prompts are prefilled in chunks
+  cfg.kv_cache_memory = 64ull << 20;
+  cfg.log = [](const std::string&) {};
+  if (drafter) {
+    s.drafter = std::make_shared<HostDrafter>(std::move(drafter), *m);
+    cfg.device_drafter = s.drafter;
+    cfg.num_speculative_tokens = k;
+    cfg.draft_policy = policy;
+  }
+  auto e = Engine::start(std::move(m), cfg);
+  REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+  s.engine = std::move(e).value();
+  return s;
+}
+
+struct Run {
+  std::vector<std::vector<std::int32_t>> tokens;
+  std::vector<std::pair<std::int64_t, std::int64_t>> spec;  // per request: drafted, accepted (last event)
+};
+
+Run run(Engine& e, const std::vector<std::vector<std::int32_t>>& prompts, int max_tokens, float temperature = 0.f) {
+  Collector c;
+  auto counts = std::make_shared<std::map<RequestId, std::pair<std::int64_t, std::int64_t>>>();
+  auto mu = std::make_shared<std::mutex>();
+  auto sink = c.sink();
+  std::vector<RequestId> ids;
+  std::uint64_t seed = 7;
+  for (const auto& p : prompts) {
+    GenerateRequest g;
+    g.prompt = p;
+    g.max_tokens = max_tokens;
+    g.ignore_eos = true;
+    g.sampling.temperature = temperature;
+    g.seed = seed++;
+    g.on_event = [sink, counts, mu](const TokenEvent& ev) {
+      {
+        std::lock_guard lk(*mu);
+        (*counts)[ev.id] = {ev.drafted, ev.accepted};
+      }
+      sink(ev);
+    };
+    auto id = e.submit(std::move(g));
+    REQUIRE(id.ok());
+    ids.push_back(id.value());
+  }
+  c.wait(prompts.size());
+  const auto out = c.outputs();
+  Run r;
+  std::lock_guard lk(*mu);
+  for (auto id : ids) {
+    r.tokens.push_back(out.at(id).tokens);
+    CHECK(out.at(id).finish == FinishReason::length);
+    r.spec.push_back(counts->at(id));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("device path: greedy output with a random drafter equals plain decoding; proposals are batched") {
+  DemoPair pair;
+  auto plain = start(pair.target, nullptr, 0);
+  const Run base = run(*plain.engine, kPrompts, 24);
+  auto target = model::load_model(pair.target).value();
+  std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
+  auto s = start(pair.target, drafter, 7);
+  const Run r = run(*s.engine, kPrompts, 24);
+  CHECK(r.tokens == base.tokens);
+  const auto m = s.engine->metrics();
+  CHECK(m.spec_drafts > 0);
+  CHECK(m.spec_drafts == s.model->verifications);  // every draft was verified in a step, once
+  CHECK(m.generation_tokens == 4 * 24);
+  CHECK(m.kv_blocks_used == 0);          // the drafts' spare blocks came back too
+  CHECK(s.drafter->largest_batch >= 2);  // concurrent requests drafted in one proposal
+  // Context rows for every token each step ran: prompts, and whole verified blocks.
+  std::int64_t prompt_tokens = 0;
+  for (const auto& p : kPrompts) prompt_tokens += static_cast<std::int64_t>(p.size());
+  CHECK(s.drafter->context_rows >= prompt_tokens + m.spec_drafts + m.spec_draft_tokens);
+}
+
+TEST_CASE("device path: an oracle drafter is always accepted, a wrong draft is rejected where it is wrong, in one batch") {
+  DemoPair pair;
+  auto target = model::load_model(pair.target).value();
+  auto plain = start(pair.target, nullptr, 0);
+  const int N = 30;
+  const Run base = run(*plain.engine, kPrompts, N);
+  std::vector<spec::test::OracleDrafter::Sequence> seqs;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    auto q = kPrompts[i];
+    q.insert(q.end(), base.tokens[i].begin(), base.tokens[i].end());
+    seqs.push_back({q, i == 1 ? 1 : -1});  // request 1's second draft is always wrong
+  }
+  auto oracle = std::make_shared<spec::test::OracleDrafter>(*target, seqs, 7);
+  auto s = start(pair.target, oracle, 4);
+  const Run r = run(*s.engine, kPrompts, N);
+  CHECK(r.tokens == base.tokens);
+  const auto perfect = r.spec[0];
+  CHECK(perfect.first > 0);
+  CHECK(perfect.second == perfect.first);
+  CHECK(perfect.first <= 4 * ((N - 1 + 4) / 5));  // 4 drafts + 1 bonus per step
+  const auto wrong = r.spec[1];
+  CHECK(wrong.second > 0);
+  CHECK(wrong.second * 2 <= wrong.first);  // at most the first of each block's drafts
+  const auto m = s.engine->metrics();
+  CHECK(m.spec_accepted_at[0] == m.spec_drafted_at[0]);
+  CHECK(m.spec_accepted_at[1] < m.spec_drafted_at[1]);
+}
+
+TEST_CASE("device path: sampled requests with a drafter finish with valid tokens and logprobs") {
+  DemoPair pair;
+  auto target = model::load_model(pair.target).value();
+  std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
+  auto s = start(pair.target, drafter, 5);
+  const Run r = run(*s.engine, kPrompts, 20, 0.9f);
+  for (const auto& t : r.tokens) {
+    CHECK(t.size() == 20u);
+    for (auto id : t) CHECK((id >= 0 && id < 640));
+  }
+  CHECK(s.engine->metrics().spec_drafts > 0);
+}
+
+TEST_CASE("a drafter must match where the model keeps its KV cache") {
+  DemoPair pair;
+  auto target = model::load_model(pair.target).value();
+  std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  cfg.kv_cache_memory = 8ull << 20;
+  cfg.log = [](const std::string&) {};
+  cfg.num_speculative_tokens = 3;
+  {  // a CPU drafter for a device model
+    EngineConfig c = cfg;
+    c.drafter = drafter;
+    auto e = Engine::start(std::make_unique<HostDevice>(model::load_model(pair.target).value()), c);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().message.find("device drafter") != std::string::npos);
+  }
+  {  // a device drafter for a model on the host
+    HostDevice holder(model::load_model(pair.target).value());
+    EngineConfig c = cfg;
+    c.device_drafter = std::make_shared<HostDrafter>(drafter, holder);
+    auto e = Engine::start(model::load_model(pair.target).value(), c);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().message.find("--device cuda") != std::string::npos);
+  }
+}
