@@ -73,9 +73,18 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     must(target.step(verify), "verify");
     must(drafter.add_context(verify), "context");
   });
+  // The same two target steps without CUDA graphs, for comparison (the engine replays graphs for
+  // both unless --enforce-eager).
+  target.set_enforce_eager(true);
+  const double e_plain = mean_seconds(warmup, iters, [&] { must(target.step(decode), "decode"); });
+  const double e_verify = mean_seconds(warmup, iters, [&] {
+    must(target.step(verify), "verify");
+    must(drafter.add_context(verify), "context");
+  });
+  target.set_enforce_eager(false);
   const double spec = t_draft + t_verify;
-  std::printf("| batch %d, k %d | t_plain %.3f ms | t_draft %.3f ms | t_verify %.3f ms | break-even L %.2f |", batch, k, t_plain * 1e3,
-              t_draft * 1e3, t_verify * 1e3, spec / t_plain);
+  std::printf("| batch %d, k %d | t_plain %.3f ms (eager %.3f) | t_draft %.3f ms | t_verify %.3f ms (eager %.3f) | break-even L %.2f |",
+              batch, k, t_plain * 1e3, e_plain * 1e3, t_draft * 1e3, t_verify * 1e3, e_verify * 1e3, spec / t_plain);
   for (const auto& [name, L] : lengths) std::printf(" %s: L %.2f -> bound %.2fx |", name.c_str(), L, L * t_plain / spec);
   std::printf("\n");
   std::fflush(stdout);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device_buffer.hpp"
@@ -147,13 +148,15 @@ class Glm4MoeLiteCuda final : public CudaModel {
   std::int32_t* in_pos() const { return in_tokens() + t_cap_; }
   std::int32_t* in_seq() const { return in_pos() + t_cap_; }
   std::int32_t* in_rows() const { return in_seq() + t_cap_; }
-  std::int32_t* in_tables() const { return in_rows() + s_cap_; }
+  std::int32_t* in_tables() const { return in_rows() + r_cap_; }
 
   // Checks the items, stages the inputs, enqueues the forward (replaying a graph for decode
   // steps); returns how many logit rows logits_ holds (in the items' order).
   Result<int> run(std::span<const PagedWork> work);
 
-  std::string capture(int B);
+  // Captures the graph of a step of B sequences with `per` tokens each (1: decode; n: verifying
+  // blocks of n), every token's logits.
+  std::string capture(int B, int per);
 
   // fp8 KV with calculated scales: the first step runs once to measure each layer's latent amax
   // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
@@ -230,7 +233,7 @@ class Glm4MoeLiteCuda final : public CudaModel {
   DeviceBuffer argmax_keys_, moe_decode_act_;
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
-  std::map<int, cudaGraphExec_t> graphs_;
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
   DeviceBuffer captured_;
 };

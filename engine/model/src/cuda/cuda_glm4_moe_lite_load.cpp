@@ -39,7 +39,7 @@ Status Glm4MoeLiteCuda::make_device_pool(std::int32_t num_blocks, int block_size
   if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(c_.d.num_hidden_layers), "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows).
-  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(s_cap_) +
+  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
   if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);

@@ -99,20 +99,30 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
     return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
                  " it was sized for (CudaOptions::max_logit_rows)");
 
-  const bool graph = decode && !opt_.enforce_eager;
+  // A speculative verification (every item a block of the same length n, every row's logits)
+  // repeats its shape from step to step as decode does, so it replays a graph too, per (bucket, n).
+  bool graph = decode && !opt_.enforce_eager;
+  int per = 1;  // tokens of each sequence in a graph step
+  if (!decode && !opt_.enforce_eager) {
+    const int n = static_cast<int>(work[0].tokens.size());
+    bool uniform = n > 1 && n <= block_size_;  // a padding sequence's n rows fit the scratch block
+    for (const PagedWork& w : work) uniform = uniform && w.all_logits && static_cast<int>(w.tokens.size()) == n;
+    const int b = std::min(next_pow2(S), s_cap_);
+    if (uniform && b * n <= t_cap_ && b * n <= r_cap_) graph = true, per = n;
+  }
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;  // padded to the graph's bucket
   std::int32_t* tok = host_in_;
   std::int32_t* pos = tok + t_cap_;
   std::int32_t* seq = pos + t_cap_;
   std::int32_t* rows = seq + t_cap_;
-  std::int32_t* tables = rows + s_cap_;
+  std::int32_t* tables = rows + r_cap_;
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int t = 0, r = 0;
   for (int s = 0; s < B; ++s) {
     std::int32_t* table = tables + static_cast<std::size_t>(s) * mb;
-    if (s >= S) {  // padding: token 0 at position 0 of a sequence that owns only the scratch block
+    if (s >= S) {  // padding: token 0 at positions 0.. of a sequence that owns only the scratch block
       std::fill(table, table + mb, num_blocks_);
-      tok[t] = 0, pos[t] = 0, seq[t] = s, rows[r++] = t, ++t;
+      for (int i = 0; i < per; ++i) tok[t] = 0, pos[t] = i, seq[t] = s, rows[r++] = t, ++t;
       continue;
     }
     const PagedWork& w = work[static_cast<std::size_t>(s)];
@@ -139,14 +149,14 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   mark("start", 0);
 
   if (graph) {
-    if (auto it = graphs_.find(B); it != graphs_.end()) {
+    if (auto it = graphs_.find({B, per}); it != graphs_.end()) {
       err(cuda_error(cudaGraphLaunch(it->second, stream_), "graph launch"));
       mark("graph (whole forward)", 0);
     } else {
       // First step of this size: run it eagerly (which also plans its GEMMs), then capture the
       // same enqueue, attending up to max-model-len so the graph serves every later context.
-      err(enqueue(B, B, max_context));
-      if (err.ok()) err(capture(B));
+      err(enqueue(B * per, B * per, max_context));
+      if (err.ok()) err(capture(B, per));
     }
   } else {
     err(enqueue(T, R, max_context));
@@ -155,21 +165,21 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   return R;
 }
 
-std::string Glm4MoeLiteCuda::capture(int B) {
+std::string Glm4MoeLiteCuda::capture(int B, int per) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t exec = nullptr;
   FirstError err;
   err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
   if (!err.ok()) return err.message;
   capturing_ = true;
-  err(enqueue(B, B, max_len_));
+  err(enqueue(B * per, B * per, max_len_));
   capturing_ = false;
   const cudaError_t end = cudaStreamEndCapture(stream_, &g);
   err(cuda_error(end, "end capture"));
   if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
   if (g) cudaGraphDestroy(g);
   if (!err.ok()) return err.message;
-  graphs_[B] = exec;
+  graphs_[{B, per}] = exec;
   return {};
 }
 
