@@ -117,6 +117,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       d.max_num_seqs = o.max_num_seqs;
       d.max_num_batched_tokens = o.max_num_batched_tokens;
       d.max_model_len = cfg.max_model_len;
+      d.enforce_eager = cfg.enforce_eager;
       auto drafter = spec::load_dflash_cuda(spec_config.at("model").get<std::string>(), *m.value(), d);
       if (!drafter) return error("--speculative-config: " + drafter.error().message);
       device_drafter = std::move(drafter).value();

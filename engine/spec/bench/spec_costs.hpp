@@ -1,7 +1,7 @@
 // The costs behind a DFlash speedup on the GPU, measured on the model and drafter directly (no
 // engine, no scheduler), for tandem_spec_bench --probe:
 //   t_plain   one decode step of `batch` sequences (CUDA graph, logits to the host, as the engine runs it)
-//   t_draft   one batched proposal of k tokens per sequence (argmax on the device; eager)
+//   t_draft   one batched proposal of k tokens per sequence (argmax on the device; CUDA graph)
 //   t_verify  one target step over k + 1 tokens per sequence with every row's logits (CUDA graph),
 //             plus the drafter's context rows for them
 // (t_plain and t_verify are printed without graphs too).

@@ -11,12 +11,16 @@
 //       context rows and its whole block (no causal mask inside the block); x += o_proj(...);
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
 //     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
+//   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
+//   the target's decode steps do; padding sequences write only the scratch block.
 // bf16 weights and activations, fp32 accumulation and residual, as the target's CUDA path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <utility>
 
 #include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError
 #include "device_buffer.hpp"
@@ -54,8 +58,10 @@ class DFlashCuda final : public DeviceDrafter {
     t_cap_ = std::max({o.max_num_batched_tokens, o.max_num_seqs, o.max_num_seqs * B_});
     r_cap_ = o.max_num_seqs * (B_ - 1);
     max_len_ = o.max_model_len > 0 ? o.max_model_len : target.config().decoder().max_position_embeddings;
+    eager_ = o.enforce_eager;
   }
   ~DFlashCuda() override {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
   }
@@ -127,6 +133,9 @@ class DFlashCuda final : public DeviceDrafter {
 
   // K and V of layer l for T rows of h_ (positions in_pos, slots in_slot) into the pool.
   std::string write_kv(int l, int T);
+  // The proposal's forward over T staged block tokens, R logit rows, argmax into sampled_.
+  std::string enqueue(int T, int R, int max_context);
+  std::string capture(int B, int n);
 
   DFlashConfig c_;
   model::CudaModel& target_;
@@ -146,7 +155,15 @@ class DFlashCuda final : public DeviceDrafter {
   // synchronises the stream before the next add_context writes its own again.
   std::int32_t* ctx_host_ = nullptr;
   std::int32_t* prop_host_ = nullptr;
+  bool eager_ = false;
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
 };
+
+int next_pow2(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
 
 std::string DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
@@ -302,6 +319,11 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   Drafts out;
   if (S == 0) return out;
   if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
+  bool graph = !eager_;
+  for (const DraftItem& it : items) graph = graph && it.n == items[0].n;
+  const int n_all = items[0].n;
+  graph = graph && n_all + 1 <= block_size_;  // a padding sequence's block fits the scratch block
+  const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
   std::int32_t* host = prop_host_;
   std::int32_t* tok = host + offset(in_tok());
   std::int32_t* pos = host + offset(in_pos());
@@ -313,15 +335,25 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int T = 0, R = 0, max_context = 0;
   std::string why;
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < B; ++s) {
+    std::int32_t* table = tables + static_cast<std::size_t>(s) * mb;
+    if (s >= S) {  // padding: a block at positions 0..n of a sequence that owns only the scratch block
+      std::fill(table, table + mb, num_blocks_);
+      for (int i = 0; i <= n_all; ++i, ++T) {
+        tok[T] = i == 0 ? 0 : c_.mask_token_id;
+        pos[T] = i, mask[T] = n_all, seq[T] = s, slots[T] = num_blocks_ * block_size_ + i;
+        if (i > 0) rows[R++] = T;
+      }
+      continue;
+    }
     const DraftItem& it = items[static_cast<std::size_t>(s)];
     if (it.n < 1 || it.n > max_draft())
       return error("drafter: " + std::to_string(it.n) + " proposals asked, 1.." + std::to_string(max_draft()) + " possible");
     if (it.anchor < 0 || it.anchor >= V_) return error("drafter: anchor token " + std::to_string(it.anchor) + " is outside the vocabulary");
     if (it.pos + it.n >= max_len_) return error("drafter: the block passes max-model-len");
     const std::size_t have = std::min(mb, it.block_table.size());
-    std::copy(it.block_table.begin(), it.block_table.begin() + static_cast<long>(have), tables + static_cast<std::size_t>(s) * mb);
-    std::fill(tables + static_cast<std::size_t>(s) * mb + have, tables + static_cast<std::size_t>(s + 1) * mb, num_blocks_);
+    std::copy(it.block_table.begin(), it.block_table.begin() + static_cast<long>(have), table);
+    std::fill(table + have, table + mb, num_blocks_);
     for (int i = 0; i <= it.n; ++i, ++T) {
       const long sl = slot(it.block_table, it.pos + i, why);
       if (sl < 0) return error("drafter: " + why);
@@ -331,12 +363,40 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
     }
     max_context = std::max(max_context, it.pos + it.n + 1);
   }
+  const int real_rows = graph ? S * n_all : R;
   FirstError err;
   for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
   upload(host, in_rows(), static_cast<std::size_t>(R), err);
-  upload(host, in_tables(), static_cast<std::size_t>(S) * mb, err);
+  upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
+  if (graph) {
+    if (auto g = graphs_.find({B, n_all}); g != graphs_.end()) {
+      err(cuda_error(cudaGraphLaunch(g->second, stream_), "drafter graph launch"));
+    } else {
+      // First proposal of this shape: eagerly (which plans its GEMMs), then captured for later ones.
+      err(enqueue(T, R, max_context));
+      if (err.ok()) err(capture(B, n_all));
+    }
+  } else {
+    err(enqueue(T, R, max_context));
+  }
+  std::vector<k::Sampled> got(static_cast<std::size_t>(real_rows));
+  err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+                 "draft tokens"));
+  if (want_logits) {
+    out.logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
+    err(cuda_error(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
+                   "draft logits"));
+  }
+  err(cuda_error(cudaStreamSynchronize(stream_), "drafter"));
+  if (!err.ok()) return error("drafter: " + err.message);
+  out.tokens.reserve(got.size());
+  for (const auto& g : got) out.tokens.push_back(g.token);
+  return out;
+}
 
+std::string DFlashCuda::enqueue(int T, int R, int max_context) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  FirstError err;
   err(k::embedding_cuda(kBf16, target_.embedding_device(), V_, H_, in_tok(), T, delta_.get(), stream_));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
@@ -363,19 +423,23 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   err(gemm(head));
   err(k::sample_cuda(logits_.as<float>(), R, V_, params_.as<k::SamplingParams>(), uniform_.as<double>(), sampled_.as<k::Sampled>(),
                      keep_.as<std::uint8_t>(), stream_));
-  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
-  err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
-                 "draft tokens"));
-  if (want_logits) {
-    out.logits.resize(static_cast<std::size_t>(R) * static_cast<std::size_t>(V_));
-    err(cuda_error(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
-                   "draft logits"));
-  }
-  err(cuda_error(cudaStreamSynchronize(stream_), "drafter"));
-  if (!err.ok()) return error("drafter: " + err.message);
-  out.tokens.reserve(got.size());
-  for (const auto& g : got) out.tokens.push_back(g.token);
-  return out;
+  return err.message;
+}
+
+std::string DFlashCuda::capture(int B, int n) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  FirstError err;
+  err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin drafter capture"));
+  if (!err.ok()) return err.message;
+  // Attending up to max-model-len, so the graph serves every later context.
+  err(enqueue(B * (n + 1), B * n, max_len_));
+  err(cuda_error(cudaStreamEndCapture(stream_, &g), "end drafter capture"));
+  if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate drafter graph"));
+  if (g) cudaGraphDestroy(g);
+  if (!err.ok()) return err.message;
+  graphs_[{B, n}] = exec;
+  return {};
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ struct DFlashCudaOptions {
   int max_num_seqs = 256;             // sequences per proposal
   int max_num_batched_tokens = 2048;  // tokens per target step (context rows per add_context)
   int max_model_len = 0;              // sizes block tables; 0: the target's max_position_embeddings
+  bool enforce_eager = false;         // true: proposals never replay CUDA graphs
 };
 
 // Loads <drafter_dir> (config.json + safetensors) onto the target's device and turns on the
