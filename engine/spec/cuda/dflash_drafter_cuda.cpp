@@ -12,7 +12,8 @@
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
 //     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
 //   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
-//   the target's decode steps do; padding sequences write only the scratch block.
+//   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
+//   writes only the scratch block.
 // bf16 weights and activations, fp32 accumulation and residual, as the target's CUDA path.
 #include <cuda_runtime.h>
 
@@ -47,6 +48,12 @@ using model::cuda::FirstError;
 using model::cuda::Uploader;
 constexpr k::DType kBf16 = k::DType::bf16;
 
+int next_pow2(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
 class DFlashCuda final : public DeviceDrafter {
  public:
   DFlashCuda(DFlashConfig c, model::CudaModel& target, const DFlashCudaOptions& o) : c_(std::move(c)), target_(target) {
@@ -59,9 +66,11 @@ class DFlashCuda final : public DeviceDrafter {
     r_cap_ = o.max_num_seqs * (B_ - 1);
     max_len_ = o.max_model_len > 0 ? o.max_model_len : target.config().decoder().max_position_embeddings;
     eager_ = o.enforce_eager;
+    target_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   }
   ~DFlashCuda() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (auto& [key, exec] : context_graphs_) cudaGraphExecDestroy(exec);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
   }
@@ -136,6 +145,8 @@ class DFlashCuda final : public DeviceDrafter {
   // The proposal's forward over T staged block tokens, R logit rows, argmax into sampled_.
   std::string enqueue(int T, int R, int max_context);
   std::string capture(int B, int n);
+  // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
+  std::string enqueue_context(int T);
 
   DFlashConfig c_;
   model::CudaModel& target_;
@@ -157,13 +168,10 @@ class DFlashCuda final : public DeviceDrafter {
   std::int32_t* prop_host_ = nullptr;
   bool eager_ = false;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
+  std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
+  int target_tokens_ = 0;                                    // rows the target's capture holds
 };
 
-int next_pow2(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
 
 std::string DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
@@ -288,8 +296,7 @@ std::string DFlashCuda::write_kv(int l, int T) {
 
 model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
-  const void* features = target_.captured();
-  if (!features) return error("drafter: the target captures no hidden states");
+  if (!target_.captured()) return error("drafter: the target captures no hidden states");
   std::int32_t* pos = ctx_host_ + offset(in_pos());
   std::int32_t* slots = ctx_host_ + offset(in_slot());
   int T = 0;
@@ -303,14 +310,46 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
       pos[T] = p, slots[T] = static_cast<std::int32_t>(s);
     }
   if (T == 0) return model::Ok{};
+  // Steps repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to a
+  // power of two, they replay a graph per size. Padding rows (stale captured rows) write the
+  // scratch block only.
+  const int Tn = next_pow2(T);
+  const bool graph = !eager_ && Tn <= std::min(512, target_tokens_);
+  if (graph)
+    for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
+  const int rows = graph ? Tn : T;
   FirstError err;
-  upload(ctx_host_, in_pos(), static_cast<std::size_t>(T), err);
-  upload(ctx_host_, in_slot(), static_cast<std::size_t>(T), err);
-  err(gemm(linear(features, F_, fc_, h_.get(), T, F_, H_)));
-  err(model::cuda::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
-  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
+  upload(ctx_host_, in_pos(), static_cast<std::size_t>(rows), err);
+  upload(ctx_host_, in_slot(), static_cast<std::size_t>(rows), err);
+  if (graph) {
+    if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
+      err(cuda_error(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
+    } else {
+      err(enqueue_context(Tn));  // eagerly first (plans its GEMMs), then captured
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
+      if (err.ok()) {
+        err(enqueue_context(Tn));
+        err(cuda_error(cudaStreamEndCapture(stream_, &g), "end context capture"));
+        if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
+        if (g) cudaGraphDestroy(g);
+        if (err.ok()) context_graphs_[Tn] = exec;
+      }
+    }
+  } else {
+    err(enqueue_context(T));
+  }
   if (!err.ok()) return error("drafter context: " + err.message);
   return model::Ok{};
+}
+
+std::string DFlashCuda::enqueue_context(int T) {
+  FirstError err;
+  err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
+  err(model::cuda::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
+  return err.message;
 }
 
 model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
