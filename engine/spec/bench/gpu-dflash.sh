@@ -8,15 +8,22 @@
 #   serve.txt    tandem-serve --device cuda with and without --speculative-config: the same greedy
 #                completions, and the speculative counters of /metrics
 # Usage: gpu-dflash.sh BIN where BIN holds tandem_spec_bench, cuda_spec_check and serve/tandem-serve
-# (+ serve/lib: the shared libraries the GPU machine lacks), built on a machine with nvcc for sm_90.
+# (+ serve/lib: the shared libraries the GPU machine lacks), built on a machine with nvcc for sm_90;
+# serve/ may come as BIN/serve.tar.xz instead (the run tool's carry limit), unpacked under /tmp.
 # Output in ${OUT:-.}; run from the repository root.
 set -uo pipefail
 bin=$1
 out=${OUT:-.}
 pair=models/dflash-pair
 mkdir -p "$out"
+if [ -f "$bin/serve.tar.xz" ]; then
+  mkdir -p /tmp/gpu-dflash && tar xJf "$bin/serve.tar.xz" -C /tmp/gpu-dflash
+  serve_dir=/tmp/gpu-dflash/serve
+else
+  serve_dir=$bin/serve
+fi
 nccl=$(find /usr /opt "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)" -name 'libnccl.so*' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$bin/serve/lib${nccl:+:$(dirname "$nccl")}:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$serve_dir/lib${nccl:+:$(dirname "$nccl")}:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NVLS_ENABLE=0 PATH=/usr/local/cuda/bin:$PATH
 {
   echo "# gpu-dflash $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -33,9 +40,9 @@ export NCCL_NVLS_ENABLE=0 PATH=/usr/local/cuda/bin:$PATH
   timeout 180 "$bin/tandem_spec_bench" $pair/target $pair/drafter $pair/reference.json --device cuda --batch 1 --batch 4 --both \
     --repeat "${REPEAT:-3}" --probe >"$out/bench.md" 2>&1; echo "exit $?"
   cat "$out/bench.md"
-  if [ -x "$bin/serve/tandem-serve" ]; then
+  if [ -x "$serve_dir/tandem-serve" ]; then
     echo "## tandem-serve --device cuda, plain and DFlash ($SECONDS s)"
-    SERVE="$bin/serve/tandem-serve" PAIR=$pair timeout 100 bash "$(dirname "$0")/gpu-dflash-serve.sh" >"$out/serve.txt" 2>&1
+    SERVE="$serve_dir/tandem-serve" PAIR=$pair timeout 100 bash "$(dirname "$0")/gpu-dflash-serve.sh" >"$out/serve.txt" 2>&1
     echo "exit $?"
     cat "$out/serve.txt"
   fi
