@@ -123,7 +123,7 @@ void check_parts(const fs::path& pair, const Prompt& p) {
   const std::int32_t anchor = argmax(cpu_logits.value());
 
   Gpu g = load_gpu(pair, 1, k);
-  std::vector<model::PagedWork> prefill{{p.ids, 0, g.table, true, false}};
+  std::vector<model::PagedWork> prefill{{p.ids, 0, g.table, true}};
   auto gpu_logits = g.target->step(prefill);
   must(gpu_logits, "CUDA prefill");
   const size_t F = cap.layers.size() * static_cast<size_t>(H);
@@ -165,7 +165,7 @@ void check_parts(const fs::path& pair, const Prompt& p) {
   // Verify: the block in one step vs token by token.
   std::vector<std::int32_t> block{anchor};
   block.insert(block.end(), gpu_draft->tokens.begin(), gpu_draft->tokens.end());
-  std::vector<model::PagedWork> verify{{block, T, g.table, false, true}};
+  std::vector<model::PagedWork> verify{{block, T, g.table, false, -1, true}};
   auto whole = g.target->step(verify);
   must(whole, "CUDA verify");
   check(whole->size() == block.size() * static_cast<size_t>(V), "verify: one logit row per block token");
@@ -173,7 +173,7 @@ void check_parts(const fs::path& pair, const Prompt& p) {
   int agree = 0;
   for (size_t i = 0; i < block.size(); ++i) {
     const std::vector<std::int32_t> one{block[i]};
-    std::vector<model::PagedWork> decode{{one, T + static_cast<int>(i), g.table, true, false}};
+    std::vector<model::PagedWork> decode{{one, T + static_cast<int>(i), g.table, true}};
     auto row = g.target->step(decode);
     must(row, "CUDA decode");
     const auto mine = std::span<const float>(whole.value()).subspan(i * static_cast<size_t>(V), static_cast<size_t>(V));

@@ -58,9 +58,9 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
   std::vector<model::PagedWork> prefill, decode, verify;
   std::vector<spec::DraftItem> items;
   for (size_t s = 0; s < tables.size(); ++s) {
-    prefill.push_back({prompts[s], 0, tables[s], true, false});
-    decode.push_back({one, prompt, tables[s], true, false});
-    verify.push_back({blocks[s], prompt, tables[s], false, true});
+    prefill.push_back({prompts[s], 0, tables[s], true});
+    decode.push_back({one, prompt, tables[s], true});
+    verify.push_back({blocks[s], prompt, tables[s], false, -1, true});
     items.push_back({one[0], prompt, k, tables[s]});
   }
   must(target.step(prefill), "prefill");

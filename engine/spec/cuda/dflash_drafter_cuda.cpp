@@ -440,7 +440,7 @@ std::string DFlashCuda::enqueue(int T, int R, int max_context) {
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
-    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
     err(gemm(linear(h_.get(), H_, a.q, q_.get(), T, H_, qw_)));
     err(model::cuda::rmsnorm_rows(q_.get(), hd_, T * nh_, hd_, a.q_norm.get(), q_.get(), hd_, eps(), stream_));
     err(k::rope_cuda(kBf16, q_.get(), T, qw_, nh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
@@ -448,12 +448,12 @@ std::string DFlashCuda::enqueue(int T, int R, int max_context) {
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     err(gemm(linear(attn_.get(), qw_, a.o, delta_.get(), T, qw_, H_)));
-    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
     err(gemm(linear(h_.get(), H_, a.gate_up, gu_.get(), T, H_, 2 * I_)));
     err(k::silu_and_mul_cuda(kBf16, gu_.get(), act_.get(), T, I_, stream_));
     err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
   }
-  err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), norm_.get(), h_.get(), T, H_, eps(), stream_));
+  err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
   err(model::cuda::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
   k::GemmArgs head;
   head.rows = R, head.in = H_, head.out = V_;

@@ -89,7 +89,7 @@ class Glm5NextCuda final : public CudaModel {
   const void* captured() const override { return nullptr; }
   const void* embedding_device() const override { return nullptr; }
   const void* lm_head_device() const override { return nullptr; }
-  k::Stream stream() const override { return stream_; }
+  kernels::Stream stream() const override { return stream_; }
 
   // For the check program: the device's recurrent state of `slot` (state_floats floats).
   Result<std::vector<float>> recurrent_state(int slot) const;
