@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "decoder.hpp"
+#include "mla_expand.hpp"
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
@@ -106,19 +107,10 @@ class Glm4MoeLite final : public Decoder {
     // absorb kv_b into the query; a fast path may). Latents are read through the block table.
     const int S = cache.length();
     const KvRows cached = cache.rows(layer);
-    const int kv_w = heads * (nope + vd);
-    std::vector<float> kv(static_cast<size_t>(S) * static_cast<size_t>(kv_w));
-    std::vector<float> keys(static_cast<size_t>(S) * static_cast<size_t>(heads * qk));
-    for (int s = 0; s < S; ++s) {
-      const float* row = cached.row(s);
-      float* kvs = kv.data() + static_cast<long>(s) * kv_w;
-      k::linear_cpu(row, a.kv_b.data(), nullptr, kvs, 1, lora_kv, kv_w);
-      for (int h = 0; h < heads; ++h) {
-        float* kh = keys.data() + (static_cast<long>(s) * heads + h) * qk;
-        std::copy(kvs + h * (nope + vd), kvs + h * (nope + vd) + nope, kh);
-        std::copy(row + lora_kv, row + width, kh + nope);
-      }
-    }
+    const MlaExpanded e = mla_expand(cached, S, a.kv_b, heads, nope, width - lora_kv, vd, lora_kv);
+    const int kv_w = e.kv_width;
+    const std::vector<float>& kv = e.kv;
+    const std::vector<float>& keys = e.keys;
 
     k::AttentionShape shape;
     shape.q_heads = shape.kv_heads = heads;

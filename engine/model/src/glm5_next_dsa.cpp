@@ -18,6 +18,7 @@
 #include <numeric>
 
 #include "glm5_next_parts.hpp"
+#include "mla_expand.hpp"
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
@@ -148,19 +149,10 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
   }
 
   // Keys and values of every cached token (kv_b of the latent; the reference path does not absorb it).
-  const int kv_w = heads * (nope + vd);
-  std::vector<float> kv(static_cast<size_t>(S) * static_cast<size_t>(kv_w));
-  std::vector<float> keys(static_cast<size_t>(S) * static_cast<size_t>(heads * qk));
-  for (int s = 0; s < S; ++s) {
-    const float* row = cached.row(s);
-    float* kvs = kv.data() + static_cast<long>(s) * kv_w;
-    k::linear_cpu(row, w.kv_b.data(), nullptr, kvs, 1, lora_kv, kv_w);
-    for (int h = 0; h < heads; ++h) {
-      float* kh = keys.data() + (static_cast<long>(s) * heads + h) * qk;
-      std::copy(kvs + h * (nope + vd), kvs + h * (nope + vd) + nope, kh);
-      std::copy(row + lora_kv, row + lora_kv + rope, kh + nope);
-    }
-  }
+  const MlaExpanded e = mla_expand(cached, S, w.kv_b, heads, nope, rope, vd, lora_kv);
+  const int kv_w = e.kv_width;
+  const std::vector<float>& kv = e.kv;
+  const std::vector<float>& keys = e.keys;
   k::AttentionShape shape;
   shape.q_heads = shape.kv_heads = heads;
   shape.qk_dim = qk;
