@@ -178,7 +178,7 @@ def make_case(name, case, out_dir, log):
     write_golden(path, name, case["model_type"], seed, case["storage"], sequences, tensors, log)
 
 
-def write_golden(path, name, model_type, seed, storage, sequences, tensors, log):
+def write_golden(path, name, model_type, seed, storage, sequences, tensors, log, **extra):
     """golden.safetensors (per-position fp32 logits) and golden.json beside the saved model, and a
     log of what the model directory holds (tensor names, dtypes and shapes, config.json)."""
     save_file(tensors, os.path.join(path, "golden.safetensors"))
@@ -188,7 +188,7 @@ def write_golden(path, name, model_type, seed, storage, sequences, tensors, log)
             "storage_dtype": str(storage).replace("torch.", ""),
             "transformers": transformers.__version__, "torch": torch.__version__,
             "reference": "fp32 eager on CPU, from the saved checkpoint reloaded as fp32",
-            "sequences": sequences,
+            "sequences": sequences, **extra,
         }, f, indent=1)
     log.write(f"{name}: files {sorted(os.listdir(path))}\n")
     from safetensors import safe_open

@@ -10,20 +10,18 @@ the storage dtype, saved with save_pretrained, reloaded in fp32 eager mode for t
 the GLM-5 "next" text stack: Kimi-style gated delta-rule linear attention, MLA with the DSA
 lightning indexer, hyper-connection streams and the clamped-SwiGLU MoE.
 
-Two cases; only the first is committed (tests/model/fixtures/glm5_next_text):
+Two cases, both committed (tests/model/fixtures/<case>):
   glm5_next_text         index_topk larger than any sequence, so the indexer keeps every key
                          (dense attention whichever indexer the installed transformers has);
                          forget gate with a lower bound (sigmoid form).
-  glm5_next_text_sparse  index_topk 8 with k-pools of 4: the indexer's selection matters;
-                         forget gate without a lower bound (softplus form).
-                         Run on the GPU machine on 2026-12-03 (transformers 5.17): the CPU path
-                         agreed until the first top-k boundary between equal pool scores (the
-                         ReLU makes many scores exactly 0), then the CPU path was changed to
-                         break ties in torch.topk's CPU order; it still disagrees from position
-                         41 of the 70-token sequence, and every one of 12 seeds tried (with
-                         positive head weights and 4 heads) had 25-138 such boundaries. So the
-                         case is not committed: a fixture whose answer is torch's sort order at
-                         ties pins down nothing about the indexer. IndexerTies counts them.
+  glm5_next_text_sparse  index_topk 8 with k-pools of 4: the indexer drops keys, and its selection
+                         matters (golden.json: dense_indexer_max_abs_diff up to 3.4); forget gate
+                         without a lower bound (softplus form); 16 index heads. With 2 or 4 heads
+                         the ReLU made many pool scores exactly 0 and every seed tried had 25-138
+                         top-k boundaries between equal scores, where the answer is torch.topk's
+                         sort order rather than the indexer's; with 16 heads there are none
+                         (golden.json: indexer_ties, counted by IndexerTies; the C++ test
+                         requires 0).
 
 Per case OUT_DIR/<case>/ holds the model directory plus golden.json (input sequences, 16-token
 greedy continuations through the cache, metadata, the chunked-prefill self-check of transformers)
@@ -70,9 +68,11 @@ CASES = {
         config=dict(COMMON, index_topk=128, index_kpool=4, index_kpool_always_select_tail=True,
                     linear_lower_bound=-5.0),
     ),
+    # 16 index heads: a pool scores exactly 0 only when all 16 ReLUs are 0 (about 2^-16 of the time
+    # against 2^-2 with 2 heads), so the top-k boundaries fall between distinct scores.
     "glm5_next_text_sparse": dict(
         storage=torch.bfloat16,
-        config=dict(COMMON, index_topk=8, index_kpool=4, index_kpool_always_select_tail=True,
+        config=dict(COMMON, index_n_heads=16, index_topk=8, index_kpool=4, index_kpool_always_select_tail=True,
                     linear_lower_bound=None, hc_sinkhorn_iters=7, swiglu_limit=3.0,
                     num_experts_per_tok=3, n_group=1, norm_topk_prob=False,
                     routed_scaling_factor=1.7),
@@ -314,7 +314,8 @@ def make_case(name, case, out_dir, log):
     # sort order (the CPU path follows it: glm5_next_dsa.cpp); the count says how much the fixture
     # leans on that.
     log.write(f"{name}: indexer top-k boundaries between equal scores: {ties.ties}\n")
-    write_golden(path, name, "glm5_next_text", seed, case["storage"], sequences, tensors, log)
+    write_golden(path, name, "glm5_next_text", seed, case["storage"], sequences, tensors, log,
+                 indexer_ties=ties.ties)
 
 
 SOURCE_MODULES = ["transformers.models.glm5_next.modeling_glm5_next",
