@@ -159,7 +159,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       tp_(model_->comm().size() > 1),
       on_fatal_(cfg.on_fatal),
       heartbeat_(cfg.heartbeat),
-      kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching),
+      // A device model keeps each running sequence's recurrent state in a slot of its own
+      // (max_num_seqs of them, allocated at load); the KV manager hands the slots out with admission.
+      kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching,
+          model_->kv_on_device() && model_->kv_layout().state_floats > 0 ? sched_cfg.max_num_seqs : 0),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
   counters_.spec_drafted_at.assign(static_cast<size_t>(num_spec_), 0);

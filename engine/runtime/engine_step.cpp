@@ -41,7 +41,10 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     j.sampling = reqs[i]->req.sampling;
     j.constraint = reqs[i]->req.constraint;
     j.rng = &reqs[i]->rng;  // only this thread draws from it
-    if (const long floats = model_->kv_layout().state_floats; floats > 0) {
+    if (model_->kv_on_device()) {
+      // The device keeps the state in the sequence's slot, and resets it when a step starts at 0.
+      if (const auto slot = kv_.state_slot(w.id)) j.state_slot = *slot;
+    } else if (const long floats = model_->kv_layout().state_floats; floats > 0) {
       // A sequence that starts over from token 0 starts from a zero state.
       if (w.start == 0) reqs[i]->recurrent.assign(static_cast<size_t>(floats), 0.f);
       j.state = reqs[i]->recurrent;

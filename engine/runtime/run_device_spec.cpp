@@ -74,10 +74,10 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
     if (!blocks[i].empty()) {
-      work.push_back({blocks[i], j.work.start, j.table, false, -1, true});
+      work.push_back({blocks[i], j.work.start, j.table, false, j.state_slot, true});
       widest = std::max(widest, static_cast<int>(blocks[i].size()));
     } else {
-      work.push_back({j.tokens, j.work.start, j.table, j.work.samples});
+      work.push_back({j.tokens, j.work.start, j.table, j.work.samples, j.state_slot});
       decode_only = decode_only && j.work.count == 1 && j.work.samples;
     }
   }

@@ -192,7 +192,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
 
 void run_device_step(model::Model& m, std::vector<Job>& jobs) {
   std::vector<model::PagedWork> work;
-  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples});
+  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples, j.state_slot});
   auto logits = m.step(work);
   if (!logits) {
     for (Job& j : jobs) j.error = logits.error().message;

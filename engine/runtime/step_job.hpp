@@ -26,7 +26,8 @@ struct Job {
   kernels::SamplingParams sampling;
   std::shared_ptr<TokenConstraint> constraint;
   std::mt19937_64* rng = nullptr;
-  std::span<float> state;            // the request's recurrent state (hybrid models; only this thread touches it)
+  std::span<float> state;            // the request's recurrent state (hybrid models on the CPU; only this thread touches it)
+  int state_slot = -1;               // a device model's slot of it (model::PagedWork::state_slot)
   // What the step yields when work.samples: the tokens in order (accepted drafts, then the
   // target's own) with their logprobs under the raw target distribution.
   std::vector<std::int32_t> emitted;

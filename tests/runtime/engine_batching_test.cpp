@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "engine_harness.hpp"
@@ -71,10 +72,13 @@ int tokens_16(int) { return 16; }
 // A model that says its KV cache is on a device, as the CUDA model does, so the engine takes the
 // device path (make_device_pool, one step() per scheduler step); its "device" is a host pool and
 // the CPU reference's forward, so the path runs, and is checked, without a GPU.
+// A model with a recurrent state keeps it per slot, as the CUDA model does: `state_slots` of
+// them, the one PagedWork::state_slot names, reset by a step that starts at token 0.
 class HostAsDevice final : public tandem::model::Model {
  public:
-  explicit HostAsDevice(std::unique_ptr<tandem::model::Model> inner)
-      : Model(inner->config(), inner->comm()), inner_(std::move(inner)) {}
+  explicit HostAsDevice(std::unique_ptr<tandem::model::Model> inner, int state_slots = 0)
+      : Model(inner->config(), inner->comm()), inner_(std::move(inner)),
+        states_(static_cast<size_t>(state_slots), std::vector<float>(static_cast<size_t>(inner_->kv_layout().state_floats))) {}
   tandem::model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
   bool kv_on_device() const override { return true; }
   tandem::model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
@@ -86,8 +90,18 @@ class HostAsDevice final : public tandem::model::Model {
   tandem::Result<std::vector<float>> step(std::span<const tandem::model::PagedWork> work) override {
     largest_step = std::max(largest_step, work.size());
     std::vector<float> logits;
+    std::set<int> slots;
     for (const auto& w : work) {
-      tandem::model::PagedKvSequence seq(*pool_, w.block_table, w.start);
+      std::span<float> state;
+      if (kv_layout().state_floats > 0) {
+        if (w.state_slot < 0 || w.state_slot >= static_cast<int>(states_.size()) || !slots.insert(w.state_slot).second)
+          return tandem::Error{"HostAsDevice: state slot " + std::to_string(w.state_slot) + " missing, out of range or shared"};
+        auto& st = states_[static_cast<size_t>(w.state_slot)];
+        if (w.start == 0) std::fill(st.begin(), st.end(), 0.f);
+        state = st;
+        slots_used.insert(w.state_slot);
+      }
+      tandem::model::PagedKvSequence seq(*pool_, w.block_table, w.start, state);
       std::vector<std::int32_t> pos(w.tokens.size());
       for (size_t i = 0; i < pos.size(); ++i) pos[i] = w.start + static_cast<std::int32_t>(i);
       const int last = static_cast<int>(w.tokens.size()) - 1;
@@ -98,6 +112,7 @@ class HostAsDevice final : public tandem::model::Model {
     return logits;
   }
   size_t largest_step = 0;  // items in the largest step() call
+  std::set<int> slots_used;
 
  protected:
   tandem::Result<std::vector<float>> hidden_states(std::span<const int32_t>, tandem::model::KvSequence&, tandem::model::HiddenCapture*) const override {
@@ -108,6 +123,7 @@ class HostAsDevice final : public tandem::model::Model {
  private:
   std::unique_ptr<tandem::model::Model> inner_;
   std::unique_ptr<tandem::model::PagedKvPool> pool_;
+  std::vector<std::vector<float>> states_;
 };
 
 }  // namespace
@@ -172,30 +188,43 @@ TEST_CASE("preemption under a tiny pool still gives every request its solo outpu
   }
 }
 
-TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) still gives every request its solo output") {
-  // A preempted request is recomputed from token 0, so its recurrent state must start over from
-  // zero, not continue from what the first attempt left in it.
-  const std::string fixture = "glm5_next_text";
+// Nine prompts of glm5_next_text (7, 12 and 5 tokens, extended), 16 tokens each, run alone.
+Expected hybrid_alone(const std::string& fixture) {
   auto m = load(fixture);
   const auto g = golden(fixture);
   Expected e;
   for (int i = 0; i < 9; ++i) {
-    std::vector<std::int32_t> p = g[static_cast<size_t>(i % 3)].prompt;  // 7, 12 and 5 tokens
+    std::vector<std::int32_t> p = g[static_cast<size_t>(i % 3)].prompt;
     for (int k = 0; k < i / 3; ++k) p.push_back((17 * i + 31 * k) % 200 + 3);
     auto o = tandem::model::greedy_generate(*m, p, 16);
     REQUIRE(o.ok());
     e.prompt.push_back(std::move(p));
     e.output.push_back(o.value());
   }
-  Collector c;
+  return e;
+}
+
+// 4 sequences, 4 state slots and 32 tokens of fp32 rows: requests must be preempted.
+EngineConfig hybrid_tiny_pool(const std::string& fixture) {
+  auto m = load(fixture);
   EngineConfig cfg;
   cfg.max_model_len = 32;
   cfg.max_num_seqs = 4;
   cfg.block_size = 4;
   const std::uint64_t state_bytes = static_cast<std::uint64_t>(m->kv_layout().state_floats) * 4u;
   REQUIRE(state_bytes > 0);
-  cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4) + 4 * state_bytes;  // 4 state slots + 32 tokens of rows
+  cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4) + 4 * state_bytes;
   cfg.kv_cache_dtype = "float32";
+  return cfg;
+}
+
+TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) still gives every request its solo output") {
+  // A preempted request is recomputed from token 0, so its recurrent state must start over from
+  // zero, not continue from what the first attempt left in it.
+  const std::string fixture = "glm5_next_text";
+  const Expected e = hybrid_alone(fixture);
+  Collector c;
+  const EngineConfig cfg = hybrid_tiny_pool(fixture);
   auto t = start_engine(fixture, cfg);
   CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
     return l.find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0;
@@ -257,5 +286,29 @@ TEST_CASE("a device model gets each scheduler step as one batched step() and giv
   }
   CHECK(device->largest_step > 1);  // sequences were batched into one call
   CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) { return l.find("KV pool storage: on the device") == 0; }));
+  CHECK(engine.value()->metrics().kv_blocks_used == 0);
+}
+
+TEST_CASE("a device model with a recurrent state gets a slot per running sequence, reset when the sequence starts over") {
+  // The CUDA glm5_next keeps max_num_seqs state slots on the device: every running sequence must
+  // name its own (two in one step may not share), and a preempted one starts over from a zero state.
+  const std::string fixture = "glm5_next_text";
+  const Expected e = hybrid_alone(fixture);
+  Collector c;
+  EngineConfig cfg = hybrid_tiny_pool(fixture);
+  auto model = std::make_unique<HostAsDevice>(load(fixture), cfg.max_num_seqs);
+  HostAsDevice* device = model.get();
+  auto engine = Engine::start(std::move(model), cfg);
+  REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
+  const auto out = run_all(*engine.value(), c, e, tokens_16, 2);
+  for (int i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+    CHECK(out.at(i).finish == FinishReason::length);
+  }
+  CHECK(engine.value()->metrics().preemptions > 0);
+  CHECK(engine.value()->metrics().requests_aborted == 0);
+  CHECK(device->largest_step > 1);
+  CHECK(device->slots_used.size() > 1);
   CHECK(engine.value()->metrics().kv_blocks_used == 0);
 }
