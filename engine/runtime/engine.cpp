@@ -81,9 +81,9 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   if (cfg.device_drafter && !model->kv_on_device())
     return error("a device drafter needs a model whose KV cache is on that device (--device cuda)");
   if (cfg.drafter && cfg.device_drafter) return error("engine: a CPU drafter and a device drafter were both given");
-  if (cfg.device_drafter && layout.state_floats > 0)
+  if (cfg.device_drafter && layout.state_floats > 0 && !model->restores_states())
     return error("speculative decoding on the device of a model with recurrent layers (" + model->config().model_type +
-                 ") is not built: the device path does not roll rejected drafts out of the recurrent state");
+                 "): this model cannot keep and restore its recurrent states, so rejected drafts could not be rolled out of them");
   std::unique_ptr<model::PagedKvPool> pool;
   if (model->kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.

@@ -9,7 +9,12 @@
 //      included (harmless: device_drafter.hpp says why), before the next step overwrites the capture.
 //   4. Accept (spec/acceptance.hpp, as the CPU path) or sample, per job.
 // Rollback is the scheduler's, as on the CPU path: rows past the kept tokens lie beyond the
-// sequence's written length in both pools.
+// sequence's written length in both pools. A model with a recurrent state (glm5_next) also folded
+// the rejected drafts into it: the drafting jobs' states are kept aside before step 2, and
+//   5. Rewind: the jobs that rejected a draft get their kept state back and one more target step
+//      (no logits) over their kept tokens, the anchor and the accepted drafts, which advances the
+//      state as plain decoding would have (and writes the same KV rows again), as run_job.cpp's
+//      rewind_state does on the CPU.
 #include <chrono>
 
 #include "step_job.hpp"
@@ -81,9 +86,16 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
       decode_only = decode_only && j.work.count == 1 && j.work.samples;
     }
   }
+  const bool stateful = m.kv_layout().state_floats > 0;
+  std::vector<int> kept_slots;
+  if (stateful) {
+    for (size_t i : drafting) kept_slots.push_back(jobs[i].state_slot);
+    if (!kept_slots.empty())
+      if (auto s = m.keep_states(kept_slots); !s) return fail_all(jobs, "keeping the recurrent states: " + s.error().message);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto logits = m.step(work);
-  const double forward_seconds = seconds_since(t0);
+  double forward_seconds = seconds_since(t0);
   if (!logits) return fail_all(jobs, logits.error().message);
 
   // 3. Context rows for every token the target just ran.
@@ -102,6 +114,25 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
       std::vector<float> mine(logits->begin() + static_cast<long>(row * Vs), logits->begin() + static_cast<long>((row + 1) * Vs));
       ++row;
       sample_into(j, mine);
+    }
+  }
+
+  // 5. Rewind the recurrent states that saw rejected drafts.
+  if (stateful) {
+    std::vector<model::PagedWork> rewind;
+    std::vector<int> slots;
+    for (size_t i : drafting) {
+      const Job& j = jobs[i];
+      if (j.accepted + 1 >= static_cast<int>(blocks[i].size())) continue;  // every draft kept
+      const std::span<const std::int32_t> kept(blocks[i].data(), static_cast<size_t>(j.accepted + 1));
+      rewind.push_back({kept, j.work.start, j.table, false, j.state_slot});
+      slots.push_back(j.state_slot);
+    }
+    if (!rewind.empty()) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (auto s = m.restore_states(slots); !s) return fail_all(jobs, "restoring the recurrent states: " + s.error().message);
+      if (auto r = m.step(rewind); !r) return fail_all(jobs, "rolling the recurrent states back to the accepted tokens: " + r.error().message);
+      forward_seconds += seconds_since(t1);  // part of what verifying cost (spec::StepCost)
     }
   }
 

@@ -4,10 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <set>
 #include <thread>
 
 #include "engine_harness.hpp"
+#include "host_device_model.hpp"
 #include "tandem/model/paged_kv.hpp"
 
 using namespace tandem::engine::runtime;
@@ -68,63 +68,6 @@ std::map<int, Collector::Output> run_all(Engine& engine, Collector& c, const Exp
 
 int tokens_12_to_20(int i) { return 12 + i % 9; }
 int tokens_16(int) { return 16; }
-
-// A model that says its KV cache is on a device, as the CUDA model does, so the engine takes the
-// device path (make_device_pool, one step() per scheduler step); its "device" is a host pool and
-// the CPU reference's forward, so the path runs, and is checked, without a GPU.
-// A model with a recurrent state keeps it per slot, as the CUDA model does: `state_slots` of
-// them, the one PagedWork::state_slot names, reset by a step that starts at token 0.
-class HostAsDevice final : public tandem::model::Model {
- public:
-  explicit HostAsDevice(std::unique_ptr<tandem::model::Model> inner, int state_slots = 0)
-      : Model(inner->config(), inner->comm()), inner_(std::move(inner)),
-        states_(static_cast<size_t>(state_slots), std::vector<float>(static_cast<size_t>(inner_->kv_layout().state_floats))) {}
-  tandem::model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
-  bool kv_on_device() const override { return true; }
-  tandem::model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
-    auto p = tandem::model::PagedKvPool::create(kv_layout(), num_blocks, block_size);
-    if (!p) return p.error();
-    pool_ = std::move(p).value();
-    return tandem::Ok{};
-  }
-  tandem::Result<std::vector<float>> step(std::span<const tandem::model::PagedWork> work) override {
-    largest_step = std::max(largest_step, work.size());
-    std::vector<float> logits;
-    std::set<int> slots;
-    for (const auto& w : work) {
-      std::span<float> state;
-      if (kv_layout().state_floats > 0) {
-        if (w.state_slot < 0 || w.state_slot >= static_cast<int>(states_.size()) || !slots.insert(w.state_slot).second)
-          return tandem::Error{"HostAsDevice: state slot " + std::to_string(w.state_slot) + " missing, out of range or shared"};
-        auto& st = states_[static_cast<size_t>(w.state_slot)];
-        if (w.start == 0) std::fill(st.begin(), st.end(), 0.f);
-        state = st;
-        slots_used.insert(w.state_slot);
-      }
-      tandem::model::PagedKvSequence seq(*pool_, w.block_table, w.start, state);
-      std::vector<std::int32_t> pos(w.tokens.size());
-      for (size_t i = 0; i < pos.size(); ++i) pos[i] = w.start + static_cast<std::int32_t>(i);
-      const int last = static_cast<int>(w.tokens.size()) - 1;
-      auto l = inner_->forward(w.tokens, pos, seq, w.logits ? std::span<const int>(&last, 1) : std::span<const int>());
-      if (!l) return l.error();
-      logits.insert(logits.end(), l->begin(), l->end());
-    }
-    return logits;
-  }
-  size_t largest_step = 0;  // items in the largest step() call
-  std::set<int> slots_used;
-
- protected:
-  tandem::Result<std::vector<float>> hidden_states(std::span<const int32_t>, tandem::model::KvSequence&, tandem::model::HiddenCapture*) const override {
-    return tandem::Error{"HostAsDevice runs through step()"};
-  }
-  const float* lm_head() const override { return nullptr; }
-
- private:
-  std::unique_ptr<tandem::model::Model> inner_;
-  std::unique_ptr<tandem::model::PagedKvPool> pool_;
-  std::vector<std::vector<float>> states_;
-};
 
 }  // namespace
 
@@ -274,8 +217,8 @@ TEST_CASE("a device model gets each scheduler step as one batched step() and giv
   cfg.kv_cache_memory = std::uint64_t{4} << 20;
   std::vector<std::string> log;
   cfg.log = [&log](const std::string& l) { log.push_back(l); };
-  auto model = std::make_unique<HostAsDevice>(load("glm4_moe_lite"));
-  HostAsDevice* device = model.get();
+  auto model = std::make_unique<HostDeviceModel>(load("glm4_moe_lite"));
+  HostDeviceModel* device = model.get();
   auto engine = Engine::start(std::move(model), cfg);
   REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
   const auto out = run_all(*engine.value(), c, e, tokens_12_to_20, 4);
@@ -296,8 +239,8 @@ TEST_CASE("a device model with a recurrent state gets a slot per running sequenc
   const Expected e = hybrid_alone(fixture);
   Collector c;
   EngineConfig cfg = hybrid_tiny_pool(fixture);
-  auto model = std::make_unique<HostAsDevice>(load(fixture), cfg.max_num_seqs);
-  HostAsDevice* device = model.get();
+  auto model = std::make_unique<HostDeviceModel>(load(fixture), cfg.max_num_seqs);
+  HostDeviceModel* device = model.get();
   auto engine = Engine::start(std::move(model), cfg);
   REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
   const auto out = run_all(*engine.value(), c, e, tokens_16, 2);

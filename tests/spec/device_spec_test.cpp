@@ -8,7 +8,9 @@
 
 #include <algorithm>
 
+#include "../model/test_util.hpp"
 #include "../runtime/engine_harness.hpp"
+#include "../runtime/host_device_model.hpp"
 #include "drafter_fixture.hpp"
 #include "engine.hpp"
 #include "tandem/model/paged_kv.hpp"
@@ -17,6 +19,7 @@
 using namespace tandem;
 using namespace tandem::engine::runtime;
 using engine::runtime::test::Collector;
+using engine::runtime::test::HostDeviceModel;
 using spec::test::DemoPair;
 
 namespace {
@@ -24,59 +27,10 @@ namespace {
 const std::vector<std::vector<std::int32_t>> kPrompts = {
     {3, 141, 59, 265, 35, 89}, {10, 20, 30}, {600, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {77, 77, 77, 77}};
 
-// A model whose KV cache is "on its device" (a host pool), stepping through the CPU forward; with
-// capture layers set it records every token's features of the last step, in the items' order.
-class HostDevice final : public model::Model {
- public:
-  explicit HostDevice(std::unique_ptr<model::Model> inner) : Model(inner->config(), inner->comm()), inner_(std::move(inner)) {}
-  model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
-  bool kv_on_device() const override { return true; }
-  model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
-    auto p = model::PagedKvPool::create(kv_layout(), num_blocks, block_size);
-    if (!p) return p.error();
-    pool_ = std::move(p).value();
-    return Ok{};
-  }
-  Result<std::vector<float>> step(std::span<const model::PagedWork> work) override {
-    std::vector<float> logits;
-    captured.clear();
-    for (const auto& w : work) {
-      model::PagedKvSequence seq(*pool_, w.block_table, w.start);
-      std::vector<std::int32_t> pos(w.tokens.size());
-      std::vector<int> rows;
-      for (size_t i = 0; i < pos.size(); ++i) {
-        pos[i] = w.start + static_cast<std::int32_t>(i);
-        if (w.all_logits || (w.logits && i + 1 == pos.size())) rows.push_back(static_cast<int>(i));
-      }
-      if (w.all_logits) ++verifications;
-      model::HiddenCapture cap;
-      cap.layers = capture_layers;
-      auto l = inner_->forward(w.tokens, pos, seq, rows, capture_layers.empty() ? nullptr : &cap);
-      if (!l) return l.error();
-      logits.insert(logits.end(), l->begin(), l->end());
-      captured.insert(captured.end(), cap.rows.begin(), cap.rows.end());
-    }
-    return logits;
-  }
-  std::vector<int> capture_layers;
-  std::vector<float> captured;
-  int verifications = 0;
-
- protected:
-  Result<std::vector<float>> hidden_states(std::span<const int32_t>, model::KvSequence&, model::HiddenCapture*) const override {
-    return Error{"HostDevice runs through step()"};
-  }
-  const float* lm_head() const override { return nullptr; }
-
- private:
-  std::unique_ptr<model::Model> inner_;
-  std::unique_ptr<model::PagedKvPool> pool_;
-};
-
 // A CPU drafter behind the DeviceDrafter interface, its context rows in a host pool.
 class HostDrafter final : public spec::DeviceDrafter {
  public:
-  HostDrafter(std::shared_ptr<const spec::Drafter> d, HostDevice& target) : d_(std::move(d)), target_(target) {
+  HostDrafter(std::shared_ptr<const spec::Drafter> d, HostDeviceModel& target) : d_(std::move(d)), target_(target) {
     target_.capture_layers = d_->target_layers();
   }
   const std::vector<int>& target_layers() const override { return d_->target_layers(); }
@@ -126,13 +80,13 @@ class HostDrafter final : public spec::DeviceDrafter {
 
  private:
   std::shared_ptr<const spec::Drafter> d_;
-  HostDevice& target_;
+  HostDeviceModel& target_;
   std::unique_ptr<model::PagedKvPool> pool_;
 };
 
 struct Setup {
   std::unique_ptr<Engine> engine;
-  HostDevice* model = nullptr;
+  HostDeviceModel* model = nullptr;
   std::shared_ptr<HostDrafter> drafter;
 };
 
@@ -141,7 +95,7 @@ Setup start(const std::filesystem::path& target, std::shared_ptr<const spec::Dra
             spec::DraftLengthPolicy policy = {.min_chance = 0.0, .use_cost = false}) {
   auto inner = model::load_model(target);
   REQUIRE(inner.ok());
-  auto m = std::make_unique<HostDevice>(std::move(inner).value());
+  auto m = std::make_unique<HostDeviceModel>(std::move(inner).value(), 4);
   Setup s;
   s.model = m.get();
   EngineConfig cfg;
@@ -280,16 +234,60 @@ TEST_CASE("a drafter must match where the model keeps its KV cache") {
   {  // a CPU drafter for a device model
     EngineConfig c = cfg;
     c.drafter = drafter;
-    auto e = Engine::start(std::make_unique<HostDevice>(model::load_model(pair.target).value()), c);
+    auto e = Engine::start(std::make_unique<HostDeviceModel>(model::load_model(pair.target).value()), c);
     REQUIRE_FALSE(e.ok());
     CHECK(e.error().message.find("device drafter") != std::string::npos);
   }
   {  // a device drafter for a model on the host
-    HostDevice holder(model::load_model(pair.target).value());
+    HostDeviceModel holder(model::load_model(pair.target).value());
     EngineConfig c = cfg;
     c.device_drafter = std::make_shared<HostDrafter>(drafter, holder);
     auto e = Engine::start(model::load_model(pair.target).value(), c);
     REQUIRE_FALSE(e.ok());
     CHECK(e.error().message.find("--device cuda") != std::string::npos);
   }
+}
+
+TEST_CASE("device path, hybrid model: a random drafter's rejected drafts are rolled out of the recurrent states") {
+  // glm5_next_text keeps a recurrent state per sequence in a device slot; a verification folds
+  // every drafted token into it. The engine keeps the drafting slots' states aside, restores the
+  // ones that rejected a draft and advances them over the accepted tokens again: the output must
+  // be plain decoding's, although almost every draft of a random drafter is rejected.
+  const auto dir = model::test::fixture_dir("glm5_next_text");
+  const std::vector<std::vector<std::int32_t>> prompts = {
+      {5, 141, 59, 65, 35, 89}, {10, 20, 30}, {200, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {77, 77, 77, 77}};
+  auto plain = start(dir, nullptr, 0);
+  const Run base = run(*plain.engine, prompts, 24);
+  auto target = model::load_model(dir).value();
+  spec::test::TempDir tmp("device_hybrid_drafter");
+  spec::test::write_random_drafter(tmp.path(), target->config(), {0, 2}, 8, 7);
+  auto drafter = spec::load_dflash(tmp.path(), dir, target->config());
+  REQUIRE_MESSAGE(drafter.ok(), (drafter.ok() ? "" : drafter.error().message));
+  auto s = start(dir, std::move(drafter).value(), 7);
+  const Run r = run(*s.engine, prompts, 24);
+  CHECK(r.tokens == base.tokens);
+  const auto m = s.engine->metrics();
+  CHECK(m.spec_drafts > 0);
+  CHECK(m.spec_accepted_tokens < m.spec_draft_tokens);  // drafts were rejected ...
+  CHECK(s.model->restores > 0);                          // ... and their states put back
+  CHECK(s.model->slots_used.size() > 1);
+  CHECK(m.kv_blocks_used == 0);
+}
+
+TEST_CASE("device path, hybrid model: a drafter is refused when the model cannot restore its recurrent states") {
+  const auto dir = model::test::fixture_dir("glm5_next_text");
+  auto target = model::load_model(dir).value();
+  spec::test::TempDir tmp("device_hybrid_refused");
+  spec::test::write_random_drafter(tmp.path(), target->config(), {0, 2}, 8, 7);
+  std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(tmp.path(), dir, target->config()).value();
+  HostDeviceModel holder(model::load_model(dir).value());
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  cfg.kv_cache_memory = 8ull << 20;
+  cfg.log = [](const std::string&) {};
+  cfg.num_speculative_tokens = 3;
+  cfg.device_drafter = std::make_shared<HostDrafter>(drafter, holder);
+  auto e = Engine::start(std::make_unique<HostDeviceModel>(model::load_model(dir).value()), cfg);  // no state slots
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().message.find("cannot keep and restore its recurrent states") != std::string::npos);
 }

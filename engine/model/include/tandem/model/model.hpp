@@ -87,6 +87,20 @@ class Model {
     (void)work;
     return error("this model runs forward() against a host KV store");
   }
+  // Speculative rollback of a device model's recurrent states (kv_layout().state_floats > 0): a
+  // verification folds every drafted token into a sequence's state, and the state cannot forget.
+  // keep_states copies the states of `slots` aside (after the steps enqueued so far); restore_states
+  // puts them back, so that a step over the accepted tokens alone can advance them again. One kept
+  // copy per slot: a second keep_states of a slot replaces the first.
+  virtual bool restores_states() const { return false; }
+  virtual Status keep_states(std::span<const int> slots) {
+    (void)slots;
+    return error("this model cannot keep its recurrent states aside");
+  }
+  virtual Status restore_states(std::span<const int> slots) {
+    (void)slots;
+    return error("this model cannot restore its recurrent states");
+  }
 
  protected:
   Model(ModelConfig config, comm::Communicator& comm) : config_(std::move(config)), comm_(&comm) {}
