@@ -9,14 +9,19 @@ SERVE_DIR holds tandem-serve and, in SERVE_DIR/lib, the shared libraries the GPU
   1. its golden prompts, all at once: the greedy completions must equal transformers' greedy
      continuations in golden.json, token for token;
   2. 12 prompts at once on --max-num-seqs 4: every state slot in use, requests queued behind
-     them; the answers must equal the same prompts sent one at a time.
+     them; the answers must equal the same prompts sent one at a time;
+  3. the same 12 prompts at once with a random DFlash drafter (--speculative-config, 7 drafts a
+     step, nearly all rejected): the answers must equal plain decoding's, so every rejected
+     draft was rolled out of the recurrent states on the device; /metrics shows the drafts.
 TANDEM_DEVICE=cpu runs the same on the CPU reference path (a check of the script itself).
 The fixtures have no tokenizer: a copy gets one whose ids are single characters (U+0100 + id), so
 prompts and completions are exact token ids. Exit status 0 only when every comparison holds.
 """
 import json
 import os
+import random
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -33,6 +38,66 @@ def tokenizer(vocab_size):
             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
                       "ignore_merges": False, "vocab": vocab, "merges": []}}
+
+
+def random_drafter(path, target_cfg, layers=(0, 2)):
+    """A seeded random DFlash drafter for the target (z-lab's DFlashDraftModel layout, the shapes
+    tests/spec/drafter_fixture.cpp writes): it accepts almost nothing, so it exercises rollback."""
+    H, V, L, heads, kv, hd, inter = target_cfg["hidden_size"], target_cfg["vocab_size"], 2, 4, 2, 16, 96
+    os.makedirs(path, exist_ok=True)
+    json.dump({"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": H, "num_hidden_layers": L,
+               "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": hd, "intermediate_size": inter,
+               "vocab_size": V, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu",
+               "attention_bias": False, "tie_word_embeddings": False,
+               "num_target_layers": target_cfg["num_hidden_layers"],
+               "dflash_config": {"block_size": 8, "mask_token_id": V - 1, "target_layer_ids": list(layers)}},
+              open(os.path.join(path, "config.json"), "w"))
+    rng = random.Random(7)
+    t = {}
+
+    def bf16(values):  # round to nearest even, then the high 16 bits of each float32
+        out = bytearray()
+        for v in values:
+            u = struct.unpack("<I", struct.pack("<f", v))[0]
+            out += struct.pack("<H", ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+        return bytes(out)
+
+    def rnd(name, shape):
+        t[name] = (shape, bf16(rng.gauss(0.0, 1.0) / shape[-1] ** 0.5 for _ in range(shape[0] * shape[1])))
+
+    def ones(name, n):
+        t[name] = ((n,), bf16([1.0] * n))
+
+    rnd("fc.weight", (H, len(layers) * H))
+    ones("hidden_norm.weight", H)
+    ones("norm.weight", H)
+    for l in range(L):
+        p = f"layers.{l}."
+        ones(p + "input_layernorm.weight", H)
+        ones(p + "post_attention_layernorm.weight", H)
+        rnd(p + "self_attn.q_proj.weight", (heads * hd, H))
+        rnd(p + "self_attn.k_proj.weight", (kv * hd, H))
+        rnd(p + "self_attn.v_proj.weight", (kv * hd, H))
+        rnd(p + "self_attn.o_proj.weight", (H, heads * hd))
+        ones(p + "self_attn.q_norm.weight", hd)
+        ones(p + "self_attn.k_norm.weight", hd)
+        rnd(p + "mlp.gate_proj.weight", (inter, H))
+        rnd(p + "mlp.up_proj.weight", (inter, H))
+        rnd(p + "mlp.down_proj.weight", (H, inter))
+    # The safetensors layout by hand (8-byte header length, JSON header, raw little-endian data).
+    header, at = {}, 0
+    for name, (shape, raw) in t.items():
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [at, at + len(raw)]}
+        at += len(raw)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(os.path.join(path, "model.safetensors"), "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head + b"".join(raw for _, raw in t.values()))
+
+
+def metric(port, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name) and not line.startswith("#"))
 
 
 def complete(port, ids, n):
@@ -72,9 +137,10 @@ def main():
         json.dump(tokenizer(cfg["vocab_size"]), open(os.path.join(model, "tokenizer.json"), "w"))
         golden = json.load(open(os.path.join(fixtures, case, "golden.json")))["sequences"]
         log = open(os.path.join(out, f"serve-{case}.log"), "w")
-        proc = subprocess.Popen([os.path.join(serve_dir, "tandem-serve"), model, "--device", os.environ.get("TANDEM_DEVICE", "cuda"), "--port", str(port),
-                                 "--max-model-len", "256", "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"],
-                                stdout=log, stderr=subprocess.STDOUT, env=env)
+        serve = [os.path.join(serve_dir, "tandem-serve"), model, "--device", os.environ.get("TANDEM_DEVICE", "cuda"),
+                 "--port", str(port), "--max-model-len", "256", "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"]
+        proc = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env=env)
+        together = None
         try:
             if not wait_health(port, proc):
                 print(f"{case}: server did not come up")
@@ -101,7 +167,30 @@ def main():
         finally:
             proc.terminate()
             proc.wait()
-            log.close()
+        if together is not None:
+            drafter = f"/tmp/{case}-drafter"
+            random_drafter(drafter, cfg)
+            spec = '{"method":"dflash","model":"%s","num_speculative_tokens":7}' % drafter
+            proc = subprocess.Popen(serve + ["--speculative-config", spec], stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                if not wait_health(port, proc):
+                    print(f"{case}: server with the drafter did not come up")
+                    failures += 1
+                else:
+                    with ThreadPoolExecutor(12) as pool:
+                        drafted = list(pool.map(lambda p: complete(port, p, 24), prompts))
+                    same = sum(a == b for a, b in zip(drafted, together))
+                    d, a = metric(port, "tandem_spec_decode_draft_tokens_total"), metric(port, "tandem_spec_decode_accepted_tokens_total")
+                    print(f"{case}: 12 prompts at once with a random drafter: {same} of 12 equal plain decoding's; "
+                          f"{d:.0f} drafted, {a:.0f} accepted")
+                    failures += same != 12 or d == 0
+            except Exception as e:
+                print(f"{case} with the drafter: {e!r}")
+                failures += 1
+            finally:
+                proc.terminate()
+                proc.wait()
+        log.close()
         for line in open(os.path.join(out, f"serve-{case}.log")):
             if "pool" in line or "error" in line:
                 print("  " + line.rstrip())

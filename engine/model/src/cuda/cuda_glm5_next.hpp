@@ -10,6 +10,10 @@
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
+//   - speculative decoding (DFlash on the device): the residual stream a drafter reads after a
+//     layer is the mean of the hc_mult streams (as on the CPU path), rounded to bf16 into the
+//     capture buffer; a verification asks every row's logits (up to max_logit_rows); keep_states /
+//     restore_states copy slots' recurrent states to and from a second buffer on the device;
 //   - the recurrence walks each sequence's tokens one by one in one kernel per layer, the indexer
 //     scores every visible pool per query (quadratic ranks for its top-k), steps run eagerly (no
 //     CUDA graphs), and one rank only.
@@ -82,14 +86,14 @@ class Glm5NextCuda final : public CudaModel {
     return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
   }
   void set_all_reduce(DeviceAllReduce*) override {}
-  // A drafter on the device (DFlash) is not built for glm5_next on CUDA: its capture is refused.
-  Status set_capture(std::vector<int>) override {
-    return error("speculative decoding on the GPU runs glm4_moe_lite targets only; glm5_next drafts on --device cpu");
-  }
-  const void* captured() const override { return nullptr; }
-  const void* embedding_device() const override { return nullptr; }
-  const void* lm_head_device() const override { return nullptr; }
+  Status set_capture(std::vector<int> layers) override;
+  const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
+  const void* embedding_device() const override { return embed_.get(); }
+  const void* lm_head_device() const override { return head_.get(); }
   kernels::Stream stream() const override { return stream_; }
+  bool restores_states() const override { return state_floats_ > 0; }
+  Status keep_states(std::span<const int> slots) override { return copy_states(slots, true); }
+  Status restore_states(std::span<const int> slots) override { return copy_states(slots, false); }
 
   // For the check program: the device's recurrent state of `slot` (state_floats floats).
   Result<std::vector<float>> recurrent_state(int slot) const;
@@ -113,8 +117,8 @@ class Glm5NextCuda final : public CudaModel {
   std::int32_t* in_begin() const { return in_seq() + t_cap_; }      // [s_cap + 1]
   std::int32_t* in_slot() const { return in_begin() + s_cap_ + 1; }  // [s_cap]
   std::int32_t* in_reset() const { return in_slot() + s_cap_; }      // [s_cap]
-  std::int32_t* in_rows() const { return in_reset() + s_cap_; }      // [s_cap]
-  std::int32_t* in_tables() const { return in_rows() + s_cap_; }     // [s_cap * max_blocks]
+  std::int32_t* in_rows() const { return in_reset() + s_cap_; }      // [r_cap]
+  std::int32_t* in_tables() const { return in_rows() + r_cap_; }     // [s_cap * max_blocks]
 
   Result<int> run(std::span<const PagedWork> work);
   std::string enqueue(int T, int S, int R);
@@ -123,6 +127,8 @@ class Glm5NextCuda final : public CudaModel {
   std::string dsa(const Glm5Layer& L, int T);
   std::string ffn(const Glm5Layer& L, int T);
   std::string mlp(const Glm5Mlp& m, int T, float* out);
+  std::string capture_layer(int layer, int T);
+  Status copy_states(std::span<const int> slots, bool keep);
 
   // y = x W^T: fp32 x and y, bf16 W [out, in].
   std::string lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
@@ -132,7 +138,7 @@ class Glm5NextCuda final : public CudaModel {
   CudaOptions opt_;
   int H_ = 0, V_ = 0, hc_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
   int lh_ = 0, lhd_ = 0, lqk_ = 0, kda_in_ = 0, ih_ = 0, id_ = 0, dsa_in_ = 0, q_all_ = 0;
-  int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, max_sel_ = 0, max_pools_ = 0;
+  int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0, max_sel_ = 0, max_pools_ = 0;
   int n_dsa_ = 0;
   long state_floats_ = 0;
   float swiglu_limit_ = 0;
@@ -143,7 +149,9 @@ class Glm5NextCuda final : public CudaModel {
   DeviceBuffer embed_, final_norm_, head_;
   std::vector<Glm5Layer> layers_;
 
-  DeviceBuffer pool_, state_;
+  DeviceBuffer pool_, state_, kept_state_;  // kept_state_: keep_states' copies, allocated on first use
+  std::vector<int> capture_layers_;          // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
+  DeviceBuffer captured_;
   std::size_t layer_rows_ = 0;  // rows of one layer's pool
   std::int32_t num_blocks_ = 0;
   int block_size_ = 0, max_blocks_ = 0;

@@ -25,6 +25,7 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   max_len_ = opt.max_model_len > 0 ? opt.max_model_len : d.max_position_embeddings;
   t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
   s_cap_ = opt.max_num_seqs;
+  r_cap_ = std::max(opt.max_logit_rows, s_cap_);
   max_sel_ = c_.index_topk + c_.index_kpool;
   max_pools_ = max_len_ / std::max(c_.index_kpool, 1) + 1;
   swiglu_limit_ = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : INFINITY;
@@ -185,7 +186,7 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
 }
 
 std::string Glm5NextCuda::allocate_activations() {
-  const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_);
+  const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
   std::size_t mlp_width = 1;
   for (const Glm5Layer& L : layers_)
@@ -229,11 +230,11 @@ std::string Glm5NextCuda::allocate_activations() {
       {&moe_act_, P * I * 4, "expert act"},
       {&moe_out_, P * h * 4, "expert out"},
       {&mean_, T * h * 4, "streams' mean"},
-      {&logits_, S * static_cast<std::size_t>(V_) * 4, "logits"},
-      {&sampled_, S * sizeof(k::Sampled), "sampled"},
-      {&sample_params_, S * sizeof(k::SamplingParams), "sampling params"},
-      {&uniform_, S * sizeof(double), "uniforms"},
-      {&keep_, S * static_cast<std::size_t>(V_), "sampling mask"},
+      {&logits_, R * static_cast<std::size_t>(V_) * 4, "logits"},
+      {&sampled_, R * sizeof(k::Sampled), "sampled"},
+      {&sample_params_, R * sizeof(k::SamplingParams), "sampling params"},
+      {&uniform_, R * sizeof(double), "uniforms"},
+      {&keep_, R * static_cast<std::size_t>(V_), "sampling mask"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
@@ -246,13 +247,13 @@ std::string Glm5NextCuda::allocate_activations() {
   for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
   if (auto e = cuda_error(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e.empty())
     return e;
-  std::vector<k::SamplingParams> greedy(S);
+  std::vector<k::SamplingParams> greedy(R);
   for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), S * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
                           "sampling params");
       !e.empty())
     return e;
-  return cuda_error(cudaMemset(uniform_.get(), 0, S * sizeof(double)), "uniforms");
+  return cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms");
 }
 
 Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
@@ -264,10 +265,40 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
   if (auto e = pool_.allocate(bytes, "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
-  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + 4 * static_cast<std::size_t>(s_cap_) + 1 +
+  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + 3 * static_cast<std::size_t>(s_cap_) + 1 + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
   host_in_.assign(in_ints_, 0);
+  return Ok{};
+}
+
+Status Glm5NextCuda::set_capture(std::vector<int> layers) {
+  for (int l : layers)
+    if (l < 0 || l >= c_.d.num_hidden_layers)
+      return error("hidden-state capture: layer " + std::to_string(l) + " does not exist (the model has " +
+                   std::to_string(c_.d.num_hidden_layers) + ")");
+  const std::size_t width = layers.size() * static_cast<std::size_t>(H_);
+  if (auto e = captured_.allocate(static_cast<std::size_t>(t_cap_) * width * 2, "captured hidden states"); !e.empty()) return error(e);
+  capture_layers_ = std::move(layers);
+  return Ok{};
+}
+
+// Enqueued on the model's stream, so a keep orders after the steps before it and a restore before
+// the steps after it.
+Status Glm5NextCuda::copy_states(std::span<const int> slots, bool keep) {
+  if (state_floats_ == 0) return error(config().model_type + " has no recurrent state to keep or restore");
+  const std::size_t bytes = static_cast<std::size_t>(state_floats_) * 4;
+  if (kept_state_.empty())
+    if (auto e = kept_state_.allocate(static_cast<std::size_t>(s_cap_) * bytes, "kept recurrent states"); !e.empty()) return error(e);
+  FirstError err;
+  for (int s : slots) {
+    if (s < 0 || s >= s_cap_) return error("recurrent states: no slot " + std::to_string(s));
+    float* live = state_.as<float>() + static_cast<long>(s) * state_floats_;
+    float* kept = kept_state_.as<float>() + static_cast<long>(s) * state_floats_;
+    err(cuda_error(cudaMemcpyAsync(keep ? kept : live, keep ? live : kept, bytes, cudaMemcpyDeviceToDevice, stream_),
+                   keep ? "keeping recurrent states" : "restoring recurrent states"));
+  }
+  if (!err.ok()) return error(err.message);
   return Ok{};
 }
 

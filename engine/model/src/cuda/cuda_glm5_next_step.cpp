@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "capture_kernels.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -79,10 +80,13 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
         return error("CUDA step: two sequences of one step share recurrent-state slot " + std::to_string(w.state_slot));
       slot_used[static_cast<std::size_t>(w.state_slot)] = true;
     }
-    if (w.logits && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
-    T += n, R += w.logits ? 1 : 0;
+    if ((w.logits || w.all_logits) && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
+    T += n, R += w.all_logits ? n : w.logits ? 1 : 0;
   }
   if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
+  if (R > r_cap_)
+    return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
+                 " a step holds (CudaOptions::max_logit_rows)");
 
   std::int32_t* tok = host_in_.data();
   std::int32_t* pos = tok + t_cap_;
@@ -91,7 +95,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   std::int32_t* slot = begin + s_cap_ + 1;
   std::int32_t* reset = slot + s_cap_;
   std::int32_t* rows = reset + s_cap_;
-  std::int32_t* tables = rows + s_cap_;
+  std::int32_t* tables = rows + r_cap_;
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int t = 0, r = 0;
   for (int s = 0; s < S; ++s) {
@@ -103,9 +107,11 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     begin[s] = t;
     slot[s] = std::max(w.state_slot, 0);
     reset[s] = w.start == 0;
-    for (std::size_t i = 0; i < w.tokens.size(); ++i, ++t)
+    for (std::size_t i = 0; i < w.tokens.size(); ++i, ++t) {
       tok[t] = w.tokens[i], pos[t] = w.start + static_cast<int>(i), seq[t] = s;
-    if (w.logits) rows[r++] = t - 1;
+      if (w.all_logits) rows[r++] = t;
+    }
+    if (w.logits && !w.all_logits) rows[r++] = t - 1;
   }
   begin[S] = t;
   // The whole staging area in one copy (synchronous: the host buffer is reused by the next step).
@@ -140,12 +146,28 @@ std::string Glm5NextCuda::enqueue(int T, int S, int R) {
     const Glm5Layer& L = layers_[static_cast<std::size_t>(l)];
     err(sublayer(L.attn_hc, L.input_norm, T, 0, L, S));
     err(sublayer(L.ffn_hc, L.post_norm, T, 1, L, S));
+    if (!capture_layers_.empty()) err(capture_layer(l, T));
   }
   err(hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
   err(rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
   if (R > 0)
     err(linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
                         stream_));
+  return err.message;
+}
+
+// A drafter reads the mean of the hyper-connection streams after a layer (the CPU path's capture).
+std::string Glm5NextCuda::capture_layer(int layer, int T) {
+  FirstError err;
+  const int n = static_cast<int>(capture_layers_.size());
+  bool meaned = false;
+  for (int j = 0; j < n; ++j) {
+    if (capture_layers_[static_cast<std::size_t>(j)] != layer) continue;
+    if (!meaned) err(hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
+    meaned = true;
+    err(rows_to_bf16(mean_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_, static_cast<long>(n) * H_,
+                     stream_));
+  }
   return err.message;
 }
 
