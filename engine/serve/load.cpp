@@ -170,6 +170,11 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   // The CUDA pool stores bf16 unless fp8 is asked for, whatever the checkpoint's dtype.
   const bool fp8 = cfg.kv_cache_dtype.rfind("fp8", 0) == 0;
   ec.kv_cache_dtype = model->kv_on_device() && !fp8 ? "bfloat16" : cfg.kv_cache_dtype;
+  // ... except a model whose device pool keeps fp32 rows (glm5_next's DSA pool in this version):
+  // the pool is sized at the bytes the model really stores per token.
+  if (const auto l = model->kv_layout(); model->kv_on_device() && !fp8 && l.n_layers > 0 && l.row_width > 0 &&
+                                         target_kv_per_token == std::uint64_t{4} * static_cast<std::uint64_t>(l.n_layers) * static_cast<std::uint64_t>(l.row_width))
+    ec.kv_cache_dtype = "float32";
   ec.gpu_memory_utilization = cfg.gpu_memory_utilization;
   auto budget = kv_budget(cfg, *model, ec.max_model_len, log);
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
