@@ -121,6 +121,49 @@ def wait_health(port, proc):
     return False
 
 
+class Server:
+    """A tandem-serve process for the length of a `with` block; `up` says whether it answered."""
+
+    def __init__(self, cmd, port, log, env):
+        self.cmd, self.port, self.log, self.env = cmd, port, log, env
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        self.up = wait_health(self.port, self.proc)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def plain_phases(port, case, golden):
+    """Phases 1 and 2; returns the failures and the 12 prompts with their answers together."""
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda s: complete(port, s["input_ids"], len(s["greedy"])), golden))
+    same = sum(g == s["greedy"] for g, s in zip(got, golden))
+    print(f"{case}: golden prompts at once: {same} of {len(golden)} greedy continuations equal transformers'")
+    failures = same != len(golden)
+    prompts = [golden[i % len(golden)]["input_ids"] + [(17 * i + 5) % 200 + 4] * (i // len(golden)) for i in range(12)]
+    alone = [complete(port, p, 24) for p in prompts]
+    t0 = time.time()
+    with ThreadPoolExecutor(12) as pool:
+        together = list(pool.map(lambda p: complete(port, p, 24), prompts))
+    same = sum(a == b for a, b in zip(alone, together))
+    print(f"{case}: 12 prompts at once on 4 state slots ({time.time() - t0:.2f} s): {same} of 12 equal their answers alone")
+    return failures + (same != 12), prompts, together
+
+
+def drafter_phase(port, case, prompts, plain):
+    """Phase 3: the failures."""
+    with ThreadPoolExecutor(12) as pool:
+        drafted = list(pool.map(lambda p: complete(port, p, 24), prompts))
+    same = sum(a == b for a, b in zip(drafted, plain))
+    d, a = metric(port, "tandem_spec_decode_draft_tokens_total"), metric(port, "tandem_spec_decode_accepted_tokens_total")
+    print(f"{case}: 12 prompts at once with a random drafter: {same} of 12 equal plain decoding's; {d:.0f} drafted, {a:.0f} accepted")
+    return int(same != 12 or d == 0)
+
+
 def main():
     serve_dir, fixtures, out = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(out, exist_ok=True)
@@ -136,61 +179,31 @@ def main():
         cfg = json.load(open(os.path.join(model, "config.json")))
         json.dump(tokenizer(cfg["vocab_size"]), open(os.path.join(model, "tokenizer.json"), "w"))
         golden = json.load(open(os.path.join(fixtures, case, "golden.json")))["sequences"]
-        log = open(os.path.join(out, f"serve-{case}.log"), "w")
         serve = [os.path.join(serve_dir, "tandem-serve"), model, "--device", os.environ.get("TANDEM_DEVICE", "cuda"),
                  "--port", str(port), "--max-model-len", "256", "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"]
-        proc = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env=env)
-        together = None
-        try:
-            if not wait_health(port, proc):
-                print(f"{case}: server did not come up")
-                failures += 1
-                continue
-            with ThreadPoolExecutor(16) as pool:
-                got = list(pool.map(lambda s: complete(port, s["input_ids"], len(s["greedy"])), golden))
-            same = sum(g == s["greedy"] for g, s in zip(got, golden))
-            print(f"{case}: golden prompts at once: {same} of {len(golden)} greedy continuations equal transformers'")
-            failures += same != len(golden)
-            prompts = [golden[i % len(golden)]["input_ids"] + [(17 * i + 5) % 200 + 4] * (i // len(golden))
-                       for i in range(12)]
-            alone = [complete(port, p, 24) for p in prompts]
-            t0 = time.time()
-            with ThreadPoolExecutor(12) as pool:
-                together = list(pool.map(lambda p: complete(port, p, 24), prompts))
-            same = sum(a == b for a, b in zip(alone, together))
-            print(f"{case}: 12 prompts at once on 4 state slots ({time.time() - t0:.2f} s): {same} of 12 equal "
-                  f"their answers alone")
-            failures += same != 12
-        except Exception as e:
-            print(f"{case}: {e!r}")
-            failures += 1
-        finally:
-            proc.terminate()
-            proc.wait()
-        if together is not None:
-            drafter = f"/tmp/{case}-drafter"
-            random_drafter(drafter, cfg)
-            spec = '{"method":"dflash","model":"%s","num_speculative_tokens":7}' % drafter
-            proc = subprocess.Popen(serve + ["--speculative-config", spec], stdout=log, stderr=subprocess.STDOUT, env=env)
-            try:
-                if not wait_health(port, proc):
-                    print(f"{case}: server with the drafter did not come up")
+        drafter = f"/tmp/{case}-drafter"
+        random_drafter(drafter, cfg)
+        spec = ["--speculative-config", '{"method":"dflash","model":"%s","num_speculative_tokens":7}' % drafter]
+        with open(os.path.join(out, f"serve-{case}.log"), "w") as log:
+            prompts = None
+            for phase, cmd in (("plain", serve), ("drafter", serve + spec)):
+                if phase == "drafter" and prompts is None:
+                    break
+                try:
+                    with Server(cmd, port, log, env) as server:
+                        if not server.up:
+                            print(f"{case} ({phase}): server did not come up")
+                            failures += 1
+                            break
+                        if phase == "plain":
+                            f, prompts, plain = plain_phases(port, case, golden)
+                        else:
+                            f = drafter_phase(port, case, prompts, plain)
+                        failures += f
+                except Exception as e:
+                    print(f"{case} ({phase}): {e!r}")
                     failures += 1
-                else:
-                    with ThreadPoolExecutor(12) as pool:
-                        drafted = list(pool.map(lambda p: complete(port, p, 24), prompts))
-                    same = sum(a == b for a, b in zip(drafted, together))
-                    d, a = metric(port, "tandem_spec_decode_draft_tokens_total"), metric(port, "tandem_spec_decode_accepted_tokens_total")
-                    print(f"{case}: 12 prompts at once with a random drafter: {same} of 12 equal plain decoding's; "
-                          f"{d:.0f} drafted, {a:.0f} accepted")
-                    failures += same != 12 or d == 0
-            except Exception as e:
-                print(f"{case} with the drafter: {e!r}")
-                failures += 1
-            finally:
-                proc.terminate()
-                proc.wait()
-        log.close()
+                    break
         for line in open(os.path.join(out, f"serve-{case}.log")):
             if "pool" in line or "error" in line:
                 print("  " + line.rstrip())
