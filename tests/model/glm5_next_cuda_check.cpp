@@ -382,6 +382,31 @@ std::vector<int32_t> table_of(int seq) {
   return t;
 }
 
+// Speculative rollback on the device (what the engine's run_device_spec does for a hybrid model):
+// keep the state, verify a block of 4 (its tokens folded into the state), restore, advance over
+// the one kept token. Slot 0's state and next logits must then be bit for bit those of slot 1,
+// which never saw the block.
+void check_rollback(dcuda::Glm5NextCuda& m, const Sequence& q) {
+  const int n = static_cast<int>(q.ids.size());
+  const std::vector<int32_t> block = {q.greedy[0], 11, 12, 13}, kept = {q.greedy[0]}, next = {q.greedy[1]};
+  const auto t0 = table_of(0), t1 = table_of(1);
+  auto one = [&](std::span<const int32_t> tokens, int start, const std::vector<int32_t>& table, int slot, bool all) {
+    PagedWork w{tokens, start, table, true, slot, all};
+    return m.step(std::span<const PagedWork>(&w, 1));
+  };
+  const int slots[] = {0};
+  bool ok = one(q.ids, 0, t0, 0, false).ok() && one(q.ids, 0, t1, 1, false).ok();
+  ok = ok && m.keep_states(slots).ok() && one(block, n, t0, 0, true).ok();
+  auto dirty = m.recurrent_state(0);
+  ok = ok && dirty.ok() && m.restore_states(slots).ok() && one(kept, n, t0, 0, false).ok() && one(kept, n, t1, 1, false).ok();
+  auto a = m.recurrent_state(0), b = m.recurrent_state(1);
+  auto la = one(next, n + 1, t0, 0, false), lb = one(next, n + 1, t1, 1, false);
+  if (!ok || !a || !b || !la || !lb) return check(false, "rollback: a step, keep or restore failed");
+  check(dirty.value() != b.value(), "rollback: the verified block changed the state (the check has something to undo)");
+  check(a.value() == b.value() && la.value() == lb.value(),
+        "rollback: keep, verify 4 tokens, restore, advance 1: state and next logits bit-identical to never seeing the block");
+}
+
 void check_model(const fs::path& dir) {
   std::printf("## model: %s\n", dir.filename().c_str());
   std::vector<Sequence> seqs;
@@ -519,6 +544,7 @@ void check_model(const fs::path& dir) {
     for (size_t i = 0; i < steps; ++i, ++total) same += got[static_cast<size_t>(s)][i] == seqs[static_cast<size_t>(s)].greedy[i];
   check(same == total, "greedy, " + std::to_string(S) + " sequences batched: " + std::to_string(same) + "/" + std::to_string(total) +
                            " tokens as transformers'");
+  check_rollback(m, seqs[0]);
 }
 
 }  // namespace
