@@ -6,9 +6,11 @@
 // accumulators, with an online softmax per query head (running max m, running denominator l).
 // The block merges its four warps; when the keys are split (few queries, long contexts: the
 // flash-decoding scheme) each split leaves (m, l, acc) in the workspace and combine_kernel merges.
+#include <algorithm>
 #include <cstdint>
 
 #include "common.cuh"
+#include "paged_attention_mla.hpp"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 
@@ -231,10 +233,13 @@ std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens,
 
 size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
   if (!check_layout(l, "").empty() || q_heads <= 0 || n_tokens <= 0 || q_heads % l.kv_heads != 0) return 0;
+  // Absorbed MLA may take the MLA decode kernel (bf16 activations), whose splits differ: room for either.
+  const size_t mla_bytes =
+      paged_attention_mla_fits(DType::bf16, n_tokens, q_heads, l) ? mla::workspace_bytes(n_tokens, q_heads, l, max_context) : 0;
   const int splits = splits_for(n_tokens, q_heads, l, max_context);
-  if (splits == 1) return 0;
-  return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
-         static_cast<size_t>(l.v_dim + 2);
+  if (splits == 1) return mla_bytes;
+  return std::max<size_t>(mla_bytes, sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
+         static_cast<size_t>(l.v_dim + 2));
 }
 
 std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
@@ -246,6 +251,9 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
   if (q_heads <= 0 || q_heads % l.kv_heads != 0) return "paged_attention: q_heads must be a multiple of kv_heads";
   if (n_tokens < 0 || max_blocks_per_seq <= 0) return "paged_attention: n_tokens >= 0 and max_blocks_per_seq > 0";
   if (n_tokens == 0) return {};
+  if (mla::fits(act, n_tokens, q_heads, l, q, k_cache, out))
+    return mla::attention(q, n_tokens, token_seq, token_pos, q_heads, l, k_cache, block_tables, max_blocks_per_seq, scale,
+                          out, max_context, workspace, workspace_bytes, stream);
   int splits = splits_for(n_tokens, q_heads, l, max_context);
   if (splits > 1 && workspace_bytes < paged_attention_workspace_bytes(n_tokens, q_heads, l, max_context)) {
     if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";

@@ -144,6 +144,70 @@ void run(std::vector<Row>& rows, const Config& c) {
                   max_rel_error(dout.get(), want), limit_for(c.act), byte_differ, "mismatch: cache bytes"});
 }
 
+// The MLA decode kernel (absorbed MLA: one latent row per slot, key and value) against
+// paged_attention_mla_cpu over the same cache bytes. Decode tokens of sequences 1..2049 long; with
+// `chunk` also 24 prefill tokens in the middle of sequence 3 and the last 8 of sequence 4 (causal
+// limits inside a split); without a workspace every block walks its whole context (many chunks).
+struct MlaConfig {
+  DType kv;
+  int q_heads;
+  bool chunk, workspace;
+};
+
+void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
+  const std::vector<int> seq_len{1, 17, 300, 1000, 2049};
+  const int S = static_cast<int>(seq_len.size()), bs = 64, qk = 576, vd = 512;
+  int max_blocks = 0, total_blocks = 3, total_keys = 0;
+  for (int n : seq_len) max_blocks = std::max(max_blocks, (n + bs - 1) / bs), total_blocks += (n + bs - 1) / bs, total_keys += n;
+  std::vector<int> order(static_cast<size_t>(total_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(51));
+  std::vector<std::int32_t> table(static_cast<size_t>(S * max_blocks), 0), slot;
+  for (int s = 0, next = 0; s < S; ++s)
+    for (int b = 0; b < (seq_len[static_cast<size_t>(s)] + bs - 1) / bs; ++b)
+      table[static_cast<size_t>(s * max_blocks + b)] = order[static_cast<size_t>(next++)];
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < seq_len[static_cast<size_t>(s)]; ++j)
+      slot.push_back(table[static_cast<size_t>(s * max_blocks + j / bs)] * bs + j % bs);
+
+  k::PagedKvLayout l;
+  l.dtype = c.kv, l.block_size = bs, l.kv_heads = 1, l.qk_dim = qk, l.v_dim = vd, l.v_in_k = true;
+  const auto rows_in = as_stored(DType::bf16, normal(sz(static_cast<long>(total_keys) * qk), 1.f, 52));
+  if (c.kv == DType::fp8_e4m3) l.k_scale = l.v_scale = amax(rows_in) / 448.f;
+  DevAct drows(DType::bf16, rows_in);
+  Dev<std::int32_t> dslot(slot);
+  Dev<std::uint8_t> cache(sz(static_cast<long>(total_blocks) * bs * qk * k::dtype_bytes(c.kv)));
+  op_ok(k::write_kv_cuda(DType::bf16, drows.p(), drows.p(), total_keys, dslot.p(), l, cache.p(), nullptr));
+
+  std::vector<std::int32_t> tseq, tpos;
+  for (int s = 0; s < S; ++s) tseq.push_back(s), tpos.push_back(seq_len[static_cast<size_t>(s)] - 1);
+  if (c.chunk) {
+    for (int p = 500; p < 524; ++p) tseq.push_back(3), tpos.push_back(p);
+    for (int p = 2041; p < 2049; ++p) tseq.push_back(4), tpos.push_back(p);
+  }
+  const int T = static_cast<int>(tseq.size());
+  const auto q = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * qk), 1.f, 53));
+  const float scale = 1.f / std::sqrt(192.f + 64.f);  // the model's 1/sqrt(qk_head_dim), not the latent width
+  DevAct dq(DType::bf16, q), dout(DType::bf16, sz(static_cast<long>(T) * c.q_heads * vd));
+  Dev<std::int32_t> dts(tseq), dtp(tpos), dtable(table);
+  const size_t ws = c.workspace ? k::paged_attention_workspace_bytes(T, c.q_heads, l, 2049) : 0;
+  Dev<std::uint8_t> dws(ws);
+  op_ok(k::paged_attention_cuda(DType::bf16, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, cache.p(), nullptr, dtable.p(),
+                                max_blocks, scale, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
+
+  std::vector<float> want(sz(static_cast<long>(T) * c.q_heads * vd));
+  const auto bytes = cache.get();
+  k::paged_attention_mla_cpu(q.data(), T, tseq.data(), tpos.data(), c.q_heads, l, bytes.data(), table.data(), max_blocks,
+                             scale, want.data());
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "mla decode kernel: %d heads, d %d/%d, bs %d, %d q%s", c.q_heads, qk, vd, bs, T,
+                ws > 0 ? ", split" : ", one block a token");
+  Row row{"paged_attention", shape, std::string("bf16/kv ") + k::dtype_name(c.kv), max_rel_error(dout.get(), want),
+          limit_for(DType::bf16), 0, ""};
+  if (!k::paged_attention_mla_fits(DType::bf16, T, c.q_heads, l)) row.note = "FAIL: not served by the MLA decode kernel";
+  rows.push_back(row);
+}
+
 }  // namespace
 
 void check_attention(std::vector<Row>& rows) {
@@ -157,6 +221,13 @@ void check_attention(std::vector<Row>& rows) {
   run(rows, {"decode", DType::f32, DType::fp8_e4m3, 32, 8, 128, 128, 16, true});
   run(rows, {"decode", DType::bf16, DType::bf16, 12, 4, 256, 256, 16, true});
   run(rows, {"decode mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64, true});
+  run_mla(rows, {DType::bf16, 20, false, true});
+  run_mla(rows, {DType::fp8_e4m3, 20, false, true});
+  run_mla(rows, {DType::bf16, 20, true, true});
+  run_mla(rows, {DType::fp8_e4m3, 20, true, false});
+  run_mla(rows, {DType::bf16, 16, true, false});
+  run_mla(rows, {DType::fp8_e4m3, 64, false, true});
+  run_mla(rows, {DType::bf16, 40, false, true});
 }
 
 }  // namespace gpu_check

@@ -48,10 +48,29 @@ size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvL
 // few queries and long contexts the keys are split over several blocks too (flash-decoding):
 // that needs max_context and a workspace of paged_attention_workspace_bytes; without a workspace
 // it does not split. Prefill is correct but not tiled for the tensor cores.
+// Absorbed MLA calls that paged_attention_mla_fits (and with 16-byte aligned q, cache and out) go
+// to the MLA decode kernel instead (kernels/cuda/paged_attention_mla.cu): a block per (token,
+// split of the context) serving all query heads from each row load, products on the tensor cores.
 std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
                                  int max_blocks_per_seq, float scale, void* out, int max_context = 0,
                                  void* workspace = nullptr, size_t workspace_bytes = 0, Stream stream = nullptr);
+
+// Tokens up to which absorbed MLA takes the MLA decode kernel (decode batches, small prefill chunks).
+constexpr int kMlaDecodeMaxTokens = 64;
+
+// Whether paged_attention_cuda serves these shapes with the MLA decode kernel: v_in_k with one kv
+// head, bf16 activations, 1..kMlaDecodeMaxTokens tokens, at most 64 query heads, qk_dim a multiple
+// of 16 up to 576, v_dim a multiple of 8 up to 512, a bf16 or fp8_e4m3 cache.
+bool paged_attention_mla_fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l);
+
+// CPU reference of paged attention over an absorbed-MLA pool as the GPU stores it: `cache` holds
+// the raw rows (bf16, or fp8_e4m3 read as fp8 * k_scale), qk_dim entries a slot; the value is a
+// row's first v_dim entries. q: [n_tokens, q_heads, qk_dim], out: [n_tokens, q_heads, v_dim], fp32;
+// token t attends keys 0..token_pos[t] of sequence token_seq[t]. Sums in double.
+void paged_attention_mla_cpu(const float* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
+                             int q_heads, const PagedKvLayout& l, const std::uint8_t* cache,
+                             const std::int32_t* block_tables, int max_blocks_per_seq, float scale, float* out);
 
 }  // namespace tandem::kernels

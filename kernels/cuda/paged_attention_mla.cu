@@ -1,0 +1,390 @@
+// Decode attention for absorbed MLA over the paged latent pool (paged_attention_mla.hpp).
+//
+// Why a kernel of its own: in absorbed MLA every query head attends over the same row (the 512
+// latent entries plus the 64 rope entries, which is also the value's source), so a block that
+// serves all heads of a token reads each row once. Decode at batch 1 is latency-bound (a few
+// hundred rows of 1 KB per layer), so the kernel is built to put few dependent steps between the
+// launch and the result: a block takes a split of the context (flash-decoding), loads a chunk of
+// 32 rows at once into shared memory (all loads in flight together), and does both products on
+// the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate):
+//   scores S = Q K^T: the queries and the rows are bf16 (an fp8 row converts to bf16 exactly; its
+//     scale multiplies the scores), so every product is exact and only the fp32 summation order
+//     differs from the CPU reference;
+//   values O += P V: the probabilities are fp32; they go in as two bf16 terms, hi = bf16(p) and
+//     lo = bf16(p - hi), so P is carried to about 16 bits instead of bf16's 8.
+// An online softmax (running max and denominator per head, kept in shared memory) joins the chunks
+// of a split; with several splits each leaves (max, denominator, unnormalised output) in the
+// workspace and a combine kernel merges them, parallel over heads and value columns.
+#include <algorithm>
+#include <cstdint>
+
+#include "common.cuh"
+#include "paged_attention_mla.hpp"
+#include "tandem/kernels/launch.hpp"
+
+namespace tandem::kernels::mla {
+namespace {
+
+using cuda::bf16;
+using fp8 = __nv_fp8_storage_t;
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kChunk = 32;                  // rows per pass through shared memory
+constexpr int kMaxQk = 576;                  // the latent row: 512 + 64 rope entries
+constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, fragment loads conflict-free
+constexpr int kSRow = kChunk + 1;           // fp32 scores per head
+constexpr int kPRow = kChunk + 8;           // bf16 probabilities per head, conflict-free fragment loads
+constexpr int kMaxSplits = 1024;
+constexpr int kCombineDims = 64, kCombineGroups = 4;  // combine: 64 columns x 4 groups over the splits
+
+size_t shared_bytes(int mt) {
+  const size_t r = static_cast<size_t>(mt) * 16;
+  return (r + kChunk) * kRow * 2 + r * kSRow * 4 + 2 * r * kPRow * 2 + 3 * r * 4;
+}
+
+__device__ __forceinline__ std::uint32_t ld32(const bf16* p) { return *reinterpret_cast<const std::uint32_t*>(p); }
+__device__ __forceinline__ std::uint32_t pack(bf16 lo, bf16 hi) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) | static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16;
+}
+
+// c += a b for a 16x16 (row-major) and b 16x8 (column-major) tile; the fragment layout is PTX's
+// for mma.m16n8k16: lane = 4 g + t holds a rows g, g + 8 at columns 2t, 2t + 1 (+ 8), b column g
+// at rows 2t, 2t + 1 (+ 8), c rows g, g + 8 at columns 2t, 2t + 1.
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One 16-byte piece of a cache row into shared memory as bf16: 8 bf16 entries, or 16 fp8 ones
+// (converted exactly; the scale is applied to the scores and the output instead).
+__device__ __forceinline__ void stage(const bf16* src, bf16* dst) {
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ void stage(const fp8* src, bf16* dst) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  std::uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const __nv_fp8x2_storage_t two = static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2)));
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    o[i] = pack(b.x, b.y);
+  }
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+template <class KV>
+constexpr int kPiece = 16 / sizeof(KV);  // entries per 16-byte load
+
+struct Args {
+  const bf16* q;
+  const std::int32_t *token_seq, *token_pos, *block_tables;
+  int q_heads, qk_dim, v_dim, block_size, max_blocks, per_split;
+  float score_scale, kv_scale;  // softmax scale x row scale; row scale alone (for the output)
+  const void* cache;
+  bf16* out;
+  float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
+};
+
+// Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
+// [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
+template <class KV, int MT>
+__global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
+  cuda::pdl_begin();
+  constexpr int R = MT * 16;
+  extern __shared__ uint4 smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ks = qs + R * kRow;
+  float* ss = reinterpret_cast<float*>(ks + kChunk * kRow);
+  bf16* ph = reinterpret_cast<bf16*>(ss + R * kSRow);
+  bf16* pl = ph + R * kPRow;
+  float* m_s = reinterpret_cast<float*>(pl + R * kPRow);
+  float* l_s = m_s + R;
+  float* c_s = l_s + R;
+
+  const int token = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int pos = a.token_pos[token];
+  const int begin = split * a.per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + a.per_split);
+  const long row0 = static_cast<long>(token) * a.q_heads;  // this token's first (token, head) row
+  if (begin >= end) {  // a split past this token's context: an empty partial
+    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+      pr[0] = -INFINITY, pr[1] = 0.f;
+    }
+    return;
+  }
+
+  // The token's queries, zero rows past q_heads.
+  const int qv = a.qk_dim / 8;
+  for (int i = threadIdx.x; i < R * qv; i += kThreads) {
+    const int h = i / qv, c = i % qv;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (h < a.q_heads) v = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
+    *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = v;
+  }
+  for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
+
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  const int d_warp = warp * 64;  // this warp's value columns
+
+  const KV* cache = static_cast<const KV*>(a.cache);
+  const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
+  constexpr int P = kPiece<KV>;
+  const int pieces = a.qk_dim / P;
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = min(kChunk, end - c0);
+    __syncthreads();  // the last chunk's rows and probabilities are no longer read
+    for (int i = threadIdx.x; i < kChunk * pieces; i += kThreads) {
+      const int r = i / pieces, c = i % pieces;
+      bf16* dst = ks + r * kRow + P * c;
+      if (r < n) {
+        const int j = c0 + r;
+        const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        stage(cache + slot * a.qk_dim + P * c, dst);
+      } else {
+        for (int e = 0; e < P; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    __syncthreads();
+
+    // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
+    for (int tile = warp; tile < MT * 4; tile += kWarps) {
+      const int mt = tile / 4, nt = tile % 4;
+      const bf16* qa = qs + (mt * 16 + g) * kRow + 2 * t;
+      const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
+      float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      int kk = 0;
+      for (; kk + 32 <= a.qk_dim; kk += 32) {
+        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+        const int k2 = kk + 16;
+        const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
+        mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
+      }
+      if (kk < a.qk_dim) {
+        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+      }
+      const int col = nt * 8 + 2 * t;
+      float* s0 = ss + (mt * 16 + g) * kSRow + col;
+      float* s1 = s0 + 8 * kSRow;
+      s0[0] = col < n ? (c[0][0] + c[1][0]) * a.score_scale : -INFINITY;
+      s0[1] = col + 1 < n ? (c[0][1] + c[1][1]) * a.score_scale : -INFINITY;
+      s1[0] = col < n ? (c[0][2] + c[1][2]) * a.score_scale : -INFINITY;
+      s1[1] = col + 1 < n ? (c[0][3] + c[1][3]) * a.score_scale : -INFINITY;
+    }
+    __syncthreads();
+
+    // Online softmax, a warp per head and a lane per row of the chunk.
+    for (int h = warp; h < R; h += kWarps) {
+      const float s = ss[h * kSRow + lane];
+      const float m_old = m_s[h], m_new = fmaxf(m_old, cuda::warp_max(s));
+      const float p = s == -INFINITY ? 0.f : expf(s - m_new);
+      const float correction = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+      const float sum = cuda::warp_sum(p);
+      const bf16 hi = __float2bfloat16_rn(p);
+      ph[h * kPRow + lane] = hi;
+      pl[h * kPRow + lane] = __float2bfloat16_rn(p - __bfloat162float(hi));
+      if (lane == 0) m_s[h] = m_new, l_s[h] = l_s[h] * correction + sum, c_s[h] = correction;
+    }
+    __syncthreads();
+
+    // Values: acc = acc * correction + P V over this warp's columns (rows past n have p = 0, V = 0).
+    if (d_warp < a.v_dim) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const float c_lo = c_s[mt * 16 + g], c_hi = c_s[mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] *= c_lo, acc[mt][nt][1] *= c_lo, acc[mt][nt][2] *= c_hi, acc[mt][nt][3] *= c_hi;
+      }
+      for (int k0 = 0; k0 < n; k0 += 16) {
+        std::uint32_t ahi[MT][4], alo[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const int r = (mt * 16 + g) * kPRow + k0 + 2 * t;
+          ahi[mt][0] = ld32(ph + r), ahi[mt][1] = ld32(ph + r + 8 * kPRow), ahi[mt][2] = ld32(ph + r + 8),
+          ahi[mt][3] = ld32(ph + r + 8 * kPRow + 8);
+          alo[mt][0] = ld32(pl + r), alo[mt][1] = ld32(pl + r + 8 * kPRow), alo[mt][2] = ld32(pl + r + 8),
+          alo[mt][3] = ld32(pl + r + 8 * kPRow + 8);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          if (d_warp + nt * 8 >= a.v_dim) break;
+          const bf16* vb = ks + (k0 + 2 * t) * kRow + d_warp + nt * 8 + g;
+          const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(acc[mt][nt], ahi[mt], b0, b1);
+            mma(acc[mt][nt], alo[mt], b0, b1);
+          }
+        }
+      }
+    }
+  }
+
+  // The result (one split), or this split's partial for the combine.
+  if (d_warp < a.v_dim) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = mt * 16 + g + 8 * half;
+        if (h >= a.q_heads) continue;
+        const float f = splits == 1 ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int col = d_warp + nt * 8 + 2 * t;
+          if (col >= a.v_dim) break;
+          const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
+          if (splits == 1) {
+            *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
+          } else {
+            float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+            *reinterpret_cast<float2*>(pr + 2 + col) = make_float2(x, y);
+          }
+        }
+      }
+    }
+  }
+  if (splits > 1)
+    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+      pr[0] = m_s[h], pr[1] = l_s[h];
+    }
+}
+
+// Block (token-head row, 64 value columns): out = sum_s o_s w_s / sum_s l_s w_s, w_s = e^(m_s - M);
+// four groups of 64 threads take every fourth split and add up through shared memory.
+__global__ void __launch_bounds__(kCombineDims * kCombineGroups)
+    mla_combine_kernel(const float* part, int splits, int v_dim, bf16* out) {
+  cuda::pdl_begin();
+  __shared__ float weight[kMaxSplits];
+  __shared__ float sums[kCombineGroups][kCombineDims];
+  __shared__ float scratch[32];
+  const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
+  float big = -INFINITY;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, pr[static_cast<long>(s) * (v_dim + 2)]);
+  big = cuda::warp_max(big);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = big;
+  __syncthreads();
+  big = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) big = fmaxf(big, scratch[w]);
+  __syncthreads();
+  float denom = 0.f;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    const float ms = pr[static_cast<long>(s) * (v_dim + 2)];
+    weight[s] = ms == -INFINITY ? 0.f : expf(ms - big);
+    denom += pr[static_cast<long>(s) * (v_dim + 2) + 1] * weight[s];
+  }
+  denom = cuda::block_sum(denom, scratch);  // ends with the weights visible (its barriers)
+  const int group = threadIdx.x / kCombineDims, d = blockIdx.y * kCombineDims + threadIdx.x % kCombineDims;
+  float o = 0.f;
+  if (d < v_dim)
+    for (int s = group; s < splits; s += kCombineGroups)
+      if (weight[s] != 0.f) o += pr[static_cast<long>(s) * (v_dim + 2) + 2 + d] * weight[s];
+  sums[group][threadIdx.x % kCombineDims] = o;
+  __syncthreads();
+  if (group == 0 && d < v_dim) {
+    for (int k = 1; k < kCombineGroups; ++k) o += sums[k][threadIdx.x];
+    out[static_cast<long>(blockIdx.x) * v_dim + d] = __float2bfloat16_rn(denom > 0.f ? o / denom : 0.f);
+  }
+}
+
+int multiprocessors() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    return count > 0 ? count : 1;
+  }();
+  return n;
+}
+
+// Keys per split: whole chunks, as many splits as give about two blocks per multiprocessor (a
+// block's time is mostly latency, nearly the same for 1 or 32 rows), at most kMaxSplits.
+int per_split_for(int n_tokens, int max_context) {
+  const int chunks = (max_context + kChunk - 1) / kChunk;
+  const int want = std::max(1, 2 * multiprocessors() / std::max(n_tokens, 1));
+  int per = (chunks + std::min(chunks, want) - 1) / std::min(chunks, want);
+  while ((chunks + per - 1) / per > kMaxSplits) ++per;
+  return per * kChunk;
+}
+
+int splits_for(int n_tokens, int max_context) {
+  if (max_context <= kChunk) return 1;
+  const int per = per_split_for(n_tokens, max_context);
+  return (max_context + per - 1) / per;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <class KV, int MT>
+cudaError_t launch(dim3 grid, const Args& args, Stream stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      mla_decode_kernel<KV, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes(MT)));
+  if (configured != cudaSuccess) return configured;
+  return cuda::launch_pdl(mla_decode_kernel<KV, MT>, grid, dim3(kThreads), shared_bytes(MT), stream, args);
+}
+
+}  // namespace
+
+bool fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l, const void* q, const void* k_cache,
+          const void* out) {
+  return paged_attention_mla_fits(act, n_tokens, q_heads, l) && aligned16(q) && aligned16(k_cache) && aligned16(out);
+}
+
+size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
+  if (n_tokens <= 0 || q_heads <= 0) return 0;
+  const int splits = splits_for(n_tokens, max_context);
+  if (splits == 1) return 0;
+  return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
+         static_cast<size_t>(l.v_dim + 2);
+}
+
+std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
+                      int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
+                      int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
+                      size_t workspace_bytes_given, Stream stream) {
+  int splits = splits_for(n_tokens, max_context);
+  if (splits > 1 && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
+    if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
+    splits = 1;  // no workspace: each block walks all of its token's keys
+  }
+  Args a{};
+  a.q = static_cast<const bf16*>(q);
+  a.token_seq = token_seq, a.token_pos = token_pos, a.block_tables = block_tables;
+  a.q_heads = q_heads, a.qk_dim = l.qk_dim, a.v_dim = l.v_dim, a.block_size = l.block_size, a.max_blocks = max_blocks_per_seq;
+  a.per_split = splits == 1 ? 0 : per_split_for(n_tokens, max_context);
+  a.kv_scale = l.dtype == DType::fp8_e4m3 ? l.k_scale : 1.f;
+  a.score_scale = scale * a.kv_scale;
+  a.cache = k_cache, a.out = static_cast<bf16*>(out), a.part = static_cast<float*>(workspace);
+  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(splits));
+  const int mt = (q_heads + 15) / 16;
+  cudaError_t e;
+  if (l.dtype == DType::bf16)
+    e = mt == 1 ? launch<bf16, 1>(grid, a, stream) : mt == 2 ? launch<bf16, 2>(grid, a, stream) : launch<bf16, 4>(grid, a, stream);
+  else
+    e = mt == 1 ? launch<fp8, 1>(grid, a, stream) : mt == 2 ? launch<fp8, 2>(grid, a, stream) : launch<fp8, 4>(grid, a, stream);
+  std::string err = cuda::error_of(e, "mla_decode_kernel");
+  if (err.empty() && splits > 1)
+    err = cuda::error_of(
+        cuda::launch_pdl(mla_combine_kernel,
+                         dim3(static_cast<unsigned>(n_tokens * q_heads), static_cast<unsigned>((l.v_dim + kCombineDims - 1) / kCombineDims)),
+                         dim3(kCombineDims * kCombineGroups), 0, stream, static_cast<const float*>(workspace), splits, l.v_dim,
+                         static_cast<bf16*>(out)),
+        "mla_combine_kernel");
+  return err;
+}
+
+}  // namespace tandem::kernels::mla
