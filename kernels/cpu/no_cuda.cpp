@@ -41,5 +41,10 @@ std::string paged_attention_cuda(DType, const void*, int, const std::int32_t*, c
   return missing();
 }
 size_t paged_attention_workspace_bytes(int, int, const PagedKvLayout&, int) { return 0; }
+std::string paged_attention_mla_rope_cuda(const void*, int, const std::int32_t*, const std::int32_t*, int,
+                                          const PagedKvLayout&, const void*, const std::int32_t*, int, float,
+                                          const MlaQueryRope&, void*, int, void*, size_t, Stream) {
+  return missing();
+}
 
 }  // namespace tandem::kernels

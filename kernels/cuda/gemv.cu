@@ -34,23 +34,27 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
+// Asks L2 for the 128-byte lines [from, to) of a weight row, a lane each in turn.
+__device__ __forceinline__ void prefetch_l2(const bf16* row, long from, long to, int lane) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (long b = from + 128L * lane; b < to; b += 128L * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + b));
+}
+
 // NT: x rows per pass (rows <= NT); U: 16-byte weight loads per lane in flight.
+// The weights do not depend on the kernel before this one (only x does), so the first pass's
+// weight loads are issued, and the rest of the row is asked into L2, before waiting for it
+// (programmatic dependent launch): the weight stream overlaps the previous kernel's tail.
 template <int NT, int U, class OutT, bool SILU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
-  cuda::pdl_begin();
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= static_cast<long>(a.groups) * a.out) return;
-  const int g = static_cast<int>(row / a.out), o = static_cast<int>(row % a.out);
+  const bool live = row < static_cast<long>(a.groups) * a.out;
+  const int g = live ? static_cast<int>(row / a.out) : 0, o = live ? static_cast<int>(row % a.out) : 0;
   const bf16* wg = static_cast<const bf16*>(a.w) + g * a.w_group + o * a.ldw;
   const bf16* wu = wg + a.up_offset * a.ldw;
-  const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
-  float acc[NT], up[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
   const int chunks = a.in / 8;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
-    uint4 wv[U], uv[U];
+  uint4 wv[U], uv[U];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + 32 * u;
@@ -59,6 +63,23 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
         if (SILU) uv[u] = load_stream(wu + 8 * c);
       }
     }
+  };
+  if (live) {
+    load_pass(lane);
+    const long first = 16L * 32 * U, bytes = 2L * a.in;  // the first pass's bytes; the row's
+    if (bytes > first) {
+      prefetch_l2(wg, first, bytes, lane);
+      if (SILU) prefetch_l2(wu, first, bytes, lane);
+    }
+  }
+  cuda::pdl_begin();
+  if (!live) return;
+  const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
+  float acc[NT], up[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + 32 * u;

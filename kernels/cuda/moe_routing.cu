@@ -103,10 +103,14 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
 // router), into shared memory; then warp 0 routes.
 __global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, const float* router, const float* bias,
                                     std::int32_t* expert, float* weight) {
-  cuda::pdl_begin();
-  extern __shared__ float smem[];
   const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int token = blockIdx.x, warps = blockDim.x / 32;
+  // The router's rows are constant: ask L2 for them before waiting for x's kernel (programmatic launch).
+  if (token == 0)
+    for (long b = 128L * threadIdx.x; b < 4L * E * hidden; b += 128L * blockDim.x)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(router) + b));
+  cuda::pdl_begin();
+  extern __shared__ float smem[];
   float* logits = smem;
   float* score = smem + E;
   unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
@@ -117,6 +121,63 @@ __global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, co
 #pragma unroll 4
     for (int c = lane * 8; c < hidden; c += 32 * 8) {
       const float4 x0 = *reinterpret_cast<const float4*>(xt + c), x1 = *reinterpret_cast<const float4*>(xt + c + 4);
+      const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
+      s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
+    }
+    s = cuda::warp_sum(s);
+    if (lane == 0) logits[e] = s;
+  }
+  __syncthreads();
+  if (warp == 0) route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
+}
+
+// moe_norm_router_route_cuda: add_rmsnorm's residual add and norm (256 threads in its order, so
+// the numbers are the same), the normalised row kept in shared memory for the router's logits.
+__global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* delta, const cuda::bf16* norm_w, float eps,
+                                         int hidden, const float* router, const float* bias, cuda::bf16* h,
+                                         std::int32_t* expert, float* weight) {
+  const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int token = blockIdx.x, warps = blockDim.x / 32;
+  if (token == 0)  // the router's rows are constant: ask L2 for them before waiting (programmatic launch)
+    for (long b = 128L * threadIdx.x; b < 4L * E * hidden; b += 128L * blockDim.x)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(router) + b));
+  cuda::pdl_begin();
+  extern __shared__ float smem[];
+  __shared__ float part[32];
+  float* xs = smem;  // the token's row: x + delta, then normalised
+  float* logits = smem + hidden;
+  float* score = logits + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
+  float* xr = x + static_cast<long>(token) * hidden;
+  const float* dr = delta + static_cast<long>(token) * hidden;
+  constexpr int kNormThreads = 256;
+  if (threadIdx.x < kNormThreads) {
+    float s = 0.f;
+    for (int i = threadIdx.x; i < hidden; i += kNormThreads) {
+      const float v = xr[i] + dr[i];
+      xr[i] = v, xs[i] = v;
+      s += v * v;
+    }
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) part[warp] = s;
+  }
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < kNormThreads / 32; ++i) total += part[i];
+  const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
+  cuda::bf16* hr = h + static_cast<long>(token) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float v = xs[i] * r * __bfloat162float(norm_w[i]);
+    hr[i] = __float2bfloat16_rn(v);
+    xs[i] = v;
+  }
+  __syncthreads();
+  for (int e = warp; e < E; e += warps) {
+    const float* we = router + static_cast<long>(e) * hidden;
+    float s = 0.f;
+#pragma unroll 4
+    for (int c = lane * 8; c < hidden; c += 32 * 8) {
+      const float4 x0 = *reinterpret_cast<const float4*>(xs + c), x1 = *reinterpret_cast<const float4*>(xs + c + 4);
       const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
       s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
     }
@@ -153,6 +214,23 @@ std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, cons
   moe_route_kernel<<<(tokens + kWarps - 1) / kWarps, kWarps * 32, smem, stream>>>(m, router_logits, correction_bias,
                                                                                 tokens, expert, weight);
   return cuda::launch_error("moe_route_kernel");
+}
+
+std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
+                                       int hidden, const float* router, const float* correction_bias, int tokens, void* h,
+                                       std::int32_t* expert, float* weight, Stream stream) {
+  if (const char* bad = check_moe_routing(m)) return std::string("moe_norm_router_route: ") + bad;
+  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return "moe_norm_router_route: tokens >= 0 and hidden a multiple of 8";
+  if (tokens == 0) return {};
+  const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32 > 256 ? E * 32 : 256;
+  const size_t smem = sizeof(float) * (static_cast<size_t>(hidden) + 3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) +
+                      static_cast<size_t>(E);
+  if (smem > 48 * 1024) return "moe_norm_router_route: hidden too large for the row in shared memory";
+  return cuda::error_of(cuda::launch_pdl(norm_router_route_kernel, dim3(static_cast<unsigned>(tokens)),
+                                         dim3(static_cast<unsigned>(threads)), smem, stream, m, x, delta,
+                                         static_cast<const cuda::bf16*>(norm_w), eps, hidden, router, correction_bias,
+                                         static_cast<cuda::bf16*>(h), expert, weight),
+                        "norm_router_route_kernel");
 }
 
 }  // namespace tandem::kernels

@@ -85,6 +85,11 @@ struct Args {
   const std::int32_t *token_seq, *token_pos, *block_tables;
   int q_heads, qk_dim, v_dim, block_size, max_blocks, per_split;
   float score_scale, kv_scale;  // softmax scale x row scale; row scale alone (for the output)
+  const bf16* rope_src;  // nullptr: q holds whole rows; else the last rope_dim entries come from here
+  long rope_ld, rope_head;
+  int rope_dim;
+  const float* inv_freq;
+  bool interleaved;
   const void* cache;
   bf16* out;
   float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
@@ -94,7 +99,6 @@ struct Args {
 // [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
 template <class KV, int MT>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
-  cuda::pdl_begin();
   constexpr int R = MT * 16;
   extern __shared__ uint4 smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
@@ -111,6 +115,20 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   const int pos = a.token_pos[token];
   const int begin = split * a.per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + a.per_split);
   const long row0 = static_cast<long>(token) * a.q_heads;  // this token's first (token, head) row
+  const KV* cache = static_cast<const KV*>(a.cache);
+  const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
+  // The step's inputs (positions, tables) were copied before the step's first kernel, and a row
+  // asked into L2 cannot be stale (L2 is where the writes land): so this split's rows are
+  // requested before waiting for the query's kernel (programmatic launch), overlapping its tail.
+  {
+    const int lines = static_cast<int>((a.qk_dim * sizeof(KV) + 127) / 128);
+    for (int i = threadIdx.x; i < (end - begin) * lines; i += kThreads) {
+      const int j = begin + i / lines;
+      const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(cache + slot * a.qk_dim) + 128 * (i % lines)));
+    }
+  }
+  cuda::pdl_begin();
   if (begin >= end) {  // a split past this token's context: an empty partial
     for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
       float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
@@ -119,13 +137,33 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
     return;
   }
 
-  // The token's queries, zero rows past q_heads.
-  const int qv = a.qk_dim / 8;
+  // The token's queries, zero rows past q_heads; with rope_src, the rope part is rotated here.
+  const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
+  const int qv = rope_at / 8;
   for (int i = threadIdx.x; i < R * qv; i += kThreads) {
     const int h = i / qv, c = i % qv;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (h < a.q_heads) v = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
     *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = v;
+  }
+  if (a.rope_src) {
+    const int half = a.rope_dim / 2;
+    const float p = static_cast<float>(pos);
+    for (int e = threadIdx.x; e < R * half; e += kThreads) {
+      const int h = e / half, i = e % half;
+      bf16* y = qs + h * kRow + rope_at;
+      if (h >= a.q_heads) {
+        y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+        continue;
+      }
+      const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+      const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+      const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+      double sn, cs;
+      sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+      y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
+      y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+    }
   }
   for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
 
@@ -138,8 +176,6 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
   const int d_warp = warp * 64;  // this warp's value columns
 
-  const KV* cache = static_cast<const KV*>(a.cache);
-  const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
   constexpr int P = kPiece<KV>;
   const int pieces = a.qk_dim / P;
   for (int c0 = begin; c0 < end; c0 += kChunk) {
@@ -355,7 +391,7 @@ size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int ma
 std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
-                      size_t workspace_bytes_given, Stream stream) {
+                      size_t workspace_bytes_given, Stream stream, const MlaQueryRope* rope) {
   int splits = splits_for(n_tokens, max_context);
   if (splits > 1 && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
     if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
@@ -368,6 +404,10 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
   a.per_split = splits == 1 ? 0 : per_split_for(n_tokens, max_context);
   a.kv_scale = l.dtype == DType::fp8_e4m3 ? l.k_scale : 1.f;
   a.score_scale = scale * a.kv_scale;
+  if (rope) {
+    a.rope_src = static_cast<const bf16*>(rope->src), a.rope_ld = rope->ld, a.rope_head = rope->head_stride;
+    a.rope_dim = rope->dim, a.inv_freq = rope->inv_freq, a.interleaved = rope->interleaved;
+  }
   a.cache = k_cache, a.out = static_cast<bf16*>(out), a.part = static_cast<float*>(workspace);
   const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(splits));
   const int mt = (q_heads + 15) / 16;
@@ -388,3 +428,23 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
 }
 
 }  // namespace tandem::kernels::mla
+
+namespace tandem::kernels {
+
+std::string paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
+                                          const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
+                                          const void* k_cache, const std::int32_t* block_tables, int max_blocks_per_seq,
+                                          float scale, const MlaQueryRope& rope, void* out, int max_context,
+                                          void* workspace, size_t workspace_bytes, Stream stream) {
+  if (n_tokens == 0) return {};
+  if (!mla::fits(DType::bf16, n_tokens, q_heads, l, q, k_cache, out))
+    return "paged_attention_mla_rope: the call does not fit the MLA decode kernel (paged_attention_mla_fits, 16-byte alignment)";
+  if (rope.src == nullptr || rope.inv_freq == nullptr || rope.dim <= 0 || rope.dim % 2 != 0 || rope.dim > l.qk_dim ||
+      (l.qk_dim - rope.dim) % 8 != 0)
+    return "paged_attention_mla_rope: rope needs src, inv_freq and an even dim with qk_dim - dim a multiple of 8";
+  if (max_blocks_per_seq <= 0) return "paged_attention_mla_rope: max_blocks_per_seq must be > 0";
+  return mla::attention(q, n_tokens, token_seq, token_pos, q_heads, l, k_cache, block_tables, max_blocks_per_seq, scale, out,
+                        max_context, workspace, workspace_bytes, stream, &rope);
+}
+
+}  // namespace tandem::kernels

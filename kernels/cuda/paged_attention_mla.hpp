@@ -20,6 +20,6 @@ size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int ma
 std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
-                      size_t workspace_bytes, Stream stream);
+                      size_t workspace_bytes, Stream stream, const MlaQueryRope* rope = nullptr);
 
 }  // namespace tandem::kernels::mla

@@ -9,6 +9,7 @@
 #include "gpu_check.hpp"
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/paged_attention.hpp"
+#include "tandem/kernels/rope.hpp"
 
 namespace gpu_check {
 
@@ -148,10 +149,12 @@ void run(std::vector<Row>& rows, const Config& c) {
 // paged_attention_mla_cpu over the same cache bytes. Decode tokens of sequences 1..2049 long; with
 // `chunk` also 24 prefill tokens in the middle of sequence 3 and the last 8 of sequence 4 (causal
 // limits inside a split); without a workspace every block walks its whole context (many chunks).
+// With `rope`, the queries' last 64 entries come rotated from a [T][heads][192 + 64] buffer, as the
+// model's q_b output holds them (paged_attention_mla_rope_cuda); q's own last 64 are noise then.
 struct MlaConfig {
   DType kv;
   int q_heads;
-  bool chunk, workspace;
+  bool chunk, workspace, rope = false;
 };
 
 void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
@@ -186,22 +189,42 @@ void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
     for (int p = 2041; p < 2049; ++p) tseq.push_back(4), tpos.push_back(p);
   }
   const int T = static_cast<int>(tseq.size());
-  const auto q = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * qk), 1.f, 53));
+  auto q = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * qk), 1.f, 53));
   const float scale = 1.f / std::sqrt(192.f + 64.f);  // the model's 1/sqrt(qk_head_dim), not the latent width
   DevAct dq(DType::bf16, q), dout(DType::bf16, sz(static_cast<long>(T) * c.q_heads * vd));
   Dev<std::int32_t> dts(tseq), dtp(tpos), dtable(table);
   const size_t ws = c.workspace ? k::paged_attention_workspace_bytes(T, c.q_heads, l, 2049) : 0;
   Dev<std::uint8_t> dws(ws);
-  op_ok(k::paged_attention_cuda(DType::bf16, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, cache.p(), nullptr, dtable.p(),
-                                max_blocks, scale, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
+  const int src_w = 192 + 64, rd = 64;
+  const auto src = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * src_w), 1.f, 54));
+  std::vector<float> inv_freq(rd / 2);
+  k::rope_inv_freq(inv_freq.data(), rd, 1e6);
+  DevAct dsrc(DType::bf16, src);
+  Dev<float> dfreq(inv_freq);
+  if (c.rope) {
+    k::MlaQueryRope r;
+    r.src = static_cast<const std::uint16_t*>(dsrc.p()) + 192, r.ld = static_cast<long>(c.q_heads) * src_w, r.head_stride = src_w;
+    r.dim = rd, r.inv_freq = dfreq.p(), r.interleaved = true;
+    op_ok(k::paged_attention_mla_rope_cuda(dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, cache.p(), dtable.p(), max_blocks, scale,
+                                           r, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
+    // The reference's queries: q's first 512 entries, then the rotated rope entries (bf16-rounded).
+    std::vector<float> rot(sz(static_cast<long>(T) * c.q_heads * rd));
+    for (size_t i = 0; i < rot.size(); ++i) rot[i] = src[i / rd * src_w + 192 + i % rd];
+    k::rope_tokens_cpu(rot.data(), T, static_cast<long>(c.q_heads) * rd, c.q_heads, rd, rd, inv_freq.data(), tpos.data(),
+                       k::RopeLayout::interleaved, true);
+    for (size_t i = 0; i < rot.size(); ++i) q[i / rd * qk + (qk - rd) + i % rd] = rot[i];
+  } else {
+    op_ok(k::paged_attention_cuda(DType::bf16, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, cache.p(), nullptr, dtable.p(),
+                                  max_blocks, scale, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
+  }
 
   std::vector<float> want(sz(static_cast<long>(T) * c.q_heads * vd));
   const auto bytes = cache.get();
   k::paged_attention_mla_cpu(q.data(), T, tseq.data(), tpos.data(), c.q_heads, l, bytes.data(), table.data(), max_blocks,
                              scale, want.data());
   char shape[96];
-  std::snprintf(shape, sizeof shape, "mla decode kernel: %d heads, d %d/%d, bs %d, %d q%s", c.q_heads, qk, vd, bs, T,
-                ws > 0 ? ", split" : ", one block a token");
+  std::snprintf(shape, sizeof shape, "mla decode kernel%s: %d heads, d %d/%d, bs %d, %d q%s", c.rope ? " + q rope" : "",
+                c.q_heads, qk, vd, bs, T, ws > 0 ? ", split" : ", one block a token");
   Row row{"paged_attention", shape, std::string("bf16/kv ") + k::dtype_name(c.kv), max_rel_error(dout.get(), want),
           limit_for(DType::bf16), 0, ""};
   if (!k::paged_attention_mla_fits(DType::bf16, T, c.q_heads, l)) row.note = "FAIL: not served by the MLA decode kernel";
@@ -228,6 +251,8 @@ void check_attention(std::vector<Row>& rows) {
   run_mla(rows, {DType::bf16, 16, true, false});
   run_mla(rows, {DType::fp8_e4m3, 64, false, true});
   run_mla(rows, {DType::bf16, 40, false, true});
+  run_mla(rows, {DType::bf16, 20, false, true, true});
+  run_mla(rows, {DType::fp8_e4m3, 20, true, false, true});
 }
 
 }  // namespace gpu_check

@@ -10,6 +10,7 @@
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/moe_routing.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
 #include "tandem/kernels/sampling.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 
@@ -126,6 +127,45 @@ void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, in
   rows.push_back({"moe_router_route", s, "fp32", max_rel_error(dw.get(), weight), 1e-5, differ, "ids exact"});
 }
 
+// The residual add and RMSNorm folded in front of the router: the updated x (exact: one fp32 add),
+// the bf16 h against rmsnorm_cpu (fp64 sums), the ids exactly and the weights.
+void norm_router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, int hidden) {
+  const int E = m.n_experts;
+  const float eps = 1e-5f;
+  const auto x = normal(sz(static_cast<long>(tokens) * hidden), 1.f, 74);
+  const auto delta = normal(sz(static_cast<long>(tokens) * hidden), 0.5f, 75);
+  const auto w = as_stored(DType::bf16, normal(sz(hidden), 0.3f, 76));
+  const auto router = normal(sz(static_cast<long>(E) * hidden), 0.05f, 77);
+  const auto bias = normal(sz(E), 0.3f, 78);
+  std::vector<float> x_new(x.size()), y(x.size()), logits(sz(static_cast<long>(tokens) * E)), scores(sz(E));
+  for (size_t i = 0; i < x.size(); ++i) x_new[i] = x[i] + delta[i];
+  k::rmsnorm_cpu(x_new.data(), w.data(), y.data(), tokens, hidden, eps);
+  k::linear_cpu(y.data(), router.data(), nullptr, logits.data(), tokens, hidden, E);
+  std::vector<std::int32_t> expert(sz(static_cast<long>(tokens) * m.top_k));
+  std::vector<float> weight(expert.size());
+  for (int t = 0; t < tokens; ++t) {
+    k::sigmoid_cpu(logits.data() + static_cast<long>(t) * E, scores.data(), E);
+    k::moe_route_cpu(m, scores.data(), bias.data(), expert.data() + static_cast<long>(t) * m.top_k,
+                     weight.data() + static_cast<long>(t) * m.top_k);
+  }
+  Dev<float> dx(x), ddelta(delta), drouter(router), dbias(bias), dw(weight.size());
+  DevAct dnorm(DType::bf16, w), dh(DType::bf16, x.size());
+  Dev<std::int32_t> de(expert.size());
+  op_ok(k::moe_norm_router_route_cuda(m, dx.p(), ddelta.p(), dnorm.p(), eps, hidden, drouter.p(), dbias.p(), tokens, dh.p(),
+                                      de.p(), dw.p()));
+  const auto ge = de.get();
+  const auto gx = dx.get();
+  long differ = 0;
+  for (size_t i = 0; i < expert.size(); ++i) differ += ge[i] != expert[i];
+  for (size_t i = 0; i < x.size(); ++i) differ += gx[i] != x_new[i];
+  char s[96];
+  std::snprintf(s, sizeof s, "E %d, top %d, %d tok, hidden %d", E, m.top_k, tokens, hidden);
+  rows.push_back({"moe_norm_router_route", s, "fp32 weights", max_rel_error(dw.get(), weight), 1e-5, differ,
+                  "ids and x exact"});
+  rows.push_back({"moe_norm_router_route", s, "bf16 h", max_rel_error(dh.get(), as_stored(DType::bf16, y)),
+                  limit_for(DType::bf16), 0, ""});
+}
+
 // Random logits with the maximum planted twice (the first must win), rows of V entries.
 void argmax(std::vector<Row>& rows, int R, int V) {
   auto logits = normal(sz(static_cast<long>(R) * V), 3.f, 81);
@@ -164,6 +204,8 @@ void check_decode(std::vector<Row>& rows) {
   router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
   router_route(rows, k::MoeRouting{256, 8, 4, 8, true, 2.5f}, 3, 1024);
   router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 5, 64);
+  norm_router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
+  norm_router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 3, 64);
   argmax(rows, 1, 151552);
   argmax(rows, 5, 384);
 }

@@ -14,6 +14,7 @@
 #include "device_buffer.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/model/cuda_model.hpp"
 
@@ -194,7 +195,11 @@ class Glm4MoeLiteCuda final : public CudaModel {
   // The residual stream x_ now holds the output of `layer`: copy it into its capture columns.
   std::string capture_layer(int layer, int T);
 
-  std::string moe(const Layer& a, int T);
+  // moe(a, T, true) also does the post-attention residual add and norm (folded into the router's
+  // launch); only when moe_decodes(a, T), the decode-sized path.
+  std::string moe(const Layer& a, int T, bool fold_norm = false);
+  k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
+  bool moe_decodes(const Layer& a, int T) { return few(T) && T <= k::kMoeDecodeTokens && k::moe_decode_fits(moe_decode_args(a, T)); }
 
   // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
   enum class TracePoint { latent, after_attention, after_ffn, routing };

@@ -239,11 +239,14 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
     if (l > 0) err(capture_layer(l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
-                    a.moe ? h32_.as<float>() : nullptr));
-    mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
+    const bool fold_norm = a.moe && moe_decodes(a, T);  // the router's launch does the add and norm
+    if (!fold_norm) {
+      err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+                      a.moe ? h32_.as<float>() : nullptr));
+      mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
+    }
     err(trace(TracePoint::after_attention, l, T));
-    err(a.moe ? moe(a, T) : mlp(a.dense, T, delta_.get()));
+    err(a.moe ? moe(a, T, fold_norm) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
   err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
@@ -334,12 +337,18 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   ab.x = q_.get(), ab.ldx = qw, ab.x_group = qk_;
   ab.w = a.kb_t.get(), ab.ldw = nope_, ab.w_group = static_cast<long>(lora_kv_) * nope_;
   ab.y = qattn, ab.ldy = static_cast<long>(heads_) * width_, ab.y_group = width_;
+  // The MLA decode kernel rotates the query's rope part itself as it loads the queries (one launch
+  // fewer) when the absorbed product comes from the gemv.
+  const bool rope_in_attention = few(T) && !a.kb_t.empty() && k::gemv_fits(ab) &&
+                                 k::paged_attention_mla_fits(kBf16, T, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
   if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
-    err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
-                     c_.rope_interleave, qattn, false, stream_));
-    mark("attn rope (query)", 4.0 * T * heads_ * rope_);
+    if (!rope_in_attention) {
+      err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
+                       c_.rope_interleave, qattn, false, stream_));
+      mark("attn rope (query)", 4.0 * T * heads_ * rope_);
+    }
   } else if (few(T)) {
     err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
                      c_.rope_interleave, qattn, true, stream_));
@@ -363,9 +372,18 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   }
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
-                              max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
-  mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
+  if (rope_in_attention) {
+    k::MlaQueryRope r;
+    r.src = q_.as<std::uint16_t>() + nope_, r.ld = qw, r.head_stride = qk_, r.dim = rope_;
+    r.inv_freq = inv_freq_.as<float>(), r.interleaved = c_.rope_interleave;
+    err(k::paged_attention_mla_rope_cuda(qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, in_tables(), max_blocks_,
+                                         scale, r, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    mark("attn paged attention (+ query rope)", static_cast<double>(T) * max_context * kv_row);
+  } else {
+    err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
+                                max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
+  }
 
   // Values: O[h] . W_v[h]^T (W_v[h] = kv_b rows h*(nope+vd)+nope .. +vd, [vd, kv_lora]).
   const auto* w_v = a.kv_b.as<std::uint16_t>() + static_cast<long>(nope_) * lora_kv_;
@@ -415,7 +433,17 @@ std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   return err.message;
 }
 
-std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
+k::MoeDecodeArgs Glm4MoeLiteCuda::moe_decode_args(const Layer& a, int T) {
+  k::MoeDecodeArgs dec;
+  dec.tokens = T, dec.top_k = K_, dec.hidden = H_, dec.width = I_, dec.x = h_.get();
+  dec.expert = expert_.as<std::int32_t>(), dec.weight = weight_.as<float>();
+  dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
+  dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
+  dec.act = moe_decode_act_.get(), dec.out = delta_.as<float>();
+  return dec;
+}
+
+std::string Glm4MoeLiteCuda::moe(const Layer& a, int T, bool fold_norm) {
   const MoeConfig& m = c_.d.moe;
   k::MoeRouting routing;
   routing.n_experts = E_, routing.n_group = m.n_group, routing.topk_group = m.topk_group, routing.top_k = K_;
@@ -425,16 +453,19 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T) {
   const double router = 4.0 * E_ * H_, expert = 3.0 * 2 * I_ * H_;
   const double shared = 3.0 * 2 * a.shared.width * H_;
   const double chosen = E_ * (1.0 - std::pow(1.0 - static_cast<double>(K_) / E_, T));  // expected, uniform routing
-  k::MoeDecodeArgs dec;
-  dec.tokens = T, dec.top_k = K_, dec.hidden = H_, dec.width = I_, dec.x = h_.get();
-  dec.expert = expert_.as<std::int32_t>(), dec.weight = weight_.as<float>();
-  dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
-  dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
-  dec.act = moe_decode_act_.get(), dec.out = delta_.as<float>();
-  if (few(T) && T <= k::kMoeDecodeTokens && k::moe_decode_fits(dec)) {
-    err(k::moe_router_route_cuda(routing, h32_.as<float>(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
-                                 expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
-    mark("moe router + route", router);
+  const k::MoeDecodeArgs dec = moe_decode_args(a, T);
+  if (moe_decodes(a, T)) {
+    if (fold_norm) {
+      err(k::moe_norm_router_route_cuda(routing, x_.as<float>(), delta_.as<float>(), a.post_norm.get(),
+                                        static_cast<float>(c_.d.rms_norm_eps), H_, a.router.as<float>(),
+                                        a.correction_bias.as<float>(), T, h_.get(), expert_.as<std::int32_t>(),
+                                        weight_.as<float>(), stream_));
+      mark("moe add_rmsnorm + router + route", router + static_cast<double>(T) * H_ * (4 * 2 + 4 + 2));
+    } else {
+      err(k::moe_router_route_cuda(routing, h32_.as<float>(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
+                                   expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
+      mark("moe router + route", router);
+    }
     err(k::moe_decode_cuda(dec, stream_));
     mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
     return err.message;

@@ -39,6 +39,7 @@ __device__ __forceinline__ float widen(float v) { return v; }
 
 template <class D>
 __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
+  kernels::cuda::pdl_begin();
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
   const D* dr = delta + static_cast<long>(blockIdx.x) * n;
@@ -242,13 +243,15 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
 std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
                         float eps, kernels::Stream stream, float* y32) {
   if (rows == 0) return {};
-  if (delta_type == kernels::DType::f32)
-    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const float*>(delta), static_cast<const bf16*>(w),
-                                                 static_cast<bf16*>(y), y32, n, eps);
-  else
-    add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, static_cast<const bf16*>(delta), static_cast<const bf16*>(w),
-                                                 static_cast<bf16*>(y), y32, n, eps);
-  return launched("add_rmsnorm_kernel");
+  // A programmatic launch like the decode kernels around it, so that the next one's weight loads
+  // may start while this runs (an ordinary launch in between would serialise them).
+  const cudaError_t e =
+      delta_type == kernels::DType::f32
+          ? kernels::cuda::launch_pdl(add_rmsnorm_kernel<float>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+                                      static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps)
+          : kernels::cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+                                      static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps);
+  return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_kernel: ") + cudaGetErrorString(e);
 }
 
 std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,

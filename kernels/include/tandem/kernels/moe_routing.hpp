@@ -46,4 +46,14 @@ std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidde
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream = nullptr);
 
+// A decode step's post-attention residual add and RMSNorm folded in front of moe_router_route_cuda
+// (one launch instead of two): x (fp32 [tokens, hidden], the residual stream) += delta (fp32);
+// h = rmsnorm(x) * norm_w (bf16 norm_w and h, for the experts); the router takes the fp32
+// normalised row. The sums run in the model's add_rmsnorm order (256 threads), so the numbers
+// equal that kernel followed by moe_router_route_cuda on its fp32 output. hidden <= ~12000.
+// CPU reference: the add, rmsnorm_cpu, linear_cpu, sigmoid_cpu and moe_route_cpu.
+std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
+                                       int hidden, const float* router, const float* correction_bias, int tokens, void* h,
+                                       std::int32_t* expert, float* weight, Stream stream = nullptr);
+
 }  // namespace tandem::kernels

@@ -61,9 +61,30 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
 constexpr int kMlaDecodeMaxTokens = 64;
 
 // Whether paged_attention_cuda serves these shapes with the MLA decode kernel: v_in_k with one kv
-// head, bf16 activations, 1..kMlaDecodeMaxTokens tokens, at most 64 query heads, qk_dim a multiple
+// head (block_size and k_scale > 0), bf16 activations, 1..kMlaDecodeMaxTokens tokens, at most 64 query heads, qk_dim a multiple
 // of 16 up to 576, v_dim a multiple of 8 up to 512, a bf16 or fp8_e4m3 cache.
 bool paged_attention_mla_fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l);
+
+// The query's rope part, rotated by the MLA decode kernel as it loads the queries (instead of a
+// launch of its own before it): token t's head h has its rope_dim unrotated entries at
+// src + t * ld + h * head_stride (bf16), pairs (2i, 2i+1) when interleaved, else (i, i + dim/2);
+// they become the last `dim` entries of the query row, de-interleaved and rounded to bf16, as
+// rope_tokens_cpu(..., bf16 = true) computes them (angle pos * inv_freq[i] in fp32, cos/sin in fp64).
+struct MlaQueryRope {
+  const void* src = nullptr;
+  long ld = 0, head_stride = 0;
+  int dim = 0;
+  const float* inv_freq = nullptr;  // device, dim / 2 entries
+  bool interleaved = false;
+};
+
+// paged_attention_cuda for a call that paged_attention_mla_fits, the queries' last rope.dim entries
+// taken from `rope` (q's are not read); rope.dim even, qk_dim - rope.dim a multiple of 8.
+std::string paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
+                                          const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
+                                          const void* k_cache, const std::int32_t* block_tables, int max_blocks_per_seq,
+                                          float scale, const MlaQueryRope& rope, void* out, int max_context,
+                                          void* workspace, size_t workspace_bytes, Stream stream = nullptr);
 
 // CPU reference of paged attention over an absorbed-MLA pool as the GPU stores it: `cache` holds
 // the raw rows (bf16, or fp8_e4m3 read as fp8 * k_scale), qk_dim entries a slot; the value is a
