@@ -10,7 +10,7 @@ namespace tandem::kernels {
 
 bool paged_attention_mla_fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l) {
   return act == DType::bf16 && l.v_in_k && l.kv_heads == 1 && l.block_size > 0 && l.k_scale > 0.f && n_tokens >= 1 && n_tokens <= kMlaDecodeMaxTokens &&
-         q_heads >= 1 && q_heads <= 64 && l.qk_dim % 16 == 0 && l.qk_dim <= 576 && l.v_dim % 8 == 0 && l.v_dim <= 512 &&
+         q_heads >= 1 && q_heads <= 64 && l.qk_dim % 8 == 0 && l.qk_dim <= 576 && l.v_dim % 8 == 0 && l.v_dim <= 512 &&
          l.v_dim <= l.qk_dim && (l.dtype == DType::bf16 || l.dtype == DType::fp8_e4m3);
 }
 

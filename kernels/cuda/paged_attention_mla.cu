@@ -58,27 +58,24 @@ __device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// One 16-byte piece of a cache row into shared memory as bf16: 8 bf16 entries, or 16 fp8 ones
-// (converted exactly; the scale is applied to the scores and the output instead).
+// Eight entries of a cache row into shared memory as bf16 (a 16-byte load of bf16, an 8-byte one
+// of fp8, converted exactly; the fp8 scale is applied to the scores and the output instead).
 __device__ __forceinline__ void stage(const bf16* src, bf16* dst) {
   *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
 }
 __device__ __forceinline__ void stage(const fp8* src, bf16* dst) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  std::uint32_t o[8];
+  const uint2 raw = *reinterpret_cast<const uint2*>(src);
+  const std::uint32_t w[2] = {raw.x, raw.y};
+  std::uint32_t o[4];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const __nv_fp8x2_storage_t two = static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2)));
     const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
     const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
     o[i] = pack(b.x, b.y);
   }
-  reinterpret_cast<uint4*>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
-  reinterpret_cast<uint4*>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
 }
-template <class KV>
-constexpr int kPiece = 16 / sizeof(KV);  // entries per 16-byte load
 
 struct Args {
   const bf16* q;
@@ -138,7 +135,11 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   }
 
   // The token's queries, zero rows past q_heads; with rope_src, the rope part is rotated here.
+  // Columns up to qk16 (qk_dim rounded up to the mma's 16) are zero in the queries and the rows.
+  const int qk16 = (a.qk_dim + 15) / 16 * 16;
   const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
+  if (qk16 > a.qk_dim)
+    for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
   const int qv = rope_at / 8;
   for (int i = threadIdx.x; i < R * qv; i += kThreads) {
     const int h = i / qv, c = i % qv;
@@ -176,20 +177,19 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
   const int d_warp = warp * 64;  // this warp's value columns
 
-  constexpr int P = kPiece<KV>;
-  const int pieces = a.qk_dim / P;
+  const int pieces = qk16 / 8;
   for (int c0 = begin; c0 < end; c0 += kChunk) {
     const int n = min(kChunk, end - c0);
     __syncthreads();  // the last chunk's rows and probabilities are no longer read
     for (int i = threadIdx.x; i < kChunk * pieces; i += kThreads) {
       const int r = i / pieces, c = i % pieces;
-      bf16* dst = ks + r * kRow + P * c;
-      if (r < n) {
+      bf16* dst = ks + r * kRow + 8 * c;
+      if (r < n && 8 * c < a.qk_dim) {
         const int j = c0 + r;
         const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        stage(cache + slot * a.qk_dim + P * c, dst);
+        stage(cache + slot * a.qk_dim + 8 * c, dst);
       } else {
-        for (int e = 0; e < P; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }
     }
     __syncthreads();
@@ -201,14 +201,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
       float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
       int kk = 0;
-      for (; kk + 32 <= a.qk_dim; kk += 32) {
+      for (; kk + 32 <= qk16; kk += 32) {
         const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
         mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
         const int k2 = kk + 16;
         const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
         mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
       }
-      if (kk < a.qk_dim) {
+      if (kk < qk16) {
         const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
         mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
       }

@@ -155,11 +155,12 @@ struct MlaConfig {
   DType kv;
   int q_heads;
   bool chunk, workspace, rope = false;
+  int qk = 576, vd = 512, rd = 64;  // row width, value width, rope entries
 };
 
 void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
   const std::vector<int> seq_len{1, 17, 300, 1000, 2049};
-  const int S = static_cast<int>(seq_len.size()), bs = 64, qk = 576, vd = 512;
+  const int S = static_cast<int>(seq_len.size()), bs = 64, qk = c.qk, vd = c.vd;
   int max_blocks = 0, total_blocks = 3, total_keys = 0;
   for (int n : seq_len) max_blocks = std::max(max_blocks, (n + bs - 1) / bs), total_blocks += (n + bs - 1) / bs, total_keys += n;
   std::vector<int> order(static_cast<size_t>(total_blocks));
@@ -195,7 +196,7 @@ void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
   Dev<std::int32_t> dts(tseq), dtp(tpos), dtable(table);
   const size_t ws = c.workspace ? k::paged_attention_workspace_bytes(T, c.q_heads, l, 2049) : 0;
   Dev<std::uint8_t> dws(ws);
-  const int src_w = 192 + 64, rd = 64;
+  const int rd = c.rd, src_w = 192 + rd;
   const auto src = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * src_w), 1.f, 54));
   std::vector<float> inv_freq(rd / 2);
   k::rope_inv_freq(inv_freq.data(), rd, 1e6);
@@ -253,6 +254,8 @@ void check_attention(std::vector<Row>& rows) {
   run_mla(rows, {DType::bf16, 40, false, true});
   run_mla(rows, {DType::bf16, 20, false, true, true});
   run_mla(rows, {DType::fp8_e4m3, 20, true, false, true});
+  run_mla(rows, {DType::bf16, 4, true, true, true, 40, 32, 8});  // the glm4_moe_lite fixture's shape: 32 + 8 wide
+  run_mla(rows, {DType::fp8_e4m3, 4, true, false, false, 40, 32, 8});
 }
 
 }  // namespace gpu_check

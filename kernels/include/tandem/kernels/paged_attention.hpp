@@ -61,8 +61,9 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
 constexpr int kMlaDecodeMaxTokens = 64;
 
 // Whether paged_attention_cuda serves these shapes with the MLA decode kernel: v_in_k with one kv
-// head (block_size and k_scale > 0), bf16 activations, 1..kMlaDecodeMaxTokens tokens, at most 64 query heads, qk_dim a multiple
-// of 16 up to 576, v_dim a multiple of 8 up to 512, a bf16 or fp8_e4m3 cache.
+// head (block_size and k_scale > 0), bf16 activations, 1..kMlaDecodeMaxTokens tokens, at most 64
+// query heads, qk_dim a multiple of 8 up to 576, v_dim a multiple of 8 up to 512, a bf16 or
+// fp8_e4m3 cache.
 bool paged_attention_mla_fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l);
 
 // The query's rope part, rotated by the MLA decode kernel as it loads the queries (instead of a
