@@ -34,16 +34,11 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// Asks L2 for the 128-byte lines [from, to) of a weight row, a lane each in turn.
-__device__ __forceinline__ void prefetch_l2(const bf16* row, long from, long to, int lane) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (long b = from + 128L * lane; b < to; b += 128L * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + b));
-}
-
 // NT: x rows per pass (rows <= NT); U: 16-byte weight loads per lane in flight.
 // The weights do not depend on the kernel before this one (only x does), so the first pass's
-// weight loads are issued, and the rest of the row is asked into L2, before waiting for it
-// (programmatic dependent launch): the weight stream overlaps the previous kernel's tail.
+// weight loads are issued before waiting for it (programmatic dependent launch): the weight
+// stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was
+// measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.)
 template <int NT, int U, class OutT, bool SILU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -64,14 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
       }
     }
   };
-  if (live) {
-    load_pass(lane);
-    const long first = 16L * 32 * U, bytes = 2L * a.in;  // the first pass's bytes; the row's
-    if (bytes > first) {
-      prefetch_l2(wg, first, bytes, lane);
-      if (SILU) prefetch_l2(wu, first, bytes, lane);
-    }
-  }
+  if (live) load_pass(lane);
   cuda::pdl_begin();
   if (!live) return;
   const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;

@@ -17,6 +17,7 @@
 // workspace and a combine kernel merges them, parallel over heads and value columns.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common.cuh"
 #include "paged_attention_mla.hpp"
@@ -58,23 +59,29 @@ __device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Eight entries of a cache row into shared memory as bf16 (a 16-byte load of bf16, an 8-byte one
-// of fp8, converted exactly; the fp8 scale is applied to the scores and the output instead).
-__device__ __forceinline__ void stage(const bf16* src, bf16* dst) {
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+// Cache rows are read in pieces of PB bytes (16, or 8 for fp8 rows whose width is not a multiple
+// of 16): all of a thread's pieces of a chunk are loaded first (several loads in flight, a single
+// memory latency), then converted to bf16 into shared memory; fp8 converts exactly (its scale is
+// applied to the scores and the output instead).
+template <int PB>
+using Raw = std::conditional_t<PB == 16, uint4, uint2>;
+__device__ __forceinline__ void stage(const uint4& raw, bf16* dst, bf16) { *reinterpret_cast<uint4*>(dst) = raw; }
+__device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two_bytes) {
+  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3)));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return pack(b.x, b.y);
 }
-__device__ __forceinline__ void stage(const fp8* src, bf16* dst) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(src);
-  const std::uint32_t w[2] = {raw.x, raw.y};
-  std::uint32_t o[4];
+__device__ __forceinline__ void stage(const uint4& raw, bf16* dst, fp8) {
+  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  std::uint32_t o[8];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_fp8x2_storage_t two = static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2)));
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    o[i] = pack(b.x, b.y);
-  }
-  *reinterpret_cast<uint4*>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
+  for (int i = 0; i < 8; ++i) o[i] = fp8x2_to_bf16x2(w[i / 2] >> (16 * (i % 2)));
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+__device__ __forceinline__ void stage(const uint2& raw, bf16* dst, fp8) {
+  *reinterpret_cast<uint4*>(dst) = make_uint4(fp8x2_to_bf16x2(raw.x), fp8x2_to_bf16x2(raw.x >> 16), fp8x2_to_bf16x2(raw.y),
+                                              fp8x2_to_bf16x2(raw.y >> 16));
 }
 
 struct Args {
@@ -94,9 +101,12 @@ struct Args {
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
 // [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
-template <class KV, int MT>
+template <class KV, int MT, int PB>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   constexpr int R = MT * 16;
+  constexpr int kE = PB / static_cast<int>(sizeof(KV));                  // row entries per piece
+  constexpr int kLoads = (kChunk * (kMaxQk / kE) + kThreads - 1) / kThreads;  // pieces per thread and chunk, at most
+  constexpr int kQLoads = (R * (kMaxQk / 8) + kThreads - 1) / kThreads;     // 16-byte query pieces per thread
   extern __shared__ uint4 smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
   bf16* ks = qs + R * kRow;
@@ -134,39 +144,20 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
     return;
   }
 
-  // The token's queries, zero rows past q_heads; with rope_src, the rope part is rotated here.
-  // Columns up to qk16 (qk_dim rounded up to the mma's 16) are zero in the queries and the rows.
+  // The token's queries (zero rows past q_heads), all of a thread's loads issued together; they
+  // land in shared memory with the first chunk's rows. With rope_src the rope part is rotated
+  // there, while the rows' loads are in flight. Columns up to qk16 (qk_dim rounded up to the
+  // mma's 16) are zero in the queries and the rows.
   const int qk16 = (a.qk_dim + 15) / 16 * 16;
   const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
-  if (qk16 > a.qk_dim)
-    for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
   const int qv = rope_at / 8;
-  for (int i = threadIdx.x; i < R * qv; i += kThreads) {
-    const int h = i / qv, c = i % qv;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (h < a.q_heads) v = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
-    *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = v;
+  uint4 qraw[kQLoads];
+#pragma unroll
+  for (int u = 0; u < kQLoads; ++u) {
+    const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+    qraw[u] = make_uint4(0, 0, 0, 0);
+    if (h < a.q_heads) qraw[u] = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
   }
-  if (a.rope_src) {
-    const int half = a.rope_dim / 2;
-    const float p = static_cast<float>(pos);
-    for (int e = threadIdx.x; e < R * half; e += kThreads) {
-      const int h = e / half, i = e % half;
-      bf16* y = qs + h * kRow + rope_at;
-      if (h >= a.q_heads) {
-        y[i] = y[i + half] = __float2bfloat16_rn(0.f);
-        continue;
-      }
-      const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
-      const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
-      const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
-      double sn, cs;
-      sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
-      y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
-      y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
-    }
-  }
-  for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
 
   float acc[MT][8][4];
 #pragma unroll
@@ -177,21 +168,63 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
   const int d_warp = warp * 64;  // this warp's value columns
 
-  const int pieces = qk16 / 8;
+  const int pieces = a.qk_dim / kE;
   for (int c0 = begin; c0 < end; c0 += kChunk) {
     const int n = min(kChunk, end - c0);
     __syncthreads();  // the last chunk's rows and probabilities are no longer read
-    for (int i = threadIdx.x; i < kChunk * pieces; i += kThreads) {
-      const int r = i / pieces, c = i % pieces;
-      bf16* dst = ks + r * kRow + 8 * c;
-      if (r < n && 8 * c < a.qk_dim) {
+    Raw<PB> raw[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+      if (r < n) {
         const int j = c0 + r;
         const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        stage(cache + slot * a.qk_dim + 8 * c, dst);
-      } else {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        raw[u] = *reinterpret_cast<const Raw<PB>*>(cache + slot * a.qk_dim + kE * c);
       }
     }
+    if (c0 == begin) {
+#pragma unroll
+      for (int u = 0; u < kQLoads; ++u) {
+        const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+        if (h < R) *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = qraw[u];
+      }
+      if (qk16 > a.qk_dim)
+        for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
+      if (a.rope_src) {
+        const int half = a.rope_dim / 2;
+        const float p = static_cast<float>(pos);
+        for (int e = threadIdx.x; e < R * half; e += kThreads) {
+          const int h = e / half, i = e % half;
+          bf16* y = qs + h * kRow + rope_at;
+          if (h >= a.q_heads) {
+            y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+            continue;
+          }
+          const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+          const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+          const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+          double sn, cs;
+          sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+          y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
+          y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+        }
+      }
+      for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+      if (r >= kChunk) break;
+      bf16* dst = ks + r * kRow + kE * c;
+      if (r < n) {
+        stage(raw[u], dst, KV{});
+      } else {
+#pragma unroll
+        for (int e = 0; e < kE; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (qk16 > a.qk_dim)
+      for (int r = threadIdx.x; r < kChunk; r += kThreads) *reinterpret_cast<uint4*>(ks + r * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
     __syncthreads();
 
     // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
@@ -347,11 +380,12 @@ int multiprocessors() {
   return n;
 }
 
-// Keys per split: whole chunks, as many splits as give about two blocks per multiprocessor (a
-// block's time is mostly latency, nearly the same for 1 or 32 rows), at most kMaxSplits.
+// Keys per split: whole chunks, as many splits as give about one block per multiprocessor (a
+// block's time is mostly latency, nearly the same for 1 or 32 rows; over 128 registers a thread,
+// one block of 256 threads fills a multiprocessor's registers), at most kMaxSplits.
 int per_split_for(int n_tokens, int max_context) {
   const int chunks = (max_context + kChunk - 1) / kChunk;
-  const int want = std::max(1, 2 * multiprocessors() / std::max(n_tokens, 1));
+  const int want = std::max(1, multiprocessors() / std::max(n_tokens, 1));
   int per = (chunks + std::min(chunks, want) - 1) / std::min(chunks, want);
   while ((chunks + per - 1) / per > kMaxSplits) ++per;
   return per * kChunk;
@@ -365,12 +399,20 @@ int splits_for(int n_tokens, int max_context) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+template <class KV, int MT, int PB>
+cudaError_t launch_with(dim3 grid, const Args& args, Stream stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      mla_decode_kernel<KV, MT, PB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes(MT)));
+  if (configured != cudaSuccess) return configured;
+  return cuda::launch_pdl(mla_decode_kernel<KV, MT, PB>, grid, dim3(kThreads), shared_bytes(MT), stream, args);
+}
+
+// 16-byte pieces, or 8-byte ones for fp8 rows of a width that is not a multiple of 16.
 template <class KV, int MT>
 cudaError_t launch(dim3 grid, const Args& args, Stream stream) {
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      mla_decode_kernel<KV, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes(MT)));
-  if (configured != cudaSuccess) return configured;
-  return cuda::launch_pdl(mla_decode_kernel<KV, MT>, grid, dim3(kThreads), shared_bytes(MT), stream, args);
+  if constexpr (sizeof(KV) == 1)
+    if (args.qk_dim % 16 != 0) return launch_with<KV, MT, 8>(grid, args, stream);
+  return launch_with<KV, MT, 16>(grid, args, stream);
 }
 
 }  // namespace
