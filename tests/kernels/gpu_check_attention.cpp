@@ -198,7 +198,7 @@ void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
   Dev<std::uint8_t> dws(ws);
   const int rd = c.rd, src_w = 192 + rd;
   const auto src = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * c.q_heads * src_w), 1.f, 54));
-  std::vector<float> inv_freq(rd / 2);
+  std::vector<float> inv_freq(sz(rd / 2));
   k::rope_inv_freq(inv_freq.data(), rd, 1e6);
   DevAct dsrc(DType::bf16, src);
   Dev<float> dfreq(inv_freq);
@@ -210,10 +210,11 @@ void run_mla(std::vector<Row>& rows, const MlaConfig& c) {
                                            r, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
     // The reference's queries: q's first 512 entries, then the rotated rope entries (bf16-rounded).
     std::vector<float> rot(sz(static_cast<long>(T) * c.q_heads * rd));
-    for (size_t i = 0; i < rot.size(); ++i) rot[i] = src[i / rd * src_w + 192 + i % rd];
+    const size_t urd = sz(rd), uw = sz(src_w), uqk = sz(qk);
+    for (size_t i = 0; i < rot.size(); ++i) rot[i] = src[i / urd * uw + 192 + i % urd];
     k::rope_tokens_cpu(rot.data(), T, static_cast<long>(c.q_heads) * rd, c.q_heads, rd, rd, inv_freq.data(), tpos.data(),
                        k::RopeLayout::interleaved, true);
-    for (size_t i = 0; i < rot.size(); ++i) q[i / rd * qk + (qk - rd) + i % rd] = rot[i];
+    for (size_t i = 0; i < rot.size(); ++i) q[i / urd * uqk + (uqk - urd) + i % urd] = rot[i];
   } else {
     op_ok(k::paged_attention_cuda(DType::bf16, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, cache.p(), nullptr, dtable.p(),
                                   max_blocks, scale, dout.p(), 2049, c.workspace ? dws.p() : nullptr, ws));
