@@ -51,6 +51,9 @@ size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvL
 // Absorbed MLA calls that paged_attention_mla_fits (and with 16-byte aligned q, cache and out) go
 // to the MLA decode kernel instead (kernels/cuda/paged_attention_mla.cu): a block per (token,
 // split of the context) serving all query heads from each row load, products on the tensor cores.
+// That kernel reads token_seq, token_pos and block_tables before waiting on the kernel launched
+// before it (programmatic launch), to ask L2 for its rows early: they must not be written by that
+// kernel (a step's inputs come from a host copy before its first kernel).
 std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
