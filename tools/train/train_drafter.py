@@ -23,7 +23,6 @@ Writes DIR/drafter (config.json, model.safetensors), DIR/reference.json, DIR/tra
 --data FILE the corpus and generated sequences are read from FILE when it exists and written to it
 otherwise, so that several drafters (--data-only first, then one process per shape) share them."""
 import argparse
-import json
 import math
 import os
 import random
