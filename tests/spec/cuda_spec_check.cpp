@@ -246,6 +246,20 @@ Outcome generate(const fs::path& pair, bool draft, bool fixed_k, int seqs, const
   return out;
 }
 
+// Where greedy outputs part: the prompt and the first position that differs (a near-tie flipped by
+// a step of another shape shows up as one early position and different text after it).
+void describe_differences(const std::vector<Prompt>& prompts, const std::vector<std::vector<std::int32_t>>& plain,
+                          const std::vector<std::vector<std::int32_t>>& spec) {
+  for (size_t i = 0; i < prompts.size() && i < plain.size() && i < spec.size(); ++i) {
+    size_t j = 0;
+    while (j < plain[i].size() && j < spec[i].size() && plain[i][j] == spec[i][j]) ++j;
+    if (j < plain[i].size() || j < spec[i].size())
+      std::printf("  info prompt %zu (%s): outputs part at token %zu of %zu (plain %d, with the drafter %d)\n", i,
+                  prompts[i].kind.c_str(), j, plain[i].size(), j < plain[i].size() ? plain[i][j] : -1,
+                  j < spec[i].size() ? spec[i][j] : -1);
+  }
+}
+
 void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int max_tokens) {
   std::printf("## engine on the GPU: %zu prompts, %d tokens each\n", prompts.size(), max_tokens);
   double ref_sum = 0, ref_count = 0;
@@ -259,6 +273,7 @@ void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int 
       const double len = m.spec_drafts ? 1.0 + static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_drafts) : 1.0;
       const std::string what = std::string(fixed ? "7 drafts every step" : "adaptive") + ", batch " + std::to_string(seqs);
       check(sp.tokens == plain.tokens, "greedy output with the drafter equals plain greedy output (" + what + ")");
+      describe_differences(prompts, plain.tokens, sp.tokens);
       char line[160];
       std::snprintf(line, sizeof line, "acceptance length %.3f over %lld verifications (reference, 7 drafts: %.3f)", len,
                     static_cast<long long>(m.spec_drafts), ref_length);

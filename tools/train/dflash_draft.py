@@ -113,6 +113,41 @@ def training_mask(anchors, block_size, ctx_len, device):
     return torch.cat([ctx_vis, blk_vis], 1)
 
 
+def sample_anchors(seq_len, block_size, n, gen, device):
+    """n distinct sorted anchor positions in 1 .. seq_len - block_size (a block must fit, and an
+    anchor needs at least one context row before it)."""
+    n = min(n, seq_len - block_size)
+    return torch.sort(torch.randperm(seq_len - block_size, generator=gen)[:n] + 1).values.to(device)
+
+
+def block_loss(target, drafter, x, anchors, weights, amp):
+    """The drafter's training loss on sequences x [B, T] with blocks at `anchors`: cross-entropy of
+    each draft position against the frozen target's own next-token distribution there (soft labels:
+    what verification compares against), position i of a block weighted by weights[i]. Also returns
+    the top-1 agreement by position and the mean acceptance length the blocks would get if verified
+    (1 + the number of leading positions whose argmax equals the target's)."""
+    bs, device = drafter.block_size, x.device
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+        logits, feats = target(x, capture=drafter.layer_ids)
+    block, pos, _ = training_blocks(x, anchors, bs, drafter.mask_id)
+    label_pos = (anchors[:, None] + torch.arange(bs - 1, device=device)[None, :]).reshape(-1)
+    p_target = torch.softmax(logits[:, label_pos].float(), -1)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+        ctx = drafter.fuse([f.detach() for f in feats])
+        noise = target.model.embed_tokens(block).detach()
+        mask = training_mask(anchors, bs, x.shape[1], device)
+        h = drafter.run(noise, ctx, pos, torch.arange(x.shape[1], device=device), mask)
+        h = h.view(x.shape[0], len(anchors), bs, -1)[:, :, 1:]
+        q_logits = target.lm_head(h).float()
+    logq = torch.log_softmax(q_logits, -1).reshape(x.shape[0], -1, q_logits.shape[-1])
+    ce = -(p_target * logq).sum(-1).view(x.shape[0], len(anchors), bs - 1)
+    loss = (ce * weights).sum() / (weights.sum() * x.shape[0] * len(anchors))
+    with torch.no_grad():
+        hit = q_logits.argmax(-1) == p_target.view_as(q_logits).argmax(-1)  # [B, n, bs-1]
+        accept = 1.0 + hit.int().cumprod(-1).sum(-1).float().mean()
+    return loss, hit.float().mean(dim=(0, 1)), accept
+
+
 @torch.no_grad()
 def propose(drafter, embed, head, feats_ctx, anchor_token, start, n):
     """Greedy drafts d1..dn after `anchor_token` at position `start`, from context rows 0..start-1."""

@@ -1,7 +1,9 @@
 """Hugging Face directory output without the safetensors/transformers packages: safetensors files
 (sharded under a byte limit, with model.safetensors.index.json), config.json, and a byte-level BPE
 tokenizer.json (trained with the `tokenizers` package when it is installed, else the 256 byte
-tokens and no merges, which is still a valid byte-level BPE)."""
+tokens and no merges, which is still a valid byte-level BPE); and reading them back (weights,
+config, the tokenizer through `tokenizers`) to train a new drafter for a committed target."""
+import glob
 import json
 import os
 import struct
@@ -9,6 +11,7 @@ import struct
 import torch
 
 _DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32"}
+_TORCH = {v: k for k, v in _DTYPES.items()}
 
 
 def _raw(t):
@@ -33,6 +36,37 @@ def write_safetensors(path, tensors):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def read_safetensors(path):
+    """{name: tensor} of one safetensors file written by write_safetensors (or any BF16/F16/F32 one)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=_TORCH[e["dtype"]]) if b > a else torch.empty(0, dtype=_TORCH[e["dtype"]])
+        out[name] = t.reshape(e["shape"])
+    return out
+
+
+def load_weights(model_dir):
+    """Every tensor of a Hugging Face directory's *.safetensors (one file or shards)."""
+    tensors = {}
+    for path in sorted(glob.glob(os.path.join(model_dir, "*.safetensors"))):
+        tensors.update(read_safetensors(path))
+    if not tensors:
+        raise FileNotFoundError("no *.safetensors in %s" % model_dir)
+    return tensors
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def save_weights(out_dir, tensors, dtype=torch.bfloat16, max_shard_bytes=15 * 2**20):
@@ -141,6 +175,14 @@ class BpeTokenizer:
 
     def save(self, path):
         self.tok.save(path)
+
+
+class LoadedTokenizer(BpeTokenizer):
+    """A committed tokenizer.json, read with the `tokenizers` package (the same encoder it was trained with)."""
+
+    def __init__(self, path):  # noqa: super().__init__ trains; this one only reads
+        from tokenizers import Tokenizer
+        self.tok = Tokenizer.from_file(path)
 
 
 def make_tokenizer(files, vocab_size):

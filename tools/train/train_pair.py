@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_io  # noqa: E402
-from dflash_draft import DFlashDrafter, dflash_greedy, plain_greedy, training_blocks, training_mask  # noqa: E402
+from dflash_draft import DFlashDrafter, block_loss, dflash_greedy, plain_greedy, sample_anchors  # noqa: E402
 from glm_lite import GlmLite, make_config  # noqa: E402
 
 LOG = []
@@ -128,48 +128,69 @@ def train_target(model, data, a, device):
 def train_drafter(target, drafter, data, a, device):
     opt = torch.optim.AdamW(drafter.parameters(), lr=a.draft_lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(2)
-    bs = drafter.block_size
-    weights = torch.exp(-torch.arange(bs - 1, device=device, dtype=torch.float32) / 5.0)
+    weights = torch.exp(-torch.arange(drafter.block_size - 1, device=device, dtype=torch.float32) / 5.0)
     t0, step = time.time(), 0
     amp = device.type == "cuda"
     while time.time() - t0 < a.draft_seconds:
         x = batches(data, a.seq, a.draft_batch, gen, device)
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            logits, feats = target(x, capture=drafter.layer_ids)
-        anchors = torch.sort(torch.randperm(a.seq - bs, generator=gen)[: a.anchors] + 1).values.to(device)
-        block, pos, _ = training_blocks(x, anchors, bs, drafter.mask_id)
-        # Soft labels: the target's distribution for each block token (given the true prefix).
-        label_pos = (anchors[:, None] + torch.arange(bs - 1, device=device)[None, :]).reshape(-1)
-        p_target = torch.softmax(logits[:, label_pos].float(), -1)
+        anchors = sample_anchors(a.seq, drafter.block_size, a.anchors, gen, device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, 30, a.draft_steps_est, a.draft_lr)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            ctx = drafter.fuse([f.detach() for f in feats])
-            noise = target.model.embed_tokens(block).detach()
-            mask = training_mask(anchors, bs, a.seq, device)
-            h = drafter.run(noise, ctx, pos, torch.arange(a.seq, device=device), mask)
-            h = h.view(x.shape[0], len(anchors), bs, -1)[:, :, 1:]
-            q_logits = target.lm_head(h).float()
-        logq = torch.log_softmax(q_logits, -1).reshape(x.shape[0], -1, q_logits.shape[-1])
-        ce = -(p_target * logq).sum(-1).view(x.shape[0], len(anchors), bs - 1)
-        loss = (ce * weights).sum() / (weights.sum() * x.shape[0] * len(anchors))
+        loss, hit, _ = block_loss(target, drafter, x, anchors, weights, amp)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
         opt.step()
         if step % 50 == 0:
-            with torch.no_grad():
-                hit = (q_logits.argmax(-1) == p_target.view_as(q_logits).argmax(-1)).float().mean(dim=(0, 1))
             log("drafter step %d loss %.3f top1-agreement by position %s (%.0fs)" % (
                 step, loss.item(), " ".join("%.2f" % v for v in hit.tolist()), time.time() - t0))
         step += 1
     log("drafter: %d steps" % step)
 
 
+def drafter_config(target_cfg, block, mask, layers=2, intermediate=None):
+    """config.json of a DFlash drafter for `target_cfg`: Qwen3-style layers as wide as the target (it
+    uses the target's embedding and LM head), reading target layers spread over the stack (the last
+    one's output included); intermediate size 3x hidden unless given."""
+    h, heads, n = target_cfg["hidden_size"], target_cfg["num_attention_heads"], target_cfg["num_hidden_layers"]
+    layer_ids = sorted({1, n // 2, n - 1}) if n >= 3 else [n - 1]
+    return {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": h,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 3),
+            "head_dim": 64 if h >= 256 else 16, "intermediate_size": intermediate or h * 3,
+            "vocab_size": target_cfg["vocab_size"], "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu",
+            "attention_bias": False, "tie_word_embeddings": False, "max_position_embeddings": 4096,
+            "num_target_layers": n, "dtype": "bfloat16",
+            "dflash_config": {"block_size": block, "mask_token_id": mask, "target_layer_ids": layer_ids}}
+
+
 def round_bf16_(module):
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(p.to(torch.bfloat16).float())
+
+
+def make_reference(target, drafter, prompts, block, max_new, device):
+    """reference.json's content: for each (kind, prompt ids), plain greedy and greedy DFlash output
+    (block - 1 drafts every step) and the acceptance lengths, computed in fp32 (the models are
+    switched to fp32: their weights must already be bf16-rounded); logs the mean per kind."""
+    target.float()
+    drafter.float()
+    ref = {"block_size": block, "num_speculative_tokens": block - 1, "max_new_tokens": max_new, "prompts": []}
+    lengths_by_kind = {}
+    for kind, ids in prompts:
+        prompt = torch.tensor(ids, device=device)
+        plain = plain_greedy(target, prompt, max_new)
+        spec, lengths = dflash_greedy(target, drafter, prompt, max_new, block - 1)
+        lengths_by_kind.setdefault(kind, []).extend(lengths)
+        ref["prompts"].append({"kind": kind, "prompt_ids": ids, "plain_greedy": plain, "dflash_greedy": spec,
+                               "identical": plain == spec, "acceptance_lengths": lengths})
+    for kind, lengths in lengths_by_kind.items():
+        if lengths:
+            log("reference %s: mean acceptance length %.2f over %d verifications" % (
+                kind, sum(lengths) / len(lengths), len(lengths)))
+    ref["identical_all"] = all(p["identical"] for p in ref["prompts"])
+    log("reference: DFlash greedy == plain greedy on every prompt:", ref["identical_all"])
+    return ref
 
 
 def main():
@@ -257,17 +278,10 @@ def main():
     log("target files:", hf_io.save_weights(tdir, {k: v for k, v in target.state_dict().items()}))
 
     # 4. Drafter: reads target layers spread over the stack (the last one's output included).
-    n = a.layers
-    layer_ids = sorted({1, n // 2, n - 1}) if n >= 3 else [n - 1]
-    dcfg = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": a.hidden,
-            "num_hidden_layers": 2, "num_attention_heads": a.heads, "num_key_value_heads": max(1, a.heads // 3),
-            "head_dim": 64 if a.hidden >= 256 else 16, "intermediate_size": a.hidden * 3, "vocab_size": V_pad,
-            "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu", "attention_bias": False,
-            "tie_word_embeddings": False, "max_position_embeddings": 4096, "num_target_layers": n, "dtype": "bfloat16",
-            "dflash_config": {"block_size": a.block, "mask_token_id": mask, "target_layer_ids": layer_ids}}
+    dcfg = drafter_config(cfg, a.block, mask)
     drafter = DFlashDrafter(dcfg).to(device)
     log("drafter params: %.2fM, target layers %s, block %d" % (
-        sum(p.numel() for p in drafter.parameters()) / 1e6, layer_ids, a.block))
+        sum(p.numel() for p in drafter.parameters()) / 1e6, drafter.layer_ids, a.block))
     train_drafter(target, drafter, data, a, device)
     drafter.eval()
     round_bf16_(drafter)
@@ -275,24 +289,8 @@ def main():
     log("drafter files:", hf_io.save_weights(ddir, {k: v for k, v in drafter.state_dict().items()}))
 
     # 5. Reference acceptance on held-out text, fp32 compute on the bf16-rounded weights.
-    target.float()
-    drafter.float()
-    ref = {"block_size": a.block, "num_speculative_tokens": a.block - 1, "max_new_tokens": a.eval_tokens, "prompts": []}
-    for kind, texts in held.items():
-        lengths_all = []
-        for text in texts[: a.eval_prompts]:
-            ids = tok.encode(text)[:96]
-            prompt = torch.tensor(ids, device=device)
-            plain = plain_greedy(target, prompt, a.eval_tokens)
-            spec, lengths = dflash_greedy(target, drafter, prompt, a.eval_tokens, a.block - 1)
-            lengths_all += lengths
-            ref["prompts"].append({"kind": kind, "prompt_ids": ids, "plain_greedy": plain, "dflash_greedy": spec,
-                                   "identical": plain == spec, "acceptance_lengths": lengths})
-        if lengths_all:
-            log("reference %s: mean acceptance length %.2f over %d verifications" % (
-                kind, sum(lengths_all) / len(lengths_all), len(lengths_all)))
-    ref["identical_all"] = all(p["identical"] for p in ref["prompts"])
-    log("reference: DFlash greedy == plain greedy on every prompt:", ref["identical_all"])
+    prompts = [(kind, tok.encode(text)[:96]) for kind, texts in held.items() for text in texts[: a.eval_prompts]]
+    ref = make_reference(target, drafter, prompts, a.block, a.eval_tokens, device)
     hf_io.write_json(os.path.join(a.out, "reference.json"), ref)
     log("total %.0fs" % (time.time() - t_start))
     with open(os.path.join(a.out, "train_log.txt"), "w") as f:

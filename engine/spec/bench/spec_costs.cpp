@@ -73,6 +73,13 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     must(target.step(verify), "verify");
     must(drafter.add_context(verify), "context");
   });
+  // What the drafter's context rows add: to a plain step (the engine writes them after every step
+  // while a drafter is loaded, drafting or not) and to a verification.
+  const double t_plain_ctx = mean_seconds(warmup, iters, [&] {
+    must(target.step(decode), "decode");
+    must(drafter.add_context(decode), "context");
+  });
+  const double t_verify_fwd = mean_seconds(warmup, iters, [&] { must(target.step(verify), "verify"); });
   // The same two target steps without CUDA graphs, for comparison (the engine replays graphs for
   // both unless --enforce-eager).
   target.set_enforce_eager(true);
@@ -93,7 +100,8 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
               "break-even L %.2f |",
               batch, k, t_plain * 1e3, e_plain * 1e3, t_draft * 1e3, e_draft * 1e3, t_verify * 1e3, e_verify * 1e3, spec / t_plain);
   for (const auto& [name, L] : lengths) std::printf(" %s: L %.2f -> bound %.2fx |", name.c_str(), L, L * t_plain / spec);
-  std::printf("\n");
+  std::printf("\n| batch %d, k %d | context rows: plain step + rows %.3f ms (+%.3f) | verify forward alone %.3f ms (rows +%.3f) |\n",
+              batch, k, t_plain_ctx * 1e3, (t_plain_ctx - t_plain) * 1e3, t_verify_fwd * 1e3, (t_verify - t_verify_fwd) * 1e3);
   std::fflush(stdout);
 }
 
