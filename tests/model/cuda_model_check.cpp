@@ -1,7 +1,8 @@
 // The CUDA model against the golden fixtures (transformers' logits and greedy runs) and the fp32
 // CPU reference, on a GPU (exits 77, "skipped", without one). A program rather than a doctest
 // binary so that it builds on the GPU machine with CUDA alone (engine/bench/gpu/CMakeLists.txt).
-// Per fixture, with a bf16 pool and again with an fp8_e4m3 pool:
+// Fixtures: glm4_moe_lite and its variant (MLA), glm4_moe (GQA with partial rotary, qk-norm,
+// attention bias). Per fixture, with a bf16 pool and again with an fp8_e4m3 pool:
 //   prefill      every sequence in one step; last-position logits vs golden and vs the CPU
 //   decode       the prompt fed one token per step (CUDA graphs), logits at every position
 //   chunked      the prompt in chunks of 3 (eager steps with history)
@@ -201,6 +202,8 @@ void print_trace(const StepTrace& ours, int row, const Model& cpu, const Checkpo
 
 bool trace_always = false, reference_only = false;
 
+const char* const kFixtures[] = {"glm4_moe_lite", "glm4_moe_lite_variant", "glm4_moe"};
+
 constexpr int kBlock = 16, kBlocksPerSeq = 4;  // 64 positions per sequence
 
 std::vector<int32_t> table_of(int seq) {
@@ -397,7 +400,7 @@ int main(int argc, char** argv) {
     else fixtures = a;
   }
   if (reference_only) {
-    for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) run_fixture(f, "auto", 1e-2);
+    for (const char* f : kFixtures) run_fixture(f, "auto", 1e-2);
     return failures ? 1 : 0;
   }
   std::string why;
@@ -405,12 +408,12 @@ int main(int argc, char** argv) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
     return 77;
   }
-  for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) {
+  for (const char* f : kFixtures) {
     run_fixture(f, "auto", 1e-2);
     run_fixture(f, "fp8_e4m3", 1e-1);
   }
   // The few-rows GEMM kernel (off by default) must give the same answers as cuBLASLt.
-  for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) run_fixture(f, "auto", 1e-2, 16);
+  for (const char* f : kFixtures) run_fixture(f, "auto", 1e-2, 16);
   std::printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }
