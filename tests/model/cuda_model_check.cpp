@@ -203,6 +203,7 @@ void print_trace(const StepTrace& ours, int row, const Model& cpu, const Checkpo
 bool trace_always = false, reference_only = false;
 
 const char* const kFixtures[] = {"glm4_moe_lite", "glm4_moe_lite_variant", "glm4_moe"};
+std::vector<std::string> only;  // --only NAME: these fixtures alone (empty: all)
 
 constexpr int kBlock = 16, kBlocksPerSeq = 4;  // 64 positions per sequence
 
@@ -215,6 +216,7 @@ std::vector<int32_t> table_of(int seq) {
 fs::path fixtures = TANDEM_FIXTURES;
 
 void run_fixture(const std::string& name, const std::string& kv_dtype, double tolerance, int skinny_rows = 0) {
+  if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;
   const fs::path dir = fixtures / name;
   std::printf("## %s, %s KV pool%s\n", name.c_str(), kv_dtype.c_str(), skinny_rows ? ", few-rows GEMM kernel" : "");
   auto cpu = load_model(dir);
@@ -391,12 +393,14 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
 
 // Arguments: the fixtures directory (when the binary runs away from the tree it was built in);
 // --trace: trace the worst decode position of every run, not only of failing ones;
-// --reference-only: no device: print what the CPU references say (routing near-ties) and stop.
+// --reference-only: no device: print what the CPU references say (routing near-ties) and stop;
+// --only NAME (repeatable): run that fixture alone (a compute-sanitizer run of one model).
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--trace") trace_always = true;
     else if (a == "--reference-only") reference_only = true;
+    else if (a == "--only" && i + 1 < argc) only.push_back(argv[++i]);
     else fixtures = a;
   }
   if (reference_only) {
