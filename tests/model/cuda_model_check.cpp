@@ -115,18 +115,63 @@ std::vector<Sequence> rescore(const std::vector<Sequence>& seqs, const Model& cp
   return out;
 }
 
-// Worst error of one measurement against both references.
+// Worst error of one measurement against both references. A position at or after its sequence's
+// first routing near-tie (RoutingTie) whose error is above the bar is counted apart (excused):
+// a model within the bar may route that token to other experts, and what follows it then differs.
 struct Worst {
+  double tolerance = 0;
   double golden = 0, rounded = 0;
-  void add(const float* ours, const Sequence& g, const Sequence& r, size_t row, int V) {
-    golden = std::max(golden, rel_error(ours, g.logits.data() + row * static_cast<size_t>(V), V));
-    rounded = std::max(rounded, rel_error(ours, r.logits.data() + row * static_cast<size_t>(V), V));
+  int excused = 0;
+  double excused_max = 0;
+  void add(const float* ours, const Sequence& g, const Sequence& r, size_t row, int V, bool past_tie = false) {
+    const double eg = rel_error(ours, g.logits.data() + row * static_cast<size_t>(V), V);
+    const double er = rel_error(ours, r.logits.data() + row * static_cast<size_t>(V), V);
+    if (past_tie && er > tolerance) {
+      ++excused, excused_max = std::max(excused_max, er);
+      return;
+    }
+    golden = std::max(golden, eg), rounded = std::max(rounded, er);
   }
   std::string str() const {
-    return "worst relative error " + std::to_string(rounded) + " vs the bf16-weight reference (" + std::to_string(golden) +
-           " vs the fp32 goldens)";
+    std::string s = "worst relative error " + std::to_string(rounded) + " vs the bf16-weight reference (" + std::to_string(golden) +
+                    " vs the fp32 goldens)";
+    if (excused)
+      s += "; " + std::to_string(excused) + " position(s) at or after a routing near-tie above the bar (up to " +
+           std::to_string(excused_max) + "), not held to it";
+    return s;
   }
 };
+
+// A sequence's first routing near-tie in the bf16-weight reference: the first position at which
+// some MoE layer's routing margin (route_of: expert or group level) is within the bar, tolerance x
+// the largest |choice| there (as a greedy near-tie is one within tolerance x the largest |logit|).
+// The device's residual stream is within the bar of the reference's, not equal to it, so it may
+// route that token either way; a flipped choice changes that token's FFN output and, through the
+// cache, every later position of the sequence. pos == INT32_MAX: none.
+struct RoutingTie {
+  int pos = INT32_MAX, layer = -1;
+  float margin = 0;
+};
+
+RoutingTie first_routing_tie(const Model& cpu, const Checkpoint& ck, const std::vector<int32_t>& ids, double tolerance) {
+  for (size_t p = 0; p < ids.size(); ++p) {
+    auto t = check::reference_trace(cpu, ck, ids, static_cast<int>(p));
+    if (!t) return {};
+    for (size_t l = 0; l < t->routes.size(); ++l) {
+      const check::Route& r = t->routes[l];
+      if (!r.experts.empty() && r.margin <= tolerance * r.choice_max)
+        return {static_cast<int>(p), static_cast<int>(l), r.margin};
+    }
+  }
+  return {};
+}
+
+std::string tie_str(const RoutingTie& t) {
+  if (t.pos == INT32_MAX) return "none";
+  char b[96];
+  std::snprintf(b, sizeof b, "position %d, layer %d, margin %.2e", t.pos, t.layer, static_cast<double>(t.margin));
+  return b;
+}
 
 // Where the reference's routing is closest to a tie: the smallest margins (reference_trace.hpp)
 // over every position of every prompt and every MoE layer. A flip at such a position moves that
@@ -229,7 +274,22 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   if (!rounded_cpu) return check(false, "bf16-rounded CPU model: " + rounded_cpu.error().message);
   const auto rseqs = rescore(seqs, *rounded_cpu.value());
   if (rseqs.size() != seqs.size()) return check(false, "bf16-weight reference sequences");
-  if (auto ck = Checkpoint::open(rounded_dir); ck) print_near_ties(*rounded_cpu.value(), ck.value(), rseqs);
+  auto rounded_ck = Checkpoint::open(rounded_dir);
+  if (!rounded_ck) return check(false, "bf16-rounded checkpoint: " + rounded_ck.error().message);
+  print_near_ties(*rounded_cpu.value(), rounded_ck.value(), rseqs);
+  // First routing near-ties of each prompt, and of each prompt followed by its reference greedy run.
+  std::vector<RoutingTie> ties, greedy_ties;
+  std::string ties_line;
+  for (const Sequence& r : rseqs) {
+    ties.push_back(first_routing_tie(*rounded_cpu.value(), rounded_ck.value(), r.ids, tolerance));
+    std::vector<int32_t> run = r.ids;
+    run.insert(run.end(), r.greedy.begin(), r.greedy.end());
+    greedy_ties.push_back(first_routing_tie(*rounded_cpu.value(), rounded_ck.value(), run, tolerance));
+    ties_line += (ties_line.empty() ? "" : "; ") + std::string("sequence ") + std::to_string(ties.size() - 1) + ": " +
+                 tie_str(ties.back()) + " (with its greedy run: " + tie_str(greedy_ties.back()) + ")";
+  }
+  std::printf("  info first routing near-ties of the bf16-weight reference (margin <= %.0e x the largest |choice|): %s\n",
+              tolerance, ties_line.c_str());
   if (reference_only) return;
   CudaOptions opt;
   opt.kv_cache_dtype = kv_dtype;
@@ -247,7 +307,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   for (int s = 0; s < 2 * S + 1; ++s) tables.push_back(table_of(s));
 
   // prefill, all sequences in one step
-  Worst worst;
+  Worst worst{tolerance};
   {
     std::vector<PagedWork> work;
     for (int s = 0; s < S; ++s) work.push_back({seqs[static_cast<size_t>(s)].ids, 0, tables[static_cast<size_t>(s)], true});
@@ -256,7 +316,8 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     for (int s = 0; s < S; ++s) {
       const auto& q = seqs[static_cast<size_t>(s)];
       const size_t last = q.ids.size() - 1;
-      worst.add(logits->data() + static_cast<size_t>(s) * static_cast<size_t>(V), q, rseqs[static_cast<size_t>(s)], last, V);
+      worst.add(logits->data() + static_cast<size_t>(s) * static_cast<size_t>(V), q, rseqs[static_cast<size_t>(s)], last, V,
+                static_cast<int>(last) >= ties[static_cast<size_t>(s)].pos);
     }
   }
   check(worst.rounded <= tolerance, "batched prefill, last position: " + worst.str());
@@ -267,7 +328,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   }
 
   // decode: token by token (graphs), every position; sequence s in pool rows S + s
-  worst = Worst{};
+  worst = Worst{tolerance};
   int worst_seq = 0, worst_pos = 0;
   for (int s = 0; s < S; ++s) {
     const auto& q = seqs[static_cast<size_t>(s)];
@@ -276,7 +337,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       auto logits = m.step(std::span<const PagedWork>(&w, 1));
       if (!logits) return check(false, "decode: " + logits.error().message);
       const double before = worst.rounded;
-      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], t, V);
+      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], t, V, static_cast<int>(t) >= ties[static_cast<size_t>(s)].pos);
       if (worst.rounded > before) worst_seq = s, worst_pos = static_cast<int>(t);
     }
   }
@@ -302,7 +363,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   }
 
   // chunked prefill (eager), rewriting sequence 0's rows of the pool
-  worst = Worst{};
+  worst = Worst{tolerance};
   for (int s = 0; s < S; ++s) {
     const auto& q = seqs[static_cast<size_t>(s)];
     const int n = static_cast<int>(q.ids.size());
@@ -311,7 +372,8 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       PagedWork w{std::span<const int32_t>(q.ids.data() + at, static_cast<size_t>(len)), at, tables[0], true};
       auto logits = m.step(std::span<const PagedWork>(&w, 1));
       if (!logits) return check(false, "chunked: " + logits.error().message);
-      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], static_cast<size_t>(at + len - 1), V);
+      worst.add(logits->data(), q, rseqs[static_cast<size_t>(s)], static_cast<size_t>(at + len - 1), V,
+                at + len - 1 >= ties[static_cast<size_t>(s)].pos);
     }
   }
   check(worst.rounded <= tolerance, "prefill in chunks of 3: " + worst.str());
@@ -352,8 +414,16 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
       // the two are a near-tie that a model meeting the bar may order either way; after it the
       // sequences continue different prefixes and are not compared (as vLLM's
       // check_logprobs_close stops at the first divergence and only asks that it be a close one).
+      // A departure at or after a routing near-tie of the reference's run is one too (RoutingTie).
       for (size_t i = 0; i < steps; ++i) {
         if (ours[i] == r.greedy[i]) continue;
+        const int from = static_cast<int>(q.ids.size() + i) - 1;  // the position whose logits chose token i
+        if (greedy_ties[static_cast<size_t>(s)].pos <= from) {
+          std::printf("    sequence %d departs at step %zu: reference %d, ours %d; at or after the reference's routing near-tie "
+                      "(%s): within the bar\n",
+                      s, i, r.greedy[i], ours[i], tie_str(greedy_ties[static_cast<size_t>(s)]).c_str());
+          break;
+        }
         std::vector<int32_t> ids = q.ids;
         ids.insert(ids.end(), r.greedy.begin(), r.greedy.begin() + static_cast<long>(i));
         std::vector<int32_t> pos(ids.size());
@@ -380,7 +450,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     }
     const std::string what = std::string("greedy, ") + std::to_string(S) + " sequences batched (" +
                              (eager ? "eager" : "graphs") + "): " + std::to_string(same) + "/" + std::to_string(total) +
-                             " tokens as the bf16-weight reference, departing only at near-ties: " +
+                             " tokens as the bf16-weight reference, departing only at near-ties (of logits or routing): " +
                              (real_departures == 0 ? "yes" : "no") + " (" + std::to_string(same_golden) +
                              " as the fp32 goldens, which the bf16-weight reference itself matches in " +
                              std::to_string(rounded_golden) + ")";
