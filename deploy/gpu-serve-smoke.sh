@@ -5,6 +5,8 @@
 # greedy text with the CPU reference server's on the same prompts. Usage: gpu-serve-smoke.sh DIR
 # where DIR holds tandem-serve and, in DIR/lib, the shared libraries it needs that the GPU machine
 # lacks (NCCL is looked for in the Python packages). Log: ${SERVE_OUT:-.}/serve.log.
+# SERVE_MODEL=MODEL_DIR serves that model directory instead of the demo model (say a seeded glm4_moe
+# from tests/model/reference/make_serve_model.py).
 set -uo pipefail
 dir=$1
 out=${SERVE_OUT:-.}
@@ -16,7 +18,7 @@ if ! "$serve" --help >/dev/null 2>&1; then
   echo "tandem-serve does not start here:"; "$serve" --help 2>&1 | head -5; ldd "$serve" | grep 'not found'; exit 1
 fi
 demo=/tmp/tandem-demo
-"$serve" --write-demo-model "$demo" >/dev/null || exit 1
+if [ -n "${SERVE_MODEL:-}" ]; then demo=$SERVE_MODEL; else "$serve" --write-demo-model "$demo" >/dev/null || exit 1; fi
 ask() {  # port body path -> the response body
   python3 - "$@" <<'PY'
 import json, sys, urllib.request

@@ -89,3 +89,61 @@ TEST_CASE("the reference trace routes as the model and its margin is the gap to 
   CHECK(t->latent[0].size() == static_cast<size_t>(std::get<Glm4MoeLiteConfig>(m.value()->config().arch).kv_lora_rank +
                                                    std::get<Glm4MoeLiteConfig>(m.value()->config().arch).qk_rope_head_dim));
 }
+
+TEST_CASE("with expert groups the margin is also the gap between the lowest kept group and the best dropped one") {
+  const auto dir = fixture_dir("glm4_moe");  // n_group 2, topk_group 1
+  auto m = load_model(dir);
+  auto ck = Checkpoint::open(dir);
+  REQUIRE(m.ok());
+  REQUIRE(ck.ok());
+  const DecoderConfig& d = m.value()->config().decoder();
+  REQUIRE(d.moe.n_group == 2);
+  REQUIRE(d.moe.topk_group == 1);
+  const int H = d.hidden_size, E = d.moe.n_routed_experts, per_group = E / d.moe.n_group;
+  // The fixture's golden prompt 1, whose position 9 routes layer 1 by a near-tie between the groups.
+  const std::vector<int32_t> ids{210, 249, 280, 62, 251, 194, 214, 175, 43, 180};
+  int group_bound = 0;  // layers and positions where the group gap is the smaller one
+  for (int pos = 0; pos < static_cast<int>(ids.size()); ++pos) {
+    auto t = check::reference_trace(*m.value(), ck.value(), ids, pos);
+    REQUIRE(t.ok());
+    for (int l = 0; l < d.num_hidden_layers; ++l) {
+      const auto& r = t->routes[static_cast<size_t>(l)];
+      if (!d.layer_is_moe[static_cast<size_t>(l)]) continue;
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      auto norm = ck->read(p + "post_attention_layernorm.weight", {H});
+      auto router = ck->read(p + "mlp.gate.weight", {E, H});
+      auto bias = ck->read(p + "mlp.gate.e_score_correction_bias", {E});
+      REQUIRE((norm.ok() && router.ok() && bias.ok()));
+      std::vector<float> h(static_cast<size_t>(H));
+      tandem::kernels::rmsnorm_cpu(t->after_attention[static_cast<size_t>(l)].data(), norm->data(), h.data(), 1, H,
+                                   static_cast<float>(d.rms_norm_eps));
+      std::vector<double> choice(static_cast<size_t>(E));
+      double biggest = 0;
+      for (int e = 0; e < E; ++e) {
+        double s = 0;
+        for (int i = 0; i < H; ++i) s += static_cast<double>(h[static_cast<size_t>(i)]) * (*router)[static_cast<size_t>(e * H + i)];
+        choice[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-s)) + (*bias)[static_cast<size_t>(e)];
+        biggest = std::max(biggest, std::fabs(choice[static_cast<size_t>(e)]));
+      }
+      // Group scores (sum of the two best choices), the kept group (the chosen experts' own).
+      std::vector<double> score(2);
+      for (int g = 0; g < 2; ++g) {
+        std::vector<double> c(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+        std::sort(c.rbegin(), c.rend());
+        score[static_cast<size_t>(g)] = c[0] + c[1];
+      }
+      const int kept = r.experts[0] / per_group;
+      for (auto e : r.experts) CHECK(e / per_group == kept);
+      CHECK(score[static_cast<size_t>(kept)] >= score[static_cast<size_t>(1 - kept)] - 1e-6);
+      std::vector<double> in_kept(choice.begin() + kept * per_group, choice.begin() + (kept + 1) * per_group);
+      std::sort(in_kept.rbegin(), in_kept.rend());
+      const size_t K = r.experts.size();
+      const double expert_gap = in_kept[K - 1] - in_kept[K];
+      const double group_gap = score[static_cast<size_t>(kept)] - score[static_cast<size_t>(1 - kept)];
+      CHECK(std::fabs(r.margin - std::min(expert_gap, group_gap)) < 1e-5);
+      CHECK(std::fabs(r.choice_max - biggest) < 1e-5);
+      group_bound += group_gap < expert_gap;
+    }
+  }
+  CHECK(group_bound > 0);  // the group level does bind somewhere here, so the test sees it
+}

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -25,7 +26,11 @@ namespace tandem::model::check {
 struct Route {
   std::vector<std::int32_t> experts;
   std::vector<float> weights;
-  float margin = 0;  // choice of the last chosen minus the best unchosen (within the kept groups)
+  // The smaller of two gaps: the choice of the last chosen expert minus the best unchosen one within
+  // the kept groups, and (n_group > 1) the score of the lowest kept group minus the best dropped
+  // one (a group's score: the sum of its two best choices); either near zero flips the experts.
+  float margin = 0;
+  float choice_max = 0;  // the largest |choice| (score + correction bias): the margin's scale
 };
 
 // The routing of one token of MoE layer `layer` whose residual stream after the attention is `x`:
@@ -55,12 +60,26 @@ inline Result<Route> route_of(const Checkpoint& ck, const DecoderConfig& d, int 
   float last = INFINITY, best_out = -INFINITY;
   for (int e = 0; e < E; ++e) {
     const float choice = scores[static_cast<size_t>(e)] + (*bias)[static_cast<size_t>(e)];
+    r.choice_max = std::max(r.choice_max, std::fabs(choice));
     const bool chosen = std::find(r.experts.begin(), r.experts.end(), e) != r.experts.end();
     const bool kept = std::any_of(r.experts.begin(), r.experts.end(), [&](int c) { return c / per_group == e / per_group; });
     if (chosen) last = std::min(last, choice);
     else if (kept) best_out = std::max(best_out, choice);
   }
   r.margin = last - best_out;
+  if (d.moe.n_group > 1 && d.moe.topk_group < d.moe.n_group) {
+    float kept_low = INFINITY, dropped_high = -INFINITY;
+    for (int g = 0; g < d.moe.n_group; ++g) {
+      std::vector<float> c(static_cast<size_t>(per_group));
+      for (int i = 0; i < per_group; ++i) c[static_cast<size_t>(i)] = scores[static_cast<size_t>(g * per_group + i)] + (*bias)[static_cast<size_t>(g * per_group + i)];
+      std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<float>());
+      const float score = c[0] + c[1];
+      const bool kept = std::any_of(r.experts.begin(), r.experts.end(), [&](int e) { return e / per_group == g; });
+      if (kept) kept_low = std::min(kept_low, score);
+      else dropped_high = std::max(dropped_high, score);
+    }
+    r.margin = std::min(r.margin, kept_low - dropped_high);
+  }
   return r;
 }
 

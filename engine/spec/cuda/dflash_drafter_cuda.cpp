@@ -23,7 +23,7 @@
 #include <set>
 #include <utility>
 
-#include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError
+#include "cuda_decoder.hpp"  // cuda_error, FirstError
 #include "device_buffer.hpp"
 #include "glue_kernels.hpp"
 #include "tandem/kernels/activation.hpp"

@@ -1,246 +1,43 @@
-// glm4_moe_lite on CUDA: the model class, shared by its loading (cuda_glm4_moe_lite_load.cpp:
-// weights onto the device, buffers, the pool) and its step (cuda_glm4_moe_lite_step.cpp: inputs,
-// the forward, CUDA graphs). The public face is cuda_model.hpp.
+// glm4_moe_lite on CUDA: the GLM decoder (cuda_decoder.hpp) with absorbed MLA. Its loading
+// (load_attention etc.) is in cuda_glm4_moe_lite_load.cpp, its attention in
+// cuda_glm4_moe_lite_step.cpp (the math is described there).
 #pragma once
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "device_buffer.hpp"
-#include "tandem/kernels/gemm.hpp"
-#include "tandem/kernels/gemv.hpp"
-#include "tandem/kernels/moe_decode.hpp"
-#include "tandem/kernels/paged_attention.hpp"
-#include "tandem/model/cuda_model.hpp"
+#include "cuda_decoder.hpp"
 
 namespace tandem::model::cuda {
 
-namespace k = tandem::kernels;
-
 constexpr float kLoraNormEps = 1e-6f;  // transformers' RMSNorm default for q_a / kv_a norms
-constexpr k::DType kBf16 = k::DType::bf16;
 
-inline std::string cuda_error(cudaError_t e, const char* what) {
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-// The first error of a sequence of enqueued operations.
-struct FirstError {
-  std::string message;
-  void operator()(std::string e) {
-    if (message.empty() && !e.empty()) message = std::move(e);
-  }
-  bool ok() const { return message.empty(); }
-};
-
-struct Mlp {
-  int width = 0;
-  DeviceBuffer gate_up, down;  // [2 * width, hidden] (gate rows, then up rows), [hidden, width]
-};
-
-struct Layer {
-  DeviceBuffer w_in, b_in, q_a_norm, q_b, kv_a_norm, kv_b, o, o_bias;  // o_bias in fp32
-  DeviceBuffer kb_t;  // kv_b's key part transposed, [heads, kv_lora, nope] (decode's absorbed query)
-  DeviceBuffer input_norm, post_norm;
-  bool moe = false;
-  Mlp dense;                                  // !moe
-  DeviceBuffer router, correction_bias;       // fp32 [E, hidden], [E]
-  DeviceBuffer experts_gate_up, experts_down; // [E, 2I, hidden], [E, hidden, I]
-  Mlp shared;
-};
-
-inline int next_pow2(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
-class Glm4MoeLiteCuda final : public CudaModel {
+class Glm4MoeLiteCuda final : public GlmDecoderCuda {
  public:
   Glm4MoeLiteCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt)
-      : CudaModel(std::move(config), comm), c_(std::get<Glm4MoeLiteConfig>(this->config().arch)), opt_(opt) {
-    const DecoderConfig& d = c_.d;
-    H_ = d.hidden_size, V_ = d.vocab_size, heads_ = d.num_attention_heads;
+      : GlmDecoderCuda(std::move(config), comm, opt), c_(std::get<Glm4MoeLiteConfig>(this->config().arch)) {
     nope_ = c_.qk_nope_head_dim, rope_ = c_.qk_rope_head_dim, qk_ = c_.qk_head_dim(), vd_ = c_.v_head_dim;
     lora_q_ = c_.q_lora_rank, lora_kv_ = c_.kv_lora_rank, width_ = lora_kv_ + rope_;
     q_rows_ = lora_q_ > 0 ? lora_q_ : heads_ * qk_;
     in_rows_ = q_rows_ + width_;
-    E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
-    max_len_ = opt.max_model_len > 0 ? opt.max_model_len : d.max_position_embeddings;
-    kv_type_ = (opt.kv_cache_dtype == "fp8" || opt.kv_cache_dtype == "fp8_e4m3") ? k::DType::fp8_e4m3 : kBf16;
-    t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
-    s_cap_ = opt.max_num_seqs;
-    const bool fixed = kv_type_ != k::DType::fp8_e4m3 || opt.kv_scale > 0.f;
-    kv_scales_.assign(static_cast<std::size_t>(d.num_hidden_layers), kv_type_ == k::DType::fp8_e4m3 && fixed ? opt.kv_scale : 1.f);
-    calibrate_ = !fixed;
-    r_cap_ = std::max(opt.max_logit_rows, s_cap_);
   }
-  ~Glm4MoeLiteCuda() override {
-    for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
-    if (stream_) cudaStreamDestroy(stream_);
-    if (host_in_) cudaFreeHost(host_in_);
-  }
-
-  std::string load(const Checkpoint& ck);
-
-  KvLayout kv_layout() const override { return {c_.d.num_hidden_layers, width_}; }
-
-  Status make_device_pool(std::int32_t num_blocks, int block_size) override;
-
-  Result<std::vector<float>> step(std::span<const PagedWork> work) override;
-
-  Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
-
-  Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
-
-  std::uint64_t weight_bytes() const override { return weight_bytes_; }
-  DecodeBytes decode_bytes() const override { return decode_bytes_; }
-  void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
-  std::vector<float> kv_scales() const override { return kv_scales_; }
-  std::uint64_t kv_bytes_per_token() const override {
-    return static_cast<std::uint64_t>(c_.d.num_hidden_layers) * static_cast<std::uint64_t>(width_) *
-           static_cast<std::uint64_t>(k::dtype_bytes(kv_type_));
-  }
-  void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
-  void set_op_timer(OpTimer* timer) override { timer_ = timer; }
-
-  Status set_capture(std::vector<int> layers) override;
-  const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
-  const void* embedding_device() const override { return embed_.get(); }
-  const void* lm_head_device() const override { return head_.empty() ? embed_.get() : head_.get(); }
-  k::Stream stream() const override { return stream_; }
-
- protected:
-  Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
-    return error("the CUDA model runs through step() on its device pool, not forward()");
-  }
-  const float* lm_head() const override { return nullptr; }
 
  private:
-  k::PagedKvLayout attn_layout(int layer = 0) const {
-    k::PagedKvLayout l;
-    l.dtype = kv_type_;
-    l.block_size = block_size_ > 0 ? block_size_ : 16;
+  // One pool row per token: the latent and the rotated shared key, read as the key of one kv head;
+  // the value is the latent (its first kv_lora entries).
+  k::PagedKvLayout attn_layout(int layer = 0) const override {
+    k::PagedKvLayout l = pool_layout(layer);
     l.kv_heads = 1;
     l.qk_dim = width_;
     l.v_dim = lora_kv_;
-    l.k_scale = l.v_scale = kv_scales_[static_cast<std::size_t>(layer)];
     l.v_in_k = true;
     return l;
   }
-
-  std::string alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
-
-  // gate_proj and up_proj of `prefix` (width rows each) into one [2 * width, hidden] buffer.
-  std::string load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m);
-
-  std::string load_weights(const Checkpoint& ck);
-
-  std::string allocate_activations();
-
-  // --- one step ------------------------------------------------------------------------------
-
-  std::int32_t* in_tokens() const { return inputs_.as<std::int32_t>(); }
-  std::int32_t* in_pos() const { return in_tokens() + t_cap_; }
-  std::int32_t* in_seq() const { return in_pos() + t_cap_; }
-  std::int32_t* in_rows() const { return in_seq() + t_cap_; }
-  std::int32_t* in_tables() const { return in_rows() + r_cap_; }
-
-  // Checks the items, stages the inputs, enqueues the forward (replaying a graph for decode
-  // steps); returns how many logit rows logits_ holds (in the items' order).
-  Result<int> run(std::span<const PagedWork> work);
-
-  // Captures the graph of a step of B sequences with `per` tokens each (1: decode; n: verifying
-  // blocks of n), every token's logits.
-  std::string capture(int B, int per);
-
-  // fp8 KV with calculated scales: the first step runs once to measure each layer's latent amax
-  // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
-  std::string calibrate(int T, int R, int max_context);
-
-  std::string all_reduce(DeviceBuffer& b, int T);
-
-  // A plain (unbatched, nn.Linear) product: gemv (or the older few-rows kernel) at decode sizes,
-  // else cuBLASLt.
-  std::string gemm(const k::GemmArgs& g);
-
-  // Whether a step of T tokens takes the decode-sized kernels.
-  // (Not while tracing or measuring the fp8 scales: those read the unfused glue's intermediate rows.)
-  bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows && !measuring_ && !trace_; }
-
-  // The op timer's mark after an op (not while capturing a graph).
-  void mark(const char* op, double bytes) const {
-    if (timer_ && !capturing_) timer_->mark(op, bytes, stream_);
-  }
-
-  k::GemmArgs linear(const void* x, const DeviceBuffer& w, void* y, int rows, int in, int out) const {
-    k::GemmArgs g;
-    g.rows = rows, g.in = in, g.out = out;
-    g.x = x, g.ldx = in, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = out;
-    return g;
-  }
-
-  // The whole forward of T tokens (R logit rows) on the stream; no host synchronisation.
-  std::string enqueue(int T, int R, int max_context);
-
-  std::string attention(int l, const Layer& a, int T, int max_context);
-
-  std::string mlp(const Mlp& m, int T, void* out);
-
-  // The residual stream x_ now holds the output of `layer`: copy it into its capture columns.
-  std::string capture_layer(int layer, int T);
-
-  // moe(a, T, true) also does the post-attention residual add and norm (folded into the router's
-  // launch); only when moe_decodes(a, T), the decode-sized path.
-  std::string moe(const Layer& a, int T, bool fold_norm = false);
-  k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
-  bool moe_decodes(const Layer& a, int T) { return few(T) && T <= k::kMoeDecodeTokens && k::moe_decode_fits(moe_decode_args(a, T)); }
-
-  // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
-  enum class TracePoint { latent, after_attention, after_ffn, routing };
-  std::string trace(TracePoint what, int layer, int T);
-  std::vector<float> kv_scales_;  // per layer
-  bool calibrate_ = false, measuring_ = false;
-  DeviceBuffer kv_amax_;  // per layer, fp32, while measuring
-
-  StepTrace* trace_ = nullptr;
-  int trace_layer_ = 0;  // the layer whose FFN runs now (routing is traced inside moe())
+  std::string attention_shape_error() const override;
+  std::string load_attention(Uploader& up, int l, Layer& a) override;
+  std::string finish_load() override;
+  std::string allocate_attention() override;
+  std::string attention(int l, const Layer& a, int T, int max_context) override;
 
   const Glm4MoeLiteConfig& c_;
-  CudaOptions opt_;
-  int H_ = 0, V_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
-  int q_rows_ = 0, in_rows_ = 0, E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0;
-  k::DType kv_type_ = kBf16;
-  cudaStream_t stream_ = nullptr;
-  std::unique_ptr<k::GemmRunner> gemm_;
-  DeviceAllReduce* all_reduce_ = nullptr;
-  OpTimer* timer_ = nullptr;
-  bool capturing_ = false;
-  std::uint64_t weight_bytes_ = 0;
-  DecodeBytes decode_bytes_;
-
-  DeviceBuffer embed_, final_norm_, head_, inv_freq_;
-  std::vector<Layer> layers_;
-
-  DeviceBuffer pool_;
-  std::size_t layer_bytes_ = 0;
-  std::int32_t num_blocks_ = 0;
-  int block_size_ = 0, max_blocks_ = 0;
-
-  DeviceBuffer x_, delta_, embed_rows_, h_, h32_, fused_, qlat_, q_, qattn_, olat_, attn_, mlp_gu_, mlp_act_, shared_out_;
-  DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
-  DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
-  DeviceBuffer argmax_keys_, moe_decode_act_;
-  std::size_t in_ints_ = 0;
-  std::int32_t* host_in_ = nullptr;
-  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
-  std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
-  DeviceBuffer captured_;
+  int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;
+  DeviceBuffer qlat_, qattn_, olat_;  // query latent, absorbed queries, attention's latent output
 };
 
 }  // namespace tandem::model::cuda

@@ -1,6 +1,7 @@
-// glm4_moe_lite on CUDA, loading: the checkpoint's tensors onto the device in bf16 (the MLA input
-// projections fused into one, gate and up fused per MLP and per expert), the activation buffers a
-// step of the configured size needs, and the paged pool.
+// The GLM decoder on CUDA (cuda_decoder.hpp), loading: the checkpoint's tensors onto the device in
+// bf16 (gate and up fused per MLP and per expert), the activation buffers a step of the configured
+// size needs, and the paged pool; and glm4_moe_lite's MLA weights (its input projections fused into
+// one) and buffers.
 #include <algorithm>
 
 #include "../decoder.hpp"
@@ -14,7 +15,7 @@ namespace tandem::model::cuda {
 
 using detail::layer_prefix;
 
-std::string Glm4MoeLiteCuda::load(const Checkpoint& ck) {
+std::string GlmDecoderCuda::load(const Checkpoint& ck) {
   if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
   if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
   std::string why;
@@ -22,13 +23,13 @@ std::string Glm4MoeLiteCuda::load(const Checkpoint& ck) {
   if (!gemm_) return why;
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0))
     return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
-  if (width_ > 576) return "kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel";
+  if (auto e = attention_shape_error(); !e.empty()) return e;
   if (E_ > 1024) return "at most 1024 routed experts";
   if (auto e = load_weights(ck); !e.empty()) return e;
   return allocate_activations();
 }
 
-Status Glm4MoeLiteCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
+Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) return error("CUDA KV pool: no blocks");
   block_size_ = block_size;
   num_blocks_ = num_blocks;
@@ -36,7 +37,7 @@ Status Glm4MoeLiteCuda::make_device_pool(std::int32_t num_blocks, int block_size
   const std::size_t per_layer = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) *
                                 static_cast<std::size_t>(width_) * static_cast<std::size_t>(k::dtype_bytes(kv_type_));
   layer_bytes_ = per_layer;
-  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(c_.d.num_hidden_layers), "the KV pool"); !e.empty())
+  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows).
   in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
@@ -50,12 +51,12 @@ Status Glm4MoeLiteCuda::make_device_pool(std::int32_t num_blocks, int block_size
   return Ok{};
 }
 
-std::string Glm4MoeLiteCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+std::string GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
   weight_bytes_ += n * 2;
   return b.allocate(n * 2, what);
 }
 
-std::string Glm4MoeLiteCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m) {
+std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
@@ -66,8 +67,8 @@ std::string Glm4MoeLiteCuda::load_mlp(Uploader& up, const std::string& prefix, i
   return {};
 }
 
-std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
-  const DecoderConfig& d = c_.d;
+std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
+  const DecoderConfig& d = d_;
   Uploader up(ck);
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
@@ -78,47 +79,13 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
     up.bf16(head_, 0, "lm_head.weight", {V_, H_});
   }
-  const bool bias = d.attention_bias;
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
-    const std::string p = layer_prefix(l), sa = p + "self_attn.";
+    const std::string p = layer_prefix(l);
     const std::uint64_t before = weight_bytes_;
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
-    const std::size_t kv_at = static_cast<std::size_t>(q_rows_) * h;
-    if (lora_q_ > 0) {
-      up.bf16(a.w_in, 0, sa + "q_a_proj.weight", {lora_q_, H_});
-      if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
-      up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
-      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
-          !e.empty())
-        return e;
-      up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
-    } else {
-      up.bf16(a.w_in, 0, sa + "q_proj.weight", {heads_ * qk_, H_});
-    }
-    up.bf16(a.w_in, kv_at, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
-    if (bias) {
-      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
-      std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
-      if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
-      else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
-      up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
-      // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
-      if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
-      weight_bytes_ += h * 4;
-      up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
-    }
-    if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
-    up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
-    const int kvb_rows = heads_ * (nope_ + vd_);
-    if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
-        !e.empty())
-      return e;
-    up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
-    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
-    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    if (auto e = load_attention(up, l, a); !e.empty()) return e;
     for (auto [buf, name] : {std::pair{&a.input_norm, "input_layernorm.weight"}, std::pair{&a.post_norm, "post_attention_layernorm.weight"}}) {
       if (auto e = alloc_bf16(*buf, h, p + name); !e.empty()) return e;
       up.bf16(*buf, 0, p + name, {H_});
@@ -163,16 +130,8 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
     decode_bytes_.per_expert = 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
-  // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
-  // step reads it instead of kv_b's key rows, never both).
   if (auto e = cuda_error(cudaDeviceSynchronize(), "uploading the weights"); !e.empty()) return e;  // cudaMemcpy may return early
-  if (nope_ % 8 == 0)
-    for (Layer& a : layers_) {
-      const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
-      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e.empty()) return e;
-      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e.empty()) return e;
-    }
-  if (auto e = cuda_error(cudaStreamSynchronize(stream_), "transposing kv_b"); !e.empty()) return e;
+  if (auto e = finish_load(); !e.empty()) return e;
   std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
   k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
   if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e.empty()) return e;
@@ -184,7 +143,7 @@ std::string Glm4MoeLiteCuda::load_weights(const Checkpoint& ck) {
   return {};
 }
 
-std::string Glm4MoeLiteCuda::allocate_activations() {
+std::string GlmDecoderCuda::allocate_activations() {
   // R: logit rows (one per sequence, or 1 + k per sequence verifying k drafts).
   const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
@@ -204,10 +163,7 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
       {&h_, T * h * 2, "normed"},
       {&h32_, E_ > 0 ? T * h * 4 : 0, "normed, fp32 (router input)"},
       {&fused_, T * static_cast<std::size_t>(in_rows_) * 2, "fused projection"},
-      {&qlat_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"},
       {&q_, T * heads * static_cast<std::size_t>(qk_) * 2, "queries"},
-      {&qattn_, T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"},
-      {&olat_, T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent"},
       {&attn_, T * heads * static_cast<std::size_t>(vd_) * 2, "attention out"},
       {&mlp_gu_, T * 2 * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp gate_up"},
       {&mlp_act_, T * static_cast<std::size_t>(std::max(mlp_width, 1)) * 2, "mlp act"},
@@ -233,6 +189,7 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+  if (auto e = allocate_attention(); !e.empty()) return e;
   std::vector<k::SamplingParams> greedy(R);
   for (auto& g : greedy) g.temperature = 0.f;
   if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
@@ -242,11 +199,11 @@ std::string Glm4MoeLiteCuda::allocate_activations() {
   return cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms");
 }
 
-Status Glm4MoeLiteCuda::set_capture(std::vector<int> layers) {
+Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
   for (int l : layers)
-    if (l < 0 || l >= c_.d.num_hidden_layers)
+    if (l < 0 || l >= d_.num_hidden_layers)
       return error("hidden-state capture: layer " + std::to_string(l) + " does not exist (the model has " +
-                   std::to_string(c_.d.num_hidden_layers) + ")");
+                   std::to_string(d_.num_hidden_layers) + ")");
   const std::size_t width = layers.size() * static_cast<std::size_t>(H_);
   if (auto e = captured_.allocate(static_cast<std::size_t>(t_cap_) * width * 2, "captured hidden states"); !e.empty()) return error(e);
   capture_layers_ = std::move(layers);
@@ -254,6 +211,72 @@ Status Glm4MoeLiteCuda::set_capture(std::vector<int> layers) {
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
   return Ok{};
+}
+
+// --- glm4_moe_lite's MLA ---------------------------------------------------------------------
+
+std::string Glm4MoeLiteCuda::attention_shape_error() const {
+  return width_ > 576 ? "kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel" : "";
+}
+
+std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
+  const std::size_t h = static_cast<std::size_t>(H_);
+  const std::string sa = layer_prefix(l) + "self_attn.";
+  const bool bias = c_.d.attention_bias;
+  if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
+  const std::size_t kv_at = static_cast<std::size_t>(q_rows_) * h;
+  if (lora_q_ > 0) {
+    up.bf16(a.w_in, 0, sa + "q_a_proj.weight", {lora_q_, H_});
+    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
+    up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
+    if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
+        !e.empty())
+      return e;
+    up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+  } else {
+    up.bf16(a.w_in, 0, sa + "q_proj.weight", {heads_ * qk_, H_});
+  }
+  up.bf16(a.w_in, kv_at, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
+  if (bias) {
+    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
+    std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
+    if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
+    else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
+    up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
+    // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
+    if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
+    weight_bytes_ += h * 4;
+    up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
+  }
+  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
+  up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
+  const int kvb_rows = heads_ * (nope_ + vd_);
+  if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
+      !e.empty())
+    return e;
+  up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
+  if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
+  up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+  return {};
+}
+
+std::string Glm4MoeLiteCuda::finish_load() {
+  // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
+  // step reads it instead of kv_b's key rows, never both).
+  if (nope_ % 8 == 0)
+    for (Layer& a : layers_) {
+      const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
+      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e.empty()) return e;
+      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e.empty()) return e;
+    }
+  return cuda_error(cudaStreamSynchronize(stream_), "transposing kv_b");
+}
+
+std::string Glm4MoeLiteCuda::allocate_attention() {
+  const std::size_t T = static_cast<std::size_t>(t_cap_), heads = static_cast<std::size_t>(heads_);
+  if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e.empty()) return e;
+  if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e.empty()) return e;
+  return olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent");
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,

@@ -1,13 +1,14 @@
-// glm4_moe_lite on CUDA, one step: inputs staged, the forward enqueued, decode replayed from CUDA
-// graphs (cuda_model.hpp). The math per layer, with T tokens of every sequence of the step at once:
+// The GLM decoder on CUDA (cuda_decoder.hpp), one step: inputs staged, the forward enqueued, decode
+// replayed from CUDA graphs (cuda_model.hpp); the FFN (dense, or routed experts + shared experts)
+// and the residual adds fused into the next RMSNorm. And glm4_moe_lite's attention (absorbed MLA),
+// per layer, with T tokens of every sequence of the step at once:
 //   fused = x W_in^T (+b)            W_in = [q_a | kv_a] (or [q_proj | kv_a] without a query LoRA)
 //   q     = q_b(rmsnorm(fused[:, q_a]))                          [T, heads, nope + rope]
 //   latent= [rmsnorm(c), rope(kr)] = fused[:, kv_a] normalised and rotated; written to the pool
 //   Q     = [q_nope . W_kb[h], rope(q_rope)]   per head            [T, heads, kv_lora + rope]
 //   O     = paged attention of Q over the latents (the value is the latent itself)
 //   attn  = O . W_v[h]^T per head; delta = o_proj(attn)
-// then the FFN (dense, or routed experts + shared experts) and the residual adds fused into the
-// next RMSNorm. The math and names follow glm4_moe_lite.cpp, the CPU reference it is checked against.
+// The math and names follow glm4_moe_lite.cpp, the CPU reference it is checked against.
 #include <algorithm>
 #include <cmath>
 
@@ -25,7 +26,7 @@
 
 namespace tandem::model::cuda {
 
-Result<std::vector<float>> Glm4MoeLiteCuda::step(std::span<const PagedWork> work) {
+Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work) {
   auto rows = run(work);
   if (!rows) return rows.error();
   std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
@@ -36,7 +37,7 @@ Result<std::vector<float>> Glm4MoeLiteCuda::step(std::span<const PagedWork> work
   return out;
 }
 
-Result<std::vector<std::int32_t>> Glm4MoeLiteCuda::step_greedy(std::span<const PagedWork> work) {
+Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
   auto rows = run(work);
   if (!rows) return rows.error();
   const int R = rows.value();
@@ -69,7 +70,7 @@ Result<std::vector<std::int32_t>> Glm4MoeLiteCuda::step_greedy(std::span<const P
   return ids;
 }
 
-Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
+Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   if (pool_.empty()) return error("CUDA model: make_device_pool first");
   const int S = static_cast<int>(work.size());
   if (S == 0) return 0;
@@ -165,7 +166,7 @@ Result<int> Glm4MoeLiteCuda::run(std::span<const PagedWork> work) {
   return R;
 }
 
-std::string Glm4MoeLiteCuda::capture(int B, int per) {
+std::string GlmDecoderCuda::capture(int B, int per) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t exec = nullptr;
   FirstError err;
@@ -183,7 +184,7 @@ std::string Glm4MoeLiteCuda::capture(int B, int per) {
   return {};
 }
 
-std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
+std::string GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   const std::size_t L = kv_scales_.size();
   FirstError err;
   if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
@@ -200,13 +201,13 @@ std::string Glm4MoeLiteCuda::calibrate(int T, int R, int max_context) {
   return {};
 }
 
-std::string Glm4MoeLiteCuda::all_reduce(DeviceBuffer& b, int T) {
+std::string GlmDecoderCuda::all_reduce(DeviceBuffer& b, int T) {
   if (!all_reduce_) return {};
   auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), k::DType::f32, stream_);
   return s ? std::string() : s.error().message;
 }
 
-std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
+std::string GlmDecoderCuda::gemm(const k::GemmArgs& g) {
   if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {  // bias of y's type
     k::GemvArgs v;
     v.rows = g.rows, v.in = g.in, v.out = g.out;
@@ -220,8 +221,8 @@ std::string Glm4MoeLiteCuda::gemm(const k::GemmArgs& g) {
   return gemm_->run(g, stream_);
 }
 
-std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
-  const DecoderConfig& d = c_.d;
+std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
+  const DecoderConfig& d = d_;
   const float eps = static_cast<float>(d.rms_norm_eps);
   const double act = static_cast<double>(T) * H_;  // entries of one [T, hidden] activation
   FirstError err;
@@ -268,7 +269,7 @@ std::string Glm4MoeLiteCuda::enqueue(int T, int R, int max_context) {
   return err.message;
 }
 
-std::string Glm4MoeLiteCuda::capture_layer(int layer, int T) {
+std::string GlmDecoderCuda::capture_layer(int layer, int T) {
   FirstError err;
   const int n = static_cast<int>(capture_layers_.size());
   for (int j = 0; j < n; ++j)
@@ -411,7 +412,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   return err.message;
 }
 
-std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
+std::string GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
   const double gu = 2.0 * 2 * m.width * H_, down_bytes = 2.0 * m.width * H_;
   k::GemvArgs v;
@@ -433,7 +434,7 @@ std::string Glm4MoeLiteCuda::mlp(const Mlp& m, int T, void* out) {
   return err.message;
 }
 
-k::MoeDecodeArgs Glm4MoeLiteCuda::moe_decode_args(const Layer& a, int T) {
+k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
   k::MoeDecodeArgs dec;
   dec.tokens = T, dec.top_k = K_, dec.hidden = H_, dec.width = I_, dec.x = h_.get();
   dec.expert = expert_.as<std::int32_t>(), dec.weight = weight_.as<float>();
@@ -443,8 +444,8 @@ k::MoeDecodeArgs Glm4MoeLiteCuda::moe_decode_args(const Layer& a, int T) {
   return dec;
 }
 
-std::string Glm4MoeLiteCuda::moe(const Layer& a, int T, bool fold_norm) {
-  const MoeConfig& m = c_.d.moe;
+std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
+  const MoeConfig& m = d_.moe;
   k::MoeRouting routing;
   routing.n_experts = E_, routing.n_group = m.n_group, routing.topk_group = m.topk_group, routing.top_k = K_;
   routing.norm_topk_prob = m.norm_topk_prob;
@@ -457,7 +458,7 @@ std::string Glm4MoeLiteCuda::moe(const Layer& a, int T, bool fold_norm) {
   if (moe_decodes(a, T)) {
     if (fold_norm) {
       err(k::moe_norm_router_route_cuda(routing, x_.as<float>(), delta_.as<float>(), a.post_norm.get(),
-                                        static_cast<float>(c_.d.rms_norm_eps), H_, a.router.as<float>(),
+                                        static_cast<float>(d_.rms_norm_eps), H_, a.router.as<float>(),
                                         a.correction_bias.as<float>(), T, h_.get(), expert_.as<std::int32_t>(),
                                         weight_.as<float>(), stream_));
       mark("moe add_rmsnorm + router + route", router + static_cast<double>(T) * H_ * (4 * 2 + 4 + 2));

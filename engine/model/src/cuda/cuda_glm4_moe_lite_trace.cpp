@@ -1,10 +1,10 @@
-// glm4_moe_lite on CUDA, the traced step (cuda_model.hpp's StepTrace): the step runs eagerly and,
+// The GLM decoder on CUDA (glm4_moe_lite's and glm4_moe's), the traced step (cuda_model.hpp's StepTrace): the step runs eagerly and,
 // at each trace point the forward passes, the stream is drained and the value copied to the host.
 // Slow by design and never inside a CUDA graph: it exists so that one GPU run can name the first
 // layer and op where the device parts from the CPU reference (cuda_model_check --trace).
 #include <cstring>
 
-#include "cuda_glm4_moe_lite.hpp"
+#include "cuda_decoder.hpp"
 #include "tandem/kernels/dtype.hpp"
 
 namespace tandem::model::cuda {
@@ -37,10 +37,10 @@ std::string copy_rows(std::vector<float>& to, const void* src, int rows, int wid
 
 }  // namespace
 
-std::string Glm4MoeLiteCuda::trace(TracePoint what, int layer, int T) {
+std::string GlmDecoderCuda::trace(TracePoint what, int layer, int T) {
   if (!trace_) return {};
   StepTrace& t = *trace_;
-  const std::size_t layers = static_cast<std::size_t>(c_.d.num_hidden_layers);
+  const std::size_t layers = static_cast<std::size_t>(d_.num_hidden_layers);
   for (auto* v : {&t.latent, &t.after_attention, &t.after_ffn}) v->resize(layers);
   t.experts.resize(layers), t.expert_weights.resize(layers);
   t.tokens = T;
@@ -66,7 +66,7 @@ std::string Glm4MoeLiteCuda::trace(TracePoint what, int layer, int T) {
   return {};
 }
 
-Result<StepTrace> Glm4MoeLiteCuda::step_traced(std::span<const PagedWork> work) {
+Result<StepTrace> GlmDecoderCuda::step_traced(std::span<const PagedWork> work) {
   StepTrace t;
   const bool eager = opt_.enforce_eager;
   opt_.enforce_eager = true, trace_ = &t, trace_layer_ = 0;

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_glm4_moe_lite.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
+#include "cuda_decoder.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
 #include "device_buffer.hpp"
 #include "glm5_next_kernels.hpp"
 #include "tandem/model/cuda_model.hpp"

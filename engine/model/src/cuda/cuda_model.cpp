@@ -9,6 +9,8 @@ namespace tandem::model {
 namespace cuda {
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                            const CudaOptions& options);
+Result<std::unique_ptr<CudaModel>> load_glm4_moe_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
+                                                      const CudaOptions& options);
 Result<std::unique_ptr<CudaModel>> load_glm5_next_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                        const CudaOptions& options);
 }  // namespace cuda
@@ -57,9 +59,10 @@ Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& 
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
   if (config->model_type == "glm4_moe_lite") return cuda::load_glm4_moe_lite_cuda(std::move(config).value(), ck.value(), comm, options);
+  if (config->model_type == "glm4_moe") return cuda::load_glm4_moe_cuda(std::move(config).value(), ck.value(), comm, options);
   if (config->model_type == "glm5_next" || config->model_type == "glm5_next_text")
     return cuda::load_glm5_next_cuda(std::move(config).value(), ck.value(), comm, options);
-  return error("the CUDA back end runs glm4_moe_lite and glm5_next(_text) so far; " + config->model_type + " runs on --device cpu");
+  return error("the CUDA back end runs glm4_moe_lite, glm4_moe and glm5_next(_text) so far; " + config->model_type + " runs on --device cpu");
 }
 
 }  // namespace tandem::model

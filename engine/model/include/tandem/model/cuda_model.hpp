@@ -6,7 +6,8 @@
 // bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
 // router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
 // and the rotated shared key (kv_lora + rope entries per token and layer), the query is projected
-// into the latent space, and the values come out of the latent per head.
+// into the latent space, and the values come out of the latent per head. glm4_moe's grouped-query
+// attention caches its keys and values (a K pool and a V pool per layer, kv_heads x head_dim rows).
 //
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
@@ -154,7 +155,7 @@ class CudaModel : public Model {
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}
 };
 
-// Loads config.json and the safetensors weights of `dir` onto the device: glm4_moe_lite, and
+// Loads config.json and the safetensors weights of `dir` onto the device: glm4_moe_lite, glm4_moe, and
 // glm5_next / glm5_next_text (first version: eager, fp32 DSA pool; see cuda_glm5_next.hpp).
 Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options);
 Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options,
