@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "../decoder.hpp"
+#include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
 #include "glue_kernels.hpp"
 #include "tandem/kernels/moe_decode.hpp"
@@ -200,12 +201,7 @@ std::string GlmDecoderCuda::allocate_activations() {
 }
 
 Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
-  for (int l : layers)
-    if (l < 0 || l >= d_.num_hidden_layers)
-      return error("hidden-state capture: layer " + std::to_string(l) + " does not exist (the model has " +
-                   std::to_string(d_.num_hidden_layers) + ")");
-  const std::size_t width = layers.size() * static_cast<std::size_t>(H_);
-  if (auto e = captured_.allocate(static_cast<std::size_t>(t_cap_) * width * 2, "captured hidden states"); !e.empty()) return error(e);
+  if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
   capture_layers_ = std::move(layers);
   // Graphs captured before now lack the copies (or hold the old ones): capture them again.
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "../glm5_next_parts.hpp"
+#include "capture_buffer.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 
@@ -273,12 +274,7 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
 }
 
 Status Glm5NextCuda::set_capture(std::vector<int> layers) {
-  for (int l : layers)
-    if (l < 0 || l >= c_.d.num_hidden_layers)
-      return error("hidden-state capture: layer " + std::to_string(l) + " does not exist (the model has " +
-                   std::to_string(c_.d.num_hidden_layers) + ")");
-  const std::size_t width = layers.size() * static_cast<std::size_t>(H_);
-  if (auto e = captured_.allocate(static_cast<std::size_t>(t_cap_) * width * 2, "captured hidden states"); !e.empty()) return error(e);
+  if (auto e = allocate_capture(captured_, layers, c_.d.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
   capture_layers_ = std::move(layers);
   return Ok{};
 }
