@@ -99,22 +99,13 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
   route_token(m, logits + static_cast<long>(token) * E, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
 }
 
-// One block per token: its warps take the experts' logits in turn (16-byte loads of the fp32 x and
-// router), into shared memory; then warp 0 routes.
-__global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, const float* router, const float* bias,
-                                    std::int32_t* expert, float* weight) {
-  const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int token = blockIdx.x, warps = blockDim.x / 32;
-  // The router's rows are constant: ask L2 for them before waiting for x's kernel (programmatic launch).
-  if (token == 0)
-    for (long b = 128L * threadIdx.x; b < 4L * E * hidden; b += 128L * blockDim.x)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(router) + b));
-  cuda::pdl_begin();
-  extern __shared__ float smem[];
-  float* logits = smem;
-  float* score = smem + E;
-  unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
-  const float* xt = x + static_cast<long>(token) * hidden;
+// The block's warps take the experts' router logits of one token's fp32 row in turn (16-byte
+// loads of the row and the router), into shared memory; then warp 0 routes. Shared by the router
+// kernels, whatever made the row.
+__device__ void logits_then_route(const MoeRouting& m, const float* xt, int hidden, const float* router, const float* bias,
+                                  int token, float* logits, float* score, unsigned char* taken, std::int32_t* expert,
+                                  float* weight) {
+  const int E = m.n_experts, warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   for (int e = warp; e < E; e += warps) {
     const float* we = router + static_cast<long>(e) * hidden;
     float s = 0.f;
@@ -131,13 +122,30 @@ __global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, co
   if (warp == 0) route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
 }
 
+// One block per token: the router's logits of its fp32 row, then its routing.
+__global__ void router_route_kernel(MoeRouting m, const float* x, int hidden, const float* router, const float* bias,
+                                    std::int32_t* expert, float* weight) {
+  const int E = m.n_experts, G = m.n_group, token = blockIdx.x;
+  // The router's rows are constant: ask L2 for them before waiting for x's kernel (programmatic launch).
+  if (token == 0)
+    for (long b = 128L * threadIdx.x; b < 4L * E * hidden; b += 128L * blockDim.x)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(router) + b));
+  cuda::pdl_begin();
+  extern __shared__ float smem[];
+  float* logits = smem;
+  float* score = smem + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
+  const float* xt = x + static_cast<long>(token) * hidden;
+  logits_then_route(m, xt, hidden, router, bias, token, logits, score, taken, expert, weight);
+}
+
 // moe_norm_router_route_cuda: add_rmsnorm's residual add and norm (256 threads in its order, so
 // the numbers are the same), the normalised row kept in shared memory for the router's logits.
 __global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* delta, const cuda::bf16* norm_w, float eps,
                                          int hidden, const float* router, const float* bias, cuda::bf16* h,
                                          std::int32_t* expert, float* weight) {
   const int E = m.n_experts, G = m.n_group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int token = blockIdx.x, warps = blockDim.x / 32;
+  const int token = blockIdx.x;
   if (token == 0)  // the router's rows are constant: ask L2 for them before waiting (programmatic launch)
     for (long b = 128L * threadIdx.x; b < 4L * E * hidden; b += 128L * blockDim.x)
       asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(router) + b));
@@ -172,20 +180,7 @@ __global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* de
     xs[i] = v;
   }
   __syncthreads();
-  for (int e = warp; e < E; e += warps) {
-    const float* we = router + static_cast<long>(e) * hidden;
-    float s = 0.f;
-#pragma unroll 4
-    for (int c = lane * 8; c < hidden; c += 32 * 8) {
-      const float4 x0 = *reinterpret_cast<const float4*>(xs + c), x1 = *reinterpret_cast<const float4*>(xs + c + 4);
-      const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
-      s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
-    }
-    s = cuda::warp_sum(s);
-    if (lane == 0) logits[e] = s;
-  }
-  __syncthreads();
-  if (warp == 0) route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
+  logits_then_route(m, xs, hidden, router, bias, token, logits, score, taken, expert, weight);
 }
 
 }  // namespace
