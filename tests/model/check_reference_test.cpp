@@ -13,6 +13,30 @@
 using namespace tandem::model;
 using namespace tandem::model::test;
 
+namespace {
+
+// The router's choice values of layer l (sigmoid of the logits plus the correction bias), computed
+// here from the residual after attention, in double: what the trace's margins must agree with.
+std::vector<double> choices(const DecoderConfig& d, const Checkpoint& ck, int l, const std::vector<float>& after_attention) {
+  const int H = d.hidden_size, E = d.moe.n_routed_experts;
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  auto norm = ck.read(p + "post_attention_layernorm.weight", {H});
+  auto router = ck.read(p + "mlp.gate.weight", {E, H});
+  auto bias = ck.read(p + "mlp.gate.e_score_correction_bias", {E});
+  REQUIRE((norm.ok() && router.ok() && bias.ok()));
+  std::vector<float> h(static_cast<size_t>(H));
+  tandem::kernels::rmsnorm_cpu(after_attention.data(), norm->data(), h.data(), 1, H, static_cast<float>(d.rms_norm_eps));
+  std::vector<double> choice(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) {
+    double s = 0;
+    for (int i = 0; i < H; ++i) s += static_cast<double>(h[static_cast<size_t>(i)]) * (*router)[static_cast<size_t>(e * H + i)];
+    choice[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-s)) + (*bias)[static_cast<size_t>(e)];
+  }
+  return choice;
+}
+
+}  // namespace
+
 TEST_CASE("the bf16-weight checkpoint rounds every tensor but the routers, which the CUDA model keeps in fp32") {
   const auto src = fixture_dir("glm4_moe_lite_variant");
   const auto dst = std::filesystem::temp_directory_path() / "tandem-test-bf16-rounded";
@@ -64,21 +88,7 @@ TEST_CASE("the reference trace routes as the model and its margin is the gap to 
     // Recompute the choices from the captured residual: the margin is the K-th best minus the
     // (K+1)-th best choice value (n_group is 1 in this fixture: every expert is in play).
     REQUIRE(d.moe.n_group == 1);
-    const int H = d.hidden_size, E = d.moe.n_routed_experts;
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    auto norm = ck->read(p + "post_attention_layernorm.weight", {H});
-    auto router = ck->read(p + "mlp.gate.weight", {E, H});
-    auto bias = ck->read(p + "mlp.gate.e_score_correction_bias", {E});
-    REQUIRE((norm.ok() && router.ok() && bias.ok()));
-    std::vector<float> h(static_cast<size_t>(H));
-    tandem::kernels::rmsnorm_cpu(t->after_attention[static_cast<size_t>(l)].data(), norm->data(), h.data(), 1, H,
-                                 static_cast<float>(d.rms_norm_eps));
-    std::vector<double> choice(static_cast<size_t>(E));
-    for (int e = 0; e < E; ++e) {
-      double s = 0;
-      for (int i = 0; i < H; ++i) s += static_cast<double>(h[static_cast<size_t>(i)]) * (*router)[static_cast<size_t>(e * H + i)];
-      choice[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-s)) + (*bias)[static_cast<size_t>(e)];
-    }
+    const std::vector<double> choice = choices(d, ck.value(), l, t->after_attention[static_cast<size_t>(l)]);
     std::vector<double> sorted = choice;
     std::sort(sorted.rbegin(), sorted.rend());
     const size_t K = r.experts.size();
@@ -99,7 +109,7 @@ TEST_CASE("with expert groups the margin is also the gap between the lowest kept
   const DecoderConfig& d = m.value()->config().decoder();
   REQUIRE(d.moe.n_group == 2);
   REQUIRE(d.moe.topk_group == 1);
-  const int H = d.hidden_size, E = d.moe.n_routed_experts, per_group = E / d.moe.n_group;
+  const int E = d.moe.n_routed_experts, per_group = E / d.moe.n_group;
   // The fixture's golden prompt 1, whose position 9 routes layer 1 by a near-tie between the groups.
   const std::vector<int32_t> ids{210, 249, 280, 62, 251, 194, 214, 175, 43, 180};
   int group_bound = 0;  // layers and positions where the group gap is the smaller one
@@ -109,22 +119,9 @@ TEST_CASE("with expert groups the margin is also the gap between the lowest kept
     for (int l = 0; l < d.num_hidden_layers; ++l) {
       const auto& r = t->routes[static_cast<size_t>(l)];
       if (!d.layer_is_moe[static_cast<size_t>(l)]) continue;
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      auto norm = ck->read(p + "post_attention_layernorm.weight", {H});
-      auto router = ck->read(p + "mlp.gate.weight", {E, H});
-      auto bias = ck->read(p + "mlp.gate.e_score_correction_bias", {E});
-      REQUIRE((norm.ok() && router.ok() && bias.ok()));
-      std::vector<float> h(static_cast<size_t>(H));
-      tandem::kernels::rmsnorm_cpu(t->after_attention[static_cast<size_t>(l)].data(), norm->data(), h.data(), 1, H,
-                                   static_cast<float>(d.rms_norm_eps));
-      std::vector<double> choice(static_cast<size_t>(E));
+      const std::vector<double> choice = choices(d, ck.value(), l, t->after_attention[static_cast<size_t>(l)]);
       double biggest = 0;
-      for (int e = 0; e < E; ++e) {
-        double s = 0;
-        for (int i = 0; i < H; ++i) s += static_cast<double>(h[static_cast<size_t>(i)]) * (*router)[static_cast<size_t>(e * H + i)];
-        choice[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-s)) + (*bias)[static_cast<size_t>(e)];
-        biggest = std::max(biggest, std::fabs(choice[static_cast<size_t>(e)]));
-      }
+      for (double c : choice) biggest = std::max(biggest, std::fabs(c));
       // Group scores (sum of the two best choices), the kept group (the chosen experts' own).
       std::vector<double> score(2);
       for (int g = 0; g < 2; ++g) {
