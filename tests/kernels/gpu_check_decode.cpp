@@ -102,20 +102,29 @@ void moe(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, int w
   rows.push_back({"moe_decode", s, "bf16->fp32", max_rel_error(dout.get(), ref), limit_for(DType::bf16), 0, ""});
 }
 
-void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, int hidden) {
+// The CPU reference of the router kernels: fp32 logits of each row, sigmoid, moe_route_cpu.
+void route_cpu(const k::MoeRouting& m, const std::vector<float>& x, const std::vector<float>& router, const std::vector<float>& bias,
+               int tokens, int hidden, std::vector<std::int32_t>& expert, std::vector<float>& weight) {
   const int E = m.n_experts;
-  const auto x = normal(sz(static_cast<long>(tokens) * hidden), 1.f, 71);
-  const auto router = normal(sz(static_cast<long>(E) * hidden), 0.05f, 72);
-  const auto bias = normal(sz(E), 0.3f, 73);
   std::vector<float> logits(sz(static_cast<long>(tokens) * E)), scores(sz(E));
   k::linear_cpu(x.data(), router.data(), nullptr, logits.data(), tokens, hidden, E);
-  std::vector<std::int32_t> expert(sz(static_cast<long>(tokens) * m.top_k));
-  std::vector<float> weight(expert.size());
+  expert.assign(sz(static_cast<long>(tokens) * m.top_k), 0);
+  weight.assign(expert.size(), 0.f);
   for (int t = 0; t < tokens; ++t) {
     k::sigmoid_cpu(logits.data() + static_cast<long>(t) * E, scores.data(), E);
     k::moe_route_cpu(m, scores.data(), bias.data(), expert.data() + static_cast<long>(t) * m.top_k,
                      weight.data() + static_cast<long>(t) * m.top_k);
   }
+}
+
+void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, int hidden) {
+  const int E = m.n_experts;
+  const auto x = normal(sz(static_cast<long>(tokens) * hidden), 1.f, 71);
+  const auto router = normal(sz(static_cast<long>(E) * hidden), 0.05f, 72);
+  const auto bias = normal(sz(E), 0.3f, 73);
+  std::vector<std::int32_t> expert;
+  std::vector<float> weight;
+  route_cpu(m, x, router, bias, tokens, hidden, expert, weight);
   Dev<float> dx(x), drouter(router), dbias(bias), dw(weight.size());
   Dev<std::int32_t> de(expert.size());
   op_ok(k::moe_router_route_cuda(m, dx.p(), hidden, drouter.p(), dbias.p(), tokens, de.p(), dw.p()));
@@ -137,17 +146,12 @@ void norm_router_route(std::vector<Row>& rows, const k::MoeRouting& m, int token
   const auto w = as_stored(DType::bf16, normal(sz(hidden), 0.3f, 76));
   const auto router = normal(sz(static_cast<long>(E) * hidden), 0.05f, 77);
   const auto bias = normal(sz(E), 0.3f, 78);
-  std::vector<float> x_new(x.size()), y(x.size()), logits(sz(static_cast<long>(tokens) * E)), scores(sz(E));
+  std::vector<float> x_new(x.size()), y(x.size());
   for (size_t i = 0; i < x.size(); ++i) x_new[i] = x[i] + delta[i];
   k::rmsnorm_cpu(x_new.data(), w.data(), y.data(), tokens, hidden, eps);
-  k::linear_cpu(y.data(), router.data(), nullptr, logits.data(), tokens, hidden, E);
-  std::vector<std::int32_t> expert(sz(static_cast<long>(tokens) * m.top_k));
-  std::vector<float> weight(expert.size());
-  for (int t = 0; t < tokens; ++t) {
-    k::sigmoid_cpu(logits.data() + static_cast<long>(t) * E, scores.data(), E);
-    k::moe_route_cpu(m, scores.data(), bias.data(), expert.data() + static_cast<long>(t) * m.top_k,
-                     weight.data() + static_cast<long>(t) * m.top_k);
-  }
+  std::vector<std::int32_t> expert;
+  std::vector<float> weight;
+  route_cpu(m, y, router, bias, tokens, hidden, expert, weight);
   Dev<float> dx(x), ddelta(delta), drouter(router), dbias(bias), dw(weight.size());
   DevAct dnorm(DType::bf16, w), dh(DType::bf16, x.size());
   Dev<std::int32_t> de(expert.size());
