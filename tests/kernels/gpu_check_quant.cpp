@@ -2,7 +2,10 @@
 // against the CPU references: the same bytes as a checkpoint holds, made by the CPU quantisers.
 #include <cstdio>
 
+#include <cmath>
+
 #include "gpu_check.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/kernels/quant_weights.hpp"
 
 namespace gpu_check {
@@ -74,9 +77,156 @@ void dequant(std::vector<Row>& rows, int out, int in) {
   rows.push_back({"dequant_nvfp4", shape, "nvfp4 -> bf16", 0, -1, differ(ref), "bits exact"});
 }
 
+// A stack of `count` matrices [rows][in] quantised one by one (each its own scales), on the device
+// as quant_gemv.hpp lays it out, and dequantised on the CPU and rounded to bf16 ([count * rows][in]).
+struct Stack {
+  std::vector<float> dense;
+  std::vector<std::uint8_t> data, scales;
+  std::vector<float> fp8_scales, globals;
+  Dev<std::uint8_t> d_data, d_scales;
+  Dev<float> d_fp8_scales, d_globals;
+  k::QuantMatrices m;
+  static std::vector<std::uint8_t> bytes(k::QuantFormat f, int count, int rows, int in, bool scales) {
+    return std::vector<std::uint8_t>(sz(count) * (scales ? (f == k::QuantFormat::nvfp4 ? k::quant_scale_bytes(f, rows, in) : 0)
+                                                          : k::quant_data_bytes(f, rows, in)));
+  }
+  Stack(k::QuantFormat f, int count, int rows, int in, std::uint32_t seed)
+      : dense(sz(static_cast<long>(count) * rows * in)), data(bytes(f, count, rows, in, false)), scales(bytes(f, count, rows, in, true)),
+        fp8_scales(f == k::QuantFormat::fp8_block ? sz(count) * k::quant_scale_bytes(f, rows, in) / 4 : 0), globals(sz(count)),
+        d_data(data.size()), d_scales(scales.size()), d_fp8_scales(fp8_scales.size()), d_globals(globals.size()) {
+    const size_t n = sz(static_cast<long>(rows) * in);
+    for (int c = 0; c < count; ++c) {
+      const auto w = normal(n, 0.02f * static_cast<float>(1 + c % 3), seed + static_cast<std::uint32_t>(c));
+      float* out = dense.data() + sz(c) * n;
+      if (f == k::QuantFormat::fp8_block) {
+        const size_t ns = k::quant_scale_bytes(f, rows, in) / 4;
+        k::quantize_fp8_block_cpu(w.data(), rows, in, data.data() + sz(c) * n, fp8_scales.data() + sz(c) * ns);
+        k::dequant_fp8_block_cpu(data.data() + sz(c) * n, fp8_scales.data() + sz(c) * ns, rows, in, out);
+      } else {
+        k::quantize_nvfp4_cpu(w.data(), rows, in, data.data() + sz(c) * n / 2, scales.data() + sz(c) * n / 16, &globals[sz(c)]);
+        k::dequant_nvfp4_cpu(data.data() + sz(c) * n / 2, scales.data() + sz(c) * n / 16, globals[sz(c)], rows, in, out);
+      }
+    }
+    for (float& v : dense) v = k::round_bf16(v);  // the weights the kernels compute with
+    d_data.put(data), d_scales.put(scales), d_fp8_scales.put(fp8_scales), d_globals.put(globals);
+    m.format = f, m.data = d_data.p(), m.count = count, m.rows = rows, m.in = in;
+    m.scales = f == k::QuantFormat::fp8_block ? static_cast<const void*>(d_fp8_scales.p()) : d_scales.p();
+    m.global = d_globals.p();
+  }
+};
+
+const char* name_of(k::QuantFormat f) { return f == k::QuantFormat::fp8_block ? "fp8_block" : "nvfp4"; }
+
+double dot(const float* x, const float* w, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(x[i]) * w[i];
+  return s;
+}
+
+// quant_gemv: two stacks (a fused projection of two row counts) with a bias, or gate | up with silu.
+void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, int count_a, int rows_b, bool silu, DType yt) {
+  Stack a(f, silu ? 2 : count_a, rows_a, in, 31);
+  Stack b(f, rows_b > 0 ? 1 : 0, rows_b > 0 ? rows_b : 16, in, 41);
+  const int out = silu ? rows_a : count_a * rows_a + (rows_b > 0 ? rows_b : 0);
+  const long ldx = in + 8, ldy = out + 3;
+  const auto x = as_stored(DType::bf16, normal(sz(n * ldx), 1.f, 51));
+  const auto bias = as_stored(yt, normal(sz(out), 0.5f, 52));
+  DevAct dx(DType::bf16, x), dbias(yt, bias), dy(yt, sz(n * ldy));
+  k::QuantGemvArgs g;
+  g.rows = n, g.x = dx.p(), g.ldx = ldx, g.w = a.m, g.y = dy.p(), g.ldy = ldy, g.y_type = yt, g.silu_mul = silu;
+  if (rows_b > 0) g.w2 = b.m;
+  if (!silu) g.bias = dbias.p();
+  op_ok(k::quant_gemv_cuda(g));
+  const auto got_all = dy.get();
+  std::vector<float> got, ref;
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      const float* xr = x.data() + sz(r * ldx);
+      double v;
+      if (silu) {
+        const double gv = dot(xr, a.dense.data() + sz(static_cast<long>(o) * in), in);
+        const double uv = dot(xr, a.dense.data() + sz(static_cast<long>(rows_a + o) * in), in);
+        v = gv / (1 + std::exp(-gv)) * uv;
+      } else {
+        const long first = static_cast<long>(count_a) * rows_a;
+        const float* w = o < first ? a.dense.data() + sz(static_cast<long>(o) * in) : b.dense.data() + sz((o - first) * in);
+        v = dot(xr, w, in) + bias[sz(o)];
+      }
+      ref.push_back(static_cast<float>(v));
+      got.push_back(got_all[sz(r * ldy + o)]);
+    }
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "%d x %d -> %d%s", n, in, out, silu ? " (gate|up, silu)" : rows_b > 0 ? " (2 stacks, bias)" : " (bias)");
+  rows.push_back({std::string("quant_gemv ") + name_of(f), shape, std::string("bf16 x, ") + k::dtype_name(yt) + " y",
+                  max_rel_error(got, ref), limit_for(yt), 0, ""});
+}
+
+// Dequantisation of a stack into bf16 against round_bf16 of the CPU's dequantised values.
+void dequant_stack(std::vector<Row>& rows, k::QuantFormat f) {
+  Stack a(f, 3, 80, 1040, 61);
+  Dev<std::uint16_t> dy(a.dense.size());
+  op_ok(k::quant_dequant_bf16_cuda(a.m, dy.p()));
+  const auto bits = dy.get();
+  std::vector<float> got(bits.size()), ref(a.dense.size());
+  for (size_t i = 0; i < bits.size(); ++i) got[i] = k::bf16_to_float(bits[i]), ref[i] = a.dense[i];
+  rows.push_back({std::string("quant_dequant_bf16 ") + name_of(f), "3 x 80 x 1040", "-> bf16", max_rel_error(got, ref), 0.0, 0,
+                  "bits exact"});
+}
+
+// moe_decode_quant against the CPU: per token, its top-k experts' SwiGLU weighted, plus the shared.
+void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens) {
+  const int E = 8, K = 3, H = 256, I = 96, S = 160;
+  Stack gu(f, 2 * E, I, H, 71), dn(f, E, H, I, 81), sgu(f, 2, S, H, 91), sdn(f, 1, H, S, 101);
+  const auto x = as_stored(DType::bf16, normal(sz(tokens * H), 1.f, 111));
+  std::vector<std::int32_t> expert;
+  std::vector<float> weight;
+  for (int t = 0; t < tokens; ++t)
+    for (int j = 0; j < K; ++j) expert.push_back((t * 5 + j * 3) % E), weight.push_back(0.2f + 0.1f * static_cast<float>(j));
+  DevAct dx(DType::bf16, x), dact(DType::bf16, sz(tokens * (K + 1) * S));
+  Dev<std::int32_t> de(expert);
+  Dev<float> dw(weight), dout(sz(tokens * H));
+  k::MoeDecodeArgs a;
+  a.tokens = tokens, a.top_k = K, a.hidden = H, a.width = I, a.x = dx.p(), a.expert = de.p(), a.weight = dw.p();
+  a.shared_width = S, a.act = dact.p(), a.out = dout.p();
+  op_ok(k::moe_decode_quant_cuda(a, {gu.m, dn.m, sgu.m, sdn.m}));
+  auto swiglu = [&](const float* xr, const std::vector<float>& w, long gate_row, long up_row, int width, int in, std::vector<float>& act) {
+    act.assign(sz(width), 0.f);
+    for (int o = 0; o < width; ++o) {
+      const double g = dot(xr, w.data() + sz((gate_row + o) * in), in), u = dot(xr, w.data() + sz((up_row + o) * in), in);
+      act[sz(o)] = k::round_bf16(static_cast<float>(g / (1 + std::exp(-g)) * u));  // bf16, as the kernel stores it
+    }
+  };
+  std::vector<float> ref;
+  for (int t = 0; t < tokens; ++t) {
+    const float* xr = x.data() + sz(t * H);
+    std::vector<double> acc(sz(H), 0.0);
+    std::vector<float> act;
+    for (int j = 0; j < K; ++j) {
+      const long e = expert[sz(t * K + j)];
+      swiglu(xr, gu.dense, 2 * e * I, (2 * e + 1) * I, I, H, act);
+      for (int o = 0; o < H; ++o) acc[sz(o)] += weight[sz(t * K + j)] * dot(act.data(), dn.dense.data() + sz((e * H + o) * I), I);
+    }
+    swiglu(xr, sgu.dense, 0, S, S, H, act);
+    for (int o = 0; o < H; ++o) acc[sz(o)] += dot(act.data(), sdn.dense.data() + sz(static_cast<long>(o) * S), S);
+    for (double v : acc) ref.push_back(static_cast<float>(v));
+  }
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "%d tokens, E %d top %d, %d -> %d (+ shared %d)", tokens, E, K, H, I, S);
+  rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, "bf16 x, f32 out", max_rel_error(dout.get(), ref), 1e-2, 0, ""});
+}
+
 }  // namespace
 
 void check_quant(std::vector<Row>& rows) {
+  for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
+    gemv(rows, f, 1, 2048, 768, 1, 576, false, DType::bf16);   // q_a | kv_a
+    gemv(rows, f, 3, 1040, 136, 1, 0, false, DType::f32);      // o_proj-like, rows not a multiple of 128
+    gemv(rows, f, 8, 512, 200, 2, 0, true, DType::bf16);       // gate | up with silu
+    gemv(rows, f, 5, 256, 64, 4, 48, false, DType::f32);       // a stack of 4, then a second stack
+    dequant_stack(rows, f);
+    moe_decode(rows, f, 1);
+    moe_decode(rows, f, 4);
+  }
   for (DType xt : {DType::f32, DType::bf16}) {
     linear(rows, xt, 1, 2048, 1536);   // decode, one sequence
     linear(rows, xt, 5, 4096, 520);    // rows not a multiple of the row tile

@@ -1,0 +1,160 @@
+// A copy of a checkpoint with its linear projections quantised as Hugging Face fp8 checkpoints
+// (quant_method "fp8", weight_block_size [128, 128]) or ModelOpt NVFP4 checkpoints store them
+// (kernels/quant_weights.hpp): every 2-D `*.weight` but the embedding, the LM head and the MoE
+// routers (`mlp.gate.weight`), which those checkpoints keep in bf16; NVFP4 also leaves projections
+// whose inputs are not a multiple of 16 (its group) unquantised. Other tensors are copied as they
+// are (experts fused into 3-D tensors are split into one tensor per expert first). One
+// model.safetensors, config.json with its quantization_config. Tensors are quantised on
+// every core (a 2 B model takes seconds). For the fixture checks and the benchmark's quantised rows
+// (cuda_model_check, tandem-quantize); the CPU reader's own format test writes its bytes by hand.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/kernels/quant_weights.hpp"
+#include "tandem/model/safetensors.hpp"
+
+namespace tandem::model::bench {
+
+enum class QuantizeAs { fp8_block, nvfp4 };
+
+inline bool quantized_projection(const std::string& name, const std::vector<int64_t>& shape, QuantizeAs as) {
+  auto ends = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (shape.size() != 2 || !ends(".weight") || ends("embed_tokens.weight") || ends("lm_head.weight") || ends(".mlp.gate.weight"))
+    return false;
+  return as == QuantizeAs::fp8_block || shape[1] % kernels::kNvfp4Group == 0;
+}
+
+// Writes dst (created) from src; "" or what failed. `count` gets how many tensors were quantised.
+inline std::string write_quantized(const std::filesystem::path& src, const std::filesystem::path& dst, QuantizeAs as,
+                                   int* count = nullptr) {
+  namespace fs = std::filesystem;
+  auto ck = Checkpoint::open(src);
+  if (!ck) return ck.error().message;
+  struct Out {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::uint8_t> bytes;
+  };
+  const std::vector<std::string> names = ck->names();
+  std::vector<std::vector<Out>> outs(names.size());
+  std::vector<std::string> errors(names.size());
+  std::atomic<std::size_t> next{0};
+  auto bytes_of = [](const void* p, std::size_t n) {
+    std::vector<std::uint8_t> v(n);
+    std::memcpy(v.data(), p, n);
+    return v;
+  };
+  // One 2-D projection [out][in] of fp32 values, quantised (or in F32 where NVFP4 cannot hold it).
+  auto quantise = [&](std::vector<Out>& to, const std::string& name, int out, int in, const float* w) {
+    const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+    if (!quantized_projection(name, {out, in}, as)) {
+      to.push_back({name, "F32", {out, in}, bytes_of(w, n * 4)});
+    } else if (as == QuantizeAs::fp8_block) {
+      const int64_t br = (out + kernels::kFp8Block - 1) / kernels::kFp8Block, bc = (in + kernels::kFp8Block - 1) / kernels::kFp8Block;
+      std::vector<std::uint8_t> q(n);
+      std::vector<float> s(static_cast<std::size_t>(br * bc));
+      kernels::quantize_fp8_block_cpu(w, out, in, q.data(), s.data());
+      to.push_back({name, "F8_E4M3", {out, in}, std::move(q)});
+      to.push_back({name + "_scale_inv", "F32", {br, bc}, bytes_of(s.data(), s.size() * 4)});
+    } else {
+      std::vector<std::uint8_t> packed(n / 2), scales(n / kernels::kNvfp4Group);
+      float g = 0;
+      kernels::quantize_nvfp4_cpu(w, out, in, packed.data(), scales.data(), &g);
+      to.push_back({name, "U8", {out, in / 2}, std::move(packed)});
+      to.push_back({name + "_scale", "F8_E4M3", {out, in / kernels::kNvfp4Group}, std::move(scales)});
+      to.push_back({name + "_scale_2", "F32", {}, bytes_of(&g, 4)});
+    }
+  };
+  auto ends = [](const std::string& name, const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  auto work = [&] {
+    for (std::size_t i = next++; i < names.size(); i = next++) {
+      const TensorInfo* t = ck->find(names[i]);
+      // Experts fused into 3-D tensors (transformers' in-memory layout) are written one tensor per
+      // expert, as the released checkpoints (and their quantised versions) store them.
+      const bool fused = t->shape.size() == 3 && (ends(t->name, "experts.gate_up_proj") || ends(t->name, "experts.down_proj"));
+      if (!fused && !quantized_projection(t->name, t->shape, as)) {
+        outs[i].push_back({t->name, t->dtype, t->shape, bytes_of(t->data, t->nbytes)});
+        continue;
+      }
+      auto w = ck->read(t->name, t->shape);
+      if (!w) {
+        errors[i] = w.error().message;
+        continue;
+      }
+      if (!fused) {
+        quantise(outs[i], t->name, static_cast<int>(t->shape[0]), static_cast<int>(t->shape[1]), w->data());
+        continue;
+      }
+      const std::string base = t->name.substr(0, t->name.rfind('.') + 1);  // "...experts."
+      const int E = static_cast<int>(t->shape[0]), rows = static_cast<int>(t->shape[1]), in = static_cast<int>(t->shape[2]);
+      const std::size_t per = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
+      for (int e = 0; e < E; ++e) {
+        const float* we = w->data() + static_cast<std::size_t>(e) * per;
+        const std::string ep = base + std::to_string(e) + ".";
+        if (ends(t->name, "down_proj")) {
+          quantise(outs[i], ep + "down_proj.weight", rows, in, we);
+        } else {
+          quantise(outs[i], ep + "gate_proj.weight", rows / 2, in, we);
+          quantise(outs[i], ep + "up_proj.weight", rows / 2, in, we + per / 2);
+        }
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const unsigned n = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < n; ++i) pool.emplace_back(work);
+  for (auto& th : pool) th.join();
+  for (const auto& e : errors)
+    if (!e.empty()) return e;
+
+  fs::create_directories(dst);
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t at = 0;
+  int quantised = 0;
+  for (const auto& group : outs) {
+    for (const Out& o : group) quantised += ends(o.name, "_scale_inv") || ends(o.name, "_scale_2");  // one per quantised tensor
+    for (const Out& o : group) {
+      header[o.name] = {{"dtype", o.dtype}, {"shape", o.shape}, {"data_offsets", {at, at + o.bytes.size()}}};
+      at += o.bytes.size();
+    }
+  }
+  if (count) *count = quantised;
+  const std::string h = header.dump();
+  const std::uint64_t len = h.size();
+  std::ofstream file(dst / "model.safetensors", std::ios::binary);
+  file.write(reinterpret_cast<const char*>(&len), 8);
+  file << h;
+  for (const auto& group : outs)
+    for (const Out& o : group) file.write(reinterpret_cast<const char*>(o.bytes.data()), static_cast<std::streamsize>(o.bytes.size()));
+  if (!file) return "writing " + (dst / "model.safetensors").string();
+  file.close();
+
+  std::ifstream in(src / "config.json");
+  if (!in) return "no " + (src / "config.json").string();
+  auto config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded()) return "cannot parse " + (src / "config.json").string();
+  config["quantization_config"] =
+      as == QuantizeAs::fp8_block
+          ? nlohmann::json{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}}
+          : nlohmann::json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}};
+  std::ofstream(dst / "config.json") << config.dump(1) << "\n";
+  for (const char* f : {"generation_config.json", "tokenizer.json", "tokenizer_config.json"})
+    if (fs::exists(src / f)) fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
+  return {};
+}
+
+}  // namespace tandem::model::bench

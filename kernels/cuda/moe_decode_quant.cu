@@ -1,0 +1,156 @@
+// moe_decode.cu's two launches over quantised expert stacks (quant_gemv.hpp): only the chosen
+// experts' rows are read, 16 inputs a chunk, several chunks per lane in flight.
+#include <cstdint>
+
+#include "common.cuh"
+#include "quant_chunk.cuh"
+#include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+constexpr int kWarps = 4;
+// Chunks per lane in flight: 64 bytes of weights either way (NVFP4 chunks are 8 bytes, fp8 16).
+template <QuantFormat F>
+constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+
+long act_width(const MoeDecodeArgs& a) { return a.width > a.shared_width ? a.width : a.shared_width; }
+
+// Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
+// shared experts (shared_width rows).
+template <QuantFormat F>
+__global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
+  cuda::pdl_begin();
+  const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const long per_token = static_cast<long>(a.top_k) * a.width + a.shared_width;
+  if (warp >= a.tokens * per_token) return;
+  const int t = static_cast<int>(warp / per_token);
+  const long r = warp % per_token;
+  int slot, o;
+  long gate;  // matrix index of the gate rows; the up rows are the next matrix
+  const bool routed = r < static_cast<long>(a.top_k) * a.width;
+  if (routed) {
+    slot = static_cast<int>(r / a.width), o = static_cast<int>(r % a.width);
+    gate = 2L * a.expert[t * a.top_k + slot];
+  } else {
+    slot = a.top_k, o = static_cast<int>(r - static_cast<long>(a.top_k) * a.width), gate = 0;
+  }
+  const QuantMatrices w = routed ? q.gate_up : q.shared_gate_up;
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(t) * a.hidden;
+  float g = 0.f, u = 0.f;
+  const int chunks = a.hidden / 16;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
+    quant::Chunk gc[kLoads<F>], uc[kLoads<F>];
+#pragma unroll
+    for (int i = 0; i < kLoads<F>; ++i)
+      if (c0 + 32 * i < chunks) {
+        gc[i] = quant::load_chunk<F>(w, gate, o, 16 * (c0 + 32 * i));
+        uc[i] = quant::load_chunk<F>(w, gate + 1, o, 16 * (c0 + 32 * i));
+      }
+#pragma unroll
+    for (int i = 0; i < kLoads<F>; ++i) {
+      if (c0 + 32 * i >= chunks) break;
+      float wv[16];
+      const bf16* xr = x + 16 * (c0 + 32 * i);
+      quant::decode<F>(gc[i], wv);
+      g += quant::dot16(wv, xr);
+      quant::decode<F>(uc[i], wv);
+      u += quant::dot16(wv, xr);
+    }
+  }
+  g = cuda::warp_sum(g), u = cuda::warp_sum(u);
+  if (lane == 0)
+    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+}
+
+// Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
+// (slot by slot) so that every lane has kLoads loads in flight whatever the width.
+template <QuantFormat F>
+__global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
+  cuda::pdl_begin();
+  const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= static_cast<long>(a.tokens) * a.hidden) return;
+  const int t = static_cast<int>(warp / a.hidden), o = static_cast<int>(warp % a.hidden);
+  const int per = a.width / 16, routed = a.top_k * per, total = routed + a.shared_width / 16;
+  const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
+  float acc = 0.f;
+  for (int c0 = lane; c0 < total; c0 += 32 * kLoads<F>) {
+    quant::Chunk wc[kLoads<F>];
+    float weight[kLoads<F>];
+    const bf16* xp[kLoads<F>];
+#pragma unroll
+    for (int i = 0; i < kLoads<F>; ++i) {
+      const int c = c0 + 32 * i;
+      if (c >= total) break;
+      if (c < routed) {
+        const int slot = c / per, cc = c % per;
+        wc[i] = quant::load_chunk<F>(q.down, a.expert[t * a.top_k + slot], o, 16 * cc);
+        xp[i] = act + slot * aw + 16 * cc;
+        weight[i] = a.weight[t * a.top_k + slot];
+      } else {
+        const int cc = c - routed;
+        wc[i] = quant::load_chunk<F>(q.shared_down, 0, o, 16 * cc);
+        xp[i] = act + a.top_k * aw + 16 * cc;
+        weight[i] = 1.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads<F>; ++i) {
+      if (c0 + 32 * i >= total) break;
+      float wv[16];
+      quant::decode<F>(wc[i], wv);
+      acc = fmaf(weight[i], quant::dot16(wv, xp[i]), acc);
+    }
+  }
+  acc = cuda::warp_sum(acc);
+  if (lane == 0) a.out[static_cast<long>(t) * a.hidden + o] = acc;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+bool stack_fits(const QuantMatrices& w, QuantFormat f, int count, int rows, int in) {
+  return w.format == f && w.count >= count && w.rows == rows && w.in == in && w.data && w.scales && aligned16(w.data) &&
+         (f == QuantFormat::fp8_block || w.global);
+}
+
+template <QuantFormat F>
+std::string launch(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
+  const long aw = act_width(a);
+  const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
+  if (auto e = cuda::error_of(cuda::launch_pdl(gate_up_kernel<F>, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
+                                               dim3(kWarps * 32), 0, stream, a, q, aw),
+                              "moe_decode_quant gate_up_kernel");
+      !e.empty())
+    return e;
+  const long out_rows = static_cast<long>(a.tokens) * a.hidden;
+  return cuda::error_of(cuda::launch_pdl(down_kernel<F>, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
+                                         dim3(kWarps * 32), 0, stream, a, q, aw),
+                        "moe_decode_quant down_kernel");
+}
+
+}  // namespace
+
+bool moe_decode_quant_fits(const MoeDecodeArgs& a, const MoeDecodeQuant& q) {
+  const QuantFormat f = q.gate_up.format;
+  if (a.hidden % 16 != 0 || a.width % 16 != 0 || a.shared_width % 16 != 0 || !aligned16(a.x) || !aligned16(a.act)) return false;
+  const int experts = q.down.count;
+  if (experts <= 0 || !stack_fits(q.gate_up, f, 2 * experts, a.width, a.hidden) || !stack_fits(q.down, f, experts, a.hidden, a.width))
+    return false;
+  return a.shared_width == 0 || (stack_fits(q.shared_gate_up, f, 2, a.shared_width, a.hidden) &&
+                                 stack_fits(q.shared_down, f, 1, a.hidden, a.shared_width));
+}
+
+std::string moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
+  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return "moe_decode_quant: bad shape";
+  if (!moe_decode_quant_fits(a, q))
+    return "moe_decode_quant: hidden and the widths must be multiples of 16, every stack of one format with the experts' shapes";
+  if (a.tokens == 0) return {};
+  return q.gate_up.format == QuantFormat::fp8_block ? launch<QuantFormat::fp8_block>(a, q, stream)
+                                                    : launch<QuantFormat::nvfp4>(a, q, stream);
+}
+
+}  // namespace tandem::kernels

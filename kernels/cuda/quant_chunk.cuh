@@ -1,0 +1,110 @@
+// Reading a quantised weight (quant_gemv.hpp's stacks) 16 inputs at a time: a chunk is loaded as
+// raw bytes with its scale (so a lane can have several loads in flight before any arithmetic), then
+// decoded into 16 weights and dotted with 16 inputs of each activation row.
+//   fp8:   16 bytes, converted pairwise by the hardware's e4m3x2 -> f16x2 conversion;
+//   NVFP4: 8 bytes, each e2m1 nibble turned into an fp16 by bit placement (sign -> bit 15, the
+//          exponent and mantissa bits -> bits 9..11, which reads as the value times 2^-14, also for
+//          e2m1's subnormal 0.5), the 2^14 folded into the chunk's scale.
+// Each weight is value * scale rounded to bf16: the dequantised weight a bf16 GEMM over the
+// dequantised tensor (prefill-sized steps) multiplies by, so that every step size computes the same
+// function of the checkpoint (as a bf16 model does; a DFlash verification block or a prefix-cached
+// prompt must not depend on which path its step took). The rounding is exact for fp8 values; it
+// is the product with the fp32 scale that it rounds.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/quant_gemv.hpp"
+#include "tandem/kernels/quant_weights.hpp"
+
+namespace tandem::kernels::quant {
+
+struct Chunk {
+  uint4 q;      // fp8: 16 bytes; NVFP4: q.x, q.y
+  float scale;  // what the chunk's sum is multiplied by
+};
+
+// Weights are read once per step: keep them out of L1.
+__device__ __forceinline__ uint4 load_nc16(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 load_nc8(const void* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float fp8_value(std::uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+}
+
+// Chunk of matrix m, row o, inputs [k, k + 16).
+template <QuantFormat F>
+__device__ __forceinline__ Chunk load_chunk(const QuantMatrices& w, long m, int o, int k) {
+  Chunk c;
+  const long row = m * w.rows + o;
+  if constexpr (F == QuantFormat::fp8_block) {
+    c.q = load_nc16(w.data + row * w.in + k);
+    const int bc = (w.in + kFp8Block - 1) / kFp8Block, br = (w.rows + kFp8Block - 1) / kFp8Block;
+    c.scale = static_cast<const float*>(w.scales)[(m * br + o / kFp8Block) * bc + k / kFp8Block];
+  } else {
+    const uint2 u = load_nc8(w.data + row * (w.in / 2) + k / 2);
+    c.q = make_uint4(u.x, u.y, 0u, 0u);
+    const std::uint8_t s = static_cast<const std::uint8_t*>(w.scales)[row * (w.in / kNvfp4Group) + k / kNvfp4Group];
+    c.scale = fp8_value(s) * w.global[m] * 16384.f;  // 2^14: see the nibble placement above
+  }
+  return c;
+}
+
+__device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+// The chunk's 16 dequantised weights, rounded to bf16, as floats.
+template <QuantFormat F>
+__device__ __forceinline__ void decode(const Chunk& c, float* wv) {
+  if constexpr (F == QuantFormat::fp8_block) {
+    const unsigned words[4] = {c.q.x, c.q.y, c.q.z, c.q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * h)), __NV_E4M3);
+        const float2 f = __half22float2(__half2(r));
+        wv[4 * i + 2 * h] = bf16_round(f.x * c.scale), wv[4 * i + 2 * h + 1] = bf16_round(f.y * c.scale);
+      }
+  } else {
+    const unsigned words[2] = {c.q.x, c.q.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const unsigned t = words[i] >> (8 * b);  // low nibble: input 2b, high nibble: 2b + 1
+        const unsigned bits = ((t & 0x7u) << 9) | ((t & 0x8u) << 12) | ((t & 0x70u) << 21) | ((t & 0x80u) << 24);
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+        wv[8 * i + 2 * b] = bf16_round(f.x * c.scale), wv[8 * i + 2 * b + 1] = bf16_round(f.y * c.scale);
+      }
+  }
+}
+
+// sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned).
+__device__ __forceinline__ float dot16(const float* wv, const cuda::bf16* x) {
+  const uint4* p = reinterpret_cast<const uint4*>(x);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint4 u = p[q];
+    const unsigned words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s = fmaf(__uint_as_float(words[i] << 16), wv[8 * q + 2 * i], s);
+      s = fmaf(__uint_as_float(words[i] & 0xFFFF0000u), wv[8 * q + 2 * i + 1], s);
+    }
+  }
+  return s;
+}
+
+}  // namespace tandem::kernels::quant

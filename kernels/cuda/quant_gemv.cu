@@ -1,0 +1,170 @@
+// Decode-sized products over quantised weight stacks, and their dequantisation into bf16
+// (quant_gemv.hpp). The product has gemv.cu's shape: one warp per output row, its weight row
+// streamed once with several loads per lane in flight and applied to every x row.
+#include <cstdint>
+
+#include "common.cuh"
+#include "quant_chunk.cuh"
+#include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+constexpr int kWarps = 4;
+// Chunks per lane in flight: 64 bytes of weights either way (NVFP4 chunks are 8 bytes, fp8 16).
+template <QuantFormat F>
+constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+
+long outputs(const QuantGemvArgs& a) {
+  if (a.silu_mul) return a.w.rows;
+  return static_cast<long>(a.w.count) * a.w.rows + static_cast<long>(a.w2.count) * a.w2.rows;
+}
+
+// NT: x rows per pass (rows <= NT).
+template <QuantFormat F, int NT, class OutT, bool SILU>
+__global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a, long total) {
+  cuda::pdl_begin();
+  const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= total) return;
+  const long first = static_cast<long>(a.w.count) * a.w.rows;
+  const bool second = !SILU && row >= first;
+  const QuantMatrices w = second ? a.w2 : a.w;
+  const long r = second ? row - first : row;
+  const long m = SILU ? 0 : r / w.rows;
+  const int o = static_cast<int>(r % w.rows);
+  const bf16* x = static_cast<const bf16*>(a.x);
+  float acc[NT], up[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
+  const int chunks = w.in / 16;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
+    quant::Chunk wc[kLoads<F>], uc[kLoads<F>];
+#pragma unroll
+    for (int u = 0; u < kLoads<F>; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < chunks) {
+        wc[u] = quant::load_chunk<F>(w, m, o, 16 * c);
+        if (SILU) uc[u] = quant::load_chunk<F>(w, 1, o, 16 * c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads<F>; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= chunks) break;
+      float wv[16], uv[16];
+      quant::decode<F>(wc[u], wv);
+      if (SILU) quant::decode<F>(uc[u], uv);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= a.rows) break;
+        const bf16* xr = x + t * a.ldx + 16 * c;
+        acc[t] += quant::dot16(wv, xr);
+        if (SILU) up[t] += quant::dot16(uv, xr);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = cuda::warp_sum(acc[t]);
+    if (SILU) up[t] = cuda::warp_sum(up[t]);
+  }
+  // Lane t writes x row t's result (registers are indexed by constants only).
+  float mine = 0.f;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+    if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+  if (lane < a.rows) {
+    if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
+    static_cast<OutT*>(a.y)[lane * a.ldy + row] = cuda::from_float<OutT>(mine);
+  }
+}
+
+template <QuantFormat F, int NT, class OutT, bool SILU>
+cudaError_t launch(const QuantGemvArgs& a, Stream stream) {
+  const long total = outputs(a);
+  return cuda::launch_pdl(quant_gemv_kernel<F, NT, OutT, SILU>, dim3(static_cast<unsigned>((total + kWarps - 1) / kWarps)),
+                          dim3(kWarps * 32), 0, stream, a, total);
+}
+
+template <QuantFormat F, class OutT, bool SILU>
+cudaError_t launch_rows(const QuantGemvArgs& a, Stream stream) {
+  if (a.rows <= 1) return launch<F, 1, OutT, SILU>(a, stream);
+  if (a.rows <= 2) return launch<F, 2, OutT, SILU>(a, stream);
+  if (a.rows <= 4) return launch<F, 4, OutT, SILU>(a, stream);
+  return launch<F, 8, OutT, SILU>(a, stream);
+}
+
+template <QuantFormat F>
+cudaError_t launch_format(const QuantGemvArgs& a, Stream stream) {
+  if (a.silu_mul) return launch_rows<F, bf16, true>(a, stream);
+  if (a.y_type == DType::bf16) return launch_rows<F, bf16, false>(a, stream);
+  return launch_rows<F, float, false>(a, stream);
+}
+
+template <QuantFormat F>
+__global__ void dequant_kernel(QuantMatrices w, bf16* y) {
+  const long per = w.in / 16, chunks = static_cast<long>(w.count) * w.rows * per;
+  for (long c = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; c < chunks; c += static_cast<long>(gridDim.x) * blockDim.x) {
+    const long row = c / per;
+    const int k = static_cast<int>(c % per) * 16;
+    const quant::Chunk q = quant::load_chunk<F>(w, row / w.rows, static_cast<int>(row % w.rows), k);
+    float wv[16];
+    quant::decode<F>(q, wv);  // already bf16 values: the conversion below is exact
+#pragma unroll
+    for (int j = 0; j < 16; ++j) y[row * w.in + k + j] = __float2bfloat16_rn(wv[j]);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+bool matrices_fit(const QuantMatrices& w) {
+  return w.count > 0 && w.rows > 0 && w.in > 0 && w.in % 16 == 0 && w.data && w.scales &&
+         (w.format == QuantFormat::fp8_block || w.global) && aligned16(w.data);
+}
+
+}  // namespace
+
+std::size_t quant_data_bytes(QuantFormat f, int rows, int in) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
+  return f == QuantFormat::fp8_block ? n : n / 2;
+}
+
+std::size_t quant_scale_bytes(QuantFormat f, int rows, int in) {
+  if (f == QuantFormat::nvfp4) return static_cast<std::size_t>(rows) * static_cast<std::size_t>(in / kNvfp4Group);
+  const std::size_t br = static_cast<std::size_t>((rows + kFp8Block - 1) / kFp8Block);
+  return br * static_cast<std::size_t>((in + kFp8Block - 1) / kFp8Block) * 4;
+}
+
+bool quant_gemv_fits(const QuantGemvArgs& a) {
+  if (a.rows < 1 || a.rows > kGemvMaxRows || a.ldx % 8 != 0 || !aligned16(a.x) || !matrices_fit(a.w)) return false;
+  if (a.silu_mul) return a.w.count == 2 && a.y_type == DType::bf16 && !a.bias;
+  return a.w2.count == 0 || (matrices_fit(a.w2) && a.w2.format == a.w.format && a.w2.in == a.w.in);
+}
+
+std::string quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
+  if (!quant_gemv_fits(a))
+    return "quant_gemv: needs 1 <= rows <= 8, bf16 x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
+           "one format and one input width, and for silu_mul a stack of 2 with a bf16 result and no bias";
+  if (a.y_type != DType::bf16 && a.y_type != DType::f32) return "quant_gemv: the result must be bf16 or fp32";
+  const cudaError_t e = a.w.format == QuantFormat::fp8_block ? launch_format<QuantFormat::fp8_block>(a, stream)
+                                                             : launch_format<QuantFormat::nvfp4>(a, stream);
+  return cuda::error_of(e, "quant_gemv_kernel");
+}
+
+std::string quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream) {
+  if (!matrices_fit(w)) return "quant_dequant_bf16: bad stack (inputs must be a multiple of 16)";
+  const long chunks = static_cast<long>(w.count) * w.rows * (w.in / 16);
+  const long blocks = (chunks + 255) / 256;
+  const dim3 grid(static_cast<unsigned>(blocks < 65536 ? blocks : 65536));
+  if (w.format == QuantFormat::fp8_block)
+    dequant_kernel<QuantFormat::fp8_block><<<grid, 256, 0, stream>>>(w, reinterpret_cast<bf16*>(y));
+  else
+    dequant_kernel<QuantFormat::nvfp4><<<grid, 256, 0, stream>>>(w, reinterpret_cast<bf16*>(y));
+  return cuda::launch_error("quant_dequant_bf16");
+}
+
+}  // namespace tandem::kernels
