@@ -191,8 +191,9 @@ int main(int argc, char** argv) {
   const int block = 16, per_seq = (opt.max_model_len + block - 1) / block;
   if (auto s = m.make_device_pool(max_batch * per_seq, block); !s) fail(s.error().message);
   const DecodeBytes db = m.decode_bytes();
-  std::printf("model %s: %.2f GB of bf16 weights (%.2f B parameters), loaded in %.1f s; KV %llu bytes/token\n", dir.c_str(),
-              static_cast<double>(m.weight_bytes()) / 1e9, static_cast<double>(m.weight_bytes()) / 2e9, load_s,
+  std::printf("model %s: %.2f GB of weights on the device (%s), loaded in %.1f s; a batch-1 decode step reads %.3f GB of "
+              "them; KV %llu bytes/token\n",
+              dir.c_str(), static_cast<double>(m.weight_bytes()) / 1e9, m.weight_formats().c_str(), load_s, db.weights(1) / 1e9,
               static_cast<unsigned long long>(m.kv_bytes_per_token()));
 
   std::mt19937 rng(1);
@@ -224,6 +225,8 @@ int main(int argc, char** argv) {
   doc["copy_bandwidth_GBps"] = bw / 1e9;
   doc["model"] = {{"dir", dir},
                   {"weight_bytes", m.weight_bytes()},
+                  {"weight_formats", m.weight_formats()},
+                  {"decode_weight_bytes_batch1", db.weights(1)},
                   {"decode_fixed_bytes", db.fixed},
                   {"expert_bytes", db.per_expert},
                   {"moe_layers", db.moe_layers},

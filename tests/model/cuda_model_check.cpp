@@ -22,11 +22,16 @@
 // When the decode measurement fails (always with --trace), its worst position is
 // traced layer by layer against the reference (reference_trace.hpp): cache row, residual after the
 // attention and after the FFN, and the routing with its margin, naming the first op that departs.
+// Quantised weights: the MoE fixtures rewritten in fp8 (128x128 blocks) and in NVFP4 as those
+// checkpoints store them (quantized_checkpoint.hpp), run with a bf16 pool, held to the same 1e-2
+// against the CPU reference on the same weights: the checkpoint's dequantised values rounded to
+// bf16, which is what the CUDA model computes with (kernels/quant_gemv.hpp), at every step size.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,6 +42,7 @@
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "bf16_checkpoint.hpp"
+#include "quantized_checkpoint.hpp"
 #include "reference_trace.hpp"
 
 using namespace tandem::model;
@@ -286,7 +292,7 @@ std::string near_tie_flip(const StepTrace& ours, int row, const Model& cpu, cons
   return {};
 }
 
-bool trace_always = false, reference_only = false;
+bool trace_always = false, reference_only = false, only_quantised = false;
 
 const char* const kFixtures[] = {"glm4_moe_lite", "glm4_moe_lite_variant", "glm4_moe"};
 std::vector<std::string> only;  // --only NAME: these fixtures alone (empty: all)
@@ -301,15 +307,28 @@ std::vector<int32_t> table_of(int seq) {
 
 fs::path fixtures = TANDEM_FIXTURES;
 
-void run_fixture(const std::string& name, const std::string& kv_dtype, double tolerance, int skinny_rows = 0) {
+// quant: "" (the fixture as it is), "fp8" or "nvfp4" (rewritten so first; the prompts and the fp32
+// goldens printed beside stay the original fixture's).
+void run_fixture(const std::string& name, const std::string& kv_dtype, double tolerance, int skinny_rows = 0,
+                 const std::string& quant = "") {
   if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;
-  const fs::path dir = fixtures / name;
-  std::printf("## %s, %s KV pool%s\n", name.c_str(), kv_dtype.c_str(), skinny_rows ? ", few-rows GEMM kernel" : "");
-  auto cpu = load_model(dir);
+  const fs::path original = fixtures / name;
+  fs::path dir = original;
+  std::printf("## %s%s, %s KV pool%s\n", name.c_str(), quant.empty() ? "" : (" rewritten in " + quant).c_str(), kv_dtype.c_str(),
+              skinny_rows ? ", few-rows GEMM kernel" : "");
+  if (!quant.empty()) {
+    dir = fs::temp_directory_path() / ("tandem-" + quant + "-" + name);
+    fs::remove_all(dir);
+    int n = 0;
+    const auto e = bench::write_quantized(original, dir, quant == "fp8" ? bench::QuantizeAs::fp8_block : bench::QuantizeAs::nvfp4, &n);
+    if (!e.empty()) return check(false, "writing the " + quant + " checkpoint: " + e);
+    std::printf("  info %d projections written in %s\n", n, quant.c_str());
+  }
+  auto cpu = load_model(original);
   if (!cpu) return check(false, "CPU model: " + cpu.error().message);
-  const auto seqs = reference(dir, *cpu.value());
+  const auto seqs = reference(original, *cpu.value());
   if (seqs.empty()) return check(false, "reference sequences");
-  const fs::path rounded_dir = fs::temp_directory_path() / ("tandem-bf16-" + name);
+  const fs::path rounded_dir = fs::temp_directory_path() / ("tandem-bf16-" + (quant.empty() ? "" : quant + "-") + name);
   if (!bench::write_rounded(dir, rounded_dir)) return check(false, "writing the bf16-rounded checkpoint");
   auto rounded_cpu = load_model(rounded_dir);
   if (!rounded_cpu) return check(false, "bf16-rounded CPU model: " + rounded_cpu.error().message);
@@ -341,6 +360,10 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   auto loaded = load_cuda_model(dir, opt);
   if (!loaded) return check(false, "CUDA model: " + loaded.error().message);
   CudaModel& m = *loaded.value();
+  if (!quant.empty()) {
+    std::printf("  info weights on the device: %s\n", m.weight_formats().c_str());
+    check(!m.quantised_tensors().empty(), "the CUDA model keeps " + std::to_string(m.quantised_tensors().size()) + " tensors quantised");
+  }
   if (auto s = m.make_device_pool(8 * kBlocksPerSeq, kBlock); !s) return check(false, "pool: " + s.error().message);
   const int V = m.vocab_size();
   const int S = static_cast<int>(seqs.size());
@@ -527,12 +550,14 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
 // Arguments: the fixtures directory (when the binary runs away from the tree it was built in);
 // --trace: trace the worst decode position of every run, not only of failing ones;
 // --reference-only: no device: print what the CPU references say (routing near-ties) and stop;
-// --only NAME (repeatable): run that fixture alone (a compute-sanitizer run of one model).
+// --only NAME (repeatable): run that fixture alone (a compute-sanitizer run of one model);
+// --only-quantised: only the runs of the fixtures rewritten in fp8 / NVFP4.
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--trace") trace_always = true;
     else if (a == "--reference-only") reference_only = true;
+    else if (a == "--only-quantised") only_quantised = true;
     else if (a == "--only" && i + 1 < argc) only.push_back(argv[++i]);
     else fixtures = a;
   }
@@ -546,11 +571,18 @@ int main(int argc, char** argv) {
     return 77;
   }
   for (const char* f : kFixtures) {
+    if (only_quantised) break;
     run_fixture(f, "auto", 1e-2);
     run_fixture(f, "fp8_e4m3", 1e-1);
   }
   // The few-rows GEMM kernel (off by default) must give the same answers as cuBLASLt.
-  for (const char* f : kFixtures) run_fixture(f, "auto", 1e-2, 16);
-  std::printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
+  for (const char* f : kFixtures)
+    if (!only_quantised) run_fixture(f, "auto", 1e-2, 16);
+  // Quantised checkpoints, kept quantised on the device (glm4_moe: its MLP and experts).
+  const int before_quantised = failures;
+  for (const char* f : kFixtures)
+    for (const char* q : {"fp8", "nvfp4"}) run_fixture(f, "auto", 1e-2, 0, q);
+  std::printf("%s: %d failed (%d in the runs of the fixtures as they are, %d in their fp8 / NVFP4 rewrites)\n",
+              failures ? "FAIL" : "PASS", failures, before_quantised, failures - before_quantised);
   return failures ? 1 : 0;
 }

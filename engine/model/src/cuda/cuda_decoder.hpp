@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "quant_weight.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/moe_decode.hpp"
@@ -28,6 +29,10 @@ namespace tandem::model::cuda {
 namespace k = tandem::kernels;
 
 constexpr k::DType kBf16 = k::DType::bf16;
+// Steps of up to this many tokens read quantised projections through the decode kernels, 8 rows
+// (4 tokens for the routed experts) a launch, each launch reading the weights again: up to here that
+// is fewer bytes than dequantising the whole projection into bf16 and running cuBLASLt on it.
+constexpr int kQuantDecodeTokens = 32;
 
 inline std::string cuda_error(cudaError_t e, const char* what) {
   return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
@@ -42,9 +47,12 @@ struct FirstError {
   bool ok() const { return message.empty(); }
 };
 
+// Each projection is either a bf16 buffer or, when the checkpoint stores it quantised (fp8 block-
+// scaled, NVFP4: quant_plan.hpp), a QuantWeight (the bf16 buffer then stays empty).
 struct Mlp {
   int width = 0;
   DeviceBuffer gate_up, down;  // [2 * width, hidden] (gate rows, then up rows), [hidden, width]
+  QuantWeight gate_up_q, down_q;
 };
 
 // One layer's weights. w_in is the attention's fused input projection (its bias b_in), o its o_proj
@@ -58,7 +66,9 @@ struct Layer {
   Mlp dense;                                  // !moe
   DeviceBuffer router, correction_bias;       // fp32 [E, hidden], [E]
   DeviceBuffer experts_gate_up, experts_down; // [E, 2I, hidden], [E, hidden, I]
+  QuantWeight experts_gate_up_q, experts_down_q;  // stacks of 2E and E
   Mlp shared;
+  QuantWeight w_in_q, q_b_q, o_q;  // MLA's kv_b is always bf16 (the absorbed attention reads it per head)
 };
 
 inline int next_pow2(int n) {
@@ -103,6 +113,8 @@ class GlmDecoderCuda : public CudaModel {
   Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
 
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::string weight_formats() const override { return weight_formats_; }
+  std::vector<std::string> quantised_tensors() const override { return quantised_tensors_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
   std::vector<float> kv_scales() const override { return kv_scales_; }
@@ -152,8 +164,17 @@ class GlmDecoderCuda : public CudaModel {
 
   std::string alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
 
-  // gate_proj and up_proj of `prefix` (width rows each) into one [2 * width, hidden] buffer.
-  std::string load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m);
+  // gate_proj and up_proj of `prefix` (width rows each) into one [2 * width, hidden] buffer (or a
+  // stack of 2, quantised, when the checkpoint stores them so and `quantised` allows it).
+  std::string load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised = true);
+
+  // The plan of a projection of `parts`: uploaded into q when kept quantised (true), else nothing
+  // is uploaded (false) and the caller uploads it in bf16. Counts its bytes and notes the decision.
+  Result<bool> load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, QuantWeight& q, bool allowed = true);
+  void note_format(const std::string& what, WeightFormat f, const std::string& why_dense);
+  // A MoE layer's routed experts kept quantised (with its shared experts: moe_decode_quant reads
+  // both in one format); false when the layer is loaded in bf16.
+  Result<bool> load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a);
 
   std::string load_weights(const Checkpoint& ck);
 
@@ -185,9 +206,23 @@ class GlmDecoderCuda : public CudaModel {
   // else cuBLASLt.
   std::string gemm(const k::GemmArgs& g);
 
+  // The same product over a weight that may be kept quantised (q.on()): up to kQuantDecodeTokens
+  // rows dequantise in registers (quant_gemv.hpp); more dequantise into wscratch_ and take gemm().
+  // g.w is ignored when q is on.
+  std::string qgemm(k::GemmArgs g, const QuantWeight& q);
+  // quant_gemv_cuda over T rows, kGemvMaxRows at a time (v.rows: the first launch's).
+  std::string quant_gemv(k::QuantGemvArgs v, int T);
+  // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
+  std::string dequant(const QuantWeight& q);
+
   // Whether a step of T tokens takes the decode-sized kernels.
   // (Not while tracing or measuring the fp8 scales: those read the unfused glue's intermediate rows.)
   bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows && !measuring_ && !trace_; }
+  // The same for quantised projections (kQuantDecodeTokens).
+  bool few_quant(int T) const { return opt_.decode_kernels && T <= kQuantDecodeTokens && !measuring_ && !trace_; }
+
+  // The weight bytes an op over q reads: q's own when it is kept quantised, else bf16's.
+  static double weight_read(const QuantWeight& q, double bf16_bytes) { return q.on() ? static_cast<double>(q.bytes()) : bf16_bytes; }
 
   // The op timer's mark after an op (not while capturing a graph).
   void mark(const char* op, double bytes) const {
@@ -213,7 +248,19 @@ class GlmDecoderCuda : public CudaModel {
   // launch); only when moe_decodes(a, T), the decode-sized path.
   std::string moe(const Layer& a, int T, bool fold_norm = false);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
-  bool moe_decodes(const Layer& a, int T) { return few(T) && T <= k::kMoeDecodeTokens && k::moe_decode_fits(moe_decode_args(a, T)); }
+  bool moe_decodes(const Layer& a, int T) {
+    return few(T) && T <= k::kMoeDecodeTokens &&
+           (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
+  }
+  // Quantised experts take the decode kernels up to kQuantDecodeTokens tokens, kMoeDecodeTokens a
+  // launch (each reads its tokens' experts), rather than the grouped path, which dequantises every
+  // expert of the layer.
+  k::MoeDecodeQuant moe_decode_quant_args(const Layer& a) const {
+    return {a.experts_gate_up_q.a.m, a.experts_down_q.a.m, a.shared.gate_up_q.a.m, a.shared.down_q.a.m};
+  }
+  bool moe_decodes_quant(const Layer& a, int T) {
+    return a.experts_gate_up_q.on() && few_quant(T) && k::moe_decode_quant_fits(moe_decode_args(a, T), moe_decode_quant_args(a));
+  }
 
   // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
   enum class TracePoint { latent, after_attention, after_ffn, routing };
@@ -241,6 +288,10 @@ class GlmDecoderCuda : public CudaModel {
   bool capturing_ = false;
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
+  std::map<std::string, int> format_counts_;  // "fp8 (128x128 blocks)" -> projections, for weight_formats_
+  std::string weight_formats_, dense_notes_;
+  std::vector<std::string> quantised_tensors_;
+  DeviceBuffer wscratch_;  // bf16, the largest quantised projection dequantised (steps of more tokens)
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   std::vector<Layer> layers_;

@@ -1,10 +1,13 @@
 // The GLM decoder on CUDA (cuda_decoder.hpp), loading: the checkpoint's tensors onto the device in
-// bf16 (gate and up fused per MLP and per expert), the activation buffers a step of the configured
-// size needs, and the paged pool; and glm4_moe_lite's MLA weights (its input projections fused into
-// one) and buffers.
+// bf16 (gate and up fused per MLP and per expert), or as the checkpoint stores them where it
+// quantised them (fp8 block-scaled, NVFP4: quant_plan.hpp decides per projection; a MoE layer's
+// routed and shared experts are kept quantised together or not at all), the activation buffers a
+// step of the configured size needs, and the paged pool; and glm4_moe_lite's MLA weights (its input
+// projections fused into one) and buffers.
 #include <algorithm>
 
 #include "../decoder.hpp"
+#include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
 #include "glue_kernels.hpp"
@@ -57,15 +60,80 @@ std::string GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std
   return b.allocate(n * 2, what);
 }
 
-std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m) {
+void GlmDecoderCuda::note_format(const std::string& what, WeightFormat f, const std::string& why_dense) {
+  format_counts_[f == WeightFormat::dense ? "bf16" : weight_format_name(f)] += 1;
+  if (!why_dense.empty() && dense_notes_.size() < 600) dense_notes_ += "; " + what + " kept in bf16: " + why_dense;
+}
+
+Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, QuantWeight& q,
+                                        bool allowed) {
+  auto plan = plan_projection(ck, parts);
+  if (!plan) return plan.error();
+  if (plan->format == WeightFormat::dense || !allowed) {
+    if (plan->format != WeightFormat::dense)
+      plan->why_dense = "kept with the layer's routed experts, which are not all " + std::string(weight_format_name(plan->format));
+    note_format(parts[0].name, WeightFormat::dense, plan->why_dense);
+    return false;
+  }
+  if (auto e = upload_quant(q, ck, plan->format, plan->parts); !e.empty()) return error(e);
+  weight_bytes_ += q.bytes();
+  for (const StoredWeight& w : plan->parts) quantised_tensors_.push_back(w.name);
+  note_format(parts[0].name, plan->format, {});
+  return true;
+}
+
+std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
-  if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
-  if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
-  up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
-  up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
-  up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+  const Checkpoint& ck = up.checkpoint();
+  auto gu = load_quant(ck, {{prefix + "gate_proj.weight", width, H_}, {prefix + "up_proj.weight", width, H_}}, m.gate_up_q, quantised);
+  if (!gu) return gu.error().message;
+  if (!gu.value()) {
+    if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
+    up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
+    up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
+  }
+  auto down = load_quant(ck, {{prefix + "down_proj.weight", H_, width}}, m.down_q, quantised);
+  if (!down) return down.error().message;
+  if (!down.value()) {
+    if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
+    up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+  }
   return {};
+}
+
+Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a) {
+  if (ck.has(mp + "experts.gate_up_proj")) return false;  // the fused 3-D layout is read in bf16
+  const int shared_width = I_ * d_.moe.n_shared_experts;
+  std::vector<ProjectionPart> gate_up, down, all;
+  for (int e = 0; e < E_; ++e) {
+    const std::string ep = mp + "experts." + std::to_string(e) + ".";
+    gate_up.push_back({ep + "gate_proj.weight", I_, H_});
+    gate_up.push_back({ep + "up_proj.weight", I_, H_});
+    down.push_back({ep + "down_proj.weight", H_, I_});
+  }
+  all = gate_up;
+  all.insert(all.end(), down.begin(), down.end());
+  if (shared_width > 0)
+    for (const char* n : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
+      const bool is_down = n[0] == 'd';
+      all.push_back({mp + "shared_experts." + n, is_down ? H_ : shared_width, is_down ? shared_width : H_});
+    }
+  auto joint = plan_projection(ck, all);
+  if (!joint) return joint.error();
+  const std::string experts_name = mp + "experts (routed and shared)";
+  if (joint->format == WeightFormat::dense) {
+    note_format(experts_name, WeightFormat::dense, joint->why_dense);
+    return false;
+  }
+  const std::span<const StoredWeight> parts(joint->parts);
+  if (auto e = upload_quant(a.experts_gate_up_q, ck, joint->format, parts.subspan(0, gate_up.size())); !e.empty()) return error(e);
+  if (auto e = upload_quant(a.experts_down_q, ck, joint->format, parts.subspan(gate_up.size(), down.size())); !e.empty())
+    return error(e);
+  weight_bytes_ += a.experts_gate_up_q.bytes() + a.experts_down_q.bytes();
+  for (std::size_t i = 0; i < gate_up.size() + down.size(); ++i) quantised_tensors_.push_back(joint->parts[i].name);
+  note_format(experts_name, joint->format, {});
+  return true;
 }
 
 std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
@@ -107,13 +175,18 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
     up.f32(a.router, mp + "gate.weight", {E_, H_});
     up.f32(a.correction_bias, mp + "gate.e_score_correction_bias", {E_});
-    if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
-      return e;
-    if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
-    if (ck.has(mp + "experts.gate_up_proj")) {
+    auto quantised = load_quant_experts(ck, mp, a);
+    if (!quantised) return quantised.error().message;
+    const bool experts_quantised = quantised.value();
+    if (!experts_quantised) {
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
+        return e;
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
+    }
+    if (!experts_quantised && ck.has(mp + "experts.gate_up_proj")) {
       up.bf16(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
       up.bf16(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
-    } else {
+    } else if (!experts_quantised) {
       for (int e = 0; e < E_ && up.ok(); ++e) {
         const std::string ep = mp + "experts." + std::to_string(e) + ".";
         const std::size_t at = static_cast<std::size_t>(e) * expert;
@@ -124,11 +197,14 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     }
     const std::uint64_t shared_before = weight_bytes_;
     if (d.moe.n_shared_experts > 0)
-      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared); !e.empty()) return e;
+      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e.empty())
+        return e;
     // A step reads the router and the shared experts once, and each expert chosen by any token.
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
     decode_bytes_.moe_layers += 1;
-    decode_bytes_.per_expert = 3 * expert * 2;
+    decode_bytes_.per_expert = experts_quantised
+                                   ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(E_)
+                                   : 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
   if (auto e = cuda_error(cudaDeviceSynchronize(), "uploading the weights"); !e.empty()) return e;  // cudaMemcpy may return early
@@ -141,6 +217,17 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
   decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
   decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
+  // The scratch larger steps dequantise a quantised projection into (the largest one).
+  std::size_t scratch = 0;
+  for (const Layer& a : layers_)
+    for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
+                                 &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
+      scratch = std::max(scratch, q->dense_elements());
+  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e.empty()) return e;
+  weight_formats_.clear();
+  for (const auto& [f, n] : format_counts_)
+    weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
+  weight_formats_ += "; the embedding, the LM head, the norms and any projection not named here bf16, the routers fp32" + dense_notes_;
   return {};
 }
 
@@ -219,20 +306,27 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const std::size_t h = static_cast<std::size_t>(H_);
   const std::string sa = layer_prefix(l) + "self_attn.";
   const bool bias = c_.d.attention_bias;
-  if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
-  const std::size_t kv_at = static_cast<std::size_t>(q_rows_) * h;
+  const Checkpoint& ck = up.checkpoint();
+  const std::string q_name = sa + (lora_q_ > 0 ? "q_a_proj.weight" : "q_proj.weight");
+  auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {sa + "kv_a_proj_with_mqa.weight", width_, H_}}, a.w_in_q);
+  if (!w_in_q) return w_in_q.error().message;
+  if (!w_in_q.value()) {
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
+    up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
+    up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
+  }
   if (lora_q_ > 0) {
-    up.bf16(a.w_in, 0, sa + "q_a_proj.weight", {lora_q_, H_});
     if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
     up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
-    if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
-        !e.empty())
-      return e;
-    up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
-  } else {
-    up.bf16(a.w_in, 0, sa + "q_proj.weight", {heads_ * qk_, H_});
+    auto q_b_q = load_quant(ck, {{sa + "q_b_proj.weight", heads_ * qk_, lora_q_}}, a.q_b_q);
+    if (!q_b_q) return q_b_q.error().message;
+    if (!q_b_q.value()) {
+      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
+          !e.empty())
+        return e;
+      up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+    }
   }
-  up.bf16(a.w_in, kv_at, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
   if (bias) {
     if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
     std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
@@ -251,8 +345,12 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
       !e.empty())
     return e;
   up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
-  if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
-  up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+  auto o_q = load_quant(ck, {{sa + "o_proj.weight", H_, heads_ * vd_}}, a.o_q);
+  if (!o_q) return o_q.error().message;
+  if (!o_q.value()) {
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
+    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+  }
   return {};
 }
 

@@ -18,6 +18,7 @@
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/moe_decode.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/kernels/moe_experts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -221,6 +222,38 @@ std::string GlmDecoderCuda::gemm(const k::GemmArgs& g) {
   return gemm_->run(g, stream_);
 }
 
+std::string GlmDecoderCuda::quant_gemv(k::QuantGemvArgs v, int T) {
+  const std::size_t y_bytes = v.y_type == kBf16 ? 2 : 4;
+  FirstError err;
+  for (int r0 = 0; r0 < T && err.ok(); r0 += k::kGemvMaxRows) {
+    v.rows = std::min(k::kGemvMaxRows, T - r0);
+    err(k::quant_gemv_cuda(v, stream_));
+    v.x = static_cast<const std::uint16_t*>(v.x) + static_cast<long>(k::kGemvMaxRows) * v.ldx;
+    v.y = static_cast<char*>(v.y) + static_cast<std::size_t>(k::kGemvMaxRows) * static_cast<std::size_t>(v.ldy) * y_bytes;
+  }
+  return err.message;
+}
+
+std::string GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
+  if (!q.on()) return gemm(g);
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few_quant(g.rows)) {
+    k::QuantGemvArgs v;
+    v.rows = std::min(g.rows, k::kGemvMaxRows), v.x = g.x, v.ldx = g.ldx, v.w = q.a.m, v.w2 = q.b.m;
+    v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
+    if (k::quant_gemv_fits(v)) return quant_gemv(v, g.rows);
+  }
+  if (auto e = dequant(q); !e.empty()) return e;
+  g.w = wscratch_.get(), g.ldw = g.in;
+  return gemm(g);
+}
+
+std::string GlmDecoderCuda::dequant(const QuantWeight& q) {
+  auto* y = wscratch_.as<std::uint16_t>();
+  if (auto e = k::quant_dequant_bf16_cuda(q.a.m, y, stream_); !e.empty() || q.b.m.count == 0) return e;
+  const std::size_t first = static_cast<std::size_t>(q.a.m.count) * static_cast<std::size_t>(q.a.m.rows) * static_cast<std::size_t>(q.a.m.in);
+  return k::quant_dequant_bf16_cuda(q.b.m, y + first, stream_);
+}
+
 std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = d_;
   const float eps = static_cast<float>(d.rms_norm_eps);
@@ -284,8 +317,8 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   auto* fused = fused_.as<std::uint16_t>();
   k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
   in.bias = a.b_in.get();
-  err(gemm(in));
-  mark("attn in_proj (q_a | kv_a)", 2.0 * in_rows_ * H_);
+  err(qgemm(in, a.w_in_q));
+  mark("attn in_proj (q_a | kv_a)", weight_read(a.w_in_q, 2.0 * in_rows_ * H_));
   const long qw = static_cast<long>(heads_) * qk_;
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
   std::uint16_t* latent = fused + q_rows_;
@@ -302,14 +335,14 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     err(latent_prep(p, stream_));
     mark("attn latent prep (norms, rope, cache write)", 2.0 * T * in_rows_ * 2 + T * kv_row);
     if (lora_q_ > 0) {
-      err(gemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw))));
-      mark("attn q_b", 2.0 * static_cast<double>(qw) * lora_q_);
+      err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
+      mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
     }
   } else if (lora_q_ > 0) {
     err(rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
     mark("attn q_a norm", 4.0 * T * lora_q_);
-    err(gemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw))));
-    mark("attn q_b", 2.0 * static_cast<double>(qw) * lora_q_);
+    err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
+    mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
   if (lora_q_ == 0) {
     err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
@@ -407,8 +440,8 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
   o.bias = a.o_bias.get();  // fp32, as the output
   o.y_type = k::DType::f32;
-  err(gemm(o));
-  mark("attn o_proj", 2.0 * H_ * heads_ * vd_);
+  err(qgemm(o, a.o_q));
+  mark("attn o_proj", weight_read(a.o_q, 2.0 * H_ * heads_ * vd_));
   return err.message;
 }
 
@@ -418,19 +451,25 @@ std::string GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   k::GemvArgs v;
   v.rows = T, v.in = H_, v.out = m.width, v.x = h_.get(), v.ldx = H_, v.w = m.gate_up.get(), v.ldw = H_;
   v.y = mlp_act_.get(), v.ldy = m.width, v.silu_mul = true, v.up_offset = m.width;
-  if (few(T) && k::gemv_fits(v)) {
+  k::QuantGemvArgs qv;
+  qv.rows = std::min(T, k::kGemvMaxRows), qv.x = h_.get(), qv.ldx = H_, qv.w = m.gate_up_q.a.m, qv.y = mlp_act_.get();
+  qv.ldy = m.width, qv.silu_mul = true;
+  if (few_quant(T) && m.gate_up_q.on() && k::quant_gemv_fits(qv)) {
+    err(quant_gemv(qv, T));
+    mark("mlp gate_up + silu (quantised)", static_cast<double>(m.gate_up_q.bytes()));
+  } else if (few(T) && !m.gate_up_q.on() && k::gemv_fits(v)) {
     err(k::gemv_cuda(v, stream_));
     mark("mlp gate_up + silu", gu);
   } else {
-    err(gemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width)));
-    mark("mlp gate_up", gu);
+    err(qgemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width), m.gate_up_q));
+    mark("mlp gate_up", weight_read(m.gate_up_q, gu));
     err(k::silu_and_mul_cuda(kBf16, mlp_gu_.get(), mlp_act_.get(), T, m.width, stream_));
     mark("mlp silu", 2.0 * T * 3 * m.width);
   }
   k::GemmArgs down = linear(mlp_act_.get(), m.down, out, T, m.width, H_);
   down.y_type = k::DType::f32;  // into the fp32 delta or shared-expert sum
-  err(gemm(down));
-  mark("mlp down", down_bytes);
+  err(qgemm(down, m.down_q));
+  mark("mlp down", weight_read(m.down_q, down_bytes));
   return err.message;
 }
 
@@ -455,7 +494,8 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   const double shared = 3.0 * 2 * a.shared.width * H_;
   const double chosen = E_ * (1.0 - std::pow(1.0 - static_cast<double>(K_) / E_, T));  // expected, uniform routing
   const k::MoeDecodeArgs dec = moe_decode_args(a, T);
-  if (moe_decodes(a, T)) {
+  const bool quantised = a.experts_gate_up_q.on();
+  if (moe_decodes(a, T) || moe_decodes_quant(a, T)) {
     if (fold_norm) {
       err(k::moe_norm_router_route_cuda(routing, x_.as<float>(), delta_.as<float>(), a.post_norm.get(),
                                         static_cast<float>(d_.rms_norm_eps), H_, a.router.as<float>(),
@@ -467,8 +507,23 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                                    expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
       mark("moe router + route", router);
     }
-    err(k::moe_decode_cuda(dec, stream_));
-    mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+    if (!quantised) {
+      err(k::moe_decode_cuda(dec, stream_));
+      mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+      return err.message;
+    }
+    const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
+    for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
+      k::MoeDecodeArgs part = dec;
+      part.tokens = std::min(k::kMoeDecodeTokens, T - t0);
+      part.x = h_.as<std::uint16_t>() + static_cast<long>(t0) * H_;
+      part.expert = expert_.as<std::int32_t>() + static_cast<long>(t0) * K_;
+      part.weight = weight_.as<float>() + static_cast<long>(t0) * K_;
+      part.out = delta_.as<float>() + static_cast<long>(t0) * H_;
+      err(k::moe_decode_quant_cuda(part, qdec, stream_));
+    }
+    mark("moe experts (decode, quantised: gate_up + silu, down + sum, shared)",
+         T * K_ * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
     return err.message;
   }
   err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
@@ -480,13 +535,16 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
-  err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_, a.experts_gate_up.get(),
-                           2 * I_, H_, moe_gu_.get(), 2L * I_, stream_));
+  // Quantised experts: every expert of the layer dequantised into the scratch for the grouped GEMM.
+  if (quantised) err(dequant(a.experts_gate_up_q));
+  err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_,
+                           quantised ? wscratch_.get() : a.experts_gate_up.get(), 2 * I_, H_, moe_gu_.get(), 2L * I_, stream_));
   mark("moe experts gate_up", chosen * expert * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
   mark("moe silu", 2.0 * T * K_ * 3 * I_);
-  err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), E_, a.experts_down.get(), H_, I_,
-                           moe_out_.get(), H_, stream_));
+  if (quantised) err(dequant(a.experts_down_q));
+  err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), E_,
+                           quantised ? wscratch_.get() : a.experts_down.get(), H_, I_, moe_out_.get(), H_, stream_));
   mark("moe experts down", chosen * expert / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));

@@ -98,6 +98,7 @@ class Uploader {
   }
   const std::string& error() const { return error_; }
   bool ok() const { return error_.empty(); }
+  const Checkpoint& checkpoint() const { return ck_; }
 
  private:
   void put(DeviceBuffer& dst, std::size_t byte_at, const void* src, std::size_t n, const std::string& what) {

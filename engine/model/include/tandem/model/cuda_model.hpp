@@ -1,7 +1,9 @@
 // The GLM decoders on CUDA (built when the CUDA back end is; tandem_model_cuda). Weights live on the
-// device in bf16; dense projections run through cuBLASLt (fp32 accumulation), the routed experts as
-// one grouped GEMM per projection (steps of <= 8 tokens: the decode-sized kernels, gemv.hpp and
-// moe_decode.hpp, instead), attention through the paged-attention kernel over a device pool
+// device in bf16 (glm4_moe_lite and glm4_moe: MLP and expert projections a checkpoint stores in fp8
+// with 128x128 block scales or ModelOpt NVFP4 stay so, and glm4_moe_lite's attention projections
+// too: quant_plan.hpp, kernels/quant_gemv.hpp); dense projections run through cuBLASLt (fp32
+// accumulation), the routed experts as one grouped GEMM per projection (steps of <= 8 tokens: the
+// decode-sized kernels, gemv.hpp and moe_decode.hpp, instead), attention through the paged-attention kernel over a device pool
 // of bf16 or fp8_e4m3 rows (one scale per layer: fp8_kv_scale_from_amax below). Activations are
 // bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
 // router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
@@ -125,6 +127,12 @@ class CudaModel : public Model {
   // Bytes of device memory the weights take; what a decode step must read.
   virtual std::uint64_t weight_bytes() const = 0;
   virtual DecodeBytes decode_bytes() const = 0;
+  // How the weights are kept on the device, in words ("bf16", or how many projections stay fp8 /
+  // NVFP4 as the checkpoint stores them and why any quantised one was dequantised); and the
+  // checkpoint tensors kept quantised (every path computes with their dequantised values rounded to
+  // bf16, as with the other weights; the routers are fp32).
+  virtual std::string weight_formats() const { return "bf16"; }
+  virtual std::vector<std::string> quantised_tensors() const { return {}; }
   // step() run eagerly with every layer's intermediate values copied out (slow: a debugging aid).
   virtual Result<StepTrace> step_traced(std::span<const PagedWork> work) = 0;
   // Decode steps replay CUDA graphs unless this is set (--enforce-eager); may change between steps.
