@@ -3,7 +3,8 @@
 # machine that has CUDA but none of the project's libraries; hand it over with the run tool's
 # carry (64 MiB limit):
 #   build-deps/include   nlohmann-json headers (the stand-alone GPU build needs them)
-#   build-deps/bin       cuda_model_check and tandem-bench-cuda (engine/bench/gpu, sm_$CUDA_ARCH), and
+#   build-deps/bin       cuda_model_check, tandem-bench-cuda and tandem-quantize (engine/bench/gpu,
+#                        sm_$CUDA_ARCH; deploy/gpu-quant-bench.sh uses the last), and
 #                        gpu_check (tests/kernels/gpu) for deploy/gpu-decode-profile.sh
 #   build-deps/serve     tandem-serve (stripped, from $SERVE_BUILD, configured with CUDA) and the
 #                        shared libraries it needs beyond glibc, CUDA and NCCL (ldd)
@@ -17,7 +18,7 @@ cp -r /usr/include/nlohmann build-deps/include/
 cmake -S engine/bench/gpu -B build-gpu-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DNLOHMANN_INCLUDE="$PWD/build-deps/include" >/dev/null
 ninja -C build-gpu-bench -j "${JOBS:-2}"
-cp build-gpu-bench/cuda_model_check build-gpu-bench/tandem-bench-cuda build-deps/bin/
+cp build-gpu-bench/cuda_model_check build-gpu-bench/tandem-bench-cuda build-gpu-bench/tandem-quantize build-deps/bin/
 cmake -S tests/kernels/gpu -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 ninja -C build-gpu -j "${JOBS:-2}" gpu_check
 cp build-gpu/gpu_check build-deps/bin/
