@@ -12,6 +12,7 @@
 #include "../runtime/engine_harness.hpp"
 #include "../runtime/host_device_model.hpp"
 #include "drafter_fixture.hpp"
+#include "spec_run.hpp"
 #include "engine.hpp"
 #include "tandem/model/paged_kv.hpp"
 #include "tandem/spec/device_drafter.hpp"
@@ -116,45 +117,12 @@ Setup start(const std::filesystem::path& target, std::shared_ptr<const spec::Dra
   return s;
 }
 
-struct Run {
-  std::vector<std::vector<std::int32_t>> tokens;
-  std::vector<std::pair<std::int64_t, std::int64_t>> spec;  // per request: drafted, accepted (last event)
-};
+using Run = spec::test::SpecRun;
 
+// Every request runs to its max_tokens (ignore_eos): none may end otherwise.
 Run run(Engine& e, const std::vector<std::vector<std::int32_t>>& prompts, int max_tokens, float temperature = 0.f) {
-  Collector c;
-  auto counts = std::make_shared<std::map<RequestId, std::pair<std::int64_t, std::int64_t>>>();
-  auto mu = std::make_shared<std::mutex>();
-  auto sink = c.sink();
-  std::vector<RequestId> ids;
-  std::uint64_t seed = 7;
-  for (const auto& p : prompts) {
-    GenerateRequest g;
-    g.prompt = p;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    g.sampling.temperature = temperature;
-    g.seed = seed++;
-    g.on_event = [sink, counts, mu](const TokenEvent& ev) {
-      {
-        std::lock_guard lk(*mu);
-        (*counts)[ev.id] = {ev.drafted, ev.accepted};
-      }
-      sink(ev);
-    };
-    auto id = e.submit(std::move(g));
-    REQUIRE(id.ok());
-    ids.push_back(id.value());
-  }
-  c.wait(prompts.size());
-  const auto out = c.outputs();
-  Run r;
-  std::lock_guard lk(*mu);
-  for (auto id : ids) {
-    r.tokens.push_back(out.at(id).tokens);
-    CHECK(out.at(id).finish == FinishReason::length);
-    r.spec.push_back(counts->at(id));
-  }
+  Run r = spec::test::run_requests(e, prompts, max_tokens, temperature, 7);
+  for (auto id : r.ids) CHECK(r.out.at(id).finish == FinishReason::length);
   return r;
 }
 
@@ -168,7 +136,7 @@ TEST_CASE("device path: greedy output with a random drafter equals plain decodin
   std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
   auto s = start(pair.target, drafter, 7);
   const Run r = run(*s.engine, kPrompts, 24);
-  CHECK(r.tokens == base.tokens);
+  CHECK(r.tokens() == base.tokens());
   const auto m = s.engine->metrics();
   CHECK(m.spec_drafts > 0);
   CHECK(m.spec_drafts == s.model->verifications);  // every draft was verified in a step, once
@@ -187,21 +155,22 @@ TEST_CASE("device path: an oracle drafter is always accepted, a wrong draft is r
   auto plain = start(pair.target, nullptr, 0);
   const int N = 30;
   const Run base = run(*plain.engine, kPrompts, N);
+  const auto continuations = base.tokens();
   std::vector<spec::test::OracleDrafter::Sequence> seqs;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     auto q = kPrompts[i];
-    q.insert(q.end(), base.tokens[i].begin(), base.tokens[i].end());
+    q.insert(q.end(), continuations[i].begin(), continuations[i].end());
     seqs.push_back({q, i == 1 ? 1 : -1});  // request 1's second draft is always wrong
   }
   auto oracle = std::make_shared<spec::test::OracleDrafter>(*target, seqs, 7);
   auto s = start(pair.target, oracle, 4);
   const Run r = run(*s.engine, kPrompts, N);
-  CHECK(r.tokens == base.tokens);
-  const auto perfect = r.spec[0];
+  CHECK(r.tokens() == base.tokens());
+  const auto perfect = r.spec_of(0);
   CHECK(perfect.first > 0);
   CHECK(perfect.second == perfect.first);
   CHECK(perfect.first <= 4 * ((N - 1 + 4) / 5));  // 4 drafts + 1 bonus per step
-  const auto wrong = r.spec[1];
+  const auto wrong = r.spec_of(1);
   CHECK(wrong.second > 0);
   CHECK(wrong.second * 2 <= wrong.first);  // at most the first of each block's drafts
   const auto m = s.engine->metrics();
@@ -215,7 +184,7 @@ TEST_CASE("device path: sampled requests with a drafter finish with valid tokens
   std::shared_ptr<const spec::Drafter> drafter = spec::load_dflash(pair.drafter, pair.target, target->config()).value();
   auto s = start(pair.target, drafter, 5);
   const Run r = run(*s.engine, kPrompts, 20, 0.9f);
-  for (const auto& t : r.tokens) {
+  for (const auto& t : r.tokens()) {
     CHECK(t.size() == 20u);
     for (auto id : t) CHECK((id >= 0 && id < 640));
   }
@@ -265,7 +234,7 @@ TEST_CASE("device path, hybrid model: a random drafter's rejected drafts are rol
   REQUIRE_MESSAGE(drafter.ok(), (drafter.ok() ? "" : drafter.error().message));
   auto s = start(dir, std::move(drafter).value(), 7);
   const Run r = run(*s.engine, prompts, 24);
-  CHECK(r.tokens == base.tokens);
+  CHECK(r.tokens() == base.tokens());
   const auto m = s.engine->metrics();
   CHECK(m.spec_drafts > 0);
   CHECK(m.spec_accepted_tokens < m.spec_draft_tokens);  // drafts were rejected ...

@@ -5,6 +5,7 @@
 
 #include "../runtime/engine_harness.hpp"
 #include "drafter_fixture.hpp"
+#include "spec_run.hpp"
 #include "engine.hpp"
 
 using namespace tandem;
@@ -35,49 +36,14 @@ std::unique_ptr<Engine> start(const std::filesystem::path& target, std::shared_p
   return std::move(e).value();
 }
 
-struct Run {
-  std::map<RequestId, Collector::Output> out;
-  std::vector<RequestId> ids;
-  std::map<RequestId, std::pair<std::int64_t, std::int64_t>> spec;  // drafted, accepted (last event)
-};
+using Run = spec::test::SpecRun;
 
 Run run(Engine& e, const std::vector<std::vector<std::int32_t>>& prompts, int max_tokens, float temperature = 0.f,
         std::uint64_t seed = 1) {
-  Collector c;
-  Run r;
-  auto spec_counts = std::make_shared<std::map<RequestId, std::pair<std::int64_t, std::int64_t>>>();
-  auto mu = std::make_shared<std::mutex>();
-  auto sink = c.sink();
-  for (const auto& p : prompts) {
-    GenerateRequest g;
-    g.prompt = p;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    g.sampling.temperature = temperature;
-    g.seed = seed++;
-    g.on_event = [sink, spec_counts, mu](const TokenEvent& ev) {
-      {
-        std::lock_guard lk(*mu);
-        (*spec_counts)[ev.id] = {ev.drafted, ev.accepted};
-      }
-      sink(ev);
-    };
-    auto id = e.submit(std::move(g));
-    REQUIRE(id.ok());
-    r.ids.push_back(id.value());
-  }
-  c.wait(prompts.size());
-  r.out = c.outputs();
-  std::lock_guard lk(*mu);
-  r.spec = *spec_counts;
-  return r;
+  return spec::test::run_requests(e, prompts, max_tokens, temperature, seed);
 }
 
-std::vector<std::vector<std::int32_t>> tokens_of(const Run& r) {
-  std::vector<std::vector<std::int32_t>> t;
-  for (auto id : r.ids) t.push_back(r.out.at(id).tokens);
-  return t;
-}
+std::vector<std::vector<std::int32_t>> tokens_of(const Run& r) { return r.tokens(); }
 
 }  // namespace
 
