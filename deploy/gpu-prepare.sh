@@ -9,6 +9,10 @@
 #   build-deps/serve     tandem-serve (stripped, from $SERVE_BUILD, configured with CUDA) and the
 #                        shared libraries it needs beyond glibc, CUDA and NCCL (ldd)
 # Then there:  BENCH_BIN=build-deps/bin ./deploy/gpu-bench.sh
+# With --bundle it also builds glm5_next_cuda_check (engine/bench/gpu), cuda_spec_check and
+# tandem_spec_bench ($SERVE_BUILD) and packs every binary and library, stripped, into
+# build-deps/bundle.tar.xz (about 13 MB: it fits the carry beside the tracked tree, which the
+# uncompressed ICU data does not), for deploy/gpu-verify.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
@@ -29,3 +33,17 @@ if [ -x "$serve_build/engine/tandem-serve" ]; then
     xargs -r -I{} cp -L {} build-deps/serve/lib/
 fi
 du -sh build-deps
+if [ "${1:-}" = --bundle ]; then
+  ninja -C build-gpu-bench -j "${JOBS:-2}" glm5_next_cuda_check
+  ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench
+  stage=$(mktemp -d)/bundle
+  mkdir -p "$stage/serve"
+  cp -r build-deps/serve/lib "$stage/serve/"
+  for f in build-deps/bin/* build-gpu-bench/glm5_next_cuda_check "$serve_build/tests/spec/cuda_spec_check" \
+           "$serve_build/engine/spec/tandem_spec_bench"; do
+    strip -o "$stage/$(basename "$f")" "$f"
+  done
+  cp build-deps/serve/tandem-serve "$stage/serve/"
+  tar -C "$(dirname "$stage")" -cJf build-deps/bundle.tar.xz bundle
+  ls -la build-deps/bundle.tar.xz
+fi
