@@ -214,7 +214,9 @@ TEST_CASE("rollback --local with an unreachable agent: undoes what this controll
   Cluster c({.nodes = 2});
   c.start_old_lane();
   std::string out;
-  REQUIRE(c.ctl({"bind", c.manifest_path()}, out) == 0);
+  const int bound = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);  // the bind's own account, when it fails (it failed once on a machine under triple load)
+  REQUIRE(bound == 0);
   ::kill(c.agents[1], SIGKILL);
   ::waitpid(c.agents[1], nullptr, 0);
 
