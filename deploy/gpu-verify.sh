@@ -25,30 +25,32 @@ wanted=" ${*:-gpu_check cuda_model_check glm5_next_cuda_check cuda_spec_check gp
 summary=$out/summary.txt
 : >"$summary"
 
-# check NAME SECONDS COMMAND...: runs it into $out/NAME.txt, records its exit status and last line.
-check() {
+# run_check NAME SECONDS COMMAND...: runs it into $out/NAME.txt, records its exit status and last line.
+run_check() {
   local name=$1 limit=$2
   shift 2
-  [[ $wanted == *" $name "* ]] || return 0
   local t0=$SECONDS
   timeout "$limit" "$@" >"$out/$name.txt" 2>&1
   local rc=$?
   printf '%-24s exit %3d  %4d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -v '^\s*$' "$out/$name.txt" | tail -1 | cut -c1-100)" |
     tee -a "$summary"
 }
-memcheck() {  # memcheck NAME SECONDS COMMAND...
+check() {  # the same, for a check that was asked for (its name in the list above)
+  [[ $wanted == *" $1 "* ]] && run_check "$@"
+}
+memcheck() {  # memcheck NAME SECONDS COMMAND...: that check again under compute-sanitizer, when asked for
   local name=$1 limit=$2
   shift 2
-  check "$name" "$limit" compute-sanitizer --tool memcheck --error-exitcode 9 "$@"
+  [[ $wanted == *" $name "* ]] && run_check "$name.memcheck" "$limit" compute-sanitizer --tool memcheck --error-exitcode 9 "$@"
 }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 git log --oneline -1 2>/dev/null | tee -a "$summary"
 check gpu_check 120 "$b/gpu_check"
-[[ $wanted == *" gpu_check "* ]] && memcheck gpu_check.memcheck 200 "$b/gpu_check"
+memcheck gpu_check 200 "$b/gpu_check"
 check cuda_model_check 240 "$b/cuda_model_check" tests/model/fixtures
 check glm5_next_cuda_check 120 "$b/glm5_next_cuda_check" tests/model/fixtures
-[[ $wanted == *" glm5_next_cuda_check "* ]] && memcheck glm5_next_cuda_check.memcheck 200 "$b/glm5_next_cuda_check" tests/model/fixtures
+memcheck glm5_next_cuda_check 200 "$b/glm5_next_cuda_check" tests/model/fixtures
 check cuda_spec_check 150 "$b/cuda_spec_check" models/dflash-pair
 check gpu_hybrid_serve.py 200 python3 deploy/gpu_hybrid_serve.py "$b/serve" tests/model/fixtures "$out/hybrid-serve"
 if [[ $wanted == *" tandem-bench-cuda "* ]]; then
