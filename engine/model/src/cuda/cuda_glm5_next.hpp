@@ -129,6 +129,7 @@ class Glm5NextCuda final : public CudaModel {
   std::string mlp(const Glm5Mlp& m, int T, float* out);
   std::string capture_layer(int layer, int T);
   Status copy_states(std::span<const int> slots, bool keep);
+  std::string allocate_kept_states();  // "" or why not; once
 
   // y = x W^T: fp32 x and y, bf16 W [out, in].
   std::string lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);

@@ -273,22 +273,30 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   return Ok{};
 }
 
+// A drafter attaching means speculative steps will follow: the kept copies of the recurrent states
+// are allocated now, before the KV budget is measured, so that memory is counted as in use.
 Status Glm5NextCuda::set_capture(std::vector<int> layers) {
   if (auto e = allocate_capture(captured_, layers, c_.d.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  if (auto e = allocate_kept_states(); !e.empty()) return error(e);
   capture_layers_ = std::move(layers);
   return Ok{};
 }
 
+std::string Glm5NextCuda::allocate_kept_states() {
+  if (state_floats_ == 0 || !kept_state_.empty()) return {};
+  return kept_state_.allocate(static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(state_floats_) * 4, "kept recurrent states");
+}
+
 // Enqueued on the model's stream, so a keep orders after the steps before it and a restore before
-// the steps after it.
+// the steps after it. Every slot is checked before any copy is enqueued.
 Status Glm5NextCuda::copy_states(std::span<const int> slots, bool keep) {
   if (state_floats_ == 0) return error(config().model_type + " has no recurrent state to keep or restore");
+  for (int s : slots)
+    if (s < 0 || s >= s_cap_) return error("recurrent states: no slot " + std::to_string(s));
+  if (auto e = allocate_kept_states(); !e.empty()) return error(e);
   const std::size_t bytes = static_cast<std::size_t>(state_floats_) * 4;
-  if (kept_state_.empty())
-    if (auto e = kept_state_.allocate(static_cast<std::size_t>(s_cap_) * bytes, "kept recurrent states"); !e.empty()) return error(e);
   FirstError err;
   for (int s : slots) {
-    if (s < 0 || s >= s_cap_) return error("recurrent states: no slot " + std::to_string(s));
     float* live = state_.as<float>() + static_cast<long>(s) * state_floats_;
     float* kept = kept_state_.as<float>() + static_cast<long>(s) * state_floats_;
     err(cuda_error(cudaMemcpyAsync(keep ? kept : live, keep ? live : kept, bytes, cudaMemcpyDeviceToDevice, stream_),
