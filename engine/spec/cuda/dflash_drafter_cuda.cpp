@@ -253,12 +253,7 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
-  std::vector<k::SamplingParams> greedy(R);
-  for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice), "params");
-      !e.empty())
-    return e;
-  if (auto e = cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms"); !e.empty()) return e;
+  if (auto e = init_greedy_sampling(params_, uniform_, R); !e.empty()) return e;
 
   if (auto s = target_.set_capture(c_.target_layer_ids); !s) return "the target's hidden-state capture: " + s.error().message;
   return {};

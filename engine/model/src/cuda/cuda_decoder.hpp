@@ -22,6 +22,7 @@
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/paged_attention.hpp"
+#include "tandem/kernels/sampling_types.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 namespace tandem::model::cuda {
@@ -46,6 +47,17 @@ struct FirstError {
   }
   bool ok() const { return message.empty(); }
 };
+
+// step_greedy's sampling inputs for `rows` logit rows: temperature 0 (argmax) and zero uniforms.
+inline std::string init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms, std::size_t rows) {
+  std::vector<k::SamplingParams> greedy(rows);
+  for (auto& g : greedy) g.temperature = 0.f;
+  if (auto e = cuda_error(cudaMemcpy(params.get(), greedy.data(), rows * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+                          "sampling params");
+      !e.empty())
+    return e;
+  return cuda_error(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
+}
 
 // Each projection is either a bf16 buffer or, when the checkpoint stores it quantised (fp8 block-
 // scaled, NVFP4: quant_plan.hpp), a QuantWeight (the bf16 buffer then stays empty).

@@ -278,13 +278,7 @@ std::string GlmDecoderCuda::allocate_activations() {
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
   if (auto e = allocate_attention(); !e.empty()) return e;
-  std::vector<k::SamplingParams> greedy(R);
-  for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
-                          "sampling params");
-      !e.empty())
-    return e;
-  return cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms");
+  return init_greedy_sampling(sample_params_, uniform_, R);
 }
 
 Status GlmDecoderCuda::set_capture(std::vector<int> layers) {

@@ -248,13 +248,7 @@ std::string Glm5NextCuda::allocate_activations() {
   for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
   if (auto e = cuda_error(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e.empty())
     return e;
-  std::vector<k::SamplingParams> greedy(R);
-  for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(sample_params_.get(), greedy.data(), R * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
-                          "sampling params");
-      !e.empty())
-    return e;
-  return cuda_error(cudaMemset(uniform_.get(), 0, R * sizeof(double)), "uniforms");
+  return init_greedy_sampling(sample_params_, uniform_, R);
 }
 
 Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
