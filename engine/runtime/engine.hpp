@@ -100,6 +100,11 @@ struct EngineMetrics {
   // and per draft position (0 = first draft) how often it was proposed and accepted.
   std::int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<std::int64_t> spec_drafted_at, spec_accepted_at;
+  // Where the time goes: wall seconds of the steps' model work (forwards, drafting, sampling),
+  // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
+  // target ran. Under tensor parallelism the drafter runs on the head rank only, while the other
+  // ranks wait: its share of the step is what sharding it could win back.
+  double model_seconds = 0, spec_draft_seconds = 0, spec_context_seconds = 0;
 };
 
 class Engine {

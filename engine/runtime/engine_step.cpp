@@ -6,6 +6,7 @@
 // into it are never read: published prefix blocks are full and written before publication, so a
 // step only writes rows past a sequence's written length, never into shared blocks.
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "engine.hpp"
@@ -61,6 +62,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
   // is the group's: it ends the engine.
   std::string group_failure;
+  const auto t_model = std::chrono::steady_clock::now();
   if (model_->kv_on_device() && device_drafter_) {
     run_device_spec_step(*model_, *device_drafter_, jobs);
   } else if (model_->kv_on_device()) {
@@ -86,7 +88,9 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       }
     }
   }
+  const double model_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_model).count();
   lk.lock();
+  counters_.model_seconds += model_seconds;
   if (!group_failure.empty()) {
     go_fatal(group_failure);
     return true;
@@ -104,6 +108,8 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       events.push_back({reqs[i], TokenEvent{j.work.id, std::nullopt, 0.0f, FinishReason::abort, "model: " + j.error, 0, 0}});
     }
     if (j.work.samples) emitted.push_back(j.error.empty() ? j.emitted : std::vector<sched::Token>{0});
+    counters_.spec_draft_seconds += j.draft_seconds;
+    counters_.spec_context_seconds += j.context_seconds;
     if (j.error.empty() && j.forward_tokens > 0) {
       step_cost_.record_forward(j.forward_tokens, j.forward_seconds);
       if (j.drafted > 0) step_cost_.record_draft(j.draft_seconds);

@@ -99,7 +99,9 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   if (!logits) return fail_all(jobs, logits.error().message);
 
   // 3. Context rows for every token the target just ran.
+  const auto t_context = std::chrono::steady_clock::now();
   if (auto s = drafter.add_context(work); !s) return fail_all(jobs, s.error().message);
+  const double context_seconds = seconds_since(t_context);
 
   // 4. Accept or sample.
   size_t row = 0;
@@ -136,13 +138,17 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
     }
   }
 
-  // The step's cost, for the adaptive draft length (spec::StepCost): a step of decodes only costs
-  // what its widest item costs; it is booked once, on the first drafting job (or the first job).
-  if (decode_only && !jobs.empty()) {
+  // The drafter's seconds are the step's, booked once, on the first drafting job (or the first
+  // job), and so is the step's cost for the adaptive draft length (spec::StepCost), which is known
+  // only for a step of decodes: such a step costs what its widest item costs.
+  if (!jobs.empty()) {
     Job& j = drafting.empty() ? jobs.front() : jobs[drafting.front()];
-    j.forward_tokens = widest;
-    j.forward_seconds = forward_seconds;
     j.draft_seconds = draft_seconds;
+    j.context_seconds = context_seconds;
+    if (decode_only) {
+      j.forward_tokens = widest;
+      j.forward_seconds = forward_seconds;
+    }
   }
 }
 

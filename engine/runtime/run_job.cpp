@@ -39,11 +39,14 @@ std::vector<std::int32_t> positions_from(int start, int n) {
 }
 
 // The drafter's context rows for `n` tokens from `start`, from the first n captured rows.
-model::Status feed_drafter(const JobContext& ctx, const Job& j, const model::HiddenCapture& cap, int start, int n) {
+model::Status feed_drafter(const JobContext& ctx, Job& j, const model::HiddenCapture& cap, int start, int n) {
+  const auto t0 = std::chrono::steady_clock::now();
   const size_t per_token = cap.layers.size() * static_cast<size_t>(ctx.model.config().decoder().hidden_size);
   model::PagedKvSequence seq(*ctx.draft_pool, j.table, start);
   const auto pos = positions_from(start, n);
-  return ctx.drafter->add_context(std::span<const float>(cap.rows.data(), per_token * static_cast<size_t>(n)), pos, seq);
+  auto s = ctx.drafter->add_context(std::span<const float>(cap.rows.data(), per_token * static_cast<size_t>(n)), pos, seq);
+  j.context_seconds += seconds_since(t0);
+  return s;
 }
 
 }  // namespace

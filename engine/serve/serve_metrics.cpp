@@ -15,6 +15,7 @@ ServeMetrics::ServeMetrics() {
   m_.declare("tandem_kv_usage_ratio", "gauge", "Share of KV cache blocks in use");
   m_.declare("tandem_preemptions_total", "counter", "Requests preempted because KV blocks ran out");
   m_.declare("tandem_prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache");
+  m_.declare("tandem_model_seconds_total", "counter", "Wall seconds of the steps' model work (forwards, drafting, sampling)");
   // Speculative decoding (zero without a drafter; `tandemctl bench` and the gates read these).
   m_.declare("tandem_spec_decode_drafts_total", "counter", "Verifications of drafted tokens (target forwards over a drafted block)");
   m_.declare("tandem_spec_decode_draft_tokens_total", "counter", "Tokens proposed by the speculative drafter");
@@ -23,6 +24,10 @@ ServeMetrics::ServeMetrics() {
              "Tokens per verification: 1 + accepted / verifications (1 when nothing was drafted)");
   m_.declare("tandem_spec_decode_drafted_per_position_total", "counter", "Drafts proposed at each draft position (0 = first)");
   m_.declare("tandem_spec_decode_accepted_per_position_total", "counter", "Drafts accepted at each draft position (0 = first)");
+  // The drafter's part of tandem_model_seconds_total (on the head rank only under tensor parallelism).
+  m_.declare("tandem_spec_decode_draft_seconds_total", "counter", "Seconds the drafter spent proposing drafts");
+  m_.declare("tandem_spec_decode_context_seconds_total", "counter",
+             "Seconds the drafter spent adding context rows for the tokens the target ran");
 }
 
 void ServeMetrics::request_done(const std::string& outcome) { m_.add("tandem_requests_total", 1, {{"outcome", outcome}}); }
@@ -37,6 +42,9 @@ std::string ServeMetrics::render(const runtime::EngineMetrics& e) {
   m_.set("tandem_kv_usage_ratio", e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total : 0.0);
   m_.set("tandem_preemptions_total", static_cast<double>(e.preemptions));
   m_.set("tandem_prefix_cache_hit_tokens_total", static_cast<double>(e.prefix_cache_hit_tokens));
+  m_.set("tandem_model_seconds_total", e.model_seconds);
+  m_.set("tandem_spec_decode_draft_seconds_total", e.spec_draft_seconds);
+  m_.set("tandem_spec_decode_context_seconds_total", e.spec_context_seconds);
   m_.set("tandem_spec_decode_drafts_total", static_cast<double>(e.spec_drafts));
   m_.set("tandem_spec_decode_draft_tokens_total", static_cast<double>(e.spec_draft_tokens));
   m_.set("tandem_spec_decode_accepted_tokens_total", static_cast<double>(e.spec_accepted_tokens));

@@ -69,6 +69,14 @@ TEST_CASE("greedy output with a random DFlash drafter equals plain decoding, in 
   CHECK(m.spec_accepted_tokens <= m.spec_draft_tokens);
   CHECK(m.generation_tokens == 4 * 24);
   CHECK(m.kv_blocks_used == 0);  // every block came back, drafts' spare blocks included
+  // The drafter's time (proposals, context rows) is counted, as a part of the model work's time.
+  CHECK(m.spec_draft_seconds > 0);
+  CHECK(m.spec_context_seconds > 0);
+  CHECK(m.model_seconds >= m.spec_draft_seconds + m.spec_context_seconds);
+  const auto p = plain->metrics();
+  CHECK(p.model_seconds > 0);
+  CHECK(p.spec_draft_seconds == 0);
+  CHECK(p.spec_context_seconds == 0);
 }
 
 TEST_CASE("an oracle drafter is always accepted; a wrong draft is rejected exactly where it is wrong") {

@@ -39,6 +39,10 @@ TEST_CASE("tandem-serve drafts with a DFlash drafter: counters, per-position acc
   CHECK(metric(m, "tandem_spec_decode_mean_acceptance_length") == doctest::Approx(1.0 + accepted / drafts));
   CHECK(metric(m, "tandem_spec_decode_drafted_per_position_total{position=\"0\"}") == drafts);
   CHECK(metric(m, "tandem_spec_decode_accepted_per_position_total{position=\"4\"}") >= 0);
+  const double draft_s = metric(m, "tandem_spec_decode_draft_seconds_total"), context_s = metric(m, "tandem_spec_decode_context_seconds_total");
+  CHECK(draft_s > 0);
+  CHECK(context_s > 0);
+  CHECK(metric(m, "tandem_model_seconds_total") >= draft_s + context_s);
 }
 
 TEST_CASE("a drafter that does not fit the target stops tandem-serve at start-up with the reason") {
