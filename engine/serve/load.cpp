@@ -58,7 +58,11 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
     if (!share) return share.error();
     log("KV budget: " + format_size(share.value()) + " of device memory (--gpu-memory-utilization " +
         std::to_string(cfg.gpu_memory_utilization) + ", weights and buffers already loaded)");
-    return std::optional<std::uint64_t>(share.value());
+    // The budget is both pools' (the engine takes the recurrent-state slots out of it, as with
+    // --kv-cache-memory), but the device model allocated its slots at load, so what is free now
+    // already lacks them: they go back in, or they would be paid for twice.
+    const std::uint64_t slots = static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(m.kv_layout().state_floats) * 4u;
+    return std::optional<std::uint64_t>(share.value() + slots);
   }
 #endif
   auto share = runtime::cpu_kv_budget(cfg.gpu_memory_utilization);

@@ -218,9 +218,9 @@ std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const floa
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return "moe_norm_router_route: tokens >= 0 and hidden a multiple of 8";
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32 > 256 ? E * 32 : 256;
-  const size_t smem = sizeof(float) * (static_cast<size_t>(hidden) + 3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) +
-                      static_cast<size_t>(E);
-  if (smem > 48 * 1024) return "moe_norm_router_route: hidden too large for the row in shared memory";
+  if (!moe_norm_router_route_fits(hidden, E, m.n_group))
+    return "moe_norm_router_route: hidden too large for the row in shared memory (take add_rmsnorm, then moe_router_route)";
+  const size_t smem = moe_norm_router_route_smem(hidden, E, m.n_group);
   return cuda::error_of(cuda::launch_pdl(norm_router_route_kernel, dim3(static_cast<unsigned>(tokens)),
                                          dim3(static_cast<unsigned>(threads)), smem, stream, m, x, delta,
                                          static_cast<const cuda::bf16*>(norm_w), eps, hidden, router, correction_bias,

@@ -65,3 +65,14 @@ TEST_CASE("routing settings that cannot work are refused with the reason") {
   m.topk_group = 5;
   CHECK(check_moe_routing(m) != nullptr);
 }
+
+TEST_CASE("the folded add + norm + router launch is taken only where the row fits its shared memory") {
+  // GLM-4.5 (hidden 5120, 160 experts, 1 group) and the lite models fit; a model whose row alone
+  // fills 48 KiB must take add_rmsnorm then the router, not fail its decode steps.
+  CHECK(moe_norm_router_route_fits(5120, 160, 1));
+  CHECK(moe_norm_router_route_fits(2048, 64, 1));
+  CHECK(moe_norm_router_route_smem(5120, 160, 1) == 4u * (5120 + 480 + 1) + 160);
+  CHECK_FALSE(moe_norm_router_route_fits(12288, 64, 1));
+  CHECK_FALSE(moe_norm_router_route_fits(7168, 2048, 8));  // hidden + 3.25 E past 12288
+  CHECK(moe_norm_router_route_fits(7168, 256, 8));         // DeepSeek-V3-sized: 7168 + 832 + 8 floats
+}

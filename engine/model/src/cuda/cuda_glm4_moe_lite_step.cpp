@@ -273,7 +273,8 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     if (l > 0) err(capture_layer(l - 1, T));
     err(attention(l, a, T, max_context));
     err(all_reduce(delta_, T));
-    const bool fold_norm = a.moe && moe_decodes(a, T);  // the router's launch does the add and norm
+    // The router's launch does the add and norm, where the row fits its shared memory.
+    const bool fold_norm = a.moe && moe_decodes(a, T) && k::moe_norm_router_route_fits(H_, E_, d_.moe.n_group);
     if (!fold_norm) {
       err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
                       a.moe ? h32_.as<float>() : nullptr));

@@ -8,6 +8,7 @@
 //               * routed_scaling_factor
 // The CPU reference is what the model's MoE block (engine/model/src/ffn.cpp) calls.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -50,10 +51,22 @@ std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidde
 // (one launch instead of two): x (fp32 [tokens, hidden], the residual stream) += delta (fp32);
 // h = rmsnorm(x) * norm_w (bf16 norm_w and h, for the experts); the router takes the fp32
 // normalised row. The sums run in the model's add_rmsnorm order (256 threads), so the numbers
-// equal that kernel followed by moe_router_route_cuda on its fp32 output. hidden <= ~12000.
+// equal that kernel followed by moe_router_route_cuda on its fp32 output. It keeps the token's
+// row and the routing scores in shared memory: a model takes it only where that fits (below).
 // CPU reference: the add, rmsnorm_cpu, linear_cpu, sigmoid_cpu and moe_route_cpu.
 std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
                                        int hidden, const float* router, const float* correction_bias, int tokens, void* h,
                                        std::int32_t* expert, float* weight, Stream stream = nullptr);
+
+// Shared memory of one moe_norm_router_route_cuda block: the row (hidden floats), logits, scores
+// and chosen scores (3 E floats), the group scores (n_group floats) and E taken-flags.
+constexpr std::size_t moe_norm_router_route_smem(int hidden, int n_experts, int n_group) {
+  return sizeof(float) * (static_cast<std::size_t>(hidden) + 3 * static_cast<std::size_t>(n_experts) + static_cast<std::size_t>(n_group)) +
+         static_cast<std::size_t>(n_experts);
+}
+// Whether that fits the 48 KiB a launch gets without opting in (about hidden + 3.25 E <= 12288).
+constexpr bool moe_norm_router_route_fits(int hidden, int n_experts, int n_group) {
+  return moe_norm_router_route_smem(hidden, n_experts, n_group) <= 48 * 1024;
+}
 
 }  // namespace tandem::kernels
