@@ -5,16 +5,30 @@
 namespace tandem::spec {
 
 // Optimistic start: a new request drafts the full length until it learns otherwise.
-DraftLength::DraftLength(int max_draft, DraftLengthPolicy p) : max_(std::max(max_draft, 0)), p_(p), rate_(static_cast<size_t>(max_), 1.0) {}
+DraftLength::DraftLength(int max_draft, DraftLengthPolicy p)
+    : max_(std::max(max_draft, 0)), p_(p), rate_(static_cast<size_t>(max_), 1.0), tried_(static_cast<size_t>(max_), false) {}
+
+// A position never reached by a verification has taught nothing: it is taken to be as likely as
+// the position before it (the first one starts at 1). Starting every position at 1 made a request
+// whose early positions were known to be weak still expect the later ones to be free, and draft
+// the full length until each of them was reached and refuted, one after another.
+double DraftLength::estimate(int position) const {
+  for (int i = position; i >= 0; --i)
+    if (tried_[static_cast<size_t>(i)]) return rate_[static_cast<size_t>(i)];
+  return 1.0;
+}
 
 int DraftLength::next(const StepCost* cost) {
   int k = 0;
   const auto plain = cost && p_.use_cost ? cost->step(1) : std::nullopt;
+  // Costs are kept but no decode is timed yet: decode plainly once to time it, rather than draft
+  // the full length blind (where verifying costs what decoding does, that is several steps' time).
+  if (cost && p_.use_cost && !plain) return 0;
   if (plain && *plain > 0) {
     // Tokens per second of each choice; plain decoding is the baseline to beat.
     double best = 1.0 / *plain, expected = 1.0, chance = 1.0;
     for (int j = 1; j <= max_; ++j) {
-      chance *= rate_[static_cast<size_t>(j - 1)];
+      chance *= estimate(j - 1);
       expected += chance;
       const auto c = cost->step(j + 1);
       if (c && *c > 0 && expected / *c > best) {
@@ -24,7 +38,7 @@ int DraftLength::next(const StepCost* cost) {
     }
   } else {
     double chance = 1.0;
-    while (k < max_ && (chance *= rate_[static_cast<size_t>(k)]) >= p_.min_chance) ++k;
+    while (k < max_ && (chance *= estimate(k)) >= p_.min_chance) ++k;
   }
   if (k > 0) {
     plain_steps_ = 0;
@@ -56,7 +70,8 @@ void DraftLength::record(int drafted, int accepted) {
     if (i > accepted) break;
     const double hit = i < accepted ? 1.0 : 0.0;
     auto& r = rate_[static_cast<size_t>(i)];
-    r = (1 - a) * r + a * hit;
+    r = (1 - a) * estimate(i) + a * hit;  // a first visit starts from what the position was taken to be
+    tried_[static_cast<size_t>(i)] = true;
   }
 }
 

@@ -7,7 +7,11 @@ namespace tandem::spec {
 StepCost::StepCost(int max_tokens, double smoothing) : smoothing_(smoothing), forward_(static_cast<size_t>(std::max(max_tokens, 1)) + 1) {}
 
 namespace {
-void blend(std::optional<double>& avg, double x, double a) { avg = avg ? (1 - a) * *avg + a * x : x; }
+// A sample enters the average at most at twice it: one stalled step (first touch of fresh KV
+// pages, the OS running something else) would otherwise raise a plain decode's estimate for many
+// steps and make drafting look better than it is. A real change of cost still comes through,
+// within a few steps.
+void blend(std::optional<double>& avg, double x, double a) { avg = avg ? (1 - a) * *avg + a * std::min(x, 2 * *avg) : x; }
 }  // namespace
 
 void StepCost::record_forward(int tokens, double seconds) {

@@ -125,6 +125,21 @@ TEST_CASE("the adaptive draft length follows acceptance and probes again after p
   CHECK(plain == 30);
 }
 
+TEST_CASE("a draft position no verification reached is taken to be as likely as the one before it") {
+  spec::DraftLength d(7);
+  CHECK(d.estimate(6) == 1.0);  // nothing known: optimistic
+  // Short drafts, the first kept a quarter of the time: positions 1.. are never reached.
+  for (int i = 0; i < 40; ++i) d.record(1, i % 4 == 0 ? 1 : 0);
+  CHECK(d.estimate(0) == doctest::Approx(0.25).epsilon(0.5));
+  CHECK(d.estimate(6) == d.estimate(0));  // not 1.0: the later positions are not expected to be free
+  // Without costs the chance rule then stops at the position where the product falls below 0.2.
+  CHECK(d.next() <= 1);
+  // Once reached, a position keeps its own estimate.
+  for (int i = 0; i < 20; ++i) d.record(3, 3);
+  CHECK(d.estimate(2) > 0.9);
+  CHECK(d.estimate(4) == d.estimate(2));
+}
+
 TEST_CASE("with step costs a probe drafts only as long as costs at most probe_cost plain steps") {
   spec::StepCost gpu(8), cpu(8);
   for (int n = 1; n <= 8; ++n) {
@@ -171,10 +186,21 @@ TEST_CASE("with measured step costs the draft length maximises expected tokens p
   CHECK(a.next(&flat) >= 1);    // drafting raises tokens per second
   spec::DraftLength b = half();
   CHECK(b.next(&linear) == 0);  // it cannot: decode plainly
-  // Without a timed plain decode the chance rule decides.
+  // Without a timed plain decode it decodes plainly (which times one); without costs at all, or
+  // with use_cost off, the chance rule decides.
   spec::StepCost none(5);
   spec::DraftLength c = half();
-  CHECK(c.next(&none) == c.next());
+  CHECK(c.next() >= 1);
+  CHECK(c.next(&none) == 0);
+  spec::DraftLength chance_only(4, {.use_cost = false});
+  CHECK(chance_only.next(&none) == 4);
+  // One stalled decode (10x the others) moves the estimate as a sample of 2x would, not 10x.
+  spec::StepCost jitter(2);
+  for (int i = 0; i < 20; ++i) jitter.record_forward(1, 1.0);
+  jitter.record_forward(1, 10.0);
+  CHECK(jitter.step(1).value() == doctest::Approx(1.1));
+  for (int i = 0; i < 40; ++i) jitter.record_forward(1, 3.0);  // a lasting change comes through
+  CHECK(jitter.step(1).value() == doctest::Approx(3.0).epsilon(0.02));
   // Sizes not timed are interpolated between timed ones and held flat beyond them.
   spec::StepCost some(8);
   some.record_forward(1, 1.0);

@@ -4,7 +4,8 @@
 // given positions before it were" (an exponential average over the verifications that reached i).
 // A step with k proposals then yields E(k) = 1 + sum_{j<=k} prod_{i<=j} r_i tokens on average.
 //   With step costs (step_cost.hpp): k maximises E(k) / cost(k + 1 tokens), k = 0 (plain decoding)
-//   included, so drafting happens only where it is expected to raise tokens per second.
+//   included, so drafting happens only where it is expected to raise tokens per second. Until a
+//   plain decode is timed, k = 0 (that step times one).
 //   Without: position j is drafted while prod_{i<=j} r_i, its chance of being accepted at all, stays
 //   at or above `min_chance`.
 // When k comes out 0 the request decodes plainly (no drafter, no wider verify), and every
@@ -34,7 +35,8 @@ class DraftLength {
   int next(const StepCost* cost = nullptr);
   // A verification of `drafted` proposals kept the first `accepted`.
   void record(int drafted, int accepted);
-  double estimate(int position) const { return rate_[static_cast<std::size_t>(position)]; }
+  // r_i; a position no verification reached yet takes the estimate of the one before it.
+  double estimate(int position) const;
   // How many tokens a probe drafts (see above); `plain` is cost->step(1) when cost is given.
   int probe_length(const StepCost* cost, double plain) const;
   // A controller for a new request that starts from these estimates (the engine keeps one fed by
@@ -49,6 +51,7 @@ class DraftLength {
   int max_;
   DraftLengthPolicy p_;
   std::vector<double> rate_;  // r_i for positions 0 .. max-1 (position 0 is the first draft)
+  std::vector<bool> tried_;   // whether a verification reached position i
   int plain_steps_ = 0;
 };
 
