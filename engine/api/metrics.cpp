@@ -1,3 +1,4 @@
+#include <charconv>
 #include "metrics.hpp"
 
 #include <cmath>
@@ -66,9 +67,15 @@ std::string Metrics::render() const {
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
     if (f.series.empty()) out += name + " 0\n";
     for (const auto& [labels, value] : f.series) {
+      // Integers as such; anything else in the shortest form that reads back to the same double,
+      // so a growing seconds counter keeps its resolution (a rate() over a minute stays exact).
       char buf[64];
-      if (value == std::floor(value) && std::fabs(value) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", value);
-      else std::snprintf(buf, sizeof buf, "%.6g", value);
+      if (value == std::floor(value) && std::fabs(value) < 1e15) {
+        std::snprintf(buf, sizeof buf, "%.0f", value);
+      } else {
+        const auto r = std::to_chars(buf, buf + sizeof buf - 1, value);
+        *r.ptr = '\0';
+      }
       out += name + labels + " " + buf + "\n";
     }
   }

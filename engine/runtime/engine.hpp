@@ -102,7 +102,8 @@ struct EngineMetrics {
   std::vector<std::int64_t> spec_drafted_at, spec_accepted_at;
   // Where the time goes: wall seconds of the steps' model work (forwards, drafting, sampling),
   // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
-  // target ran. Under tensor parallelism the drafter runs on the head rank only, while the other
+  // target ran (CPU path; on a device that work is asynchronous and lands in the phases that wait
+  // for it). Under tensor parallelism the drafter runs on the head rank only, while the other
   // ranks wait: its share of the step is what sharding it could win back.
   double model_seconds = 0, spec_draft_seconds = 0, spec_context_seconds = 0;
 };

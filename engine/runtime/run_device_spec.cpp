@@ -98,10 +98,10 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   double forward_seconds = seconds_since(t0);
   if (!logits) return fail_all(jobs, logits.error().message);
 
-  // 3. Context rows for every token the target just ran.
-  const auto t_context = std::chrono::steady_clock::now();
+  // 3. Context rows for every token the target just ran. This only enqueues the work on the
+  // device: its time lands in whichever phase next waits for the stream (a rewind, the next
+  // proposal or the next step), so it is not timed apart here (Job::context_seconds stays 0).
   if (auto s = drafter.add_context(work); !s) return fail_all(jobs, s.error().message);
-  const double context_seconds = seconds_since(t_context);
 
   // 4. Accept or sample.
   size_t row = 0;
@@ -144,7 +144,6 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   if (!jobs.empty()) {
     Job& j = drafting.empty() ? jobs.front() : jobs[drafting.front()];
     j.draft_seconds = draft_seconds;
-    j.context_seconds = context_seconds;
     if (decode_only) {
       j.forward_tokens = widest;
       j.forward_seconds = forward_seconds;

@@ -38,7 +38,7 @@ struct Job {
   int forward_tokens = 0;
   double forward_seconds = 0, draft_seconds = 0;
   // Seconds the drafter spent on its context rows for this job's tokens (prefill chunk or the
-  // verified block). Like draft_seconds, booked on one job per step on the device path.
+  // verified block); the CPU path only (on a device the work is asynchronous: run_device_spec.cpp).
   double context_seconds = 0;
   std::string error;
   bool group_failed = false;         // the error is the tensor-parallel group's: the engine ends

@@ -40,6 +40,11 @@ std::optional<std::string> unsupported(const ServeConfig& cfg) {
   return std::nullopt;
 }
 
+// The recurrent-state slots of a model with linear-attention layers: one per sequence, fp32.
+std::uint64_t state_slot_bytes(const ServeConfig& cfg, const model::Model& m) {
+  return static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(m.kv_layout().state_floats) * 4u;
+}
+
 // On the CPU device the utilization share is of system memory, which on a workstation is far more
 // than max-num-seqs full-length sequences need; the pool is capped there so that starting a tiny
 // model does not claim half the machine. An explicit --kv-cache-memory is taken as given.
@@ -61,8 +66,7 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
     // The budget is both pools' (the engine takes the recurrent-state slots out of it, as with
     // --kv-cache-memory), but the device model allocated its slots at load, so what is free now
     // already lacks them: they go back in, or they would be paid for twice.
-    const std::uint64_t slots = static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(m.kv_layout().state_floats) * 4u;
-    return std::optional<std::uint64_t>(share.value() + slots);
+    return std::optional<std::uint64_t>(share.value() + state_slot_bytes(cfg, m));
   }
 #endif
   auto share = runtime::cpu_kv_budget(cfg.gpu_memory_utilization);
@@ -74,9 +78,8 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
                                   static_cast<std::uint64_t>(elem.value());
   const std::uint64_t tokens = static_cast<std::uint64_t>(cfg.max_num_seqs) * static_cast<std::uint64_t>(max_model_len) +
                                static_cast<std::uint64_t>(cfg.block_size) * static_cast<std::uint64_t>(cfg.max_num_seqs);
-  // Plus one recurrent-state slot per sequence (fp32) for models with linear-attention layers.
-  const std::uint64_t need = per_token * tokens + static_cast<std::uint64_t>(cfg.max_num_seqs) *
-                                                      static_cast<std::uint64_t>(l.state_floats) * sizeof(float);
+  // Plus the recurrent-state slots for models with linear-attention layers.
+  const std::uint64_t need = per_token * tokens + state_slot_bytes(cfg, m);
   if (need < share.value())
     log("KV budget: " + format_size(need) + " (max-num-seqs " + std::to_string(cfg.max_num_seqs) + " x max-model-len " +
         std::to_string(max_model_len) + "), under the " + format_size(share.value()) + " that --gpu-memory-utilization " +
@@ -184,10 +187,13 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
   ec.kv_cache_memory = budget.value();
   if (device_drafter && ec.kv_cache_memory && target_kv_per_token > 0) {
-    // The drafter's context rows take the same blocks: the budget is split between both pools.
+    // The drafter's context rows take the same blocks: what the budget holds beyond the recurrent
+    // state slots (which the engine takes out of it whole) is split between both pools.
     const double share = static_cast<double>(target_kv_per_token) /
                          static_cast<double>(target_kv_per_token + device_drafter->context_bytes_per_token());
-    ec.kv_cache_memory = static_cast<std::uint64_t>(static_cast<double>(*ec.kv_cache_memory) * share);
+    const std::uint64_t slots = state_slot_bytes(cfg, *model);
+    if (*ec.kv_cache_memory > slots)
+      ec.kv_cache_memory = slots + static_cast<std::uint64_t>(static_cast<double>(*ec.kv_cache_memory - slots) * share);
   }
   ec.log = log;
   ec.on_fatal = std::move(on_fatal);

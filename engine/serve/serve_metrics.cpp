@@ -27,7 +27,8 @@ ServeMetrics::ServeMetrics() {
   // The drafter's part of tandem_model_seconds_total (on the head rank only under tensor parallelism).
   m_.declare("tandem_spec_decode_draft_seconds_total", "counter", "Seconds the drafter spent proposing drafts");
   m_.declare("tandem_spec_decode_context_seconds_total", "counter",
-             "Seconds the drafter spent adding context rows for the tokens the target ran");
+             "Seconds the drafter spent adding context rows for the tokens the target ran (CPU path; on a GPU this "
+             "work is asynchronous and counted in the phases that wait for it)");
 }
 
 void ServeMetrics::request_done(const std::string& outcome) { m_.add("tandem_requests_total", 1, {{"outcome", outcome}}); }

@@ -21,9 +21,11 @@ double DraftLength::estimate(int position) const {
 int DraftLength::next(const StepCost* cost) {
   int k = 0;
   const auto plain = cost && p_.use_cost ? cost->step(1) : std::nullopt;
-  // Costs are kept but no decode is timed yet: decode plainly once to time it, rather than draft
-  // the full length blind (where verifying costs what decoding does, that is several steps' time).
-  if (cost && p_.use_cost && !plain) return 0;
+  // Costs are kept but no decode is timed yet: decode plainly to time one, rather than draft the
+  // full length blind (where verifying costs what decoding does, that is several steps' time).
+  // Where plain decodes go untimed for long (on the device path a step is timed only when it
+  // holds nothing but decodes), the chance rule takes over rather than never drafting.
+  if (cost && p_.use_cost && !plain && ++untimed_steps_ <= p_.probe_every) return 0;
   if (plain && *plain > 0) {
     // Tokens per second of each choice; plain decoding is the baseline to beat.
     double best = 1.0 / *plain, expected = 1.0, chance = 1.0;

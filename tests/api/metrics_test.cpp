@@ -23,3 +23,12 @@ TEST_CASE("Prometheus text: HELP, TYPE, labelled series, escaping") {
         "tandem_kv_usage_ratio 0.25\n");
   CHECK_THROWS(m.add("undeclared", 1));
 }
+
+TEST_CASE("a fractional counter keeps its resolution as it grows (seconds counters)") {
+  Metrics m;
+  m.declare("tandem_model_seconds_total", "counter", "Seconds");
+  m.set("tandem_model_seconds_total", 1234567.125);  // %.6g would print 1.23457e+06
+  CHECK(m.render().find("tandem_model_seconds_total 1234567.125\n") != std::string::npos);
+  m.set("tandem_model_seconds_total", 0.1);  // shortest form that reads back the same, not 0.10000000000000001
+  CHECK(m.render().find("tandem_model_seconds_total 0.1\n") != std::string::npos);
+}

@@ -140,14 +140,26 @@ TEST_CASE("a draft position no verification reached is taken to be as likely as 
   CHECK(d.estimate(4) == d.estimate(2));
 }
 
+namespace {
+// A size's first timing is a warm-up that the second replaces: these record each twice.
+void time_twice(spec::StepCost& c, int tokens, double seconds) {
+  c.record_forward(tokens, seconds);
+  c.record_forward(tokens, seconds);
+}
+void time_draft_twice(spec::StepCost& c, double seconds) {
+  c.record_draft(seconds);
+  c.record_draft(seconds);
+}
+}  // namespace
+
 TEST_CASE("with step costs a probe drafts only as long as costs at most probe_cost plain steps") {
   spec::StepCost gpu(8), cpu(8);
   for (int n = 1; n <= 8; ++n) {
-    gpu.record_forward(n, 1.0 + 0.02 * n);  // verifying is nearly free
-    cpu.record_forward(n, 1.0 * n);         // every verified token costs a decode
+    time_twice(gpu, n, 1.0 + 0.02 * n);  // verifying is nearly free
+    time_twice(cpu, n, 1.0 * n);         // every verified token costs a decode
   }
-  gpu.record_draft(0.2);
-  cpu.record_draft(0.2);
+  time_draft_twice(gpu, 0.2);
+  time_draft_twice(cpu, 0.2);
   auto never = [] {
     spec::DraftLength d(7);
     for (int i = 0; i < 20; ++i) d.record(7, 0);
@@ -177,11 +189,11 @@ TEST_CASE("with measured step costs the draft length maximises expected tokens p
   };
   spec::StepCost flat(5), linear(5);
   for (int n = 1; n <= 5; ++n) {
-    flat.record_forward(n, 1.0);            // verification is nearly free (a GPU's case)
-    linear.record_forward(n, 1.0 * n);      // every verified token costs a decode (the CPU path's case)
+    time_twice(flat, n, 1.0);        // verification is nearly free (a GPU's case)
+    time_twice(linear, n, 1.0 * n);  // every verified token costs a decode (the CPU path's case)
   }
-  flat.record_draft(0.1);
-  linear.record_draft(0.1);
+  time_draft_twice(flat, 0.1);
+  time_draft_twice(linear, 0.1);
   spec::DraftLength a = half();
   CHECK(a.next(&flat) >= 1);    // drafting raises tokens per second
   spec::DraftLength b = half();
@@ -194,6 +206,17 @@ TEST_CASE("with measured step costs the draft length maximises expected tokens p
   CHECK(c.next(&none) == 0);
   spec::DraftLength chance_only(4, {.use_cost = false});
   CHECK(chance_only.next(&none) == 4);
+  // ... and if no plain decode gets timed for probe_every steps, the chance rule takes over.
+  spec::DraftLength starved(4);
+  for (int i = 0; i < 16; ++i) CHECK(starved.next(&none) == 0);
+  CHECK(starved.next(&none) == 4);
+  // The first sample of a size is a warm-up (a CUDA graph captured): one sample is not a timing,
+  // and the second replaces it.
+  spec::StepCost warm(2);
+  warm.record_forward(1, 50.0);
+  CHECK_FALSE(warm.step(1).has_value());
+  warm.record_forward(1, 1.0);
+  CHECK(warm.step(1).value() == 1.0);
   // One stalled decode (10x the others) moves the estimate as a sample of 2x would, not 10x.
   spec::StepCost jitter(2);
   for (int i = 0; i < 20; ++i) jitter.record_forward(1, 1.0);
@@ -203,8 +226,8 @@ TEST_CASE("with measured step costs the draft length maximises expected tokens p
   CHECK(jitter.step(1).value() == doctest::Approx(3.0).epsilon(0.02));
   // Sizes not timed are interpolated between timed ones and held flat beyond them.
   spec::StepCost some(8);
-  some.record_forward(1, 1.0);
-  some.record_forward(5, 3.0);
+  time_twice(some, 1, 1.0);
+  time_twice(some, 5, 3.0);
   CHECK(some.step(3).value() == doctest::Approx(2.0));
   CHECK(some.step(8).value() == doctest::Approx(3.0));
   CHECK_FALSE(some.step(9).has_value());

@@ -147,10 +147,11 @@ TEST_CASE("device path: greedy output with a random drafter equals plain decodin
   std::int64_t prompt_tokens = 0;
   for (const auto& p : kPrompts) prompt_tokens += static_cast<std::int64_t>(p.size());
   CHECK(s.drafter->context_rows >= prompt_tokens + m.spec_drafts + m.spec_draft_tokens);
-  // The batched proposal's and context rows' seconds are booked once per step, within the step's.
+  // The batched proposal's seconds are booked once per step, within the step's; the context rows
+  // are only enqueued on a device, so they are not timed apart there.
   CHECK(m.spec_draft_seconds > 0);
-  CHECK(m.spec_context_seconds > 0);
-  CHECK(m.model_seconds >= m.spec_draft_seconds + m.spec_context_seconds);
+  CHECK(m.spec_context_seconds == 0);
+  CHECK(m.model_seconds >= m.spec_draft_seconds);
 }
 
 TEST_CASE("device path: an oracle drafter is always accepted, a wrong draft is rejected where it is wrong, in one batch") {

@@ -18,6 +18,7 @@ Standard library only; every server listens on 127.0.0.1.
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -31,10 +32,16 @@ def tag(spec):
     return {"": "plain", "DFlash": "dflash", "DFlash (baseline)": "dflash-baseline"}.get(spec, spec)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports (all held open until every one is chosen)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def get(port, path, timeout=30):
@@ -64,11 +71,17 @@ class Group:
     def __init__(self, args, tp, spec, logdir, binary):
         self.binary = binary
         self.procs, self.logs = [], []
-        self.port = free_port()
+        try:
+            self.launch(args, tp, spec, logdir)
+        except BaseException:
+            self.stop()  # whatever was started (a worker whose head failed, say) does not outlive us
+            raise
+
+    def launch(self, args, tp, spec, logdir):
+        self.port, master, health = free_ports(3)
         common = [str(args.pair / "target"), "--device", args.device, "--max-model-len", "1024",
                   "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"]
         if tp == 2:
-            master, health = free_port(), free_port()
             common += ["--tensor-parallel-size", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
                        "--master-port", str(master), "--rendezvous-timeout", "60s"]
             self.start(args, common + ["--node-rank", "1", "--headless", "--host", "127.0.0.1", "--port", str(health)],
@@ -83,14 +96,12 @@ class Group:
         while time.time() < deadline:
             for p, log in zip(self.procs, self.logs):
                 if p.poll() is not None:
-                    self.stop()
                     sys.exit(f"tandem-serve exited with {p.returncode} at start; its log ({log}):\n" + open(log).read()[-3000:])
             try:
                 if get(self.port, "/health", timeout=2):
                     return
             except OSError:
                 time.sleep(0.2)
-        self.stop()
         sys.exit(f"tandem-serve did not answer /health within 120 s; logs in {logdir}")
 
     def start(self, args, argv, log):
@@ -149,6 +160,8 @@ def combine(rs):
 
 
 def main():
+    # A SIGTERM (a timeout around this script) unwinds like an error, so every server is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--serve", required=True, help="the tandem-serve binary")
     ap.add_argument("--pair", required=True, help="a directory with target/, drafter/ and reference.json")

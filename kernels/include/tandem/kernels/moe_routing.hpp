@@ -64,9 +64,10 @@ constexpr std::size_t moe_norm_router_route_smem(int hidden, int n_experts, int 
   return sizeof(float) * (static_cast<std::size_t>(hidden) + 3 * static_cast<std::size_t>(n_experts) + static_cast<std::size_t>(n_group)) +
          static_cast<std::size_t>(n_experts);
 }
-// Whether that fits the 48 KiB a launch gets without opting in (about hidden + 3.25 E <= 12288).
+// Whether that fits the 48 KiB a launch gets without opting in, less the kernel's 128 bytes of
+// static shared memory (its block-reduction partials): about hidden + 3.25 E <= 12256.
 constexpr bool moe_norm_router_route_fits(int hidden, int n_experts, int n_group) {
-  return moe_norm_router_route_smem(hidden, n_experts, n_group) <= 48 * 1024;
+  return moe_norm_router_route_smem(hidden, n_experts, n_group) + 32 * sizeof(float) <= 48 * 1024;
 }
 
 }  // namespace tandem::kernels

@@ -5,7 +5,8 @@
 // A step with k proposals then yields E(k) = 1 + sum_{j<=k} prod_{i<=j} r_i tokens on average.
 //   With step costs (step_cost.hpp): k maximises E(k) / cost(k + 1 tokens), k = 0 (plain decoding)
 //   included, so drafting happens only where it is expected to raise tokens per second. Until a
-//   plain decode is timed, k = 0 (that step times one).
+//   plain decode is timed, k = 0 (that step times one; after `probe_every` such steps without a
+//   timing, the chance rule below decides).
 //   Without: position j is drafted while prod_{i<=j} r_i, its chance of being accepted at all, stays
 //   at or above `min_chance`.
 // When k comes out 0 the request decodes plainly (no drafter, no wider verify), and every
@@ -53,6 +54,7 @@ class DraftLength {
   std::vector<double> rate_;  // r_i for positions 0 .. max-1 (position 0 is the first draft)
   std::vector<bool> tried_;   // whether a verification reached position i
   int plain_steps_ = 0;
+  int untimed_steps_ = 0;  // steps decoded plainly to time a plain decode (see next())
 };
 
 }  // namespace tandem::spec

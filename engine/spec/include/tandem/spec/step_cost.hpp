@@ -15,14 +15,21 @@ class StepCost {
   void record_forward(int tokens, double seconds);
   void record_draft(double seconds);
   // Estimated seconds of a step whose forward covers `tokens` tokens, plus the proposal when
-  // tokens > 1; nullopt until a plain decode has been timed. Sizes not timed yet are interpolated
-  // between timed ones (flat beyond the largest timed size, which errs toward trying it).
+  // tokens > 1; nullopt until a plain decode has been timed. A size counts as timed from its
+  // second sample (the first is a warm-up); sizes not timed yet are interpolated between timed
+  // ones (flat beyond the largest timed size, which errs toward trying it).
   std::optional<double> step(int tokens) const;
 
  private:
+  struct Average {
+    int samples = 0;
+    double value = 0;
+    void add(double x, double smoothing);
+    bool known() const { return samples >= 2; }
+  };
   double smoothing_;
-  std::vector<std::optional<double>> forward_;  // index: tokens
-  std::optional<double> draft_;
+  std::vector<Average> forward_;  // index: tokens
+  Average draft_;
 };
 
 }  // namespace tandem::spec
