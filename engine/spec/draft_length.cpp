@@ -1,6 +1,7 @@
 #include "tandem/spec/draft_length.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tandem::spec {
 
@@ -46,7 +47,7 @@ int DraftLength::next(const StepCost* cost) {
     plain_steps_ = 0;
     return k;
   }
-  if (++plain_steps_ >= p_.probe_every) {
+  if (++plain_steps_ >= probe_interval(plain && *plain > 0 ? cost : nullptr, plain.value_or(0.0))) {
     plain_steps_ = 0;
     return probe_length(plain && *plain > 0 ? cost : nullptr, plain.value_or(0.0));
   }
@@ -62,6 +63,19 @@ int DraftLength::probe_length(const StepCost* cost, double plain) const {
   for (int j = 2; j <= max_; ++j)
     if (const auto c = cost->step(j + 1); c && *c <= p_.probe_cost * plain) k = j;
   return std::min(k, max_);
+}
+
+// Probes are spaced so that, while nothing is accepted, they cost at most what the policy allows:
+// (probe_cost - 1) plain steps per probe_every. Where even the shortest probe costs more than
+// probe_cost plain steps (the CPU path under TP: the drafter runs whole on one rank while the
+// target's step is split), probes come that much less often, up to 8 x probe_every apart.
+int DraftLength::probe_interval(const StepCost* cost, double plain) const {
+  if (!cost || plain <= 0 || p_.probe_cost <= 1.0) return p_.probe_every;
+  const auto c = cost->step(probe_length(cost, plain) + 1);
+  if (!c) return p_.probe_every;
+  const double extra = *c / plain - 1.0, allowed = p_.probe_cost - 1.0;
+  if (extra <= allowed) return p_.probe_every;
+  return std::min(8 * p_.probe_every, static_cast<int>(std::ceil(p_.probe_every * extra / allowed)));
 }
 
 void DraftLength::record(int drafted, int accepted) {

@@ -167,14 +167,25 @@ TEST_CASE("with step costs a probe drafts only as long as costs at most probe_co
   };
   for (auto* cost : {&gpu, &cpu}) {
     spec::DraftLength d = never();
+    // gpu: a probe costs at most 1.5 plain steps, so one every 16; cpu: the shortest probe, one
+    // draft, costs step(2) = 2.2 plain steps, so probes come 16 x 1.2 / 0.5 = 38.4 -> 39 apart and
+    // cost no more than the 0.5 plain steps per 16 that the policy allows.
+    const int interval = cost == &gpu ? 16 : 39;
+    CHECK(d.probe_interval(cost, cost->step(1).value()) == interval);
     int probes = 0, plain = 0, longest = 0;
-    for (int i = 0; i < 32; ++i) {
+    double spent = 0;  // plain steps' worth of time beyond plain decoding
+    for (int i = 0; i < 2 * interval; ++i) {
       const int k = d.next(cost);
-      if (k == 0) ++plain;
-      else ++probes, longest = std::max(longest, k);
+      if (k == 0) {
+        ++plain;
+      } else {
+        ++probes, longest = std::max(longest, k);
+        spent += cost->step(k + 1).value() / cost->step(1).value() - 1.0;
+      }
     }
     CHECK(probes == 2);
-    CHECK(plain == 30);
+    CHECK(plain == 2 * interval - 2);
+    CHECK(spent / (2 * interval) <= 0.5 / 16 + 1e-9);
     // gpu: step(8) = 1.16 + 0.2 <= 1.5 x 1.02: the full 7; cpu: step(2) = 2.2 > 1.5: still one draft.
     CHECK(longest == (cost == &gpu ? 7 : 1));
   }

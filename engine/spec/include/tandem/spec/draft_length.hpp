@@ -11,8 +11,9 @@
 //   at or above `min_chance`.
 // When k comes out 0 the request decodes plainly (no drafter, no wider verify), and every
 // `probe_every` plain steps it drafts once to measure again: the full length without costs, else
-// the longest draft whose step costs at most `probe_cost` plain steps (at least one draft). Text
-// where drafting does not pay then costs at most (probe_cost - 1) / probe_every of plain speed.
+// the longest draft whose step costs at most `probe_cost` plain steps (at least one draft; where
+// even that costs more, probes come proportionally less often, see probe_interval). Text where
+// drafting does not pay then costs at most (probe_cost - 1) / probe_every of plain speed.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -40,6 +41,9 @@ class DraftLength {
   double estimate(int position) const;
   // How many tokens a probe drafts (see above); `plain` is cost->step(1) when cost is given.
   int probe_length(const StepCost* cost, double plain) const;
+  // Plain steps between probes: probe_every, or more where a probe costs more than probe_cost
+  // plain steps, so that probing never costs more than (probe_cost - 1) / probe_every.
+  int probe_interval(const StepCost* cost, double plain) const;
   // A controller for a new request that starts from these estimates (the engine keeps one fed by
   // every verification, so a new request does not relearn from an optimistic start).
   DraftLength fresh() const {
