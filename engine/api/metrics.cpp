@@ -1,6 +1,6 @@
-#include <charconv>
 #include "metrics.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>

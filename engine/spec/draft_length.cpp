@@ -27,7 +27,8 @@ int DraftLength::next(const StepCost* cost) {
   // Where plain decodes go untimed for long (on the device path a step is timed only when it
   // holds nothing but decodes), the chance rule takes over rather than never drafting.
   if (cost && p_.use_cost && !plain && ++untimed_steps_ <= p_.probe_every) return 0;
-  if (plain && *plain > 0) {
+  const StepCost* timed = plain && *plain > 0 ? cost : nullptr;  // costs to weigh, if any
+  if (timed) {
     // Tokens per second of each choice; plain decoding is the baseline to beat.
     double best = 1.0 / *plain, expected = 1.0, chance = 1.0;
     for (int j = 1; j <= max_; ++j) {
@@ -47,9 +48,9 @@ int DraftLength::next(const StepCost* cost) {
     plain_steps_ = 0;
     return k;
   }
-  if (++plain_steps_ >= probe_interval(plain && *plain > 0 ? cost : nullptr, plain.value_or(0.0))) {
+  if (++plain_steps_ >= probe_interval(timed, plain.value_or(0.0))) {
     plain_steps_ = 0;
-    return probe_length(plain && *plain > 0 ? cost : nullptr, plain.value_or(0.0));
+    return probe_length(timed, plain.value_or(0.0));
   }
   return 0;
 }
