@@ -8,6 +8,8 @@
 #
 #   deploy/local-bind.sh BUILD_DIR          tear down any previous local run, then bind
 #   deploy/local-bind.sh BUILD_DIR --down   stop the local lane and both agents
+# MANIFEST=FILE binds FILE instead of the embedded default (deploy/soak.sh uses it); it must name
+# the same nodes, paths and ports.
 set -euo pipefail
 
 build=$(cd "${1:?usage: local-bind.sh BUILD_DIR [--down]}" && pwd)
@@ -92,8 +94,8 @@ for i in 0 1; do
   done
 done
 
-step "tandemctl bind (the embedded default; tandemctl plan shows the same steps)"
-if ! "$bin/tandemctl" bind --pki-dir "$pki" --state-dir "$state"; then
+step "tandemctl bind ${MANIFEST:-(the embedded default; tandemctl plan shows the same steps)}"
+if ! "$bin/tandemctl" bind ${MANIFEST:+"$MANIFEST"} --pki-dir "$pki" --state-dir "$state"; then
   echo
   echo "The bind failed and rolled back (see above). Agent logs: $base/rank0-agent.log, $base/rank1-agent.log"
   exit 1

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "daemon.hpp"
+#include "node_certificate.hpp"
 #include "restore.hpp"
 #include "routes.hpp"
 #include "tandem/net/https_server.hpp"
@@ -76,14 +77,23 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
     const auto colon = listen.rfind(':');
-    if (colon == std::string::npos) {
-      std::cerr << "tandemd: --listen must be ADDRESS:PORT, got " << listen << "\n";
+    const std::string port_text = colon == std::string::npos ? std::string() : listen.substr(colon + 1);
+    unsigned long port = 0;
+    const bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
+                         port_text.find_first_not_of("0123456789") == std::string::npos &&
+                         (port = std::stoul(port_text)) <= 65535;
+    if (!port_ok) {
+      std::cerr << "tandemd: --listen must be ADDRESS:PORT with a port of 0 to 65535, got " << listen << "\n";
       std::exit(2);
     }
     tandem::net::PkiLayout pki{pki_dir};
+    if (auto cert = tandem::agentd::check_node_certificate(pki, opts.node); !cert) {
+      std::cerr << "tandemd: " << cert.error().message << "\n";
+      std::exit(1);
+    }
     tandem::net::ServerOptions so;
     so.address = listen.substr(0, colon);
-    so.port = static_cast<std::uint16_t>(std::stoi(listen.substr(colon + 1)));
+    so.port = static_cast<std::uint16_t>(port);
     so.ca_file = pki.ca_cert();
     so.cert_file = pki.node_cert(opts.node);
     so.key_file = pki.node_key(opts.node);

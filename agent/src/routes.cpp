@@ -22,18 +22,31 @@ std::optional<net::Response> need_string(const json& body, const char* key, std:
   return std::nullopt;
 }
 
-double number_or(const json& body, const char* key, double fallback) {
-  if (body.is_object() && body.contains(key) && body[key].is_number()) return body[key].get<double>();
-  return fallback;
+// An optional number field within [lo, hi] (absent or null: `out` keeps its default), or the 400
+// that names it: a wrong type or a value out of range is the caller's mistake, not a default.
+std::optional<net::Response> number_in(const json& body, const char* key, double lo, double hi, double& out) {
+  if (!body.is_object() || !body.contains(key) || body[key].is_null()) return std::nullopt;
+  if (!body[key].is_number()) return net::Response::error(400, std::string("'") + key + "' must be a number");
+  const double v = body[key].get<double>();
+  if (!(v >= lo && v <= hi))
+    return net::Response::error(400, std::string("'") + key + "' is " + body[key].dump() + "; expected " +
+                                         json(lo).dump() + " to " + json(hi).dump());
+  out = v;
+  return std::nullopt;
 }
 
-std::size_t query_size(const net::Request& req, const char* key, std::size_t fallback, std::size_t max) {
+// An optional count in the query (absent: `out` keeps its default; above max: max), or the 400
+// that names it.
+std::optional<net::Response> query_size(const net::Request& req, const char* key, std::size_t max, std::size_t& out) {
   auto v = req.query_param(key);
-  if (!v) return fallback;
-  std::size_t n = fallback;
+  if (!v) return std::nullopt;
+  std::size_t n = 0;
   auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || p != v->data() + v->size()) return fallback;
-  return std::min(n, max);
+  if (v->empty() || ec != std::errc() || p != v->data() + v->size())
+    return net::Response::error(400, std::string("query parameter '") + key + "' must be a count (0 to " +
+                                         std::to_string(max) + ")");
+  out = std::min(n, max);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -77,14 +90,20 @@ net::Router make_router(Daemon& d) {
     return to_response(d.engine_start(op));
   });
   r.on_json("POST", "/v1/engine/wait-ready", [&d](const net::Request&, const json& body) {
-    return to_response(d.engine_wait_ready(std::clamp(number_or(body, "timeout_s", 60), 0.0, 3600.0)));
+    double timeout_s = 60;
+    if (auto bad = number_in(body, "timeout_s", 0, 86400, timeout_s)) return *bad;
+    return to_response(d.engine_wait_ready(timeout_s));
   });
   r.on_json("POST", "/v1/engine/stop", [&d](const net::Request&, const json& body) {
-    return to_response(d.engine_stop(std::clamp(number_or(body, "grace_s", 10), 0.0, 600.0)));
+    double grace_s = 10;
+    if (auto bad = number_in(body, "grace_s", 0, 86400, grace_s)) return *bad;
+    return to_response(d.engine_stop(grace_s));
   });
   r.on("GET", "/v1/engine", [&d](const net::Request&) { return to_response(d.engine_status()); });
   r.on("GET", "/v1/engine/log", [&d](const net::Request& req) {
-    return to_response(d.engine_log(query_size(req, "lines", 100, 10000)));
+    std::size_t lines = 100;
+    if (auto bad = query_size(req, "lines", 10000, lines)) return *bad;
+    return to_response(d.engine_log(lines));
   });
   r.on_json("POST", "/v1/deadman/arm", [&d](const net::Request&, const json& body) {
     std::string op;

@@ -8,9 +8,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <deque>
+#include <exception>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -29,15 +33,65 @@ std::string lower(std::string s) {
   return s;
 }
 
+std::string error_body(unsigned status, const std::string& message, const char* type) {
+  const nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Open connections, counted in all and per client address. A slot is a token whose destruction
+// (when its Session ends) gives the place back.
+class ConnectionLimits : public std::enable_shared_from_this<ConnectionLimits> {
+ public:
+  ConnectionLimits(unsigned total, unsigned per_client) : total_(total), per_client_(per_client) {}
+
+  std::shared_ptr<void> admit(const std::string& client, std::string& why) {
+    std::lock_guard lk(mu_);
+    if (open_ >= total_) {
+      why = "the server has " + std::to_string(open_) + " connections open, its limit (--max-connections)";
+      return nullptr;
+    }
+    unsigned& mine = per_client_open_[client];
+    if (mine >= per_client_) {
+      why = client + " has " + std::to_string(mine) + " connections open, the limit per client (--max-connections-per-client)";
+      return nullptr;
+    }
+    ++open_;
+    ++mine;
+    // The token keeps the counts alive: a Session may be destroyed after the server (in the
+    // io_context's destructor, or by a Responder that outlived it).
+    return std::shared_ptr<void>(static_cast<void*>(this), [self = shared_from_this(), client](void*) { self->release(client); });
+  }
+
+ private:
+  void release(const std::string& client) {
+    std::lock_guard lk(mu_);
+    --open_;
+    auto it = per_client_open_.find(client);
+    if (it != per_client_open_.end() && --it->second == 0) per_client_open_.erase(it);
+  }
+
+  const unsigned total_, per_client_;
+  std::mutex mu_;
+  unsigned open_ = 0;
+  std::map<std::string, unsigned> per_client_open_;
+};
+
+struct SessionConfig {
+  std::shared_ptr<const Handler> handler;
+  HttpServerOptions options;
+};
+
 // One connection. Requests are read with Beast; responses are written as raw bytes through a
 // queue on the connection's strand, which makes streamed chunks from the engine thread safe.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<const Handler> handler, std::size_t body_limit)
-      : socket_(std::move(socket)), strand_(asio::make_strand(socket_.get_executor())), handler_(std::move(handler)),
-        body_limit_(body_limit) {}
+  // `refusal`: not empty when the connection is over a limit; it is answered 503 and closed.
+  Session(tcp::socket socket, std::shared_ptr<const SessionConfig> config, std::shared_ptr<void> slot,
+          std::string refusal)
+      : socket_(std::move(socket)), strand_(asio::make_strand(socket_.get_executor())), timer_(strand_),
+        config_(std::move(config)), slot_(std::move(slot)), refusal_(std::move(refusal)) {}
 
-  void start() { asio::dispatch(strand_, [self = shared_from_this()] { self->read(); }); }
+  void start();
 
   // Called through Responder; all of these hop onto the strand.
   void queue(std::string bytes, bool last) {
@@ -67,16 +121,42 @@ class Session : public std::enable_shared_from_this<Session> {
     bool last;
   };
 
+  // Headers first, under the header (or, between kept-alive requests, the idle) deadline; then the
+  // body under its own. Nothing is timed while the handler works or a response streams.
   void read() {
     parser_.emplace();
-    parser_->body_limit(body_limit_);
+    parser_->header_limit(static_cast<std::uint32_t>(config_->options.header_limit));
+    parser_->body_limit(config_->options.body_limit);
+    arm_deadline(first_request_ ? config_->options.header_timeout : config_->options.idle_timeout);
+    first_request_ = false;
+    http::async_read_header(socket_, buffer_, *parser_,
+                            asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->on_header(ec);
+                            }));
+  }
+  void on_header(beast::error_code ec) {
+    if (ec || parser_->is_done()) return on_read(ec);
+    arm_deadline(config_->options.body_timeout);
     http::async_read(socket_, buffer_, *parser_,
-                     asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
+                     asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code e, std::size_t) {
+                       self->on_read(e);
                      }));
+  }
+  void arm_deadline(std::chrono::milliseconds after) {
+    const std::uint64_t generation = ++deadline_generation_;
+    timer_.expires_after(after);
+    timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
+      // A timeout closes the socket, which ends the read in flight with an error.
+      if (!ec && generation == self->deadline_generation_) self->close();
+    });
+  }
+  void cancel_deadline() {
+    ++deadline_generation_;
+    timer_.cancel();
   }
 
   void on_read(beast::error_code ec);
+  void dispatch(const HttpRequest& req, const std::shared_ptr<Responder>& responder);
   void watch_for_disconnect() {
     // While a response is being produced, the socket turning readable with EOF (or a reset)
     // means the client left. Only done when no further request will be read on this connection
@@ -126,6 +206,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    cancel_deadline();
     beast::error_code ec;
     socket_.close(ec);  // a write in flight completes with an error and clears the queue
     if (!finished_ && on_close_) {
@@ -136,8 +217,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   tcp::socket socket_;
   asio::strand<asio::any_io_executor> strand_;
-  std::shared_ptr<const Handler> handler_;
-  std::size_t body_limit_;
+  asio::steady_timer timer_;
+  std::uint64_t deadline_generation_ = 0;
+  std::shared_ptr<const SessionConfig> config_;
+  std::shared_ptr<void> slot_;  // this connection's place under the limits, given back with the Session
+  std::string refusal_;
+  bool first_request_ = true;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Out> out_;
@@ -188,12 +273,30 @@ class ResponderImpl : public Responder {
   std::atomic<bool> started_{false};
 };
 
+void Session::start() {
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    if (self->refusal_.empty()) return self->read();
+    ResponderImpl(self, false).send(503, "application/json", error_body(503, self->refusal_, "service_unavailable"));
+  });
+}
+
 void Session::on_read(beast::error_code ec) {
+  cancel_deadline();
+  if (closed_) return;  // the deadline passed: the connection is gone
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
     ResponderImpl(shared_from_this(), false)
         .send(413, "application/json",
-              R"({"error":{"message":"request body too large","type":"invalid_request_error","code":413}})");
+              error_body(413, "request body too large (limit " + std::to_string(config_->options.body_limit) +
+                                  " bytes, --max-request-body)", "invalid_request_error"));
+    return;
+  }
+  if (ec == http::error::header_limit) {
+    keep_alive_ = false;
+    ResponderImpl(shared_from_this(), false)
+        .send(431, "application/json",
+              error_body(431, "request line and headers too large (limit " +
+                                  std::to_string(config_->options.header_limit) + " bytes)", "invalid_request_error"));
     return;
   }
   if (ec) {
@@ -220,13 +323,36 @@ void Session::on_read(beast::error_code ec) {
   finished_ = false;
   auto responder = std::make_shared<ResponderImpl>(shared_from_this(), keep_alive_);
   if (!keep_alive_) watch_for_disconnect();
-  (*handler_)(req, responder);
+  dispatch(req, responder);
+}
+
+// The one guard around every handler: whatever a handler lets escape (each cause is also fixed
+// where it arises) is logged and answered 500, and the server goes on serving.
+void Session::dispatch(const HttpRequest& req, const std::shared_ptr<Responder>& responder) {
+  std::string what;
+  try {
+    (*config_->handler)(req, responder);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "a non-standard exception";
+  }
+  const auto& log = config_->options.log;
+  const std::string line = "error: the handler for " + req.method + " " + req.path.substr(0, 128) + " threw: " + what;
+  if (log) log(line);
+  else std::fprintf(stderr, "%s\n", line.c_str());
+  // Ignored if the handler had already begun its answer (Responder takes only the first).
+  responder->send(500, "application/json", error_body(500, "internal error while handling the request", "internal_server_error"));
 }
 
 class ServerImpl : public HttpServer {
  public:
-  ServerImpl(Handler handler, std::size_t body_limit)
-      : handler_(std::make_shared<const Handler>(std::move(handler))), body_limit_(body_limit) {}
+  ServerImpl(Handler handler, const HttpServerOptions& options)
+      : config_(std::make_shared<const SessionConfig>(
+            SessionConfig{std::make_shared<const Handler>(std::move(handler)), options})),
+        limits_(std::make_shared<ConnectionLimits>(std::max(1u, options.max_connections),
+                                                   std::max(1u, options.max_connections_per_client))) {}
 
   bool listen(const HttpServerOptions& o, std::string& error) {
     beast::error_code ec;
@@ -255,15 +381,34 @@ class ServerImpl : public HttpServer {
  private:
   void accept() {
     acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-      if (!ec) std::make_shared<Session>(std::move(socket), handler_, body_limit_)->start();
+      if (!ec) admit(std::move(socket));
       if (!stopped_) accept();
     });
+  }
+  void admit(tcp::socket socket) {
+    beast::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    const std::string client = ec ? std::string("?") : peer.address().to_string();
+    std::string why;
+    auto slot = limits_->admit(client, why);
+    if (!slot) {
+      // Logged at most once a second: a flood must not become a flood of log lines too.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_refusal_log_.load() > std::chrono::seconds(1)) {
+        last_refusal_log_ = now;
+        const std::string line = "warning: refusing a connection from " + client + ": " + why;
+        if (config_->options.log) config_->options.log(line);
+        else std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    }
+    std::make_shared<Session>(std::move(socket), config_, std::move(slot), slot ? std::string() : why)->start();
   }
 
   asio::io_context ioc_;
   tcp::acceptor acceptor_{ioc_};
-  std::shared_ptr<const Handler> handler_;
-  std::size_t body_limit_;
+  std::shared_ptr<const SessionConfig> config_;
+  std::shared_ptr<ConnectionLimits> limits_;
+  std::atomic<std::chrono::steady_clock::time_point> last_refusal_log_{};
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
@@ -272,7 +417,7 @@ class ServerImpl : public HttpServer {
 }  // namespace
 
 std::unique_ptr<HttpServer> HttpServer::start(const HttpServerOptions& opts, Handler handler, std::string& error) {
-  auto s = std::make_unique<ServerImpl>(std::move(handler), opts.body_limit);
+  auto s = std::make_unique<ServerImpl>(std::move(handler), opts);
   if (!s->listen(opts, error)) return nullptr;
   return s;
 }

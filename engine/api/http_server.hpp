@@ -3,6 +3,7 @@
 // (Server-Sent Events) from another thread, and learn when the client goes away so the
 // request's KV blocks can be freed mid-generation.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,11 +38,21 @@ class Responder {
 
 using Handler = std::function<void(const HttpRequest&, std::shared_ptr<Responder>)>;
 
+// Limits that keep one client from holding the server: a connection that sends its headers too
+// slowly (slowloris) or sits idle is closed; one that would pass a connection cap gets a 503.
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;  // 0: the kernel picks; port() reports it
   std::size_t body_limit = 32 * 1024 * 1024;
+  std::size_t header_limit = 16 * 1024;  // request line + headers; beyond: 431
+  std::chrono::milliseconds header_timeout{10'000};  // a new connection's first request line + headers
+  std::chrono::milliseconds idle_timeout{30'000};    // keep-alive: until the next request's headers are in
+  std::chrono::milliseconds body_timeout{60'000};    // the body, once its headers are in
+  unsigned max_connections = 1024;           // open at once, all clients
+  unsigned max_connections_per_client = 256; // open at once from one address
   unsigned threads = 2;
+  // Where a handler's escaped exception and refused connections are reported (default: stderr).
+  std::function<void(const std::string&)> log;
 };
 
 class HttpServer {

@@ -15,8 +15,119 @@ ApiError bad(std::string param, std::string message) {
   return e;
 }
 
+// A string field read without nlohmann's value(), which throws when the field holds another type.
+std::string string_field(const json& obj, const char* key) {
+  if (!obj.is_object()) return {};
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+// Untrusted text quoted in an error: bounded, so a megabyte-long key does not echo back whole.
+std::string quoted(const std::string& text) {
+  constexpr std::size_t kMax = 64;
+  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
+}
+
+// The fields each endpoint reads. Anything else is refused by name (as vLLM does) rather than
+// silently ignored, so a client learns at once that a setting it relies on has no effect here.
+constexpr const char* kSamplingFields[] = {
+    "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stop",
+    "ignore_eos", "stream", "stream_options", "prefix_cache",
+    // OpenAI / vLLM fields that are accepted only at their neutral value (unsupported_fields).
+    "logprobs", "top_logprobs", "logit_bias", "frequency_penalty", "presence_penalty", "repetition_penalty",
+    "skip_special_tokens", "parallel_tool_calls", "best_of", "suffix",
+    // Caller metadata, which by definition does not change the answer.
+    "user", "metadata", "store"};
+constexpr const char* kChatFields[] = {"model", "messages", "tools", "tool_choice", "response_format",
+                                       "chat_template_kwargs", "add_generation_prompt"};
+constexpr const char* kCompletionFields[] = {"model", "prompt", "echo"};
+
+template <std::size_t N>
+bool listed(const std::string& key, const char* const (&names)[N]) {
+  for (const char* n : names)
+    if (key == n) return true;
+  return false;
+}
+
+template <std::size_t N>
+std::optional<ApiError> check_known_fields(const json& b, const char* const (&endpoint)[N], const char* where) {
+  for (const auto& [key, value] : b.items()) {
+    if (listed(key, endpoint) || listed(key, kSamplingFields)) continue;
+    std::string accepted;
+    for (const char* n : endpoint) accepted += std::string(accepted.empty() ? "" : ", ") + n;
+    for (const char* n : kSamplingFields) accepted += std::string(", ") + n;
+    return bad(key, "unknown parameter " + quoted(key) + " for " + where + "; this server accepts " + accepted);
+  }
+  return std::nullopt;
+}
+
+// Fields this server does not implement: accepted at the value that means "off", refused by name
+// otherwise, so nobody gets an answer that silently ignored what they asked for.
+std::optional<ApiError> unsupported_fields(const json& b, bool chat) {
+  auto given = [&](const char* key) { return b.contains(key) && !b[key].is_null(); };
+  auto number_is = [&](const char* key, double neutral, const char* meaning) -> std::optional<ApiError> {
+    if (!given(key)) return std::nullopt;
+    if (!b[key].is_number()) return bad(key, std::string("'") + key + "' must be a number");
+    if (b[key].get<double>() == neutral) return std::nullopt;
+    return bad(key, std::string("'") + key + "' is " + b[key].dump() + ", but " + meaning +
+                        " is not supported by this server; leave it out or set it to " + json(neutral).dump());
+  };
+  if (given("logprobs")) {
+    const json& lp = b["logprobs"];
+    // chat: a boolean; completions: the legacy count of alternatives (0 = none).
+    const bool off = chat ? (lp.is_boolean() && !lp.get<bool>()) : (lp.is_number_integer() && lp.get<long long>() == 0);
+    if (chat && !lp.is_boolean()) return bad("logprobs", "'logprobs' must be true or false");
+    if (!chat && !lp.is_number_integer()) return bad("logprobs", "'logprobs' must be an integer");
+    if (!off)
+      return bad("logprobs", "'logprobs' is not supported by this server (token log-probabilities are not returned); "
+                             "leave it out or set it to " + std::string(chat ? "false" : "0"));
+  }
+  if (given("top_logprobs")) {
+    if (!b["top_logprobs"].is_number_integer()) return bad("top_logprobs", "'top_logprobs' must be an integer");
+    if (b["top_logprobs"].get<long long>() != 0)
+      return bad("top_logprobs", "'top_logprobs' is not supported by this server (no log-probabilities are returned); "
+                                 "leave it out or set it to 0");
+  }
+  if (given("logit_bias")) {
+    const json& lb = b["logit_bias"];
+    if (!lb.is_object()) return bad("logit_bias", "'logit_bias' must be an object of token id -> bias");
+    for (const auto& [token, bias] : lb.items()) {
+      const bool id = !token.empty() && token.size() <= 10 &&
+                      std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!id) return bad("logit_bias", "'logit_bias' key " + quoted(token) + " is not a token id");
+      if (!bias.is_number() || bias.get<double>() < -100.0 || bias.get<double>() > 100.0)
+        return bad("logit_bias", "'logit_bias' for token " + token + " must be a number from -100 to 100");
+    }
+    if (!lb.empty()) return bad("logit_bias", "'logit_bias' is not supported by this server; leave it out or empty");
+  }
+  if (auto e = number_is("frequency_penalty", 0.0, "a frequency penalty")) return e;
+  if (auto e = number_is("presence_penalty", 0.0, "a presence penalty")) return e;
+  if (auto e = number_is("repetition_penalty", 1.0, "a repetition penalty")) return e;
+  if (chat && b.contains("best_of")) return bad("best_of", "unknown parameter 'best_of' for chat completions");
+  if (chat && b.contains("suffix")) return bad("suffix", "unknown parameter 'suffix' for chat completions");
+  if (!chat && b.contains("parallel_tool_calls"))
+    return bad("parallel_tool_calls", "unknown parameter 'parallel_tool_calls' for completions (no tools there)");
+  if (given("best_of") && b["best_of"] != 1) return bad("best_of", "only best_of = 1 is supported");
+  if (given("suffix")) return bad("suffix", "'suffix' (insertion) is not supported by this server");
+  if (given("skip_special_tokens")) {
+    if (!b["skip_special_tokens"].is_boolean()) return bad("skip_special_tokens", "must be true or false");
+    if (!b["skip_special_tokens"].get<bool>())
+      return bad("skip_special_tokens", "'skip_special_tokens' false is not supported: special tokens are always skipped");
+  }
+  if (given("parallel_tool_calls")) {
+    if (!b["parallel_tool_calls"].is_boolean()) return bad("parallel_tool_calls", "must be true or false");
+    if (!b["parallel_tool_calls"].get<bool>())
+      return bad("parallel_tool_calls", "'parallel_tool_calls' false is not supported: the model may call several "
+                                        "tools in one turn");
+  }
+  if (given("user") && !b["user"].is_string()) return bad("user", "'user' must be a string");
+  if (given("metadata") && !b["metadata"].is_object()) return bad("metadata", "'metadata' must be an object");
+  if (given("store") && !b["store"].is_boolean()) return bad("store", "'store' must be true or false");
+  return std::nullopt;
+}
+
 // Reads the sampling fields shared by both endpoints; returns an error for the first bad one.
-std::optional<ApiError> read_sampling(const json& b, Sampling& s) {
+std::optional<ApiError> read_sampling(const json& b, Sampling& s, bool chat) {
   auto number = [&](const char* key, double lo, double hi, double& out) -> std::optional<ApiError> {
     if (!b.contains(key) || b[key].is_null()) return std::nullopt;
     if (!b[key].is_number()) return bad(key, std::string("'") + key + "' must be a number");
@@ -30,7 +141,12 @@ std::optional<ApiError> read_sampling(const json& b, Sampling& s) {
   auto integer = [&](const char* key, long long lo, long long hi, auto& out) -> std::optional<ApiError> {
     if (!b.contains(key) || b[key].is_null()) return std::nullopt;
     if (!b[key].is_number_integer()) return bad(key, std::string("'") + key + "' must be an integer");
-    const long long v = b[key].get<long long>();
+    // An unsigned value beyond long long would wrap to a negative one in get<long long>().
+    const bool huge = b[key].is_number_unsigned() && b[key].get<unsigned long long>() > static_cast<unsigned long long>(hi);
+    const long long v = huge ? hi + 1 : b[key].get<long long>();
+    if (huge)
+      return bad(key, std::string("'") + key + "' is " + b[key].dump() + "; expected " + std::to_string(lo) + " to " +
+                          std::to_string(hi));
     if (v < lo || v > hi)
       return bad(key, std::string("'") + key + "' is " + std::to_string(v) + "; expected " + std::to_string(lo) +
                           " to " + std::to_string(hi));
@@ -53,7 +169,8 @@ std::optional<ApiError> read_sampling(const json& b, Sampling& s) {
   if (auto e = number("min_p", 0.0, 1.0, s.min_p)) return e;
   if (b.contains("seed") && !b["seed"].is_null()) {
     if (!b["seed"].is_number_integer()) return bad("seed", "'seed' must be an integer");
-    s.seed = static_cast<std::uint64_t>(b["seed"].get<long long>());
+    s.seed = b["seed"].is_number_unsigned() ? b["seed"].get<std::uint64_t>()
+                                            : static_cast<std::uint64_t>(b["seed"].get<long long>());
   }
   if (b.contains("n") && !b["n"].is_null() && b["n"] != 1) return bad("n", "only n = 1 is supported");
   if (b.contains("stop") && !b["stop"].is_null()) {
@@ -71,7 +188,7 @@ std::optional<ApiError> read_sampling(const json& b, Sampling& s) {
   }
   if (auto e = boolean("ignore_eos", s.ignore_eos)) return e;
   if (auto e = boolean("stream", s.stream)) return e;
-  if (auto e = boolean("logprobs", s.logprobs)) return e;
+  if (auto e = unsupported_fields(b, chat)) return e;
   if (auto e = boolean("prefix_cache", s.prefix_cache)) return e;
   if (b.contains("stream_options") && !b["stream_options"].is_null()) {
     const json& so = b["stream_options"];
@@ -109,13 +226,18 @@ std::optional<ApiError> check_message(const json& m, size_t i) {
   if (c.is_string()) return std::nullopt;
   if (!c.is_array()) return bad(at + ".content", "'" + at + ".content' must be a string or a list of parts");
   for (const auto& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") || !part["text"].is_string())
       return bad(at + ".content", "'" + at + ".content' parts must be {\"type\": \"text\", \"text\": ...}; images are not supported");
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+std::string ApiError::body() const {
+  // The message may quote the request; invalid UTF-8 in it must not turn an answer into a throw.
+  return to_json().dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json ApiError::to_json() const {
   return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
@@ -125,6 +247,7 @@ json ApiError::to_json() const {
 Parsed<ChatRequest> parse_chat_request(const json& b) {
   ChatRequest r;
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  if (auto e = check_known_fields(b, kChatFields, "chat completions")) return *e;
   if (auto e = read_model(b, r.model)) return *e;
   if (!b.contains("messages") || !b["messages"].is_array() || b["messages"].empty())
     return bad("messages", "'messages' must be a non-empty list");
@@ -144,7 +267,7 @@ Parsed<ChatRequest> parse_chat_request(const json& b) {
     for (size_t i = 0; i < b["tools"].size(); ++i) {
       const json& t = b["tools"][i];
       const std::string at = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+      if (!t.is_object() || string_field(t, "type") != "function" || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
         return bad(at, "'" + at + "' must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": ...}}");
     }
@@ -189,13 +312,14 @@ Parsed<ChatRequest> parse_chat_request(const json& b) {
     if (!b["add_generation_prompt"].is_boolean()) return bad("add_generation_prompt", "must be true or false");
     r.add_generation_prompt = b["add_generation_prompt"].get<bool>();
   }
-  if (auto e = read_sampling(b, r.sampling)) return *e;
+  if (auto e = read_sampling(b, r.sampling, /*chat=*/true)) return *e;
   return r;
 }
 
 Parsed<CompletionRequest> parse_completion_request(const json& b) {
   CompletionRequest r;
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  if (auto e = check_known_fields(b, kCompletionFields, "completions")) return *e;
   if (auto e = read_model(b, r.model)) return *e;
   if (!b.contains("prompt")) return bad("prompt", "'prompt' is missing");
   const json& p = b["prompt"];
@@ -216,7 +340,7 @@ Parsed<CompletionRequest> parse_completion_request(const json& b) {
     if (!b["echo"].is_boolean()) return bad("echo", "'echo' must be true or false");
     r.echo = b["echo"].get<bool>();
   }
-  if (auto e = read_sampling(b, r.sampling)) return *e;
+  if (auto e = read_sampling(b, r.sampling, /*chat=*/false)) return *e;
   return r;
 }
 

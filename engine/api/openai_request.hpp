@@ -17,6 +17,7 @@ struct ApiError {
   std::string param;  // the offending field, when there is one
 
   nlohmann::json to_json() const;
+  std::string body() const;  // to_json() as wire text; never throws on the bytes it quotes
 };
 
 struct Sampling {
@@ -30,7 +31,6 @@ struct Sampling {
   bool ignore_eos = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;
   bool prefix_cache = true;    // tandem extension: false bypasses the prefix cache for this request
 };
 

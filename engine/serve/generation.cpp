@@ -155,7 +155,7 @@ void Generation::fail(const std::string& outcome, const std::string& why) {
     res_->write(api::sse_done());
     res_->end();
   } else {
-    res_->send(500, "application/json", e.to_json().dump());
+    res_->send(500, "application/json", e.body());
   }
 }
 

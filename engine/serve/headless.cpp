@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "http_options.hpp"
 #include "http_server.hpp"
 #include "rank_group.hpp"
 #include "tandem/model/model.hpp"
@@ -35,10 +36,7 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
 
   std::atomic<const char*> phase{"waiting for rank 0"};
   const int rank = cfg.node_rank;
-  api::HttpServerOptions http;
-  http.address = cfg.host;
-  http.port = static_cast<std::uint16_t>(cfg.port);
-  http.threads = 1;
+  const api::HttpServerOptions http = http_options(cfg, /*threads=*/1, log);
   std::string error;
   auto server = api::HttpServer::start(
       http,

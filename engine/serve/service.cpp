@@ -33,7 +33,7 @@ OpenAiService::OpenAiService(runtime::Engine& engine, const tokenizer::Tokenizer
 
 void OpenAiService::reject(const std::shared_ptr<api::Responder>& res, const api::ApiError& e) {
   metrics_->request_done("rejected");
-  res->send(e.status, "application/json", e.to_json().dump());
+  res->send(e.status, "application/json", e.body());
 }
 
 std::optional<api::ApiError> OpenAiService::check_model(const std::string& requested) const {
@@ -93,7 +93,7 @@ void OpenAiService::models(const std::shared_ptr<api::Responder>& res) {
                                         {"owned_by", "tandem"},
                                         {"root", options_.model_name},
                                         {"max_model_len", engine_.max_model_len()}}})}};
-  res->send(200, "application/json", body.dump());
+  res->send(200, "application/json", api::dump(body));
 }
 
 void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Responder> res) {
@@ -111,12 +111,12 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
     e.status = 404;
     e.type = "NotFoundError";
     e.message = "no route " + req.path + " (try /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)";
-    return res->send(404, "application/json", e.to_json().dump());
+    return res->send(404, "application/json", e.body());
   }
   if (req.method != route->method && !(req.method == "HEAD" && std::string(route->method) == "GET")) {
     e.status = 405;
     e.message = req.method + " is not allowed on " + req.path + "; use " + route->method;
-    return res->send(405, "application/json", e.to_json().dump());
+    return res->send(405, "application/json", e.body());
   }
   const std::string path = route->path;
   if (path == "/health") {
@@ -124,7 +124,7 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
     e.status = 503;
     e.type = "service_unavailable";
     e.message = "shutting down";
-    return res->send(503, "application/json", e.to_json().dump());
+    return res->send(503, "application/json", e.body());
   }
   if (path == "/v1/models") return models(res);
   if (path == "/metrics") return res->send(200, "text/plain; version=0.0.4", metrics_->render(engine_.metrics()));

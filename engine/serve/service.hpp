@@ -49,6 +49,8 @@ class OpenAiService {
   // The engine request for a prompt, or a 400 when it cannot fit max-model-len.
   std::optional<api::ApiError> fill_request(runtime::GenerateRequest& g, std::vector<std::int32_t> prompt,
                                             const api::Sampling& s, const char* prompt_field) const;
+  // Each tool's parameters schema through the grammar compiler; the first it refuses, by name.
+  std::optional<api::ApiError> check_tool_schemas(const api::ChatRequest& r) const;
   // tool_choice required / named and response_format json_object / json_schema: the constraint
   // on g (engine/structured) and how to shape the answer, or a 400 (a schema we cannot enforce,
   // an unknown tool, max_tokens too small for any valid answer). structured_request.cpp.

@@ -3,6 +3,7 @@
 // json_object / json_schema. The grammar comes from engine/structured; the engine enforces it
 // token by token through GenerateRequest.constraint.
 #include "json_constraint.hpp"
+#include "schema_check.hpp"
 #include "service.hpp"
 
 namespace tandem::engine::serve {
@@ -19,6 +20,18 @@ nlohmann::json parameters_of(const nlohmann::ordered_json& tool) {
   return f.contains("parameters") ? nlohmann::json::parse(f["parameters"].dump()) : nlohmann::json(nullptr);
 }
 }  // namespace
+
+std::optional<api::ApiError> OpenAiService::check_tool_schemas(const api::ChatRequest& r) const {
+  if (!r.tools.is_array()) return std::nullopt;
+  for (std::size_t i = 0; i < r.tools.size(); ++i) {
+    const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
+    const nlohmann::json parameters = parameters_of(r.tools[i]);
+    if (parameters.is_null()) continue;  // no parameters: an object with any properties
+    if (!parameters.is_object()) return bad(param, param + ": a tool's parameters must be an object schema");
+    if (auto problem = structured::schema_problem(parameters)) return bad(param, param + *problem);
+  }
+  return std::nullopt;
+}
 
 Result<std::shared_ptr<const structured::TokenVocabulary>> OpenAiService::vocabulary() {
   std::lock_guard lk(vocab_mu_);

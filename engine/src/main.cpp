@@ -9,6 +9,7 @@
 #include "cli/serve_flags.hpp"
 #include "demo_model.hpp"
 #include "headless.hpp"
+#include "http_options.hpp"
 #include "http_server.hpp"
 #include "load.hpp"
 #include "service.hpp"
@@ -53,10 +54,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
   serve::Loaded& l = loaded.value();
   serve::OpenAiService service(*l.engine, *l.tokenizer, l.chat_template.get(), l.options);
 
-  api::HttpServerOptions http;
-  http.address = cfg.host;
-  http.port = static_cast<std::uint16_t>(cfg.port);
-  http.threads = 4;
+  const api::HttpServerOptions http = serve::http_options(cfg, /*threads=*/4, log_line);
   std::string error;
   auto server = api::HttpServer::start(
       http, [&service](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) { service.handle(req, std::move(res)); },

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -188,11 +189,46 @@ TEST_CASE("bad requests are answered 4xx and change nothing") {
   CHECK(raw.value().status == 400);
   CHECK(c.call("POST", "/v1/steps/cron/apply", {{"op_id", "../etc"}}).first == 400);
   CHECK(c.call("POST", "/v1/steps/rm-rf/apply", {{"op_id", "x1"}}).first == 404);
+  // A number no double holds, a number of the wrong type, invalid UTF-8: 400s that say why.
+  auto inf = c.client().request(c.endpoint(), "POST", "/v1/engine/wait-ready", R"({"timeout_s":1e999})");
+  REQUIRE(inf.ok());
+  CHECK(inf.value().status == 400);
+  CHECK(inf.value().body.find("number overflow") != std::string::npos);
+  auto [s_type, b_type] = c.call("POST", "/v1/engine/stop", {{"grace_s", "ten"}});
+  CHECK(s_type == 400);
+  CHECK(b_type["error"] == "'grace_s' must be a number");
+  CHECK(c.call("POST", "/v1/engine/wait-ready", {{"timeout_s", -1}}).first == 400);
+  CHECK(c.call("GET", "/v1/engine/log?lines=ten").first == 400);
+  auto utf = c.client().request(c.endpoint(), "PUT", "/v1/manifest", "{\"yaml\": \"a\xff\"}");
+  REQUIRE(utf.ok());
+  CHECK(utf.value().status == 400);
+  CHECK(json::parse(utf.value().body, nullptr, false).is_object());
   auto big = c.client().request(c.endpoint(), "PUT", "/v1/manifest", std::string(2 << 20, ' '));
   REQUIRE(big.ok());
   CHECK(big.value().status == 413);
   CHECK(slurp(c.root / "etc/crontab") == c.original_crontab);
   CHECK(c.call("GET", "/v1/journal").second["records"].empty());
+}
+
+TEST_CASE("tandemd refuses to start with another node's certificate, naming both") {
+  Cluster c;
+  auto made = tandem::net::init_cluster_pki(c.dir / "pki2", "controller", {{"node-b", {"127.0.0.2"}}});
+  REQUIRE(made.ok());
+  // node-a's place holds node-b's certificate and key: a copy-paste mistake in enrolment.
+  tandem::net::PkiLayout mine{c.pki}, other{c.dir / "pki2"};
+  fs::copy_file(other.node_cert("node-b"), mine.node_cert("node-a"), fs::copy_options::overwrite_existing);
+  fs::copy_file(other.node_key("node-b"), mine.node_key("node-a"), fs::copy_options::overwrite_existing);
+  const std::string cmd = std::string(TANDEMD_BIN) + " serve --node node-a --root " + c.root.string() +
+                          " --listen 127.0.0.1:" + std::to_string(c.port) + " --pki-dir " + c.pki.string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int status = ::pclose(p);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(out.find("the certificate is for 'node-b', not this node 'node-a'") != std::string::npos);
 }
 
 TEST_CASE("a node certificate cannot drive another agent: only the controller is served") {

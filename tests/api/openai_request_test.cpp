@@ -85,3 +85,67 @@ TEST_CASE("completions take a string or token ids") {
   CHECK(error_of(parse_completion_request(json{{"prompt", {"a", "b"}}})).param == "prompt");
   CHECK(error_of(parse_completion_request(json::object())).message == "'prompt' is missing");
 }
+
+TEST_CASE("unknown parameters are refused by name; OpenAI's unimplemented ones only at their neutral value") {
+  auto e = error_of(parse_chat_request(chat({{"temprature", 0.5}})));
+  CHECK(e.param == "temprature");
+  CHECK(e.message.find("unknown parameter 'temprature' for chat completions") == 0);
+  CHECK(error_of(parse_completion_request(json{{"prompt", "x"}, {"messages", json::array()}})).param == "messages");
+  CHECK(error_of(parse_chat_request(chat({{"echo", true}}))).param == "echo");  // a completions field
+  CHECK(error_of(parse_chat_request(chat({{"best_of", 1}}))).param == "best_of");
+  // A long unknown key is quoted short.
+  const std::string key(5000, 'k');
+  CHECK(error_of(parse_chat_request(chat({{key, 1}}))).message.size() < 1200);
+
+  // Neutral values of fields this server does not implement pass; caller metadata passes.
+  auto ok = parse_chat_request(chat({{"frequency_penalty", 0}, {"presence_penalty", 0.0}, {"repetition_penalty", 1},
+                                     {"logit_bias", json::object()}, {"logprobs", false}, {"top_logprobs", 0},
+                                     {"user", "u-1"}, {"metadata", {{"k", "v"}}}, {"store", false},
+                                     {"parallel_tool_calls", true}, {"skip_special_tokens", true}}));
+  CHECK(std::holds_alternative<ChatRequest>(ok));
+  CHECK(error_of(parse_chat_request(chat({{"frequency_penalty", 0.5}}))).param == "frequency_penalty");
+  CHECK(error_of(parse_chat_request(chat({{"presence_penalty", "0"}}))).message == "'presence_penalty' must be a number");
+  CHECK(error_of(parse_chat_request(chat({{"parallel_tool_calls", false}}))).param == "parallel_tool_calls");
+  CHECK(error_of(parse_chat_request(chat({{"user", 5}}))).param == "user");
+}
+
+TEST_CASE("logprobs and logit_bias: checked, then refused by name rather than answered null") {
+  auto lp = error_of(parse_chat_request(chat({{"logprobs", true}})));
+  CHECK(lp.param == "logprobs");
+  CHECK(lp.message.find("not supported") != std::string::npos);
+  CHECK(error_of(parse_chat_request(chat({{"logprobs", 1}}))).message == "'logprobs' must be true or false");
+  CHECK(error_of(parse_chat_request(chat({{"top_logprobs", 100}}))).param == "top_logprobs");
+  CHECK(error_of(parse_completion_request(json{{"prompt", "x"}, {"logprobs", 5}})).param == "logprobs");
+  CHECK(std::holds_alternative<CompletionRequest>(parse_completion_request(json{{"prompt", "x"}, {"logprobs", 0}})));
+  CHECK(error_of(parse_chat_request(chat({{"logit_bias", {{"abc", 1}}}}))).message ==
+        "'logit_bias' key 'abc' is not a token id");
+  CHECK(error_of(parse_chat_request(chat({{"logit_bias", {{"12", 500}}}}))).message ==
+        "'logit_bias' for token 12 must be a number from -100 to 100");
+  CHECK(error_of(parse_chat_request(chat({{"logit_bias", {{"12", 5}}}}))).message.find("not supported") !=
+        std::string::npos);
+  CHECK(error_of(parse_chat_request(chat({{"logit_bias", 3}}))).param == "logit_bias");
+}
+
+TEST_CASE("fields of the wrong type or size are 400s, never exceptions") {
+  // nlohmann's value() throws when the field holds another type; these must be answered.
+  CHECK(error_of(parse_chat_request(chat({{"messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "a"}}}}}}}})))
+            .param == "messages[0].content");
+  CHECK(error_of(parse_chat_request(chat({{"tools", {{{"type", json::array()}, {"function", {{"name", "f"}}}}}}})))
+            .param == "tools[0]");
+  // 2^64 - 1 must not wrap to -1 and slip through as "is -1".
+  auto huge = error_of(parse_chat_request(chat({{"max_tokens", 18446744073709551615ULL}})));
+  CHECK(huge.param == "max_tokens");
+  CHECK(huge.message == "'max_tokens' is 18446744073709551615; expected 1 to 1073741824");
+  CHECK(std::get<ChatRequest>(parse_chat_request(chat({{"seed", 18446744073709551615ULL}}))).sampling.seed ==
+        18446744073709551615ULL);
+  CHECK(error_of(parse_chat_request(chat({{"temperature", -0.5}}))).param == "temperature");
+}
+
+TEST_CASE("an error quoting invalid UTF-8 still serialises (U+FFFD), it does not throw") {
+  ApiError e;
+  e.message = std::string("no route /\xff\xfe");
+  std::string body;
+  CHECK_NOTHROW(body = e.body());
+  CHECK(body.find("\xEF\xBF\xBD") != std::string::npos);
+  CHECK(json::parse(body)["error"]["code"] == 400);
+}

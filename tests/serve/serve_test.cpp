@@ -293,3 +293,60 @@ TEST_CASE("refusals at start: CUDA, tensor parallelism, a missing model; the dem
   CHECK(run_serve({"--help"}, out) == 0);
   CHECK(out.find("gibberish") != std::string::npos);
 }
+
+TEST_CASE("hostile requests are 4xx in OpenAI's shape and never take the server down") {
+  const auto port = shared().port();
+  auto expect_400 = [&](const std::string& target, const std::string& body, const std::string& needle) {
+    CAPTURE(body.substr(0, 80));
+    const Reply r = request(port, "POST", target, body);
+    CHECK(r.status == 400);
+    const json e = json::parse(r.body, nullptr, false);
+    REQUIRE(e.is_object());
+    CHECK(e["error"]["type"] == "invalid_request_error");
+    CHECK(e["error"]["message"].get<std::string>().find(needle) != std::string::npos);
+  };
+  const std::string chat_path = "/v1/chat/completions";
+  // Invalid UTF-8: named with its byte and its offset in the body.
+  expect_400(chat_path, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\xff\"}]}", "byte 0xFF at offset 41");
+  expect_400("/v1/completions", "{\"prompt\":\"\xc3\x28\"}", "not valid UTF-8");
+  // Numbers no double holds.
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999})", "out of range");
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi"}],"temperature":1e400})", "out of range");
+  // Deep nesting, in a field nothing else checks.
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi","name":)" + std::string(100000, '[') + "}]}",
+             "nests deeper than 128");
+  // Unknown parameters and unimplemented ones are named.
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi"}],"max_tokns":4})", "unknown parameter 'max_tokns'");
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":5})", "not supported");
+  expect_400(chat_path, R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":{"abc":1}})", "not a token id");
+  // A tool schema that is not JSON Schema, under tool_choice auto.
+  expect_400(chat_path,
+             R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f",)"
+             R"("parameters":{"type":"object","properties":{"x":{"type":"nonsense"}}}}}]})",
+             "unknown type \"nonsense\"");
+  // A path with invalid UTF-8 is refused (its echo in the error is made valid), not a crash.
+  const Reply nf = request(port, "GET", "/v1/\xff\xfe");
+  CHECK(nf.status >= 400);
+  CHECK(nf.status < 500);
+  CHECK(json::parse(nf.body, nullptr, false).is_object());
+  // 300 random byte strings, as bodies of both endpoints.
+  std::uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 300; ++i) {
+    std::string body = R"({"messages":[{"role":"user","content":")";
+    const int n = 1 + static_cast<int>(x % 40);
+    for (int k = 0; k < n; ++k) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      body += static_cast<char>(x & 0xff);
+    }
+    const Reply r = request(port, "POST", i % 2 ? chat_path : "/v1/completions", body);
+    CHECK(r.status >= 400);
+    CHECK(r.status < 500);
+  }
+  // A tool schema the grammar cannot enforce is still fine under auto (it is never enforced).
+  const Reply fine = request(port, "POST", chat_path,
+                             R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[{"type":"function",)"
+                             R"("function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer",)"
+                             R"("minimum":1}}}}}]})");
+  CHECK(fine.status == 200);
+  CHECK(request(port, "GET", "/health").status == 200);
+}

@@ -36,7 +36,14 @@ Result<nlohmann::json> Request::json() const {
     // e.what() starts with "[json.exception.parse_error.101] "; the rest names line and column.
     std::string what = e.what();
     if (const auto pos = what.find("] "); pos != std::string::npos) what.erase(0, pos + 2);
+    // The tail quotes the raw bytes read, which may be the invalid UTF-8 that failed.
+    if (const auto pos = what.find("; last read"); pos != std::string::npos) what.erase(pos);
     return Error{"malformed JSON body (byte " + std::to_string(e.byte) + "): " + what};
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range.406: a number no double holds ("timeout_s": 1e999).
+    std::string what = e.what();
+    if (const auto pos = what.find("] "); pos != std::string::npos) what.erase(0, pos + 2);
+    return Error{"unreadable JSON body: " + what};
   }
 }
 

@@ -49,6 +49,24 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
   app.add_flag("--headless", c.headless,
                "Run a worker rank: no API; --host/--port serve only GET /health, which answers once the rank has loaded "
                "its slice of the weights (then it dials --master-addr:--master-port)");
+  auto* limits = "HTTP limits";
+  app.add_option("--http-header-timeout", c.http_header_timeout,
+                 "Close a new connection that has not sent its request line and headers within this (slowloris)")
+      ->group(limits);
+  app.add_option("--http-idle-timeout", c.http_idle_timeout,
+                 "Close a kept-alive connection with no new request headers within this")
+      ->group(limits);
+  app.add_option("--http-body-timeout", c.http_body_timeout, "Close a connection whose request body takes longer")
+      ->group(limits);
+  app.add_option("--max-request-body", c.max_request_body, "Largest request body (bytes, or like 32MiB); beyond: 413")
+      ->group(limits);
+  app.add_option("--max-connections", c.max_connections, "Connections open at once; beyond: 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(limits);
+  app.add_option("--max-connections-per-client", c.max_connections_per_client,
+                 "Connections open at once from one client address; beyond: 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(limits);
 }
 
 std::vector<std::string> check_serve_config(const ServeConfig& c) {
@@ -63,7 +81,8 @@ std::vector<std::string> check_serve_config(const ServeConfig& c) {
   if (!c.speculative_config.empty()) {
     auto j = nlohmann::json::parse(c.speculative_config, nullptr, false);
     if (j.is_object()) {
-      if (j.value("method", "") != "dflash") errors.push_back("--speculative-config: method must be \"dflash\"");
+      if (!j.contains("method") || j["method"] != "dflash")
+        errors.push_back("--speculative-config: method must be \"dflash\"");
       if (!j.contains("model") || !j["model"].is_string())
         errors.push_back("--speculative-config: \"model\" (the drafter directory) is required");
       if (!j.contains("num_speculative_tokens") || !j["num_speculative_tokens"].is_number_integer())
@@ -82,6 +101,13 @@ std::vector<std::string> check_serve_config(const ServeConfig& c) {
     errors.push_back("--rendezvous-timeout '" + c.rendezvous_timeout + "' is not a duration (like 120s)");
   if (auto d = parse_duration(c.peer_timeout); !d || d->count() < 300)
     errors.push_back("--peer-timeout '" + c.peer_timeout + "' is not a duration of at least 300ms (like 30s)");
+  for (const auto& [flag, text] : {std::pair{"--http-header-timeout", &c.http_header_timeout},
+                                   std::pair{"--http-idle-timeout", &c.http_idle_timeout},
+                                   std::pair{"--http-body-timeout", &c.http_body_timeout}})
+    if (auto d = parse_duration(*text); !d || d->count() < 100)
+      errors.push_back(std::string(flag) + " '" + *text + "' is not a duration of at least 100ms (like 10s)");
+  if (auto n = parse_size(c.max_request_body); !n || *n < 1024 || *n > (std::uint64_t{1} << 32))
+    errors.push_back("--max-request-body '" + c.max_request_body + "' is not a size from 1KiB to 4GiB (like 32MiB)");
   return errors;
 }
 
@@ -120,7 +146,14 @@ nlohmann::ordered_json ServeConfig::to_json() const {
           {"master_port", master_port},
           {"rendezvous_timeout_ms", parse_duration(rendezvous_timeout) ? parse_duration(rendezvous_timeout)->count() : -1},
           {"peer_timeout_ms", parse_duration(peer_timeout) ? parse_duration(peer_timeout)->count() : -1},
-          {"headless", headless}};
+          {"headless", headless},
+          {"http_header_timeout_ms", parse_duration(http_header_timeout) ? parse_duration(http_header_timeout)->count() : -1},
+          {"http_idle_timeout_ms", parse_duration(http_idle_timeout) ? parse_duration(http_idle_timeout)->count() : -1},
+          {"http_body_timeout_ms", parse_duration(http_body_timeout) ? parse_duration(http_body_timeout)->count() : -1},
+          {"max_request_body", parse_size(max_request_body) ? nlohmann::ordered_json(*parse_size(max_request_body))
+                                                            : nlohmann::ordered_json(nullptr)},
+          {"max_connections", max_connections},
+          {"max_connections_per_client", max_connections_per_client}};
 }
 
 }  // namespace tandem::engine

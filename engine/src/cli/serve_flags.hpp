@@ -39,6 +39,13 @@ struct ServeConfig {
   std::string rendezvous_timeout = "120s";
   std::string peer_timeout = "30s";  // a rank silent this long in a collective is lost
   bool headless = false;
+  // The HTTP API's limits against slow, idle or greedy clients (durations and sizes as text).
+  std::string http_header_timeout = "10s";
+  std::string http_idle_timeout = "30s";
+  std::string http_body_timeout = "60s";
+  std::string max_request_body = "32MiB";
+  int max_connections = 1024;
+  int max_connections_per_client = 256;
 
   nlohmann::ordered_json to_json() const;
 };
