@@ -95,7 +95,7 @@ def well_formed(host, port, stats, rng, drop):
             events += 1
             if drop and events >= 2:
                 stats.count("dropped_mid_stream")
-                conn.sock.close()  # leave without reading the rest: the server must cancel it
+                resp.close()  # leave without reading the rest: the server must cancel it
                 return
             chunk = json.loads(payload)
             if "error" in chunk:
