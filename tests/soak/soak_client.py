@@ -234,7 +234,7 @@ def main():
         flat = late_mean <= early_mean * 1.10 or late_mean - early_mean <= 16 * 1024
         rss_summary[name] = {"first_kib": values[0], "max_kib": max(values), "last_kib": values[-1],
                              "early_mean_kib": round(early_mean), "late_mean_kib": round(late_mean), "flat": flat,
-                             "samples": len(values)}
+                             "samples": len(values), "series_s_kib": series}
         if not flat:
             stats.fail(f"RSS of {name} grew from {early_mean:.0f} to {late_mean:.0f} KiB")
     result = {"url": a.url, "clients": a.clients, "seconds": round(elapsed, 1), "counts": stats.counts,

@@ -17,7 +17,11 @@ Result<std::unique_ptr<PagedKvPool>> PagedKvPool::create(KvLayout layout, std::i
   std::unique_ptr<PagedKvPool> p(new PagedKvPool(layout, num_blocks, block_size));
   const size_t per_layer = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) * static_cast<size_t>(layout.row_width);
   try {
-    for (int l = 0; l < layout.n_layers; ++l) p->layers_.push_back(std::make_unique_for_overwrite<float[]>(per_layer));
+    // Zeroed, so every page is touched now: the pool is committed at start (a machine without the
+    // memory fails here, not mid-serving), decode steps take no first-touch page faults, and the
+    // process's RSS is flat from the first request on (deploy/soak.sh checks it) instead of
+    // creeping up for minutes as the prefix cache reaches pages it has not used yet.
+    for (int l = 0; l < layout.n_layers; ++l) p->layers_.push_back(std::make_unique<float[]>(per_layer));
   } catch (const std::bad_alloc&) {
     return error("KV pool: cannot allocate " + std::to_string(p->bytes() >> 20) + " MiB for " + std::to_string(num_blocks) +
                  " blocks; lower --kv-cache-memory or --gpu-memory-utilization");
