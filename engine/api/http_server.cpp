@@ -1,4 +1,5 @@
 #include "http_server.hpp"
+#include "http_request.hpp"
 
 #include <sys/socket.h>  // recv, MSG_PEEK, MSG_DONTWAIT
 
@@ -23,11 +24,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // One connection. Requests are read with Beast; responses are written as raw bytes through a
 // queue on the connection's strand, which makes streamed chunks from the engine thread safe.
@@ -69,7 +65,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read() {
     parser_.emplace();
-    parser_->body_limit(body_limit_);
+    configure_request_parser(*parser_, body_limit_);
     http::async_read(socket_, buffer_, *parser_,
                      asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
                        self->on_read(ec);
@@ -139,7 +135,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<const Handler> handler_;
   std::size_t body_limit_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   std::deque<Out> out_;
   bool keep_alive_ = false;
   bool streaming_ = false;
@@ -207,15 +203,8 @@ void Session::on_read(beast::error_code ec) {
     return;
   }
   auto msg = parser_->release();
-  HttpRequest req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  const auto q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  if (q != std::string::npos) req.query = req.target.substr(q + 1);
-  for (const auto& h : msg) req.headers[lower(std::string(h.name_string()))] = std::string(h.value());
-  req.body = std::move(msg.body());
   keep_alive_ = msg.keep_alive();
+  HttpRequest req = to_http_request(std::move(msg));
   streaming_ = false;
   finished_ = false;
   auto responder = std::make_shared<ResponderImpl>(shared_from_this(), keep_alive_);
