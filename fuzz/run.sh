@@ -24,6 +24,10 @@ targets=${FUZZ_TARGETS:-$(cd "$here/corpus" && ls -d -- */ | tr -d /)}
 pin=()
 [ -n "${FUZZ_CPU:-}" ] && pin=(taskset -c "$FUZZ_CPU")
 
+# The commit the binaries are meant to match, taken before the run (commits made during it do not count).
+commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$here" status --porcelain 2>/dev/null | grep -q . && echo true || echo false)
+
 rm -rf "$out"
 mkdir -p "$out/tmp"
 # The journal and safetensors targets write their input to a file per run: keep that in OUT_DIR.
@@ -72,8 +76,6 @@ for t in $targets; do
   json_rows+=("{\"target\":\"$t\",\"seconds\":$seconds,\"runs\":$runs,\"exec_per_s\":$eps,\"coverage\":$cov,\"features\":$ft,\"seeds\":$seeds,\"corpus\":$end,\"crashes\":$crashes,\"exit\":$rc}")
 done
 
-commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$here" status --porcelain 2>/dev/null | grep -q . && echo true || echo false)
 {
   printf '{"commit":"%s","dirty":%s,"date":"%s","seconds_per_target":%s,"targets":[' \
     "$commit" "$dirty" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$seconds"
