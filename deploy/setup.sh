@@ -4,10 +4,13 @@
 #
 #   deploy/setup.sh            install + build
 #   deploy/setup.sh --run      install + build + the main job on the embedded default
-#   deploy/setup.sh --test     install + build + every test (ctest)
+#   deploy/setup.sh --test     install + build + every test (ctest), then the fuzz targets
+#                              (fuzz/README.md): built with clang in $BUILD_DIR/fuzz, their
+#                              corpora replayed, each fuzzed for FUZZ_SECONDS
 #   deploy/setup.sh --deb      install + build + a .deb package (CPack) in ./build
 #
-# Environment: BUILD_DIR (default ./build), JOBS (default 2), CI=true turns on -Werror.
+# Environment: BUILD_DIR (default ./build), JOBS (default 2), CI=true turns on -Werror,
+# FUZZ_SECONDS (default 20) per fuzz target with --test (0: build and replay the corpora only).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +24,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libssh-dev libyaml-cpp-dev libssl-dev libboost-dev libcli11-dev libspdlog-dev
   doctest-dev nlohmann-json3-dev libpcre2-dev libicu-dev
+  clang libclang-rt-14-dev
   openssh-server openssh-client iproute2 systemd procps
 )
 
@@ -81,6 +85,19 @@ case "$mode" in
     fi
     step "tests"
     ctest --test-dir "$build" --output-on-failure -j "$jobs"
+    # The fuzz build is separate (clang, sanitizers) and holds only the fuzzers and their libraries.
+    fuzz_build="$build/fuzz"
+    fuzz_seconds=${FUZZ_SECONDS:-20}
+    step "fuzz targets: configuring and building $fuzz_build (clang, libFuzzer, ASan + UBSan)"
+    cmake -S "$here" -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+      -DTANDEM_FUZZ=ON ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=ccache} >/dev/null
+    cmake --build "$fuzz_build" -j "$jobs"
+    step "fuzz targets: replaying the committed corpora (crash reproducers included)"
+    ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j "$jobs"
+    if [ "$fuzz_seconds" -gt 0 ]; then
+      step "fuzz targets: ${fuzz_seconds}s each"
+      "$here/fuzz/run.sh" "$fuzz_build" "$fuzz_seconds"
+    fi
     ;;
   --deb)
     step "packaging"

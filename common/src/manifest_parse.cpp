@@ -216,7 +216,8 @@ void read_serve(Context& ctx, MapReader& engine, ServeFlags& s) {
                     std::string(yaml::kind_name(kw)));
     else if (!json)
       ctx.error(kw, "'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself "
-                    "through an alias); expected a small map like {enable_thinking: false}");
+                    "through an alias) or holds text that is not UTF-8; expected a small map like "
+                    "{enable_thinking: false}");
     else
       s.default_chat_template_kwargs = *json;
   }

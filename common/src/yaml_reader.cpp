@@ -386,7 +386,11 @@ std::optional<std::string> to_json_text(const YAML::Node& n) {
   bool too_deep = false;
   nlohmann::json j = to_json(n, 0, too_deep);
   if (too_deep) return std::nullopt;
-  return j.dump();
+  try {
+    return j.dump();
+  } catch (const nlohmann::json::type_error&) {  // 316: a string that is not UTF-8 (YAML does not check)
+    return std::nullopt;
+  }
 }
 
 }  // namespace tandem::yaml

@@ -93,7 +93,8 @@ bool as_abs_path(Context& ctx, const YAML::Node& n, const std::string& what, std
 
 // Converts a YAML value (map/seq/scalar) to compact JSON text; scalars that read as
 // true/false/null/numbers become JSON literals, everything else a JSON string.
-// nullopt when nested deeper than 32 levels (an alias cycle like `&a {x: *a}` never ends).
+// nullopt when nested deeper than 32 levels (an alias cycle like `&a {x: *a}` never ends) or
+// when a string in it is not valid UTF-8 (JSON text must be).
 std::optional<std::string> to_json_text(const YAML::Node& n);
 
 }  // namespace tandem::yaml

@@ -1,4 +1,5 @@
 #include "http_server.hpp"
+#include "http_request.hpp"
 
 #include <sys/socket.h>  // recv, MSG_PEEK, MSG_DONTWAIT
 
@@ -27,11 +28,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string error_body(unsigned status, const std::string& message, const char* type) {
   const nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}};
@@ -125,8 +121,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // body under its own. Nothing is timed while the handler works or a response streams.
   void read() {
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(config_->options.header_limit));
-    parser_->body_limit(config_->options.body_limit);
+    configure_request_parser(*parser_, config_->options);
     arm_deadline(first_request_ ? config_->options.header_timeout : config_->options.idle_timeout);
     first_request_ = false;
     http::async_read_header(socket_, buffer_, *parser_,
@@ -224,7 +219,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string refusal_;
   bool first_request_ = true;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   std::deque<Out> out_;
   bool keep_alive_ = false;
   bool streaming_ = false;
@@ -310,15 +305,8 @@ void Session::on_read(beast::error_code ec) {
     return;
   }
   auto msg = parser_->release();
-  HttpRequest req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  const auto q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  if (q != std::string::npos) req.query = req.target.substr(q + 1);
-  for (const auto& h : msg) req.headers[lower(std::string(h.name_string()))] = std::string(h.value());
-  req.body = std::move(msg.body());
   keep_alive_ = msg.keep_alive();
+  HttpRequest req = to_http_request(std::move(msg));
   streaming_ = false;
   finished_ = false;
   auto responder = std::make_shared<ResponderImpl>(shared_from_this(), keep_alive_);

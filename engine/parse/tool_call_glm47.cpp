@@ -24,12 +24,23 @@ ToolCallParserGlm47::ToolCallParserGlm47(nlohmann::json tools, std::function<std
 
 nlohmann::json ToolCallParserGlm47::typed_value(const std::string& tool, const std::string& key,
                                                 const std::string& raw) const {
+  // The tools are the client's: any part of a schema may be missing or of another type (value()
+  // throws on those), and a tool without a usable schema types nothing.
+  auto member = [](const nlohmann::json& j, const std::string& name) -> const nlohmann::json* {
+    if (!j.is_object()) return nullptr;
+    const auto it = j.find(name);
+    return it == j.end() ? nullptr : &*it;
+  };
   if (tools_.is_array()) {
     for (const auto& t : tools_) {
-      const auto& fn = t.contains("function") ? t["function"] : t;
-      if (fn.value("name", "") != tool) continue;
-      const auto props = fn.value("parameters", nlohmann::json::object()).value("properties", nlohmann::json::object());
-      if (props.contains(key) && props[key].is_object() && props[key].value("type", "") == "string") return raw;
+      const nlohmann::json* fn = member(t, "function") ? member(t, "function") : &t;
+      const nlohmann::json* name = member(*fn, "name");
+      if (!name || *name != tool) continue;
+      const nlohmann::json* params = member(*fn, "parameters");
+      const nlohmann::json* props = params ? member(*params, "properties") : nullptr;
+      const nlohmann::json* prop = props ? member(*props, key) : nullptr;
+      const nlohmann::json* type = prop ? member(*prop, "type") : nullptr;
+      if (type && *type == "string") return raw;
     }
   }
   auto parsed = nlohmann::json::parse(raw, nullptr, false);

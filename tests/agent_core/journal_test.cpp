@@ -79,6 +79,30 @@ TEST_CASE("journal: a corrupt line before the end is an error, not silently skip
   CHECK(j.error().message().find("line 1 is corrupt") != std::string::npos);
 }
 
+// Found by fuzz/journal_fuzz.cpp (fuzz/corpus/journal/crash-seq-float): get<uint64_t>() of a
+// float or negative number is a cast, undefined past the range, so such a "seq" or blob "size"
+// was read as some number instead of refusing the line.
+TEST_CASE("journal: a seq or blob size that is not a whole byte count is corrupt, not cast") {
+  for (const std::string seq : {"8.9e86", "-1", "2.5"}) {
+    CAPTURE(seq);
+    Sandbox sb;
+    sb.mkdir("/state");
+    const std::string good = R"({"seq":2,"time":"t","op_id":"op-1","step":"cron","phase":"applied","data":null})";
+    sb.write("/state/journal.jsonl",
+             R"({"seq":)" + seq + R"(,"time":"t","op_id":"op-1","step":"cron","phase":"intent","data":null})" "\n" + good + "\n",
+             0600);
+    auto j = Journal::open(sb.p("/state"));
+    REQUIRE_FALSE(j.ok());
+    CHECK(j.error().message().find("line 1 is corrupt") != std::string::npos);
+  }
+  for (const char* size : {"-1", "1e300", "\"12\""}) {
+    CAPTURE(size);
+    auto ref = BlobRef::from_json(nlohmann::json::parse(std::string(R"({"file":"blobs/a.1.bak","sha256":"00","size":)") + size + "}"));
+    REQUIRE_FALSE(ref.ok());
+    CHECK(ref.error().message().find("malformed") != std::string::npos);
+  }
+}
+
 TEST_CASE("journal: blobs are checked against their recorded SHA-256") {
   Sandbox sb;
   sb.mkdir("/state");

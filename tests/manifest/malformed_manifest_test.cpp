@@ -587,7 +587,17 @@ TEST_CASE("default_chat_template_kwargs not a map") {
 TEST_CASE("default_chat_template_kwargs that refers to itself through an alias") {
   CHECK(errors_of(with("    port: 8888\n", "    port: 8888\n"
            "    default_chat_template_kwargs: &kw {x: *kw}\n")) ==
-        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself through an alias); expected a small map like {enable_thinking: false}\n");
+        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
+}
+
+// Found by fuzz/manifest_fuzz.cpp: in this manifest (control bytes and a NUL in a kwargs key)
+// yaml-cpp hands back a string that is not UTF-8; the kwargs' JSON dump() threw type_error.316
+// and the exception ended tandemctl. Now it is an error at the kwargs.
+TEST_CASE("default_chat_template_kwargs that do not make JSON text are an error, not an exception") {
+  LoadResult r;
+  REQUIRE_NOTHROW(r = load_manifest_file(TANDEM_SOURCE_DIR "/fuzz/corpus/manifest/crash-kwargs-invalid-utf8"));
+  CHECK_FALSE(r.manifest.has_value());
+  CHECK(format_diagnostics(r.errors).find("holds text that is not UTF-8") != std::string::npos);
 }
 
 TEST_CASE("env key that is not a variable name (reported once, not again as unknown)") {
@@ -756,5 +766,5 @@ TEST_CASE("deeply nested flow collections are an error, not a crash") {
   nested += "1" + std::string(41, '}');
   CHECK(errors_of(with("    port: 8888\n", "    port: 8888\n    default_chat_template_kwargs: " + nested + "\n")) ==
         "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself through "
-        "an alias); expected a small map like {enable_thinking: false}\n");
+        "an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
 }

@@ -54,3 +54,28 @@ TEST_CASE("a header whose byte range does not match its dtype and shape is refus
   CHECK(ck.error().message.find("do not hold F32 [4]") != std::string::npos);
   fs::remove_all(dir);
 }
+
+// Found while writing fuzz/safetensors_fuzz.cpp: the element count was a wrapping uint64 product,
+// so a shape of 2^64 elements (here 2^32 x 2^32, or 2^63 x 2) "held" 0 bytes and was accepted,
+// the 2^63 dimension turned negative in the int64 shape, and readers sized copies from it.
+TEST_CASE("a shape whose element count overflows is refused, not wrapped to a small size") {
+  const fs::path dir = fs::temp_directory_path() / "tandem-safetensors-test3";
+  fs::create_directories(dir);
+  struct Case {
+    std::string dtype;
+    nlohmann::json shape;
+  };
+  for (const Case& c : {Case{"F32", {4294967296ULL, 4294967296ULL}}, Case{"F8_E4M3", {9223372036854775808ULL, 2}},
+                        Case{"BF16", {9223372036854775808ULL, 1}}}) {
+    CAPTURE(c.dtype);
+    write_safetensors(dir / "model.safetensors", {{"w", RawTensor{"F32", {0}, {}}}});
+    edit_header(dir / "model.safetensors", [&c](auto& h) {
+      h["w"]["dtype"] = c.dtype;
+      h["w"]["shape"] = c.shape;
+    });
+    auto ck = Checkpoint::open(dir);
+    REQUIRE_FALSE(ck.ok());
+    CHECK(ck.error().message.find("malformed shape") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}

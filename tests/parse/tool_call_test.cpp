@@ -90,3 +90,20 @@ TEST_CASE("streaming: an unclosed block at the end is returned as content") {
   CHECK(end.content == "<tool_call>f<arg_key>");
   CHECK(end.calls.empty());
 }
+
+// Found by fuzz/tool_call_glm47_fuzz.cpp (fuzz/corpus/tool_call_glm47/crash-parameters-string):
+// the request's tools are only checked for a function name, and value() threw type_error.306 or
+// .302 out of the parser (on the engine's thread) when a schema part had another type.
+TEST_CASE("tools whose schema parts have other types type nothing, and never throw") {
+  for (const char* tools : {R"([{"function":{"name":"f","parameters":"x"}}])",
+                            R"([{"function":{"name":"f","parameters":{"properties":[1]}}}])",
+                            R"([{"function":{"name":"f","parameters":{"properties":{"a":{"type":["string","null"]}}}}}])",
+                            R"([{"function":{"name":7}}, "f", [], {"function":"f"}])"}) {
+    CAPTURE(tools);
+    ToolCallParserGlm47 p(json::parse(tools), counter());
+    ToolParse r;
+    REQUIRE_NOTHROW(r = p.parse("<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>"));
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.calls[0].arguments == R"({"a":1})");
+  }
+}

@@ -38,6 +38,8 @@ std::optional<Record> parse_record(const std::string& line) {
   try {
     auto phase = phase_from_string(j.at("phase").get<std::string>());
     if (!phase) return std::nullopt;
+    // get<uint64_t>() of a float or negative number is a cast (UB past the range), not an error.
+    if (!j.at("seq").is_number_unsigned()) return std::nullopt;
     return Record{j.at("seq").get<std::uint64_t>(), j.at("time").get<std::string>(), j.at("op_id").get<std::string>(),
                   j.at("step").get<std::string>(), *phase, j.value("data", nlohmann::json())};
   } catch (const nlohmann::json::exception&) {
@@ -72,6 +74,8 @@ nlohmann::json BlobRef::to_json() const { return {{"file", file}, {"sha256", sha
 
 Result<BlobRef> BlobRef::from_json(const nlohmann::json& j) {
   try {
+    if (!j.at("size").is_number_unsigned())
+      return plain_error("", "journal blob reference is malformed: size " + j.at("size").dump() + " is not a byte count");
     return BlobRef{j.at("file").get<std::string>(), j.at("sha256").get<std::string>(), j.at("size").get<std::uint64_t>()};
   } catch (const nlohmann::json::exception& e) {
     return plain_error("", std::string("journal blob reference is malformed: ") + e.what());

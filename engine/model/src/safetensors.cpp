@@ -96,11 +96,14 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::filesy
     t.name = name;
     t.file = where;
     t.dtype = desc["dtype"].get<std::string>();
+    // Readers size their copies from the shape, so it must describe exactly the bytes checked
+    // below: every dimension and the element count fit in int64 (no wrap-around to a small size).
     uint64_t elements = 1;
     for (const auto& d : desc["shape"]) {
-      if (!d.is_number_unsigned()) return error(at + ": malformed shape " + desc["shape"].dump());
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ||
+          __builtin_mul_overflow(elements, d.get<uint64_t>(), &elements) || elements > static_cast<uint64_t>(INT64_MAX))
+        return error(at + ": malformed shape " + desc["shape"].dump());
       t.shape.push_back(d.get<int64_t>());
-      elements *= d.get<uint64_t>();
     }
     const auto& off = desc["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned() || off[1].get<uint64_t>() < off[0].get<uint64_t>())
@@ -110,7 +113,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::filesy
       return error(at + " needs bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
                    ") of the data section but the file holds only " + std::to_string(data_size) + " (truncated file?)");
     const size_t item = dtype_size(t.dtype);
-    if (item && elements * item != end - begin)
+    uint64_t bytes = 0;
+    if (item && (__builtin_mul_overflow(elements, item, &bytes) || bytes != end - begin))
       return error(at + ": " + std::to_string(end - begin) + " bytes do not hold " + t.dtype + " " + shape_str(t.shape));
     t.data = base + data_start + begin;
     t.nbytes = static_cast<size_t>(end - begin);
@@ -182,7 +186,7 @@ Result<std::vector<float>> Checkpoint::read(const std::string& name, const std::
   std::vector<float> out(n);
   // The data section need not be aligned for floats: copy element by element.
   if (t->dtype == "F32") {
-    std::memcpy(out.data(), t->data, n * sizeof(float));
+    if (n) std::memcpy(out.data(), t->data, n * sizeof(float));  // an empty vector's data() may be null
   } else if (t->dtype == "BF16" || t->dtype == "F16") {
     const bool bf = t->dtype == "BF16";
     for (size_t i = 0; i < n; ++i) {

@@ -45,7 +45,9 @@ class Tokenizer {
 
   // Text as valid UTF-8 (an incomplete or invalid byte sequence becomes U+FFFD, as HF does).
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
-  // The raw bytes, lossless: decode_bytes(encode(s)) == s for any s.
+  // The raw bytes: decode_bytes(encode(s)) == s for any s when tokenizer.json has no normalizer
+  // and no added token with lstrip/rstrip; with NFC (Qwen and GLM ask for it) text the normalizer
+  // changes comes back normalized, and a stripping token's neighbouring whitespace is gone, as in HF.
   std::string decode_bytes(std::span<const int32_t> ids, bool skip_special_tokens) const;
   // The bytes one id stands for (empty for an unknown id); what streaming is built on.
   std::string_view token_bytes(int32_t id) const;
