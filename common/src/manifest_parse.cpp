@@ -1,16 +1,20 @@
 // YAML -> Manifest. Field-level checks (types, ranges, units, absolute paths) happen here as
 // each key is read; checks that relate several fields live in manifest_validate.cpp.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
 #include "manifest_validate.hpp"
 #include "tandem/manifest.hpp"
+#include "tandem/names.hpp"
+#include "yaml_guard.hpp"
 #include "yaml_reader.hpp"
 
 namespace tandem {
@@ -19,7 +23,6 @@ namespace {
 using yaml::Context;
 using yaml::MapReader;
 
-const std::regex kNodeName("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$");
 const std::regex kHex64("^[0-9a-f]{64}$");
 const std::regex kUser("^[a-z_][a-z0-9_-]{0,31}$");
 
@@ -54,20 +57,54 @@ size_t invalid_utf8_at(const std::string& s) {
   return std::string::npos;
 }
 
-// yaml-cpp's messages name the parser state; add what a person most likely did.
-std::string syntax_hint(const std::string& text, int line, const std::string& msg) {
-  if (msg.find("map flow") != std::string::npos) return "; a '{' is not closed by a matching '}'";
-  if (msg.find("sequence flow") != std::string::npos) return "; a '[' is not closed by a matching ']'";
-  // A tab in the indentation of the reported line or the one before it.
-  std::istringstream in(text);
-  std::string l;
-  for (int n = 1; n <= line && std::getline(in, l); ++n) {
-    if (n < line - 1) continue;
-    size_t indent = l.find_first_not_of(" \t");
-    if (l.substr(0, indent).find('\t') != std::string::npos)
-      return "; line " + std::to_string(n) + " is indented with a tab (YAML indentation must be spaces)";
+// The first control character YAML does not allow in a stream (all of C0 but tab, LF and CR;
+// DEL), or npos. A NUL would otherwise cut messages and paths short where it is quoted.
+size_t control_char_at(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) return i;
   }
-  return "";
+  return std::string::npos;
+}
+
+// 1-based line and column (in characters) of byte `offset`, for problems found before YAML.
+Mark position_of(const std::string& text, size_t offset) {
+  Mark m{1, 1};
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') m.line++, m.column = 1;
+    else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++m.column;
+  }
+  return m;
+}
+
+// Bytes a YAML parser should never see: invalid UTF-8 (manifest text ends up in JSON, which must
+// be valid UTF-8) and control characters. nullopt when the text is clean.
+std::optional<Diagnostic> bad_bytes(const std::string& text, const std::string& file_name) {
+  size_t bad = invalid_utf8_at(text);
+  std::string what;
+  char byte[8];
+  if (bad != std::string::npos) {
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    what = std::string("the manifest is not valid UTF-8 (byte ") + byte + "); expected UTF-8 text";
+  } else if ((bad = control_char_at(text)) != std::string::npos) {
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    what = text[bad] == '\0' ? std::string("the manifest contains a NUL byte; expected text")
+                             : std::string("the manifest contains the control character ") + byte +
+                                   "; expected text (printable characters, tabs and line breaks)";
+  } else {
+    return std::nullopt;
+  }
+  Mark at = position_of(text, bad);
+  return Diagnostic{file_name, at.line, at.column, what};
+}
+
+std::string size_expectation() { return "expected at most " + std::to_string(kMaxManifestBytes) + " bytes (1 MiB)"; }
+
+// Node and bind names become CNs, directory and unit names: one rule (tandem/names.hpp).
+void check_label(Context& ctx, MapReader& r, const std::string& key, const std::string& value) {
+  if (is_dns_label(value)) return;
+  ctx.error(r.value(key), "'" + r.child_path(key) + "' " + (value.empty() ? "is empty" : "is '" + value + "'") +
+                              "; " + kDnsLabelExpected);
 }
 
 void read_node(Context& ctx, const YAML::Node& yn, size_t i, Manifest& m) {
@@ -80,9 +117,7 @@ void read_node(Context& ctx, const YAML::Node& yn, size_t i, Manifest& m) {
     m.nodes.push_back(std::move(node));
     return;
   }
-  if (r.str("name", node.name, true) && r.has("name") && !std::regex_match(node.name, kNodeName))
-    ctx.error(r.value("name"), "'" + path + ".name' is '" + node.name +
-                                   "'; expected a lowercase DNS label (a-z, 0-9, '-'; at most 63 characters)");
+  if (r.str("name", node.name, true) && r.has("name")) check_label(ctx, r, "name", node.name);
   r.str("address", node.address, true);
   if (r.has("address") && node.address.empty()) ctx.error(r.value("address"), "'" + path + ".address' is empty");
   r.str("fabric_address", node.fabric_address);
@@ -215,8 +250,8 @@ void read_serve(Context& ctx, MapReader& engine, ServeFlags& s) {
                 "'engine.serve.default_chat_template_kwargs' must be a map like {enable_thinking: false}, got " +
                     std::string(yaml::kind_name(kw)));
     else if (!json)
-      ctx.error(kw, "'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself "
-                    "through an alias) or holds text that is not UTF-8; expected a small map like "
+      ctx.error(kw, "'engine.serve.default_chat_template_kwargs' is nested too deeply or too large (or refers to "
+                    "itself through an alias) or holds text that is not UTF-8; expected a small map like "
                     "{enable_thinking: false}");
     else
       s.default_chat_template_kwargs = *json;
@@ -397,10 +432,7 @@ void read_rollback(Context& ctx, MapReader& top, Rollback& rb) {
   r.require("verify");
   if (r.has("verify")) {
     MapReader v(ctx, r.value("verify"), "rollback.verify", r.key_mark("verify"));
-    if (v.str("url", rb.verify.url, true) && v.has("url") && rb.verify.url.rfind("http://", 0) != 0 &&
-        rb.verify.url.rfind("https://", 0) != 0)
-      ctx.error(v.value("url"), "'rollback.verify.url' is '" + rb.verify.url +
-                                    "'; expected an http:// or https:// URL");
+    v.url("url", rb.verify.url, true);
     v.str("expect_body_contains", rb.verify.expect_body_contains);
     v.duration("timeout", rb.verify.timeout);
     v.finish();
@@ -412,27 +444,27 @@ void read_rollback(Context& ctx, MapReader& top, Rollback& rb) {
 
 LoadResult load_manifest_text(const std::string& text, const std::string& file_name) {
   LoadResult result;
-  if (size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
-    int line = 1, col = 1;
-    for (size_t i = 0; i < bad; ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++col;
-    }
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
-    result.errors.push_back(Diagnostic{file_name, line, col,
-                                       std::string("the manifest is not valid UTF-8 (byte ") + byte +
-                                           "); expected UTF-8 text"});
+  result.text = text;
+  // The same cap as for files, for text that arrives another way (the agent gets it over HTTPS).
+  if (text.size() > kMaxManifestBytes) {
+    result.errors.push_back(Diagnostic{file_name, 0, 0, "the manifest is " + std::to_string(text.size()) + " bytes; " +
+                                                            size_expectation()});
     return result;
   }
+  if (auto bad = bad_bytes(text, file_name)) {
+    result.errors.push_back(*bad);
+    return result;
+  }
+  // A second document, deep nesting, tags or a syntax error: nothing else is trustworthy.
+  result.errors = yaml::check_structure(text, file_name);
+  if (!result.errors.empty()) return result;
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    // yaml-cpp marks are 0-based; an unreadable document stops here (nothing else is trustworthy).
-    int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
-    result.errors.push_back(Diagnostic{file_name, line, e.mark.column >= 0 ? e.mark.column + 1 : 0,
-                                       "YAML syntax error: " + e.msg + syntax_hint(text, line, e.msg)});
+    // check_structure ran the same parser over the same text; kept so no exception can escape.
+    result.errors.push_back(Diagnostic{file_name, e.mark.line >= 0 ? e.mark.line + 1 : 0,
+                                       e.mark.column >= 0 ? e.mark.column + 1 : 0, "YAML syntax error: " + e.msg});
     return result;
   }
   if (!root.IsDefined() || root.IsNull()) {
@@ -455,7 +487,7 @@ LoadResult load_manifest_text(const std::string& text, const std::string& file_n
     ctx.error(top.value("kind"), "kind is '" + kind + "'; expected Bind");
   if (top.has("metadata")) {
     MapReader md(ctx, top.value("metadata"), "metadata", top.key_mark("metadata"));
-    md.str("name", m.name);
+    if (md.str("name", m.name) && md.has("name")) check_label(ctx, md, "name", m.name);
     md.finish();
   }
   read_nodes(ctx, top, m);
@@ -481,16 +513,61 @@ LoadResult load_manifest_text(const std::string& text, const std::string& file_n
   return result;
 }
 
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Closes the descriptor on every path out of read_manifest_file.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+Result<std::string> read_manifest_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. It changes nothing
+  // for the regular files that get past the check below.
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  if (f.fd < 0) return Error{"cannot open the manifest: " + std::string(std::strerror(errno))};
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) return Error{"cannot stat the manifest: " + std::string(std::strerror(errno))};
+  if (!S_ISREG(st.st_mode))
+    return Error{std::string("the manifest is ") + file_kind(st.st_mode) + ", not a regular file; expected a YAML file"};
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxManifestBytes)
+    return Error{"the manifest is " + std::to_string(st.st_size) + " bytes; " + size_expectation()};
+  // Read to the end, not to st_size: the file may change under us. One byte past the cap says it
+  // grew too large.
+  std::string text;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{"cannot read the manifest: " + std::string(std::strerror(errno))};
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxManifestBytes) return Error{"the manifest grew past the limit while it was read; " + size_expectation()};
+  }
+  return text;
+}
+
 LoadResult load_manifest_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = read_manifest_file(path);
+  if (!text) {
     LoadResult r;
-    r.errors.push_back(Diagnostic{path, 0, 0, "cannot open the manifest: " + std::string(std::strerror(errno))});
+    r.errors.push_back(Diagnostic{path, 0, 0, text.error().message});
     return r;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_manifest_text(ss.str(), path);
+  return load_manifest_text(*text, path);
 }
 
 }  // namespace tandem

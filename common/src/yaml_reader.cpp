@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "tandem/names.hpp"
+#include "tandem/url.hpp"
+
 namespace tandem::yaml {
 namespace {
 
@@ -59,8 +62,9 @@ bool parse_double(const std::string& s, double& out) {
 
 void Context::error(const YAML::Node& at, const std::string& message) { error(mark_of(at), message); }
 
+// Messages quote values from the file; a newline or NUL in one must not split or cut the line.
 void Context::error(Mark at, const std::string& message) {
-  out_.push_back(Diagnostic{file_, at.line, at.column, message});
+  out_.push_back(Diagnostic{file_, at.line, at.column, printable(message)});
 }
 
 Mark Context::mark_of(const YAML::Node& n) const {
@@ -267,6 +271,20 @@ bool MapReader::abs_path(const std::string& key, std::string& out, bool required
   return as_abs_path(ctx_, value(key), child_path(key), out) || fail(key);
 }
 
+bool MapReader::url(const std::string& key, std::string& out, bool required) {
+  if (required) require(key);
+  if (!ok_ || !has(key)) return true;
+  std::string s;
+  if (!text(key, s)) return false;
+  if (auto parsed = parse_http_url(s); !parsed) {
+    ctx_.error(value(key), q(child_path(key)) + " is " + q(s) + ": " + parsed.error().message +
+                               "; expected an http:// or https:// URL like http://10.0.0.1:8000/health");
+    return fail(key);
+  }
+  out = s;
+  return true;
+}
+
 bool MapReader::str_list(const std::string& key, std::vector<std::string>& out, bool non_empty) {
   if (!ok_ || !has(key)) return true;
   YAML::Node n = value(key);
@@ -350,21 +368,24 @@ bool as_abs_path(Context& ctx, const YAML::Node& n, const std::string& what, std
 
 namespace {
 constexpr int kMaxJsonDepth = 32;
+// Aliases let a few lines name a tree of billions of nodes (`b: [*a, *a, ...]` nine times over);
+// a chat-template kwargs map is a handful of values.
+constexpr int kMaxJsonNodes = 10000;
 
-nlohmann::json to_json(const YAML::Node& n, int depth, bool& too_deep) {
-  if (depth > kMaxJsonDepth) {
+nlohmann::json to_json(const YAML::Node& n, int depth, int& budget, bool& too_deep) {
+  if (depth > kMaxJsonDepth || --budget < 0) {
     too_deep = true;
     return nullptr;
   }
   if (n.IsMap()) {
     nlohmann::json j = nlohmann::json::object();
     for (auto it = n.begin(); it != n.end() && !too_deep; ++it)
-      j[it->first.Scalar()] = to_json(it->second, depth + 1, too_deep);
+      j[it->first.Scalar()] = to_json(it->second, depth + 1, budget, too_deep);
     return j;
   }
   if (n.IsSequence()) {
     nlohmann::json j = nlohmann::json::array();
-    for (auto it = n.begin(); it != n.end() && !too_deep; ++it) j.push_back(to_json(*it, depth + 1, too_deep));
+    for (auto it = n.begin(); it != n.end() && !too_deep; ++it) j.push_back(to_json(*it, depth + 1, budget, too_deep));
     return j;
   }
   if (!n.IsScalar()) return nullptr;
@@ -384,7 +405,8 @@ nlohmann::json to_json(const YAML::Node& n, int depth, bool& too_deep) {
 
 std::optional<std::string> to_json_text(const YAML::Node& n) {
   bool too_deep = false;
-  nlohmann::json j = to_json(n, 0, too_deep);
+  int budget = kMaxJsonNodes;
+  nlohmann::json j = to_json(n, 0, budget, too_deep);
   if (too_deep) return std::nullopt;
   try {
     return j.dump();

@@ -64,6 +64,9 @@ class MapReader {
   bool size(const std::string& key, std::optional<std::uint64_t>& out, bool required = false);
   bool duration(const std::string& key, Duration& out, bool positive = true);
   bool abs_path(const std::string& key, std::string& out, bool required = false);
+  // An http:// or https:// URL that tandem/url.hpp's parse_http_url accepts (the same reader the
+  // HTTP clients use).
+  bool url(const std::string& key, std::string& out, bool required = false);
   bool str_list(const std::string& key, std::vector<std::string>& out, bool non_empty = false);
   bool port(const std::string& key, int& out, bool required = false) {
     return integer(key, out, 1, 65535, required);
@@ -94,7 +97,8 @@ bool as_abs_path(Context& ctx, const YAML::Node& n, const std::string& what, std
 // Converts a YAML value (map/seq/scalar) to compact JSON text; scalars that read as
 // true/false/null/numbers become JSON literals, everything else a JSON string.
 // nullopt when nested deeper than 32 levels (an alias cycle like `&a {x: *a}` never ends) or
-// when a string in it is not valid UTF-8 (JSON text must be).
+// when it expands to more than 10,000 values (aliases of aliases), or when a string in it is not
+// valid UTF-8 (JSON text must be).
 std::optional<std::string> to_json_text(const YAML::Node& n);
 
 }  // namespace tandem::yaml

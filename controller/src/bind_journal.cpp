@@ -11,6 +11,8 @@
 #include <fstream>
 #include <random>
 
+#include "tandem/names.hpp"
+
 namespace tandem::ctl {
 
 long long now_ms() {
@@ -25,6 +27,13 @@ std::string new_bind_id() {
   char hex[8];
   std::snprintf(hex, sizeof hex, "-%04x", static_cast<unsigned>(rd() & 0xffff));
   return std::string(buf) + hex;
+}
+
+Result<std::string> bind_dir(const std::string& state_dir, const std::string& bind_name) {
+  if (!is_dns_label(bind_name))
+    return Error{"bind name '" + printable(bind_name) + "' is not a DNS label (a-z, 0-9, '-'; at most 63 characters); "
+                 "refusing to use it as a directory under " + state_dir};
+  return state_dir + "/" + bind_name;
 }
 
 Result<BindJournal> BindJournal::open(const std::string& dir) {

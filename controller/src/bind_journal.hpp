@@ -15,6 +15,11 @@ namespace tandem::ctl {
 
 using nlohmann::json;
 
+// <state dir>/<bind name>, the directory of one bind's journal and reports. The name must be a
+// DNS label (tandem/names.hpp): validation already demands it, and this refuses anything else
+// again so that no manifest, however it got here, can put a journal outside the state directory.
+Result<std::string> bind_dir(const std::string& state_dir, const std::string& bind_name);
+
 class BindJournal {
  public:
   // Creates the directory if needed and reads what is there. A torn last line (a kill during a

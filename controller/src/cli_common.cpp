@@ -32,7 +32,11 @@ int report_errors(const LoadResult& r, const std::string& output) {
     auto arr = nlohmann::ordered_json::array();
     for (const auto& d : r.errors)
       arr.push_back({{"file", d.file}, {"line", d.line}, {"column", d.column}, {"message", d.message}});
-    std::cout << nlohmann::ordered_json{{"valid", false}, {"errors", arr}}.dump(2) << "\n";
+    // The file name comes from the command line and need not be UTF-8: replace such bytes
+    // rather than throw (the manifest's own text is checked for UTF-8 before it gets here).
+    std::cout << nlohmann::ordered_json{{"valid", false}, {"errors", arr}}.dump(
+                     2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cerr << format_diagnostics(r.errors);
     std::cerr << r.errors.size() << (r.errors.size() == 1 ? " error" : " errors") << "; nothing was changed.\n";

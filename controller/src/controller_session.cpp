@@ -4,10 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
-#include "embedded_manifest.hpp"
 
 namespace tandem::ctl {
 
@@ -47,16 +44,13 @@ Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& 
   auto loaded = cli::load(arg);
   if (!loaded.manifest) std::exit(cli::report_errors(loaded, arg.output));
   Session s{*loaded.manifest, {}, {}, {}, std::nullopt, nullptr, {}};
-  if (arg.path.empty()) {
-    s.yaml = embedded_local_manifest();
-  } else {
-    std::ifstream in(arg.path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    s.yaml = ss.str();
-  }
+  // The very bytes that were validated (not a second read of the path, which could have changed
+  // or become a FIFO since): the agents validate and run this text.
+  s.yaml = std::move(loaded.text);
   s.sha256 = sha256_hex(s.yaml);
-  s.bind_dir = dirs.state_dir + "/" + s.m.name;
+  auto dir = bind_dir(dirs.state_dir, s.m.name);
+  if (!dir) return dir.error();
+  s.bind_dir = std::move(dir.value());
   if (lock_verb) {
     auto lock = StateLock::acquire(dirs.state_dir, std::string(lock_verb) + " " + s.m.name);
     if (!lock) return lock.error();

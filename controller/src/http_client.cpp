@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "tandem/net/blocking_step.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::httpc {
 
@@ -23,40 +24,18 @@ using tcp = asio::ip::tcp;
 using net::run_step;
 using Clock = std::chrono::steady_clock;
 
+// Split by the project's one URL reader (tandem/url.hpp); this adds only what a base URL of an
+// OpenAI-compatible endpoint needs: plain HTTP, and the path kept as a prefix for every target.
 Result<Url> Url::parse(const std::string& text) {
-  const std::string scheme = "http://";
-  if (text.rfind("https://", 0) == 0)
+  auto parsed = parse_http_url(text);
+  if (!parsed) return parsed.error().with_context("'" + text + "'");
+  if (parsed->scheme == "https")
     return Error{"'" + text + "': https is not supported here; the serving port speaks plain HTTP (http://HOST:PORT)"};
-  if (text.rfind(scheme, 0) != 0) return Error{"'" + text + "' is not a URL; expected http://HOST:PORT"};
-  std::string rest = text.substr(scheme.size());
   Url u;
-  const auto slash = rest.find('/');
-  if (slash != std::string::npos) {
-    u.prefix = rest.substr(slash);
-    rest = rest.substr(0, slash);
-    while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
-  }
-  std::string port;
-  if (!rest.empty() && rest.front() == '[') {  // [::1]:8000
-    const auto close = rest.find(']');
-    if (close == std::string::npos) return Error{"'" + text + "': unclosed '[' in the host"};
-    u.host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return Error{"'" + text + "': expected ':PORT' after ']'"};
-      port = rest.substr(close + 2);
-    }
-  } else {
-    const auto colon = rest.rfind(':');
-    u.host = rest.substr(0, colon);
-    if (colon != std::string::npos) port = rest.substr(colon + 1);
-  }
-  if (u.host.empty()) return Error{"'" + text + "' has no host; expected http://HOST:PORT"};
-  if (!port.empty()) {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        std::stoi(port) < 1 || std::stoi(port) > 65535)
-      return Error{"'" + text + "': port '" + port + "' is not 1 to 65535"};
-    u.port = static_cast<std::uint16_t>(std::stoi(port));
-  }
+  u.host = parsed->host;
+  u.port = parsed->port_or_default();
+  u.prefix = parsed->target;
+  while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
   return u;
 }
 

@@ -8,6 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "tandem/url.hpp"
+
 namespace tandem::ctl {
 
 namespace asio = boost::asio;
@@ -15,16 +17,15 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 Result<HttpAnswer> http_get(const std::string& url, std::chrono::milliseconds timeout) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return Error{"'" + url + "': expected http://HOST:PORT/PATH"};
-  const std::string rest = url.substr(scheme.size());
-  const auto slash = rest.find('/');
-  const std::string hostport = rest.substr(0, slash);
-  const std::string target = slash == std::string::npos ? "/" : rest.substr(slash);
-  const auto colon = hostport.rfind(':');
-  const std::string host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
-  if (host.empty() || port.empty()) return Error{"'" + url + "': expected http://HOST:PORT/PATH"};
+  // The project's one URL reader (tandem/url.hpp): a bracketed IPv6 host reaches the resolver
+  // without its brackets, and a URL the manifest accepted is split the same way here.
+  auto parsed = parse_http_url(url);
+  if (!parsed) return parsed.error().with_context("'" + url + "'");
+  if (parsed->scheme != "http") return Error{"'" + url + "': expected http://HOST:PORT/PATH (plain HTTP)"};
+  const std::string& host = parsed->host;
+  const std::string port = std::to_string(parsed->port_or_default());
+  const std::string& target = parsed->target;
+  const std::string hostport = parsed->authority();
 
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);

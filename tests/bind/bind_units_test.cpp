@@ -122,3 +122,17 @@ TEST_CASE("progress: plain lines per event; the live footer redraws each node's 
     }
   }
 }
+
+TEST_CASE("bind dir: a bind name that is not a DNS label never becomes a path, whatever validation let through") {
+  auto good = bind_dir("/var/lib/tandemctl", "glm53-flash-dflash2");
+  REQUIRE(good);
+  CHECK(good.value() == "/var/lib/tandemctl/glm53-flash-dflash2");
+  for (const std::string& bad : std::vector<std::string>{"../../../../tmp/x", "a/b", "..", ".", "", ";$(id)", "a\nb", "Upper", "-a"}) {
+    auto r = bind_dir("/var/lib/tandemctl", bad);
+    INFO(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("is not a DNS label") != std::string::npos);
+    CHECK(r.error().message.find("refusing to use it as a directory under /var/lib/tandemctl") != std::string::npos);
+    CHECK(r.error().message.find('\n') == std::string::npos);
+  }
+}

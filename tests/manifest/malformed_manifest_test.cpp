@@ -113,14 +113,17 @@ TEST_CASE("YAML syntax: a tab before a key inside a map") {
         "m.yaml:22:2: YAML syntax error: end of map not found; line 22 is indented with a tab (YAML indentation must be spaces)\n");
 }
 
+// Reported at the bracket that is not closed, not where the parser gave up (the next line).
 TEST_CASE("YAML syntax: an unclosed { in a flow map") {
   CHECK(errors_of(with("{port: 7443}", "{port: 7443")) ==
-        "m.yaml:10:9: YAML syntax error: end of map flow not found; a '{' is not closed by a matching '}'\n");
+        "m.yaml:9:12: YAML syntax error: this '{' is not closed by a matching '}' (end of map flow not found at "
+        "line 10 col 9)\n");
 }
 
 TEST_CASE("YAML syntax: an unclosed [ in a flow list") {
   CHECK(errors_of(with("[/opt/restore.sh, manual]", "[/opt/restore.sh, manual")) ==
-        "m.yaml:40:9: YAML syntax error: end of sequence flow not found; a '[' is not closed by a matching ']'\n");
+        "m.yaml:39:12: YAML syntax error: this '[' is not closed by a matching ']' (end of sequence flow not found at "
+        "line 40 col 9)\n");
 }
 
 TEST_CASE("not UTF-8: a stray byte is reported at its place, not passed on to JSON output") {
@@ -587,7 +590,7 @@ TEST_CASE("default_chat_template_kwargs not a map") {
 TEST_CASE("default_chat_template_kwargs that refers to itself through an alias") {
   CHECK(errors_of(with("    port: 8888\n", "    port: 8888\n"
            "    default_chat_template_kwargs: &kw {x: *kw}\n")) ==
-        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
+        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply or too large (or refers to itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
 }
 
 // Found by fuzz/manifest_fuzz.cpp: in this manifest (control bytes and a NUL in a kwargs key)
@@ -651,7 +654,8 @@ TEST_CASE("rollback with an empty command list") {
 
 TEST_CASE("rollback.verify url that is not http") {
   CHECK(errors_of(with("http://10.0.0.1:8888/health", "ftp://10.0.0.1/health")) ==
-        "m.yaml:41:10: 'rollback.verify.url' is 'ftp://10.0.0.1/health'; expected an http:// or https:// URL\n");
+        "m.yaml:41:10: 'rollback.verify.url' is 'ftp://10.0.0.1/health': scheme 'ftp' is not http or https; expected an "
+        "http:// or https:// URL like http://10.0.0.1:8000/health\n");
 }
 
 TEST_CASE("shm patterns with '/' or starting with '..'") {
@@ -765,6 +769,6 @@ TEST_CASE("deeply nested flow collections are an error, not a crash") {
   for (int i = 0; i < 40; ++i) nested += "{a: ";
   nested += "1" + std::string(41, '}');
   CHECK(errors_of(with("    port: 8888\n", "    port: 8888\n    default_chat_template_kwargs: " + nested + "\n")) ==
-        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply (or refers to itself through "
-        "an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
+        "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply or too large (or refers to "
+        "itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tandem/diagnostics.hpp"
+#include "tandem/result.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem {
@@ -154,7 +155,9 @@ struct Rollback {
 
 struct Manifest {
   std::string file;  // where it was read from, for messages
-  std::string name;  // metadata.name
+  // metadata.name, a DNS label (tandem/names.hpp). "bind" when not given: the name the agent's
+  // dead-man has always fallen back to, so both sides name the state directory alike.
+  std::string name = "bind";
   std::vector<Node> nodes;
   Fabric fabric;
   Engine engine;
@@ -174,11 +177,24 @@ struct Manifest {
 struct LoadResult {
   std::optional<Manifest> manifest;  // set only when there are no errors
   Diagnostics errors;
+  // The bytes that were parsed (empty when the file could not be read), so a caller that passes
+  // the manifest on (the controller sends it to the agents) sends exactly what was validated.
+  std::string text;
 };
 
+// The largest manifest read; the seed's bind is about 4 KiB.
+inline constexpr std::uint64_t kMaxManifestBytes = 1024 * 1024;
+
 // Parse and validate. Reports every problem at once; returns a manifest only if there are none.
+// The text must be one YAML document of UTF-8 without control characters, tags or nesting
+// deeper than 64.
 LoadResult load_manifest_text(const std::string& text, const std::string& file_name);
+// read_manifest_file, then load_manifest_text; a file that cannot be read is one error without
+// a line.
 LoadResult load_manifest_file(const std::string& path);
+// The file's bytes, if it is a regular file of at most kMaxManifestBytes. Never blocks on a FIFO
+// and never reads a device: the type and size are checked on the open descriptor before reading.
+Result<std::string> read_manifest_file(const std::string& path);
 
 const char* to_string(Role r);
 const char* to_string(DeadmanBackend b);
