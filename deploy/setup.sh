@@ -26,6 +26,9 @@ packages=(
   doctest-dev nlohmann-json3-dev libpcre2-dev libicu-dev
   clang libclang-rt-14-dev
   openssh-server openssh-client iproute2 systemd procps
+  # promtool (the lint of /metrics in tests/serve; the package brings the Prometheus server too),
+  # man pages from --help, and the completion loader for deploy/completions
+  prometheus help2man bash-completion
 )
 
 step() { printf '\n== %s\n' "$*"; }

@@ -10,7 +10,7 @@
 #include "tandem/serve_args.hpp"
 #include "tandem/supervise/atomic_file.hpp"
 #include "tandem/supervise/deadman_fire.hpp"
-#include "tandem/version.hpp"
+#include "tandem/build_info.hpp"
 
 namespace tandem::agentd {
 namespace {
@@ -154,7 +154,7 @@ Outcome Daemon::health() {
   std::lock_guard lock(mu_);
   // pid: enrolment checks that the agent answering is the one it just started, not an old one
   // still holding the port.
-  json j{{"node", opts_.node}, {"version", kVersion}, {"root", opts_.root}, {"pid", ::getpid()}};
+  json j{{"node", opts_.node}, {"version", tandem::version()}, {"root", opts_.root}, {"pid", ::getpid()}};
   j["manifest"] = manifest_ ? json{{"name", manifest_->name}, {"sha256", manifest_sha256_}} : json(nullptr);
   const std::string cache = manifest_ ? manifest_->engine.cache_dir : std::string();
   j["facts"] = node_facts(opts_.root, opts_.state_dir, cache);

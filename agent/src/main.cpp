@@ -1,20 +1,23 @@
 // tandemd: the node agent. `serve` answers the controller over mutual TLS; `restore` and
 // `deadman-fire` are what the dead-man runs, with or without a live daemon.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <condition_variable>
 #include <csignal>
 #include <iostream>
 #include <mutex>
 
+#include "cli_conventions.hpp"
 #include "daemon.hpp"
+#include "logging.hpp"
 #include "node_certificate.hpp"
 #include "restore.hpp"
 #include "routes.hpp"
 #include "tandem/net/https_server.hpp"
 #include "tandem/net/pki.hpp"
 #include "tandem/supervise/deadman_fire.hpp"
-#include "tandem/version.hpp"
+#include "tandem/build_info.hpp"
 
 namespace {
 
@@ -26,7 +29,7 @@ std::string self_path(const char* argv0) {
 }
 
 volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int sig) { g_stop = sig; }
 
 void node_options(CLI::App* cmd, tandem::agentd::DaemonOptions& o) {
   cmd->add_option("--node", o.node, "This node's name in the manifest (and its certificate CN)")->required();
@@ -41,10 +44,17 @@ void finish_paths(tandem::agentd::DaemonOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (auto rc = tandem::cli::handle_version(argc, argv, "tandemd")) return *rc;
   CLI::App app{"tandemd: the tandem node agent. It runs the hygiene checklist with exact undo, supervises the\n"
-               "engine rank and owns the dead-man, and answers only tandemctl, over mutual TLS."};
-  app.set_version_flag("--version", std::string("tandemd ") + tandem::kVersion);
+               "engine rank and owns the dead-man, and answers only tandemctl, over mutual TLS.",
+               "tandemd"};
+  app.footer("Exit status: 0 a clean stop (SIGTERM or SIGINT) or done; 1 failed (state directory, certificates,\n"
+             "listening socket, a restore or dead-man step); 2 usage error (unknown command or flag, a bad value).");
+  tandem::cli::add_version_flag(app);
+  tandem::cli::LogOptions log;
+  tandem::cli::add_log_flags(app, log);
   app.require_subcommand(1);
+  app.parse_complete_callback([&log] { tandem::cli::setup_logging("tandemd", log); });
 
   tandem::agentd::DaemonOptions opts;
   opts.tandemd_path = self_path(argv[0]);
@@ -65,15 +75,15 @@ int main(int argc, char** argv) {
     finish_paths(opts);
     for (const auto& a : allow) {
       if (a.empty() || a.front() != '/') {
-        std::cerr << "tandemd: --allow-exec needs an absolute path, got '" << a << "'\n";
-        std::exit(2);
+        spdlog::error("--allow-exec needs an absolute path, got '{}'", a);
+        std::exit(tandem::cli::kExitUsage);
       }
       opts.allow_exec.insert(a);
     }
     std::string err;
     auto daemon = tandem::agentd::Daemon::open(opts, err);
     if (!daemon) {
-      std::cerr << "tandemd: " << err << "\n";
+      spdlog::error("{}", err);
       std::exit(1);
     }
     const auto colon = listen.rfind(':');
@@ -83,12 +93,12 @@ int main(int argc, char** argv) {
                          port_text.find_first_not_of("0123456789") == std::string::npos &&
                          (port = std::stoul(port_text)) <= 65535;
     if (!port_ok) {
-      std::cerr << "tandemd: --listen must be ADDRESS:PORT with a port of 0 to 65535, got " << listen << "\n";
-      std::exit(2);
+      spdlog::error("--listen must be ADDRESS:PORT with a port of 0 to 65535, got {}", listen);
+      std::exit(tandem::cli::kExitUsage);
     }
     tandem::net::PkiLayout pki{pki_dir};
     if (auto cert = tandem::agentd::check_node_certificate(pki, opts.node); !cert) {
-      std::cerr << "tandemd: " << cert.error().message << "\n";
+      spdlog::error("{}", cert.error().message);
       std::exit(1);
     }
     tandem::net::ServerOptions so;
@@ -101,14 +111,15 @@ int main(int argc, char** argv) {
     so.threads = threads;
     auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
     if (!server) {
-      std::cerr << "tandemd: " << server.error().message << "\n";
+      spdlog::error("{}", server.error().message);
       std::exit(1);
     }
     std::signal(SIGTERM, on_signal);
     std::signal(SIGINT, on_signal);
-    std::cerr << "tandemd " << tandem::kVersion << ": node " << opts.node << " serving on " << so.address << ":"
-              << server.value()->port() << " (mutual TLS), state " << opts.state_dir << std::endl;
+    spdlog::info("{}: node {} serving on {}:{} (mutual TLS), state {}", tandem::version_text("tandemd"), opts.node,
+                 so.address, server.value()->port(), opts.state_dir);
     while (!g_stop) ::pause();
+    spdlog::info("stopping on {}", g_stop == SIGTERM ? "SIGTERM" : "SIGINT");
     server.value()->stop();
     std::exit(0);
   });
@@ -126,7 +137,7 @@ int main(int argc, char** argv) {
   fire->callback([&] {
     auto r = tandem::supervise::deadman_fire(fire_dir);
     if (!r) {
-      std::cerr << "tandemd deadman-fire: " << r.error().message << "\n";
+      spdlog::error("deadman-fire: {}", r.error().message);
       std::exit(1);
     }
     std::cout << (r.value().fired_now ? "fired" : "not fired: " + r.value().reason) << "\n";
@@ -136,7 +147,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tandem::cli::usage_exit(app, e, argc, argv);
   }
   return 0;
 }

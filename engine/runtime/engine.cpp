@@ -203,6 +203,7 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
   if (const char* bad = kernels::check_sampling_params(r.sampling)) return error(bad);
 
   auto state = std::make_shared<RequestState>();
+  state->submitted = std::chrono::steady_clock::now();
   state->stop.insert(r.stop_token_ids.begin(), r.stop_token_ids.end());
   if (!r.ignore_eos) state->stop.insert(eos_ids_.begin(), eos_ids_.end());
   state->rng.seed(r.seed ? *r.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());

@@ -73,6 +73,11 @@ struct TokenEvent {
   std::string error;
   // The request's speculative counts so far: draft tokens proposed, and accepted by the target.
   std::int64_t drafted = 0, accepted = 0;
+  // Token events: seconds from submit() until the request was first scheduled (its queue time),
+  // and the engine step that made the token. Tokens of one step (a verified draft) arrive
+  // together, so an inter-token interval is measured per step, as vLLM does.
+  double queued_seconds = 0;
+  std::int64_t step = 0;
 };
 
 struct GenerateRequest {

@@ -31,6 +31,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
 
   std::vector<Job> jobs(st.work.size());
   std::vector<std::shared_ptr<RequestState>> reqs(st.work.size());
+  const auto scheduled_at = std::chrono::steady_clock::now();
   for (size_t i = 0; i < st.work.size(); ++i) {
     const sched::Work& w = st.work[i];
     Job& j = jobs[i];
@@ -39,6 +40,9 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     j.tokens.assign(all.begin() + w.start, all.begin() + w.start + w.count);
     j.table = kv_.block_table(w.id);
     reqs[i] = requests_.at(w.id);
+    // Queue time ends at the first schedule; a preempted request's wait to resume is not queue time.
+    if (!reqs[i]->queued_seconds)
+      reqs[i]->queued_seconds = std::chrono::duration<double>(scheduled_at - reqs[i]->submitted).count();
     j.sampling = reqs[i]->req.sampling;
     j.constraint = reqs[i]->req.constraint;
     j.rng = &reqs[i]->rng;  // only this thread draws from it
@@ -154,7 +158,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     const auto f = why.find(j.work.id);
     for (int t = 0; t < kept; ++t) {
       TokenEvent e{j.work.id, j.emitted[static_cast<size_t>(t)], j.logprobs[static_cast<size_t>(t)], FinishReason::none, "",
-                   reqs[i]->drafted, reqs[i]->accepted};
+                   reqs[i]->drafted, reqs[i]->accepted, reqs[i]->queued_seconds.value_or(0), counters_.steps};
       if (t + 1 == kept && f != why.end()) e.finish = f->second;
       ++counters_.generation_tokens;
       events.push_back({reqs[i], std::move(e)});

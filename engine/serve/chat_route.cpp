@@ -68,7 +68,7 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
   spec.output.reasoning = free_text && options_.reasoning_parser;
   spec.output.tool_calls = free_text && options_.tool_parser && has_tools && r.tool_choice != "none";
   if (has_tools) spec.output.tools = nlohmann::json::parse(r.tools.dump());
-  spec.on_done = [m = metrics_](const std::string& outcome) { m->request_done(outcome); };
+  spec.metrics = metrics_;
   if (auto why = Generation::start(engine_, tokenizer_, std::move(g), std::move(spec), res))
     return reject(res, bad("messages", *why));
 }

@@ -39,7 +39,7 @@ void OpenAiService::completion(const api::HttpRequest& req, const std::shared_pt
   spec.prompt_tokens = static_cast<int>(g.prompt.size());
   spec.stop = r.sampling.stop;
   if (r.echo) spec.echo = prompt_text;
-  spec.on_done = [m = metrics_](const std::string& outcome) { m->request_done(outcome); };
+  spec.metrics = metrics_;
   if (auto why = Generation::start(engine_, tokenizer_, std::move(g), std::move(spec), res)) {
     api::ApiError e;
     e.param = "prompt";

@@ -53,7 +53,29 @@ void Generation::on_client_gone() {
   if (done_) return;
   done_ = true;
   engine_.cancel(id_);  // its blocks go back to the pool now; the abort event finds us done
-  if (spec_.on_done) spec_.on_done("abort");
+  count("abort");
+}
+
+void Generation::observe_token(const runtime::TokenEvent& e) {
+  const auto now = std::chrono::steady_clock::now();
+  if (spec_.metrics && last_step_ < 0)
+    spec_.metrics->first_token(std::chrono::duration<double>(now - arrival_).count());
+  else if (spec_.metrics && e.step != last_step_)
+    spec_.metrics->inter_token(std::chrono::duration<double>(now - last_token_at_).count());
+  if (last_step_ < 0) queue_seconds_ = e.queued_seconds;
+  last_token_at_ = now;
+  last_step_ = e.step;
+}
+
+void Generation::count(const std::string& outcome) {
+  if (!spec_.metrics) return;
+  FinishedRequest r;
+  r.outcome = outcome;
+  r.prompt_tokens = spec_.prompt_tokens;
+  r.generation_tokens = completion_tokens_;
+  r.e2e_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
+  r.queue_seconds = queue_seconds_;
+  spec_.metrics->request_finished(r);
 }
 
 void Generation::on_event(const runtime::TokenEvent& e) {
@@ -62,6 +84,7 @@ void Generation::on_event(const runtime::TokenEvent& e) {
   draft_tokens_ = std::max(draft_tokens_, e.drafted);
   accepted_tokens_ = std::max(accepted_tokens_, e.accepted);
   if (e.token) {
+    observe_token(e);
     ++completion_tokens_;
     take_text(decoder_.push(*e.token));
     if (stop_.stopped()) {
@@ -103,9 +126,6 @@ void Generation::finish(const std::string& engine_reason) {
   const api::Usage usage{spec_.prompt_tokens, completion_tokens_, draft_tokens_, accepted_tokens_};
   // The outcome is counted before the answer leaves, so a client that reads /metrics right after
   // its response sees its own request.
-  auto count = [&](const std::string& reason) {
-    if (spec_.on_done) spec_.on_done(reason);
-  };
   if (spec_.stream) {
     std::string reason = engine_reason;
     if (structured_stream_) {
@@ -149,7 +169,7 @@ void Generation::fail(const std::string& outcome, const std::string& why) {
   e.status = 500;
   e.type = "internal_server_error";
   e.message = why;
-  if (spec_.on_done) spec_.on_done(outcome);
+  count(outcome);
   if (spec_.stream) {  // headers are gone already: the error travels as an event, as vLLM does
     res_->write(api::sse(oj(e.to_json())));
     res_->write(api::sse_done());

@@ -3,6 +3,7 @@
 // cancelled there), then either streamed as SSE chunks or gathered for one JSON response. A client
 // that disconnects cancels the engine request, which frees its KV blocks at once.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "http_server.hpp"
 #include "openai_request.hpp"
 #include "openai_response.hpp"
+#include "serve_metrics.hpp"
 #include "stop_strings.hpp"
 #include "structured_output.hpp"
 #include "tandem/tokenizer/stream_decoder.hpp"
@@ -31,7 +33,7 @@ struct GenerationSpec {
   api::OutputOptions output;  // chat only: reasoning and tool-call parsing
   api::StructuredOutput structured;  // chat only: a constrained answer (JSON content or one tool call)
   std::string echo;           // completions with echo: the prompt text, sent first
-  std::function<void(const std::string& outcome)> on_done;  // metrics
+  std::shared_ptr<ServeMetrics> metrics;  // outcome and per-request histograms; may be null
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -52,6 +54,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void send_piece(const std::string& text);    // after stop strings
   void finish(const std::string& reason);      // stop | length
   void fail(const std::string& outcome, const std::string& why);
+  void observe_token(const runtime::TokenEvent& e);  // TTFT or an inter-token interval
+  void count(const std::string& outcome);            // the request's end, once, into the metrics
   void write_chunk(const nlohmann::ordered_json& chunk);
 
   runtime::Engine& engine_;
@@ -69,6 +73,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
   int completion_tokens_ = 0;
   std::int64_t draft_tokens_ = 0, accepted_tokens_ = 0;  // the request's speculation, from its events
   std::string text_;         // non-streaming: the text so far, stop strings already cut
+  // For the latency histograms: when the request arrived (just before submit), when its last
+  // token came and from which engine step, and its queue time as the engine measured it.
+  std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_token_at_;
+  std::int64_t last_step_ = -1;
+  std::optional<double> queue_seconds_;
 };
 
 }  // namespace tandem::engine::serve

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "openai_response.hpp"
+#include "tandem/build_info.hpp"
 
 namespace tandem::engine::serve {
 
@@ -28,11 +29,11 @@ std::function<std::string()> tool_id_maker() {
 OpenAiService::OpenAiService(runtime::Engine& engine, const tokenizer::Tokenizer& tokenizer,
                              const tmpl::ChatTemplate* chat_template, ServiceOptions options)
     : engine_(engine), tokenizer_(tokenizer), template_(chat_template), options_(std::move(options)),
-      metrics_(std::make_shared<ServeMetrics>()),
+      metrics_(std::make_shared<ServeMetrics>(options_.model_name, engine.max_model_len())),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
 void OpenAiService::reject(const std::shared_ptr<api::Responder>& res, const api::ApiError& e) {
-  metrics_->request_done("rejected");
+  metrics_->request_rejected();
   res->send(e.status, "application/json", e.body());
 }
 
@@ -101,8 +102,11 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
     const char* path;
     const char* method;
   };
-  static constexpr Route kRoutes[] = {{"/health", "GET"},      {"/v1/models", "GET"},           {"/metrics", "GET"},
-                                      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}};
+  static constexpr Route kRoutes[] = {{"/health", "GET"},          {"/v1/models", "GET"},
+                                      {"/metrics", "GET"},         {"/metrics/vllm", "GET"},
+                                      {"/version", "GET"},         {"/tokenize", "POST"},
+                                      {"/detokenize", "POST"},     {"/v1/completions", "POST"},
+                                      {"/v1/chat/completions", "POST"}};
   const Route* route = nullptr;
   for (const auto& r : kRoutes)
     if (req.path == r.path) route = &r;
@@ -110,7 +114,9 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
   if (!route) {
     e.status = 404;
     e.type = "NotFoundError";
-    e.message = "no route " + req.path + " (try /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)";
+    e.message = "no route " + req.path +
+                " (try /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
+                "/metrics, /metrics/vllm)";
     return res->send(404, "application/json", e.body());
   }
   if (req.method != route->method && !(req.method == "HEAD" && std::string(route->method) == "GET")) {
@@ -128,6 +134,16 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
   }
   if (path == "/v1/models") return models(res);
   if (path == "/metrics") return res->send(200, "text/plain; version=0.0.4", metrics_->render(engine_.metrics()));
+  if (path == "/metrics/vllm")
+    return res->send(200, "text/plain; version=0.0.4", metrics_->render_vllm(engine_.metrics()));
+  // As vLLM answers it ({"version": ...}), with the commit beside it.
+  if (path == "/version") {
+    const auto& b = tandem::build_info();
+    return res->send(200, "application/json", api::dump(oj{{"version", b.version}, {"commit", b.commit}}));
+  }
+  // Tokenizing needs no engine capacity, so it is answered while shutting down too.
+  if (path == "/tokenize") return tokenize(req, res);
+  if (path == "/detokenize") return detokenize(req, res);
   if (!serving_) {
     e.status = 503;
     e.type = "service_unavailable";

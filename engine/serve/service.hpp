@@ -1,5 +1,5 @@
-// The OpenAI routes of tandem-serve over one Engine: /health, /v1/models, /metrics,
-// /v1/chat/completions and /v1/completions. A handler checks and prepares the request on the HTTP
+// The OpenAI routes of tandem-serve over one Engine: /health, /v1/models, /metrics (and
+// /metrics/vllm), /version, /tokenize, /detokenize, /v1/chat/completions and /v1/completions. A handler checks and prepares the request on the HTTP
 // thread, then hands it to a Generation (generation.hpp) that answers from the engine's events,
 // so no HTTP thread waits for tokens.
 #pragma once
@@ -44,6 +44,10 @@ class OpenAiService {
   void chat(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res);
   void completion(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res);
   void models(const std::shared_ptr<api::Responder>& res);
+  // POST /tokenize and /detokenize (tokenize_route.cpp); their 400s are not counted as rejected
+  // generation requests.
+  void tokenize(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res);
+  void detokenize(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res);
   void reject(const std::shared_ptr<api::Responder>& res, const api::ApiError& e);
   std::optional<api::ApiError> check_model(const std::string& requested) const;
   // The engine request for a prompt, or a 400 when it cannot fit max-model-len.

@@ -2,25 +2,33 @@
 // line, loads the model, tokenizer and chat template, starts the engine and the HTTP API, and
 // serves until SIGTERM or SIGINT. `--write-demo-model DIR` writes the seeded demo model instead.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 #include <iostream>
 #include <mutex>
 
+#include "cli/ignored_flags.hpp"
 #include "cli/serve_flags.hpp"
+#include "cli_conventions.hpp"
 #include "demo_model.hpp"
 #include "headless.hpp"
 #include "http_options.hpp"
 #include "http_server.hpp"
 #include "load.hpp"
+#include "logging.hpp"
 #include "service.hpp"
-#include "tandem/version.hpp"
+#include "tandem/build_info.hpp"
 
 namespace {
 
+// The engine's and the loader's lines, through the one logger: "error: ..." and "note: ..." are
+// their level, the rest is information. spdlog's logger serialises the worker and HTTP threads.
 void log_line(const std::string& line) {
-  static std::mutex mu;  // worker and HTTP threads log too
-  std::lock_guard lk(mu);
-  std::cerr << "tandem-serve: " << line << std::endl;
+  const auto starts = [&](std::string_view p) { return line.compare(0, p.size(), p) == 0; };
+  if (starts("error: ")) spdlog::error("{}", line.substr(7));
+  else if (starts("note: ")) spdlog::warn("{}", line.substr(6));
+  else spdlog::info("{}", line);
 }
 
 // Why the engine gave up (a lost rank), for the main thread that wakes on SIGUSR1.
@@ -64,7 +72,8 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     return 1;
   }
   log_line("serving " + l.options.model_name + " on http://" + cfg.host + ":" + std::to_string(server->port()) +
-           " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)");
+           " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
+           "/metrics, /metrics/vllm)");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -86,6 +95,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (auto rc = tandem::cli::handle_version(argc, argv, "tandem-serve", /*cuda=*/true)) return *rc;
   CLI::App app{
       "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching, tensor parallelism with one "
       "rank per process over TCP; CPU reference path now, CUDA/NCCL and DFlash to come).\n"
@@ -94,8 +104,13 @@ int main(int argc, char** argv) {
       "Takes the vLLM flags of a `vllm serve` recipe so an operator's recipe carries over.\n"
       "`tandem-serve --write-demo-model DIR` writes a tiny glm4_moe_lite model with seeded random weights (a GLM-style "
       "chat template with tool calls and <think>, a small byte-level BPE tokenizer); it loads and serves, but its "
-      "text is gibberish: the weights are random, not trained."};
-  app.set_version_flag("--version", std::string("tandem-serve ") + tandem::kVersion);
+      "text is gibberish: the weights are random, not trained.",
+      "tandem-serve"};
+  app.footer("Exit status: 0 a clean shutdown (SIGTERM or SIGINT) or done; 1 the model, tokenizer or server failed to "
+             "start, or a rank was lost; 2 usage error (unknown flag, a bad value, flags that contradict each other).");
+  tandem::cli::add_version_flag(app);
+  tandem::cli::LogOptions log;
+  tandem::cli::add_log_flags(app, log);
   tandem::engine::ServeConfig cfg;
   tandem::engine::add_serve_flags(app, cfg);
   bool print_config = false;
@@ -108,11 +123,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tandem::cli::usage_exit(app, e, argc, argv);
   }
+  tandem::cli::setup_logging("tandem-serve", log);
   if (*demo) {
     if (auto s = tandem::engine::serve::write_demo_model(demo_dir); !s) {
-      std::cerr << "tandem-serve: error: writing the demo model: " << s.error().message << "\n";
+      spdlog::error("writing the demo model: {}", s.error().message);
       return 1;
     }
     std::cout << "wrote the demo model (seeded random weights) to " << demo_dir << "\n";
@@ -120,14 +136,16 @@ int main(int argc, char** argv) {
   }
   if (cfg.model.empty()) {
     std::cerr << "tandem-serve: the model directory is required (or --write-demo-model DIR)\n" << app.help();
-    return 2;
+    return tandem::cli::kExitUsage;
   }
   auto errors = tandem::engine::check_serve_config(cfg);
   for (const auto& e : errors) std::cerr << "tandem-serve: " << e << "\n";
-  if (!errors.empty()) return 2;
+  if (!errors.empty()) return tandem::cli::kExitUsage;
   if (print_config) {
     std::cout << cfg.to_json().dump(2) << "\n";
     return 0;
   }
+  spdlog::info("{}", tandem::version_text("tandem-serve", /*cuda=*/true));
+  for (const auto& note : tandem::engine::ignored_flag_notes(app, cfg)) spdlog::warn("{}", note);
   return serve(cfg);
 }

@@ -32,3 +32,30 @@ TEST_CASE("a fractional counter keeps its resolution as it grows (seconds counte
   m.set("tandem_model_seconds_total", 0.1);  // shortest form that reads back the same, not 0.10000000000000001
   CHECK(m.render().find("tandem_model_seconds_total 0.1\n") != std::string::npos);
 }
+
+TEST_CASE("a histogram: cumulative buckets, inclusive le, +Inf, _sum and _count per label set") {
+  Metrics m;
+  m.declare_histogram("tandem_wait_seconds", "Seconds waited", {0.5, 1, 2.5});
+  m.touch("tandem_wait_seconds", {{"model_name", "a"}});  // exists at zero before any observation
+  CHECK(m.render() ==
+        "# HELP tandem_wait_seconds Seconds waited\n"
+        "# TYPE tandem_wait_seconds histogram\n"
+        "tandem_wait_seconds_bucket{le=\"0.5\",model_name=\"a\"} 0\n"
+        "tandem_wait_seconds_bucket{le=\"1.0\",model_name=\"a\"} 0\n"
+        "tandem_wait_seconds_bucket{le=\"2.5\",model_name=\"a\"} 0\n"
+        "tandem_wait_seconds_bucket{le=\"+Inf\",model_name=\"a\"} 0\n"
+        "tandem_wait_seconds_sum{model_name=\"a\"} 0\n"
+        "tandem_wait_seconds_count{model_name=\"a\"} 0\n");
+  for (double v : {0.25, 1.0, 2.0, 9.0}) m.observe("tandem_wait_seconds", v, {{"model_name", "a"}});
+  const std::string text = m.render();
+  CHECK(text.find("tandem_wait_seconds_bucket{le=\"0.5\",model_name=\"a\"} 1\n") != std::string::npos);
+  CHECK(text.find("tandem_wait_seconds_bucket{le=\"1.0\",model_name=\"a\"} 2\n") != std::string::npos);  // 1.0 <= le 1
+  CHECK(text.find("tandem_wait_seconds_bucket{le=\"2.5\",model_name=\"a\"} 3\n") != std::string::npos);
+  CHECK(text.find("tandem_wait_seconds_bucket{le=\"+Inf\",model_name=\"a\"} 4\n") != std::string::npos);
+  CHECK(text.find("tandem_wait_seconds_sum{model_name=\"a\"} 12.25\n") != std::string::npos);
+  CHECK(text.find("tandem_wait_seconds_count{model_name=\"a\"} 4\n") != std::string::npos);
+  CHECK_THROWS(m.declare_histogram("tandem_bad", "x", {1, 1}));
+  CHECK_THROWS(m.observe("undeclared", 1));
+  m.declare("tandem_a_gauge", "gauge", "x");
+  CHECK_THROWS(m.observe("tandem_a_gauge", 1));
+}

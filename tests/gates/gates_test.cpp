@@ -109,7 +109,8 @@ TEST_CASE("URLs: plain http only, with a clear error otherwise") {
   CHECK(httpc::Url::parse("10.0.0.1:8888").error().message.find("not a URL") != std::string::npos);
   CHECK(httpc::Url::parse("http://x:99999").error().message.find("not 1 to 65535") != std::string::npos);
   Manifest m = local_manifest();
-  CHECK(gates::run_gates(m, "ftp://x", nullptr).error().message.find("not a URL") != std::string::npos);
+  CHECK(gates::run_gates(m, "ftp://x", nullptr).error().message.find("scheme 'ftp' is not http or https") !=
+        std::string::npos);
 }
 
 TEST_CASE("SSE framing: events split across reads, CRLF, comments, multi-line data") {

@@ -298,7 +298,7 @@ TEST_CASE("a billion-laughs alias tree in chat-template kwargs is refused, not e
   const auto start = Clock::now();
   CHECK(errors_of(with("    port: 8000\n", "    port: 8000\n" + kw)) ==
         "m.yaml:16:7: 'engine.serve.default_chat_template_kwargs' is nested too deeply or too large (or refers to "
-        "itself through an alias); expected a small map like {enable_thinking: false}\n");
+        "itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
   CHECK(Clock::now() - start < std::chrono::seconds(5));
 }
 

@@ -200,7 +200,7 @@ TEST_CASE("metrics: counters move, gauges settle, speculative counters declared"
   CHECK(metric(after, "tandem_prompt_tokens_total") > metric(before, "tandem_prompt_tokens_total"));
   CHECK(metric(after, "tandem_requests_total{outcome=\"length\"}") == metric(before, "tandem_requests_total{outcome=\"length\"}") + 1);
   CHECK(metric(after, "tandem_requests_running") == 0);
-  CHECK(metric(after, "tandem_kv_blocks_total") > 0);
+  CHECK(metric(after, "tandem_kv_blocks_capacity") > 0);
   CHECK(metric(after, "tandem_kv_usage_ratio") >= 0);
   CHECK(metric(after, "tandem_preemptions_total") >= 0);
   CHECK(metric(after, "tandem_prefix_cache_hit_tokens_total") >= 0);
