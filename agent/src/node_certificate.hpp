@@ -9,8 +9,8 @@
 
 namespace tandem::agentd {
 
-// The node certificate in `pki` for `node`: its CN is `node`, it is for serverAuth and within its
-// validity period. (That the key matches is checked when the TLS context loads it.)
+// The node certificate in `pki` for `node`: its CN is `node`, it is for serverAuth, within its
+// validity period, and its key in `pki` belongs to it.
 Status check_node_certificate(const net::PkiLayout& pki, const std::string& node);
 
 }  // namespace tandem::agentd

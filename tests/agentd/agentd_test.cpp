@@ -150,6 +150,18 @@ struct Cluster {
   }
 };
 
+// `tandemd serve` as Cluster::start runs it, expected to refuse to start: its wait status and output.
+std::pair<int, std::string> serve_until_exit(const Cluster& c) {
+  const std::string cmd = std::string(TANDEMD_BIN) + " serve --node node-a --root " + c.root.string() +
+                          " --listen 127.0.0.1:" + std::to_string(c.port) + " --pki-dir " + c.pki.string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  return {::pclose(p), out};
+}
+
 }  // namespace
 
 TEST_CASE("manifests are validated like tandemctl does, and only allow-listed executables are accepted") {
@@ -218,17 +230,23 @@ TEST_CASE("tandemd refuses to start with another node's certificate, naming both
   tandem::net::PkiLayout mine{c.pki}, other{c.dir / "pki2"};
   fs::copy_file(other.node_cert("node-b"), mine.node_cert("node-a"), fs::copy_options::overwrite_existing);
   fs::copy_file(other.node_key("node-b"), mine.node_key("node-a"), fs::copy_options::overwrite_existing);
-  const std::string cmd = std::string(TANDEMD_BIN) + " serve --node node-a --root " + c.root.string() +
-                          " --listen 127.0.0.1:" + std::to_string(c.port) + " --pki-dir " + c.pki.string() + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int status = ::pclose(p);
+  const auto [status, out] = serve_until_exit(c);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(out.find("the certificate is for 'node-b', not this node 'node-a'") != std::string::npos);
+}
+
+TEST_CASE("tandemd refuses to start when its key does not belong to its certificate") {
+  Cluster c;
+  auto made = tandem::net::init_cluster_pki(c.dir / "pki2", "controller", {{"node-a", {"127.0.0.1"}}});
+  REQUIRE(made.ok());
+  // The right certificate (CN node-a, our CA) beside the key of another node-a certificate.
+  tandem::net::PkiLayout mine{c.pki}, other{c.dir / "pki2"};
+  fs::copy_file(other.node_key("node-a"), mine.node_key("node-a"), fs::copy_options::overwrite_existing);
+  const auto [status, out] = serve_until_exit(c);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(out.find("node-a.key: the key does not belong to the certificate") != std::string::npos);
 }
 
 TEST_CASE("a node certificate cannot drive another agent: only the controller is served") {
