@@ -179,14 +179,21 @@ sr_wait_booted() {
 }
 
 # sr_boot NAME [SETUP_FUNCTION]: prepare it, run SETUP_FUNCTION (it may write into $SR_ROOT
-# before the first boot), boot it in the background; returns once it is running. A reboot from
-# inside (exit 133) boots it again on the same root, as a real machine would.
+# before the first boot), boot it in the background; returns once it is running.
 sr_boot() {
   sr_prepare "$1"
   SR_MACHINES+=("$SR_NAME")
   if [ -n "${2:-}" ]; then "$2"; fi
   : >"$SR_DIR/boots"
+  sr_start
+}
+
+# sr_start: boot the prepared root of $SR_NAME (again, after sr_poweroff). A reboot from inside
+# (exit 133) boots it again on the same root, as a real machine would.
+sr_start() {
   local dir=$SR_DIR root=$SR_ROOT name=$SR_NAME iface=$SR_IFACE hip=$SR_HOST_IP
+  rm -f "$SR_DIR/keeper.done"
+  local want=$(( $(sr_boots) + 1 ))
   (
     set +e +u +o pipefail   # the caller's errexit must not end the keeper at a non-zero exit (133)
     trap '' HUP
@@ -200,6 +207,7 @@ sr_boot() {
       wait "$!"
       rc=$?
       echo "exit $rc $(date +%s%3N)" >>"$dir/exits"
+      rm -rf "/run/systemd/nspawn/propagate/$name"
       [ "$rc" = 133 ] || break   # 133: the container asked for a reboot
     done
     touch "$dir/keeper.done"
@@ -207,9 +215,20 @@ sr_boot() {
   echo $! >"$SR_DIR/keeper.pid"
   local t0
   t0=$(sr_now_ms)
-  sr_wait_booted 1 "${SR_BOOT_TIMEOUT:-90}"
+  sr_wait_booted "$want" "${SR_BOOT_TIMEOUT:-90}"
   SR_LAST_BOOT_MS=$(( $(sr_now_ms) - t0 ))
   sr_log "machine $SR_NAME booted in $SR_LAST_BOOT_MS ms (systemd $(sr_exec systemctl --version | awk 'NR==1{print $2}'), node $SR_NODE_IP via $SR_IFACE)"
+}
+
+# sr_poweroff: `systemctl poweroff` inside and wait until it is down; the root stays (sr_start
+# boots it again: a node that was off for a while).
+sr_poweroff() {
+  sr_exec systemctl poweroff 2>/dev/null || true
+  local i
+  for i in $(seq 300); do [ -f "$SR_DIR/keeper.done" ] && break; sleep 0.1; done
+  [ -f "$SR_DIR/keeper.done" ] || sr_die "machine $SR_NAME did not power off within 30 s"
+  wait "$(cat "$SR_DIR/keeper.pid")" 2>/dev/null || true
+  sr_log "machine $SR_NAME is off"
 }
 
 # sr_reboot: `systemctl reboot` inside; returns when the next boot is running.
