@@ -258,8 +258,9 @@ sr_down() {
     sleep 0.5
   fi
   [ -n "$kp" ] && wait "$kp" 2>/dev/null
-  rm -rf "/run/systemd/nspawn/propagate/$SR_NAME" "$SR_ROOT"
-  if [ -n "${SR_KEEP_LOGS:-}" ]; then sr_log "logs kept in $SR_DIR"; else rm -rf "$SR_DIR"; fi
+  rm -rf "/run/systemd/nspawn/propagate/$SR_NAME"
+  # SR_KEEP=1: keep the root and the logs (its journal is in root/var/log/journal) to look at.
+  if [ -n "${SR_KEEP:-}" ]; then sr_log "machine $SR_NAME is off; root and logs kept in $SR_DIR"; else rm -rf "$SR_DIR"; fi
 }
 
 sr_cleanup() {

@@ -127,11 +127,13 @@ lane_up && ! lane_is_old || fail "at the pause the new lane should serve on $NOD
 timer_listed || fail "$UNIT.timer is not in systemctl list-timers while armed: $(sr_exec systemctl list-timers --all --no-pager)"
 sr_exec systemctl list-timers --all --no-pager "$UNIT.timer" | sed 's/^/  /'
 [ "$(sr_exec systemctl show -p Unit --value "$UNIT.timer")" = "$UNIT.service" ] || fail "$UNIT.timer does not trigger $UNIT.service"
-sr_exec systemctl cat "$UNIT.service" | grep -q "ExecStart=.*/usr/local/sbin/tandemd deadman-fire --state-dir $DM" ||
+sr_exec systemctl cat "$UNIT.service" | tr -d '"' | grep -qx "ExecStart=/usr/local/sbin/tandemd deadman-fire --state-dir $DM" ||
   fail "$UNIT.service does not run tandemd deadman-fire: $(sr_exec systemctl cat "$UNIT.service")"
-left=$(( ( $(sr_exec systemctl show -p NextElapseUSecRealtime --value "$UNIT.timer" | xargs -I{} date -d {} +%s) - $(date +%s) ) ))
+# A monotonic timer (OnActiveSec): its next elapse is a time since boot; the uptime is the clock.
+next_us=$(sr_exec systemd-analyze timespan "$(sr_exec systemctl show -p NextElapseUSecMonotonic --value "$UNIT.timer")" | awk '/μs:/{print $2}')
+left=$(awk -v n="$next_us" -v u="$(sr_exec cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%d", n/1e6 - u}')
 [ "$left" -gt 500 ] && [ "$left" -le 600 ] || fail "the timer elapses in $left s, the manifest says 10m"
-grep -q "# tandem-disabled" "$SR_ROOT/etc/crontab" || fail "the cron line was not commented out"
+[ "$(grep -c "^#tandem-disabled op=" "$SR_ROOT/etc/crontab")" = 2 ] || fail "the two cron lines were not commented out: $(cat "$SR_ROOT/etc/crontab")"
 if sr_exec systemctl is-active --quiet old-lane-revive.timer; then fail "old-lane-revive.timer still active during the outage"; fi
 ok "armed: $UNIT.timer listed (elapses in ${left} s), cron line commented out, old-lane-revive.timer stopped"
 rm -f "$TANDEM_STATE_DIR/sysd/paused"
@@ -139,7 +141,7 @@ wait "$BIND_PID" || { cat "$NODE_STATE/bind-arm.log" >&2; fail "the bind did not
 if timer_listed; then fail "$UNIT.timer still listed after the bind disarmed it"; fi
 dm_json | jq -e '.armed == false and .fired == false' >/dev/null || fail "deadman.json not disarmed: $(dm_json)"
 ok "bind passed and disarmed: $UNIT.timer gone from list-timers"
-step_ms() { jq -r --arg a "$1" '[.. | objects | select(.action? == $a and has("ms")) | .ms] | first // "?"' "$NODE_STATE/bind-arm.json" 2>/dev/null || echo '?'; }
+step_ms() { sed -n "s/.* $1 *ok (\([0-9]*\) ms).*/\1/p" "$NODE_STATE/bind-arm.log" | head -1; }
 row "| arm / disarm (bind steps) | 10m | | | arm $(step_ms deadman.arm) ms (systemd-run through the agent), disarm $(step_ms deadman.disarm) ms |"
 ctl rollback "$NODE_MANIFEST" --pki-dir "$TANDEM_PKI" >"$NODE_STATE/rollback.log" 2>&1 || { cat "$NODE_STATE/rollback.log" >&2; fail "tandemctl rollback failed"; }
 [ "$(crontab_sha)" = "$ORIG_CRON" ] || fail "the crontab is not byte-identical after tandemctl rollback"
@@ -188,6 +190,13 @@ fire_timings "rebooted before the deadline (reboot $SR_LAST_BOOT_MS ms)" "timer 
 
 # --- 5. off across the deadline, powered on after it
 sr_exec systemctl reset-failed >/dev/null 2>&1 || true
+# OPEN BUG (found here, not fixed yet): the fire's `tandemd restore` runs outside tandemd.service's
+# sandbox and puts /etc/crontab back by rename; the kernel then drops the service's bind mount of
+# the old inode (ReadWritePaths=-/etc/crontab), so the running tandemd sees a read-only
+# /etc/crontab and the next bind fails at its cron step (EROFS) until tandemd restarts. Restarted
+# here so the reboot-after-deadline path is still tested; see tests/systemd/README.md.
+sr_exec systemctl restart tandemd.service
+node_wait_agent 30 || fail "tandemd did not come back after its restart"
 bind_paused reboot-after
 kill -9 "$BIND_PID"; wait "$BIND_PID" 2>/dev/null || true
 deadline=$(dm_json | jq .deadline_ms)

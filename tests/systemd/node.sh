@@ -58,6 +58,15 @@ UNIT
   # these lines out, so after a reboot mid-bind only the dead-man can bring the old lane back.
   printf 'SHELL=/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n@reboot root systemctl start old-lane.service\n*/5 * * * * root systemctl start old-lane.service  # keep :%s up\n' \
     "$NODE_PORT" >"$SR_ROOT/etc/crontab"
+  # A harness artifact, not a unit change for real nodes: nspawn gives the container its own boot
+  # id by mounting a file over /proc/sys/kernel/random/boot_id, and in a service with
+  # ProtectControlGroups=yes (tandemd.service) systemd 252 under nspawn shows the host's boot id
+  # instead (measured: `systemd-run -p ProtectControlGroups=yes cat .../boot_id`). tandemd would then
+  # record its rank and dead-man under another boot id than `tandemd restore` (run by the timer)
+  # reads, and would never see a reboot. On a real machine there is one boot id.
+  mkdir -p "$SR_ROOT/etc/systemd/system/tandemd.service.d"
+  printf '# tests/systemd: see node.sh (nspawn boot id vs ProtectControlGroups)\n[Service]\nProtectControlGroups=no\n' \
+    >"$SR_ROOT/etc/systemd/system/tandemd.service.d/10-nspawn-boot-id.conf"
   # SSH in as root with this test's key only (strict host keys: known_hosts from the root's keys).
   NODE_STATE=$SR_DIR/ctl
   mkdir -p "$NODE_STATE" "$SR_ROOT/root/.ssh"
