@@ -37,6 +37,7 @@ json deadman_json(const supervise::DeadmanStatus& s) {
   for (const auto& o : s.outcomes) outcomes.push_back(outcome_json(o));
   return {{"armed", s.armed},       {"seconds_left", s.seconds_left}, {"backend", to_string(s.backend)},
           {"fired", s.fired},       {"fire_complete", s.fire_complete}, {"fired_by", s.fired_by},
+          {"fired_at_ms", s.fired_at_ms}, {"timer_rearms", s.timer_rearms},
           {"outcomes", outcomes},   {"detail", s.detail}};
 }
 

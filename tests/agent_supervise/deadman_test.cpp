@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tandem/supervise/deadman.hpp"
+#include "tandem/supervise/proc_stat.hpp"
 #include "test_util.hpp"
 
 using namespace tandem::supervise;
@@ -255,4 +256,127 @@ TEST_CASE("dead-man (systemd): transient timer created with systemd-run and stop
   auto r = bad.value()->arm(1min, rollback(dir));
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("bind name") != std::string::npos);
+}
+
+namespace {
+
+// Stand-ins for systemd-run/systemctl that append their argv to <dir>/calls; systemd-run exits
+// with `run_rc` (a systemd that refuses the unit).
+DeadmanOptions fake_systemd(const TempDir& dir, int run_rc = 0) {
+  const std::string log = dir / "calls";
+  for (const char* tool : {"systemd-run", "systemctl"}) {
+    std::ofstream f(dir / tool);
+    f << "#!/bin/sh\necho \"" << tool << " $*\" >> " << log << "\n";
+    if (std::string(tool) == "systemd-run") f << "exit " << run_rc << "\n";
+    else f << "echo active\n";
+    f.close();
+    std::filesystem::permissions(dir / tool, std::filesystem::perms::owner_all);
+  }
+  DeadmanOptions o;
+  o.state_dir = dir / "deadman";
+  o.bind = "glm53";
+  o.backend = tandem::DeadmanBackend::systemd;
+  o.tandemd_path = "/usr/local/sbin/tandemd";
+  o.systemd = SystemdTools{dir / "systemd-run", dir / "systemctl"};
+  o.skip_pid1_check = true;
+  o.kill_grace = 200ms;
+  return o;
+}
+
+// What a reboot does to a systemd dead-man: the boot id changes (and the transient timer is gone).
+// `deadline_in` moves the wall-clock deadline (negative: it passed while the node was down).
+void as_if_rebooted(const std::string& state_dir, std::chrono::milliseconds deadline_in) {
+  auto s = load_deadman_state(state_dir);
+  REQUIRE(s.ok());
+  REQUIRE(s.value().has_value());
+  DeadmanState st = *s.value();
+  st.boot_id = "00000000-0000-0000-0000-000000000000";
+  st.deadline_boot_ns = 0;
+  st.deadline_ms = now_unix_ms() + deadline_in.count();
+  REQUIRE(save_deadman_state(state_dir, st).ok());
+}
+
+}  // namespace
+
+TEST_CASE("dead-man (systemd): after a reboot the agent re-makes the timer for what is left") {
+  TempDir dir;
+  DeadmanOptions o = fake_systemd(dir);
+  {
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.ok());
+    REQUIRE(dm.value()->arm(70min, rollback(dir)).ok());
+  }
+  SUBCASE("same boot: the timer PID 1 holds is left alone") {
+    std::filesystem::remove(dir / "calls");
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.ok());
+    CHECK_FALSE(std::filesystem::exists(dir / "calls"));
+    CHECK(status_of(*dm.value()).timer_rearms == 0);
+  }
+  SUBCASE("rebooted before the deadline: a timer for the rest, the deadline unchanged") {
+    as_if_rebooted(o.state_dir, 1500s);
+    const auto before = load_deadman_state(o.state_dir).value()->deadline_ms;
+    std::filesystem::remove(dir / "calls");
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.ok());
+    const std::string calls = slurp(dir / "calls");
+    CHECK(calls.find("systemctl reset-failed tandem-deadman-glm53.service tandem-deadman-glm53.timer") != std::string::npos);
+    // 1500 s, give or take the second the test takes.
+    const bool rest = calls.find("--on-active=1500s ") != std::string::npos || calls.find("--on-active=1499s ") != std::string::npos;
+    CHECK_MESSAGE(rest, calls);
+    auto s = load_deadman_state(o.state_dir).value();
+    CHECK(s->deadline_ms == before);
+    CHECK(s->boot_id == boot_id());
+    CHECK(s->timer_rearms == 1);
+    CHECK(s->armed);
+    auto st = status_of(*dm.value());
+    CHECK(st.timer_rearms == 1);
+    CHECK(st.seconds_left >= 1498);
+    CHECK(st.seconds_left <= 1500);
+    // A second start in the same boot does not make another.
+    std::filesystem::remove(dir / "calls");
+    dm.value().reset();
+    auto again = Deadman::open(o);
+    REQUIRE(again.ok());
+    CHECK_FALSE(std::filesystem::exists(dir / "calls"));
+    CHECK(fired_count(dir) == 0);
+  }
+  SUBCASE("rebooted after the deadline: a timer that fires in a second") {
+    as_if_rebooted(o.state_dir, -600s);
+    std::filesystem::remove(dir / "calls");
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.ok());
+    CHECK(slurp(dir / "calls").find("--on-active=1s --timer-property=AccuracySec=1s /usr/local/sbin/tandemd deadman-fire") !=
+          std::string::npos);
+    CHECK(fired_count(dir) == 0);  // the fire is PID 1's, not this agent's
+  }
+  SUBCASE("disarmed before the reboot: nothing is re-made") {
+    {
+      auto dm = Deadman::open(o);
+      REQUIRE(dm.value()->disarm().ok());
+    }
+    as_if_rebooted(o.state_dir, 1500s);
+    std::filesystem::remove(dir / "calls");
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.ok());
+    CHECK(slurp(dir / "calls").find("systemd-run") == std::string::npos);
+  }
+}
+
+TEST_CASE("dead-man (systemd): a timer that cannot be re-made after a reboot is kept by the agent") {
+  TempDir dir;
+  DeadmanOptions o = fake_systemd(dir);
+  {
+    auto dm = Deadman::open(o);
+    REQUIRE(dm.value()->arm(70min, rollback(dir)).ok());
+  }
+  as_if_rebooted(o.state_dir, 300ms);
+  DeadmanOptions broken = fake_systemd(dir, 1);  // systemd-run now fails
+  auto dm = Deadman::open(broken);
+  REQUIRE(dm.ok());
+  auto st = status_of(*dm.value());
+  CHECK(st.detail.find("keeps the deadline itself") != std::string::npos);
+  REQUIRE(dm.value()->wait_fired(10s));
+  CHECK(fired_count(dir) == 1);
+  CHECK(status_of(*dm.value()).fired_by == "agent");
 }

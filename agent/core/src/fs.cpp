@@ -73,12 +73,33 @@ Status fsync_dir(const std::string& dir) {
   return Ok{};
 }
 
+namespace {
+
+// The file is writable but its directory is not, or the file is a mount point: what systemd's
+// ReadWritePaths= on a single file under ProtectSystem=full makes of /etc/crontab (tandemd.service).
+// No rename can land there, so the bytes are written over the file itself, then it is cut to
+// length and fsynced. Not atomic: a kill between the write and the truncate leaves a longer file
+// (only when the new content is shorter; commenting lines out only ever lengthens a crontab).
+Status rewrite_in_place(const std::string& path, std::string_view bytes, const FileOwner& owner) {
+  Fd f{::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)};
+  if (f.fd < 0) return sys_error(path, "cannot open to rewrite in place");
+  if (auto w = write_all(f.fd, bytes, path); !w) return w.error();
+  if (::ftruncate(f.fd, static_cast<off_t>(bytes.size())) != 0) return sys_error(path, "cannot truncate after rewriting");
+  if (::fchown(f.fd, owner.uid, owner.gid) != 0 && owner.uid != ::geteuid())
+    return sys_error(path, "cannot give the file its original owner");
+  if (::fchmod(f.fd, owner.mode) != 0 || ::fsync(f.fd) != 0) return sys_error(path, "cannot set mode or fsync");
+  return Ok{};
+}
+
+}  // namespace
+
 Status replace_file(const std::string& path, std::string_view bytes, const FileOwner& owner) {
   const std::string dir = parent_dir(path);
   const std::string tmp = dir + "/." + base_name(path) + ".tandem-tmp." + std::to_string(::getpid());
   ::unlink(tmp.c_str());  // a leftover from a crashed run of this same pid number
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)};
+    if (f.fd < 0 && errno == EROFS) return rewrite_in_place(path, bytes, owner);
     if (f.fd < 0) return sys_error(tmp, "cannot create temp file");
     auto w = write_all(f.fd, bytes, tmp);
     if (!w) {
@@ -98,9 +119,10 @@ Status replace_file(const std::string& path, std::string_view bytes, const FileO
     }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto e = sys_error(path, "cannot rename temp file over");
+    const int err = errno;
     ::unlink(tmp.c_str());
-    return e;
+    if (err == EBUSY) return rewrite_in_place(path, bytes, owner);  // the file is a mount point
+    return sys_error(path, "cannot rename temp file over", err);
   }
   return fsync_dir(dir);
 }

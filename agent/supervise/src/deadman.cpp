@@ -1,5 +1,7 @@
 #include "tandem/supervise/deadman.hpp"
 
+#include <algorithm>
+
 #include "tandem/supervise/process.hpp"
 #include "tandem/supervise/proc_stat.hpp"
 
@@ -33,6 +35,7 @@ Result<std::unique_ptr<Deadman>> Deadman::open(DeadmanOptions options) {
   auto loaded = load_deadman_state(d->opt_.state_dir);
   if (!loaded) return loaded.error().context("open dead-man");
   d->cache_ = loaded.value();
+  if (d->cache_ && d->cache_->backend == DeadmanBackend::systemd) d->resume_systemd_timer();
   // The thread starts at once: a deadline that passed while the agent was down fires now.
   d->timer_ = std::thread([p = d.get()] { p->timer_loop(); });
   return d;
@@ -55,10 +58,53 @@ void Deadman::refresh_cache(const DeadmanState& s) {
   cv_.notify_all();
 }
 
+// A systemd dead-man armed in an earlier boot: its transient timer lived in /run and is gone with
+// the reboot, and the old lane's cron is still commented out, so nothing else would roll back.
+// Make the timer again for what is left of the deadline (1 s when it passed while the node was
+// down), so the rollback still runs from PID 1 as `tandemd deadman-fire`. If that fails, this
+// agent keeps the deadline itself (the agent backend's thread). Nothing to do when fired,
+// disarmed, or still in the boot that armed it (PID 1 holds that timer).
+void Deadman::resume_systemd_timer() {
+  const std::string what = "dead-man: re-make the systemd timer after a reboot";
+  auto lock = StateLock::acquire(opt_.state_dir);
+  if (!lock) {
+    last_fire_error_ = lock.error().context(what).message;
+    return;
+  }
+  auto loaded = load_deadman_state(opt_.state_dir);
+  if (!loaded || !loaded.value()) return;
+  DeadmanState s = *loaded.value();
+  const std::string now_boot = boot_id();
+  if (s.backend != DeadmanBackend::systemd || !s.armed || s.fired || s.boot_id == now_boot) return;
+  const std::int64_t left = s.deadline_ms - now_unix_ms();
+  const long long seconds = left > 0 ? (left + 999) / 1000 : 1;
+  Status made = Ok{};
+  if (!opt_.skip_pid1_check) made = check_systemd_is_pid1();
+  auto unit = deadman_unit(s.bind);
+  if (made && !unit) made = unit.error();
+  if (made) {
+    (void)run_tool(reset_failed_argv(opt_.systemd, unit.value()));
+    made = run_tool(systemd_run_argv(opt_.systemd, unit.value(), seconds, opt_.tandemd_path, opt_.state_dir));
+  }
+  if (!made) {
+    timer_lost_ = true;
+    last_fire_error_ = what + " failed, so this agent keeps the deadline itself: " + made.error().message;
+  }
+  // Within this boot the monotonic note is the truth again (immune to wall clock steps).
+  s.boot_id = now_boot;
+  s.deadline_boot_ns = boottime_ns() + std::max<std::int64_t>(left, 0) * 1'000'000;
+  s.timer_rearms += 1;
+  s.timer_rearmed_at_ms = now_unix_ms();
+  if (auto st = save_deadman_state(opt_.state_dir, s); !st && last_fire_error_.empty())
+    last_fire_error_ = st.error().context(what).message;
+  cache_ = s;
+}
+
 void Deadman::timer_loop() {
   std::unique_lock lk(mu_);
   while (!closing_) {
-    if (!cache_ || !agent_should_fire(*cache_)) {
+    const bool mine = cache_ && (agent_should_fire(*cache_) || (timer_lost_ && cache_->armed && !cache_->fired));
+    if (!mine) {
       cv_.wait(lk);
       continue;
     }
@@ -91,6 +137,8 @@ DeadmanStatus Deadman::to_status(const DeadmanState& s) const {
   st.fire_complete = s.fire_complete;
   st.fired_by = s.fired_by;
   st.outcomes = s.outcomes;
+  st.fired_at_ms = s.fired_at_ms;
+  st.timer_rearms = s.timer_rearms;
   if (s.armed) {
     st.deadline = std::chrono::system_clock::time_point(std::chrono::milliseconds(s.deadline_ms));
     std::int64_t left = deadman_ms_left(s);
@@ -142,6 +190,10 @@ Result<DeadmanStatus> Deadman::arm(Duration delay, std::vector<Command> rollback
       (void)save_deadman_state(opt_.state_dir, s);
       return st.error().context(what + ": create transient timer " + unit + ".timer");
     }
+  }
+  {
+    std::lock_guard lk(mu_);
+    timer_lost_ = false;
   }
   refresh_cache(s);
   return to_status(s);

@@ -78,6 +78,8 @@ Status save_deadman_state(const std::string& dir, const DeadmanState& s) {
                    {"boot_id", s.boot_id},
                    {"deadline_boot_ns", s.deadline_boot_ns},
                    {"rollback", rollback},
+                   {"timer_rearms", s.timer_rearms},
+                   {"timer_rearmed_at_ms", s.timer_rearmed_at_ms},
                    {"disarmed_at_ms", s.disarmed_at_ms},
                    {"fired", s.fired},
                    {"fired_at_ms", s.fired_at_ms},
@@ -107,6 +109,8 @@ Result<std::optional<DeadmanState>> load_deadman_state(const std::string& dir) {
     s.boot_id = j.value("boot_id", std::string{});
     s.deadline_boot_ns = j.value("deadline_boot_ns", std::int64_t{0});
     for (auto& c : j.at("rollback")) s.rollback.push_back(command_from_json(c));
+    s.timer_rearms = j.value("timer_rearms", 0);
+    s.timer_rearmed_at_ms = j.value("timer_rearmed_at_ms", std::int64_t{0});
     s.disarmed_at_ms = j.value("disarmed_at_ms", std::int64_t{0});
     s.fired = j.at("fired").get<bool>();
     s.fired_at_ms = j.value("fired_at_ms", std::int64_t{0});

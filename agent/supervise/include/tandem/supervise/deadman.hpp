@@ -2,6 +2,8 @@
 // deadline unless the bind is proven and it is disarmed. Two backends:
 //   systemd  a transient timer (systemd-run --on-active) that runs `tandemd deadman-fire` from
 //            PID 1 -- survives the death of both controller and agent;
+//            A reboot takes the transient timer (it lives in /run): the next agent start makes it
+//            again for what is left of the deadline, or for 1 s when it passed meanwhile;
 //   agent    for hosts without systemd as PID 1 (containers, tests): the deadline lives in the
 //            fsynced state file and a timer thread fires it; a restarted agent reloads it and fires
 //            at once if the deadline passed while it was down.
@@ -40,6 +42,8 @@ struct DeadmanStatus {
   bool fired = false;
   bool fire_complete = false;  // fired but not complete after a restart: it was interrupted
   std::string fired_by;
+  std::int64_t fired_at_ms = 0;  // wall clock, unix ms; 0 unless fired
+  int timer_rearms = 0;          // systemd backend: timers re-made after a reboot (resume_systemd_timer)
   std::vector<CommandOutcome> outcomes;
   std::string detail;  // e.g. the systemd timer's state, or why the last fire attempt failed
 };
@@ -62,6 +66,7 @@ class Deadman {
  private:
   explicit Deadman(DeadmanOptions options);
   void timer_loop();
+  void resume_systemd_timer();  // from open(): a reboot since the arm took the transient timer
   void refresh_cache(const DeadmanState& s);
   DeadmanStatus to_status(const DeadmanState& s) const;
 
@@ -71,6 +76,7 @@ class Deadman {
   bool closing_ = false;
   std::optional<DeadmanState> cache_;  // what the timer thread acts on (agent backend)
   std::string last_fire_error_;
+  bool timer_lost_ = false;  // systemd backend, timer not re-made after a reboot: this thread fires
   std::thread timer_;
 };
 

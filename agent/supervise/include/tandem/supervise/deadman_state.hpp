@@ -30,6 +30,10 @@ struct DeadmanState {
   std::string boot_id;              // the boot the monotonic note belongs to
   std::int64_t deadline_boot_ns = 0;  // CLOCK_BOOTTIME deadline: immune to wall clock steps
   std::vector<Command> rollback;
+  // systemd backend: the transient timer lives in /run and dies with a reboot; the agent makes it
+  // again at its next start (Deadman::open) for what is left of the deadline. How often, and when.
+  int timer_rearms = 0;
+  std::int64_t timer_rearmed_at_ms = 0;
   std::int64_t disarmed_at_ms = 0;
   bool fired = false;  // written (fsynced) before any rollback command runs: never fire twice
   std::int64_t fired_at_ms = 0;
