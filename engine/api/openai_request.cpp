@@ -8,12 +8,7 @@ namespace {
 
 using nlohmann::json;
 
-ApiError bad(std::string param, std::string message) {
-  ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
+ApiError bad(std::string param, std::string message) { return bad_request(std::move(param), std::move(message)); }
 
 // A string field read without nlohmann's value(), which throws when the field holds another type.
 std::string string_field(const json& obj, const char* key) {
@@ -233,6 +228,13 @@ std::optional<ApiError> check_message(const json& m, size_t i) {
 }
 
 }  // namespace
+
+ApiError bad_request(std::string param, std::string message) {
+  ApiError e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
 
 std::string ApiError::body() const {
   // The message may quote the request; invalid UTF-8 in it must not turn an answer into a throw.

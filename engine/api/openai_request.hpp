@@ -54,6 +54,9 @@ struct CompletionRequest {
   Sampling sampling;
 };
 
+// A 400 invalid_request_error naming `param`: the one way every route and check words a refusal.
+ApiError bad_request(std::string param, std::string message);
+
 template <class T>
 using Parsed = std::variant<T, ApiError>;
 

@@ -8,12 +8,7 @@ using json = nlohmann::json;
 
 namespace {
 
-ApiError bad(std::string param, std::string message) {
-  ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
+ApiError bad(std::string param, std::string message) { return bad_request(std::move(param), std::move(message)); }
 
 std::optional<ApiError> read_bool(const json& b, const char* key, bool& out) {
   if (!b.contains(key) || b[key].is_null()) return std::nullopt;

@@ -10,12 +10,7 @@
 namespace tandem::engine::serve {
 
 namespace {
-api::ApiError bad(std::string param, std::string message) {
-  api::ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
+api::ApiError bad(std::string param, std::string message) { return api::bad_request(std::move(param), std::move(message)); }
 }  // namespace
 
 void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res) {

@@ -9,12 +9,7 @@
 namespace tandem::engine::serve {
 
 namespace {
-api::ApiError bad(std::string param, std::string message) {
-  api::ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
+api::ApiError bad(std::string param, std::string message) { return api::bad_request(std::move(param), std::move(message)); }
 nlohmann::json parameters_of(const nlohmann::ordered_json& tool) {
   const auto& f = tool["function"];
   return f.contains("parameters") ? nlohmann::json::parse(f["parameters"].dump()) : nlohmann::json(nullptr);

@@ -14,12 +14,7 @@ void send_error(const std::shared_ptr<api::Responder>& res, const api::ApiError&
   res->send(e.status, "application/json", e.body());
 }
 
-api::ApiError bad(std::string param, std::string message) {
-  api::ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
+api::ApiError bad(std::string param, std::string message) { return api::bad_request(std::move(param), std::move(message)); }
 }  // namespace
 
 void OpenAiService::tokenize(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res) {
