@@ -276,9 +276,18 @@ bool MapReader::url(const std::string& key, std::string& out, bool required) {
   if (!ok_ || !has(key)) return true;
   std::string s;
   if (!text(key, s)) return false;
-  if (auto parsed = parse_http_url(s); !parsed) {
+  auto parsed = parse_http_url(s);
+  if (!parsed) {
     ctx_.error(value(key), q(child_path(key)) + " is " + q(s) + ": " + parsed.error().message +
-                               "; expected an http:// or https:// URL like http://10.0.0.1:8000/health");
+                               "; expected an http:// URL like http://10.0.0.1:8000/health");
+    return fail(key);
+  }
+  // The checks that read these URLs speak plain HTTP, as a serving port does (vLLM's, ours): an
+  // https URL would validate here and fail only at rollback time, in the middle of an outage.
+  if (parsed.value().scheme != "http") {
+    ctx_.error(value(key), q(child_path(key)) + " is " + q(s) +
+                               ": https is not supported (the check speaks plain HTTP, as serving ports do)"
+                               "; expected an http:// URL like http://10.0.0.1:8000/health");
     return fail(key);
   }
   out = s;

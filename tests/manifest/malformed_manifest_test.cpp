@@ -656,7 +656,7 @@ TEST_CASE("rollback with an empty command list") {
 TEST_CASE("rollback.verify url that is not http") {
   CHECK(errors_of(with("http://10.0.0.1:8888/health", "ftp://10.0.0.1/health")) ==
         "m.yaml:41:10: 'rollback.verify.url' is 'ftp://10.0.0.1/health': scheme 'ftp' is not http or https; expected an "
-        "http:// or https:// URL like http://10.0.0.1:8000/health\n");
+        "http:// URL like http://10.0.0.1:8000/health\n");
 }
 
 TEST_CASE("shm patterns with '/' or starting with '..'") {
