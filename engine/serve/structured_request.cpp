@@ -3,7 +3,7 @@
 // json_object / json_schema. The grammar comes from engine/structured; the engine enforces it
 // token by token through GenerateRequest.constraint.
 #include "json_constraint.hpp"
-#include "schema_check.hpp"
+#include "schema_wellformed.hpp"
 #include "service.hpp"
 
 namespace tandem::engine::serve {

@@ -207,6 +207,10 @@ bool JsonMachine::start_value(const Node& node, unsigned char c) {
     return true;
   }
   if (!node.literals.empty()) return literal(node.literals);
+  // A container is opened only with a frame to spare for its first child: at the last frame an
+  // object could take a key and then have no room for that key's value, a dead end that
+  // min_close (which counts a scalar there) would not see (found by fuzz/schema_grammar_fuzz).
+  if ((c == '{' || c == '[') && stack_.size() + 1 >= kMaxFrames) return false;
   if (c == '{' && (node.types & kObject)) {
     f.kind = Kind::object;
     f.phase = kObjOpen;

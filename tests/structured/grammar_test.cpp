@@ -327,3 +327,27 @@ TEST_CASE("random documents closed within a byte budget parse and satisfy the sc
   }
   CHECK(documents == 450);
 }
+
+// Found by fuzz/schema_grammar_fuzz.cpp (fuzz/corpus/schema_grammar/crash-deep-object-no-room):
+// an object opened at the machine's last frame took a key and then had no room for its value,
+// while min_close still promised a 1-byte scalar there.
+TEST_CASE("nesting to the frame limit never reaches a state its shortest completion cannot close") {
+  const auto g = schema_grammar(json::parse(
+      R"({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "object"}}})"));
+  REQUIRE(g);
+  JsonMachine m(g.value());
+  std::string fed;
+  const std::string text = "{\"k\":[{\"a\":" + std::string(40, '[') + " {\"type\":";
+  for (char c : text) {
+    if (!m.feed(static_cast<unsigned char>(c))) continue;  // refused bytes are skipped, as the mask does
+    m.commit();
+    fed += c;
+  }
+  const std::string rest = m.shortest_completion();
+  CAPTURE(fed);
+  CHECK(static_cast<int>(rest.size()) == m.min_close());
+  JsonMachine done(m);
+  CHECK(done.feed(rest));
+  CHECK(done.accepting());
+  CHECK_FALSE(json::parse(fed + rest, nullptr, false).is_discarded());
+}

@@ -1,4 +1,4 @@
-#include "schema_check.hpp"
+#include "schema_wellformed.hpp"
 
 #include <array>
 
