@@ -19,6 +19,9 @@ namespace {
 void answer(const api::ApiError& e) {
   tandem::fuzz::check(e.status >= 400 && e.status < 600, "an error that is not a 4xx/5xx");
   tandem::fuzz::check(!e.message.empty(), "an error without a message");
+  // What the client receives must be JSON it can read; the strict dump also catches a message
+  // that quotes half a UTF-8 sequence (body() would only mask it with U+FFFD).
+  tandem::fuzz::check(!nlohmann::json::parse(e.body(), nullptr, false).is_discarded(), "an error body that is not JSON");
   (void)e.to_json().dump();
 }
 

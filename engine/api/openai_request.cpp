@@ -17,11 +17,16 @@ std::string string_field(const json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
 }
 
-// Untrusted text quoted in an error: bounded, so a megabyte-long key does not echo back whole.
-std::string quoted(const std::string& text) {
+// Untrusted text echoed in an error, bounded so a megabyte-long key does not come back whole. The
+// cut backs up to a character boundary: half a UTF-8 sequence would make the answer invalid JSON.
+std::string bounded(const std::string& text) {
   constexpr std::size_t kMax = 64;
-  return "'" + (text.size() <= kMax ? text : text.substr(0, kMax) + "...") + "'";
+  if (text.size() <= kMax) return text;
+  std::size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "...";
 }
+std::string quoted(const std::string& text) { return "'" + bounded(text) + "'"; }
 
 // The fields each endpoint reads. Anything else is refused by name (as vLLM does) rather than
 // silently ignored, so a client learns at once that a setting it relies on has no effect here.
@@ -51,7 +56,7 @@ std::optional<ApiError> check_known_fields(const json& b, const char* const (&en
     std::string accepted;
     for (const char* n : endpoint) accepted += std::string(accepted.empty() ? "" : ", ") + n;
     for (const char* n : kSamplingFields) accepted += std::string(", ") + n;
-    return bad(key, "unknown parameter " + quoted(key) + " for " + where + "; this server accepts " + accepted);
+    return bad(bounded(key), "unknown parameter " + quoted(key) + " for " + where + "; this server accepts " + accepted);
   }
   return std::nullopt;
 }
