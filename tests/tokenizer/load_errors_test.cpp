@@ -75,3 +75,26 @@ TEST_CASE("a missing file is named") {
   REQUIRE_FALSE(tok.ok());
   CHECK(contains(tok.error().message, "/nonexistent/dir/tokenizer.json"));
 }
+
+// Found by fuzzing: a post-processor id outside the vocabulary was written into every encoding,
+// and one huge id made the id -> token table ask for gigabytes.
+TEST_CASE("ids outside the vocabulary are refused at load, not handed out") {
+  const std::string post = R"(, "post_processor": {"type": "TemplateProcessing", "single": [
+      {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [999], "tokens": ["<s>"]}}})";
+  auto msg = load_error(json_with(kGoodModel, post));
+  CHECK(contains(msg, "post_processor"));
+  CHECK(contains(msg, "999"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", -1], "sep": ["[SEP]", 1]})")),
+                 "-1"));
+  CHECK(contains(load_error(json_with(R"({"type": "BPE", "vocab": {"a": 2000000000}, "merges": []})")), "model.vocab[\"a\"]"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "added_tokens": [{"id": 3000000000, "content": "<x>"}])")),
+                 "added_tokens[0]"));
+  // An in-range post-processor id still loads and is emitted.
+  const std::string ok_post = R"(, "post_processor": {"type": "TemplateProcessing", "single": [
+      {"SpecialToken": {"id": "ab", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+      "special_tokens": {"ab": {"id": "ab", "ids": [2], "tokens": ["ab"]}}})";
+  auto tok = Tokenizer::from_json(json_with(kGoodModel, ok_post));
+  REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
+  CHECK(tok->encode("b", true) == std::vector<int32_t>{2, 1});
+}

@@ -64,8 +64,8 @@ Result<Bpe> Bpe::from_json(const nlohmann::json& model) {
   }
   bpe.vocab_.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return Error{"model.vocab[\"" + token + "\"]: expected a non-negative 32-bit integer id"};
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId) {
+      return Error{"model.vocab[\"" + token + "\"]: expected an integer id 0.." + std::to_string(kMaxTokenId - 1)};
     }
     bpe.vocab_.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
   }

@@ -18,6 +18,10 @@
 
 namespace tandem::tokenizer {
 
+// Ids index dense tables (id -> token string), so one stray id of 2,000,000,000 would ask for 64 GB:
+// ids are bounded well above every real vocabulary (the largest are near 300,000).
+inline constexpr std::int64_t kMaxTokenId = std::int64_t{1} << 22;
+
 class Bpe {
  public:
   // `model` is tokenizer.json's "model" value; only type "BPE" is accepted.

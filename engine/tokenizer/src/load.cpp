@@ -23,8 +23,8 @@ Result<std::string> read_file(const std::filesystem::path& path) {
 
 Result<AddedToken> parse_added_token(const nlohmann::json& t, const std::string& where) {
   if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 ||
-      !t.contains("content") || !t["content"].is_string()) {
-    return Error{where + ": expected {\"id\": non-negative integer, \"content\": string, ...}"};
+      t["id"].get<int64_t>() >= kMaxTokenId || !t.contains("content") || !t["content"].is_string()) {
+    return Error{where + ": expected {\"id\": integer 0.." + std::to_string(kMaxTokenId - 1) + ", \"content\": string, ...}"};
   }
   AddedToken tok;
   tok.id = static_cast<int32_t>(t["id"].get<int64_t>());
@@ -95,6 +95,15 @@ Result<std::unique_ptr<Tokenizer::Impl>> build(const nlohmann::json& root) {
     }
   }
   impl->special.resize(impl->id_to_token.size());
+  // The post-processor's ids are written into every encoding: each must name a token.
+  for (const auto* ids : {&impl->post_processor.prefix, &impl->post_processor.suffix}) {
+    for (const int32_t id : *ids) {
+      if (id < 0 || static_cast<std::size_t>(id) >= impl->id_to_token.size()) {
+        return Error{"post_processor: special token id " + std::to_string(id) + " is not in the vocabulary (" +
+                     std::to_string(impl->id_to_token.size()) + " ids)"};
+      }
+    }
+  }
   impl->id_bytes.reserve(impl->id_to_token.size());
   for (const auto& token : impl->id_to_token) {
     impl->id_bytes.push_back(byte_level_decoder.value() ? byte_level::decode_token(token) : token);
