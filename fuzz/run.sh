@@ -8,6 +8,9 @@
 #
 # BUILD_DIR is the fuzz build dir (its fuzz/ holds the *_fuzz binaries); OUT_DIR defaults to
 # BUILD_DIR/fuzz-run. FUZZ_TARGETS="a b" runs only those; FUZZ_CPU=N pins the runs to core N.
+# FUZZ_SEED=N fixes libFuzzer's seed: a run is then the same search every time on the same build
+# (a longer or faster run only goes further along it), so a verdict can be reproduced; unset, each
+# run explores from a fresh random seed.
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
@@ -23,6 +26,11 @@ case "$seconds" in ''|*[!0-9]*) echo "fuzz/run.sh: SECONDS_PER_TARGET must be a 
 targets=${FUZZ_TARGETS:-$(cd "$here/corpus" && ls -d -- */ | tr -d /)}
 pin=()
 [ -n "${FUZZ_CPU:-}" ] && pin=(taskset -c "$FUZZ_CPU")
+seed=()
+if [ -n "${FUZZ_SEED:-}" ]; then
+  case "$FUZZ_SEED" in *[!0-9]*) echo "fuzz/run.sh: FUZZ_SEED must be a whole number, not '$FUZZ_SEED'" >&2; exit 2 ;; esac
+  seed=(-seed="$FUZZ_SEED")
+fi
 
 # The commit the binaries are meant to match, taken before the run (commits made during it do not count).
 commit=$(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -56,9 +64,9 @@ for t in $targets; do
   cp -- "$here/corpus/$t"/* "$work/"
   seeds=$(ls "$work" | wc -l)
   log="$out/$t.log"
-  printf '== %s: %ss on %s seeds\n' "$t" "$seconds" "$seeds"
+  printf '== %s: %ss on %s seeds%s\n' "$t" "$seconds" "$seeds" "${FUZZ_SEED:+, libFuzzer seed $FUZZ_SEED}"
   rc=0
-  "${pin[@]}" "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  "${pin[@]}" "$bin" "${seed[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$art/" "$work" >"$log" 2>&1 || rc=$?
   runs=$(stat number_of_executed_units "$log")
   eps=$(stat average_exec_per_sec "$log")
@@ -77,8 +85,8 @@ for t in $targets; do
 done
 
 {
-  printf '{"commit":"%s","dirty":%s,"date":"%s","seconds_per_target":%s,"targets":[' \
-    "$commit" "$dirty" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$seconds"
+  printf '{"commit":"%s","dirty":%s,"date":"%s","seconds_per_target":%s,"seed":%s,"targets":[' \
+    "$commit" "$dirty" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$seconds" "${FUZZ_SEED:-null}"
   (IFS=,; printf '%s' "${json_rows[*]}")
   printf ']}\n'
 } >"$out/results.json"
