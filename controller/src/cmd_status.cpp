@@ -5,6 +5,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
+#include "deadman_summary.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -66,12 +67,7 @@ int status(const StatusOpts& o) {
     std::cout << "agent " << j["agent"]["version"].get<std::string>() << "; engine " << e.value("phase", "?");
     if (e.value("pid", -1) > 0) std::cout << " (pid " << e.value("pid", -1) << ")";
     const json d = j.value("deadman", json());
-    if (d.is_object()) {
-      if (d.value("fired", false)) std::cout << "; dead-man FIRED (" << d.value("fired_by", "") << ")";
-      else if (d.value("armed", false)) std::cout << "; dead-man armed, " << d.value("seconds_left", 0LL) << " s left";
-      else std::cout << "; dead-man not armed";
-    }
-    std::cout << "\n";
+    std::cout << ctl::deadman_summary(d) << "\n";
   }
   if (last.is_null()) std::cout << "  last bind: none recorded in " << s.bind_dir << "\n";
   else

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bind_journal.hpp"
+#include "deadman_summary.hpp"
 #include "hash_compare.hpp"
 #include "progress_display.hpp"
 #include "state_lock.hpp"
@@ -135,4 +136,33 @@ TEST_CASE("bind dir: a bind name that is not a DNS label never becomes a path, w
     CHECK(r.error().message.find("refusing to use it as a directory under /var/lib/tandemctl") != std::string::npos);
     CHECK(r.error().message.find('\n') == std::string::npos);
   }
+}
+
+TEST_CASE("status says when the dead-man fired, by whom, and what each rollback command did") {
+  const nlohmann::json fired = {
+      {"armed", false}, {"fired", true}, {"fired_by", "systemd"}, {"fired_at_ms", 1796392931000LL},
+      {"fire_complete", true},
+      {"outcomes",
+       {{{"argv", {"systemctl", "start", "old-lane.service"}}, {"status", "exit code 0"}, {"exit_code", 0},
+         {"timed_out", false}, {"error", ""}},
+        {{"argv", {"/usr/bin/tandemd", "restore"}}, {"status", "exit code 3"}, {"exit_code", 3},
+         {"timed_out", false}, {"error", ""}}}}};
+  CHECK(deadman_summary(fired) ==
+        "; dead-man FIRED at 2026-12-04T14:02:11Z by systemd, 1/2 rollback commands ok\n"
+        "    restored: systemctl start old-lane.service: ok\n"
+        "    restored: /usr/bin/tandemd restore: FAILED (exit code 3)");
+
+  nlohmann::json unfinished = fired;
+  unfinished["fire_complete"] = false;
+  unfinished["outcomes"] = nlohmann::json::array();
+  CHECK(deadman_summary(unfinished) ==
+        "; dead-man FIRED at 2026-12-04T14:02:11Z by systemd, 0/0 rollback commands ok"
+        " (the fire did not finish: run `tandemctl rollback`)");
+
+  CHECK(deadman_summary({{"armed", true}, {"seconds_left", 41}}) == "; dead-man armed, 41 s left");
+  CHECK(deadman_summary({{"armed", false}}) == "; dead-man not armed");
+  CHECK(deadman_summary(nullptr).empty());
+  // A peer's odd JSON never throws: wrong types read as absent.
+  CHECK(deadman_summary({{"fired", true}, {"fired_at_ms", "soon"}, {"outcomes", 7}}) ==
+        "; dead-man FIRED at an unknown time, 0/0 rollback commands ok (the fire did not finish: run `tandemctl rollback`)");
 }
