@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include "cron_fixture.hpp"
 #include "tandem/agent/cron_scan.hpp"
+#include "tandem/agent/fs.hpp"
 
 using namespace tandem::agent;
 using sandbox::Sandbox;
@@ -109,4 +111,59 @@ TEST_CASE("cron step: a crontab symlinked out of the root is refused and left al
   REQUIRE(a.ok());
   CHECK((*a)["evidence"]["refused"].size() == 1);
   CHECK((*a)["evidence"]["files_changed"] == 4);
+}
+
+namespace {
+ino_t inode_of(const Sandbox& sb, const std::string& path) {
+  struct stat st{};
+  REQUIRE(::stat(sb.p(path).c_str(), &st) == 0);
+  return st.st_ino;
+}
+}  // namespace
+
+// tandemd.service makes /etc/crontab writable with ReadWritePaths= (a bind mount of that one
+// file); the dead-man's restore runs outside the service, and a rename over the file there would
+// detach the service's mount, leaving the running agent a read-only crontab.
+TEST_CASE("cron step: apply and undo keep each crontab's inode") {
+  Sandbox sb;
+  sandbox::CronFiles files;
+  files.install(sb);
+  const auto crontab = inode_of(sb, "/etc/crontab");
+  const auto boot = inode_of(sb, "/etc/cron.d/serve-at-boot");
+  auto core = sandbox::open_core(sandbox::options(sb));
+  REQUIRE(core->apply("cron", "op-i").ok());
+  CHECK(sb.read("/etc/crontab").find("#tandem-disabled op=op-i#") != std::string::npos);
+  CHECK(inode_of(sb, "/etc/crontab") == crontab);
+  CHECK(inode_of(sb, "/etc/cron.d/serve-at-boot") == boot);
+  REQUIRE(core->undo("op-i").ok());
+  files.check_identical(sb);
+  CHECK(inode_of(sb, "/etc/crontab") == crontab);
+  CHECK(inode_of(sb, "/etc/cron.d/serve-at-boot") == boot);
+}
+
+TEST_CASE("cron step: an undo killed mid-rewrite is finished by the next undo") {
+  Sandbox sb;
+  sandbox::CronFiles files;
+  files.install(sb);
+  const auto crontab = sb.read("/etc/crontab");
+  REQUIRE(!crontab.empty());
+  REQUIRE(crontab.back() == '\n');
+  auto core = sandbox::open_core(sandbox::options(sb));
+  REQUIRE(core->apply("cron", "op-k").ok());
+  // What rewrite_in_place leaves when killed between its padded write and its truncate: the
+  // original, then blank lines (after a final newline) or spaces (after none) to the old length.
+  const auto edited_crontab = sb.read("/etc/crontab").size();
+  const auto edited_boot = sb.read("/etc/cron.d/serve-at-boot").size();
+  sb.write("/etc/crontab", crontab + std::string(edited_crontab - crontab.size(), '\n'), 0644);
+  sb.write("/etc/cron.d/serve-at-boot", files.no_newline + std::string(edited_boot - files.no_newline.size(), ' '), 0644);
+  CHECK(is_rewrite_leftover(sb.read("/etc/crontab"), crontab));
+  CHECK(is_rewrite_leftover(sb.read("/etc/cron.d/serve-at-boot"), files.no_newline));
+  auto u = core->undo("op-k");
+  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  files.check_identical(sb);
+
+  // Anything else after the original is someone's edit, not a leftover.
+  CHECK_FALSE(is_rewrite_leftover(crontab + "\n* * * * * root x\n", crontab));
+  CHECK_FALSE(is_rewrite_leftover(crontab + "  ", crontab));  // spaces only pad an unterminated last line
+  CHECK_FALSE(is_rewrite_leftover(crontab, crontab));
 }

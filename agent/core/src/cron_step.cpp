@@ -125,7 +125,7 @@ Result<json> CronStep::apply(const StepContext& ctx, const json& intent) {
       auto ms = matches_from(f.at("lines"));
       auto edited = disable_cron_lines(*text, ms, ctx.op_id);
       FileOwner owner{f.at("mode").get<mode_t>(), f.at("uid").get<uid_t>(), f.at("gid").get<gid_t>()};
-      auto w = replace_file(*real, edited, owner);
+      auto w = rewrite_in_place(*real, edited, owner);  // inode kept: see fs.hpp
       if (!w) return w.error();
     }
     lines += f.at("lines").size();
@@ -182,15 +182,10 @@ Result<json> CronStep::undo(const StepContext& ctx, const json& intent) {
     }
     auto text = read_file(*real);
     const auto now = text ? sha256_hex(*text) : std::string();
-    if (now == before) {  // never edited (crash before the rename) or already restored
+    if (now == before) {  // never edited (crash before the rewrite) or already restored
       if (::chmod(real->c_str(), owner.mode) != 0 || ::chown(real->c_str(), owner.uid, owner.gid) != 0)
         errors.push_back(sys_error(host, "cannot restore mode/owner"));
       already.push_back(host);
-      continue;
-    }
-    if (now != f.at("sha256_after").get<std::string>()) {
-      errors.push_back(plain_error(host, "changed since this op edited it (sha256 " + (now.empty() ? "<unreadable>" : now) +
-                                             "); not overwriting someone else's edit"));
       continue;
     }
     auto ref = BlobRef::from_json(f.at("backup"));
@@ -199,7 +194,14 @@ Result<json> CronStep::undo(const StepContext& ctx, const json& intent) {
       errors.push_back(bytes.error());
       continue;
     }
-    auto w = replace_file(*real, *bytes, owner);
+    // A restore killed mid-rewrite leaves the original plus blank lines: finish it.
+    const bool interrupted = text && is_rewrite_leftover(*text, *bytes);
+    if (now != f.at("sha256_after").get<std::string>() && !interrupted) {
+      errors.push_back(plain_error(host, "changed since this op edited it (sha256 " + (now.empty() ? "<unreadable>" : now) +
+                                             "); not overwriting someone else's edit"));
+      continue;
+    }
+    auto w = rewrite_in_place(*real, *bytes, owner);  // inode kept: see fs.hpp
     if (!w) {
       errors.push_back(w.error());
       continue;

@@ -75,23 +75,43 @@ Status fsync_dir(const std::string& dir) {
 
 namespace {
 
-// The file is writable but its directory is not, or the file is a mount point: what systemd's
-// ReadWritePaths= on a single file under ProtectSystem=full makes of /etc/crontab (tandemd.service).
-// No rename can land there, so the bytes are written over the file itself, then it is cut to
-// length and fsynced. Not atomic: a kill between the write and the truncate leaves a longer file
-// (only when the new content is shorter; commenting lines out only ever lengthens a crontab).
+std::string_view rewrite_padding(std::string_view bytes, std::size_t old_size, std::string& buf) {
+  if (bytes.size() >= old_size) return {};
+  // Blank lines after a terminated last line, spaces after an unterminated one: either way cron
+  // reads the file a crash leaves exactly as it reads `bytes`.
+  buf.assign(old_size - bytes.size(), !bytes.empty() && bytes.back() == '\n' ? '\n' : ' ');
+  return buf;
+}
+
+}  // namespace
+
+bool is_rewrite_leftover(std::string_view text, std::string_view bytes) {
+  if (text.size() <= bytes.size() || text.substr(0, bytes.size()) != bytes) return false;
+  std::string buf;
+  return text.substr(bytes.size()) == rewrite_padding(bytes, text.size(), buf);
+}
+
+// The inode is kept, so every bind mount of the file stays attached: systemd's ReadWritePaths= on
+// a single file (tandemd.service's /etc/crontab) is such a mount, and a rename over the file from
+// outside the service (the dead-man's restore runs from PID 1) would detach it. Not atomic, so the
+// order keeps each moment harmless: a shorter content is first written padded to the old length,
+// fsynced, then cut; a kill in between leaves `bytes` plus blank lines (is_rewrite_leftover).
 Status rewrite_in_place(const std::string& path, std::string_view bytes, const FileOwner& owner) {
-  Fd f{::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)};
+  Fd f{::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW)};
   if (f.fd < 0) return sys_error(path, "cannot open to rewrite in place");
+  struct stat st{};
+  if (::fstat(f.fd, &st) != 0) return sys_error(path, "cannot stat to rewrite in place");
+  std::string pad_buf;
+  const auto pad = rewrite_padding(bytes, static_cast<std::size_t>(st.st_size), pad_buf);
   if (auto w = write_all(f.fd, bytes, path); !w) return w.error();
+  if (auto w = write_all(f.fd, pad, path); !w) return w.error();
+  if (!pad.empty() && ::fsync(f.fd) != 0) return sys_error(path, "fsync failed");
   if (::ftruncate(f.fd, static_cast<off_t>(bytes.size())) != 0) return sys_error(path, "cannot truncate after rewriting");
   if (::fchown(f.fd, owner.uid, owner.gid) != 0 && owner.uid != ::geteuid())
     return sys_error(path, "cannot give the file its original owner");
   if (::fchmod(f.fd, owner.mode) != 0 || ::fsync(f.fd) != 0) return sys_error(path, "cannot set mode or fsync");
   return Ok{};
 }
-
-}  // namespace
 
 Status replace_file(const std::string& path, std::string_view bytes, const FileOwner& owner) {
   const std::string dir = parent_dir(path);

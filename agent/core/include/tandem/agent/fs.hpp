@@ -24,6 +24,14 @@ Result<FileOwner> file_owner(const std::string& path);
 // (dot-prefixed, so cron ignores it), fsync, rename over, fsync the directory.
 Status replace_file(const std::string& path, std::string_view bytes, const FileOwner& owner);
 
+// Overwrite `path` with `bytes` keeping its inode (bind mounts of the file stay attached), then
+// `owner`. Not atomic: a kill mid-way leaves `bytes` plus blank lines when the content shrank
+// (see is_rewrite_leftover), or a torn file on power loss. Cron files are written this way.
+Status rewrite_in_place(const std::string& path, std::string_view bytes, const FileOwner& owner);
+
+// True when `text` is what an interrupted rewrite_in_place(path, bytes) leaves: `bytes` and its padding.
+bool is_rewrite_leftover(std::string_view text, std::string_view bytes);
+
 // Create a new file (fails if it exists) and fsync it and its directory.
 Status create_file_synced(const std::string& path, std::string_view bytes, mode_t mode);
 
