@@ -6,7 +6,8 @@
 # 2. arm/disarm: a bind with `deadman: {backend: systemd}` paused after its serve step shows the
 #    transient timer in `systemctl list-timers`, and the hygiene stopped old-lane-revive.timer and
 #    commented out the cron line; the bind then passes its gates and disarms: the timer is gone;
-#    `tandemctl rollback` puts the crontab back byte for byte and starts the timer again;
+#    `tandemctl rollback` puts the crontab back byte for byte and starts the timer again; a bind
+#    whose bench gate cannot pass rolls back by itself, and its armed timer is gone with it;
 # 3. fire: a bind paused after its serve step, then kill -9 of tandemctl and of tandemd (kept
 #    down), the rank stopped with SIGSTOP (stuck): the timer fires at the deadline from PID 1,
 #    `tandemd deadman-fire` kills the rank, restores the crontab byte for byte and the timer, and
@@ -148,6 +149,21 @@ ctl rollback "$NODE_MANIFEST" --pki-dir "$TANDEM_PKI" >"$NODE_STATE/rollback.log
 sr_exec systemctl is-active --quiet old-lane-revive.timer || fail "old-lane-revive.timer not started again by the rollback"
 wait_for 60 "the old lane after tandemctl rollback" lane_is_old
 ok "tandemctl rollback: crontab byte-identical, old-lane-revive.timer active, old lane serving"
+
+# --- 2b. a bind whose gates fail: its rollback takes the armed timer with it
+node_manifest 10m
+sed -i 's/^gates:$/gates:\n  bench: { concurrency: 1, max_tokens: 8, min_tok_s: 1000000, max_failures: 0 }/' "$NODE_MANIFEST"
+bind_paused gatefail
+timer_listed || fail "$UNIT.timer is not listed while the gate-failing bind is armed"
+rm -f "$TANDEM_STATE_DIR/sysd/paused"
+if wait "$BIND_PID"; then fail "a bind whose bench gate wants 1,000,000 tok/s passed"; fi
+grep -q "bench" "$NODE_STATE/bind-gatefail.log" || fail "the failed bind does not name its failing gate: $(tail -20 "$NODE_STATE/bind-gatefail.log")"
+if timer_listed; then fail "$UNIT.timer still listed after the failed bind's rollback"; fi
+dm_json | jq -e '.armed == false and .fired == false' >/dev/null || fail "deadman.json after the failed bind: $(dm_json)"
+[ "$(crontab_sha)" = "$ORIG_CRON" ] || fail "the crontab is not byte-identical after the failed bind's rollback"
+wait_for 60 "the old lane after the failed bind's rollback" lane_is_old
+sr_exec systemctl is-active --quiet old-lane-revive.timer || fail "old-lane-revive.timer not started again after the failed bind"
+ok "a bind whose gates fail: rolled back, $UNIT.timer gone, crontab byte-identical, old lane serving"
 
 # The remaining phases need a delay short enough to wait for.
 node_manifest 30s
