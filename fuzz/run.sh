@@ -28,7 +28,7 @@ pin=()
 [ -n "${FUZZ_CPU:-}" ] && pin=(taskset -c "$FUZZ_CPU")
 seed=()
 if [ -n "${FUZZ_SEED:-}" ]; then
-  case "$FUZZ_SEED" in *[!0-9]*) echo "fuzz/run.sh: FUZZ_SEED must be a whole number, not '$FUZZ_SEED'" >&2; exit 2 ;; esac
+  case "$FUZZ_SEED" in ''|*[!0-9]*|0|0*) echo "fuzz/run.sh: FUZZ_SEED must be a whole number from 1 (libFuzzer reads 0 as 'random'), not '$FUZZ_SEED'" >&2; exit 2 ;; esac
   seed=(-seed="$FUZZ_SEED")
 fi
 
