@@ -61,13 +61,21 @@ std::string deadman_summary(const json& d) {
   }
   const std::string by = field(d, "fired_by", std::string{});
   std::string s = "; dead-man FIRED at " + utc_timestamp(field(d, "fired_at_ms", 0LL)) + (by.empty() ? "" : " by " + by);
-  const json outcomes = d.contains("outcomes") && d["outcomes"].is_array() ? d["outcomes"] : json::array();
-  std::size_t ok = 0;
-  for (const auto& o : outcomes) ok += outcome_text(o) == "ok";
-  s += ", " + std::to_string(ok) + "/" + std::to_string(outcomes.size()) + " rollback commands ok";
+  const auto outcomes = d.find("outcomes");
+  std::size_t ok = 0, n = 0;
+  std::string lines;
+  if (outcomes != d.end() && outcomes->is_array()) {
+    for (const auto& o : *outcomes) {
+      const auto argv = o.find("argv");  // find, not value(): a non-object entry must not throw
+      const std::string result = outcome_text(o);
+      ok += result == "ok";
+      ++n;
+      lines += "\n    restored: " + command_text(argv != o.end() ? *argv : json()) + ": " + result;
+    }
+  }
+  s += ", " + std::to_string(ok) + "/" + std::to_string(n) + " rollback commands ok";
   if (!field(d, "fire_complete", false)) s += " (the fire did not finish: run `tandemctl rollback`)";
-  for (const auto& o : outcomes) s += "\n    restored: " + command_text(o.value("argv", json())) + ": " + outcome_text(o);
-  return s;
+  return s + lines;
 }
 
 }  // namespace tandem::ctl

@@ -163,6 +163,8 @@ TEST_CASE("status says when the dead-man fired, by whom, and what each rollback 
   CHECK(deadman_summary({{"armed", false}}) == "; dead-man not armed");
   CHECK(deadman_summary(nullptr).empty());
   // A peer's odd JSON never throws: wrong types read as absent.
+  CHECK(deadman_summary({{"fired", true}, {"fire_complete", true}, {"outcomes", {7}}}) ==
+        "; dead-man FIRED at an unknown time, 0/1 rollback commands ok\n    restored: ?: FAILED (exit code -1)");
   CHECK(deadman_summary({{"fired", true}, {"fired_at_ms", "soon"}, {"outcomes", 7}}) ==
         "; dead-man FIRED at an unknown time, 0/0 rollback commands ok (the fire did not finish: run `tandemctl rollback`)");
 }
