@@ -98,3 +98,34 @@ TEST_CASE("ids outside the vocabulary are refused at load, not handed out") {
   REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
   CHECK(tok->encode("b", true) == std::vector<int32_t>{2, 1});
 }
+
+// Found by the hour-long fuzz run: an optional field of the wrong type ("type": 7) made
+// nlohmann's value() throw out of from_json; now each is an error naming the key.
+TEST_CASE("optional fields of the wrong type are refused by name, not thrown") {
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "decoder": {"type": 7})")), "decoder.type"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "decoder": [1])")), "decoder"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "added_tokens": [{"id": 2, "content": "ab", "special": 1}])")),
+                 "added_tokens[0].special"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "added_tokens": [{"id": 2, "content": "ab", "lstrip": "no"}])")),
+                 "added_tokens[0].lstrip"));
+  CHECK(contains(load_error(json_with(R"({"type": "BPE", "vocab": {"a": 0}, "merges": [], "byte_fallback": "yes"})")),
+                 "model.byte_fallback"));
+  CHECK(contains(load_error(json_with(R"({"type": "BPE", "vocab": {"a": 0}, "merges": [], "unk_token": 0})")),
+                 "model.unk_token"));
+  CHECK(contains(load_error(json_with(kGoodModel, R"(, "pre_tokenizer": {"type": "ByteLevel", "use_regex": 1})")),
+                 "pre_tokenizer.use_regex"));
+  CHECK_MESSAGE(contains(load_error(json_with(kGoodModel, R"(, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": 3})")),
+                 "pre_tokenizer.behavior"), load_error(json_with(kGoodModel, R"(, "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": 3})")));
+}
+
+// A Split whose pattern is {"String": ...} (a literal) used to fail to compile: PCRE2_LITERAL
+// refuses the UCP option that regex patterns get.
+TEST_CASE("a Split on a literal string loads and splits") {
+  const std::string split = R"(, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"String": "b"}, "behavior": "Isolated"},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})";
+  auto tok = Tokenizer::from_json(json_with(kGoodModel, split));
+  REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
+  // "ab" alone merges to id 2; split before the literal "b" it stays two pieces.
+  CHECK(tok->encode("ab", false) == std::vector<int32_t>{0, 1});
+}

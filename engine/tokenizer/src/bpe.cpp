@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_fields.hpp"
 #include "utf8.hpp"
 
 namespace tandem::tokenizer {
@@ -93,13 +94,17 @@ Result<Bpe> Bpe::from_json(const nlohmann::json& model) {
   }
 
   if (!empty_or_null(model, "unk_token")) {
+    if (!model["unk_token"].is_string()) return Error{"model.unk_token: expected a string or null"};
     const auto unk = bpe.vocab_.find(model["unk_token"].get<std::string>());
     if (unk == bpe.vocab_.end()) return Error{"model.unk_token: not in model.vocab"};
     bpe.unk_ = unk->second;
   }
-  bpe.fuse_unk_ = model.value("fuse_unk", false);
-  bpe.byte_fallback_ = model.value("byte_fallback", false);
-  bpe.ignore_merges_ = model.value("ignore_merges", false);
+  for (auto [key, dest] : {std::pair{"fuse_unk", &bpe.fuse_unk_}, std::pair{"byte_fallback", &bpe.byte_fallback_},
+                           std::pair{"ignore_merges", &bpe.ignore_merges_}}) {
+    auto v = bool_field(model, key, false, "model");
+    if (!v) return v.error();
+    *dest = v.value();
+  }
   return bpe;
 }
 

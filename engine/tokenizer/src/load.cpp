@@ -8,6 +8,7 @@
 #include "byte_level.hpp"
 #include "config.hpp"
 #include "impl.hpp"
+#include "json_fields.hpp"
 
 namespace tandem::tokenizer {
 namespace {
@@ -29,18 +30,30 @@ Result<AddedToken> parse_added_token(const nlohmann::json& t, const std::string&
   AddedToken tok;
   tok.id = static_cast<int32_t>(t["id"].get<int64_t>());
   tok.content = t["content"].get<std::string>();
-  tok.special = t.value("special", false);
-  tok.normalized = t.value("normalized", !tok.special);  // HF's default
-  tok.lstrip = t.value("lstrip", false);
-  tok.rstrip = t.value("rstrip", false);
-  tok.single_word = t.value("single_word", false);
+  auto special = bool_field(t, "special", false, where);
+  if (!special) return special.error();
+  tok.special = special.value();
+  auto normalized = bool_field(t, "normalized", !tok.special, where);  // HF's default
+  auto lstrip = bool_field(t, "lstrip", false, where);
+  auto rstrip = bool_field(t, "rstrip", false, where);
+  auto single_word = bool_field(t, "single_word", false, where);
+  for (const auto* f : {&normalized, &lstrip, &rstrip, &single_word}) {
+    if (!*f) return f->error();
+  }
+  tok.normalized = normalized.value();
+  tok.lstrip = lstrip.value();
+  tok.rstrip = rstrip.value();
+  tok.single_word = single_word.value();
   return tok;
 }
 
 // Only the ByteLevel decoder (alone or as the sole member of a Sequence) fits byte-level BPE.
 Result<bool> decoder_is_byte_level(const nlohmann::json& spec) {
   if (spec.is_null()) return false;
-  const std::string type = spec.is_object() ? spec.value("type", std::string()) : std::string();
+  if (!spec.is_object()) return Error{"decoder: expected an object or null"};
+  auto type_field = string_field(spec, "type", std::string(), "decoder");
+  if (!type_field) return type_field.error();
+  const std::string& type = type_field.value();
   if (type == "ByteLevel") return true;
   if (type == "Sequence" && spec.contains("decoders") && spec["decoders"].is_array() && spec["decoders"].size() == 1) {
     return decoder_is_byte_level(spec["decoders"][0]);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "byte_level.hpp"
+#include "json_fields.hpp"
 
 namespace tandem::tokenizer {
 namespace {
@@ -12,11 +13,6 @@ namespace {
 // GPT-2's word pattern, what ByteLevel splits with when its use_regex is true (the default).
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-bool flag(const nlohmann::json& spec, const char* key, bool fallback) {
-  const auto it = spec.find(key);
-  return it != spec.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
 
 }  // namespace
 
@@ -52,20 +48,26 @@ Result<std::vector<PreTokenizer::Step>> PreTokenizer::parse(const nlohmann::json
     auto re = Regex::compile((*pattern)[is_regex ? "Regex" : "String"].get<std::string>(), !is_regex);
     if (!re) return re.error().with_context(where + ".pattern");
     step.regex.push_back(std::move(re.value()));
-    const std::string behavior = spec.value("behavior", std::string("Isolated"));
+    auto behavior_field = string_field(spec, "behavior", "Isolated", where);
+    if (!behavior_field) return behavior_field.error();
+    const std::string& behavior = behavior_field.value();
     if (behavior == "Removed") step.behavior = Behavior::Removed;
     else if (behavior == "Isolated") step.behavior = Behavior::Isolated;
     else if (behavior == "MergedWithPrevious") step.behavior = Behavior::MergedWithPrevious;
     else if (behavior == "MergedWithNext") step.behavior = Behavior::MergedWithNext;
     else if (behavior == "Contiguous") step.behavior = Behavior::Contiguous;
     else return Error{where + ".behavior: unknown split behavior \"" + behavior + "\""};
-    step.invert = flag(spec, "invert", false);
+    auto invert = bool_field(spec, "invert", false, where);
+    if (!invert) return invert.error();
+    step.invert = invert.value();
     steps.push_back(std::move(step));
     return steps;
   }
   if (type == "Digits") {
     Step step;
-    const bool individual = flag(spec, "individual_digits", false);
+    auto individual_field = bool_field(spec, "individual_digits", false, where);
+    if (!individual_field) return individual_field.error();
+    const bool individual = individual_field.value();
     auto re = Regex::compile("\\p{N}");
     if (!re) return re.error().with_context(where);
     step.regex.push_back(std::move(re.value()));
@@ -74,14 +76,18 @@ Result<std::vector<PreTokenizer::Step>> PreTokenizer::parse(const nlohmann::json
     return steps;
   }
   if (type == "ByteLevel") {
-    if (flag(spec, "use_regex", true)) {
+    auto use_regex = bool_field(spec, "use_regex", true, where);
+    auto add_prefix_space = bool_field(spec, "add_prefix_space", true, where);
+    if (!use_regex) return use_regex.error();
+    if (!add_prefix_space) return add_prefix_space.error();
+    if (use_regex.value()) {
       Step split_step;
       auto re = Regex::compile(kGpt2Pattern);
       if (!re) return re.error().with_context(where);
       split_step.regex.push_back(std::move(re.value()));
-      split_step.add_prefix_space = flag(spec, "add_prefix_space", true);
+      split_step.add_prefix_space = add_prefix_space.value();
       steps.push_back(std::move(split_step));
-    } else if (flag(spec, "add_prefix_space", true)) {
+    } else if (add_prefix_space.value()) {
       Step prefix_only;  // a Split with no regex: only the prefix space
       prefix_only.add_prefix_space = true;
       steps.push_back(std::move(prefix_only));

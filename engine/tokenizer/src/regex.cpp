@@ -65,8 +65,8 @@ Regex::~Regex() = default;
 
 Result<Regex> Regex::compile(std::string_view pattern, bool literal) {
   const std::string source = literal ? std::string(pattern) : white_space_as_property(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL refuses PCRE2_UCP (which only changes how \d, \w, ... match, and a literal has none).
+  const uint32_t options = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   auto code = std::make_unique<Code>();
