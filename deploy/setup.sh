@@ -30,6 +30,8 @@ packages=(
   # promtool (the lint of /metrics in tests/serve; the package brings the Prometheus server too),
   # man pages from --help, and the completion loader for deploy/completions
   prometheus help2man bash-completion
+  # the packages: lintian checks them (tests/packaging); debootstrap makes the root they install into
+  lintian debootstrap systemd-container zstd
 )
 
 step() { printf '\n== %s\n' "$*"; }

@@ -32,7 +32,15 @@ volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int sig) { g_stop = sig; }
 
 void node_options(CLI::App* cmd, tandem::agentd::DaemonOptions& o) {
-  cmd->add_option("--node", o.node, "This node's name in the manifest (and its certificate CN)")->required();
+  // An installed but unenrolled node starts with TANDEMD_NODE= empty in /etc/tandem/tandemd.env.
+  const CLI::Validator named(
+      [](std::string& v) {
+        return v.empty() ? std::string("the node name is empty (tandemd.service reads it as TANDEMD_NODE from "
+                                       "/etc/tandem/tandemd.env, which `tandemctl enroll` writes)")
+                         : std::string();
+      },
+      "NAME");
+  cmd->add_option("--node", o.node, "This node's name in the manifest (and its certificate CN)")->required()->check(named);
   cmd->add_option("--root", o.root, "Resolve host paths under this prefix (sandboxed test nodes)")->check(CLI::ExistingDirectory);
   cmd->add_option("--state-dir", o.state_dir_host, "State directory as the node sees it (under --root)");
 }

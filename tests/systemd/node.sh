@@ -22,8 +22,12 @@ node_gate() {
 
 # What goes into the root before its first boot.
 node_setup() {
-  DESTDIR=$SR_ROOT cmake --install "$build" --prefix /usr/local >"$SR_DIR/install.log" 2>&1 ||
-    { cat "$SR_DIR/install.log" >&2; sr_die "cmake --install into the root failed"; }
+  if [ -n "${NODE_DEBS:-}" ]; then
+    node_install_debs "$NODE_DEBS"
+  else
+    DESTDIR=$SR_ROOT cmake --install "$build" --prefix /usr/local >"$SR_DIR/install.log" 2>&1 ||
+      { cat "$SR_DIR/install.log" >&2; sr_die "cmake --install into the root failed"; }
+  fi
   mkdir -p "$SR_ROOT$NODE_MODELS" "$SR_ROOT/var/lib/tandem-test/cache"
   cp -r "$repo/models/dflash-pair/." "$SR_ROOT$NODE_MODELS/"
   cat >"$SR_ROOT/etc/systemd/system/old-lane.service" <<UNIT
@@ -137,6 +141,25 @@ YAML
 }
 
 node_boot() { SR_BOOT_TIMEOUT=${SR_BOOT_TIMEOUT:-120} sr_boot "$1" node_setup; }
+
+# node_install_debs DIR: install DIR's .deb files into the (not yet booted) root the way an operator
+# would, `apt-get install ./pkg.deb` (apt fetches their dependencies from the Debian archive), in a
+# chroot on this machine's network. Nothing in the root runs systemd yet: the maintainer scripts see
+# no /run/systemd/system, as in a debootstrap or image build.
+node_install_debs() {
+  local dir=$1 r=$SR_ROOT
+  mkdir -p "$r/var/cache/tandem-debs"
+  cp "$dir"/*.deb "$r/var/cache/tandem-debs/"
+  cp -L /etc/resolv.conf "$r/etc/resolv.conf"
+  local debs
+  debs=$(cd "$r" && ls var/cache/tandem-debs/*.deb | sed 's|^|/|' | tr '\n' ' ')
+  # A private mount namespace: the chroot's /proc and /dev mounts vanish with it.
+  unshare --mount --propagation private sh -c "
+    mount -t proc proc '$r/proc' && mount --rbind /dev '$r/dev' &&
+    chroot '$r' /usr/bin/env -i PATH=$SR_PATH DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
+      sh -c 'apt-get update -qq && apt-get install -y -q --no-install-recommends $debs'" >"$SR_DIR/install.log" 2>&1 ||
+    { tail -30 "$SR_DIR/install.log" >&2; sr_die "apt-get install of the packages into the root failed"; }
+}
 
 # Without enroll: the env file and certificate that tandemctl enroll would write.
 node_install_agent_config() {
