@@ -28,8 +28,8 @@ packages=(
   clang libclang-rt-14-dev
   openssh-server openssh-client iproute2 systemd procps
   # promtool (the lint of /metrics in tests/serve; the package brings the Prometheus server too),
-  # man pages from --help, and the completion loader for deploy/completions
-  prometheus help2man bash-completion
+  # man pages from --help, the completion loader for deploy/completions and zsh to test its own
+  prometheus help2man bash-completion zsh
   # the packages: lintian checks them (tests/packaging); debootstrap makes the root they install into
   lintian debootstrap systemd-container zstd
 )

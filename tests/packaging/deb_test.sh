@@ -57,7 +57,8 @@ contents() {
       tandem-serve) prog=tandem-serve; dir=/usr/bin; section=1 ;;
     esac
     grep -qx "$dir/$prog" <<<"$list" || fail "$p lacks $dir/$prog"
-    grep -qx "/usr/share/bash-completion/completions/$prog" <<<"$list" || fail "$p lacks the $prog completion"
+    grep -qx "/usr/share/bash-completion/completions/$prog" <<<"$list" || fail "$p lacks the $prog bash completion"
+    grep -qx "/usr/share/zsh/vendor-completions/_$prog" <<<"$list" || fail "$p lacks the $prog zsh completion"
     if command -v help2man >/dev/null; then
       grep -qx "/usr/share/man/man$section/$prog.$section.gz" <<<"$list" || fail "$p lacks the $prog($section) man page"
     fi
