@@ -19,6 +19,23 @@ bin=${BENCH_BIN:-}
 model=${BENCH_MODEL_DIR:-/tmp/tandem-bench-model}
 prompt=${PROMPT:-512}
 decode=${DECODE:-128}
+# Every check and benchmark that fails is named at the end and makes the script exit 1.
+failed=()
+check() {  # check NAME COMMAND...: run it, print its exit status, remember a failure
+  local name=$1 rc
+  shift
+  "$@"
+  rc=$?
+  echo "exit $rc"
+  [ "$rc" -eq 0 ] || failed+=("$name (exit $rc)")
+}
+verdict() {
+  if [ ${#failed[@]} -gt 0 ]; then
+    printf 'FAILED: %s\n' "${failed[@]}"
+    exit 1
+  fi
+  echo "all checks passed"
+}
 {
   echo "# gpu-bench $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -36,23 +53,22 @@ decode=${DECODE:-128}
     bin=$build
   fi
   echo "## check: CUDA model vs golden fixtures and the CPU reference"
-  timeout 60 "$bin/cuda_model_check" tests/model/fixtures >"$outdir/check.txt" 2>&1; echo "exit $?"
+  check cuda_model_check timeout 60 "$bin/cuda_model_check" tests/model/fixtures >"$outdir/check.txt" 2>&1
   grep -E "##|FAIL|PASS|info|ok|departs|trace|routing" "$outdir/check.txt" | head -120
   if [ "${SKIP_MEMCHECK:-0}" != 1 ]; then
     echo "## check under compute-sanitizer memcheck"
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_model_check" tests/model/fixtures \
+    check memcheck timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_model_check" tests/model/fixtures \
       >"$outdir/memcheck.txt" 2>&1
-    echo "exit $?; $(grep -E 'ERROR SUMMARY' "$outdir/memcheck.txt" | tail -1); $(grep -E '^(PASS|FAIL)' "$outdir/memcheck.txt" | tail -1)"
+    echo "$(grep -E 'ERROR SUMMARY' "$outdir/memcheck.txt" | tail -1); $(grep -E '^(PASS|FAIL)' "$outdir/memcheck.txt" | tail -1)"
   fi
-  if [ "${ONLY_CHECK:-0}" = 1 ]; then echo "total $SECONDS s (ONLY_CHECK: no benchmark)"; exit 0; fi
+  if [ "${ONLY_CHECK:-0}" = 1 ]; then echo "total $SECONDS s (ONLY_CHECK: no benchmark)"; verdict; exit 0; fi
   echo "## benchmark model + transformers ($SECONDS s)"
-  timeout 240 python3 engine/bench/hf_bench.py --write "$model" --json "$outdir/hf.json" --prompt "$prompt" --decode "$decode"
-  echo "exit $?"
+  check hf_bench timeout 240 python3 engine/bench/hf_bench.py --write "$model" --json "$outdir/hf.json" --prompt "$prompt" --decode "$decode"
   echo "## tandem-bench-cuda, bf16 KV ($SECONDS s)"
-  timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --json "$outdir/tandem.json"; echo "exit $?"
+  check tandem-bench-cuda timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --json "$outdir/tandem.json"
   echo "## tandem-bench-cuda, fp8_e4m3 KV ($SECONDS s)"
-  timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --kv-cache-dtype fp8_e4m3 \
-    --json "$outdir/tandem-fp8.json"; echo "exit $?"
+  check tandem-bench-cuda-fp8-kv timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" \
+    --kv-cache-dtype fp8_e4m3 --json "$outdir/tandem-fp8.json"
   echo "## the same, dense GEMMs all through cuBLASLt (--skinny-rows 0), CUDA graphs ($SECONDS s)"
   timeout 60 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --skinny-rows 0 --modes graphs \
     --batches 1,16 | grep -E '^\|'
@@ -67,12 +83,13 @@ decode=${DECODE:-128}
   fi
   if [ -x build-deps/serve/tandem-serve ]; then
     echo "## tandem-serve --device cuda on the demo model ($SECONDS s)"
-    SERVE_OUT="$outdir" timeout 150 ./deploy/gpu-serve-smoke.sh build-deps/serve
-    echo "exit $?"
+    check gpu-serve-smoke env SERVE_OUT="$outdir" timeout 150 ./deploy/gpu-serve-smoke.sh build-deps/serve
   fi
   echo "## table"
   [ -f "$outdir/tandem.json" ] && python3 engine/bench/report.py "$outdir/tandem.json" \
     $( [ -f "$outdir/hf.json" ] && echo "$outdir/hf.json" ) $( [ -f "$outdir/tandem-fp8.json" ] && echo "$outdir/tandem-fp8.json" ) \
     | tee "$outdir/table.md"
   echo "total $SECONDS s"
+  verdict
 } 2>&1 | tee "$outdir/gpu-bench.txt"
+# pipefail: the script's status is the block's (verdict's exit 1), not tee's.
