@@ -15,11 +15,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # default; each package has its own synopsis (tandem_package below), so it is set to that default.
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 # Stripping is done by the debuginfo split below (CPACK_STRIP_FILES would strip first and leave it nothing).
-# A cross build (cmake/toolchains/aarch64-linux-gnu.cmake) names the target's architecture, not
-# the build machine's that CPack would ask dpkg for.
-if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
-  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
-endif()
+# A cross build's toolchain file sets CPACK_DEBIAN_PACKAGE_ARCHITECTURE (cmake/toolchains/).
 
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)

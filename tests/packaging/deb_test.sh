@@ -33,7 +33,8 @@ trap cleanup_debs EXIT
 (cd "$build" && cpack -G DEB -B "$debs" >"$debs/cpack.log" 2>&1) || { cat "$debs/cpack.log" >&2; fail "cpack -G DEB failed"; }
 rm -rf "$debs/_CPack_Packages"
 version=$(sed -n 's/^project(tandem VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
-arch=$(dpkg --print-architecture)
+# A cross build names its target (CMake passes TANDEM_DEB_ARCH); a native one is this machine's.
+arch=${TANDEM_DEB_ARCH:-$(dpkg --print-architecture)}
 pkgs=(tandem-agent tandem-controller tandem-serve)
 if [ ! -x "$build/controller/tandemctl" ]; then pkgs=(tandem-agent tandem-serve); fi
 
