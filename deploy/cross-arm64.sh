@@ -59,6 +59,8 @@ if [ ! -e "$binfmt/qemu-aarch64" ]; then
     > "$binfmt/register"
 fi
 
+fresh=true
+[ ! -f "$build/build.ninja" ] || fresh=false   # the build time below is a fresh build's or an incremental one's
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 step "configuring $build (aarch64-linux-gnu, CUDA off)"
@@ -103,9 +105,9 @@ fi
 
 step "results in $results"
 mkdir -p "$results"
-python3 - "$build" "$results" "$commit" "$dirty" "$build_s" "$test_s" "$lintian_errors" <<'PY'
+python3 - "$build" "$results" "$commit" "$dirty" "$fresh" "$build_s" "$test_s" "$lintian_errors" <<'PY'
 import json, os, re, subprocess, sys, xml.etree.ElementTree as ET
-build, results, commit, dirty, build_s, test_s, lintian_errors = sys.argv[1:]
+build, results, commit, dirty, fresh, build_s, test_s, lintian_errors = sys.argv[1:]
 root = ET.parse(os.path.join(build, "ctest-arm64.xml")).getroot()
 cases = []
 for c in root.iter("testcase"):
@@ -122,7 +124,7 @@ for f in sorted(os.listdir(build)):
         arch = subprocess.run(["dpkg-deb", "-f", p, "Architecture"], capture_output=True, text=True).stdout.strip()
         debs.append({"file": f, "architecture": arch, "bytes": os.path.getsize(p)})
 doc = {"commit": commit, "dirty": dirty == "true", "target": "aarch64-linux-gnu", "emulator": "qemu-aarch64-static",
-       "build_seconds": int(build_s), "test_seconds": int(test_s), "tests": count,
+       "build_seconds": int(build_s), "fresh_build": fresh == "true", "test_seconds": int(test_s), "tests": count,
        "failed": [c["name"] for c in cases if c["status"] == "fail"],
        "skipped": [c["name"] for c in cases if c["status"] == "skip"],
        "packages": debs, "lintian_errors": int(lintian_errors)}
@@ -131,7 +133,7 @@ with open(os.path.join(results, "results.md"), "w") as md:
     md.write(f"# arm64 cross build at {commit[:7]}{' (with uncommitted changes)' if dirty == 'true' else ''}\n\n`deploy/cross-arm64.sh`: aarch64-linux-gnu-g++ 12, Debian 12 multiarch libraries, "
              f"tests under qemu-aarch64-static on an amd64 host.\n\n")
     md.write("| step | result |\n|---|---|\n")
-    md.write(f"| build (2 jobs) | {build_s} s |\n")
+    md.write(f"| build (2 jobs, {'fresh' if fresh == 'true' else 'incremental'}) | {build_s} s |\n")
     md.write(f"| ctest under qemu | {count['pass']} passed, {count['fail']} failed, {count['skip']} skipped, {test_s} s |\n")
     for d in debs:
         md.write(f"| {d['file']} | Architecture {d['architecture']}, {d['bytes']/1e6:.1f} MB |\n")
