@@ -34,11 +34,17 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// NT: x rows per pass (rows <= NT); U: 16-byte weight loads per lane in flight.
+// NT: x rows per pass (a launch of more rows takes them NT at a time); U: 16-byte weight loads per
+// lane in flight. Each x row's sum is built in the same order whatever NT, U or the launch's row
+// count: lane l adds chunks l, l + 32, l + 64, .. (one fmaf chain per chunk), then the warp's fixed
+// butterfly. So a row's result does not depend on how many rows share the launch (a decode row, a
+// verification's rows and a prefill chunk's rows agree bit for bit): the engine's greedy output
+// with a drafter equals plain greedy output (engine/spec/README.md).
 // The weights do not depend on the kernel before this one (only x does), so the first pass's
 // weight loads are issued before waiting for it (programmatic dependent launch): the weight
 // stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was
-// measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.)
+// measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.) Where the row
+// fits one pass (in <= 256 U entries) its weights stay in registers for every group of NT rows.
 template <int NT, int U, class OutT, bool SILU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -48,6 +54,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const bf16* wg = static_cast<const bf16*>(a.w) + g * a.w_group + o * a.ldw;
   const bf16* wu = wg + a.up_offset * a.ldw;
   const int chunks = a.in / 8;
+  const bool one_pass = chunks <= 32 * U;
   uint4 wv[U], uv[U];
   auto load_pass = [&](int c0) {
 #pragma unroll
@@ -63,37 +70,41 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   cuda::pdl_begin();
   if (!live) return;
   const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
-  float acc[NT], up[NT];
+  for (int r0 = 0; r0 < a.rows; r0 += NT) {
+    const int nr = min(NT, a.rows - r0);
+    const bf16* xr = xg + static_cast<long>(r0) * a.ldx;
+    float acc[NT], up[NT];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
-    if (c0 != lane) load_pass(c0);
+    for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
+    for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
+      if (c0 != lane || (r0 > 0 && !one_pass)) load_pass(c0);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + 32 * u;
-      if (c >= chunks) break;
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + 32 * u;
+        if (c >= chunks) break;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= a.rows) break;
-        const uint4 xv = *reinterpret_cast<const uint4*>(xg + t * a.ldx + 8 * c);
-        acc[t] += dot8(wv[u], xv);
-        if (SILU) up[t] += dot8(uv[u], xv);
+        for (int t = 0; t < NT; ++t) {
+          if (t >= nr) break;
+          const uint4 xv = *reinterpret_cast<const uint4*>(xr + t * a.ldx + 8 * c);
+          acc[t] += dot8(wv[u], xv);
+          if (SILU) up[t] += dot8(uv[u], xv);
+        }
       }
     }
-  }
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = cuda::warp_sum(acc[t]);
-    if (SILU) up[t] = cuda::warp_sum(up[t]);
-  }
-  // Lane t writes x row t's result (registers are indexed by constants only).
-  float mine = 0.f;
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = cuda::warp_sum(acc[t]);
+      if (SILU) up[t] = cuda::warp_sum(up[t]);
+    }
+    // Lane t writes x row r0 + t's result (registers are indexed by constants only).
+    float mine = 0.f;
 #pragma unroll
-  for (int t = 0; t < NT; ++t)
-    if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
-  if (lane < a.rows) {
-    if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
-    static_cast<OutT*>(a.y)[lane * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);
+    for (int t = 0; t < NT; ++t)
+      if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+    if (lane < nr) {
+      if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
+      static_cast<OutT*>(a.y)[(r0 + lane) * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);
+    }
   }
 }
 
@@ -118,13 +129,13 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 }  // namespace
 
 bool gemv_fits(const GemvArgs& a) {
-  return a.rows >= 1 && a.rows <= kGemvMaxRows && a.in % 8 == 0 && a.ldx % 8 == 0 && a.x_group % 8 == 0 &&
+  return a.rows >= 1 && a.in % 8 == 0 && a.ldx % 8 == 0 && a.x_group % 8 == 0 &&
          a.ldw % 8 == 0 && a.w_group % 8 == 0 && aligned16(a.x) && aligned16(a.w);
 }
 
 std::string gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return "gemv: bad shape";
-  if (!gemv_fits(a)) return "gemv: needs 1 <= rows <= 8, in and the strides multiples of 8, 16-byte aligned x and w";
+  if (!gemv_fits(a)) return "gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w";
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return "gemv: silu_mul needs a bf16 result and no bias";
   cudaError_t e;
   if (a.silu_mul) e = launch_rows<bf16, true>(a, stream);

@@ -97,6 +97,7 @@ struct Args {
   const void* cache;
   bf16* out;
   float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
+  bool combine;  // partials for the combine kernel (several splits, or a fixed split size)
 };
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
@@ -310,13 +311,13 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       for (int half = 0; half < 2; ++half) {
         const int h = mt * 16 + g + 8 * half;
         if (h >= a.q_heads) continue;
-        const float f = splits == 1 ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+        const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           const int col = d_warp + nt * 8 + 2 * t;
           if (col >= a.v_dim) break;
           const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
-          if (splits == 1) {
+          if (!a.combine) {
             *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
           } else {
             float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
@@ -326,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       }
     }
   }
-  if (splits > 1)
+  if (a.combine)
     for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
       float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
       pr[0] = m_s[h], pr[1] = l_s[h];
@@ -391,11 +392,16 @@ int per_split_for(int n_tokens, int max_context) {
   return per * kChunk;
 }
 
-int splits_for(int n_tokens, int max_context) {
+int splits_for(int n_tokens, int max_context, int split_keys) {
+  if (split_keys > 0) return std::max(1, (max_context + split_keys - 1) / split_keys);
   if (max_context <= kChunk) return 1;
   const int per = per_split_for(n_tokens, max_context);
   return (max_context + per - 1) / per;
 }
+
+// Whether the splits leave partials for the combine kernel: always with a fixed split size (one
+// split or several, the same arithmetic), else only when there are several.
+bool combines(int splits, const PagedKvLayout& l) { return splits > 1 || l.split_keys > 0; }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
@@ -424,8 +430,8 @@ bool fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l, const vo
 
 size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
   if (n_tokens <= 0 || q_heads <= 0) return 0;
-  const int splits = splits_for(n_tokens, max_context);
-  if (splits == 1) return 0;
+  const int splits = splits_for(n_tokens, max_context, l.split_keys);
+  if (!combines(splits, l)) return 0;
   return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
          static_cast<size_t>(l.v_dim + 2);
 }
@@ -434,16 +440,19 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
                       size_t workspace_bytes_given, Stream stream, const MlaQueryRope* rope) {
-  int splits = splits_for(n_tokens, max_context);
-  if (splits > 1 && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
-    if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
+  int splits = splits_for(n_tokens, max_context, l.split_keys);
+  if (l.split_keys > 0 && (l.split_keys % kChunk != 0 || splits > kMaxSplits))
+    return "paged_attention: split_keys must be a multiple of 32 giving at most 1024 splits of max_context";
+  if (combines(splits, l) && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
+    if (workspace != nullptr || l.split_keys > 0) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
     splits = 1;  // no workspace: each block walks all of its token's keys
   }
   Args a{};
   a.q = static_cast<const bf16*>(q);
   a.token_seq = token_seq, a.token_pos = token_pos, a.block_tables = block_tables;
   a.q_heads = q_heads, a.qk_dim = l.qk_dim, a.v_dim = l.v_dim, a.block_size = l.block_size, a.max_blocks = max_blocks_per_seq;
-  a.per_split = splits == 1 ? 0 : per_split_for(n_tokens, max_context);
+  a.per_split = l.split_keys > 0 ? l.split_keys : splits == 1 ? 0 : per_split_for(n_tokens, max_context);
+  a.combine = combines(splits, l);
   a.kv_scale = l.dtype == DType::fp8_e4m3 ? l.k_scale : 1.f;
   a.score_scale = scale * a.kv_scale;
   if (rope) {
@@ -459,7 +468,7 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
   else
     e = mt == 1 ? launch<fp8, 1>(grid, a, stream) : mt == 2 ? launch<fp8, 2>(grid, a, stream) : launch<fp8, 4>(grid, a, stream);
   std::string err = cuda::error_of(e, "mla_decode_kernel");
-  if (err.empty() && splits > 1)
+  if (err.empty() && a.combine)
     err = cuda::error_of(
         cuda::launch_pdl(mla_combine_kernel,
                          dim3(static_cast<unsigned>(n_tokens * q_heads), static_cast<unsigned>((l.v_dim + kCombineDims - 1) / kCombineDims)),

@@ -2,9 +2,10 @@
 // (exits 77, "skipped", without one: CI has none). A plain program like tests/model/cuda_model_check.
 //   capture   the CUDA target's captured hidden states (bf16) vs the CPU forward's HiddenCapture
 //   drafter   the CUDA drafter's draft logits vs the CPU drafter's, from each side's own context
-//   verify    a block verified in one step (every row's logits) vs the same tokens decoded one by one
+//   verify    a block verified in one step (every row's logits) vs the same tokens decoded one by one:
+//             equal bit for bit (the target's kernels are batch-invariant)
 //   engine    greedy output with the CUDA drafter (7 drafts every step, and adaptive) equals plain
-//             greedy output on the GPU, at batch 1 and 4, and its acceptance length vs the reference
+//             greedy output on the GPU, at batch 1, 4 and 6, and its acceptance length vs the reference
 //   sampled   sampled requests with the drafter finish with tokens in the vocabulary (a smoke run;
 //             the distribution test of speculative sampling is the CPU one, tests/spec)
 //   cuda_spec_check [PAIR_DIR] [--parts]   (default: the repository's models/dflash-pair; --parts: no
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine.hpp"
+#include "reference_trace.hpp"
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
@@ -131,14 +133,42 @@ void check_parts(const fs::path& pair, const Prompt& p) {
   check(cudaMemcpy(raw.data(), g.target->captured(), raw.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "captured rows copied");
   std::vector<float> captured(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) captured[i] = kernels::bf16_to_float(raw[i]);
+  // A row over the bar is excused where the CPU reference routes that token through a MoE layer
+  // at or below the captured one on a near-tie (margin within the bar of its largest choice): the
+  // GPU's residual stream is within the bar of the CPU's, not equal to it, so it may pick the other
+  // expert there, and that token's FFN output then differs by far more (tests/model's check does
+  // the same). Any other row over the bar fails.
+  constexpr double kCaptureBar = 3e-2;
+  auto ck = model::Checkpoint::open(pair / "target");
+  must(ck, "target checkpoint");
   double cap_err = 0;
+  int excused = 0;
+  std::string why;
   for (int t = 0; t < T; ++t)
     for (size_t j = 0; j < cap.layers.size(); ++j) {
       const size_t at = static_cast<size_t>(t) * F + j * static_cast<size_t>(H);
-      cap_err = std::max(cap_err, rel_error(std::span<const float>(captured).subspan(at, static_cast<size_t>(H)),
-                                            std::span<const float>(cap.rows).subspan(at, static_cast<size_t>(H))));
+      const double e = rel_error(std::span<const float>(captured).subspan(at, static_cast<size_t>(H)),
+                                 std::span<const float>(cap.rows).subspan(at, static_cast<size_t>(H)));
+      if (e >= kCaptureBar) {
+        auto tr = model::check::reference_trace(ref, ck.value(), p.ids, t);
+        must(tr, "reference trace");
+        std::string tie;
+        for (int l = 0; l <= cap.layers[j] && l < static_cast<int>(tr->routes.size()); ++l) {
+          const auto& r = tr->routes[static_cast<size_t>(l)];
+          if (!r.experts.empty() && r.margin <= kCaptureBar * r.choice_max)
+            tie = "layer " + std::to_string(l) + " margin " + fmt(r.margin) + " of " + fmt(r.choice_max);
+        }
+        std::printf("  info captured row of token %d after layer %d: %s off the CPU; routing near-tie: %s\n", t, cap.layers[j],
+                    fmt(e).c_str(), tie.empty() ? "none" : tie.c_str());
+        if (!tie.empty()) {
+          ++excused;
+          continue;
+        }
+      }
+      cap_err = std::max(cap_err, e);
     }
-  check(cap_err < 3e-2, "capture: largest relative error of a captured row vs the CPU " + fmt(cap_err) + " (bar 3e-2)");
+  check(cap_err < kCaptureBar, "capture: largest relative error of a captured row vs the CPU " + fmt(cap_err) + " (bar 3e-2; " +
+                                   std::to_string(excused) + " row(s) at a routing near-tie excused)");
   check(argmax(gpu_logits.value()) == anchor, "prefill: the GPU's next token equals the CPU's");
 
   // Drafter: each side from its own context.
@@ -180,7 +210,9 @@ void check_parts(const fs::path& pair, const Prompt& p) {
     verify_err = std::max(verify_err, rel_error(mine, row.value()));
     agree += argmax(mine) == argmax(row.value()) ? 1 : 0;
   }
-  check(verify_err < 2e-2, "verify: largest relative error of a block row vs decoding it alone " + fmt(verify_err) + " (bar 2e-2)");
+  // The target's kernels are batch-invariant (CudaOptions::invariant_tokens): a block row and the
+  // same token decoded alone are computed in the same order, so they agree bit for bit.
+  check(verify_err == 0, "verify: largest relative error of a block row vs decoding it alone " + fmt(verify_err) + " (bit for bit: 0)");
   check(agree == static_cast<int>(block.size()), "verify: greedy tokens of all " + std::to_string(block.size()) + " rows equal decoding's (" +
                                                      std::to_string(agree) + ")");
 }
@@ -265,7 +297,7 @@ void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int 
   double ref_sum = 0, ref_count = 0;
   for (const auto& p : prompts) ref_sum += p.ref_sum, ref_count += p.ref_count;
   const double ref_length = ref_sum / std::max(1.0, ref_count);
-  for (int seqs : {1, 4}) {
+  for (int seqs : {1, 4, 6}) {
     const Outcome plain = generate(pair, false, false, seqs, prompts, max_tokens, 0.f);
     for (bool fixed : {true, false}) {
       const Outcome sp = generate(pair, true, fixed, seqs, prompts, max_tokens, 0.f);

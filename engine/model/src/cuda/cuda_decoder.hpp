@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -201,8 +202,12 @@ class GlmDecoderCuda : public CudaModel {
   std::int32_t* in_tables() const { return in_rows() + r_cap_; }
 
   // Checks the items, stages the inputs, enqueues the forward (replaying a graph for decode
-  // steps); returns how many logit rows logits_ holds (in the items' order).
+  // steps); returns how many logit rows the items asked for: the first ones of logits_ in the
+  // items' order, or those pick_ names (a graph step of mixed block lengths, padded).
   Result<int> run(std::span<const PagedWork> work);
+  // The items' R rows of a buffer of per-row results (rows of row_bytes) to the host, through
+  // pick_; stream-ordered (the caller synchronises).
+  std::string item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what);
 
   // Captures the graph of a step of B sequences with `per` tokens each (1: decode; n: verifying
   // blocks of n), every token's logits.
@@ -227,9 +232,12 @@ class GlmDecoderCuda : public CudaModel {
   // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
   std::string dequant(const QuantWeight& q);
 
-  // Whether a step of T tokens takes the decode-sized kernels.
+  // Whether a step of T tokens takes the decode-sized kernels, which are batch-invariant (a token's
+  // result does not depend on the step's other tokens: CudaOptions::invariant_tokens).
   // (Not while tracing or measuring the fp8 scales: those read the unfused glue's intermediate rows.)
-  bool few(int T) const { return opt_.decode_kernels && T <= k::kGemvMaxRows && !measuring_ && !trace_; }
+  bool few(int T) const { return opt_.decode_kernels && T <= opt_.invariant_tokens && !measuring_ && !trace_; }
+  // Tokens the decode-sized kernels' buffers hold (moe_decode's activations).
+  int few_cap() const { return std::max(k::kMoeDecodeTokens, std::min(t_cap_, opt_.invariant_tokens)); }
   // The same for quantised projections (kQuantDecodeTokens).
   bool few_quant(int T) const { return opt_.decode_kernels && T <= kQuantDecodeTokens && !measuring_ && !trace_; }
 
@@ -261,8 +269,7 @@ class GlmDecoderCuda : public CudaModel {
   std::string moe(const Layer& a, int T, bool fold_norm = false);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
   bool moe_decodes(const Layer& a, int T) {
-    return few(T) && T <= k::kMoeDecodeTokens &&
-           (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
+    return few(T) && (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
   }
   // Quantised experts take the decode kernels up to kQuantDecodeTokens tokens, kMoeDecodeTokens a
   // launch (each reads its tokens' experts), rather than the grouped path, which dequantises every
@@ -320,6 +327,7 @@ class GlmDecoderCuda : public CudaModel {
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
+  std::vector<int> pick_;  // the last run()'s item rows among its graph's rows; empty: the first R
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
   DeviceBuffer captured_;
 };

@@ -27,6 +27,10 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
     l.qk_dim = width_;
     l.v_dim = lora_kv_;
     l.v_in_k = true;
+    // A fixed split of the keys (whole chunks of 32, at most 256 splits of max-model-len): the
+    // MLA kernel's result for a token then does not depend on the step (batch-invariant).
+    const int chunks = (max_len_ + 31) / 32;
+    l.split_keys = 32 * ((chunks + 255) / 256);
     return l;
   }
   std::string attention_shape_error() const override;

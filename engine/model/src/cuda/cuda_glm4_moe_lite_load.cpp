@@ -43,9 +43,10 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   layer_bytes_ = per_layer;
   if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
-  // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows).
+  // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
+  // and the scratch sequence's of a padded graph step: run()).
   in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
-             static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
+             static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
   if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
   // Flash-decoding workspace for the largest split any step size can ask for.
@@ -272,7 +273,7 @@ std::string GlmDecoderCuda::allocate_activations() {
       {&uniform_, R * sizeof(double), "uniforms"},
       {&keep_, R * static_cast<std::size_t>(V_), "sampling mask"},
       {&argmax_keys_, R * sizeof(unsigned long long), "greedy keys"},
-      {&moe_decode_act_, static_cast<std::size_t>(k::kMoeDecodeTokens) * static_cast<std::size_t>(K_ + 1) *
+      {&moe_decode_act_, static_cast<std::size_t>(few_cap()) * static_cast<std::size_t>(K_ + 1) *
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
   };
   for (const Want& w : wants)

@@ -32,7 +32,7 @@ Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work)
   if (!rows) return rows.error();
   std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
   FirstError err;
-  err(cuda_error(cudaMemcpyAsync(out.data(), logits_.get(), out.size() * 4, cudaMemcpyDeviceToHost, stream_), "logits"));
+  err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
   err(cuda_error(cudaStreamSynchronize(stream_), "step"));
   if (!err.ok()) return error(err.message);
   return out;
@@ -44,13 +44,13 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
   const int R = rows.value();
   FirstError err;
   std::vector<unsigned long long> keys(static_cast<std::size_t>(R));
+  const int computed = pick_.empty() ? R : pick_.back() + 1;  // a padded graph step's rows
   if (R > 0 && !opt_.decode_kernels) {  // the sampler's greedy row (one block a row), as before
     std::vector<k::Sampled> got(static_cast<std::size_t>(R));
-    err(k::sample_cuda(logits_.as<float>(), R, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
+    err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-    mark("sample (sampler, greedy)", static_cast<double>(R) * V_ * 4);
-    err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
-                   "tokens"));
+    mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
+    err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
     err(cuda_error(cudaStreamSynchronize(stream_), "step"));
     if (!err.ok()) return error(err.message);
     std::vector<std::int32_t> ids;
@@ -58,17 +58,36 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     return ids;
   }
   if (R > 0) {
-    err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
-    mark("sample (argmax)", static_cast<double>(R) * V_ * 4);
-    err(cuda_error(cudaMemcpyAsync(keys.data(), argmax_keys_.get(), keys.size() * sizeof(unsigned long long),
-                                   cudaMemcpyDeviceToHost, stream_),
-                   "tokens"));
+    err(k::argmax_rows_cuda(logits_.as<float>(), computed, V_, argmax_keys_.as<unsigned long long>(), stream_));
+    mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
+    err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
   }
   err(cuda_error(cudaStreamSynchronize(stream_), "step"));
   if (!err.ok()) return error(err.message);
   std::vector<std::int32_t> ids;
   for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
   return ids;
+}
+
+std::string GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what) {
+  auto* d = static_cast<char*>(dst);
+  const auto* from = static_cast<const char*>(src);
+  if (pick_.empty())
+    return R > 0 ? cuda_error(cudaMemcpyAsync(d, from, static_cast<std::size_t>(R) * row_bytes, cudaMemcpyDeviceToHost, stream_), what)
+                 : std::string();
+  // One copy per run of consecutive rows (an item's block is one run).
+  FirstError err;
+  std::size_t i = 0, at = 0;
+  while (i < pick_.size() && err.ok()) {
+    std::size_t j = i + 1;
+    while (j < pick_.size() && pick_[j] == pick_[j - 1] + 1) ++j;
+    const std::size_t n = j - i;
+    err(cuda_error(cudaMemcpyAsync(d + at * row_bytes, from + static_cast<std::size_t>(pick_[i]) * row_bytes, n * row_bytes,
+                                   cudaMemcpyDeviceToHost, stream_),
+                   what));
+    at += n, i = j;
+  }
+  return err.message;
 }
 
 Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
@@ -101,16 +120,26 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
     return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
                  " it was sized for (CudaOptions::max_logit_rows)");
 
-  // A speculative verification (every item a block of the same length n, every row's logits)
-  // repeats its shape from step to step as decode does, so it replays a graph too, per (bucket, n).
+  // A speculative verification (blocks of up to n tokens with every row's logits, beside decodes)
+  // repeats its shape from step to step as decode does, so it replays a graph too, per (bucket, n):
+  // each item is padded to n tokens (mixed draft lengths included). A padding token belongs to a
+  // sequence that owns only the scratch block (table row B), so it writes and reads nothing of a
+  // real one; the kernels are batch-invariant, so the real tokens' results are those of an eager
+  // step. pick_ then names the graph's logit rows that are the items' rows.
   bool graph = decode && !opt_.enforce_eager;
   int per = 1;  // tokens of each sequence in a graph step
+  pick_.clear();
   if (!decode && !opt_.enforce_eager) {
-    const int n = static_cast<int>(work[0].tokens.size());
-    bool uniform = n > 1 && n <= block_size_;  // a padding sequence's n rows fit the scratch block
-    for (const PagedWork& w : work) uniform = uniform && w.all_logits && static_cast<int>(w.tokens.size()) == n;
+    int n = 0;
+    bool fits = true;
+    for (const PagedWork& w : work) {
+      const int m = static_cast<int>(w.tokens.size());
+      fits = fits && (w.all_logits || (w.logits && m == 1)) && w.start + m <= max_len_;
+      n = std::max(n, m);
+    }
+    fits = fits && n <= block_size_;  // a padding sequence's n rows fit the scratch block
     const int b = std::min(next_pow2(S), s_cap_);
-    if (uniform && b * n <= t_cap_ && b * n <= r_cap_) graph = true, per = n;
+    if (fits && b * n <= t_cap_ && b * n <= r_cap_) graph = true, per = n;
   }
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;  // padded to the graph's bucket
   std::int32_t* tok = host_in_;
@@ -131,21 +160,33 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
     const std::size_t have = std::min(mb, w.block_table.size());
     std::copy(w.block_table.begin(), w.block_table.begin() + static_cast<long>(have), table);
     std::fill(table + have, table + mb, num_blocks_);
+    const int first = t;
     for (std::size_t i = 0; i < w.tokens.size(); ++i, ++t)
       tok[t] = w.tokens[i], pos[t] = w.start + static_cast<int>(i), seq[t] = s;
     if (w.all_logits)
-      for (int i = t - static_cast<int>(w.tokens.size()); i < t; ++i) rows[r++] = i;
+      for (int i = first; i < t; ++i) rows[r++] = i;
     else if (w.logits)
       rows[r++] = t - 1;
+    if (graph && per > 1) {
+      for (int i = first; i < t && (w.all_logits || i == t - 1); ++i) pick_.push_back(i);
+      // Token 0 at positions 0.. of the scratch sequence, as the padding sequences have: every
+      // padding run writes the same rows there, before reading them, whatever runs share the step.
+      for (int i = 0; t - first < per; ++i, ++t) tok[t] = 0, pos[t] = i, seq[t] = B;
+    }
   }
+  if (static_cast<int>(pick_.size()) == B * per) pick_.clear();  // every row is an item's: no picking
+  // The scratch sequence's table (padding tokens of mixed lengths): one row past the bucket's.
+  const int table_rows = graph && per > 1 ? B + 1 : B;
+  if (table_rows > B) std::fill(tables + static_cast<std::size_t>(B) * mb, tables + static_cast<std::size_t>(B + 1) * mb, num_blocks_);
   FirstError err;
   // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
   // table used: a copy costs microseconds of host time whatever its size, and a decode step is short.
-  const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(B) * mb;
+  const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(table_rows) * mb;
   err(cuda_error(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
   if (!err.ok()) return error(err.message);
   if (calibrate_) {
-    err(calibrate(T, R, max_context));  // before any graph is captured: graphs bake the scales in
+    // Before any graph is captured (graphs bake the scales in); a graph step's staged rows are padded.
+    err(calibrate(graph ? B * per : T, graph ? B * per : R, max_context));
     if (!err.ok()) return error("CUDA step: " + err.message);
   }
   mark("start", 0);
@@ -374,8 +415,11 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   ab.y = qattn, ab.ldy = static_cast<long>(heads_) * width_, ab.y_group = width_;
   // The MLA decode kernel rotates the query's rope part itself as it loads the queries (one launch
   // fewer) when the absorbed product comes from the gemv.
+  // (It serves up to kMlaDecodeMaxTokens tokens a launch; more take several, each token's result
+  // the same either way: the split of its keys is fixed, attn_layout.)
+  const int mla_tokens = std::min(T, k::kMlaDecodeMaxTokens);
   const bool rope_in_attention = few(T) && !a.kb_t.empty() && k::gemv_fits(ab) &&
-                                 k::paged_attention_mla_fits(kBf16, T, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
+                                 k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
   if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
@@ -411,8 +455,15 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     k::MlaQueryRope r;
     r.src = q_.as<std::uint16_t>() + nope_, r.ld = qw, r.head_stride = qk_, r.dim = rope_;
     r.inv_freq = inv_freq_.as<float>(), r.interleaved = c_.rope_interleave;
-    err(k::paged_attention_mla_rope_cuda(qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, in_tables(), max_blocks_,
-                                         scale, r, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
+    for (int t0 = 0; t0 < T && err.ok(); t0 += mla_tokens) {
+      k::MlaQueryRope rt = r;
+      rt.src = q_.as<std::uint16_t>() + static_cast<long>(t0) * qw + nope_;
+      err(k::paged_attention_mla_rope_cuda(qattn + t0 * q_row, std::min(mla_tokens, T - t0), in_seq() + t0, in_pos() + t0, heads_,
+                                           attn_layout(l), layer_pool, in_tables(), max_blocks_, scale, rt,
+                                           olat_.as<std::uint16_t>() + t0 * o_row, max_context, attn_ws_.get(), attn_ws_.bytes(),
+                                           stream_));
+    }
     mark("attn paged attention (+ query rope)", static_cast<double>(T) * max_context * kv_row);
   } else {
     err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),

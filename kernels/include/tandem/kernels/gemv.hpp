@@ -1,4 +1,5 @@
-// Decode-sized products (1 to kGemvMaxRows rows of x), bf16 weights, fp32 sums: one warp per output
+// Decode-sized products (any number of rows of x, kGemvMaxRows a pass), bf16 weights, fp32 sums:
+// each row's result is the same whatever rows share the launch (batch-invariant). One warp per output
 // row streams that weight row once with 16-byte loads and applies it to every x row, so the weight
 // is read from memory once and every multiprocessor takes part (a block of four warps per four
 // output rows: thousands of blocks even for a 2048-row projection). At these sizes the product is
@@ -17,10 +18,12 @@
 
 namespace tandem::kernels {
 
+// x rows per pass over a weight row (a launch of more rows makes several passes; where the row fits
+// one pass its weights stay in registers); quant_gemv.hpp takes at most this many rows a launch.
 constexpr int kGemvMaxRows = 8;
 
 struct GemvArgs {
-  int rows = 1;              // x rows, 1 .. kGemvMaxRows
+  int rows = 1;              // x rows, >= 1
   int in = 0, out = 0;       // per group
   int groups = 1;
   const void* x = nullptr;   // bf16
@@ -36,7 +39,7 @@ struct GemvArgs {
 };
 
 // Whether gemv_cuda takes these operands: in, ldx, x_group, ldw and w_group multiples of 8, x and
-// w 16-byte aligned, 1 <= rows <= kGemvMaxRows.
+// w 16-byte aligned, rows >= 1.
 bool gemv_fits(const GemvArgs& a);
 
 std::string gemv_cuda(const GemvArgs& a, Stream stream = nullptr);

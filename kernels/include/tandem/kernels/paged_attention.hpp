@@ -28,6 +28,11 @@ struct PagedKvLayout {
   // MLA (absorbed): the value is the first v_dim entries of the key row (the latent), so there is
   // no V pool: v_cache is not read, writes store K only, and v_scale must equal k_scale.
   bool v_in_k = false;
+  // Keys per split of the MLA decode kernel (a multiple of 32), for batch-invariant results: every
+  // split starts at a multiple of it and the splits are always merged by the combine kernel, so a
+  // token's output depends only on its own query and context, not on the step's token count or
+  // longest context (which choose the split otherwise). 0: chosen by the step's shape.
+  int split_keys = 0;
 };
 
 // The value a cache of this type reads back for x (CPU reference of the quantisation).

@@ -47,9 +47,16 @@ struct CudaOptions {
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
   bool enforce_eager = false;           // true: no CUDA graphs
-  bool decode_kernels = true;           // steps of <= kGemvMaxRows tokens use the decode-sized kernels
+  bool decode_kernels = true;           // steps of <= invariant_tokens tokens use the decode-sized kernels
                                         // (gemv.hpp, moe_decode.hpp, the fused MLA glue); false: cuBLASLt
                                         // and the unfused glue at every size, as before (benchmarks)
+  int invariant_tokens = 2048;          // steps of up to this many tokens take the decode-sized kernels,
+                                        // whose result for a token does not depend on the step's other
+                                        // tokens (batch-invariant): a decode row, a verified block's row
+                                        // and a prefill chunk's row agree bit for bit, so greedy output
+                                        // with a drafter equals plain greedy output at any batch. Larger
+                                        // steps take cuBLASLt (faster prefill of long prompts on large
+                                        // models, rows then depend on the step's shape)
   int skinny_rows = 0;                  // dense GEMMs of at most this many rows go to the few-rows kernel
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
