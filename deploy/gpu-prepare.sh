@@ -13,10 +13,38 @@
 # tandem_spec_bench ($SERVE_BUILD) and packs every binary and library, stripped, into
 # build-deps/bundle.tar.xz (about 13 MB: it fits the carry beside the tracked tree, which the
 # uncompressed ICU data does not), for deploy/gpu-verify.sh.
+# With --spec it builds only what engine/spec/bench/gpu-dflash.sh runs (cuda_spec_check,
+# tandem_spec_bench and tandem-serve, in $SERVE_BUILD: no stand-alone trees) and packs them the same
+# way into build-deps/spec-bundle.tar.xz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
 serve_build=${SERVE_BUILD:-build-cuda}
+# Strips the binaries and the serve libraries into a folder "bundle" packed as build-deps/$1.
+pack() {
+  local name=$1 stage
+  shift
+  stage=$(mktemp -d)/bundle
+  mkdir -p "$stage/serve/lib"
+  cp -r build-deps/serve/lib/. "$stage/serve/lib/"
+  for f in "$@"; do strip -o "$stage/$(basename "$f")" "$f"; done
+  cp build-deps/serve/tandem-serve "$stage/serve/"
+  tar -C "$(dirname "$stage")" -cJf "build-deps/$name" bundle
+  ls -la "build-deps/$name"
+}
+copy_serve() {
+  mkdir -p build-deps/serve/lib
+  strip -o build-deps/serve/tandem-serve "$serve_build/engine/tandem-serve"
+  ldd "$serve_build/engine/tandem-serve" | awk '/=> \// {print $3}' |
+    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' |
+    xargs -r -I{} cp -L {} build-deps/serve/lib/
+}
+if [ "${1:-}" = --spec ]; then
+  ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench tandem-serve
+  copy_serve
+  pack spec-bundle.tar.xz "$serve_build/tests/spec/cuda_spec_check" "$serve_build/engine/spec/tandem_spec_bench"
+  exit 0
+fi
 mkdir -p build-deps/include build-deps/bin build-deps/serve/lib
 cp -r /usr/include/nlohmann build-deps/include/
 cmake -S engine/bench/gpu -B build-gpu-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
@@ -27,23 +55,12 @@ cmake -S tests/kernels/gpu -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCM
 ninja -C build-gpu -j "${JOBS:-2}" gpu_check
 cp build-gpu/gpu_check build-deps/bin/
 if [ -x "$serve_build/engine/tandem-serve" ]; then
-  strip -o build-deps/serve/tandem-serve "$serve_build/engine/tandem-serve"
-  ldd "$serve_build/engine/tandem-serve" | awk '/=> \// {print $3}' |
-    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' |
-    xargs -r -I{} cp -L {} build-deps/serve/lib/
+  copy_serve
 fi
 du -sh build-deps
 if [ "${1:-}" = --bundle ]; then
   ninja -C build-gpu-bench -j "${JOBS:-2}" glm5_next_cuda_check
   ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench
-  stage=$(mktemp -d)/bundle
-  mkdir -p "$stage/serve"
-  cp -r build-deps/serve/lib "$stage/serve/"
-  for f in build-deps/bin/* build-gpu-bench/glm5_next_cuda_check "$serve_build/tests/spec/cuda_spec_check" \
-           "$serve_build/engine/spec/tandem_spec_bench"; do
-    strip -o "$stage/$(basename "$f")" "$f"
-  done
-  cp build-deps/serve/tandem-serve "$stage/serve/"
-  tar -C "$(dirname "$stage")" -cJf build-deps/bundle.tar.xz bundle
-  ls -la build-deps/bundle.tar.xz
+  pack bundle.tar.xz build-deps/bin/* build-gpu-bench/glm5_next_cuda_check "$serve_build/tests/spec/cuda_spec_check" \
+       "$serve_build/engine/spec/tandem_spec_bench"
 fi

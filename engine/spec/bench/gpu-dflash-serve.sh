@@ -47,3 +47,4 @@ run dflash 8132 --speculative-config "{\"method\":\"dflash\",\"model\":\"$pair/d
 same=$(paste -d '\t' /tmp/plain.all /tmp/dflash.all | awk -F'\t' '$1 == $2' | wc -l)
 echo "greedy completions identical, DFlash vs plain: $same of 4"
 head -2 /tmp/dflash.all | cut -c1-200
+[ "$same" = 4 ]

@@ -55,13 +55,18 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     for (int t = 0; t < prompt; ++t) prompts[static_cast<size_t>(s)].push_back(static_cast<std::int32_t>(2 + rng() % static_cast<unsigned>(V - 2)));
     for (int t = 0; t <= k; ++t) blocks[static_cast<size_t>(s)].push_back(static_cast<std::int32_t>(2 + rng() % static_cast<unsigned>(V - 2)));
   }
-  std::vector<model::PagedWork> prefill, decode, verify;
+  std::vector<model::PagedWork> prefill, decode, verify, mixed;
   std::vector<spec::DraftItem> items;
   for (size_t s = 0; s < tables.size(); ++s) {
     prefill.push_back({prompts[s], 0, tables[s], true});
     decode.push_back({one, prompt, tables[s], true});
     verify.push_back({blocks[s], prompt, tables[s], false, -1, true});
     items.push_back({one[0], prompt, k, tables[s]});
+    // Mixed draft lengths (the adaptive policy at batch > 1): sequence s verifies 1 + (s % k + 1)
+    // tokens, the first one k; sequence 1 decodes plainly where k > 1.
+    const int n = s == 0 ? k : static_cast<int>(s) % k + 1;
+    if (s == 1 && k > 1) mixed.push_back({one, prompt, tables[s], true});
+    else mixed.push_back({std::span<const std::int32_t>(blocks[s]).first(static_cast<size_t>(n) + 1), prompt, tables[s], false, -1, true});
   }
   must(target.step(prefill), "prefill");
   must(drafter.add_context(prefill), "prefill context");
@@ -80,6 +85,10 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     must(drafter.add_context(decode), "context");
   });
   const double t_verify_fwd = mean_seconds(warmup, iters, [&] { must(target.step(verify), "verify"); });
+  const double t_mixed = mean_seconds(warmup, iters, [&] {
+    must(target.step(mixed), "mixed verify");
+    must(drafter.add_context(mixed), "context");
+  });
   // The same two target steps without CUDA graphs, for comparison (the engine replays graphs for
   // both unless --enforce-eager).
   target.set_enforce_eager(true);
@@ -100,8 +109,14 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
               "break-even L %.2f |",
               batch, k, t_plain * 1e3, e_plain * 1e3, t_draft * 1e3, e_draft * 1e3, t_verify * 1e3, e_verify * 1e3, spec / t_plain);
   for (const auto& [name, L] : lengths) std::printf(" %s: L %.2f -> bound %.2fx |", name.c_str(), L, L * t_plain / spec);
-  std::printf("\n| batch %d, k %d | context rows: plain step + rows %.3f ms (+%.3f) | verify forward alone %.3f ms (rows +%.3f) |\n",
-              batch, k, t_plain_ctx * 1e3, (t_plain_ctx - t_plain) * 1e3, t_verify_fwd * 1e3, (t_verify - t_verify_fwd) * 1e3);
+  std::printf("\n| batch %d, k %d | context rows: plain step + rows %.3f ms (+%.3f) | verify forward alone %.3f ms (rows +%.3f) |"
+              " mixed lengths verify %.3f ms |\n",
+              batch, k, t_plain_ctx * 1e3, (t_plain_ctx - t_plain) * 1e3, t_verify_fwd * 1e3, (t_verify - t_verify_fwd) * 1e3,
+              t_mixed * 1e3);
+  // The issue-21 ratios: a verification of k + 1 tokens (context rows included) and a proposal,
+  // each against a plain decode step of the same batch.
+  std::printf("| batch %d, k %d | ratios to t_plain: verify %.2fx (goal <= 1.3x), mixed verify %.2fx, proposal %.2fx (goal <= 0.3x) |\n",
+              batch, k, t_verify / t_plain, t_mixed / t_plain, t_draft / t_plain);
   std::fflush(stdout);
 }
 

@@ -11,6 +11,7 @@
 //       context rows and its whole block (no causal mask inside the block); x += o_proj(...);
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
 //     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
+//   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation).
 //   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
 //   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
 //   writes only the scratch block.
@@ -138,11 +139,38 @@ class DFlashCuda final : public DeviceDrafter {
     g.x = x, g.ldx = ldx, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = out;
     return g;
   }
-  std::string gemm(const k::GemmArgs& g) { return gemm_->run(g, stream_); }
+  // Products of a proposal or of a step's context rows: the decode-sized kernel (gemv.hpp) up to
+  // kGemvRows rows, where cuBLASLt's tiles leave the GPU mostly idle and cost a launch of several
+  // microseconds each; cuBLASLt above (prefill chunks' context rows).
+  static constexpr int kGemvRows = 64;
+  std::string gemm(const k::GemmArgs& g) {
+    if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= kGemvRows && !g.bias) {
+      const k::GemvArgs v = as_gemv(g);
+      if (k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
+    }
+    return gemm_->run(g, stream_);
+  }
+  static k::GemvArgs as_gemv(const k::GemmArgs& g) {
+    k::GemvArgs v;
+    v.rows = g.rows, v.in = g.in, v.out = g.out;
+    v.x = g.x, v.ldx = g.ldx, v.w = g.w, v.ldw = g.ldw, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
+    return v;
+  }
+  // silu(gate(h)) * up(h) of T rows into act_: one fused gemv where it fits, else the product into
+  // gu_ and the activation apart.
+  std::string gate_up_silu(const DeviceBuffer& gate_up, int T) {
+    k::GemvArgs v = as_gemv(linear(h_.get(), H_, gate_up, act_.get(), T, H_, I_));
+    v.silu_mul = true, v.up_offset = I_;
+    if (T <= kGemvRows && k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
+    FirstError err;
+    err(gemm(linear(h_.get(), H_, gate_up, gu_.get(), T, H_, 2 * I_)));
+    err(k::silu_and_mul_cuda(kBf16, gu_.get(), act_.get(), T, I_, stream_));
+    return err.message;
+  }
 
   // K and V of layer l for T rows of h_ (positions in_pos, slots in_slot) into the pool.
   std::string write_kv(int l, int T);
-  // The proposal's forward over T staged block tokens, R logit rows, argmax into sampled_.
+  // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   std::string enqueue(int T, int R, int max_context);
   std::string capture(int B, int n);
   // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
@@ -156,7 +184,7 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, k_, v_, attn_, gu_, act_, head_in_, logits_, sampled_, params_, uniform_, keep_;
+  DeviceBuffer x_, delta_, h_, q_, k_, v_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
   std::int32_t num_blocks_ = 0;
@@ -246,14 +274,10 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
       {&act_, T * static_cast<std::size_t>(I_) * 2, "drafter act"},
       {&head_in_, R * h * 2, "drafter head rows"},
       {&logits_, R * static_cast<std::size_t>(V_) * 4, "draft logits"},
-      {&sampled_, R * sizeof(k::Sampled), "draft tokens"},
-      {&params_, R * sizeof(k::SamplingParams), "draft sampling params"},
-      {&uniform_, R * sizeof(double), "draft uniforms"},
-      {&keep_, R * static_cast<std::size_t>(V_), "draft sampling mask"},
+      {&argmax_keys_, R * sizeof(unsigned long long), "draft tokens"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
-  if (auto e = init_greedy_sampling(params_, uniform_, R); !e.empty()) return e;
 
   if (auto s = target_.set_capture(c_.target_layer_ids); !s) return "the target's hidden-state capture: " + s.error().message;
   return {};
@@ -413,8 +437,9 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   } else {
     err(enqueue(T, R, max_context));
   }
-  std::vector<k::Sampled> got(static_cast<std::size_t>(real_rows));
-  err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+  std::vector<unsigned long long> got(static_cast<std::size_t>(real_rows));
+  err(cuda_error(cudaMemcpyAsync(got.data(), argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                 stream_),
                  "draft tokens"));
   if (want_logits) {
     out.logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
@@ -424,7 +449,7 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   err(cuda_error(cudaStreamSynchronize(stream_), "drafter"));
   if (!err.ok()) return error("drafter: " + err.message);
   out.tokens.reserve(got.size());
-  for (const auto& g : got) out.tokens.push_back(g.token);
+  for (const auto key : got) out.tokens.push_back(k::argmax_key_index(key));
   return out;
 }
 
@@ -444,8 +469,7 @@ std::string DFlashCuda::enqueue(int T, int R, int max_context) {
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     err(gemm(linear(attn_.get(), qw_, a.o, delta_.get(), T, qw_, H_)));
     err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
-    err(gemm(linear(h_.get(), H_, a.gate_up, gu_.get(), T, H_, 2 * I_)));
-    err(k::silu_and_mul_cuda(kBf16, gu_.get(), act_.get(), T, I_, stream_));
+    err(gate_up_silu(a.gate_up, T));
     err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
   }
   err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
@@ -455,8 +479,8 @@ std::string DFlashCuda::enqueue(int T, int R, int max_context) {
   head.x = head_in_.get(), head.ldx = H_, head.w = target_.lm_head_device(), head.ldw = H_;
   head.y = logits_.get(), head.ldy = V_, head.y_type = k::DType::f32;
   err(gemm(head));
-  err(k::sample_cuda(logits_.as<float>(), R, V_, params_.as<k::SamplingParams>(), uniform_.as<double>(), sampled_.as<k::Sampled>(),
-                     keep_.as<std::uint8_t>(), stream_));
+  // Greedy drafts (the sampled ones are drawn on the host from the logits): one argmax per row.
+  err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
   return err.message;
 }
 
