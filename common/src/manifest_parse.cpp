@@ -390,6 +390,8 @@ void read_gates(Context& ctx, MapReader& top, Gates& g) {
       MapReader s(ctx, sm, "gates.spec_metrics", r.key_mark("spec_metrics"));
       double acc = 0;
       if (s.number("min_acceptance", acc, 0.0, 1.0) && s.has("min_acceptance")) g.min_acceptance = acc;
+      s.str("prompt", g.spec_prompt);
+      s.integer("max_tokens", g.spec_prompt_tokens, 1, 4096);
       s.finish();
       g.spec_metrics = true;
     } else {

@@ -318,27 +318,60 @@ class Runner {
                        " does not contain the needle " + needle.code);
   }
 
-  GateResult spec_metrics() {
-    GateResult g{"spec_metrics", false, "", 0, json::object()};
+  // The speculative counters of /metrics (present or not), or why they could not be read.
+  Result<prom::SpecCounters> scrape_spec() {
     httpc::Options o;
     o.io_timeout = std::chrono::seconds(30);
     auto r = httpc::get(url_, "/metrics", o);
-    if (!r) return fail(g, "GET /metrics: " + r.error().message);
-    if (r->status != 200) return fail(g, "GET /metrics answered " + http_failure(*r));
-    const prom::SpecCounters c = prom::spec_counters(r->body);
+    if (!r) return Error{"GET /metrics: " + r.error().message};
+    if (r->status != 200) return Error{"GET /metrics answered " + http_failure(*r)};
+    return prom::spec_counters(r->body);
+  }
+
+  GateResult spec_metrics() {
+    GateResult g{"spec_metrics", false, "", 0, json::object()};
+    auto first = scrape_spec();
+    if (!first) return fail(g, first.error().message);
+    prom::SpecCounters c = *first;
     g.evidence = c.to_json();
     if (!c.present)
       return fail(g, "/metrics has no speculative-decoding counters (looked for tandem_spec_decode_draft_tokens_total and "
                      "tandem_spec_decode_accepted_tokens_total, or vLLM's spec_decode_num_draft_tokens_total and "
                      "spec_decode_num_accepted_tokens_total)");
-    // The earlier gates generated tokens; a drafter that proposed none of them is not running.
+    std::string scope;
+    if (!m_.gates.spec_prompt.empty()) {
+      // One greedy completion of the manifest's prompt; the counters' change is that request's.
+      const json body{{"model", served_model(m_)},
+                      {"prompt", m_.gates.spec_prompt},
+                      {"max_tokens", m_.gates.spec_prompt_tokens},
+                      {"temperature", 0}};
+      httpc::Options o;
+      o.io_timeout = o_.request_timeout;
+      auto r = httpc::post_json(url_, "/v1/completions", body.dump(), o);
+      if (!r) return fail(g, "completion of gates.spec_metrics.prompt: " + r.error().message);
+      if (r->status != 200) return fail(g, "completion of gates.spec_metrics.prompt: " + http_failure(*r));
+      try {
+        const json a = json::parse(r->body);
+        g.evidence["completion"] = clip(a.at("choices").at(0).at("text").get<std::string>(), 400);
+      } catch (const std::exception&) {
+        return fail(g, "completion of gates.spec_metrics.prompt: HTTP 200 but no choices[0].text: " + clip(r->body));
+      }
+      auto after = scrape_spec();
+      if (!after) return fail(g, after.error().message);
+      g.evidence["before"] = c.to_json();
+      c = after->minus(c);
+      g.evidence["prompt"] = c.to_json();
+      scope = "gates.spec_metrics.prompt (" + std::to_string(m_.gates.spec_prompt_tokens) + " tokens): ";
+    }
+    // The earlier gates (or the gate's prompt) generated tokens; a drafter that proposed none of
+    // them is not running.
     if (c.drafted <= 0)
-      return fail(g, "speculative counters are present but no token was drafted (drafted " +
+      return fail(g, scope + "speculative counters are present but no token was drafted (drafted " +
                          std::to_string(static_cast<long long>(c.drafted)) + ", accepted " +
                          std::to_string(static_cast<long long>(c.accepted)) + "): the drafter is not running");
     char buf[160];
     std::snprintf(buf, sizeof buf, "drafted %.0f, accepted %.0f, acceptance %.3f", c.drafted, c.accepted, *c.acceptance());
-    std::string what = buf;
+    std::string what = scope + buf;
     if (auto len = c.mean_acceptance_length()) {
       std::snprintf(buf, sizeof buf, ", mean acceptance length %.2f", *len);
       what += buf;

@@ -201,6 +201,8 @@ class Builder {
         std::snprintf(buf, sizeof buf, "%.2f", *g.min_acceptance);
         what += " with acceptance >= " + std::string(buf);
       }
+      if (!g.spec_prompt.empty())
+        what += ", over one greedy completion of gates.spec_metrics.prompt (" + std::to_string(g.spec_prompt_tokens) + " tokens)";
       gate(true, "spec_metrics", what);
     }
     if (g.bench) {

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <regex>
 
 #include "../serve/serve_harness.hpp"
@@ -29,6 +31,7 @@ Manifest only(std::initializer_list<const char*> names) {
   Gates& g = m.gates;
   g.health = g.models = g.chat = g.tool_call = g.json = g.spec_metrics = false;
   g.long_retrieval_tokens.reset();
+  g.spec_prompt.clear();  // the cumulative form; the prompt form has cases of its own
   for (std::string n : names) {
     if (n == "health") g.health = true;
     else if (n == "models") g.models = true;
@@ -155,6 +158,7 @@ TEST_CASE("a well-behaved endpoint passes every gate, the needle included") {
   m.gates.long_retrieval_require_needle = true;
   m.gates.spec_metrics = true;
   m.gates.min_acceptance = 0.4;
+  m.gates.spec_prompt.clear();  // judged over the gates' traffic here (the prompt form: below)
   std::vector<std::string> seen;
   auto r = gates::run_gates(m, ep.url(), [&](const gates::GateResult& g) { seen.push_back(g.name); });
   REQUIRE(r.ok());
@@ -354,6 +358,52 @@ TEST_CASE("each gate fails with a detail that says what came back") {
     CHECK(g.detail == "drafted 100, accepted 20, acceptance 0.200; expected acceptance >= 0.500");
     m.gates.min_acceptance = 0.2;
     CHECK(one(m, ep.url()).passed);
+  }
+  SUBCASE("spec_metrics: with a prompt, that request's acceptance alone is judged") {
+    // The earlier gates' chat traffic drafted 1000 and accepted 33; the gate's prompt adds 70 and 42.
+    std::atomic<int> completions{0};
+    std::string asked;
+    std::mutex mu;
+    fake::Endpoint ep([&](const fake::Request& req) {
+      if (req.target == "/v1/completions") {
+        std::lock_guard lk(mu);
+        asked = req.json().dump();
+        ++completions;
+        return fake::Reply::json({{"choices", {{{"text", "\n    \"value\": \"true\""}}}}});
+      }
+      return fake::Reply::text(completions ? "tandem_spec_decode_draft_tokens_total 1070\ntandem_spec_decode_accepted_tokens_total 75\n"
+                                           : "tandem_spec_decode_draft_tokens_total 1000\ntandem_spec_decode_accepted_tokens_total 33\n");
+    });
+    Manifest m = only({"spec_metrics"});
+    m.gates.min_acceptance = 0.4;
+    m.gates.spec_prompt = "[\n  {\n    \"name\": ";
+    m.gates.spec_prompt_tokens = 32;
+    auto g = one(m, ep.url());
+    CHECK(g.passed);
+    CHECK(g.detail == "gates.spec_metrics.prompt (32 tokens): drafted 70, accepted 42, acceptance 0.600");
+    CHECK(completions == 1);
+    const json body = json::parse(asked);
+    CHECK(body["prompt"] == m.gates.spec_prompt);
+    CHECK(body["max_tokens"] == 32);
+    CHECK(body["temperature"] == 0);
+    CHECK(g.evidence["prompt"]["drafted"] == 70);
+    CHECK(g.evidence["before"]["drafted"] == 1000);
+    // The same bar over the cumulative counters (no prompt) fails: 75 of 1070.
+    m.gates.spec_prompt.clear();
+    auto cumulative = one(m, ep.url());
+    CHECK_FALSE(cumulative.passed);
+    CHECK(cumulative.detail == "drafted 1070, accepted 75, acceptance 0.070; expected acceptance >= 0.400");
+  }
+  SUBCASE("spec_metrics: a prompt whose completion fails says so") {
+    fake::Endpoint ep([](const fake::Request& req) {
+      if (req.target == "/v1/completions") return fake::Reply::error(400, "prompt too long");
+      return fake::Reply::text("tandem_spec_decode_draft_tokens_total 10\ntandem_spec_decode_accepted_tokens_total 5\n");
+    });
+    Manifest m = only({"spec_metrics"});
+    m.gates.spec_prompt = "x";
+    auto g = one(m, ep.url());
+    CHECK_FALSE(g.passed);
+    CHECK(g.detail == "completion of gates.spec_metrics.prompt: HTTP 400: prompt too long");
   }
 }
 

@@ -517,6 +517,24 @@ TEST_CASE("spec_metrics gate without speculative decoding") {
         "m.yaml:34:3: 'gates.spec_metrics' is on but engine.serve.speculative_config is missing; there would be no speculative metrics to check\n");
 }
 
+TEST_CASE("spec_metrics gate: its prompt is a string, its max_tokens bounded") {
+  const std::string spec = "    tool_call_parser: glm47\n"
+                           "    speculative_config: {method: dflash, model: /models/drafter, num_speculative_tokens: 7}\n";
+  auto gates = [&](const std::string& line) {
+    return with_all({{"    tool_call_parser: glm47\n", spec}, {"deadman:\n", "gates:\n  spec_metrics: " + line + "\ndeadman:\n"}});
+  };
+  CHECK(errors_of(gates("{prompt: \"x\", max_tokens: 0}")) ==
+        "m.yaml:35:43: 'gates.spec_metrics.max_tokens' is 0; expected 1 to 4096\n");
+  CHECK(errors_of(gates("{prompt: [a], max_tokens: 32}")) ==
+        "m.yaml:35:26: 'gates.spec_metrics.prompt' must be a string, got a list\n");
+  auto ok = load_manifest_text(gates("{min_acceptance: 0.4, prompt: \"def main(\", max_tokens: 32}"), "m.yaml");
+  INFO(format_diagnostics(ok.errors));
+  REQUIRE(ok.manifest.has_value());
+  CHECK(ok.manifest->gates.spec_prompt == "def main(");
+  CHECK(ok.manifest->gates.spec_prompt_tokens == 32);
+  CHECK(*ok.manifest->gates.min_acceptance == doctest::Approx(0.4));
+}
+
 TEST_CASE("long_retrieval longer than max_model_len allows") {
   CHECK(errors_of(with_all({{"    tensor_parallel_size: 2\n", "    tensor_parallel_size: 2\n    max_model_len: 4096\n"},
                             {"deadman:\n", "gates:\n"

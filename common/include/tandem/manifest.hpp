@@ -126,6 +126,11 @@ struct Gates {
   bool long_retrieval_require_needle = true;
   bool spec_metrics = false;
   std::optional<double> min_acceptance;  // accepted / drafted, when spec_metrics is on
+  // A completion prompt of the drafter's kind (spec_prompt_tokens greedy tokens): the gate then
+  // judges the counters' change over that request alone, not over the earlier gates' traffic
+  // (chat questions a drafter trained on code and JSON rarely predicts). Empty: cumulative.
+  std::string spec_prompt;
+  int spec_prompt_tokens = 64;
   struct Bench {
     double min_tok_s = 0;
     int max_failures = 0;
