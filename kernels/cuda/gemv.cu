@@ -34,17 +34,19 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// NT: x rows per pass (a launch of more rows takes them NT at a time); U: 16-byte weight loads per
-// lane in flight. Each x row's sum is built in the same order whatever NT, U or the launch's row
-// count: lane l adds chunks l, l + 32, l + 64, .. (one fmaf chain per chunk), then the warp's fixed
-// butterfly. So a row's result does not depend on how many rows share the launch (a decode row, a
-// verification's rows and a prefill chunk's rows agree bit for bit): the engine's greedy output
-// with a drafter equals plain greedy output (engine/spec/README.md).
+// NT: x rows per block (a launch of more rows has a grid row of blocks per NT rows: blockIdx.y);
+// U: 16-byte weight loads per lane in flight. Each x row's sum is built in the same order whatever
+// NT, U or the launch's row count: lane l adds chunks l, l + 32, l + 64, .. (one fmaf chain per
+// chunk), then the warp's fixed butterfly. So a row's result does not depend on how many rows share
+// the launch (a decode row, a verification's rows and a prefill chunk's rows agree bit for bit):
+// the engine's greedy output with a drafter equals plain greedy output (engine/spec/README.md).
+// The groups of NT rows run side by side, each block reading its weight rows (from L2 after the
+// first): one group after another in a warp made a 48-row step cost six decode steps (H100, run
+// 1 of engine/spec/bench/results/h100-dflash-2026-12-06.md).
 // The weights do not depend on the kernel before this one (only x does), so the first pass's
 // weight loads are issued before waiting for it (programmatic dependent launch): the weight
 // stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was
-// measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.) Where the row
-// fits one pass (in <= 256 U entries) its weights stay in registers for every group of NT rows.
+// measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.)
 template <int NT, int U, class OutT, bool SILU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -54,7 +56,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const bf16* wg = static_cast<const bf16*>(a.w) + g * a.w_group + o * a.ldw;
   const bf16* wu = wg + a.up_offset * a.ldw;
   const int chunks = a.in / 8;
-  const bool one_pass = chunks <= 32 * U;
   uint4 wv[U], uv[U];
   auto load_pass = [&](int c0) {
 #pragma unroll
@@ -70,14 +71,15 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   cuda::pdl_begin();
   if (!live) return;
   const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
-  for (int r0 = 0; r0 < a.rows; r0 += NT) {
+  {
+    const int r0 = static_cast<int>(blockIdx.y) * NT;
     const int nr = min(NT, a.rows - r0);
     const bf16* xr = xg + static_cast<long>(r0) * a.ldx;
     float acc[NT], up[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
     for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
-      if (c0 != lane || (r0 > 0 && !one_pass)) load_pass(c0);
+      if (c0 != lane) load_pass(c0);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + 32 * u;
@@ -112,7 +114,8 @@ template <int NT, class OutT, bool SILU>
 cudaError_t launch(const GemvArgs& a, Stream stream) {
   constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
   const long rows = static_cast<long>(a.groups) * a.out;
-  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU>, dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps)),
+  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU>,
+                          dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
                           dim3(kWarps * 32), 0, stream, a);
 }
 

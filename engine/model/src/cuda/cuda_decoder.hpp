@@ -329,7 +329,7 @@ class GlmDecoderCuda : public CudaModel {
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
   std::vector<int> pick_;  // the last run()'s item rows among its graph's rows; empty: the first R
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
-  DeviceBuffer captured_;
+  DeviceBuffer captured_, capture_tmp_;
 };
 
 }  // namespace tandem::model::cuda

@@ -284,6 +284,8 @@ std::string GlmDecoderCuda::allocate_activations() {
 
 Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
   if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  // The rows of a padded graph step, gathered into the items' order (run()).
+  if (auto e = allocate_capture(capture_tmp_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
   capture_layers_ = std::move(layers);
   // Graphs captured before now lack the copies (or hold the old ones): capture them again.
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);

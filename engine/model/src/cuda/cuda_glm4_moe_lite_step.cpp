@@ -175,6 +175,20 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
     }
   }
   if (static_cast<int>(pick_.size()) == B * per) pick_.clear();  // every row is an item's: no picking
+  // The drafter reads the captured rows in the items' token order (T rows): a step whose items were
+  // padded inside gathers them back, by the real tokens' places staged in the rows input (which a
+  // graph step does not read otherwise).
+  bool padded = false;
+  if (graph && per > 1) {
+    int at = 0, real = 0;
+    for (const PagedWork& w : work) {
+      const int m = static_cast<int>(w.tokens.size());
+      padded = padded || m < per;
+      for (int i = 0; i < m; ++i) rows[real++] = at + i;
+      at += per;
+    }
+  }
+  const bool regather = padded && !capture_layers_.empty();
   // The scratch sequence's table (padding tokens of mixed lengths): one row past the bucket's.
   const int table_rows = graph && per > 1 ? B + 1 : B;
   if (table_rows > B) std::fill(tables + static_cast<std::size_t>(B) * mb, tables + static_cast<std::size_t>(B + 1) * mb, num_blocks_);
@@ -203,6 +217,13 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
     }
   } else {
     err(enqueue(T, R, max_context));
+  }
+  if (regather) {
+    const int width = static_cast<int>(capture_layers_.size()) * H_;
+    err(gather_rows(captured_.get(), width, in_rows(), T, capture_tmp_.get(), stream_));
+    err(cuda_error(cudaMemcpyAsync(captured_.get(), capture_tmp_.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(width) * 2,
+                                   cudaMemcpyDeviceToDevice, stream_),
+                   "captured rows"));
   }
   if (!err.ok()) return error("CUDA step: " + err.message);
   return R;

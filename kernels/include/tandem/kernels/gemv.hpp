@@ -18,8 +18,8 @@
 
 namespace tandem::kernels {
 
-// x rows per pass over a weight row (a launch of more rows makes several passes; where the row fits
-// one pass its weights stay in registers); quant_gemv.hpp takes at most this many rows a launch.
+// x rows per block (a launch of more rows has a block per kGemvMaxRows rows and output rows);
+// quant_gemv.hpp takes at most this many rows a launch.
 constexpr int kGemvMaxRows = 8;
 
 struct GemvArgs {
