@@ -350,17 +350,20 @@ class Runner {
       auto r = httpc::post_json(url_, "/v1/completions", body.dump(), o);
       if (!r) return fail(g, "completion of gates.spec_metrics.prompt: " + r.error().message);
       if (r->status != 200) return fail(g, "completion of gates.spec_metrics.prompt: " + http_failure(*r));
+      std::string text;
       try {
-        const json a = json::parse(r->body);
-        g.evidence["completion"] = clip(a.at("choices").at(0).at("text").get<std::string>(), 400);
+        text = json::parse(r->body).at("choices").at(0).at("text").get<std::string>();
       } catch (const std::exception&) {
         return fail(g, "completion of gates.spec_metrics.prompt: HTTP 200 but no choices[0].text: " + clip(r->body));
       }
       auto after = scrape_spec();
       if (!after) return fail(g, after.error().message);
-      g.evidence["before"] = c.to_json();
+      // The evidence is the prompt's (the counters' change), beside what they read before it.
+      const json before = c.to_json();
       c = after->minus(c);
-      g.evidence["prompt"] = c.to_json();
+      g.evidence = c.to_json();
+      g.evidence["before"] = before;
+      g.evidence["completion"] = clip(text, 400);
       scope = "gates.spec_metrics.prompt (" + std::to_string(m_.gates.spec_prompt_tokens) + " tokens): ";
     }
     // The earlier gates (or the gate's prompt) generated tokens; a drafter that proposed none of
@@ -466,11 +469,16 @@ Result<GateReport> run_gates(const Manifest& m, const std::string& base_url,
   std::vector<std::pair<std::string, std::function<GateResult()>>> to_run;
   if (g.health) to_run.emplace_back("health", [&] { return run.health(); });
   if (g.models) to_run.emplace_back("models", [&] { return run.models(); });
+  // With a prompt of its own the speculative gate comes before any other request: the engine's
+  // draft-length estimates are shared by its requests (spec/draft_length.hpp), so after the chat
+  // gates' text, which a code-trained drafter rarely predicts, it would not draft for the prompt.
+  const bool spec_first = g.spec_metrics && !g.spec_prompt.empty();
+  if (spec_first) to_run.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
   if (g.chat) to_run.emplace_back("chat", [&] { return run.chat_gate(); });
   if (g.tool_call) to_run.emplace_back("tool_call", [&] { return run.tool_call(); });
   if (g.json) to_run.emplace_back("json", [&] { return run.json_gate(); });
   if (g.long_retrieval_tokens) to_run.emplace_back("long_retrieval", [&] { return run.long_retrieval(); });
-  if (g.spec_metrics) to_run.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
+  if (g.spec_metrics && !spec_first) to_run.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
   if (g.bench) to_run.emplace_back("bench", [&] { return run.bench_gate(); });
   for (auto& [name, fn] : to_run) {
     if (options.on_start) options.on_start(name);

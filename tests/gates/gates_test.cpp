@@ -386,7 +386,8 @@ TEST_CASE("each gate fails with a detail that says what came back") {
     CHECK(body["prompt"] == m.gates.spec_prompt);
     CHECK(body["max_tokens"] == 32);
     CHECK(body["temperature"] == 0);
-    CHECK(g.evidence["prompt"]["drafted"] == 70);
+    CHECK(g.evidence["drafted"] == 70);
+    CHECK(g.evidence["accepted"] == 42);
     CHECK(g.evidence["before"]["drafted"] == 1000);
     // The same bar over the cumulative counters (no prompt) fails: 75 of 1070.
     m.gates.spec_prompt.clear();
