@@ -74,7 +74,8 @@ void add_gates_commands(CLI::App& app) {
       "                  and (require_needle: true) the answer quotes the needle\n"
       "  spec_metrics    /metrics has speculative-decoding counters, tokens were drafted, and acceptance\n"
       "                  reaches gates.spec_metrics.min_acceptance (over one greedy completion of\n"
-      "                  gates.spec_metrics.prompt when the manifest gives one)\n"
+      "                  gates.spec_metrics.prompt when the manifest gives one; that gate then runs\n"
+      "                  right after models)\n"
       "Every gate runs even after one fails. Exit 0: all passed; 3: a gate failed; 1: bad manifest or URL.");
   cmd->callback([args] { std::exit(run(*args)); });
 }
