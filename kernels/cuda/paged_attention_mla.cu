@@ -98,7 +98,6 @@ struct Args {
   bf16* out;
   float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
   bool combine;  // partials for the combine kernel (several splits, or a fixed split size)
-  int splits;    // of each token's keys; a block takes splits blockIdx.y, + gridDim.y, ..
 };
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
@@ -119,21 +118,17 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   float* l_s = m_s + R;
   float* c_s = l_s + R;
 
-  const int token = blockIdx.x, splits = a.splits;
+  const int token = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int pos = a.token_pos[token];
+  const int begin = split * a.per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + a.per_split);
   const long row0 = static_cast<long>(token) * a.q_heads;  // this token's first (token, head) row
   const KV* cache = static_cast<const KV*>(a.cache);
   const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
-  auto range = [&](int split, int& begin, int& end) {
-    begin = split * a.per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + a.per_split);
-  };
   // The step's inputs (positions, tables) were copied before the step's first kernel, and a row
-  // asked into L2 cannot be stale (L2 is where the writes land): so the first split's rows are
+  // asked into L2 cannot be stale (L2 is where the writes land): so this split's rows are
   // requested before waiting for the query's kernel (programmatic launch), overlapping its tail.
   {
-    int begin, end;
-    range(static_cast<int>(blockIdx.y), begin, end);
     const int lines = static_cast<int>((a.qk_dim * sizeof(KV) + 127) / 128);
     for (int i = threadIdx.x; i < (end - begin) * lines; i += kThreads) {
       const int j = begin + i / lines;
@@ -142,209 +137,201 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
     }
   }
   cuda::pdl_begin();
-  // A block takes several splits where the grid has fewer rows than splits (a graph attends up to
-  // max-model-len, most of whose splits lie past a token's context): each split's partial is the
-  // same whichever block computes it.
-  for (int split = static_cast<int>(blockIdx.y); split < splits; split += static_cast<int>(gridDim.y)) {
-    int begin, end;
-    range(split, begin, end);
-    if (begin >= end) {  // a split past this token's context: an empty partial
-      for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
-        float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-        pr[0] = -INFINITY, pr[1] = 0.f;
-      }
-      continue;
+  if (begin >= end) {  // a split past this token's context: an empty partial
+    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+      pr[0] = -INFINITY, pr[1] = 0.f;
     }
+    return;
+  }
 
-    // The token's queries (zero rows past q_heads), all of a thread's loads issued together; they
-    // land in shared memory with the first chunk's rows. With rope_src the rope part is rotated
-    // there, while the rows' loads are in flight. Columns up to qk16 (qk_dim rounded up to the
-    // mma's 16) are zero in the queries and the rows.
-    const int qk16 = (a.qk_dim + 15) / 16 * 16;
-    const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
-    const int qv = rope_at / 8;
-    uint4 qraw[kQLoads];
+  // The token's queries (zero rows past q_heads), all of a thread's loads issued together; they
+  // land in shared memory with the first chunk's rows. With rope_src the rope part is rotated
+  // there, while the rows' loads are in flight. Columns up to qk16 (qk_dim rounded up to the
+  // mma's 16) are zero in the queries and the rows.
+  const int qk16 = (a.qk_dim + 15) / 16 * 16;
+  const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
+  const int qv = rope_at / 8;
+  uint4 qraw[kQLoads];
 #pragma unroll
-    for (int u = 0; u < kQLoads; ++u) {
-      const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
-      qraw[u] = make_uint4(0, 0, 0, 0);
-      if (h < a.q_heads) qraw[u] = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
+  for (int u = 0; u < kQLoads; ++u) {
+    const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+    qraw[u] = make_uint4(0, 0, 0, 0);
+    if (h < a.q_heads) qraw[u] = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
+  }
+
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  const int d_warp = warp * 64;  // this warp's value columns
+
+  const int pieces = a.qk_dim / kE;
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = min(kChunk, end - c0);
+    __syncthreads();  // the last chunk's rows and probabilities are no longer read
+    Raw<PB> raw[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+      if (r < n) {
+        const int j = c0 + r;
+        const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        raw[u] = *reinterpret_cast<const Raw<PB>*>(cache + slot * a.qk_dim + kE * c);
+      }
     }
-
-    float acc[MT][8][4];
+    if (c0 == begin) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
-    const int d_warp = warp * 64;  // this warp's value columns
-
-    const int pieces = a.qk_dim / kE;
-    for (int c0 = begin; c0 < end; c0 += kChunk) {
-      const int n = min(kChunk, end - c0);
-      __syncthreads();  // the last chunk's rows and probabilities are no longer read
-      Raw<PB> raw[kLoads];
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
-        if (r < n) {
-          const int j = c0 + r;
-          const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-          raw[u] = *reinterpret_cast<const Raw<PB>*>(cache + slot * a.qk_dim + kE * c);
-        }
-      }
-      if (c0 == begin) {
-#pragma unroll
-        for (int u = 0; u < kQLoads; ++u) {
-          const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
-          if (h < R) *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = qraw[u];
-        }
-        if (qk16 > a.qk_dim)
-          for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
-        if (a.rope_src) {
-          const int half = a.rope_dim / 2;
-          const float p = static_cast<float>(pos);
-          for (int e = threadIdx.x; e < R * half; e += kThreads) {
-            const int h = e / half, i = e % half;
-            bf16* y = qs + h * kRow + rope_at;
-            if (h >= a.q_heads) {
-              y[i] = y[i + half] = __float2bfloat16_rn(0.f);
-              continue;
-            }
-            const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
-            const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
-            const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
-            double sn, cs;
-            sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
-            y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
-            y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
-          }
-        }
-        for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
-        if (r >= kChunk) break;
-        bf16* dst = ks + r * kRow + kE * c;
-        if (r < n) {
-          stage(raw[u], dst, KV{});
-        } else {
-#pragma unroll
-          for (int e = 0; e < kE; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
-        }
+      for (int u = 0; u < kQLoads; ++u) {
+        const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+        if (h < R) *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = qraw[u];
       }
       if (qk16 > a.qk_dim)
-        for (int r = threadIdx.x; r < kChunk; r += kThreads) *reinterpret_cast<uint4*>(ks + r * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
-      __syncthreads();
-
-      // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
-      for (int tile = warp; tile < MT * 4; tile += kWarps) {
-        const int mt = tile / 4, nt = tile % 4;
-        const bf16* qa = qs + (mt * 16 + g) * kRow + 2 * t;
-        const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
-        float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        int kk = 0;
-        for (; kk + 32 <= qk16; kk += 32) {
-          const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
-          const int k2 = kk + 16;
-          const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
-          mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
-        }
-        if (kk < qk16) {
-          const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
-        }
-        const int col = nt * 8 + 2 * t;
-        float* s0 = ss + (mt * 16 + g) * kSRow + col;
-        float* s1 = s0 + 8 * kSRow;
-        s0[0] = col < n ? (c[0][0] + c[1][0]) * a.score_scale : -INFINITY;
-        s0[1] = col + 1 < n ? (c[0][1] + c[1][1]) * a.score_scale : -INFINITY;
-        s1[0] = col < n ? (c[0][2] + c[1][2]) * a.score_scale : -INFINITY;
-        s1[1] = col + 1 < n ? (c[0][3] + c[1][3]) * a.score_scale : -INFINITY;
-      }
-      __syncthreads();
-
-      // Online softmax, a warp per head and a lane per row of the chunk.
-      for (int h = warp; h < R; h += kWarps) {
-        const float s = ss[h * kSRow + lane];
-        const float m_old = m_s[h], m_new = fmaxf(m_old, cuda::warp_max(s));
-        const float p = s == -INFINITY ? 0.f : expf(s - m_new);
-        const float correction = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
-        const float sum = cuda::warp_sum(p);
-        const bf16 hi = __float2bfloat16_rn(p);
-        ph[h * kPRow + lane] = hi;
-        pl[h * kPRow + lane] = __float2bfloat16_rn(p - __bfloat162float(hi));
-        if (lane == 0) m_s[h] = m_new, l_s[h] = l_s[h] * correction + sum, c_s[h] = correction;
-      }
-      __syncthreads();
-
-      // Values: acc = acc * correction + P V over this warp's columns (rows past n have p = 0, V = 0).
-      if (d_warp < a.v_dim) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const float c_lo = c_s[mt * 16 + g], c_hi = c_s[mt * 16 + g + 8];
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] *= c_lo, acc[mt][nt][1] *= c_lo, acc[mt][nt][2] *= c_hi, acc[mt][nt][3] *= c_hi;
-        }
-        for (int k0 = 0; k0 < n; k0 += 16) {
-          std::uint32_t ahi[MT][4], alo[MT][4];
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            const int r = (mt * 16 + g) * kPRow + k0 + 2 * t;
-            ahi[mt][0] = ld32(ph + r), ahi[mt][1] = ld32(ph + r + 8 * kPRow), ahi[mt][2] = ld32(ph + r + 8),
-            ahi[mt][3] = ld32(ph + r + 8 * kPRow + 8);
-            alo[mt][0] = ld32(pl + r), alo[mt][1] = ld32(pl + r + 8 * kPRow), alo[mt][2] = ld32(pl + r + 8),
-            alo[mt][3] = ld32(pl + r + 8 * kPRow + 8);
+        for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
+      if (a.rope_src) {
+        const int half = a.rope_dim / 2;
+        const float p = static_cast<float>(pos);
+        for (int e = threadIdx.x; e < R * half; e += kThreads) {
+          const int h = e / half, i = e % half;
+          bf16* y = qs + h * kRow + rope_at;
+          if (h >= a.q_heads) {
+            y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+            continue;
           }
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            if (d_warp + nt * 8 >= a.v_dim) break;
-            const bf16* vb = ks + (k0 + 2 * t) * kRow + d_warp + nt * 8 + g;
-            const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma(acc[mt][nt], ahi[mt], b0, b1);
-              mma(acc[mt][nt], alo[mt], b0, b1);
-            }
-          }
+          const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+          const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+          const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+          double sn, cs;
+          sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+          y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
+          y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
         }
+      }
+      for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+      if (r >= kChunk) break;
+      bf16* dst = ks + r * kRow + kE * c;
+      if (r < n) {
+        stage(raw[u], dst, KV{});
+      } else {
+#pragma unroll
+        for (int e = 0; e < kE; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
       }
     }
+    if (qk16 > a.qk_dim)
+      for (int r = threadIdx.x; r < kChunk; r += kThreads) *reinterpret_cast<uint4*>(ks + r * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
+    __syncthreads();
 
-    // The result (one split), or this split's partial for the combine.
+    // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
+    for (int tile = warp; tile < MT * 4; tile += kWarps) {
+      const int mt = tile / 4, nt = tile % 4;
+      const bf16* qa = qs + (mt * 16 + g) * kRow + 2 * t;
+      const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
+      float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      int kk = 0;
+      for (; kk + 32 <= qk16; kk += 32) {
+        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+        const int k2 = kk + 16;
+        const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
+        mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
+      }
+      if (kk < qk16) {
+        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+      }
+      const int col = nt * 8 + 2 * t;
+      float* s0 = ss + (mt * 16 + g) * kSRow + col;
+      float* s1 = s0 + 8 * kSRow;
+      s0[0] = col < n ? (c[0][0] + c[1][0]) * a.score_scale : -INFINITY;
+      s0[1] = col + 1 < n ? (c[0][1] + c[1][1]) * a.score_scale : -INFINITY;
+      s1[0] = col < n ? (c[0][2] + c[1][2]) * a.score_scale : -INFINITY;
+      s1[1] = col + 1 < n ? (c[0][3] + c[1][3]) * a.score_scale : -INFINITY;
+    }
+    __syncthreads();
+
+    // Online softmax, a warp per head and a lane per row of the chunk.
+    for (int h = warp; h < R; h += kWarps) {
+      const float s = ss[h * kSRow + lane];
+      const float m_old = m_s[h], m_new = fmaxf(m_old, cuda::warp_max(s));
+      const float p = s == -INFINITY ? 0.f : expf(s - m_new);
+      const float correction = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+      const float sum = cuda::warp_sum(p);
+      const bf16 hi = __float2bfloat16_rn(p);
+      ph[h * kPRow + lane] = hi;
+      pl[h * kPRow + lane] = __float2bfloat16_rn(p - __bfloat162float(hi));
+      if (lane == 0) m_s[h] = m_new, l_s[h] = l_s[h] * correction + sum, c_s[h] = correction;
+    }
+    __syncthreads();
+
+    // Values: acc = acc * correction + P V over this warp's columns (rows past n have p = 0, V = 0).
     if (d_warp < a.v_dim) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
+        const float c_lo = c_s[mt * 16 + g], c_hi = c_s[mt * 16 + g + 8];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int h = mt * 16 + g + 8 * half;
-          if (h >= a.q_heads) continue;
-          const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+        for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] *= c_lo, acc[mt][nt][1] *= c_lo, acc[mt][nt][2] *= c_hi, acc[mt][nt][3] *= c_hi;
+      }
+      for (int k0 = 0; k0 < n; k0 += 16) {
+        std::uint32_t ahi[MT][4], alo[MT][4];
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            const int col = d_warp + nt * 8 + 2 * t;
-            if (col >= a.v_dim) break;
-            const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
-            if (!a.combine) {
-              *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
-            } else {
-              float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-              *reinterpret_cast<float2*>(pr + 2 + col) = make_float2(x, y);
-            }
+        for (int mt = 0; mt < MT; ++mt) {
+          const int r = (mt * 16 + g) * kPRow + k0 + 2 * t;
+          ahi[mt][0] = ld32(ph + r), ahi[mt][1] = ld32(ph + r + 8 * kPRow), ahi[mt][2] = ld32(ph + r + 8),
+          ahi[mt][3] = ld32(ph + r + 8 * kPRow + 8);
+          alo[mt][0] = ld32(pl + r), alo[mt][1] = ld32(pl + r + 8 * kPRow), alo[mt][2] = ld32(pl + r + 8),
+          alo[mt][3] = ld32(pl + r + 8 * kPRow + 8);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          if (d_warp + nt * 8 >= a.v_dim) break;
+          const bf16* vb = ks + (k0 + 2 * t) * kRow + d_warp + nt * 8 + g;
+          const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(acc[mt][nt], ahi[mt], b0, b1);
+            mma(acc[mt][nt], alo[mt], b0, b1);
           }
         }
       }
     }
-    if (a.combine)
-      for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
-        float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-        pr[0] = m_s[h], pr[1] = l_s[h];
-      }
-    __syncthreads();  // this split's m_s, l_s and shared rows are read before the next one writes them
   }
+
+  // The result (one split), or this split's partial for the combine.
+  if (d_warp < a.v_dim) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = mt * 16 + g + 8 * half;
+        if (h >= a.q_heads) continue;
+        const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int col = d_warp + nt * 8 + 2 * t;
+          if (col >= a.v_dim) break;
+          const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
+          if (!a.combine) {
+            *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
+          } else {
+            float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+            *reinterpret_cast<float2*>(pr + 2 + col) = make_float2(x, y);
+          }
+        }
+      }
+    }
+  }
+  if (a.combine)
+    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+      pr[0] = m_s[h], pr[1] = l_s[h];
+    }
 }
 
 // Block (token-head row, 64 value columns): out = sum_s o_s w_s / sum_s l_s w_s, w_s = e^(m_s - M);
@@ -473,11 +460,7 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
     a.rope_dim = rope->dim, a.inv_freq = rope->inv_freq, a.interleaved = rope->interleaved;
   }
   a.cache = k_cache, a.out = static_cast<bf16*>(out), a.part = static_cast<float*>(workspace);
-  a.splits = splits;
-  // About two blocks per multiprocessor over the step's tokens, at most one per split (a block
-  // takes several splits otherwise): the partials are the same whatever the grid.
-  const int rows = std::max(1, std::min(splits, 2 * multiprocessors() / std::max(n_tokens, 1)));
-  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(rows));
+  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(splits));
   const int mt = (q_heads + 15) / 16;
   cudaError_t e;
   if (l.dtype == DType::bf16)
