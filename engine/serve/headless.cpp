@@ -18,8 +18,8 @@ namespace tandem::engine::serve {
 
 int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log) {
   if (cfg.device == "cuda") {
-    log("error: --device cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
-        "--device cpu");
+    log("error: `device` cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
+        "`device` cpu");
     return 1;
   }
   auto group = make_rank_group(cfg, cfg.model, log);
