@@ -13,6 +13,7 @@
 #include "tandem/model/model.hpp"
 #include "tandem/units.hpp"
 #include "worker_rank.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::engine::serve {
 
@@ -56,8 +57,8 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
     log("error: the worker's health endpoint: " + error);
     return 1;
   }
-  log("worker rank " + std::to_string(rank) + " of " + std::to_string(cfg.nnodes) + ": slice loaded; ready for rank 0 (health on http://" +
-      cfg.host + ":" + std::to_string(server->port()) + "/health)");
+  log("worker rank " + std::to_string(rank) + " of " + std::to_string(cfg.nnodes) + ": slice loaded; ready for rank 0 (health on " +
+      http_base_url(cfg.host, server->port()) + "/health)");
 
   std::mutex mu;
   std::string failure;

@@ -20,6 +20,7 @@
 #include "logging.hpp"
 #include "service.hpp"
 #include "tandem/build_info.hpp"
+#include "tandem/url.hpp"
 
 namespace {
 
@@ -77,7 +78,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     log_line("error: " + error);
     return 1;
   }
-  log_line("serving " + l.options.model_name + " on http://" + cfg.host + ":" + std::to_string(server->port()) +
+  log_line("serving " + l.options.model_name + " on " + tandem::http_base_url(cfg.host, server->port()) +
            " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
            "/metrics, /metrics/vllm)");
 

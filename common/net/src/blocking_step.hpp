@@ -1,15 +1,15 @@
 // One blocking call made of asynchronous Beast/Asio steps: each step runs on a private io_context
-// until it (and the stream's deadline) is done, so tcp_stream's expiry bounds it. Shared by the
-// mTLS client (https_client.cpp) and the controller's plain-HTTP client (http_client.cpp).
+// until it (and the stream's deadline) is done, so tcp_stream's expiry bounds it. The HTTP client's
+// (http_client.cpp) building blocks.
 #pragma once
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace tandem::net {
 
@@ -30,23 +30,16 @@ struct ConnectFailure {
   explicit operator bool() const { return step != nullptr; }
 };
 
-// Resolves host:port and connects `stream` to the first address that answers within `timeout`.
-inline ConnectFailure resolve_and_connect(boost::asio::io_context& ioc, boost::beast::tcp_stream& stream,
-                                          const std::string& host, int port, std::chrono::milliseconds timeout) {
-  using tcp = boost::asio::ip::tcp;
-  tcp::resolver resolver(ioc);
-  tcp::resolver::results_type addresses;
-  boost::beast::error_code ec = run_step(ioc, [&](auto done) {
-    resolver.async_resolve(host, std::to_string(port), [&addresses, done](boost::beast::error_code e, tcp::resolver::results_type r) {
-      addresses = std::move(r);
-      done(e);
-    });
-  });
-  if (ec) return {"resolving the host", ec};
-  stream.expires_after(timeout);
-  ec = run_step(ioc, [&](auto done) { stream.async_connect(addresses, done); });
-  if (ec) return {"connecting", ec};
-  return {};
-}
+// The addresses of host:port, within `timeout`. An IP literal needs no lookup. A name is looked up
+// on a thread of its own: getaddrinfo cannot be cancelled, and Asio's resolver would hold the
+// caller (its io_context waits for the lookup when destroyed), so past the deadline the lookup is
+// left to end by itself and its answer is dropped. Fails with beast::error::timeout then.
+boost::beast::error_code resolve_bounded(const std::string& host, int port, std::chrono::milliseconds timeout,
+                                         std::vector<boost::asio::ip::tcp::endpoint>& out);
+
+// Resolves host:port (bounded by `timeout`) and connects `stream` to the first address that answers
+// within `timeout`.
+ConnectFailure resolve_and_connect(boost::asio::io_context& ioc, boost::beast::tcp_stream& stream,
+                                   const std::string& host, int port, std::chrono::milliseconds timeout);
 
 }  // namespace tandem::net
