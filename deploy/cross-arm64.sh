@@ -8,7 +8,7 @@
 # It installs what it needs from Debian's packages (multiarch: dpkg --add-architecture arm64,
 # crossbuild-essential-arm64, qemu-user-static, the NAME:arm64 -dev libraries), so it runs as
 # root. The CUDA back end is not cross built (no arm64 CUDA toolkit on amd64): build it on the
-# Spark itself (README, "arm64 and the DGX Spark"). Exits non-zero when the build, a test or a
+# Spark itself (docs/operating.md, "arm64 and the DGX Spark"). Exits non-zero when the build, a test or a
 # package check fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

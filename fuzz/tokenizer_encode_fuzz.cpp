@@ -1,4 +1,4 @@
-// Encode and decode on a fixed tokenizer (tests/tokenizer/data/small_bpe, a byte-level BPE with
+// Encode and decode on a fixed tokenizer (engine/serve/assets/demo_tokenizer, a byte-level BPE with
 // added special tokens and an NFC normalizer): any bytes must encode, decode to valid UTF-8, and
 // stream-decode to the same text; any ids (the input read as int32s, as /v1/completions takes
 // them) must decode without harm. The same tokenizer without its normalizer and with no added

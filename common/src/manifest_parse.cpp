@@ -14,6 +14,7 @@
 #include "manifest_validate.hpp"
 #include "tandem/manifest.hpp"
 #include "tandem/names.hpp"
+#include "tandem/utf8.hpp"
 #include "yaml_guard.hpp"
 #include "yaml_reader.hpp"
 
@@ -33,28 +34,6 @@ bool is_env_name(const std::string& k) {
   for (char c : k)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_') || static_cast<unsigned char>(c) >= 0x80) return false;
   return true;
-}
-
-// The first byte that breaks UTF-8 (overlong forms and surrogates included), or npos. Manifest text
-// ends up in JSON (plan --output json, error reports), which must be valid UTF-8.
-size_t invalid_utf8_at(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return i;
-    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 0x2) return i;
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return i;
-    i += len;
-  }
-  return std::string::npos;
 }
 
 // The first control character YAML does not allow in a stream (all of C0 but tab, LF and CR;
@@ -80,7 +59,7 @@ Mark position_of(const std::string& text, size_t offset) {
 // Bytes a YAML parser should never see: invalid UTF-8 (manifest text ends up in JSON, which must
 // be valid UTF-8) and control characters. nullopt when the text is clean.
 std::optional<Diagnostic> bad_bytes(const std::string& text, const std::string& file_name) {
-  size_t bad = invalid_utf8_at(text);
+  size_t bad = utf8::invalid_at(text);
   std::string what;
   char byte[8];
   if (bad != std::string::npos) {

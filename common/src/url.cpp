@@ -121,8 +121,19 @@ Status read_authority(std::string_view auth, HttpUrl& u) {
 
 }  // namespace
 
+std::string bracketed_host(std::string_view host) {
+  if (host.find(':') == std::string_view::npos) return std::string(host);
+  return "[" + std::string(host) + "]";
+}
+
+std::string host_port(std::string_view host, std::uint16_t port) {
+  return bracketed_host(host) + ":" + std::to_string(port);
+}
+
+std::string http_base_url(std::string_view host, std::uint16_t port) { return "http://" + host_port(host, port); }
+
 std::string HttpUrl::authority() const {
-  std::string out = ipv6 ? "[" + host + "]" : host;
+  std::string out = bracketed_host(host);
   if (port) out += ":" + std::to_string(*port);
   return out;
 }

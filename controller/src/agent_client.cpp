@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "tandem/url.hpp"
+
 namespace tandem::ctl {
 namespace {
 
@@ -27,7 +29,7 @@ Result<AgentClient> AgentClient::create(const std::filesystem::path& pki_dir, co
 }
 
 std::string AgentClient::where() const {
-  return node_.name + " (" + node_.address + ":" + std::to_string(node_.agent_port) + ")";
+  return node_.name + " (" + host_port(node_.address, static_cast<std::uint16_t>(node_.agent_port)) + ")";
 }
 
 AgentReply AgentClient::call(const std::string& method, const std::string& target, const json& body, Millis timeout) const {

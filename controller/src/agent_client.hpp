@@ -11,7 +11,7 @@
 #include <string>
 
 #include "tandem/manifest.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/pki.hpp"
 #include "tandem/result.hpp"
 

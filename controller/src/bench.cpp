@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "http_client.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::bench {
 
@@ -63,7 +64,7 @@ namespace {
 // the count, so that one cause is counted as one reason.
 std::string reason_of(const std::string& message, const httpc::Url& url) {
   std::string r = message;
-  const std::string where = url.host + ":" + std::to_string(url.port) + ": ";
+  const std::string where = host_port(url.host, url.port) + ": ";  // as the client writes it
   if (r.rfind(where, 0) == 0) r = r.substr(where.size());
   static const std::regex count(R"( \(after \d+ events\)$| \(\d+ events read\)$)");
   return std::regex_replace(r, count, "");

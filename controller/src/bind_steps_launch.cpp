@@ -6,6 +6,7 @@
 #include "bind_steps.hpp"
 #include "hash_compare.hpp"
 #include "http_get.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::ctl {
 namespace {
@@ -42,7 +43,7 @@ std::optional<StepOutcome> dead_rank(const BindContext& ctx) {
 }
 
 std::string head_url(const Manifest& m) {
-  return "http://" + m.head().address + ":" + std::to_string(m.engine.serve.port);
+  return http_base_url(m.head().address, static_cast<std::uint16_t>(m.engine.serve.port));
 }
 
 std::string log_tail(const BindContext& ctx, const std::string& node, std::size_t lines) {

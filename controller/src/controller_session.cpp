@@ -1,10 +1,8 @@
 #include "controller_session.hpp"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cstdlib>
-
 
 namespace tandem::ctl {
 
@@ -25,19 +23,6 @@ void add_controller_options(CLI::App* cmd, ControllerDirs& dirs) {
   cmd->add_option("--pki-dir", dirs.pki_dir, "Cluster PKI from `tandemctl pki init` (ca.pem, controller.pem/.key)")
       ->envname("TANDEM_PKI_DIR")
       ->capture_default_str();
-}
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
 }
 
 Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb) {

@@ -11,6 +11,7 @@
 #include "bind_journal.hpp"
 #include "cli_common.hpp"
 #include "state_lock.hpp"
+#include "tandem/sha256.hpp"
 
 namespace tandem::ctl {
 
@@ -37,6 +38,6 @@ struct Session {
 // `lock_verb`, takes the state lock first (a second bind while one runs is refused here).
 Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb);
 
-std::string sha256_hex(const std::string& data);
+using tandem::sha256_hex;  // common/include/tandem/sha256.hpp
 
 }  // namespace tandem::ctl

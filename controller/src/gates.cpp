@@ -13,6 +13,7 @@
 #include "haystack.hpp"
 #include "http_client.hpp"
 #include "prometheus_text.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::gates {
 
@@ -32,7 +33,7 @@ json GateReport::to_json() const {
 }
 
 std::string endpoint_url(const Manifest& m) {
-  return "http://" + m.head().address + ":" + std::to_string(m.engine.serve.port);
+  return http_base_url(m.head().address, static_cast<std::uint16_t>(m.engine.serve.port));
 }
 
 std::string served_model(const Manifest& m) {

@@ -1,7 +1,8 @@
-// A plain-HTTP client for OpenAI-compatible endpoints (tandem-serve, vLLM, SGLang): one blocking
-// call per request on a private io_context, every step bounded by a deadline, and a streaming
-// reader that hands Server-Sent Events to the caller as they arrive (gates and bench time them).
-// Plain HTTP only: the serving port is not the agent's mTLS API.
+// The controller's view of an OpenAI-compatible endpoint (tandem-serve, vLLM, SGLang): a base URL
+// with an optional path prefix, and plain-HTTP requests and Server-Sent Event streams against it
+// (gates and bench time them). The requests go through the project's one HTTP client
+// (common/net/include/tandem/net/http_client.hpp) with TLS off: the serving port is not the
+// agent's mTLS API.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "tandem/net/http_client.hpp"
 #include "tandem/result.hpp"
 
 namespace tandem::httpc {
@@ -33,10 +35,7 @@ struct Options {
   std::size_t response_limit = 64 * 1024 * 1024;
 };
 
-struct Reply {
-  unsigned status = 0;
-  std::string body;
-};
+using Reply = net::ClientResponse;  // {status, body}
 
 // One request, one connection. A non-2xx status is still a reply; an error value means no HTTP
 // answer came back, and says where and at which step ("127.0.0.1:8888: connecting: Connection refused").
@@ -50,36 +49,13 @@ inline Result<Reply> post_json(const Url& url, const std::string& target, const 
   return request(url, "POST", target, body, options);
 }
 
-// What a streaming request ended with. When the status is not 200, or the reply was not an event
-// stream, `body` holds the whole reply (an error document) and no event was delivered.
-struct StreamEnd {
-  unsigned status = 0;
-  std::string body;
-  bool saw_done = false;    // the stream ended with "data: [DONE]"
-  bool stopped = false;     // on_event asked to stop early
-  std::size_t events = 0;   // data events delivered (without [DONE])
-};
+using StreamEnd = net::StreamEnd;
+using SseDecoder = net::SseDecoder;
 
 // POST body to target and read the reply as Server-Sent Events. on_event gets each event's data
 // (the lines after "data: ", joined by '\n') as soon as it is parsed, "[DONE]" excluded; return
 // false to stop reading. A connection that breaks mid-stream is an error value that says how many
 // events came first.
-// Splits a byte stream into SSE events ("data:" lines joined by '\n'; comments and other fields
-// skipped; LF or CRLF line ends). Exposed so the framing can be tested without a socket.
-class SseDecoder {
- public:
-  // Feeds bytes; calls on_data for each complete event with data. Returns false if on_data did.
-  bool feed(const std::string& bytes, const std::function<bool(const std::string&)>& on_data);
-  // At end of stream: an event whose blank line never came is still delivered.
-  bool finish(const std::function<bool(const std::string&)>& on_data);
-
- private:
-  bool line(std::string l, const std::function<bool(const std::string&)>& on_data);
-  std::string pending_;  // bytes of an incomplete line
-  std::string data_;     // data of the event being read
-  bool has_data_ = false;
-};
-
 Result<StreamEnd> stream_sse(const Url& url, const std::string& target, const std::string& body,
                              const std::function<bool(const std::string& data)>& on_event,
                              const Options& options = {});

@@ -2,6 +2,7 @@
 
 #include "tandem/serve_args.hpp"
 #include "tandem/units.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem {
 namespace {
@@ -169,7 +170,7 @@ class Builder {
   }
 
   std::string endpoint() const {
-    return "http://" + m_.head().address + ":" + std::to_string(m_.engine.serve.port);
+    return http_base_url(m_.head().address, static_cast<std::uint16_t>(m_.engine.serve.port));
   }
 
   void serve_and_gates() {

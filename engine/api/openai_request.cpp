@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "tandem/utf8.hpp"
+
 namespace tandem::engine::api {
 namespace {
 
@@ -22,9 +24,7 @@ std::string string_field(const json& obj, const char* key) {
 std::string bounded(const std::string& text) {
   constexpr std::size_t kMax = 64;
   if (text.size() <= kMax) return text;
-  std::size_t cut = kMax;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return text.substr(0, cut) + "...";
+  return text.substr(0, utf8::boundary_before(text, kMax)) + "...";
 }
 std::string quoted(const std::string& text) { return "'" + bounded(text) + "'"; }
 

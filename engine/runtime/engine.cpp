@@ -22,10 +22,10 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   if (cfg.max_model_len == 0) cfg.max_model_len = d.max_position_embeddings;
   if (cfg.max_model_len <= 1) return error("max-model-len must be at least 2, got " + std::to_string(cfg.max_model_len));
   if (d.max_position_embeddings > 0 && cfg.max_model_len > d.max_position_embeddings)
-    return error("--max-model-len " + std::to_string(cfg.max_model_len) + " exceeds the model's max_position_embeddings " +
+    return error("`max_model_len` " + std::to_string(cfg.max_model_len) + " exceeds the model's max_position_embeddings " +
                  std::to_string(d.max_position_embeddings));
-  if (cfg.max_num_seqs < 1) return error("--max-num-seqs must be at least 1");
-  if (cfg.max_num_batched_tokens < 1) return error("--max-num-batched-tokens must be at least 1");
+  if (cfg.max_num_seqs < 1) return error("`max_num_seqs` must be at least 1");
+  if (cfg.max_num_batched_tokens < 1) return error("`max_num_batched_tokens` must be at least 1");
 
   PoolFlags flags;
   flags.kv_cache_dtype = cfg.kv_cache_dtype;
@@ -57,9 +57,9 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
     }
     const HybridPoolReport report = hybrid_pool_report(in);
     if (report.state_pool_bytes >= in.budget_bytes)
-      return error("the recurrent state of --max-num-seqs " + std::to_string(cfg.max_num_seqs) + " sequences needs " +
+      return error("the recurrent state of `max_num_seqs` " + std::to_string(cfg.max_num_seqs) + " sequences needs " +
                    std::to_string(report.state_pool_bytes) + " bytes, the whole KV budget of " + std::to_string(in.budget_bytes) +
-                   "; lower --max-num-seqs or raise --kv-cache-memory");
+                   "; lower `max_num_seqs` or raise `kv_cache_memory`");
     flags.kv_cache_memory = in.budget_bytes - report.state_pool_bytes;
     hybrid_lines = report.lines;
     // A prefix-cache hit would skip tokens whose recurrent state was never kept.
@@ -79,7 +79,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
     return error("a drafter on the CPU cannot serve a model whose KV cache is on its device: give a device drafter "
                  "(EngineConfig::device_drafter)");
   if (cfg.device_drafter && !model->kv_on_device())
-    return error("a device drafter needs a model whose KV cache is on that device (--device cuda)");
+    return error("a device drafter needs a model whose KV cache is on that device (`device` cuda)");
   if (cfg.drafter && cfg.device_drafter) return error("engine: a CPU drafter and a device drafter were both given");
   if (cfg.device_drafter && layout.state_floats > 0 && !model->restores_states())
     return error("speculative decoding on the device of a model with recurrent layers (" + model->config().model_type +
@@ -98,7 +98,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
     log(size->describe());
     for (const auto& line : hybrid_lines) log(line);
     log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool->bytes() >> 20) +
-        " MiB (sized at --kv-cache-dtype " + cfg.kv_cache_dtype + ")");
+        " MiB (sized at `kv_cache_dtype` " + cfg.kv_cache_dtype + ")");
   }
   std::unique_ptr<model::PagedKvPool> draft_pool;
   if (cfg.drafter || cfg.device_drafter) {

@@ -13,13 +13,13 @@ model::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const st
   if (d.empty() || d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
   if (d == "float32" || d == "fp32" || d == "float") return 4;
   if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
-  return error("--kv-cache-dtype " + kv_cache_dtype + (kv_cache_dtype == "auto" ? " (model dtype " + d + ")" : "") +
+  return error("`kv_cache_dtype` " + kv_cache_dtype + (kv_cache_dtype == "auto" ? " (model dtype " + d + ")" : "") +
                " is not one of auto, bfloat16, float16, float32, fp8, fp8_e4m3, fp8_e5m2");
 }
 
 model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
-    return error("--gpu-memory-utilization must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
+    return error("`gpu_memory_utilization` must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
   std::ifstream in("/proc/meminfo");
   std::uint64_t total_kib = 0, available_kib = 0;
   for (std::string line; std::getline(in, line);) {
@@ -31,19 +31,19 @@ model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
     if (key == "MemAvailable:") available_kib = kib;
   }
   if (total_kib == 0 || available_kib == 0)
-    return error("cannot read MemTotal/MemAvailable from /proc/meminfo to size the KV pool; pass --kv-cache-memory");
+    return error("cannot read MemTotal/MemAvailable from /proc/meminfo to size the KV pool; pass `kv_cache_memory`");
   const double allowed = gpu_memory_utilization * static_cast<double>(total_kib) * 1024.0;
   const double in_use = static_cast<double>(total_kib - available_kib) * 1024.0;
   if (allowed <= in_use)
-    return error("--gpu-memory-utilization " + std::to_string(gpu_memory_utilization) + " allows " +
+    return error("`gpu_memory_utilization` " + std::to_string(gpu_memory_utilization) + " allows " +
                  std::to_string(static_cast<std::uint64_t>(allowed) >> 20) + " MiB but " +
                  std::to_string(static_cast<std::uint64_t>(in_use) >> 20) +
-                 " MiB are already in use; nothing is left for the KV pool (raise it or pass --kv-cache-memory)");
+                 " MiB are already in use; nothing is left for the KV pool (raise it or pass `kv_cache_memory`)");
   return static_cast<std::uint64_t>(allowed - in_use);
 }
 
 model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags) {
-  if (flags.block_size <= 0) return error("--block-size must be positive, got " + std::to_string(flags.block_size));
+  if (flags.block_size <= 0) return error("`block_size` must be positive, got " + std::to_string(flags.block_size));
   if (flags.max_model_len <= 0) return error("max-model-len must be positive");
   auto bytes = kv_bytes_per_elem(flags.kv_cache_dtype, flags.model_dtype);
   if (!bytes) return bytes.error();
@@ -75,7 +75,7 @@ model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolF
                  " blocks of " + std::to_string(flags.block_size) + " from " + std::to_string(budget) +
                  " bytes), not one sequence of max-model-len " + std::to_string(flags.max_model_len) + " (needs " +
                  std::to_string(need) + " bytes at " + std::to_string(bytes.value()) +
-                 " bytes per element); raise --kv-cache-memory or lower --max-model-len");
+                 " bytes per element); raise `kv_cache_memory` or lower `max_model_len`");
   }
   return p;
 }

@@ -13,13 +13,14 @@
 #include "tandem/model/model.hpp"
 #include "tandem/units.hpp"
 #include "worker_rank.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::engine::serve {
 
 int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log) {
   if (cfg.device == "cuda") {
-    log("error: --device cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
-        "--device cpu");
+    log("error: `device` cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
+        "`device` cpu");
     return 1;
   }
   auto group = make_rank_group(cfg, cfg.model, log);
@@ -56,8 +57,8 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
     log("error: the worker's health endpoint: " + error);
     return 1;
   }
-  log("worker rank " + std::to_string(rank) + " of " + std::to_string(cfg.nnodes) + ": slice loaded; ready for rank 0 (health on http://" +
-      cfg.host + ":" + std::to_string(server->port()) + "/health)");
+  log("worker rank " + std::to_string(rank) + " of " + std::to_string(cfg.nnodes) + ": slice loaded; ready for rank 0 (health on " +
+      http_base_url(cfg.host, server->port()) + "/health)");
 
   std::mutex mu;
   std::string failure;

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "cli/serve_flags.hpp"
+#include "serve_config.hpp"
 
 namespace tandem::engine::serve {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "http_server.hpp"
-#include "cli/serve_flags.hpp"
+#include "serve_config.hpp"
 
 namespace tandem::engine::serve {
 

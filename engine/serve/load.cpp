@@ -26,17 +26,17 @@ namespace {
 std::optional<std::string> unsupported(const ServeConfig& cfg) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda" && cfg.nnodes > 1)
-    return "--device cuda with more than one rank: the CUDA model does not shard its weights over NCCL yet; run one "
-           "rank (--tensor-parallel-size 1) or --device cpu";
+    return "`device` cuda with more than one rank: the CUDA model does not shard its weights over NCCL yet; run one "
+           "rank (`tensor_parallel_size` 1) or `device` cpu";
 #else
   if (cfg.device == "cuda")
-    return "--device cuda: this tandem-serve was built without the CUDA back end (no nvcc at build time); run with "
-           "--device cpu (the CPU reference path)";
+    return "`device` cuda: this tandem-serve was built without the CUDA back end (no nvcc at build time); run with "
+           "`device` cpu (the CPU reference path)";
 #endif
   if (cfg.tensor_parallel_size != cfg.nnodes)
-    return "--tensor-parallel-size " + std::to_string(cfg.tensor_parallel_size) + " with --nnodes " + std::to_string(cfg.nnodes) +
-           ": this build runs one rank per process, so start one tandem-serve per rank with --nnodes equal to the "
-           "tensor-parallel size and its own --node-rank";
+    return "`tensor_parallel_size` " + std::to_string(cfg.tensor_parallel_size) + " with `nnodes` " + std::to_string(cfg.nnodes) +
+           ": this build runs one rank per process, so start one tandem-serve per rank with `nnodes` equal to the "
+           "tensor-parallel size and its own `node_rank`";
   return std::nullopt;
 }
 
@@ -53,7 +53,7 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
   if (!cfg.kv_cache_memory.empty()) {
     ParseError pe;
     auto bytes = parse_size(cfg.kv_cache_memory, &pe);
-    if (!bytes) return error("--kv-cache-memory '" + cfg.kv_cache_memory + "': " + pe.what);
+    if (!bytes) return error("`kv_cache_memory` '" + cfg.kv_cache_memory + "': " + pe.what);
     return std::optional<std::uint64_t>(*bytes);
   }
 #ifdef TANDEM_HAVE_CUDA_MODEL
@@ -61,7 +61,7 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
   if (cfg.device == "cuda") {
     auto share = model::cuda_kv_budget(0, cfg.gpu_memory_utilization);
     if (!share) return share.error();
-    log("KV budget: " + format_size(share.value()) + " of device memory (--gpu-memory-utilization " +
+    log("KV budget: " + format_size(share.value()) + " of device memory (`gpu_memory_utilization` " +
         std::to_string(cfg.gpu_memory_utilization) + ", weights and buffers already loaded)");
     // The budget is both pools' (the engine takes the recurrent-state slots out of it, as with
     // --kv-cache-memory), but the device model allocated its slots at load, so what is free now
@@ -81,8 +81,8 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
   // Plus the recurrent-state slots for models with linear-attention layers.
   const std::uint64_t need = per_token * tokens + state_slot_bytes(cfg, m);
   if (need < share.value())
-    log("KV budget: " + format_size(need) + " (max-num-seqs " + std::to_string(cfg.max_num_seqs) + " x max-model-len " +
-        std::to_string(max_model_len) + "), under the " + format_size(share.value()) + " that --gpu-memory-utilization " +
+    log("KV budget: " + format_size(need) + " (`max_num_seqs` " + std::to_string(cfg.max_num_seqs) + " x `max_model_len` " +
+        std::to_string(max_model_len) + "), under the " + format_size(share.value()) + " that `gpu_memory_utilization` " +
         std::to_string(cfg.gpu_memory_utilization) + " allows of system memory");
   return std::optional<std::uint64_t>(std::min(need, share.value()));
 }
@@ -126,7 +126,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       d.max_model_len = cfg.max_model_len;
       d.enforce_eager = cfg.enforce_eager;
       auto drafter = spec::load_dflash_cuda(spec_config.at("model").get<std::string>(), *m.value(), d);
-      if (!drafter) return error("--speculative-config: " + drafter.error().message);
+      if (!drafter) return error("`speculative_config`: " + drafter.error().message);
       device_drafter = std::move(drafter).value();
     }
     model = std::move(m).value();
@@ -147,7 +147,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
 
   if (!cfg.chat_template.empty()) {
     auto t = tmpl::ChatTemplate::from_file(cfg.chat_template);
-    if (!t) return error("--chat-template " + cfg.chat_template + ": " + t.error().str());
+    if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().str());
     // Special tokens (bos_token, eos_token) still come from the model's tokenizer_config.json.
     if (auto base = tmpl::ChatTemplate::from_model_dir(dir)) t.value().set_special_tokens(base.value().special_tokens());
     out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
@@ -157,7 +157,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
     return error("the chat template of " + dir.string() + ": " + t.error().str());
   } else {
     log("note: " + dir.string() + " has no chat template (" + t.error().str() +
-        "); /v1/chat/completions answers 400 until one is given with --chat-template");
+        "); /v1/chat/completions answers 400 until one is given with `chat_template`");
   }
 
   out.options.model_name = cfg.served_model_name.empty() ? cfg.model : cfg.served_model_name;
@@ -170,7 +170,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   const int model_max = model->config().decoder().max_position_embeddings;
   ec.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : model_max;
   if (ec.max_model_len > model_max && model_max > 0)
-    return error("--max-model-len " + std::to_string(ec.max_model_len) + " is more than the model's max_position_embeddings " +
+    return error("`max_model_len` " + std::to_string(ec.max_model_len) + " is more than the model's max_position_embeddings " +
                  std::to_string(model_max));
   ec.max_num_seqs = cfg.max_num_seqs;
   ec.block_size = cfg.block_size;
@@ -203,7 +203,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       ec.device_drafter = device_drafter;
     } else {
       auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
-      if (!drafter) return error("--speculative-config: " + drafter.error().message);
+      if (!drafter) return error("`speculative_config`: " + drafter.error().message);
       ec.drafter = std::move(drafter).value();
     }
     ec.num_speculative_tokens = spec_config.at("num_speculative_tokens").get<int>();

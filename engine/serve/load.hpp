@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/serve_flags.hpp"
+#include "serve_config.hpp"
 #include "engine.hpp"
 #include "tandem/comm/communicator.hpp"
 #include "service.hpp"

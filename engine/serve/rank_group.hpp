@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/serve_flags.hpp"
+#include "serve_config.hpp"
 #include "tandem/comm/tcp_communicator.hpp"
 #include "tandem/model/result.hpp"
 

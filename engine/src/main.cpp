@@ -8,6 +8,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "cli/flag_names.hpp"
 #include "cli/ignored_flags.hpp"
 #include "cli/serve_flags.hpp"
 #include "cli_conventions.hpp"
@@ -19,12 +20,18 @@
 #include "logging.hpp"
 #include "service.hpp"
 #include "tandem/build_info.hpp"
+#include "tandem/url.hpp"
 
 namespace {
 
+// The command line, once parsed: serve/ names settings by field (`kv_cache_memory`), and the
+// operator reads them as the flags they typed (--kv-cache-memory).
+const CLI::App* flags = nullptr;
+
 // The engine's and the loader's lines, through the one logger: "error: ..." and "note: ..." are
 // their level, the rest is information. spdlog's logger serialises the worker and HTTP threads.
-void log_line(const std::string& line) {
+void log_line(const std::string& text) {
+  const std::string line = flags ? tandem::engine::name_flags(text, *flags) : text;
   const auto starts = [&](std::string_view p) { return line.compare(0, p.size(), p) == 0; };
   if (starts("error: ")) spdlog::error("{}", line.substr(7));
   else if (starts("note: ")) spdlog::warn("{}", line.substr(6));
@@ -71,7 +78,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     log_line("error: " + error);
     return 1;
   }
-  log_line("serving " + l.options.model_name + " on http://" + cfg.host + ":" + std::to_string(server->port()) +
+  log_line("serving " + l.options.model_name + " on " + tandem::http_base_url(cfg.host, server->port()) +
            " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
            "/metrics, /metrics/vllm)");
 
@@ -126,6 +133,7 @@ int main(int argc, char** argv) {
     return tandem::cli::usage_exit(app, e, argc, argv);
   }
   tandem::cli::setup_logging("tandem-serve", log);
+  flags = &app;
   if (*demo) {
     if (auto s = tandem::engine::serve::write_demo_model(demo_dir); !s) {
       spdlog::error("writing the demo model: {}", s.error().message);

@@ -274,227 +274,246 @@ bool JsonMachine::gap(std::size_t t) {
   return ++f.ws <= kMaxWhitespaceRun;
 }
 
+// The byte loop: each kind of frame reads its own bytes (the functions below); a number or a
+// literal that ends before a byte hands that byte to the frame it ended into.
 bool JsonMachine::step(unsigned char c) {
   while (true) {
     const std::size_t t = stack_.size() - 1;
     if ((stack_[t].kind == Kind::object || stack_[t].kind == Kind::array) && stack_[t].ws != 0 && !is_ws(c))
       mut(t).ws = 0;  // a run of whitespace ends
     const Frame& f = stack_[t];
-    const Node& n = *f.node;
+    Byte b = Byte::refused;
     switch (f.kind) {
       case Kind::root:
         if (f.phase == kRootDone) return false;  // nothing after the document, not even whitespace
-        return start_value(n, c);
-
-      case Kind::object:
-        switch (f.phase) {
-          case kObjOpen:
-          case kObjComma:
-            if (is_ws(c)) return gap(t);
-            if (c == '}' && f.phase == kObjOpen) {
-              if (n.required & ~f.used) return false;
-              child_done(pop());
-              return true;
-            }
-            if (c != '"' || !key_available(f)) return false;
-            {
-              mut(t).phase = kObjKey;
-              Frame k;
-              k.kind = Kind::key;
-              k.node = &n;
-              k.lits = &n.names;
-              k.hi = static_cast<std::uint32_t>(n.names.size());
-              k.diverged = n.names.empty();
-              push(k);
-            }
-            return true;
-          case kObjColon:
-            if (is_ws(c)) return gap(t);
-            if (c != ':') return false;
-            mut(t).phase = kObjValue;
-            return true;
-          case kObjValue:
-            if (is_ws(c)) return gap(t);
-            return start_value(grammar_->nodes[static_cast<std::size_t>(
-                                   f.cur >= 0 ? n.props[static_cast<std::size_t>(f.cur)] : n.additional)],
-                               c);
-          case kObjAfter:
-            if (is_ws(c)) return gap(t);
-            if (c == ',') {
-              if (!key_available(f)) return false;
-              mut(t).phase = kObjComma;
-              return true;
-            }
-            if (c == '}' && !(n.required & ~f.used)) {
-              child_done(pop());
-              return true;
-            }
-            return false;
-          default: return false;
-        }
-
-      case Kind::key: {
-        const Frame& obj = stack_[t - 1];
-        const bool declared = !n.names.empty();
-        Frame& k = mut(t);
-        const StrStep s = string_byte(k, c, /*allow_escape=*/!declared);
-        if (s == StrStep::reject) return false;
-        if (s == StrStep::ok) {
-          if (!k.diverged) {
-            if (narrow(n.names, k.lo, k.hi, k.pos, c)) ++k.pos;
-            else k.diverged = true;
-          }
-          if (n.additional == kNoAdditional) {  // the key must stay the start of an unwritten name
-            if (k.diverged) return false;
-            bool open = false;
-            for (std::uint32_t i = k.lo; i < k.hi && !open; ++i) open = !(obj.used >> i & 1);
-            if (!open) return false;
-          }
-          return true;
-        }
-        // The closing quote: a declared name (not written yet) or, where allowed, another key.
-        std::int32_t prop = -1;
-        if (!k.diverged && k.lo < k.hi && n.names[k.lo].size() == static_cast<std::size_t>(k.pos))
-          prop = static_cast<std::int32_t>(k.lo);
-        if (prop >= 0 && (obj.used >> prop & 1)) return false;
-        if (prop < 0 && n.additional == kNoAdditional) return false;
-        Frame done = pop();
-        done.cur = prop;
-        child_done(done);
-        return true;
-      }
-
-      case Kind::array:
-        switch (f.phase) {
-          case kArrOpen:
-          case kArrComma:
-            if (is_ws(c)) return gap(t);
-            if (c == ']' && f.phase == kArrOpen) {
-              child_done(pop());
-              return true;
-            }
-            mut(t).phase = kArrValue;
-            return start_value(grammar_->nodes[static_cast<std::size_t>(n.items)], c);
-          case kArrAfter:
-            if (is_ws(c)) return gap(t);
-            if (c == ',') {
-              mut(t).phase = kArrComma;
-              return true;
-            }
-            if (c == ']') {
-              child_done(pop());
-              return true;
-            }
-            return false;
-          default: return false;
-        }
-
+        return start_value(*f.node, c);
+      case Kind::object: return object_byte(t, c);
+      case Kind::key: return key_byte(t, c);
+      case Kind::array: return array_byte(t, c);
       case Kind::string: {
         const StrStep s = string_byte(mut(t), c, true);
         if (s == StrStep::reject) return false;
         if (s == StrStep::close) child_done(pop());
         return true;
       }
-
-      case Kind::number: {
-        const bool int_only = (n.types & kInteger) && !(n.types & kNumber);
-        const bool exp_ok = !int_only && (c == 'e' || c == 'E');
-        std::uint8_t next = 255;  // 255: the number ends before c
-        std::int32_t pos = f.pos;
-        switch (f.phase) {
-          case kNumMinus:
-            if (c == '0') next = kNumZero;
-            else if (is_digit(c)) next = kNumInt, pos = 1;
-            else return false;
-            break;
-          case kNumZero:
-          case kNumInt:
-          case kNumFrac:
-            if (is_digit(c) && f.phase != kNumZero &&
-                pos < (f.phase == kNumFrac ? kMaxFracDigits : kMaxIntDigits)) next = f.phase, ++pos;
-            else if (c == '.' && !int_only && f.phase != kNumFrac) next = kNumDot;
-            else if (exp_ok) next = kNumExp;
-            break;
-          case kNumDot:
-            if (!is_digit(c)) return false;
-            next = kNumFrac, pos = 1;
-            break;
-          case kNumExp:
-            if (c == '+' || c == '-') next = kNumExpSign;
-            else if (is_digit(c)) next = kNumExpDigits, pos = 1;
-            else return false;
-            break;
-          case kNumExpSign:
-            if (!is_digit(c)) return false;
-            next = kNumExpDigits, pos = 1;
-            break;
-          case kNumExpDigits:
-            if (is_digit(c) && pos < kMaxExpDigits) next = kNumExpDigits, ++pos;
-            break;
-          default: return false;
-        }
-        if (next != 255) {
-          Frame& m = mut(t);
-          m.phase = next;
-          m.pos = pos;
-          return true;
-        }
-        if (!number_accepting(f.phase)) return false;
-        child_done(pop());  // the number ended; c belongs to the enclosing value
-        continue;
-      }
-
-      case Kind::literal: {
-        std::uint32_t lo = f.lo, hi = f.hi;
-        if (narrow(*f.lits, lo, hi, f.pos, c)) {
-          Frame& m = mut(t);
-          m.lo = lo;
-          m.hi = hi;
-          ++m.pos;
-          if (hi - lo == 1 && (*m.lits)[lo].size() == static_cast<std::size_t>(m.pos)) child_done(pop());
-          return true;
-        }
-        // A literal that is complete and could have grown (enum [1, 12] after "1") ends here.
-        if ((*f.lits)[f.lo].size() != static_cast<std::size_t>(f.pos)) return false;
-        child_done(pop());
-        continue;
-      }
-
-      case Kind::tool_union:
-        switch (f.phase) {
-          case kUPrefix:
-          case kUMiddle: {
-            const std::string_view text = f.phase == kUPrefix ? std::string_view(kUnionPrefix) : std::string_view(kUnionMiddle);
-            if (c != static_cast<unsigned char>(text[static_cast<std::size_t>(f.pos)])) return false;
-            Frame& m = mut(t);
-            if (static_cast<std::size_t>(++m.pos) == text.size()) {
-              m.phase = m.phase == kUPrefix ? kUName : kUArgs;
-              m.pos = 0;
-            }
-            return true;
-          }
-          case kUName: {
-            if (stack_.size() >= kMaxFrames) return false;
-            Frame l;
-            l.kind = Kind::literal;
-            l.node = &n;
-            l.lits = &n.literals;
-            l.hi = static_cast<std::uint32_t>(n.literals.size());
-            if (!narrow(n.literals, l.lo, l.hi, 0, c)) return false;
-            l.pos = 1;
-            push(l);
-            return true;
-          }
-          case kUArgs:
-            return start_value(grammar_->nodes[static_cast<std::size_t>(n.union_args[static_cast<std::size_t>(f.cur)])], c);
-          case kUClose:
-            if (c != '}') return false;
-            child_done(pop());
-            return true;
-          default: return false;
-        }
+      case Kind::number: b = number_byte(t, c); break;
+      case Kind::literal: b = literal_byte(t, c); break;
+      case Kind::tool_union: return union_byte(t, c);
     }
-    return false;
+    if (b != Byte::ended) return b == Byte::taken;
+  }
+}
+
+bool JsonMachine::object_byte(std::size_t t, unsigned char c) {
+  const Frame& f = stack_[t];
+  const Node& n = *f.node;
+  switch (f.phase) {
+    case kObjOpen:
+    case kObjComma:
+      if (is_ws(c)) return gap(t);
+      if (c == '}' && f.phase == kObjOpen) {
+        if (n.required & ~f.used) return false;
+        child_done(pop());
+        return true;
+      }
+      if (c != '"' || !key_available(f)) return false;
+      {
+        mut(t).phase = kObjKey;
+        Frame k;
+        k.kind = Kind::key;
+        k.node = &n;
+        k.lits = &n.names;
+        k.hi = static_cast<std::uint32_t>(n.names.size());
+        k.diverged = n.names.empty();
+        push(k);
+      }
+      return true;
+    case kObjColon:
+      if (is_ws(c)) return gap(t);
+      if (c != ':') return false;
+      mut(t).phase = kObjValue;
+      return true;
+    case kObjValue:
+      if (is_ws(c)) return gap(t);
+      return start_value(
+          grammar_->nodes[static_cast<std::size_t>(f.cur >= 0 ? n.props[static_cast<std::size_t>(f.cur)] : n.additional)],
+          c);
+    case kObjAfter:
+      if (is_ws(c)) return gap(t);
+      if (c == ',') {
+        if (!key_available(f)) return false;
+        mut(t).phase = kObjComma;
+        return true;
+      }
+      if (c == '}' && !(n.required & ~f.used)) {
+        child_done(pop());
+        return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
+bool JsonMachine::key_byte(std::size_t t, unsigned char c) {
+  const Node& n = *stack_[t].node;
+  const Frame& obj = stack_[t - 1];
+  const bool declared = !n.names.empty();
+  Frame& k = mut(t);
+  const StrStep s = string_byte(k, c, /*allow_escape=*/!declared);
+  if (s == StrStep::reject) return false;
+  if (s == StrStep::ok) {
+    if (!k.diverged) {
+      if (narrow(n.names, k.lo, k.hi, k.pos, c)) ++k.pos;
+      else k.diverged = true;
+    }
+    if (n.additional == kNoAdditional) {  // the key must stay the start of an unwritten name
+      if (k.diverged) return false;
+      bool open = false;
+      for (std::uint32_t i = k.lo; i < k.hi && !open; ++i) open = !(obj.used >> i & 1);
+      if (!open) return false;
+    }
+    return true;
+  }
+  // The closing quote: a declared name (not written yet) or, where allowed, another key.
+  std::int32_t prop = -1;
+  if (!k.diverged && k.lo < k.hi && n.names[k.lo].size() == static_cast<std::size_t>(k.pos))
+    prop = static_cast<std::int32_t>(k.lo);
+  if (prop >= 0 && (obj.used >> prop & 1)) return false;
+  if (prop < 0 && n.additional == kNoAdditional) return false;
+  Frame done = pop();
+  done.cur = prop;
+  child_done(done);
+  return true;
+}
+
+bool JsonMachine::array_byte(std::size_t t, unsigned char c) {
+  const Frame& f = stack_[t];
+  switch (f.phase) {
+    case kArrOpen:
+    case kArrComma:
+      if (is_ws(c)) return gap(t);
+      if (c == ']' && f.phase == kArrOpen) {
+        child_done(pop());
+        return true;
+      }
+      mut(t).phase = kArrValue;
+      return start_value(grammar_->nodes[static_cast<std::size_t>(f.node->items)], c);
+    case kArrAfter:
+      if (is_ws(c)) return gap(t);
+      if (c == ',') {
+        mut(t).phase = kArrComma;
+        return true;
+      }
+      if (c == ']') {
+        child_done(pop());
+        return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
+JsonMachine::Byte JsonMachine::number_byte(std::size_t t, unsigned char c) {
+  const Frame& f = stack_[t];
+  const Node& n = *f.node;
+  const bool int_only = (n.types & kInteger) && !(n.types & kNumber);
+  const bool exp_ok = !int_only && (c == 'e' || c == 'E');
+  std::uint8_t next = 255;  // 255: the number ends before c
+  std::int32_t pos = f.pos;
+  switch (f.phase) {
+    case kNumMinus:
+      if (c == '0') next = kNumZero;
+      else if (is_digit(c)) next = kNumInt, pos = 1;
+      else return Byte::refused;
+      break;
+    case kNumZero:
+    case kNumInt:
+    case kNumFrac:
+      if (is_digit(c) && f.phase != kNumZero && pos < (f.phase == kNumFrac ? kMaxFracDigits : kMaxIntDigits))
+        next = f.phase, ++pos;
+      else if (c == '.' && !int_only && f.phase != kNumFrac) next = kNumDot;
+      else if (exp_ok) next = kNumExp;
+      break;
+    case kNumDot:
+      if (!is_digit(c)) return Byte::refused;
+      next = kNumFrac, pos = 1;
+      break;
+    case kNumExp:
+      if (c == '+' || c == '-') next = kNumExpSign;
+      else if (is_digit(c)) next = kNumExpDigits, pos = 1;
+      else return Byte::refused;
+      break;
+    case kNumExpSign:
+      if (!is_digit(c)) return Byte::refused;
+      next = kNumExpDigits, pos = 1;
+      break;
+    case kNumExpDigits:
+      if (is_digit(c) && pos < kMaxExpDigits) next = kNumExpDigits, ++pos;
+      break;
+    default: return Byte::refused;
+  }
+  if (next != 255) {
+    Frame& m = mut(t);
+    m.phase = next;
+    m.pos = pos;
+    return Byte::taken;
+  }
+  if (!number_accepting(f.phase)) return Byte::refused;
+  child_done(pop());  // the number ended; c belongs to the enclosing value
+  return Byte::ended;
+}
+
+JsonMachine::Byte JsonMachine::literal_byte(std::size_t t, unsigned char c) {
+  const Frame& f = stack_[t];
+  std::uint32_t lo = f.lo, hi = f.hi;
+  if (narrow(*f.lits, lo, hi, f.pos, c)) {
+    Frame& m = mut(t);
+    m.lo = lo;
+    m.hi = hi;
+    ++m.pos;
+    if (hi - lo == 1 && (*m.lits)[lo].size() == static_cast<std::size_t>(m.pos)) child_done(pop());
+    return Byte::taken;
+  }
+  // A literal that is complete and could have grown (enum [1, 12] after "1") ends here.
+  if ((*f.lits)[f.lo].size() != static_cast<std::size_t>(f.pos)) return Byte::refused;
+  child_done(pop());
+  return Byte::ended;
+}
+
+bool JsonMachine::union_byte(std::size_t t, unsigned char c) {
+  const Frame& f = stack_[t];
+  const Node& n = *f.node;
+  switch (f.phase) {
+    case kUPrefix:
+    case kUMiddle: {
+      const std::string_view text = f.phase == kUPrefix ? std::string_view(kUnionPrefix) : std::string_view(kUnionMiddle);
+      if (c != static_cast<unsigned char>(text[static_cast<std::size_t>(f.pos)])) return false;
+      Frame& m = mut(t);
+      if (static_cast<std::size_t>(++m.pos) == text.size()) {
+        m.phase = m.phase == kUPrefix ? kUName : kUArgs;
+        m.pos = 0;
+      }
+      return true;
+    }
+    case kUName: {
+      if (stack_.size() >= kMaxFrames) return false;
+      Frame l;
+      l.kind = Kind::literal;
+      l.node = &n;
+      l.lits = &n.literals;
+      l.hi = static_cast<std::uint32_t>(n.literals.size());
+      if (!narrow(n.literals, l.lo, l.hi, 0, c)) return false;
+      l.pos = 1;
+      push(l);
+      return true;
+    }
+    case kUArgs:
+      return start_value(grammar_->nodes[static_cast<std::size_t>(n.union_args[static_cast<std::size_t>(f.cur)])], c);
+    case kUClose:
+      if (c != '}') return false;
+      child_done(pop());
+      return true;
+    default: return false;
   }
 }
 

@@ -86,6 +86,15 @@ class JsonMachine {
   void push(const Frame& f);
   Frame pop();
   bool step(unsigned char c);  // feed without the all-or-nothing rollback
+  // One byte for the top frame t, by its kind. `ended`: a number or literal that ended before the
+  // byte, which the enclosing frame reads next.
+  enum class Byte : std::uint8_t { taken, refused, ended };
+  bool object_byte(std::size_t t, unsigned char c);
+  bool key_byte(std::size_t t, unsigned char c);
+  bool array_byte(std::size_t t, unsigned char c);
+  Byte number_byte(std::size_t t, unsigned char c);
+  Byte literal_byte(std::size_t t, unsigned char c);
+  bool union_byte(std::size_t t, unsigned char c);
   bool gap(std::size_t t);     // one whitespace byte in frame t's current run (false past the cap)
   bool start_value(const Node& node, unsigned char c);
   void child_done(const Frame& child);

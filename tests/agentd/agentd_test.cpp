@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "free_port.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/pki.hpp"
 
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/pki.hpp"
 
 namespace bindtest {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netns_cluster.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/pki.hpp"
 
 using namespace tandem::test;

@@ -19,7 +19,7 @@
 
 #include "free_port.hpp"
 #include "sshd_fixture.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/pki.hpp"
 
 using namespace tandem::test;

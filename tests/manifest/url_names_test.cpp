@@ -110,3 +110,18 @@ TEST_CASE("bad URLs are refused, each with what is wrong") {
   CHECK(refusal("http://h/%4") == "a '%' at position 10 not followed by two hex digits");
   CHECK(refusal("http://h/#a#b") == "a second '#' at position 12");
 }
+
+TEST_CASE("host_port brackets an IPv6 address and only that, so a URL built from it reads back the same") {
+  CHECK(host_port("10.0.0.1", 8000) == "10.0.0.1:8000");
+  CHECK(host_port("spark1", 7443) == "spark1:7443");
+  CHECK(host_port("fd00::1", 8000) == "[fd00::1]:8000");
+  CHECK(host_port("::1", 1) == "[::1]:1");
+  CHECK(http_base_url("fd00::2", 8888) == "http://[fd00::2]:8888");
+  for (const std::string host : {"10.0.0.1", "fd00::1", "::1", "spark1"}) {
+    auto back = parse_http_url(http_base_url(host, 8888) + "/health");
+    REQUIRE_MESSAGE(back.ok(), host);
+    CHECK(back->host == host);
+    CHECK(back->port_or_default() == 8888);
+    CHECK(back->authority() == host_port(host, 8888));
+  }
+}

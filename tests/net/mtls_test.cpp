@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "raw_socket.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 #include "tandem/net/https_server.hpp"
 #include "tandem/net/pki.hpp"
 #include "temp_dir.hpp"

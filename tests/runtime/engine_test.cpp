@@ -171,7 +171,7 @@ TEST_CASE("an engine whose pool cannot hold one max-model-len sequence does not 
   auto e = Engine::start(std::move(m), cfg);
   REQUIRE_FALSE(e.ok());
   CHECK(e.error().message.find("not one sequence of max-model-len 256") != std::string::npos);
-  CHECK(e.error().message.find("--kv-cache-memory") != std::string::npos);
+  CHECK(e.error().message.find("`kv_cache_memory`") != std::string::npos);
   EngineConfig too_long = small_config();
   too_long.max_model_len = 100000;
   too_long.log = cfg.log;

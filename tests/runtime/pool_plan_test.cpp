@@ -40,13 +40,13 @@ TEST_CASE("a pool smaller than one max-model-len sequence is an error that says 
   auto p = plan_pool(tandem::model::KvLayout{2, 64}, f);
   REQUIRE_FALSE(p.ok());
   CHECK(p.error().message.find("max-model-len 4096") != std::string::npos);
-  CHECK(p.error().message.find("--kv-cache-memory") != std::string::npos);
+  CHECK(p.error().message.find("`kv_cache_memory`") != std::string::npos);
 }
 
 TEST_CASE("without --kv-cache-memory the CPU pool takes the utilization share of system memory") {
   auto b = cpu_kv_budget(0.0);
   REQUIRE_FALSE(b.ok());
-  CHECK(b.error().message.find("--gpu-memory-utilization") != std::string::npos);
+  CHECK(b.error().message.find("`gpu_memory_utilization`") != std::string::npos);
   auto whole = cpu_kv_budget(1.0);  // everything not in use now
   if (whole.ok()) CHECK(whole.value() > 0);
 }

@@ -218,7 +218,7 @@ TEST_CASE("a drafter must match where the model keeps its KV cache") {
     c.device_drafter = std::make_shared<HostDrafter>(drafter, holder);
     auto e = Engine::start(model::load_model(pair.target).value(), c);
     REQUIRE_FALSE(e.ok());
-    CHECK(e.error().message.find("--device cuda") != std::string::npos);
+    CHECK(e.error().message.find("`device` cuda") != std::string::npos);
   }
 }
 

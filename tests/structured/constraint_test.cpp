@@ -1,4 +1,4 @@
-// The token mask on the demo tokenizer (tests/tokenizer/data/small_bpe, what --write-demo-model
+// The token mask on the demo tokenizer (engine/serve/assets/demo_tokenizer, what --write-demo-model
 // ships): the trie walk keeps exactly the tokens a one-by-one check keeps, and random logits
 // driven through mask/advance always give a document that parses, satisfies the schema and ends
 // within max_tokens.
@@ -16,7 +16,7 @@ namespace {
 
 const tandem::tokenizer::Tokenizer& demo_tokenizer() {
   static const tandem::tokenizer::Tokenizer tok = [] {
-    auto t = tandem::tokenizer::Tokenizer::load(std::string(TANDEM_SOURCE_DIR) + "/tests/tokenizer/data/small_bpe/tokenizer.json");
+    auto t = tandem::tokenizer::Tokenizer::load(std::string(TANDEM_SOURCE_DIR) + "/engine/serve/assets/demo_tokenizer/tokenizer.json");
     REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
     return std::move(t.value());
   }();

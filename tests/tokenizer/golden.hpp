@@ -21,6 +21,12 @@ inline std::string data_path(const std::string& relative) {
   return std::string(TANDEM_SOURCE_DIR) + "/tests/tokenizer/" + relative;
 }
 
+// The small trained tokenizer: it is the demo model's (tandem-serve --write-demo-model embeds it), so
+// it lives with the product and the tests read it there.
+inline std::string small_bpe_path(const std::string& file = "tokenizer.json") {
+  return std::string(TANDEM_SOURCE_DIR) + "/engine/serve/assets/demo_tokenizer/" + file;
+}
+
 inline std::vector<GoldenCase> read_goldens(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;

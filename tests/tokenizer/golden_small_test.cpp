@@ -1,4 +1,4 @@
-// The small trained tokenizer (data/small_bpe) against ids from @huggingface/tokenizers.
+// The small trained tokenizer (engine/serve/assets/demo_tokenizer) against ids from @huggingface/tokenizers.
 #include <doctest/doctest.h>
 
 #include "golden.hpp"
@@ -8,7 +8,7 @@ using tandem::tokenizer::Tokenizer;
 using namespace tandem::tokenizer::test;
 
 TEST_CASE("small BPE: ids match the reference on the whole corpus, and decode gives the reference's text") {
-  auto tok = Tokenizer::load(data_path("data/small_bpe/tokenizer.json"));
+  auto tok = Tokenizer::load(small_bpe_path());
   REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
   const auto cases = read_goldens(data_path("golden/small_bpe_ids.json"));
   REQUIRE(cases.size() >= 40);
@@ -21,7 +21,7 @@ TEST_CASE("small BPE: ids match the reference on the whole corpus, and decode gi
 }
 
 TEST_CASE("small BPE: the per-word cache does not change results on a second pass") {
-  auto tok = Tokenizer::load(data_path("data/small_bpe/tokenizer.json"));
+  auto tok = Tokenizer::load(small_bpe_path());
   REQUIRE(tok.ok());
   const auto cases = read_goldens(data_path("golden/small_bpe_ids.json"));
   for (int pass = 0; pass < 2; ++pass) {

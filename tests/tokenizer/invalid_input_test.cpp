@@ -10,11 +10,11 @@
 #include "tandem/tokenizer/tokenizer.hpp"
 
 using tandem::tokenizer::Tokenizer;
-using tandem::tokenizer::test::data_path;
+using tandem::tokenizer::test::small_bpe_path;
 
 namespace {
 Tokenizer small() {
-  auto tok = Tokenizer::load(data_path("data/small_bpe/tokenizer.json"));
+  auto tok = Tokenizer::load(small_bpe_path());
   REQUIRE(tok.ok());
   return std::move(tok.value());
 }
@@ -36,7 +36,7 @@ TEST_CASE("invalid UTF-8: bytes round-trip, valid parts encode as usual") {
 
 TEST_CASE("random bytes never crash and always round-trip through decode_bytes") {
   // Without its NFC normalizer, which may legitimately recompose random valid sequences.
-  std::ifstream in(data_path("data/small_bpe/tokenizer.json"));
+  std::ifstream in(small_bpe_path());
   auto spec = nlohmann::json::parse(in);
   spec["normalizer"] = nullptr;
   auto loaded = Tokenizer::from_json(spec.dump());

@@ -8,11 +8,11 @@
 #include "tandem/tokenizer/tokenizer.hpp"
 
 using tandem::tokenizer::Tokenizer;
-using tandem::tokenizer::test::data_path;
+using tandem::tokenizer::test::small_bpe_path;
 
 namespace {
 Tokenizer small() {
-  auto tok = Tokenizer::load(data_path("data/small_bpe/tokenizer.json"));
+  auto tok = Tokenizer::load(small_bpe_path());
   REQUIRE_MESSAGE(tok.ok(), (tok.ok() ? "" : tok.error().message));
   return std::move(tok.value());
 }

@@ -11,11 +11,11 @@
 
 using tandem::tokenizer::StreamDecoder;
 using tandem::tokenizer::Tokenizer;
-using tandem::tokenizer::test::data_path;
+using tandem::tokenizer::test::small_bpe_path;
 
 namespace {
 Tokenizer small() {
-  auto tok = Tokenizer::load(data_path("data/small_bpe/tokenizer.json"));
+  auto tok = Tokenizer::load(small_bpe_path());
   REQUIRE(tok.ok());
   return std::move(tok.value());
 }

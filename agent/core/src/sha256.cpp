@@ -16,17 +16,6 @@ struct CtxFree {
 };
 using Ctx = std::unique_ptr<EVP_MD_CTX, CtxFree>;
 
-std::string hex(const unsigned char* d, unsigned n) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (unsigned i = 0; i < n; ++i) {
-    out += digits[d[i] >> 4];
-    out += digits[d[i] & 15];
-  }
-  return out;
-}
-
 Result<Ctx> new_ctx(const std::string& what) {
   Ctx c(EVP_MD_CTX_new());
   if (!c || EVP_DigestInit_ex(c.get(), EVP_sha256(), nullptr) != 1) return plain_error(what, "OpenSSL SHA-256 init failed");
@@ -34,16 +23,6 @@ Result<Ctx> new_ctx(const std::string& what) {
 }
 
 }  // namespace
-
-std::string sha256_hex(std::string_view bytes) {
-  auto c = new_ctx("sha256");
-  if (!c) return {};
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_DigestUpdate(c->get(), bytes.data(), bytes.size());
-  EVP_DigestFinal_ex(c->get(), md, &n);
-  return hex(md, n);
-}
 
 Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk) {
   auto c = new_ctx(path);
@@ -69,7 +48,7 @@ Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   if (EVP_DigestFinal_ex(c->get(), md, &len) != 1) return plain_error(path, "OpenSSL SHA-256 final failed");
-  return hex(md, len);
+  return hex_lower(md, len);
 }
 
 }  // namespace tandem::agent

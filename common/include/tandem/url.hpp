@@ -1,4 +1,4 @@
-// One reader of http(s) URLs for the whole project: the manifest checks its URLs with it, and the
+// One reader and one writer of http(s) URLs for the whole project: the manifest checks its URLs with it, and the
 // controller's HTTP clients split their URLs with it, so a URL the manifest accepts is one they
 // can use, and a URL they would misread never gets past validation.
 #pragma once
@@ -22,6 +22,13 @@ struct HttpUrl {
   // host[:port] as an HTTP Host header and messages write it ("[::1]:8000", "10.0.0.1").
   std::string authority() const;
 };
+
+// The one place that writes a host into a URL or a Host header: an IPv6 address (it has a ':')
+// goes in brackets, anything else as it is. "fd00::1", 8000 -> "[fd00::1]:8000".
+std::string bracketed_host(std::string_view host);
+std::string host_port(std::string_view host, std::uint16_t port);
+// "http://HOST:PORT" of a serving port (no path): where gates, bench and probes send requests.
+std::string http_base_url(std::string_view host, std::uint16_t port);
 
 // Reads `text` as http://HOST[:PORT][/PATH][?QUERY][#FRAGMENT] (or https://). Refused: any other
 // scheme, a missing host, a host that is not a host name, IPv4 or a closed, valid [IPv6] literal,

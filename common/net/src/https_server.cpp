@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tls_context.hpp"
+#include "tandem/url.hpp"
 
 namespace tandem::net {
 
@@ -41,7 +42,7 @@ struct Shared {
 };
 
 std::string endpoint_text(const tcp::endpoint& ep) {
-  return ep.address().to_string() + ":" + std::to_string(ep.port());
+  return host_port(ep.address().to_string(), ep.port());
 }
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -209,7 +210,7 @@ struct HttpsServer::Impl {
   }
 
   Status listen() {
-    const std::string where = shared.options.address + ":" + std::to_string(shared.options.port);
+    const std::string where = host_port(shared.options.address, shared.options.port);
     beast::error_code ec;
     const auto address = asio::ip::make_address(shared.options.address, ec);
     if (ec) return Error{where + ": not an IP address: " + ec.message()};

@@ -10,7 +10,7 @@
 
 #include "enroll_plan.hpp"
 #include "ssh/session.hpp"
-#include "tandem/net/https_client.hpp"
+#include "tandem/net/http_client.hpp"
 
 namespace tandem::enroll {
 

@@ -1,7 +1,6 @@
 #include "enroll_plan.hpp"
 
 #include <arpa/inet.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -60,19 +59,6 @@ std::string under_root(const std::string& root, const std::string& path) {
 }
 
 std::string NodePlan::at(const std::string& path) const { return under_root(node->root, path); }
-
-std::string sha256_hex(std::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 std::vector<std::string> allow_exec_for(const Manifest& m, const Node& node) {
   std::set<std::string> s{m.engine.binary};

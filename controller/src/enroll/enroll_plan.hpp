@@ -7,6 +7,7 @@
 
 #include "tandem/manifest.hpp"
 #include "tandem/result.hpp"
+#include "tandem/sha256.hpp"
 
 namespace tandem::enroll {
 
@@ -67,7 +68,7 @@ std::string render_env(const Manifest& m, const Node& node, const std::vector<st
 // and rollback command the manifest runs on this node.
 std::vector<std::string> allow_exec_for(const Manifest& m, const Node& node);
 
-std::string sha256_hex(std::string_view bytes);
+using tandem::sha256_hex;  // common/include/tandem/sha256.hpp
 
 // deploy/systemd/tandemd.service, compiled in.
 const char* embedded_tandemd_unit();

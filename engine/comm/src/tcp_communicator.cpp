@@ -152,7 +152,7 @@ class TcpGroup final : public TcpCommunicator {
     const int size = j["size"].get<int>();
     if (size != o_.size)
       return "it expects a group of " + std::to_string(size) + " ranks, rank 0 of " + std::to_string(o_.size) +
-             " (--tensor-parallel-size / --nnodes differ between the ranks)";
+             " (`tensor_parallel_size` / `nnodes` differ between the ranks)";
     if (rank < 1 || rank >= o_.size) return "its rank " + std::to_string(rank) + " is not in 1.." + std::to_string(o_.size - 1);
     if (peers_[static_cast<size_t>(rank)]) return "rank " + std::to_string(rank) + " has already joined";
     if (j["fingerprint"].get<std::string>() != o_.fingerprint)
@@ -166,7 +166,7 @@ class TcpGroup final : public TcpCommunicator {
     tcp::acceptor acceptor(io_);
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(o_.master_addr, ec);
-    if (ec) return Error{"rendezvous: --master-addr '" + o_.master_addr + "' is not an IP address"};
+    if (ec) return Error{"rendezvous: `master_addr` '" + o_.master_addr + "' is not an IP address"};
     const tcp::endpoint where(address, static_cast<unsigned short>(o_.master_port));
     acceptor.open(where.protocol(), ec);
     if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -220,7 +220,7 @@ class TcpGroup final : public TcpCommunicator {
     const auto deadline = Clock::now() + o_.rendezvous_timeout;
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(o_.master_addr, ec);
-    if (ec) return Error{"rendezvous: --master-addr '" + o_.master_addr + "' is not an IP address"};
+    if (ec) return Error{"rendezvous: `master_addr` '" + o_.master_addr + "' is not an IP address"};
     const tcp::endpoint head(address, static_cast<unsigned short>(o_.master_port));
     log("rendezvous: dialing rank 0 at " + endpoint_str(head) + " (timeout " + seconds(o_.rendezvous_timeout) + ")");
     std::string last = "no attempt";

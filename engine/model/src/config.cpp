@@ -298,15 +298,10 @@ std::vector<int> read_layer_list(FieldReader& r, const std::string& key, int n, 
   return out;
 }
 
-// The text stack of glm5_next: `r` reads the text fields (a text_config object, or the top level
-// of a flat text-only config).
-Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& model_type) {
-  Glm5NextConfig c;
+// glm5_next's per-layer kinds: dense or MoE MLP, linear or sparse attention, full or shared
+// indexer, each from its list or from the schedule transformers falls back to.
+void read_glm5_next_layers(FieldReader& r, Glm5NextConfig& c) {
   DecoderConfig& d = c.d;
-  read_decoder(r, d, 154880, 4096, 12288, 45, 64, 64, 4096);
-  d.bos_token_id = r.optional_integer("bos_token_id");
-  if (!r.raw("pad_token_id")) d.pad_token_id = 154820;
-  read_moe(r, d.moe, 288, 8, 2.5, 2048);
   const int n = d.num_hidden_layers;
   // mlp_layer_types, else the first 3 layers dense. transformers does not read
   // first_k_dense_replace here; a value that disagrees with what runs is refused.
@@ -357,7 +352,10 @@ Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& mode
   r.accept("index_topk_pattern");
   r.accept("index_topk_freq");
   r.accept("index_skip_topk_offset");
+}
 
+// The sparse (MLA + DSA indexer) attention's sizes, and the SwiGLU clamp.
+void read_glm5_next_attention(FieldReader& r, Glm5NextConfig& c) {
   c.q_lora_rank = r.optional_integer("q_lora_rank").value_or(0);
   if (!r.raw("q_lora_rank")) c.q_lora_rank = 1536;
   c.kv_lora_rank = r.integer("kv_lora_rank", 512);
@@ -379,7 +377,11 @@ Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& mode
   if (r.raw("swiglu_limit") && r.raw("swiglu_limit")->is_null())
     r.fail("swiglu_limit is null: transformers 5.17's glm5_next requires a number (it always clamps)");
   else
-    d.swiglu_limit = r.number("swiglu_limit", 10.0);
+    c.d.swiglu_limit = r.number("swiglu_limit", 10.0);
+}
+
+// The linear (KDA) attention's sizes, flat or in the original checkpoints' linear_attn_config.
+void read_glm5_next_linear(FieldReader& r, Glm5NextConfig& c) {
   c.linear_head_dim = r.integer("linear_head_dim", 128);
   c.linear_num_heads = r.integer("linear_num_heads", 64);
   c.linear_conv_kernel_dim = r.integer("linear_conv_kernel_dim", 4);
@@ -400,10 +402,12 @@ Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& mode
       if (!l.ok()) r.fail(l.error().message.substr(r.where().size() + 2));
     }
   }
-  c.hc_mult = r.integer("hc_mult", 4);
-  c.hc_eps = r.number("hc_eps", 1e-6);
-  c.hc_sinkhorn_iters = r.integer("hc_sinkhorn_iters", 20);
+}
 
+// What the fields must satisfy together, beyond each one's own range.
+void check_glm5_next(FieldReader& r, const Glm5NextConfig& c) {
+  const DecoderConfig& d = c.d;
+  const int n = d.num_hidden_layers;
   if (d.num_key_value_heads != d.num_attention_heads)
     r.fail("glm5_next expands its latent into one key/value per head: num_key_value_heads must equal "
            "num_attention_heads");
@@ -434,6 +438,24 @@ Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& mode
       r.fail("layer " + std::to_string(i) + " is a sparse-attention layer with a shared indexer, but layer " +
              std::to_string(i - 1) + " is not a sparse-attention layer with a full indexer to share from");
   }
+}
+
+// The text stack of glm5_next: `r` reads the text fields (a text_config object, or the top level
+// of a flat text-only config).
+Result<ModelConfig> parse_glm5_next_text(FieldReader& r, const std::string& model_type) {
+  Glm5NextConfig c;
+  DecoderConfig& d = c.d;
+  read_decoder(r, d, 154880, 4096, 12288, 45, 64, 64, 4096);
+  d.bos_token_id = r.optional_integer("bos_token_id");
+  if (!r.raw("pad_token_id")) d.pad_token_id = 154820;
+  read_moe(r, d.moe, 288, 8, 2.5, 2048);
+  read_glm5_next_layers(r, c);
+  read_glm5_next_attention(r, c);
+  read_glm5_next_linear(r, c);
+  c.hc_mult = r.integer("hc_mult", 4);
+  c.hc_eps = r.number("hc_eps", 1e-6);
+  c.hc_sinkhorn_iters = r.integer("hc_sinkhorn_iters", 20);
+  check_glm5_next(r, c);
   check_decoder(r, d);
   accept_harmless(r);
   r.refuse_unread();

@@ -10,22 +10,21 @@ namespace k = tandem::kernels;
 
 std::string layer_prefix(int layer) { return "model.layers." + std::to_string(layer) + "."; }
 
-void Decoder::load_common(WeightReader& w) {
+void Decoder::load_common(WeightReader& w, const TensorNames& names) {
   const DecoderConfig& d = config().decoder();
   const int64_t V = d.vocab_size, H = d.hidden_size;
   const Range vocab = vocab_range();
-  embed_ = w.get_rows("model.embed_tokens.weight", {V, H}, vocab);
+  embed_ = w.get_rows(names(Tensor::embed), {V, H}, vocab);
   blocks_.resize(static_cast<size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
     Block& b = blocks_[static_cast<size_t>(l)];
-    const std::string p = layer_prefix(l);
-    b.input_norm = w.get(p + "input_layernorm.weight", {H});
-    b.post_attention_norm = w.get(p + "post_attention_layernorm.weight", {H});
-    load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], tp_rank(), tp_size(), b.ffn);
+    b.input_norm = w.get(names(Tensor::input_norm, l), {H});
+    b.post_attention_norm = w.get(names(Tensor::post_attention_norm, l), {H});
+    load_ffn(w, names, l, d, d.layer_is_moe[static_cast<size_t>(l)], tp_rank(), tp_size(), b.ffn);
   }
-  final_norm_ = w.get("model.norm.weight", {H});
+  final_norm_ = w.get(names(Tensor::final_norm), {H});
   // A tied head is the embedding matrix, whether or not the file also carries a copy.
-  if (!d.tie_word_embeddings) head_ = w.get_rows("lm_head.weight", {V, H}, vocab);
+  if (!d.tie_word_embeddings) head_ = w.get_rows(names(Tensor::lm_head), {V, H}, vocab);
 }
 
 Result<std::vector<float>> Decoder::hidden_states(std::span<const int32_t> tokens, KvSequence& cache,

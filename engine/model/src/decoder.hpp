@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ffn.hpp"
+#include "tensor_names.hpp"
 #include "tandem/model/model.hpp"
 #include "weights.hpp"
 
@@ -21,8 +22,8 @@ class Decoder : public Model {
   int tp_rank() const { return comm().rank(); }
   int tp_size() const { return comm().size(); }
 
-  // Embedding, norms, feed-forward blocks and head, under the transformers names.
-  void load_common(WeightReader& w);
+  // Embedding, norms, feed-forward blocks and head, under the names of the architecture's table.
+  void load_common(WeightReader& w, const TensorNames& names);
   // attention(rmsnorm(x)) of layer `layer` for the `rows` new tokens, which sit at cache indices
   // first .. first+rows-1 (the cache already has room for them; the attention fills their rows);
   // this rank's heads only, so `out` is a partial sum.

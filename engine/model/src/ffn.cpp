@@ -11,32 +11,35 @@ namespace tandem::model::detail {
 
 namespace k = tandem::kernels;
 
-// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
-static void load_mlp(WeightReader& w, const std::string& prefix, int hidden, int width, int rank, int ranks, DenseMlp& m) {
+// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns);
+// `shared` picks the shared experts' names (shared_*) over a dense MLP's (mlp_*).
+static void load_mlp(WeightReader& w, const TensorNames& names, int layer, bool shared, int hidden, int width, int rank,
+                     int ranks, DenseMlp& m) {
   const int64_t H = hidden, I = width;
   const Range mine = split(width, rank, ranks);
   m.width = mine.size();
-  m.gate = w.get_rows(prefix + "gate_proj.weight", {I, H}, mine);
-  m.up = w.get_rows(prefix + "up_proj.weight", {I, H}, mine);
-  m.down = w.get_cols(prefix + "down_proj.weight", {H, I}, mine);
+  m.gate = w.get_rows(names(shared ? Tensor::shared_gate : Tensor::mlp_gate, layer), {I, H}, mine);
+  m.up = w.get_rows(names(shared ? Tensor::shared_up : Tensor::mlp_up, layer), {I, H}, mine);
+  m.down = w.get_cols(names(shared ? Tensor::shared_down : Tensor::mlp_down, layer), {H, I}, mine);
 }
 
-void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d, bool moe, int rank, int ranks, Ffn& out) {
+void load_ffn(WeightReader& w, const TensorNames& names, int layer, const DecoderConfig& d, bool moe, int rank, int ranks,
+              Ffn& out) {
   out.moe = moe;
-  if (!moe) return load_mlp(w, prefix, d.hidden_size, d.intermediate_size, rank, ranks, out.dense);
+  if (!moe) return load_mlp(w, names, layer, false, d.hidden_size, d.intermediate_size, rank, ranks, out.dense);
   const MoeConfig& m = d.moe;
   const int64_t E = m.n_routed_experts, H = d.hidden_size, I = m.moe_intermediate_size;
   MoeBlock& b = out.routed;
   b.experts = split(m.n_routed_experts, rank, ranks);
-  b.router = w.get(prefix + "gate.weight", {E, H});
-  b.correction_bias = w.get(prefix + "gate.e_score_correction_bias", {E});
+  b.router = w.get(names(Tensor::router, layer), {E, H});
+  b.correction_bias = w.get(names(Tensor::router_bias, layer), {E});
   // Experts come one tensor per expert (the released checkpoints) or fused into 3-D tensors
   // (transformers' in-memory layout: gate_up_proj [E, 2I, H] with gate rows first, down_proj [E, H, I]).
   const size_t expert_in = static_cast<size_t>(I * H);
   const int64_t held = b.experts.size();
-  if (w.has(prefix + "experts.gate_up_proj")) {
-    const auto gate_up = w.get_rows(prefix + "experts.gate_up_proj", {E, 2 * I, H}, b.experts);
-    b.down = w.get_rows(prefix + "experts.down_proj", {E, H, I}, b.experts);
+  if (w.has(names(Tensor::experts_gate_up, layer))) {
+    const auto gate_up = w.get_rows(names(Tensor::experts_gate_up, layer), {E, 2 * I, H}, b.experts);
+    b.down = w.get_rows(names(Tensor::experts_down, layer), {E, H, I}, b.experts);
     if (!w.ok()) return;
     b.gate.resize(static_cast<size_t>(held) * expert_in);
     b.up.resize(b.gate.size());
@@ -47,18 +50,17 @@ void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d
     }
   } else {
     for (int64_t e = b.experts.begin; e < b.experts.end && w.ok(); ++e) {
-      const std::string ep = prefix + "experts." + std::to_string(e) + ".";
-      for (auto [name, dst, shape] : {std::tuple{"gate_proj", &b.gate, std::vector<int64_t>{I, H}},
-                                      std::tuple{"up_proj", &b.up, std::vector<int64_t>{I, H}},
-                                      std::tuple{"down_proj", &b.down, std::vector<int64_t>{H, I}}}) {
-        const auto t = w.get(ep + name + ".weight", shape);
+      const int expert = static_cast<int>(e);
+      for (auto [which, dst, shape] : {std::tuple{Tensor::expert_gate, &b.gate, std::vector<int64_t>{I, H}},
+                                       std::tuple{Tensor::expert_up, &b.up, std::vector<int64_t>{I, H}},
+                                       std::tuple{Tensor::expert_down, &b.down, std::vector<int64_t>{H, I}}}) {
+        const auto t = w.get(names(which, layer, expert), shape);
         dst->insert(dst->end(), t.begin(), t.end());
       }
     }
   }
   if (m.n_shared_experts > 0)
-    load_mlp(w, prefix + "shared_experts.", d.hidden_size, m.moe_intermediate_size * m.n_shared_experts, rank, ranks,
-             b.shared);
+    load_mlp(w, names, layer, true, d.hidden_size, m.moe_intermediate_size * m.n_shared_experts, rank, ranks, b.shared);
 }
 
 // down(silu(gate x) * up x) for one token, accumulated into y with weight `scale`; with a

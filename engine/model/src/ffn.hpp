@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tandem/model/config.hpp"
+#include "tensor_names.hpp"
 #include "weights.hpp"
 
 namespace tandem::model::detail {
@@ -30,8 +31,9 @@ struct Ffn {
   MoeBlock routed;
 };
 
-// prefix: "model.layers.<i>.mlp."; the slice of rank `rank` of `ranks`.
-void load_ffn(WeightReader& w, const std::string& prefix, const DecoderConfig& d, bool moe, int rank, int ranks, Ffn& out);
+// Layer `layer`'s feed-forward block, named by `names`; the slice of rank `rank` of `ranks`.
+void load_ffn(WeightReader& w, const TensorNames& names, int layer, const DecoderConfig& d, bool moe, int rank, int ranks,
+              Ffn& out);
 
 // glm5_next's clamped SwiGLU on a fused gate_up row ([gate (d) | up (d)] per row):
 // y = silu(min(gate, limit)) * clamp(up, -limit, limit); the CPU reference of the CUDA kernel

@@ -41,24 +41,24 @@ class Glm4Moe final : public Decoder {
     const Range q_rows{kv.begin * group * static_cast<int>(D), kv.end * group * static_cast<int>(D)};
     const Range kv_rows{kv.begin * static_cast<int>(D), kv.end * static_cast<int>(D)};
     WeightReader w(ck);
-    load_common(w);
+    const TensorNames& names = TensorNames::glm4_moe();
+    load_common(w, names);
     layers_.resize(static_cast<size_t>(d.num_hidden_layers));
     for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
       Layer& a = layers_[static_cast<size_t>(l)];
-      const std::string p = layer_prefix(l) + "self_attn.";
-      a.q = w.get_rows(p + "q_proj.weight", {q_out, H}, q_rows);
-      a.k = w.get_rows(p + "k_proj.weight", {kv_out, H}, kv_rows);
-      a.v = w.get_rows(p + "v_proj.weight", {kv_out, H}, kv_rows);
+      a.q = w.get_rows(names(Tensor::q, l), {q_out, H}, q_rows);
+      a.k = w.get_rows(names(Tensor::k, l), {kv_out, H}, kv_rows);
+      a.v = w.get_rows(names(Tensor::v, l), {kv_out, H}, kv_rows);
       if (d.attention_bias) {
-        a.q_bias = w.get_rows(p + "q_proj.bias", {q_out}, q_rows);
-        a.k_bias = w.get_rows(p + "k_proj.bias", {kv_out}, kv_rows);
-        a.v_bias = w.get_rows(p + "v_proj.bias", {kv_out}, kv_rows);
+        a.q_bias = w.get_rows(names(Tensor::q_bias, l), {q_out}, q_rows);
+        a.k_bias = w.get_rows(names(Tensor::k_bias, l), {kv_out}, kv_rows);
+        a.v_bias = w.get_rows(names(Tensor::v_bias, l), {kv_out}, kv_rows);
       }
       if (c_.use_qk_norm) {
-        a.q_norm = w.get(p + "q_norm.weight", {D});
-        a.k_norm = w.get(p + "k_norm.weight", {D});
+        a.q_norm = w.get(names(Tensor::q_norm, l), {D});
+        a.k_norm = w.get(names(Tensor::k_norm, l), {D});
       }
-      a.o = w.get_cols(p + "o_proj.weight", {H, q_out}, q_rows);
+      a.o = w.get_cols(names(Tensor::o, l), {H, q_out}, q_rows);
     }
     if (!w.ok()) return w.error();
     inv_freq_.resize(static_cast<size_t>(c_.rotary_dim / 2));

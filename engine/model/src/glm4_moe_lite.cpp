@@ -37,7 +37,8 @@ class Glm4MoeLite final : public Decoder {
 
   Status load(const Checkpoint& ck) {
     WeightReader w(ck);
-    load_common(w);
+    const TensorNames& names = TensorNames::glm4_moe_lite();
+    load_common(w, names);
     const DecoderConfig& d = c_.d;
     const int64_t H = d.hidden_size, heads = d.num_attention_heads, qk = c_.qk_head_dim();
     const int64_t lora_q = c_.q_lora_rank, lora_kv = c_.kv_lora_rank, rope = c_.qk_rope_head_dim;
@@ -49,21 +50,20 @@ class Glm4MoeLite final : public Decoder {
     layers_.resize(static_cast<size_t>(d.num_hidden_layers));
     for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
       Layer& a = layers_[static_cast<size_t>(l)];
-      const std::string p = layer_prefix(l) + "self_attn.";
       if (lora_q > 0) {
-        a.q_a = w.get(p + "q_a_proj.weight", {lora_q, H});
-        if (bias) a.q_a_bias = w.get(p + "q_a_proj.bias", {lora_q});
-        a.q_a_norm = w.get(p + "q_a_layernorm.weight", {lora_q});
-        a.q_b = w.get_rows(p + "q_b_proj.weight", {heads * qk, lora_q}, q_rows);
+        a.q_a = w.get(names(Tensor::q_a, l), {lora_q, H});
+        if (bias) a.q_a_bias = w.get(names(Tensor::q_a_bias, l), {lora_q});
+        a.q_a_norm = w.get(names(Tensor::q_a_norm, l), {lora_q});
+        a.q_b = w.get_rows(names(Tensor::q_b, l), {heads * qk, lora_q}, q_rows);
       } else {
-        a.q = w.get_rows(p + "q_proj.weight", {heads * qk, H}, q_rows);
+        a.q = w.get_rows(names(Tensor::q, l), {heads * qk, H}, q_rows);
       }
-      a.kv_a = w.get(p + "kv_a_proj_with_mqa.weight", {lora_kv + rope, H});
-      if (bias) a.kv_a_bias = w.get(p + "kv_a_proj_with_mqa.bias", {lora_kv + rope});
-      a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {lora_kv});
-      a.kv_b = w.get_rows(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lora_kv}, kv_b_rows);
-      a.o = w.get_cols(p + "o_proj.weight", {H, heads * c_.v_head_dim}, o_cols);
-      if (bias && tp_rank() == 0) a.o_bias = w.get(p + "o_proj.bias", {H});
+      a.kv_a = w.get(names(Tensor::kv_a, l), {lora_kv + rope, H});
+      if (bias) a.kv_a_bias = w.get(names(Tensor::kv_a_bias, l), {lora_kv + rope});
+      a.kv_a_norm = w.get(names(Tensor::kv_a_norm, l), {lora_kv});
+      a.kv_b = w.get_rows(names(Tensor::kv_b, l), {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lora_kv}, kv_b_rows);
+      a.o = w.get_cols(names(Tensor::o, l), {H, heads * c_.v_head_dim}, o_cols);
+      if (bias && tp_rank() == 0) a.o_bias = w.get(names(Tensor::o_bias, l), {H});
     }
     if (!w.ok()) return w.error();
     inv_freq_.resize(static_cast<size_t>(rope / 2));

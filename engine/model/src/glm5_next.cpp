@@ -33,31 +33,33 @@ class Glm5Next final : public Model {
       return error(config().model_type + ": tensor parallelism is not implemented for this architecture (run one rank)");
     WeightReader w(ck);
     const DecoderConfig& d = c_.d;
-    const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+    const TensorNames& text = TensorNames::glm5_next();
+    const TensorNames wrapped = text.with_root("model.language_model.");
+    const TensorNames& names = ck.has(wrapped(Tensor::embed)) ? wrapped : text;
     const int64_t V = d.vocab_size, H = d.hidden_size, hc = c_.hc_mult, mix = (2 + hc) * hc;
-    embed_ = w.get(root + "embed_tokens.weight", {V, H});
-    final_norm_ = w.get(root + "norm.weight", {H});
-    head_ = w.get("lm_head.weight", {V, H});
+    embed_ = w.get(names(Tensor::embed), {V, H});
+    final_norm_ = w.get(names(Tensor::final_norm), {H});
+    head_ = w.get(names(Tensor::lm_head), {V, H});
     layers_.resize(static_cast<size_t>(d.num_hidden_layers));
     int dsa = 0;
     for (int l = 0; l < d.num_hidden_layers && w.ok(); ++l) {
       Layer& L = layers_[static_cast<size_t>(l)];
-      const std::string p = root + "layers." + std::to_string(l) + ".";
-      L.input_norm = w.get(p + "input_layernorm.weight", {H});
-      L.post_attention_norm = w.get(p + "post_attention_layernorm.weight", {H});
-      for (auto [name, hcw] : {std::pair{"attn_hc.", &L.attn_hc}, std::pair{"ffn_hc.", &L.ffn_hc}}) {
-        hcw->fn = w.get(p + name + "fn", {mix, hc * H});
-        hcw->base = w.get(p + name + "base", {mix});
-        hcw->scale = w.get(p + name + "scale", {3});
-      }
-      load_ffn(w, p + "mlp.", d, d.layer_is_moe[static_cast<size_t>(l)], 0, 1, L.ffn);
+      L.input_norm = w.get(names(Tensor::input_norm, l), {H});
+      L.post_attention_norm = w.get(names(Tensor::post_attention_norm, l), {H});
+      L.attn_hc.fn = w.get(names(Tensor::attn_hc_fn, l), {mix, hc * H});
+      L.attn_hc.base = w.get(names(Tensor::attn_hc_base, l), {mix});
+      L.attn_hc.scale = w.get(names(Tensor::attn_hc_scale, l), {3});
+      L.ffn_hc.fn = w.get(names(Tensor::ffn_hc_fn, l), {mix, hc * H});
+      L.ffn_hc.base = w.get(names(Tensor::ffn_hc_base, l), {mix});
+      L.ffn_hc.scale = w.get(names(Tensor::ffn_hc_scale, l), {3});
+      load_ffn(w, names, l, d, d.layer_is_moe[static_cast<size_t>(l)], 0, 1, L.ffn);
       L.linear = c_.layer_is_linear[static_cast<size_t>(l)];
       if (L.linear) {
-        load_kda(w, p + "self_attn.", L.kda);
+        load_kda(w, names, l, L.kda);
         L.state_at = state_floats_;
         state_floats_ += kda_state_floats(c_);
       } else {
-        load_dsa(w, p + "self_attn.", !c_.indexer_is_shared[static_cast<size_t>(l)], L.dsa);
+        load_dsa(w, names, l, !c_.indexer_is_shared[static_cast<size_t>(l)], L.dsa);
         L.slot = dsa++;
       }
     }
@@ -142,49 +144,48 @@ class Glm5Next final : public Model {
     Ffn ffn;
   };
 
-  void load_kda(WeightReader& w, const std::string& p, KdaLayer& a) const {
+  void load_kda(WeightReader& w, const TensorNames& names, int l, KdaLayer& a) const {
     const int64_t H = c_.d.hidden_size, hd = c_.linear_head_dim, qk = c_.linear_num_heads * hd;
-    a.q = w.get(p + "q_proj.weight", {qk, H});
-    a.k = w.get(p + "k_proj.weight", {qk, H});
-    a.v = w.get(p + "v_proj.weight", {qk, H});
-    a.conv = w.get(p + "conv1d.weight", {3 * qk, 1, c_.linear_conv_kernel_dim});
-    a.f_a = w.get(p + "forget_gate.f_a_proj.weight", {hd, H});
-    a.f_b = w.get(p + "forget_gate.f_b_proj.weight", {qk, hd});
-    a.dt_bias = w.get(p + "forget_gate.dt_bias", {qk});
-    a.a_log = w.get(p + "forget_gate.A_log", {c_.linear_num_heads});
-    a.b = w.get(p + "b_proj.weight", {c_.linear_num_heads, H});
-    a.g_a = w.get(p + "g_a_proj.weight", {hd, H});
-    a.g_b = w.get(p + "g_b_proj.weight", {qk, hd});
-    a.o_norm = w.get(p + "o_norm.weight", {hd});
-    a.o = w.get(p + "o_proj.weight", {H, qk});
+    a.q = w.get(names(Tensor::kda_q, l), {qk, H});
+    a.k = w.get(names(Tensor::kda_k, l), {qk, H});
+    a.v = w.get(names(Tensor::kda_v, l), {qk, H});
+    a.conv = w.get(names(Tensor::kda_conv, l), {3 * qk, 1, c_.linear_conv_kernel_dim});
+    a.f_a = w.get(names(Tensor::kda_f_a, l), {hd, H});
+    a.f_b = w.get(names(Tensor::kda_f_b, l), {qk, hd});
+    a.dt_bias = w.get(names(Tensor::kda_dt_bias, l), {qk});
+    a.a_log = w.get(names(Tensor::kda_a_log, l), {c_.linear_num_heads});
+    a.b = w.get(names(Tensor::kda_b, l), {c_.linear_num_heads, H});
+    a.g_a = w.get(names(Tensor::kda_g_a, l), {hd, H});
+    a.g_b = w.get(names(Tensor::kda_g_b, l), {qk, hd});
+    a.o_norm = w.get(names(Tensor::kda_o_norm, l), {hd});
+    a.o = w.get(names(Tensor::kda_o, l), {H, qk});
   }
 
-  void load_dsa(WeightReader& w, const std::string& p, bool indexer, DsaLayer& a) const {
+  void load_dsa(WeightReader& w, const TensorNames& names, int l, bool indexer, DsaLayer& a) const {
     const DecoderConfig& d = c_.d;
     const int64_t H = d.hidden_size, heads = d.num_attention_heads, lq = c_.q_lora_rank, lkv = c_.kv_lora_rank;
     const int64_t rope = c_.qk_rope_head_dim, ih = c_.index_n_heads, id = c_.index_head_dim;
-    a.q_a = w.get(p + "q_a_proj.weight", {lq, H});
-    a.q_a_norm = w.get(p + "q_a_layernorm.weight", {lq});
-    a.q_b = w.get(p + "q_b_proj.weight", {heads * c_.qk_head_dim(), lq});
-    a.kv_a = w.get(p + "kv_a_proj_with_mqa.weight", {lkv + rope, H});
-    a.kv_a_norm = w.get(p + "kv_a_layernorm.weight", {lkv});
-    a.kv_b = w.get(p + "kv_b_proj.weight", {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lkv});
-    a.o = w.get(p + "o_proj.weight", {H, heads * c_.v_head_dim});
+    a.q_a = w.get(names(Tensor::q_a, l), {lq, H});
+    a.q_a_norm = w.get(names(Tensor::q_a_norm, l), {lq});
+    a.q_b = w.get(names(Tensor::q_b, l), {heads * c_.qk_head_dim(), lq});
+    a.kv_a = w.get(names(Tensor::kv_a, l), {lkv + rope, H});
+    a.kv_a_norm = w.get(names(Tensor::kv_a_norm, l), {lkv});
+    a.kv_b = w.get(names(Tensor::kv_b, l), {heads * (c_.qk_nope_head_dim + c_.v_head_dim), lkv});
+    a.o = w.get(names(Tensor::o, l), {H, heads * c_.v_head_dim});
     if (d.attention_bias) {
-      a.q_a_bias = w.get(p + "q_a_proj.bias", {lq});
-      a.kv_a_bias = w.get(p + "kv_a_proj_with_mqa.bias", {lkv + rope});
-      a.o_bias = w.get(p + "o_proj.bias", {H});
+      a.q_a_bias = w.get(names(Tensor::q_a_bias, l), {lq});
+      a.kv_a_bias = w.get(names(Tensor::kv_a_bias, l), {lkv + rope});
+      a.o_bias = w.get(names(Tensor::o_bias, l), {H});
     }
     a.indexer = indexer;
     if (!indexer) return;
-    const std::string x = p + "indexer.";
-    a.wq_b = w.get(x + "wq_b.weight", {ih * id, lq});
-    a.wk = w.get(x + "wk.weight", {id, H});
-    a.k_norm = w.get(x + "k_norm.weight", {id});
-    a.k_norm_bias = w.get(x + "k_norm.bias", {id});
-    a.weights_proj = w.get(x + "weights_proj.weight", {ih, H});
-    a.kpool_ape = w.get(x + "index_kpool_compress_ape", {c_.index_kpool, id});
-    a.kpool_gate = w.get(x + "index_kpool_compress_gate", {id, H});
+    a.wq_b = w.get(names(Tensor::index_wq_b, l), {ih * id, lq});
+    a.wk = w.get(names(Tensor::index_wk, l), {id, H});
+    a.k_norm = w.get(names(Tensor::index_k_norm, l), {id});
+    a.k_norm_bias = w.get(names(Tensor::index_k_norm_bias, l), {id});
+    a.weights_proj = w.get(names(Tensor::index_weights, l), {ih, H});
+    a.kpool_ape = w.get(names(Tensor::index_kpool_ape, l), {c_.index_kpool, id});
+    a.kpool_gate = w.get(names(Tensor::index_kpool_gate, l), {id, H});
   }
 
   const Glm5NextConfig& c_;

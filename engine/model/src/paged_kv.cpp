@@ -24,7 +24,7 @@ Result<std::unique_ptr<PagedKvPool>> PagedKvPool::create(KvLayout layout, std::i
     for (int l = 0; l < layout.n_layers; ++l) p->layers_.push_back(std::make_unique<float[]>(per_layer));
   } catch (const std::bad_alloc&) {
     return error("KV pool: cannot allocate " + std::to_string(p->bytes() >> 20) + " MiB for " + std::to_string(num_blocks) +
-                 " blocks; lower --kv-cache-memory or --gpu-memory-utilization");
+                 " blocks; lower `kv_cache_memory` or `gpu_memory_utilization`");
   }
   return p;
 }

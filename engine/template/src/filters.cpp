@@ -10,7 +10,7 @@
 
 #include "error.hpp"
 #include "string_ops.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tmpl::detail {
 namespace {
@@ -271,9 +271,9 @@ const std::unordered_map<std::string, FilterFn>& registry() {
     };
     m["reverse"] = [](const Value& v, CallArgs&) -> Value {
       if (v.is_string()) {
-        std::u32string cps = utf8_decode(v.as_string());
+        std::u32string cps = utf8::decode(v.as_string());
         std::reverse(cps.begin(), cps.end());
-        return utf8_encode(cps);
+        return utf8::encode(cps);
       }
       List items = iterate(v);
       std::reverse(items.begin(), items.end());
@@ -354,7 +354,7 @@ const std::unordered_map<std::string, FilterFn>& registry() {
       std::string s = to_str(v);
       Value w = a.get(0, "width", 80);
       std::size_t width = w.is_int() && w.as_int() > 0 ? static_cast<std::size_t>(std::min<std::int64_t>(w.as_int(), 1 << 20)) : 0;
-      std::size_t len = utf8_length(s);
+      std::size_t len = utf8::length(s);
       if (width <= len) return s;
       std::size_t total = width - len, left = total / 2 + (total & width & 1);
       return std::string(left, ' ') + s + std::string(total - left, ' ');

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "error.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 #include "value.hpp"
 
 namespace tandem::tmpl::detail {
@@ -33,7 +33,7 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
     if (c < 0x20) {
       put_u(out, static_cast<unsigned>(c));
     } else if (c < 0x80 || !ensure_ascii) {
-      utf8_append(out, c);
+      utf8::append(out, c);
     } else if (c < 0x10000) {
       put_u(out, static_cast<unsigned>(c));
     } else {  // surrogate pair, as Python does for astral code points
@@ -42,7 +42,7 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
       put_u(out, 0xDC00u + (v & 0x3FFu));
     }
   };
-  if (is_ascii(s) || !ensure_ascii) {
+  if (utf8::is_ascii(s) || !ensure_ascii) {
     // Fast path: bytes >= 0x80 pass through unchanged when ensure_ascii is off.
     for (char c : s) {
       auto u = static_cast<unsigned char>(c);
@@ -50,7 +50,7 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
       else escape(u);
     }
   } else {
-    for (char32_t c : utf8_decode(s)) escape(c);
+    for (char32_t c : utf8::decode(s)) escape(c);
   }
   out += '"';
 }

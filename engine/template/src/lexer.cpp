@@ -4,7 +4,7 @@
 #include <cctype>
 
 #include "error.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tmpl::detail {
 
@@ -258,7 +258,7 @@ class Lexer {
           int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           long v = hex(j, n);
           if (v < 0 || v > 0x10FFFF) syntax_error("invalid \\" + std::string(1, e) + " escape in string", j - 2);
-          utf8_append(out, static_cast<char32_t>(v));
+          utf8::append(out, static_cast<char32_t>(v));
           j += static_cast<std::size_t>(n);
           break;
         }

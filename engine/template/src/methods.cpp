@@ -6,7 +6,7 @@
 #include "error.hpp"
 #include "filters.hpp"
 #include "string_ops.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tmpl::detail {
 namespace {
@@ -280,11 +280,11 @@ Value get_item(const Value& obj, const Value& key) {
       if (i < 0 || i >= n) return Undefined{"list index out of range"};
       return (*obj.as_list())[static_cast<std::size_t>(i)];
     }
-    std::u32string cps = utf8_decode(obj.as_string());
+    std::u32string cps = utf8::decode(obj.as_string());
     auto n = static_cast<std::int64_t>(cps.size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) return Undefined{"string index out of range"};
-    return utf8_encode(cps.substr(static_cast<std::size_t>(i), 1));
+    return utf8::encode(cps.substr(static_cast<std::size_t>(i), 1));
   }
   if (key.is_string()) return get_attribute(obj, key.as_string());
   return Undefined{"'" + type_name(obj) + "' has no item " + to_repr(key)};
@@ -297,10 +297,10 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     return make_list(std::move(out));
   }
   if (obj.is_string()) {
-    std::u32string cps = utf8_decode(obj.as_string());
+    std::u32string cps = utf8::decode(obj.as_string());
     std::u32string out;
     for (std::size_t i : slice_positions(cps.size(), start, stop, step)) out.push_back(cps[i]);
-    return utf8_encode(out);
+    return utf8::encode(out);
   }
   if (obj.is_undefined()) fail_undefined(obj);
   fail("'" + type_name(obj) + "' cannot be sliced");

@@ -4,7 +4,7 @@
 #include <cctype>
 
 #include "error.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tmpl::detail {
 namespace {
@@ -21,13 +21,13 @@ std::string py_strip(const std::string& s, const std::string* chars, bool left, 
     if (right) while (e > b && py_space(s[e - 1])) --e;
     return s.substr(b, e - b);
   }
-  std::u32string cs = utf8_decode(*chars);
-  std::u32string v = utf8_decode(s);
+  std::u32string cs = utf8::decode(*chars);
+  std::u32string v = utf8::decode(s);
   std::size_t b = 0, e = v.size();
   auto in = [&](char32_t c) { return cs.find(c) != std::u32string::npos; };
   if (left) while (b < e && in(v[b])) ++b;
   if (right) while (e > b && in(v[e - 1])) --e;
-  return utf8_encode(std::u32string_view(v).substr(b, e - b));
+  return utf8::encode(std::u32string_view(v).substr(b, e - b));
 }
 
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, std::int64_t maxsplit,
@@ -102,10 +102,10 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   std::string out;
   std::int64_t done = 0;
   if (old.empty()) {  // Python inserts `repl` before every character and at the end
-    std::u32string cps = utf8_decode(s);
+    std::u32string cps = utf8::decode(s);
     for (char32_t c : cps) {
       if (count < 0 || done < count) { out += repl; ++done; }
-      utf8_append(out, c);
+      utf8::append(out, c);
     }
     if (count < 0 || done < count) out += repl;
     return out;
@@ -145,7 +145,7 @@ std::string py_case(const std::string& s, const std::string& how) {
 }
 
 std::int64_t py_count(const std::string& s, const std::string& sub) {
-  if (sub.empty()) return static_cast<std::int64_t>(utf8_length(s)) + 1;
+  if (sub.empty()) return static_cast<std::int64_t>(utf8::length(s)) + 1;
   std::int64_t n = 0;
   for (std::size_t i = s.find(sub); i != std::string::npos; i = s.find(sub, i + sub.size())) ++n;
   return n;
@@ -154,7 +154,7 @@ std::int64_t py_count(const std::string& s, const std::string& sub) {
 std::int64_t py_find(const std::string& s, const std::string& sub, bool from_right) {
   std::size_t at = from_right ? s.rfind(sub) : s.find(sub);
   if (at == std::string::npos) return -1;
-  return static_cast<std::int64_t>(utf8_length(std::string_view(s).substr(0, at)));  // code points
+  return static_cast<std::int64_t>(utf8::length(std::string_view(s).substr(0, at)));  // code points
 }
 
 std::string py_format(const std::string& fmt, const CallArgs& args) {

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "error.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tmpl::detail {
 
@@ -269,7 +269,7 @@ bool less(const Value& a, const Value& b) {
 }
 
 std::size_t length(const Value& v) {
-  if (v.is_string()) return utf8_length(v.as_string());
+  if (v.is_string()) return utf8::length(v.as_string());
   if (v.is_list()) return v.as_list()->size();
   if (v.is_dict()) return v.as_dict()->items.size();
   if (v.is_undefined()) return 0;
@@ -285,9 +285,9 @@ List iterate(const Value& v) {
   }
   if (v.is_string()) {
     List chars;
-    for (char32_t c : utf8_decode(v.as_string())) {
+    for (char32_t c : utf8::decode(v.as_string())) {
       std::string s;
-      utf8_append(s, c);
+      utf8::append(s, c);
       chars.emplace_back(std::move(s));
     }
     return chars;

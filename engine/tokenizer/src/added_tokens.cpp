@@ -4,7 +4,7 @@
 
 #include <unicode/uchar.h>
 
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tokenizer {
 namespace {

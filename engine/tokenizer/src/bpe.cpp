@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fields.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tokenizer {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tokenizer::byte_level {
 namespace {

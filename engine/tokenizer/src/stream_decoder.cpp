@@ -1,6 +1,6 @@
 #include "tandem/tokenizer/stream_decoder.hpp"
 
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tokenizer {
 

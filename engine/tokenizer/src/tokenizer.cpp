@@ -4,7 +4,7 @@
 
 #include "byte_level.hpp"
 #include "impl.hpp"
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::tokenizer {
 namespace {

@@ -1,4 +1,4 @@
-// Builds tests/tokenizer/data/small_bpe/tokenizer.json: a small byte-level BPE tokenizer trained here
+// Builds engine/serve/assets/demo_tokenizer/tokenizer.json: a small byte-level BPE tokenizer trained here
 // by plain pair counting, so CI has a real tokenizer.json without downloading anything.
 // Usage: node train_small.mjs <corpus.json> <out_dir>
 // Deterministic: ties between equally frequent pairs go to the lexicographically smaller pair.

@@ -6,12 +6,13 @@
 #include <string_view>
 
 #include "tandem/agent/error.hpp"
+#include "tandem/sha256.hpp"
 
 namespace tandem::agent {
 
 constexpr std::size_t kHashChunk = 1 << 20;
 
-std::string sha256_hex(std::string_view bytes);
+using tandem::sha256_hex;  // bytes in memory: common/include/tandem/sha256.hpp
 
 // Called after each chunk: bytes of this file hashed so far, and the size of the chunk just read.
 using ChunkFn = std::function<void(std::uint64_t done, std::uint64_t chunk)>;

@@ -1,6 +1,6 @@
-#include "utf8.hpp"
+#include "tandem/utf8.hpp"
 
-namespace tandem::tokenizer::utf8 {
+namespace tandem::utf8 {
 namespace {
 
 // Allowed range of the second byte depends on the lead byte (no overlongs, no surrogates, <= U+10FFFF).
@@ -89,4 +89,50 @@ void append(std::string& out, char32_t cp) {
   }
 }
 
-}  // namespace tandem::tokenizer::utf8
+std::u32string decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (std::size_t pos = 0; pos < s.size();) {
+    const Step st = step(s, pos);
+    out.push_back(st.kind == StepKind::Valid ? st.code_point : U'\uFFFD');
+    pos += st.length;
+  }
+  return out;
+}
+
+std::string encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) append(out, c);
+  return out;
+}
+
+std::size_t length(std::string_view s) {
+  std::size_t n = 0;
+  for (char c : s)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+bool is_ascii(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
+std::size_t invalid_at(std::string_view s) {
+  for (std::size_t pos = 0; pos < s.size();) {
+    const Step st = step(s, pos);
+    if (st.kind != StepKind::Valid) return pos;
+    pos += st.length;
+  }
+  return std::string_view::npos;
+}
+
+std::size_t boundary_before(std::string_view s, std::size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+}  // namespace tandem::utf8

@@ -1,0 +1,26 @@
+// serve/ names a setting by its field in backquotes; tandem-serve's command line shows the flag the
+// operator typed instead. Beside the serve round trip: both read tandem-serve's own flag table.
+#include <doctest/doctest.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/flag_names.hpp"
+#include "cli/serve_flags.hpp"
+
+using tandem::engine::name_flags;
+
+TEST_CASE("a backquoted setting becomes tandem-serve's flag; anything else stays as written") {
+  CLI::App app{"tandem-serve"};
+  tandem::engine::ServeConfig cfg;
+  tandem::engine::add_serve_flags(app, cfg);
+  CHECK(name_flags("`max_model_len` 9 exceeds 8", app) == "--max-model-len 9 exceeds 8");
+  CHECK(name_flags("lower `max_num_seqs` or raise `kv_cache_memory`", app) ==
+        "lower --max-num-seqs or raise --kv-cache-memory");
+  CHECK(name_flags("`device` cuda: no; run `device` cpu", app) == "--device cuda: no; run --device cpu");
+  // Not a flag of tandem-serve: the field's name is the best the message has.
+  CHECK(name_flags("`max_num_batched_tokens` must be at least 1", app) == "`max_num_batched_tokens` must be at least 1");
+  // Not a setting's spelling at all (a quoted template, a flag already), and an unclosed quote.
+  CHECK(name_flags("use `{{ x }}` or `--device`", app) == "use `{{ x }}` or `--device`");
+  CHECK(name_flags("a ` alone `device", app) == "a ` alone `device");
+  CHECK(name_flags("", app).empty());
+}
