@@ -112,6 +112,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
     o.max_num_batched_tokens = runtime::EngineConfig{}.max_num_batched_tokens;
     o.max_model_len = cfg.max_model_len;
     o.enforce_eager = cfg.enforce_eager;
+    o.invariant_tokens = cfg.batch_invariant_tokens;
     // A verification asks for the logits of every token of its block.
     if (!spec_config.is_null())
       o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());

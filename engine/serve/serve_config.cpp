@@ -27,6 +27,7 @@ nlohmann::ordered_json ServeConfig::to_json() const {
           {"kv_cache_memory", kv_cache_memory.empty() ? nlohmann::ordered_json(nullptr)
                                                       : nlohmann::ordered_json(*parse_size(kv_cache_memory))},
           {"enforce_eager", enforce_eager},
+          {"batch_invariant_tokens", batch_invariant_tokens},
           {"chat_template", chat_template},
           {"tool_call_parser", tool_call_parser},
           {"enable_auto_tool_choice", enable_auto_tool_choice},

@@ -25,6 +25,9 @@ struct ServeConfig {
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_memory;  // bytes or a size like 3GiB
   bool enforce_eager = false;
+  // CUDA steps of up to this many tokens take the batch-invariant decode-sized kernels
+  // (model::CudaOptions::invariant_tokens): greedy output with a drafter then equals plain greedy.
+  int batch_invariant_tokens = 2048;
   std::string chat_template;
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;

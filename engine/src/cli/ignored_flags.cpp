@@ -19,6 +19,8 @@ std::vector<std::string> ignored_flag_notes(const CLI::App& app, const ServeConf
     notes.push_back("--load-format auto is accepted and means safetensors, the one format read");
   if (given("--enforce-eager") && cfg.device == "cpu")
     notes.push_back("--enforce-eager is ignored with --device cpu: only the CUDA path captures graphs");
+  if (given("--batch-invariant-tokens") && cfg.device == "cpu")
+    notes.push_back("--batch-invariant-tokens is ignored with --device cpu: it chooses between CUDA kernels");
   return notes;
 }
 

@@ -26,6 +26,12 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
       ->check(CLI::IsMember({"auto", "bfloat16", "fp8_e4m3"}));
   app.add_option("--kv-cache-memory", c.kv_cache_memory, "Bytes for the KV pool (overrides the utilization share)");
   app.add_flag("--enforce-eager", c.enforce_eager, "Do not capture decode in CUDA graphs");
+  app.add_option("--batch-invariant-tokens", c.batch_invariant_tokens,
+                 "CUDA steps of up to this many tokens use the batch-invariant decode-sized kernels, so a token's "
+                 "result does not depend on what else is in the step and greedy output with a drafter equals plain "
+                 "greedy output; larger steps (long prefill chunks) use cuBLASLt, which is faster there but not "
+                 "invariant. Lower it to trade that exactness for prefill speed")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--chat-template", c.chat_template, "Jinja chat template file (default: the model's)");
   app.add_option("--tool-call-parser", c.tool_call_parser, "Tool-call format in model output")
       ->check(CLI::IsMember({"glm45", "glm47"}));
