@@ -35,6 +35,20 @@ Result<Ctx> new_ctx(const std::string& what) {
 
 }  // namespace
 
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (ctx_) EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+void Sha256::update(const void* data, std::size_t n) {
+  if (ctx_) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n);
+}
+std::string Sha256::hex_final() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  if (!ctx_ || EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &n) != 1) return {};
+  return hex(md, n);
+}
+
 std::string sha256_hex(std::string_view bytes) {
   auto c = new_ctx("sha256");
   if (!c) return {};

@@ -120,7 +120,8 @@ Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::strin
   run_step(ioc, [&](auto done) { stream.async_shutdown(done); });
 
   auto res = parser.release();
-  return ClientResponse{res.result_int(), std::move(res.body())};
+  std::string type(res[http::field::content_type]);
+  return ClientResponse{res.result_int(), std::move(res.body()), std::move(type)};
 }
 
 }  // namespace tandem::net

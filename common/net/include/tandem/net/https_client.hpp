@@ -30,6 +30,7 @@ struct Endpoint {
 struct ClientResponse {
   unsigned status = 0;
   std::string body;
+  std::string content_type;
 };
 
 class HttpsClient {

@@ -1,0 +1,163 @@
+#include "tandem/agent/stage_landing.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+#include <vector>
+
+#include "tandem/agent/sha256.hpp"
+
+namespace tandem::agent {
+namespace {
+
+using nlohmann::json;
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// What the sidecar says was verified, when it describes this same source file and chunk size.
+std::vector<std::string> sidecar_chunks(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk) {
+  auto text = read_file(sidecar);
+  if (!text) return {};
+  try {
+    json j = json::parse(*text);
+    if (j.value("sha256", "") != f.sha256 || j.value("size", 0ull) != f.size || j.value("chunk", 0ull) != chunk) return {};
+    return j.at("chunks").get<std::vector<std::string>>();
+  } catch (const json::exception&) {
+    return {};  // torn or foreign: start over
+  }
+}
+
+Status write_sidecar(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk,
+                     const std::vector<std::string>& chunks) {
+  json j{{"sha256", f.sha256}, {"size", f.size}, {"chunk", chunk}, {"chunks", chunks}};
+  return replace_file(sidecar, j.dump(), FileOwner{0600, ::geteuid(), ::getegid()});
+}
+
+Status pwrite_all(int fd, const std::string& bytes, std::uint64_t offset, const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error(path, "cannot write the staged copy");
+    done += static_cast<std::size_t>(n);
+  }
+  return Ok{};
+}
+
+// Re-reads the chunks an earlier run verified, keeping the longest prefix that still matches its
+// recorded digests (and feeding it to the running hash). Returns how many chunks were kept.
+std::size_t reverify(int fd, const std::vector<std::string>& chunks, std::uint64_t chunk, std::uint64_t size,
+                     Sha256& whole, const LandOptions& o) {
+  std::string buf;
+  std::size_t kept = 0;
+  for (; kept < chunks.size(); ++kept) {
+    const std::uint64_t off = kept * chunk;
+    if (off >= size) break;
+    buf.resize(static_cast<std::size_t>(std::min(chunk, size - off)));
+    std::size_t got = 0;
+    while (got < buf.size()) {
+      ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(off + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    if (got != buf.size() || sha256_hex(buf) != chunks[kept]) break;
+    whole.update(buf.data(), buf.size());
+    if (o.on_bytes) o.on_bytes(buf.size());
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::string partial_path(const std::string& target) {
+  return parent_dir(target) + "/." + base_name(target) + ".tandem-partial";
+}
+std::string sidecar_path(const std::string& target) { return partial_path(target) + ".json"; }
+
+bool is_stage_temp_name(const std::string& n) {
+  return n.starts_with(".") && (n.ends_with(".tandem-partial") || n.ends_with(".tandem-partial.json") ||
+                                n.ends_with(".tandem-restore"));
+}
+
+void RateLimiter::take(std::uint64_t n) {
+  if (rate_ == 0) return;
+  std::chrono::steady_clock::time_point due;
+  {
+    std::lock_guard lock(mu_);
+    taken_ += n;
+    due = start_ + std::chrono::microseconds(taken_ * 1000000 / rate_);
+  }
+  std::this_thread::sleep_until(due);
+}
+
+void remove_partial(const std::string& real_target) {
+  ::unlink(partial_path(real_target).c_str());
+  ::unlink(sidecar_path(real_target).c_str());
+}
+
+Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::string& real_target, const LandOptions& o) {
+  const std::string partial = partial_path(real_target), sidecar = sidecar_path(real_target);
+  LandResult res;
+  Sha256 whole;
+  std::vector<std::string> chunks = sidecar_chunks(sidecar, f, o.chunk);
+  Fd fd{::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
+  if (fd.fd < 0) return sys_error(partial, "cannot create the staged copy beside the target");
+  // Anything not vouched for by the sidecar is dropped: the partial is only as good as its record.
+  const std::size_t kept = reverify(fd.fd, chunks, o.chunk, f.size, whole, o);
+  chunks.resize(kept);
+  std::uint64_t offset = std::min<std::uint64_t>(kept * o.chunk, f.size);
+  res.resumed = offset;
+  if (::ftruncate(fd.fd, static_cast<off_t>(offset)) != 0) return sys_error(partial, "cannot truncate the staged copy");
+  auto fail = [&](Error e) {
+    ::close(fd.fd);
+    fd.fd = -1;
+    remove_partial(real_target);
+    if (e.err == ENOSPC || e.err == EDQUOT)
+      e.what += "; the file system holding it is full. The partial copy was removed and the target is unchanged";
+    return e;
+  };
+  while (offset < f.size) {
+    const std::uint64_t want = std::min(o.chunk, f.size - offset);
+    if (o.limiter) o.limiter->take(want);
+    auto bytes = src.read(f, offset, want);
+    if (!bytes) {
+      Error e = bytes.error();
+      // A changed source poisons the partial; a lost link keeps it for the next run to resume.
+      if (e.what.find("changed on the source") != std::string::npos) return fail(e);
+      return e;
+    }
+    if (bytes->size() != want) return fail(plain_error(f.path, "the source sent " + std::to_string(bytes->size()) +
+                                                               " bytes for a chunk of " + std::to_string(want)));
+    if (auto w = pwrite_all(fd.fd, *bytes, offset, partial); !w) return fail(w.error());
+    if (::fdatasync(fd.fd) != 0) return fail(sys_error(partial, "fdatasync failed"));
+    whole.update(bytes->data(), bytes->size());
+    chunks.push_back(sha256_hex(*bytes));
+    if (auto w = write_sidecar(sidecar, f, o.chunk, chunks); !w) return fail(w.error());
+    offset += want;
+    res.fetched += want;
+    if (o.on_bytes) o.on_bytes(want);
+  }
+  const std::string got = whole.hex_final();
+  if (got != f.sha256)
+    return fail(plain_error(f.path, "changed on the source during the transfer: the bytes received hash to " + got +
+                                        ", the source listed " + f.sha256 + "; refused, the target is unchanged"));
+  // Owner first, then mode: chown clears set-id bits.
+  if (::fchown(fd.fd, o.owner.uid, o.owner.gid) != 0 && o.owner.uid != ::geteuid())
+    return fail(sys_error(partial, "cannot give the staged copy its owner"));
+  if (::fchmod(fd.fd, o.owner.mode) != 0 || ::fsync(fd.fd) != 0) return fail(sys_error(partial, "cannot set mode or fsync"));
+  if (::rename(partial.c_str(), real_target.c_str()) != 0) return fail(sys_error(real_target, "cannot rename the staged copy into place"));
+  if (auto d = fsync_dir(parent_dir(real_target)); !d) return d.error();
+  ::unlink(sidecar.c_str());
+  return res;
+}
+
+}  // namespace tandem::agent
