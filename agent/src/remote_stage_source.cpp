@@ -40,9 +40,11 @@ agent::Result<std::shared_ptr<RemoteStageSource>> RemoteStageSource::create(cons
   o.response_limit = agent::kMaxStageRead + (1 << 20);
   auto c = net::HttpsClient::create(o);
   if (!c) return agent::plain_error("", "stage source client: " + c.error().message);
+  // Over the fabric (the nodes' direct link), not the management network the controller uses;
+  // fabric_address is the address when the manifest names no fabric.
   const Node& h = m.head();
-  return std::shared_ptr<RemoteStageSource>(
-      new RemoteStageSource(std::move(*c), net::Endpoint{h.address, static_cast<std::uint16_t>(h.agent_port), h.name}));
+  return std::shared_ptr<RemoteStageSource>(new RemoteStageSource(
+      std::move(*c), net::Endpoint{h.fabric_address, static_cast<std::uint16_t>(h.agent_port), h.name}));
 }
 
 std::string RemoteStageSource::where() const {

@@ -1,5 +1,5 @@
-// The stage source as a worker's agent sees it: the head's agent, over mutual TLS with this
-// node's own certificate (CN = node name, which the head checks against its manifest).
+// The stage source as a worker's agent sees it: the head's agent at its fabric address, over
+// mutual TLS with this node's own certificate (CN = node name, checked against the head's manifest).
 #pragma once
 #include <memory>
 #include <string>

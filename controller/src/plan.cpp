@@ -96,7 +96,7 @@ class Builder {
                   "make " + n.name + "'s engine files equal to " + h.name + "'s: whole files pulled from its agent over "
                   "mutual TLS, SHA-256 checked, renamed into place; equal files skipped");
     s.details = {{"files", join(what)},
-                 {"source", h.name + " agent at " + h.address + ":" + std::to_string(h.agent_port)},
+                 {"source", h.name + "'s agent at " + h.fabric_address + ":" + std::to_string(h.agent_port) + " (the fabric)"},
                  {"parallel", std::to_string(m_.stage->parallel) + " files, chunks of " + format_size(m_.stage->chunk)},
                  {"rate", m_.stage->rate_limit ? format_size(*m_.stage->rate_limit) + "/s" : "the fabric's speed"},
                  {"backups", "replaced files kept under the agent's state dir (hard links; copies within " +

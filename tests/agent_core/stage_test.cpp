@@ -190,7 +190,7 @@ TEST_CASE("stage: a cut link leaves the verified chunks; the next stage resumes 
   CHECK(worker.read(kShard) == "old shard");
 }
 
-TEST_CASE("stage: a partial whose chunks no longer match its sidecar is not trusted") {
+TEST_CASE("stage: a damaged partial never lands: the whole-file SHA-256 refuses it, the next try starts over") {
   Sandbox head, worker;
   head_files(head);
   auto src = local_source(head);
@@ -200,13 +200,14 @@ TEST_CASE("stage: a partial whose chunks no longer match its sidecar is not trus
   for (const auto& e : listing->entries)
     for (const auto& f : e.files)
       if (f.path == kShard) shard = f;
-  worker.mkdir("/models/target");
+  worker.write(kShard, "old shard");
   FaultySource cut(src);
   cut.fail_after = 2;
   LandOptions o;
   o.chunk = 1 << 20;
   REQUIRE_FALSE(land_file(cut, shard, worker.p(kShard), o).ok());
-  // Flip a byte inside the first verified chunk: that chunk and everything after it are fetched again.
+  CHECK(worker.read(sidecar_path(kShard)).find("\"length\":2097152") != std::string::npos);
+  // Flip a byte inside the recorded prefix, as a failing disk would.
   {
     std::FILE* f = std::fopen(partial_path(worker.p(kShard)).c_str(), "r+b");
     REQUIRE(f);
@@ -214,6 +215,11 @@ TEST_CASE("stage: a partial whose chunks no longer match its sidecar is not trus
     std::fputc('X', f);
     std::fclose(f);
   }
+  auto damaged = land_file(*src, shard, worker.p(kShard), o);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.error().message().find("or the partial copy was damaged") != std::string::npos);
+  CHECK(worker.read(kShard) == "old shard");
+  CHECK_FALSE(worker.exists(partial_path(kShard)));
   auto r = land_file(*src, shard, worker.p(kShard), o);
   REQUIRE_MESSAGE(r.ok(), r.error().message());
   CHECK(r->resumed == 0);
@@ -255,7 +261,7 @@ TEST_CASE("stage: a file changed on the source mid-transfer is refused and nothi
     auto core = sandbox::open_core(o);
     auto a = core->apply("stage", "op-changed");
     REQUIRE_FALSE(a.ok());
-    CHECK(a.error().message().find("changed on the source during the transfer") != std::string::npos);
+    CHECK(a.error().message().find("it changed on the source during the transfer") != std::string::npos);
   }
   CHECK(worker.read(kShard) == "old shard");
   CHECK_FALSE(worker.exists("/models/target/.model-00001-of-00001.safetensors.tandem-partial"));

@@ -808,14 +808,14 @@ TEST_CASE("stage: defaults, then every key checked") {
 
   CHECK(errors_of(kGood + "stage:\n  from: laptop\n  items: [binary, model, binary, weights, drafter]\n  parallel: 0\n"
                           "  chunk: 1KiB\n  rate_limit: 10\n  prunee: true\n") ==
-        "m.yaml:59:9: 'stage.from' is 'laptop'; expected one of: head\n"
-        "m.yaml:60:25: 'stage.items[2]' names 'binary' twice\n"
-        "m.yaml:60:33: 'stage.items[3]' is 'weights'; expected one of binary, pins, model, drafter\n"
-        "m.yaml:60:42: 'stage.items' names drafter but engine.drafter_dir (or speculative_config.model) is not set; "
+        "m.yaml:43:9: 'stage.from' is 'laptop'; expected one of: head\n"
+        "m.yaml:44:3: 'stage.items' names drafter but engine.drafter_dir (or speculative_config.model) is not set; "
         "expected only items the engine section names\n"
-        "m.yaml:61:13: 'stage.parallel' is 0; expected 1 to 64\n"
-        "m.yaml:62:10: 'stage.chunk' is 1 KiB; expected 64KiB to 64MiB\n"
-        "m.yaml:63:15: 'stage.rate_limit' is 10 B per second; expected at least 4KiB (or no rate_limit for the fabric's speed)\n"
-        "m.yaml:64:3: unknown key 'prunee' in 'stage'; did you mean 'prune'? (expected one of: backup_budget, chunk, from, "
+        "m.yaml:44:26: 'stage.items[2]' names 'binary' twice\n"
+        "m.yaml:44:34: 'stage.items[3]' is 'weights'; expected one of binary, pins, model, drafter\n"
+        "m.yaml:45:13: 'stage.parallel' is 0; expected 1 to 64\n"
+        "m.yaml:46:10: 'stage.chunk' is 1 KiB; expected 64KiB to 64MiB\n"
+        "m.yaml:47:15: 'stage.rate_limit' is 10 B per second; expected at least 4KiB (or no rate_limit for the fabric's speed)\n"
+        "m.yaml:48:3: unknown key 'prunee' in 'stage'; did you mean 'prune'? (expected one of: backup_budget, chunk, from, "
         "items, parallel, prune, rate_limit)\n");
 }

@@ -42,6 +42,9 @@ Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
 void Sha256::update(const void* data, std::size_t n) {
   if (ctx_) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n);
 }
+void Sha256::reset() {
+  if (ctx_) EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
 std::string Sha256::hex_final() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;

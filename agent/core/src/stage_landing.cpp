@@ -22,22 +22,23 @@ struct Fd {
   }
 };
 
-// What the sidecar says was verified, when it describes this same source file and chunk size.
-std::vector<std::string> sidecar_chunks(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk) {
+// How many bytes an earlier run wrote, fdatasynced, before it recorded them, when the sidecar
+// describes this same source file and chunk size; 0 otherwise.
+std::uint64_t sidecar_length(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk) {
   auto text = read_file(sidecar);
-  if (!text) return {};
+  if (!text) return 0;
   try {
     json j = json::parse(*text);
-    if (j.value("sha256", "") != f.sha256 || j.value("size", 0ull) != f.size || j.value("chunk", 0ull) != chunk) return {};
-    return j.at("chunks").get<std::vector<std::string>>();
+    if (j.value("sha256", "") != f.sha256 || j.value("size", 0ull) != f.size || j.value("chunk", 0ull) != chunk) return 0;
+    const std::uint64_t n = j.at("length").get<std::uint64_t>();
+    return n <= f.size && (n % chunk == 0 || n == f.size) ? n : 0;
   } catch (const json::exception&) {
-    return {};  // torn or foreign: start over
+    return 0;  // torn or foreign: start over
   }
 }
 
-Status write_sidecar(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk,
-                     const std::vector<std::string>& chunks) {
-  json j{{"sha256", f.sha256}, {"size", f.size}, {"chunk", chunk}, {"chunks", chunks}};
+Status write_sidecar(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk, std::uint64_t length) {
+  json j{{"sha256", f.sha256}, {"size", f.size}, {"chunk", chunk}, {"length", length}};
   return replace_file(sidecar, j.dump(), FileOwner{0600, ::geteuid(), ::getegid()});
 }
 
@@ -52,28 +53,22 @@ Status pwrite_all(int fd, const std::string& bytes, std::uint64_t offset, const 
   return Ok{};
 }
 
-// Re-reads the chunks an earlier run verified, keeping the longest prefix that still matches its
-// recorded digests (and feeding it to the running hash). Returns how many chunks were kept.
-std::size_t reverify(int fd, const std::vector<std::string>& chunks, std::uint64_t chunk, std::uint64_t size,
-                     Sha256& whole, const LandOptions& o) {
-  std::string buf;
-  std::size_t kept = 0;
-  for (; kept < chunks.size(); ++kept) {
-    const std::uint64_t off = kept * chunk;
-    if (off >= size) break;
-    buf.resize(static_cast<std::size_t>(std::min(chunk, size - off)));
-    std::size_t got = 0;
-    while (got < buf.size()) {
-      ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(off + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    if (got != buf.size() || sha256_hex(buf) != chunks[kept]) break;
-    whole.update(buf.data(), buf.size());
-    if (o.on_bytes) o.on_bytes(buf.size());
+// Feeds the first `length` bytes of the partial to the running hash (the whole file's SHA-256 is
+// checked at the end, so a damaged prefix is caught there). Returns the bytes read: fewer when
+// the partial is shorter than its sidecar says.
+std::uint64_t rehash_prefix(int fd, std::uint64_t length, Sha256& whole, const LandOptions& o) {
+  std::vector<char> buf(kHashChunk);
+  std::uint64_t done = 0;
+  while (done < length) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), length - done));
+    ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    whole.update(buf.data(), static_cast<std::size_t>(n));
+    done += static_cast<std::uint64_t>(n);
+    if (o.on_bytes) o.on_bytes(static_cast<std::uint64_t>(n));
   }
-  return kept;
+  return done;
 }
 
 }  // namespace
@@ -108,13 +103,15 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
   const std::string partial = partial_path(real_target), sidecar = sidecar_path(real_target);
   LandResult res;
   Sha256 whole;
-  std::vector<std::string> chunks = sidecar_chunks(sidecar, f, o.chunk);
+  const std::uint64_t recorded = sidecar_length(sidecar, f, o.chunk);
   Fd fd{::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
   if (fd.fd < 0) return sys_error(partial, "cannot create the staged copy beside the target");
-  // Anything not vouched for by the sidecar is dropped: the partial is only as good as its record.
-  const std::size_t kept = reverify(fd.fd, chunks, o.chunk, f.size, whole, o);
-  chunks.resize(kept);
-  std::uint64_t offset = std::min<std::uint64_t>(kept * o.chunk, f.size);
+  // Anything past what the sidecar vouches for is dropped: the partial is only as good as its record.
+  std::uint64_t offset = rehash_prefix(fd.fd, recorded, whole, o);
+  if (offset != recorded) {  // shorter than recorded: start over rather than trust a torn prefix
+    whole.reset();
+    offset = 0;
+  }
   res.resumed = offset;
   if (::ftruncate(fd.fd, static_cast<off_t>(offset)) != 0) return sys_error(partial, "cannot truncate the staged copy");
   auto fail = [&](Error e) {
@@ -140,16 +137,17 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
     if (auto w = pwrite_all(fd.fd, *bytes, offset, partial); !w) return fail(w.error());
     if (::fdatasync(fd.fd) != 0) return fail(sys_error(partial, "fdatasync failed"));
     whole.update(bytes->data(), bytes->size());
-    chunks.push_back(sha256_hex(*bytes));
-    if (auto w = write_sidecar(sidecar, f, o.chunk, chunks); !w) return fail(w.error());
     offset += want;
+    // Recorded only once the bytes are on disk: a crash between the two loses a chunk, never lies.
+    if (auto w = write_sidecar(sidecar, f, o.chunk, offset); !w) return fail(w.error());
     res.fetched += want;
     if (o.on_bytes) o.on_bytes(want);
   }
   const std::string got = whole.hex_final();
   if (got != f.sha256)
-    return fail(plain_error(f.path, "changed on the source during the transfer: the bytes received hash to " + got +
-                                        ", the source listed " + f.sha256 + "; refused, the target is unchanged"));
+    return fail(plain_error(f.path, "the copy hashes to " + got + ", not to the source's " + f.sha256 +
+                                        ": it changed on the source during the transfer (or the partial copy was "
+                                        "damaged); refused, the target is unchanged"));
   // Owner first, then mode: chown clears set-id bits.
   if (::fchown(fd.fd, o.owner.uid, o.owner.gid) != 0 && o.owner.uid != ::geteuid())
     return fail(sys_error(partial, "cannot give the staged copy its owner"));

@@ -137,7 +137,7 @@ Status restore_backup(const std::string& state_dir, const json& b, const std::st
 
 Status make_dirs_under(const NodeRoot& root, const std::vector<std::string>& host_dirs) {
   for (const auto& d : host_dirs) {
-    auto real = root.resolve(d);
+    auto real = root.resolve_ancestor(d);
     if (!real) return real.error();
     if (::mkdir(real->c_str(), 0755) != 0 && errno != EEXIST) return sys_error(*real, "cannot create directory");
   }
@@ -182,14 +182,6 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
       listed.insert(f.path);
       auto real = root.resolve(f.path);
       if (!real) return real.error();
-      // Directories this op will have to make, shallow first (the entry itself included).
-      if (e.dir)
-        for (std::string d = parent_dir(f.path); path_within(d, e.path); d = parent_dir(d)) {
-          auto rd = root.resolve(d);
-          struct stat dst {};
-          if (rd && ::stat(rd->c_str(), &dst) != 0 && dir_seen.insert(d).second) dirs.push_back(d);
-          if (d == e.path) break;
-        }
       struct stat st {};
       if (::lstat(real->c_str(), &st) != 0) {
         if (errno != ENOENT) return sys_error(*real, "cannot stat the target");
@@ -211,7 +203,6 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
         if (!listed.count(h)) extras.push_back(h);
     }
   }
-  std::sort(dirs.begin(), dirs.end(), [](const json& a, const json& b) { return a.get<std::string>().size() < b.get<std::string>().size(); });
   if (!same_size.empty()) {
     std::vector<std::string> hosts;
     for (const auto& [f, real] : same_size) hosts.push_back(f.path);
@@ -229,6 +220,17 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
       want(f, &st);
     }
   }
+  // Directories this op must make for the files it adds (the binary's, a model dir's, their
+  // parents), shallow first; undo removes them again when empty.
+  for (const auto& c : copy)
+    for (std::string d = parent_dir(c["path"].get<std::string>()); d != "/"; d = parent_dir(d)) {
+      auto rd = root.resolve_ancestor(d);
+      struct stat dst {};
+      if (!rd) return rd.error();
+      if (::stat(rd->c_str(), &dst) == 0) break;
+      if (dir_seen.insert(d).second) dirs.push_back(d);
+    }
+  std::sort(dirs.begin(), dirs.end(), [](const json& a, const json& b) { return a.get<std::string>().size() < b.get<std::string>().size(); });
   // Room: every differing file needs its full size on its file system while the old one is kept.
   std::map<dev_t, std::pair<std::string, std::uint64_t>> need;
   const std::string state_dir = ctx.journal.dir();
@@ -469,7 +471,7 @@ Result<json> StageStep::undo(const StepContext& ctx, const json& intent) {
   json left = json::array();
   const json dirs = intent.value("dirs_created", json::array());
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-    auto real = root.resolve(it->get<std::string>());
+    auto real = root.resolve_ancestor(it->get<std::string>());
     if (real && ::rmdir(real->c_str()) != 0 && errno != ENOENT) left.push_back(*it);
   }
   // The backups are back in place (or were never made); their links and copies can go.

@@ -22,6 +22,7 @@ class Sha256 {
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
   void update(const void* data, std::size_t n);
+  void reset();  // back to the hash of nothing
   std::string hex_final();  // once; the object is spent afterwards
 
  private:

@@ -1,8 +1,9 @@
 // Landing one staged file: never an in-place edit. Bytes go to a partial file beside the target,
-// chunk by chunk; each chunk is fsynced and its SHA-256 recorded in a small sidecar, so a cut
-// transfer (killed agent, controller or link) resumes from the last verified chunk. The whole
-// file's SHA-256 must equal the source's before it is renamed into place; otherwise the partial
-// is removed and the target is left as it was.
+// chunk by chunk; each chunk is fdatasynced before a small sidecar records the new length, so a
+// cut transfer (killed agent, controller or link) resumes from the last recorded chunk (its
+// prefix re-read into the running SHA-256, not fetched again). The whole file's SHA-256 must
+// equal the source's before it is renamed into place; otherwise the partial is removed and the
+// target is left as it was. One SHA-256 pass per byte: hashing is the CPU's largest cost here.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -18,7 +19,8 @@
 namespace tandem::agent {
 
 // Beside `target` (a real or host path): ".NAME.tandem-partial" and its sidecar
-// ".NAME.tandem-partial.json" ({"sha256","size","chunk","chunks":[sha256 of each chunk]}).
+// ".NAME.tandem-partial.json" ({"sha256","size","chunk","length"}: the source file it is a copy of,
+// and how many bytes of it are on disk).
 std::string partial_path(const std::string& target);
 std::string sidecar_path(const std::string& target);
 // Is this file name one of the above (or a restore's temp file)? Hashing and extras skip them.
