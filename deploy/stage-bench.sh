@@ -200,9 +200,13 @@ md = [f"# stage bench at {doc['commit']}: {B >> 20} MiB in $FILES files, {doc['c
 for r in rows:
   md.append(f"| {r['what']} | {r['seconds']:.2f} | {r['mb_per_s']} | {r.get('agent_mb_per_s', '')} |")
 md += ["", "Hashing one tree (tandem-hash-bench: hash_paths, no cache; memory alone = the CPU's ceiling):", "",
-       "| threads | seconds | tree GB/s | memory GB/s |", "|---|---|---|---|"]
+       "| threads | seconds | tree GB/s (wall) | GB per CPU-second | memory GB/s (wall) |", "|---|---|---|---|---|"]
 for r in hashing["rows"]:
-  md.append(f"| {r['threads']} | {r['seconds']:.2f} | {r['gb_per_s']:.2f} | {r['memory_gb_per_s']:.2f} |")
+  md.append(f"| {r['threads']} | {r['seconds']:.2f} | {r['gb_per_s']:.2f} | {r['gb_per_cpu_s']:.2f} | {r['memory_gb_per_s']:.2f} |")
+load = open("/proc/loadavg").read().split()[:3]
+md += ["", f"Load average when written: {' '.join(load)} on {doc['cores']} cores (other sessions share this machine)."]
+doc["loadavg"] = load
+open(sys.argv[1] + ".json", "w").write(json.dumps(doc, indent=2) + "\n")
 open(sys.argv[1] + ".md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY

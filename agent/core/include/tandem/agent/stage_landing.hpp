@@ -1,7 +1,7 @@
 // Landing one staged file: never an in-place edit. Bytes go to a partial file beside the target,
-// chunk by chunk; each chunk is fdatasynced before a small sidecar records the new length, so a
-// cut transfer (killed agent, controller or link) resumes from the last recorded chunk (its
-// prefix re-read into the running SHA-256, not fetched again). The whole file's SHA-256 must
+// chunk by chunk; a small sidecar records the length after each chunk (both fdatasynced every
+// 256 MiB), so a cut transfer (killed agent, controller or link) resumes from the last recorded
+// chunk, its prefix re-read into the running SHA-256 rather than fetched again. The whole file's SHA-256 must
 // equal the source's before it is renamed into place; otherwise the partial is removed and the
 // target is left as it was. One SHA-256 pass per byte: hashing is the CPU's largest cost here.
 #pragma once
