@@ -15,13 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // How many bytes an earlier run wrote, fdatasynced, before it recorded them, when the sidecar
 // describes this same source file and chunk size; 0 otherwise.
 std::uint64_t sidecar_length(const std::string& sidecar, const SourceFile& f, std::uint64_t chunk) {
@@ -114,7 +107,7 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
   LandResult res;
   Sha256 whole;
   const std::uint64_t recorded = sidecar_length(sidecar, f, o.chunk);
-  Fd fd{::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
+  OwnedFd fd{::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
   if (fd.fd < 0) return sys_error(partial, "cannot create the staged copy beside the target");
   // Anything past what the sidecar vouches for is dropped: the partial is only as good as its record.
   std::uint64_t offset = rehash_prefix(fd.fd, recorded, whole, o);
@@ -124,7 +117,7 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
   }
   res.resumed = offset;
   if (::ftruncate(fd.fd, static_cast<off_t>(offset)) != 0) return sys_error(partial, "cannot truncate the staged copy");
-  Fd side{::open(sidecar.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
+  OwnedFd side{::open(sidecar.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)};
   if (side.fd < 0) return sys_error(sidecar, "cannot create the staged copy's sidecar");
   std::uint64_t synced = offset;
   auto fail = [&](Error e) {

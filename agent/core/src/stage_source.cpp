@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "tandem/agent/fs.hpp"
 #include "tandem/agent/hash_tree.hpp"
 
 namespace tandem::agent {
@@ -21,13 +22,6 @@ bool is_hex64(const std::string& s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -157,7 +151,7 @@ Result<std::string> LocalStageSource::read(const SourceFile& f, std::uint64_t of
   if (length > kMaxStageRead) return plain_error(f.path, "refused: a read of more than 64 MiB");
   auto real = root_.resolve(f.path);
   if (!real) return real.error();
-  Fd fd{::open(real->c_str(), O_RDONLY | O_CLOEXEC)};
+  OwnedFd fd{::open(real->c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) return sys_error(f.path, "cannot open on the source");
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) return sys_error(f.path, "cannot stat on the source");

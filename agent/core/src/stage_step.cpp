@@ -50,12 +50,7 @@ std::string existing_ancestor(std::string real) {
 }
 
 Status copy_file(const std::string& from, const std::string& to, Sha256* hash) {
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)}, out{-1};
+  OwnedFd in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)}, out;
   if (in.fd < 0) return sys_error(from, "cannot open to copy");
   out.fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (out.fd < 0) return sys_error(to, "cannot create the copy");
