@@ -70,7 +70,7 @@ int stage(const StageOpts& o) {
               << "'s. `tandemctl rollback` puts the replaced files back.\n";
   } else {
     std::cerr << "\nstage failed: " << results.back().value("error", "")
-              << "\nverified chunks stay beside their targets: `tandemctl stage` or `bind` again resumes them;"
+              << "\nrecorded chunks stay beside their targets: `tandemctl stage` or `bind` again resumes them;"
                  " `tandemctl rollback` puts back what was replaced.\n";
   }
   return ok ? 0 : kExitFailed;
@@ -86,11 +86,12 @@ void add_stage_command(CLI::App& app) {
   cmd->footer(
       "Runs the stage phase of `tandemctl bind` on its own: preflight on every node, then each node's\n"
       "agent pulls the paths the manifest's `stage` section names from the head's agent over mutual TLS.\n"
-      "Whole files only: each lands beside its target as .NAME.tandem-partial, chunk by fsynced chunk,\n"
-      "its SHA-256 must equal the head's, then it is renamed into place. Files already equal (size and\n"
-      "SHA-256) are skipped; a file that changes on the head mid-transfer is refused. Replaced files are\n"
-      "kept under the agent's state dir, so `tandemctl rollback` (and the dead-man) put them back byte\n"
-      "for byte. A cut transfer resumes from its last verified chunk when stage or bind runs again.\n"
+      "Whole files only: each lands beside its target as .NAME.tandem-partial, chunk by chunk, is\n"
+      "fsynced, its SHA-256 must equal the head's, and only then is it renamed into place. Files\n"
+      "already equal (size and SHA-256) are skipped; a file that changes on the head mid-transfer is\n"
+      "refused. Replaced files are kept under the agent's state dir, so `tandemctl rollback` (and the\n"
+      "dead-man) put them back byte for byte. A cut transfer resumes from its last recorded chunk when\n"
+      "stage or bind runs again.\n"
       "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
   cmd->callback([o] { std::exit(stage(*o)); });
 }
