@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stage-bench.sh BUILD [--mib N] [--files K] [--out DIR]
+# stage-bench.sh BUILD [--mib N] [--files K] [--chunk SIZE] [--out DIR]
 #
 # Measures `tandemctl stage` (issue 27) between two real tandemd agents: on loopback (head on
 # 127.0.0.1, worker on 127.0.0.2) and, where network namespaces can be made (root), across the veth
@@ -9,16 +9,17 @@
 # Writes DIR/stage-bench-<commit>.md and .json (default: agent/bench/results). A program, not a
 # test: it takes a minute or two and its numbers depend on this machine's load.
 set -euo pipefail
-usage() { echo "usage: $0 BUILD [--mib N (1024)] [--files K (8)] [--out DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 BUILD [--mib N (1024)] [--files K (8)] [--chunk SIZE (8MiB)] [--out DIR]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 BUILD=$(readlink -f "$1"); shift
-MIB=1024 FILES=8
+MIB=1024 FILES=8 CHUNK=8MiB
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT="$SRC/agent/bench/results"
 while [ $# -gt 0 ]; do
   case $1 in
     --mib) MIB=$2; shift 2 ;;
     --files) FILES=$2; shift 2 ;;
+    --chunk) CHUNK=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) usage ;;
   esac
@@ -76,7 +77,7 @@ deadman: {delay: 70m, backend: agent}
 rollback:
   commands: [{on: head, run: [/bin/true]}]
   verify: {url: 'http://127.0.0.1:18000/health'}
-stage: {items: [model]}
+stage: {items: [model], chunk: $CHUNK}
 YAML
   "$CTL" pki init "$dir/pki" "$dir/m.yaml" > /dev/null
 }
@@ -128,6 +129,7 @@ AuthorizedKeysFile $d/authorized_keys
 PasswordAuthentication no
 StrictModes no
 PidFile $d/sshd.pid
+Subsystem sftp /usr/lib/openssh/sftp-server
 CFG
   ${sns:+ip netns exec "$sns"} /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
   local spid=$!
@@ -136,8 +138,9 @@ CFG
   local t0 t1
   t0=$(now)
   ${cns:+ip netns exec "$cns"} scp -q -r -P "$port" -i "$d/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-    "$W/tree" "root@$addr:$W/scp-dest"
+    "$W/tree" "root@$addr:$W/scp-dest" || { echo "stage-bench: scp failed (sshd log: $(tail -3 "$d/sshd.log"))" >&2; exit 1; }
   t1=$(now)
+  [ "$(du -sb "$W/scp-dest" | cut -f1)" -ge "$BYTES" ] || { echo "stage-bench: scp copied less than the tree" >&2; exit 1; }
   kill "$spid" 2>/dev/null || true
   wait "$spid" 2>/dev/null || true
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
@@ -175,7 +178,7 @@ else
 fi
 
 mkdir -p "$OUT"
-python3 - "$OUT/stage-bench-$COMMIT" <<PY
+python3 - "$OUT/stage-bench-$COMMIT-chunk$CHUNK" <<PY
 import json, sys, platform, os
 B = $BYTES
 rows = [
@@ -192,9 +195,10 @@ for r in rows: r["mb_per_s"] = round(B / 1e6 / r["seconds"])
 hashing = json.load(open("$W/hash.json"))
 doc = {"commit": "$COMMIT", "bytes": B, "files": $FILES, "cores": os.cpu_count(), "kernel": platform.release(),
        "transfer": rows, "hash": hashing}
+doc["chunk"] = "$CHUNK"
 open(sys.argv[1] + ".json", "w").write(json.dumps(doc, indent=2) + "\n")
-md = [f"# stage bench at {doc['commit']}: {B >> 20} MiB in $FILES files, {doc['cores']} cores", "",
-      "`deploy/stage-bench.sh BUILD` (warm page cache; tandemctl stage's seconds include listing and",
+md = [f"# stage bench at {doc['commit']}: {B >> 20} MiB in $FILES files, stage.chunk $CHUNK, {doc['cores']} cores", "",
+      "\`deploy/stage-bench.sh BUILD\` (warm page cache; tandemctl stage's seconds include listing and",
       "hashing on the head, the worker's compare, backups, fsyncs and the final verify).", "",
       "| what | seconds | MB/s (wall) | MB/s (agent's transfer) |", "|---|---|---|---|"]
 for r in rows:
