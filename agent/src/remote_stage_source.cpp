@@ -10,7 +10,9 @@ using namespace std::chrono_literals;
 
 // The head may hash a model of tens of GB before it can list it (once; then its cache answers).
 constexpr auto kListTimeout = std::chrono::minutes(30);
-constexpr auto kChunkTimeout = std::chrono::minutes(2);
+// A chunk (at most 64 MiB) takes seconds even on a slow link; a cut link must not hold a pull
+// for minutes before the retries (which fail fast while the route is gone) give up.
+constexpr auto kChunkTimeout = std::chrono::seconds(30);
 constexpr int kAttempts = 3;  // a transport failure (link flap) is retried; an HTTP answer is final
 
 }  // namespace
