@@ -66,6 +66,17 @@ CoreOptions worker_options(const Sandbox& worker, std::shared_ptr<StageSource> s
   return o;
 }
 
+// `path` as the source lists it (size, SHA-256, mtime).
+SourceFile listed(StageSource& src, const std::string& path) {
+  auto listing = src.list();
+  REQUIRE(listing.ok());
+  for (const auto& e : listing->entries)
+    for (const auto& f : e.files)
+      if (f.path == path) return f;
+  FAIL("the source does not list " << path);
+  return {};
+}
+
 ino_t inode(const Sandbox& sb, const std::string& host) {
   struct stat st {};
   ::lstat(sb.p(host).c_str(), &st);
@@ -194,12 +205,7 @@ TEST_CASE("stage: a damaged partial never lands: the whole-file SHA-256 refuses 
   Sandbox head, worker;
   head_files(head);
   auto src = local_source(head);
-  auto listing = src->list();
-  REQUIRE(listing.ok());
-  SourceFile shard;
-  for (const auto& e : listing->entries)
-    for (const auto& f : e.files)
-      if (f.path == kShard) shard = f;
+  const SourceFile shard = listed(*src, kShard);
   worker.write(kShard, "old shard");
   FaultySource cut(src);
   cut.fail_after = 2;
@@ -337,13 +343,8 @@ TEST_CASE("stage: disk full on the target is a clear error and nothing half-writ
   CHECK(worker.read(kShard) == "old shard");
 
   // Space taken while the file streams (the check passed, then the disk filled): ENOSPC mid-file.
-  auto listing = local_source(head)->list();
-  REQUIRE(listing.ok());
-  SourceFile shard;
-  for (const auto& e : listing->entries)
-    for (const auto& f : e.files)
-      if (f.path == kShard) shard = f;
   auto src = local_source(head);
+  const SourceFile shard = listed(*src, kShard);
   LandOptions o;
   o.chunk = 256 << 10;
   auto r = land_file(*src, shard, worker.p(kShard), o);
