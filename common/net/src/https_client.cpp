@@ -112,7 +112,13 @@ Result<ClientResponse> HttpsClient::request(const Endpoint& ep, const std::strin
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(o.response_limit);
-  ec = run_step(ioc, [&](auto done) { http::async_read(stream, buffer, parser, done); });
+  // The header first, so a large body (a staged file's chunk) is read into one allocation of its
+  // announced length instead of a string grown and copied as it arrives.
+  ec = run_step(ioc, [&](auto done) { http::async_read_header(stream, buffer, parser, done); });
+  if (!ec) {
+    if (auto n = parser.content_length(); n && *n <= o.response_limit) parser.get().body().reserve(static_cast<std::size_t>(*n));
+    ec = run_step(ioc, [&](auto done) { http::async_read(stream, buffer, parser, done); });
+  }
   if (ec) return fail("reading the response", ec);
 
   // A polite close; the answer is already in hand, so its outcome does not matter.

@@ -126,7 +126,8 @@ class Session : public std::enable_shared_from_this<Session> {
     return shared_.router.dispatch(request);
   }
 
-  void send(const Response& r, bool keep_alive) {
+  // By value: a staged file's chunk (Response::raw, up to 64 MiB) is moved into the reply, not copied.
+  void send(Response r, bool keep_alive) {
     response_ = {};
     response_.version(11);
     response_.result(r.status);
@@ -134,7 +135,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [name, value] : r.headers) response_.set(name, value);
     if (r.raw) {
       response_.set(http::field::content_type, "application/octet-stream");
-      response_.body() = *r.raw;
+      response_.body() = std::move(*r.raw);
     } else if (r.status != 204) {
       response_.set(http::field::content_type, "application/json");
       // Replace, not throw, on invalid UTF-8: a log tail must not turn a reply into a 500.
