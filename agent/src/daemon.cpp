@@ -138,6 +138,10 @@ std::optional<Outcome> Daemon::load_manifest_locked(const std::string& yaml, con
   if (!dm) return Outcome::fail(500, "dead-man: " + msg(dm.error()));
   deadman_ = std::move(dm.value());
   manifest_ = std::move(m);
+  {
+    std::lock_guard snap(snapshot_mu_);
+    snapshot_ = std::make_shared<const Manifest>(*manifest_);
+  }
   manifest_sha256_ = agent::sha256_hex(yaml);
   core_.reset();
   return std::nullopt;
@@ -169,10 +173,10 @@ Outcome Daemon::health() {
 
 // The hygiene core is reopened for each request: `tandemd restore` (run by the dead-man, maybe
 // from systemd) appends to the same journal, and a fresh replay always sees the truth on disk.
-#define TANDEM_WITH_CORE(core)                                                                  \
+#define TANDEM_WITH_CORE(core, step_name)                                                       \
   std::lock_guard lock(mu_);                                                                    \
   if (auto missing = need_manifest()) return *missing;                                          \
-  auto core##_r = open_core(*manifest_, opts_);               \
+  auto core##_r = core_for(step_name);                                                          \
   if (!core##_r) return Outcome::fail(500, msg(core##_r.error()));                              \
   agent::AgentCore& core = *core##_r.value()
 
@@ -184,35 +188,35 @@ Outcome from(const agent::Result<json>& r, unsigned fail_status = 422) {
 }  // namespace
 
 Outcome Daemon::step_check(const std::string& step) {
-  TANDEM_WITH_CORE(core);
-  if (!core.step(step)) return Outcome::fail(404, "no step '" + step + "'; steps: cron, stop, shm, page_cache, cache_dir, sha");
+  TANDEM_WITH_CORE(core, step);
+  if (!core.step(step)) return Outcome::fail(404, "no step '" + step + "'; steps: cron, stop, shm, page_cache, cache_dir, sha, stage (with a stage section)");
   return from(core.check(step));
 }
 
 Outcome Daemon::step_apply(const std::string& step, const std::string& op_id) {
-  TANDEM_WITH_CORE(core);
-  if (!core.step(step)) return Outcome::fail(404, "no step '" + step + "'; steps: cron, stop, shm, page_cache, cache_dir, sha");
+  TANDEM_WITH_CORE(core, step);
+  if (!core.step(step)) return Outcome::fail(404, "no step '" + step + "'; steps: cron, stop, shm, page_cache, cache_dir, sha, stage (with a stage section)");
   if (!agent::valid_op_id(op_id)) return Outcome::fail(400, "op_id '" + op_id + "' is not valid ([A-Za-z0-9._-], 1..64)");
   return from(core.apply(step, op_id));
 }
 
 Outcome Daemon::op_verify(const std::string& op_id) {
-  TANDEM_WITH_CORE(core);
+  TANDEM_WITH_CORE(core, "");
   return from(core.verify(op_id));
 }
 
 Outcome Daemon::op_undo(const std::string& op_id) {
-  TANDEM_WITH_CORE(core);
+  TANDEM_WITH_CORE(core, "");
   return from(core.undo(op_id));
 }
 
 Outcome Daemon::undo_incomplete() {
-  TANDEM_WITH_CORE(core);
+  TANDEM_WITH_CORE(core, "");
   return from(core.undo_incomplete());
 }
 
 Outcome Daemon::journal(const std::string& op_id) {
-  TANDEM_WITH_CORE(core);
+  TANDEM_WITH_CORE(core, "");
   json out = json::array();
   for (const auto& r : op_id.empty() ? core.journal().records() : core.journal().records_for(op_id))
     out.push_back(r.to_json());

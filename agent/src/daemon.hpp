@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 
 #include "tandem/agent/agent_core.hpp"
 #include "tandem/manifest.hpp"
@@ -23,6 +24,7 @@ struct DaemonOptions {
   std::string state_dir;            // the real path (root + state_dir_host): manifest, journal, rank, dead-man
   std::set<std::string> allow_exec;  // executables a manifest may name (engine, stop, rollback)
   std::string tandemd_path;          // what a systemd dead-man timer runs
+  std::string pki_dir = "/etc/tandem/pki";  // this node's certificate, also its client side (stage pulls)
 };
 
 // An operation's outcome for the HTTP layer: a status code and a JSON body.
@@ -58,6 +60,16 @@ class Daemon {
   // outcomes are returned instead of running them twice.
   Outcome rollback_start(const std::string& op_id);
 
+  // Stage source (stage_serve.cpp): this node's copies of the staged paths, for `client_cn`, which
+  // must be another node of the manifest (or the controller). Not under mu_: a long step here must
+  // not stall a worker's pull.
+  Outcome stage_source_list(const std::string& client_cn);
+  // On 200, `bytes` holds the chunk.
+  Outcome stage_source_chunk(const std::string& client_cn, const agent::SourceFile& f, std::uint64_t offset,
+                             std::uint64_t length, std::string& bytes);
+  // The running stage's bytes and files (what tandemctl shows as progress); not under mu_.
+  Outcome stage_progress() const;
+
   const DaemonOptions& options() const { return opts_; }
 
  private:
@@ -67,6 +79,11 @@ class Daemon {
   const Node& self() const;
   // An operation already recorded under `op_id` (retry): its recorded response.
   std::optional<Outcome> replay(const std::string& op_id, const std::string& step);
+  // The hygiene core; for step "stage" with a source (the head's agent) and the live progress.
+  agent::Result<std::unique_ptr<agent::AgentCore>> core_for(const std::string& step);
+  // The manifest as stage_source_* see it, checked against the client's CN and this node's role.
+  std::variant<std::shared_ptr<const Manifest>, Outcome> source_manifest(const std::string& client_cn) const;
+  std::shared_ptr<agent::LocalStageSource> local_source(const Manifest& m) const;
   void record(const std::string& op_id, const std::string& step, const Outcome& o);
 
   DaemonOptions opts_;
@@ -76,6 +93,9 @@ class Daemon {
   std::unique_ptr<agent::AgentCore> core_;
   std::unique_ptr<supervise::RankSupervisor> rank_;
   std::unique_ptr<supervise::Deadman> deadman_;
+  mutable std::mutex snapshot_mu_;
+  std::shared_ptr<const Manifest> snapshot_;  // manifest_ for readers that must not wait on mu_
+  std::shared_ptr<agent::StageProgress> stage_progress_ = std::make_shared<agent::StageProgress>();
 };
 
 }  // namespace tandem::agentd

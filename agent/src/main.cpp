@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   serve->add_option("--threads", threads, "Request threads")->check(CLI::Range(1, 64));
   serve->callback([&] {
     finish_paths(opts);
+    opts.pki_dir = pki_dir;
     for (const auto& a : allow) {
       if (a.empty() || a.front() != '/') {
         spdlog::error("--allow-exec needs an absolute path, got '{}'", a);
@@ -116,6 +117,8 @@ int main(int argc, char** argv) {
     so.cert_file = pki.node_cert(opts.node);
     so.key_file = pki.node_key(opts.node);
     so.allowed_client_cns = {"controller"};
+    // The stage source routes answer other nodes' agents too; the daemon checks their CN there.
+    so.peer_prefix = "/v1/stage/source/";
     so.threads = threads;
     auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
     if (!server) {

@@ -7,7 +7,9 @@
 
 namespace tandem::agentd {
 
-agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts) {
+agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
+                                                           std::shared_ptr<agent::StageSource> source,
+                                                           std::shared_ptr<agent::StageProgress> progress) {
   agent::CoreOptions c;
   c.root = opts.root;
   c.state_dir = opts.state_dir_host;
@@ -19,6 +21,10 @@ agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, co
       for (const auto& cmd : m.hygiene.stop)
         if (m.selects(cmd, n)) mine.push_back(cmd);
   c.stop_commands = mine;
+  c.stage = m.stage;
+  c.staged_paths = m.staged_paths();
+  c.stage_source = std::move(source);
+  c.stage_progress = std::move(progress);
   return agent::AgentCore::open(c);
 }
 

@@ -10,8 +10,11 @@
 
 namespace tandem::agentd {
 
-// The hygiene core for this node's share of the manifest (its own stop commands).
-agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts);
+// The hygiene core for this node's share of the manifest (its own stop commands). Without a
+// stage source its stage step can only undo (what restore and the dead-man need).
+agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
+                                                           std::shared_ptr<agent::StageSource> source = nullptr,
+                                                           std::shared_ptr<agent::StageProgress> progress = nullptr);
 
 // A sandboxed node (root != "/") runs the engine on the files under its root: the binary, model,
 // drafter, chat template and cache dir are rebased there, matching what the sha step hashes.

@@ -1,6 +1,7 @@
 #include "routes.hpp"
 
 #include <charconv>
+#include <cstdint>
 
 namespace tandem::agentd {
 namespace {
@@ -47,6 +48,37 @@ std::optional<net::Response> query_size(const net::Request& req, const char* key
                                          std::to_string(max) + ")");
   out = std::min(n, max);
   return std::nullopt;
+}
+
+// A required unsigned number in the query (int64 range), or the 400 that names it.
+std::optional<net::Response> query_u64(const net::Request& req, const char* key, std::uint64_t& out) {
+  auto v = req.query_param(key);
+  std::uint64_t n = 0;
+  if (!v) return net::Response::error(400, std::string("query parameter '") + key + "' is required");
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (v->empty() || ec != std::errc() || p != v->data() + v->size() || n > static_cast<std::uint64_t>(INT64_MAX))
+    return net::Response::error(400, std::string("query parameter '") + key + "' must be a non-negative integer");
+  out = n;
+  return std::nullopt;
+}
+
+// GET /v1/stage/source/chunk?path=&offset=&length=&size=&mtime_ns= -> the bytes.
+net::Response stage_chunk(Daemon& d, const net::Request& req) {
+  agent::SourceFile f;
+  f.path = req.query_param("path").value_or("");
+  std::uint64_t offset = 0, length = 0, mtime = 0;
+  if (auto bad = query_u64(req, "offset", offset)) return *bad;
+  if (auto bad = query_u64(req, "length", length)) return *bad;
+  if (auto bad = query_u64(req, "size", f.size)) return *bad;
+  if (auto bad = query_u64(req, "mtime_ns", mtime)) return *bad;
+  f.mtime_ns = static_cast<std::int64_t>(mtime);
+  if (f.path.empty() || f.path.front() != '/') return net::Response::error(400, "query parameter 'path' must be an absolute path");
+  std::string bytes;
+  Outcome o = d.stage_source_chunk(req.client_cn, f, offset, length, bytes);
+  if (o.status != 200) return to_response(o);
+  net::Response r;
+  r.raw = std::move(bytes);
+  return r;
 }
 
 }  // namespace
@@ -121,6 +153,10 @@ net::Router make_router(Daemon& d) {
     if (auto bad = need_string(body, "op_id", op)) return *bad;
     return to_response(d.rollback_start(op));
   });
+  // Served to the other nodes' agents too (main.cpp's peer prefix); the daemon checks the CN.
+  r.on("GET", "/v1/stage/source/list", [&d](const net::Request& req) { return to_response(d.stage_source_list(req.client_cn)); });
+  r.on("GET", "/v1/stage/source/chunk", [&d](const net::Request& req) { return stage_chunk(d, req); });
+  r.on("GET", "/v1/stage/progress", [&d](const net::Request&) { return to_response(d.stage_progress()); });
   return r;
 }
 

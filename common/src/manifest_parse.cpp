@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <regex>
 
 #include "manifest_validate.hpp"
@@ -421,6 +422,57 @@ void read_rollback(Context& ctx, MapReader& top, Rollback& rb) {
   r.finish();
 }
 
+void read_stage(Context& ctx, MapReader& top, Manifest& m) {
+  if (!top.has("stage")) return;
+  MapReader r(ctx, top.value("stage"), "stage", top.key_mark("stage"));
+  if (!r.ok()) return;
+  Stage st;
+  st.mark = r.mark();
+  std::string from = "head";
+  // The only source built: the head's agent. Naming it keeps manifests explicit and leaves room.
+  r.one_of("from", from, {"head"});
+  std::vector<std::string> items;
+  if (r.str_list("items", items, true) && r.has("items")) {
+    YAML::Node list = r.value("items");
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string& it = items[i];
+      Stage::Item item;
+      if (it == "binary") item = Stage::Item::binary;
+      else if (it == "pins") item = Stage::Item::pins;
+      else if (it == "model") item = Stage::Item::model;
+      else if (it == "drafter") item = Stage::Item::drafter;
+      else {
+        ctx.error(list[i], "'stage.items[" + std::to_string(i) + "]' is '" + it +
+                               "'; expected one of binary, pins, model, drafter");
+        continue;
+      }
+      if (std::find(st.items.begin(), st.items.end(), item) != st.items.end()) {
+        ctx.error(list[i], "'stage.items[" + std::to_string(i) + "]' names '" + it + "' twice");
+        continue;
+      }
+      st.items.push_back(item);
+    }
+  } else if (!r.has("items")) {
+    st.items = {Stage::Item::binary, Stage::Item::pins, Stage::Item::model, Stage::Item::drafter};
+  }
+  r.integer("parallel", st.parallel, 1, 64);
+  std::optional<std::uint64_t> chunk;
+  if (r.size("chunk", chunk) && chunk) {
+    if (*chunk < (64u << 10) || *chunk > (64u << 20))
+      ctx.error(r.value("chunk"), "'stage.chunk' is " + format_size(*chunk) + "; expected 64KiB to 64MiB");
+    else
+      st.chunk = *chunk;
+  }
+  if (r.size("rate_limit", st.rate_limit) && st.rate_limit && *st.rate_limit < 4096)
+    ctx.error(r.value("rate_limit"), "'stage.rate_limit' is " + format_size(*st.rate_limit) +
+                                         " per second; expected at least 4KiB (or no rate_limit for the fabric's speed)");
+  r.boolean("prune", st.prune);
+  std::optional<std::uint64_t> budget;
+  if (r.size("backup_budget", budget) && budget) st.backup_budget = *budget;
+  r.finish();
+  m.stage = st;
+}
+
 }  // namespace
 
 LoadResult load_manifest_text(const std::string& text, const std::string& file_name) {
@@ -483,6 +535,7 @@ LoadResult load_manifest_text(const std::string& text, const std::string& file_n
   read_gates(ctx, top, m.gates);
   read_deadman(ctx, top, m.deadman);
   read_rollback(ctx, top, m.rollback);
+  read_stage(ctx, top, m);
   top.finish();
 
   validate_manifest(ctx, m);

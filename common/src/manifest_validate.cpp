@@ -197,6 +197,25 @@ void check_deadman(yaml::Context& ctx, const Manifest& m) {
                   "); the dead-man would roll back a good bind. Expected more than " + format_duration(needed));
 }
 
+// Every item the stage section names must name something, so a typo'd engine key does not turn
+// into "staged nothing".
+void check_stage(yaml::Context& ctx, const Manifest& m) {
+  if (!m.stage || ctx.bad.count("stage")) return;
+  for (Stage::Item i : m.stage->items) {
+    const bool empty = (i == Stage::Item::binary && m.engine.binary.empty()) ||
+                       (i == Stage::Item::pins && m.engine.pins.empty()) ||
+                       (i == Stage::Item::model && m.engine.model_dir.empty()) ||
+                       (i == Stage::Item::drafter && m.engine.drafter_dir.empty());
+    if (!empty || !ctx.marks.count("stage.items")) continue;
+    const std::string key = i == Stage::Item::binary ? "engine.binary"
+                            : i == Stage::Item::pins ? "engine.pins"
+                            : i == Stage::Item::model ? "engine.model_dir"
+                                                      : "engine.drafter_dir (or speculative_config.model)";
+    ctx.error(at(ctx, "stage.items"), std::string("'stage.items' names ") + to_string(i) + " but " + key +
+                                          " is not set; expected only items the engine section names");
+  }
+}
+
 }  // namespace
 
 void validate_manifest(yaml::Context& ctx, Manifest& m) {
@@ -206,6 +225,7 @@ void validate_manifest(yaml::Context& ctx, Manifest& m) {
   check_commands(ctx, m, m.hygiene.stop);
   check_commands(ctx, m, m.rollback.commands);
   check_deadman(ctx, m);
+  check_stage(ctx, m);
 }
 
 }  // namespace tandem

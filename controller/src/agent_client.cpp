@@ -130,6 +130,8 @@ AgentReply AgentClient::rollback_start(const std::string& op_id, Millis timeout)
   return call("POST", "/v1/rollback/start", json{{"op_id", op_id}}, timeout);
 }
 
+AgentReply AgentClient::stage_progress() const { return call("GET", "/v1/stage/progress", json(), std::chrono::seconds(5)); }
+
 // The stop step runs every stop command (each bounded by its timeout) and then waits for the
 // port to go dark; the call must outlast all of that.
 Millis stop_step_timeout(const Manifest& m) {
@@ -146,5 +148,6 @@ Millis rollback_timeout(const Manifest& m) {
 
 // Hashing a model of hundreds of GB from disk takes minutes; an hour bounds a hung disk.
 Millis hashing_timeout() { return std::chrono::duration_cast<Millis>(std::chrono::hours(1)); }
+Millis stage_timeout() { return std::chrono::duration_cast<Millis>(std::chrono::hours(6)); }
 
 }  // namespace tandem::ctl

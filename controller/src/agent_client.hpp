@@ -55,6 +55,7 @@ class AgentClient {
   AgentReply deadman_disarm(const std::string& op_id) const;
   AgentReply deadman_status() const;
   AgentReply rollback_start(const std::string& op_id, Millis timeout) const;
+  AgentReply stage_progress() const;
 
   // Transport failures (no HTTP answer) are retried this many times in all, with a short pause;
   // an HTTP answer, even 5xx, is never retried here (the caller decides).
@@ -73,5 +74,6 @@ class AgentClient {
 Millis stop_step_timeout(const Manifest& m);
 Millis rollback_timeout(const Manifest& m);
 Millis hashing_timeout();
+Millis stage_timeout();  // a stage of tens of GB over a slow link
 
 }  // namespace tandem::ctl

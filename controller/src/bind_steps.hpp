@@ -25,6 +25,10 @@ StepOutcome run_deadman_arm(BindContext& ctx, const Step& s);
 StepOutcome run_deadman_disarm(BindContext& ctx, const Step& s);
 StepOutcome run_stop(BindContext& ctx, const Step& s);
 StepOutcome run_hygiene(BindContext& ctx, const Step& s);
+// bind_steps_stage.cpp: the stage step, with its bytes, rate and ETA on the progress display.
+StepOutcome run_stage(BindContext& ctx, const Step& s);
+// "1.2 GiB of 40 GiB, files 3/40, 850 MB/s, ETA 46 s" from GET /v1/stage/progress.
+std::string stage_progress_text(const json& progress, double seconds);
 
 StepOutcome run_hash_compare(BindContext& ctx, const Step& s);
 StepOutcome run_engine_start(BindContext& ctx, const Step& s);

@@ -25,6 +25,7 @@ std::string agent_step_name(const std::string& action) {
   if (action == "hygiene.page_cache") return "page_cache";
   if (action == "hygiene.cache_dir") return "cache_dir";
   if (action == "hygiene.sha256") return "sha";
+  if (action == "stage.files") return "stage";
   return "";
 }
 

@@ -7,6 +7,7 @@ void add_manifest_commands(CLI::App& app);  // validate, plan, default-manifest
 void add_pki_commands(CLI::App& app);       // pki init, pki show
 void add_enroll_command(CLI::App& app);     // enroll
 void add_bind_command(CLI::App& app);       // bind
+void add_stage_command(CLI::App& app);      // stage
 void add_status_commands(CLI::App& app);    // status, logs
 void add_rollback_commands(CLI::App& app);  // rollback, disarm
 void add_gates_commands(CLI::App& app);     // gates

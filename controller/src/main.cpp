@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_pki_commands(app);
   tandem::cli::add_enroll_command(app);
   tandem::cli::add_bind_command(app);
+  tandem::cli::add_stage_command(app);
   tandem::cli::add_status_commands(app);
   tandem::cli::add_rollback_commands(app);
   tandem::cli::add_gates_commands(app);

@@ -41,6 +41,7 @@ class Builder {
     const auto order = m_.start_order();
     preflight(order);
     arm_deadman(order);
+    for (const Node* n : order) stage(*n);
     for (const Node* n : order) outage(*n);
     for (const Node* n : order) hygiene(*n);
     compare_hashes();
@@ -83,6 +84,26 @@ class Builder {
                                           (lane.empty() ? std::string() : ", then " + join(lane, "; ")));
       s.undo = "disarm the dead-man";
     }
+  }
+
+  // Before the outage: the old lane keeps serving while files stream (renames never disturb a
+  // process that has the old file open), and the dead-man is already armed to put them back.
+  void stage(const Node& n) {
+    if (!m_.stage || n.role == Role::head) return;
+    const Node& h = m_.head();
+    std::vector<std::string> what;
+    for (const auto& p : m_.staged_paths()) what.push_back(p.path + (p.dir ? "/*" : ""));
+    Step& s = add("stage", n.name, "stage.files",
+                  "make " + n.name + "'s engine files equal to " + h.name + "'s: whole files pulled from its agent over "
+                  "mutual TLS, SHA-256 checked, renamed into place; equal files skipped");
+    s.details = {{"files", join(what)},
+                 {"source", h.name + "'s agent at " + h.fabric_address + ":" + std::to_string(h.agent_port) + " (the fabric)"},
+                 {"parallel", std::to_string(m_.stage->parallel) + " files, chunks of " + format_size(m_.stage->chunk)},
+                 {"rate", m_.stage->rate_limit ? format_size(*m_.stage->rate_limit) + "/s" : "the fabric's speed"},
+                 {"backups", "replaced files kept under the agent's state dir (hard links; copies within " +
+                                 format_size(m_.stage->backup_budget) + ")"},
+                 {"extra files", m_.stage->prune ? "removed (with a backup)" : "listed, kept"}};
+    s.undo = "put every replaced file back from its backup byte for byte; remove the files it created";
   }
 
   void outage(const Node& n) {

@@ -29,6 +29,7 @@ class Progress {
   void note(const std::string& node, const std::string& text);  // live detail under the node's step
   void line(const std::string& text);                           // a message of its own
   void finish();  // stops the live footer; further output is plain
+  Mode mode() const { return mode_; }
 
  private:
   struct Row {

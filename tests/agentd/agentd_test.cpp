@@ -252,8 +252,15 @@ TEST_CASE("tandemd refuses to start when its key does not belong to its certific
 TEST_CASE("a node certificate cannot drive another agent: only the controller is served") {
   Cluster c;
   c.start();
+  // Node certificates carry clientAuth (a worker pulls staged files from the head's agent), so the
+  // handshake succeeds; every route but /v1/stage/source/* still answers 403 and runs nothing.
   auto r = c.client("node-a").get(c.endpoint(), "/v1/health");
-  CHECK_FALSE(r.ok());
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->status == 403);
+  CHECK(r->body.find("client 'node-a' is not allowed here") != std::string::npos);
+  auto put = c.client("node-a").request(c.endpoint(), "PUT", "/v1/manifest", nlohmann::json{{"yaml", c.manifest()}}.dump());
+  REQUIRE(put.ok());
+  CHECK(put->status == 403);
 }
 
 TEST_CASE("cron disabled over HTTPS survives kill -9 of the agent and is undone byte for byte") {

@@ -133,7 +133,8 @@ Cluster::Cluster(ClusterOptions o) : opt_(o) {
                              : "gates: {serve_timeout: 60s, long_retrieval: {context_tokens: 256, require_needle: true}}\n")
     << "deadman: {delay: " << opt_.deadman << ", backend: agent}\n"
     << "rollback:\n  commands:\n    - {on: head, timeout: 30s, run: [/bin/sh, -c, '" << old_lane_command() << "']}\n"
-    << "  verify: {url: 'http://127.0.0.1:" << serve_port << "/health', timeout: " << opt_.verify_timeout << "}\n";
+    << "  verify: {url: 'http://127.0.0.1:" << serve_port << "/health', timeout: " << opt_.verify_timeout << "}\n"
+    << opt_.stage;
   write(manifest_path(), m.str());
   for (int i = 0; i < opt_.nodes; ++i) start_agent(i);
 }

@@ -34,6 +34,7 @@ struct ClusterOptions {
   // "needle" (also a 256-token retrieval that must find its needle: random weights cannot);
   // "bench" (health and a short bench at concurrency 2: no speed floor, zero failures allowed).
   std::string gates = "off";
+  std::string stage{};  // a `stage:` section appended to the manifest as is; empty: none
 };
 
 class Cluster {

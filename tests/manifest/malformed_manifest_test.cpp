@@ -175,13 +175,13 @@ TEST_CASE("missing kind") {
 
 TEST_CASE("unknown key at the top, with a hint") {
   CHECK(errors_of(with("fabric:\n", "fabrik:\n")) ==
-        "m.yaml:13:1: unknown key 'fabrik' in the manifest; did you mean 'fabric'? (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback)\n");
+        "m.yaml:13:1: unknown key 'fabrik' in the manifest; did you mean 'fabric'? (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback, stage)\n");
 }
 
 TEST_CASE("unknown key at the top, nothing close enough for a hint") {
   CHECK(errors_of(with("kind: Bind\n", "kind: Bind\n"
            "zzzzzzzz: 1\n")) ==
-        "m.yaml:3:1: unknown key 'zzzzzzzz' in the manifest (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback)\n");
+        "m.yaml:3:1: unknown key 'zzzzzzzz' in the manifest (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback, stage)\n");
 }
 
 TEST_CASE("unknown key in a node, with a hint") {
@@ -255,7 +255,7 @@ TEST_CASE("'nodes' is a scalar (no follow-on 'empty' error)") {
            "nodesx:\n"
            "  - name: head1")) ==
         "m.yaml:5:8: 'nodes' must be a list of nodes, got a scalar\n"
-        "m.yaml:6:1: unknown key 'nodesx' in the manifest; did you mean 'nodes'? (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback)\n");
+        "m.yaml:6:1: unknown key 'nodesx' in the manifest; did you mean 'nodes'? (expected one of: apiVersion, deadman, engine, fabric, gates, hygiene, kind, metadata, nodes, rollback, stage)\n");
 }
 
 TEST_CASE("'nodes' is an empty list") {
@@ -790,4 +790,50 @@ TEST_CASE("deeply nested flow collections are an error, not a crash") {
   CHECK(errors_of(with("    port: 8888\n", "    port: 8888\n    default_chat_template_kwargs: " + nested + "\n")) ==
         "m.yaml:23:35: 'engine.serve.default_chat_template_kwargs' is nested too deeply or too large (or refers to "
         "itself through an alias) or holds text that is not UTF-8; expected a small map like {enable_thinking: false}\n");
+}
+
+TEST_CASE("stage: defaults, then every key checked") {
+  const std::string base = kGood + "stage:\n  from: head\n";
+  auto r = load_manifest_text(base, "m.yaml");
+  INFO(format_diagnostics(r.errors));
+  REQUIRE(r.manifest);
+  REQUIRE(r.manifest->stage);
+  const Stage& st = *r.manifest->stage;
+  CHECK(st.items.size() == 4);  // every item; only those the engine names are staged
+  CHECK(st.parallel == 4);
+  CHECK(st.chunk == 8ull << 20);
+  CHECK_FALSE(st.rate_limit);
+  CHECK_FALSE(st.prune);
+  CHECK(st.backup_budget == 8ull << 30);
+  const auto paths = r.manifest->staged_paths();
+  REQUIRE(paths.size() == 2);  // binary and model_dir; no pins, no drafter in the base manifest
+  CHECK(paths[0].path == "/opt/tandem/bin/tandem-serve");
+  CHECK_FALSE(paths[0].dir);
+  CHECK(paths[1].path == "/models/target");
+  CHECK(paths[1].dir);
+
+  auto tuned = load_manifest_text(kGood + "stage:\n  items: [model, binary]\n  parallel: 8\n  chunk: 1MiB\n"
+                                          "  rate_limit: 100MiB\n  prune: true\n  backup_budget: 1GiB\n",
+                                  "m.yaml");
+  INFO(format_diagnostics(tuned.errors));
+  REQUIRE(tuned.manifest);
+  CHECK(tuned.manifest->stage->parallel == 8);
+  CHECK(tuned.manifest->stage->chunk == 1ull << 20);
+  CHECK(tuned.manifest->stage->rate_limit == 100ull << 20);
+  CHECK(tuned.manifest->stage->prune);
+  CHECK(tuned.manifest->stage->backup_budget == 1ull << 30);
+  CHECK(tuned.manifest->staged_paths()[0].path == "/models/target");
+
+  CHECK(errors_of(kGood + "stage:\n  from: laptop\n  items: [binary, model, binary, weights, drafter]\n  parallel: 0\n"
+                          "  chunk: 1KiB\n  rate_limit: 10\n  prunee: true\n") ==
+        "m.yaml:43:9: 'stage.from' is 'laptop'; expected one of: head\n"
+        "m.yaml:44:3: 'stage.items' names drafter but engine.drafter_dir (or speculative_config.model) is not set; "
+        "expected only items the engine section names\n"
+        "m.yaml:44:26: 'stage.items[2]' names 'binary' twice\n"
+        "m.yaml:44:34: 'stage.items[3]' is 'weights'; expected one of binary, pins, model, drafter\n"
+        "m.yaml:45:13: 'stage.parallel' is 0; expected 1 to 64\n"
+        "m.yaml:46:10: 'stage.chunk' is 1 KiB; expected 64KiB to 64MiB\n"
+        "m.yaml:47:15: 'stage.rate_limit' is 10 B per second; expected at least 4KiB (or no rate_limit for the fabric's speed)\n"
+        "m.yaml:48:3: unknown key 'prunee' in 'stage'; did you mean 'prune'? (expected one of: backup_budget, chunk, from, "
+        "items, parallel, prune, rate_limit)\n");
 }

@@ -195,13 +195,33 @@ TEST_CASE("mtls: expired and not-yet-valid client certificates are refused") {
   CHECK(h.state.calls == 0);
 }
 
-TEST_CASE("mtls: a node certificate (serverAuth only) cannot act as a client") {
-  Harness h;
-  const Files node_b{cluster().pki.node_cert("node-b"), cluster().pki.node_key("node-b")};
-  auto res = h.call(client_options(node_b), "GET", "/v1/whoami");
-  REQUIRE_FALSE(res.ok());
-  CHECK(has(res.error().message, "unsupported certificate"));
-  CHECK(h.state.calls == 0);
+TEST_CASE("mtls: a node certificate is refused outside the peer prefix and served under it") {
+  // Node certificates carry clientAuth so a worker's agent can pull staged files from the head's;
+  // the server still serves them only the routes under ServerOptions::peer_prefix.
+  ServerOptions o = server_options();
+  o.allowed_client_cns = {"controller"};
+  o.peer_prefix = "/v1/peer/";
+  State state;
+  Router r = make_router(state);
+  r.on("GET", "/v1/peer/whoami", [&state](const Request& req) {
+    ++state.calls;
+    return Response{200, {{"cn", req.client_cn}}};
+  });
+  auto started = HttpsServer::start(std::move(o), std::move(r));
+  REQUIRE_MESSAGE(started.ok(), started.error().message);
+  auto client = HttpsClient::create(client_options({cluster().pki.node_cert("node-b"), cluster().pki.node_key("node-b")}));
+  REQUIRE(client.ok());
+  const Endpoint ep{"127.0.0.1", (*started)->port(), "node-a"};
+  auto refused = client->get(ep, "/v1/whoami");
+  REQUIRE_MESSAGE(refused.ok(), refused.error().message);
+  CHECK(refused->status == 403);
+  CHECK(has(refused->body, "client 'node-b' is not allowed here"));
+  CHECK(state.calls == 0);
+  auto served = client->get(ep, "/v1/peer/whoami");
+  REQUIRE_MESSAGE(served.ok(), served.error().message);
+  CHECK(served->status == 200);
+  CHECK(has(served->body, "node-b"));
+  CHECK(state.calls == 1);
 }
 
 TEST_CASE("mtls: the client refuses a server whose CN is not the expected node") {

@@ -105,7 +105,7 @@ TEST_CASE("certificate fields read back: CN, SANs, EKU, CA flag, fingerprint") {
   CHECK(node->dns_names == std::vector<std::string>{"node-a", "node-a.lan"});
   CHECK(node->ip_addresses == std::vector<std::string>{"10.0.0.2"});
   CHECK(node->server_auth);
-  CHECK_FALSE(node->client_auth);
+  CHECK(node->client_auth);  // agent to agent (stage): see pki_cluster.cpp
   CHECK_FALSE(node->is_ca);
   CHECK(node->sha256_fingerprint.size() == 32 * 3 - 1);
   CHECK(node->sha256_fingerprint[2] == ':');

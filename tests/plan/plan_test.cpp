@@ -248,3 +248,21 @@ TEST_CASE("the text rendering names every step") {
     CHECK(text.find(s.summary) != std::string::npos);
   }
 }
+
+TEST_CASE("seed bind: stage runs on the worker only, after every dead-man is armed and before the outage") {
+  Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
+  auto stages = where(p, [](const Step& s) { return s.action == "stage.files"; });
+  REQUIRE(stages.size() == 1);
+  const Step& st = p.steps[stages[0]];
+  CHECK(st.node == "spark2");
+  CHECK(st.phase == "stage");
+  CHECK(std::max(only(p, "spark1", "deadman.arm"), only(p, "spark2", "deadman.arm")) < stages[0]);
+  for (size_t o : where(p, [](const Step& s) { return s.phase == "outage" || s.phase == "hygiene"; }))
+    CHECK(stages[0] < o);
+  CHECK_FALSE(st.undo.empty());
+  std::string files;
+  for (const auto& [k, v] : st.details)
+    if (k == "files") files = v;
+  // The two config pins live in the model and drafter dirs: they travel with them, not twice.
+  CHECK(files == "/opt/tandem/bin/tandem-serve, /opt/glm53/chat-template-mm.jinja, /models/glm53-target/*, /models/dflash2-draft/*");
+}

@@ -57,6 +57,9 @@ Result<std::unique_ptr<AgentCore>> AgentCore::open(const CoreOptions& o) {
   core->steps_["page_cache"] = std::make_unique<PageCacheStep>(h.drop_page_cache, h.min_mem_available);
   core->steps_["cache_dir"] = std::make_unique<CacheDirStep>(o.engine.cache_dir, o.engine.run_user, h.cache_dir_user_owned);
   core->steps_["sha"] = std::make_unique<ShaStep>(ShaStep::engine_targets(o.engine), o.engine.pins, *state + "/sha256-cache.json");
+  if (o.stage)
+    core->steps_["stage"] = std::make_unique<StageStep>(*o.stage, o.staged_paths, *state + "/sha256-cache.json",
+                                                        o.stage_source, o.stage_progress);
   return core;
 }
 

@@ -10,13 +10,6 @@ namespace tandem::agent {
 namespace {
 
 // Closes a descriptor on every path out of a function.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 std::string parent_dir(const std::string& path) {
@@ -32,7 +25,7 @@ std::string base_name(const std::string& path) {
 }
 
 Result<std::string> read_file(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
+  OwnedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
   if (f.fd < 0) return sys_error(path, "cannot open for reading");
   std::string out;
   char buf[65536];
@@ -67,7 +60,7 @@ Status write_all(int fd, std::string_view bytes, const std::string& path_for_err
 }
 
 Status fsync_dir(const std::string& dir) {
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  OwnedFd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (d.fd < 0) return sys_error(dir, "cannot open directory to fsync it");
   if (::fsync(d.fd) != 0) return sys_error(dir, "fsync of directory failed");
   return Ok{};
@@ -97,7 +90,7 @@ bool is_rewrite_leftover(std::string_view text, std::string_view bytes) {
 // order keeps each moment harmless: a shorter content is first written padded to the old length,
 // fsynced, then cut; a kill in between leaves `bytes` plus blank lines (is_rewrite_leftover).
 Status rewrite_in_place(const std::string& path, std::string_view bytes, const FileOwner& owner) {
-  Fd f{::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW)};
+  OwnedFd f{::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW)};
   if (f.fd < 0) return sys_error(path, "cannot open to rewrite in place");
   struct stat st{};
   if (::fstat(f.fd, &st) != 0) return sys_error(path, "cannot stat to rewrite in place");
@@ -118,7 +111,7 @@ Status replace_file(const std::string& path, std::string_view bytes, const FileO
   const std::string tmp = dir + "/." + base_name(path) + ".tandem-tmp." + std::to_string(::getpid());
   ::unlink(tmp.c_str());  // a leftover from a crashed run of this same pid number
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)};
+    OwnedFd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)};
     if (f.fd < 0 && errno == EROFS) return rewrite_in_place(path, bytes, owner);
     if (f.fd < 0) return sys_error(tmp, "cannot create temp file");
     auto w = write_all(f.fd, bytes, tmp);
@@ -149,7 +142,7 @@ Status replace_file(const std::string& path, std::string_view bytes, const FileO
 
 Status create_file_synced(const std::string& path, std::string_view bytes, mode_t mode) {
   {
-    Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)};
+    OwnedFd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)};
     if (f.fd < 0) return sys_error(path, "cannot create file");
     auto w = write_all(f.fd, bytes, path);
     if (!w) return w.error();

@@ -12,6 +12,7 @@
 
 #include "tandem/agent/fs.hpp"
 #include "tandem/agent/sha256.hpp"
+#include "tandem/agent/stage_landing.hpp"
 
 namespace tandem::agent {
 namespace {
@@ -38,7 +39,9 @@ Status expand_dir(const NodeRoot& root, const std::string& tree, const std::stri
   std::vector<std::string> names;
   while (auto* e = ::readdir(d)) {
     std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
+    // A stage's own temporary files (stage_landing.hpp) are not part of the tree: a cut transfer
+    // leaves its verified partial beside the target for the next stage to resume.
+    if (n != "." && n != ".." && !is_stage_temp_name(n)) names.push_back(n);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());

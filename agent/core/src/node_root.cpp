@@ -79,6 +79,16 @@ std::vector<std::string> NodeRoot::manifest_allow_list(const Engine& engine, con
   for (const auto* p : {&engine.cache_dir, &engine.binary, &engine.model_dir, &engine.drafter_dir, &state_dir})
     if (!p->empty()) a.push_back(*p);
   for (const auto& pin : engine.pins) a.push_back(pin.path);
+  // A staged file lands beside its target (stage_landing.hpp) and is restored the same way: those
+  // names only, not the whole directory around the binary or a pin.
+  std::vector<std::string> files{engine.binary};
+  for (const auto& pin : engine.pins) files.push_back(pin.path);
+  for (const auto& f : files) {
+    if (f.empty()) continue;
+    const auto slash = f.find_last_of('/');
+    const std::string dot = f.substr(0, slash + 1) + "." + f.substr(slash + 1);
+    for (const char* suffix : {".tandem-partial", ".tandem-partial.json", ".tandem-restore"}) a.push_back(dot + suffix);
+  }
   return a;
 }
 

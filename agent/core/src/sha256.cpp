@@ -24,6 +24,23 @@ Result<Ctx> new_ctx(const std::string& what) {
 
 }  // namespace
 
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (ctx_) EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+void Sha256::update(const void* data, std::size_t n) {
+  if (ctx_) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n);
+}
+void Sha256::reset() {
+  if (ctx_) EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+std::string Sha256::hex_final() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  if (!ctx_ || EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &n) != 1) return {};
+  return hex_lower(md, n);
+}
+
 Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk) {
   auto c = new_ctx(path);
   if (!c) return c.error();

@@ -158,6 +158,33 @@ struct Rollback {
   RollbackVerify verify;
 };
 
+// stage: make every other node's engine files equal to the source's, whole files only (issue 27).
+// The source is the head node: its agent serves exactly the paths named here, the others pull
+// them over mutual TLS, land each beside its target, check its SHA-256 and rename it into place.
+struct Stage {
+  enum class Item { binary, pins, model, drafter };
+  std::vector<Item> items;  // what is staged; default: every engine path the manifest names
+  int parallel = 4;         // files in flight at once per node
+  std::uint64_t chunk = 8ull << 20;  // bytes per request; resume restarts at a chunk boundary
+  std::optional<std::uint64_t> rate_limit;  // bytes per second per node; unset: the fabric's speed
+  // Files in a staged directory that the source does not have: listed always, removed (with a
+  // backup, so undo puts them back) only when this is true.
+  bool prune = false;
+  // Bytes of backups that must be copies (a replaced file whose directory is on another file
+  // system than the agent's state dir; hard links cost nothing). Checked before anything changes.
+  std::uint64_t backup_budget = 8ull << 30;
+  Mark mark;
+};
+const char* to_string(Stage::Item i);
+
+// One path the stage section makes equal: a file (the binary, a pin) or a directory (model,
+// drafter). The source serves only these, and only files inside the directories.
+struct StagedPath {
+  std::string path;    // host path, the same on every node
+  bool dir = false;
+  std::string sha256;  // a pin's digest: the source's copy must have it too; empty: none
+};
+
 struct Manifest {
   std::string file;  // where it was read from, for messages
   // metadata.name, a DNS label (tandem/names.hpp). "bind" when not given: the name the agent's
@@ -170,11 +197,14 @@ struct Manifest {
   Gates gates;
   Deadman deadman;
   Rollback rollback;
+  std::optional<Stage> stage;  // absent: nothing is copied; the operator makes the nodes equal
 
   const Node& head() const;                  // valid manifests have exactly one
   std::vector<const Node*> workers() const;  // in manifest order
   // Nodes in start order: workers first (an orphaned head hangs the rendezvous), head last.
   std::vector<const Node*> start_order() const;
+  // What stage copies, in manifest order; empty without a stage section.
+  std::vector<StagedPath> staged_paths() const;
   // Does a command's `on` select this node?
   bool selects(const Command& c, const Node& n) const;
 };

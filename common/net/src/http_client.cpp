@@ -221,11 +221,19 @@ Result<ClientResponse> HttpClient::request(const Endpoint& ep, const std::string
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(impl_->options.response_limit);
-  beast::error_code ec = x.run([&](auto& s, auto done) { http::async_read(s, buffer, parser, done); });
+  // The header first, so a large body (a staged file's chunk) is read into one allocation of its
+  // announced length instead of a string grown and copied as it arrives.
+  beast::error_code ec = x.run([&](auto& s, auto done) { http::async_read_header(s, buffer, parser, done); });
+  if (!ec) {
+    if (auto n = parser.content_length(); n && *n <= impl_->options.response_limit)
+      parser.get().body().reserve(static_cast<std::size_t>(*n));
+    ec = x.run([&](auto& s, auto done) { http::async_read(s, buffer, parser, done); });
+  }
   if (ec) return x.fail(x.tls() ? "reading the response" : "reading the reply to " + method + " " + target, ec);
   x.close(io_timeout);
   auto res = parser.release();
-  return ClientResponse{res.result_int(), std::move(res.body())};
+  std::string type(res[http::field::content_type]);
+  return ClientResponse{res.result_int(), std::move(res.body()), std::move(type)};
 }
 
 Result<StreamEnd> HttpClient::stream_sse(const Endpoint& ep, const std::string& target, const std::string& body,

@@ -110,7 +110,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Response route() {
     auto& req = parser_->get();
     const auto& allowed = shared_.options.allowed_client_cns;
-    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), cn_) == allowed.end())
+    const auto& peer = shared_.options.peer_prefix;
+    const bool peer_route = !peer.empty() && target_.starts_with(peer);
+    if (!peer_route && !allowed.empty() && std::find(allowed.begin(), allowed.end(), cn_) == allowed.end())
       return Response::error(403, "client '" + cn_ + "' is not allowed here");
     if (target_.empty() || target_.front() != '/')
       return Response::error(400, "request target must be an absolute path");
@@ -125,13 +127,17 @@ class Session : public std::enable_shared_from_this<Session> {
     return shared_.router.dispatch(request);
   }
 
-  void send(const Response& r, bool keep_alive) {
+  // By value: a staged file's chunk (Response::raw, up to 64 MiB) is moved into the reply, not copied.
+  void send(Response r, bool keep_alive) {
     response_ = {};
     response_.version(11);
     response_.result(r.status);
     response_.set(http::field::server, "tandem");
     for (const auto& [name, value] : r.headers) response_.set(name, value);
-    if (r.status != 204) {
+    if (r.raw) {
+      response_.set(http::field::content_type, "application/octet-stream");
+      response_.body() = std::move(*r.raw);
+    } else if (r.status != 204) {
       response_.set(http::field::content_type, "application/json");
       // Replace, not throw, on invalid UTF-8: a log tail must not turn a reply into a 500.
       response_.body() = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

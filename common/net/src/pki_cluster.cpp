@@ -45,7 +45,8 @@ bool is_ip_literal(const std::string& text) {
 }
 
 LeafSpec node_spec(const NodeSpec& node) {
-  LeafSpec spec{.common_name = node.name, .dns_names = {node.name}, .server_auth = true};
+  // clientAuth too: a worker's agent pulls staged files from the head's agent with its node certificate.
+  LeafSpec spec{.common_name = node.name, .dns_names = {node.name}, .server_auth = true, .client_auth = true};
   for (const auto& addr : node.addresses) {
     auto& list = is_ip_literal(addr) ? spec.ip_addresses : spec.dns_names;
     if (addr != node.name) list.push_back(addr);

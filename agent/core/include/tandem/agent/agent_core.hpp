@@ -12,6 +12,7 @@
 
 #include "tandem/agent/journal.hpp"
 #include "tandem/agent/node_root.hpp"
+#include "tandem/agent/stage_step.hpp"
 #include "tandem/agent/step.hpp"
 #include "tandem/manifest.hpp"
 
@@ -24,6 +25,11 @@ struct CoreOptions {
   Hygiene hygiene;
   // Stop commands for THIS node (the caller applies Manifest::selects); unset: hygiene.stop as is.
   std::optional<std::vector<Command>> stop_commands;
+  // The stage section and what it names (Manifest::staged_paths); no step "stage" without it.
+  std::optional<Stage> stage;
+  std::vector<StagedPath> staged_paths;
+  std::shared_ptr<StageSource> stage_source;  // null: the stage step can only undo
+  std::shared_ptr<StageProgress> stage_progress;
 };
 
 class AgentCore {

@@ -2,6 +2,7 @@
 // + directory fsync), so that a kill -9 leaves either the old or the new bytes, never a mix.
 #pragma once
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <string>
 #include <string_view>
@@ -9,6 +10,18 @@
 #include "tandem/agent/error.hpp"
 
 namespace tandem::agent {
+
+// A descriptor closed when it goes out of scope (every early return of a file routine).
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  explicit OwnedFd(int f) : fd(f) {}
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 struct FileOwner {
   mode_t mode = 0644;  // permission bits only (07777)

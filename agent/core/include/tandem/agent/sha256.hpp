@@ -14,6 +14,22 @@ constexpr std::size_t kHashChunk = 1 << 20;
 
 using tandem::sha256_hex;  // bytes in memory: common/include/tandem/sha256.hpp
 
+// A running SHA-256 (OpenSSL EVP, so SHA-NI where the CPU has it), for bytes that arrive in
+// pieces: a staged file is hashed as its chunks are written, never read back.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, std::size_t n);
+  void reset();  // back to the hash of nothing
+  std::string hex_final();  // once; the object is spent afterwards
+
+ private:
+  void* ctx_;  // EVP_MD_CTX, kept out of the header
+};
+
 // Called after each chunk: bytes of this file hashed so far, and the size of the chunk just read.
 using ChunkFn = std::function<void(std::uint64_t done, std::uint64_t chunk)>;
 Result<std::string> sha256_file(const std::string& path, const ChunkFn& on_chunk = {});

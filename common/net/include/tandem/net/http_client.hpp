@@ -36,6 +36,7 @@ struct Endpoint {
 struct ClientResponse {
   unsigned status = 0;
   std::string body;
+  std::string content_type;
 };
 
 // What a streaming request ended with. When the status is not 200, or the reply was not an event

@@ -31,6 +31,8 @@ struct Response {
   unsigned status = 200;
   nlohmann::json body = nlohmann::json::object();
   std::vector<std::pair<std::string, std::string>> headers{};  // extra headers, e.g. Allow
+  // Bytes sent as they are (application/octet-stream) instead of `body`: a staged file's chunk.
+  std::optional<std::string> raw{};
 
   // {"error": message}, the one error shape every endpoint uses.
   static Response error(unsigned status, std::string message);

@@ -21,6 +21,9 @@ struct ServerOptions {
   std::filesystem::path key_file;
   // When not empty, only these client CNs are served; others get 403 and the handler never runs.
   std::vector<std::string> allowed_client_cns{};
+  // Requests whose target starts with this prefix are served to any client the CA signed; their
+  // handlers must check Request::client_cn themselves (agent to agent: a node of the manifest).
+  std::string peer_prefix{};
   std::size_t body_limit = 1024 * 1024;  // larger bodies get 413
   // Bounds the TLS handshake and each request read, so a silent client cannot hold a connection.
   std::chrono::milliseconds io_timeout = std::chrono::seconds(30);

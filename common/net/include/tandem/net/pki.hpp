@@ -76,7 +76,7 @@ struct NodeSpec {
 };
 
 // Writes ca.pem/ca.key, controller.pem/.key (clientAuth only) and nodes/<name>.pem/.key
-// (serverAuth only, SANs: the name plus its addresses). Refuses, before writing anything, if any of
+// (serverAuth and clientAuth: a worker's agent pulls staged files from the head's; SANs: the name plus its addresses). Refuses, before writing anything, if any of
 // those files exists and overwrite is Overwrite::no: replacing the CA silently would cut every
 // enrolled node off.
 Result<PkiLayout> init_cluster_pki(const std::filesystem::path& dir,

@@ -1,0 +1,96 @@
+#include "remote_stage_source.hpp"
+
+#include <thread>
+
+namespace tandem::agentd {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// The head may hash a model of tens of GB before it can list it (once; then its cache answers).
+constexpr auto kListTimeout = std::chrono::minutes(30);
+// A chunk (at most 64 MiB) takes seconds even on a slow link; a cut link must not hold a pull
+// for minutes before the retries (which fail fast while the route is gone) give up.
+constexpr auto kChunkTimeout = std::chrono::seconds(30);
+constexpr int kAttempts = 3;  // a transport failure (link flap) is retried; an HTTP answer is final
+
+}  // namespace
+
+std::string percent_encode(const std::string& s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+agent::Result<std::shared_ptr<RemoteStageSource>> RemoteStageSource::create(const Manifest& m, const std::string& self,
+                                                                           const net::PkiLayout& pki) {
+  net::ClientOptions o;
+  o.ca_file = pki.ca_cert();
+  o.cert_file = pki.node_cert(self);
+  o.key_file = pki.node_key(self);
+  o.response_limit = agent::kMaxStageRead + (1 << 20);
+  auto c = net::HttpsClient::create(o);
+  if (!c) return agent::plain_error("", "stage source client: " + c.error().message);
+  // Over the fabric (the nodes' direct link), not the management network the controller uses;
+  // fabric_address is the address when the manifest names no fabric.
+  const Node& h = m.head();
+  return std::shared_ptr<RemoteStageSource>(new RemoteStageSource(
+      std::move(*c), net::Endpoint{h.fabric_address, static_cast<std::uint16_t>(h.agent_port), h.name}));
+}
+
+std::string RemoteStageSource::where() const {
+  return "head " + ep_.node_name + " (" + ep_.host + ":" + std::to_string(ep_.port) + ")";
+}
+
+agent::Result<net::ClientResponse> RemoteStageSource::get(const std::string& target, std::chrono::milliseconds timeout) const {
+  std::string last;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    auto r = client_.request(ep_, "GET", target, {}, timeout);
+    if (r) {
+      if (r->status == 200) return *r;
+      std::string why = r->body;
+      try {
+        why = json::parse(r->body).value("error", r->body);
+      } catch (const json::exception&) {
+      }
+      return agent::plain_error("", where() + ": " + std::to_string(r->status) + ": " + why);
+    }
+    last = r.error().message;
+    if (attempt < kAttempts) std::this_thread::sleep_for(std::chrono::seconds(attempt));
+  }
+  return agent::plain_error("", where() + ": " + last);
+}
+
+agent::Result<agent::SourceListing> RemoteStageSource::list() {
+  auto r = get("/v1/stage/source/list", kListTimeout);
+  if (!r) return r.error();
+  try {
+    return agent::SourceListing::from_json(json::parse(r->body));
+  } catch (const json::exception& e) {
+    return agent::plain_error("", where() + ": the listing is not JSON: " + e.what());
+  }
+}
+
+agent::Result<std::string> RemoteStageSource::read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) {
+  auto r = get("/v1/stage/source/chunk?path=" + percent_encode(f.path) + "&offset=" + std::to_string(offset) +
+                   "&length=" + std::to_string(length) + "&size=" + std::to_string(f.size) +
+                   "&mtime_ns=" + std::to_string(f.mtime_ns),
+               kChunkTimeout);
+  if (!r) return r.error();
+  if (r->content_type != "application/octet-stream")
+    return agent::plain_error(f.path, where() + " answered a chunk with '" + r->content_type + "', not bytes");
+  return std::move(r->body);
+}
+
+}  // namespace tandem::agentd

@@ -1,0 +1,33 @@
+// The stage source as a worker's agent sees it: the head's agent at its fabric address, over
+// mutual TLS with this node's own certificate (CN = node name, checked against the head's manifest).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "tandem/agent/stage_source.hpp"
+#include "tandem/manifest.hpp"
+#include "tandem/net/http_client.hpp"
+#include "tandem/net/pki.hpp"
+
+namespace tandem::agentd {
+
+class RemoteStageSource : public agent::StageSource {
+ public:
+  // `self`: this node's name (its certificate in `pki`); the source is `m`'s head.
+  static agent::Result<std::shared_ptr<RemoteStageSource>> create(const Manifest& m, const std::string& self,
+                                                                   const net::PkiLayout& pki);
+  std::string where() const override;
+  agent::Result<agent::SourceListing> list() override;
+  agent::Result<std::string> read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) override;
+
+ private:
+  RemoteStageSource(net::HttpsClient client, net::Endpoint ep) : client_(std::move(client)), ep_(std::move(ep)) {}
+  agent::Result<net::ClientResponse> get(const std::string& target, std::chrono::milliseconds timeout) const;
+  net::HttpsClient client_;
+  net::Endpoint ep_;
+};
+
+// "a b/c" -> "a%20b%2Fc": every byte but unreserved characters, for query values.
+std::string percent_encode(const std::string& s);
+
+}  // namespace tandem::agentd

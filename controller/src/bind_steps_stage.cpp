@@ -1,0 +1,76 @@
+// Plan step "stage.files": the node's agent pulls the staged files from the head's agent (one
+// long apply, then verify). Meanwhile its progress endpoint is polled so the operator sees bytes,
+// rate and ETA on the node's row of the progress display.
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "bind_steps.hpp"
+#include "tandem/units.hpp"
+
+namespace tandem::ctl {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string rate_text(double bytes_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MB/s", bytes_per_s / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+std::string stage_progress_text(const json& p, double seconds) {
+  const auto done = p.value("done_bytes", 0ull), total = p.value("total_bytes", 0ull);
+  std::string t = format_size(done) + " of " + format_size(total) + ", files " + std::to_string(p.value("files_done", 0ull)) +
+                  "/" + std::to_string(p.value("files_total", 0ull));
+  if (seconds > 0.5 && done > 0) {
+    const double rate = static_cast<double>(done) / seconds;
+    t += ", " + rate_text(rate);
+    if (total > done)
+      t += ", ETA " + format_duration(std::chrono::seconds(static_cast<long long>(static_cast<double>(total - done) / rate) + 1));
+  }
+  return t;
+}
+
+StepOutcome run_stage(BindContext& ctx, const Step& s) {
+  const std::string op = ctx.op_for_step(s.index);
+  const AgentClient& a = ctx.agent(s.node);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  // A plain log gets a line every 10 s; a terminal's footer is redrawn every second.
+  const auto every = ctx.progress.mode() == Progress::Mode::live ? 1s : 10s;
+  std::thread watcher([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, every, [&] { return finished; })) {
+      lock.unlock();
+      AgentReply p = a.stage_progress();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (p.ok && p.body.value("running", false)) ctx.progress.note(s.node, "staging: " + stage_progress_text(p.body, secs));
+      lock.lock();
+    }
+  });
+  StepOutcome o = apply_and_verify(ctx, s.node, "stage", op, stage_timeout());
+  {
+    std::lock_guard lock(mu);
+    finished = true;
+  }
+  cv.notify_all();
+  watcher.join();
+  if (!o.ok) return o;
+  const json ev = field(o.evidence, "apply");
+  char rate[48];
+  std::snprintf(rate, sizeof rate, "%.0f MB/s", ev.value("mb_per_s", 0.0));
+  o.note = std::to_string(ev.value("copied", 0)) + " files copied (" + format_size(ev.value("bytes", 0ull)) + " at " + rate +
+           (ev.value("resumed_bytes", 0ull) ? ", " + format_size(ev.value("resumed_bytes", 0ull)) + " resumed" : "") +
+           "), " + std::to_string(ev.value("skipped", 0)) + " already equal" +
+           (ev.value("extras", json::array()).empty() ? "" : ", " + std::to_string(ev["extras"].size()) + " extra files listed") +
+           (o.note.empty() ? "" : " " + o.note);
+  return o;
+}
+
+}  // namespace tandem::ctl

@@ -1,0 +1,99 @@
+// tandemctl stage: the stage phase of a bind on its own (preflight, then stage.files on every node
+// but the head), to carry files ahead of a bind while the old lane serves. Equal files are
+// skipped, so the bind's own stage step then finds nothing to copy.
+#include <iostream>
+
+#include "bind_steps.hpp"
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "controller_session.hpp"
+
+namespace tandem::cli {
+namespace {
+
+using ctl::json;
+
+struct StageOpts {
+  ManifestArg manifest;
+  ctl::ControllerDirs dirs;
+};
+
+int stage(const StageOpts& o) {
+  const bool as_json = o.manifest.output == "json";
+  auto session = ctl::open_session(o.manifest, o.dirs, "stage");
+  if (!session) {
+    std::cerr << "tandemctl stage: " << session.error().message << "\n";
+    return kExitFailed;
+  }
+  ctl::Session& s = *session;
+  if (!s.m.stage) {
+    std::cerr << "tandemctl stage: " << display_name(o.manifest)
+              << " has no stage section; nothing to stage (manifests/README.md, `stage`)\n";
+    return kExitInvalid;
+  }
+  Plan full = make_plan(s.m);
+  Plan plan = full;
+  plan.steps.clear();
+  for (const auto& st : full.steps)
+    if (st.phase == "preflight" || st.phase == "stage") plan.steps.push_back(st);
+  std::vector<std::string> rows;
+  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
+  std::FILE* out = as_json ? stderr : stdout;
+  ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
+  // Op ids of their own ("stage-<time>-<step>"), never a bind's: nothing is written to the bind
+  // journal, so a later bind starts fresh and finds the files equal.
+  ctl::BindRun run;
+  run.bind_id = "stage-" + ctl::new_bind_id();
+  ctl::BindContext ctx{s.m, s.yaml, full, s.agents, *s.journal, run, progress, s.bind_dir, false, {}};
+  json results = json::array();
+  bool ok = true;
+  for (const auto& st : plan.steps) {
+    progress.begin(st.index, st.node, st.action, st.summary);
+    const auto t0 = std::chrono::steady_clock::now();
+    ctl::StepOutcome r = ctl::run_step(ctx, st);
+    const long long ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    if (r.ok) progress.done(st.index, st.node, st.action, r.note, ms);
+    else progress.failed(st.index, st.node, st.action, r.error);
+    results.push_back({{"node", st.node}, {"action", st.action}, {"op_id", ctx.op_for_step(st.index)}, {"ok", r.ok},
+                       {"error", r.error}, {"evidence", r.evidence}, {"ms", ms}});
+    if (!r.ok) {
+      ok = false;
+      break;
+    }
+  }
+  progress.finish();
+  if (as_json) {
+    std::cout << json{{"result", ok ? "staged" : "failed"}, {"steps", results}}.dump(2) << "\n";
+  } else if (ok) {
+    std::cout << "\nstaged: every node's engine files equal " << s.m.head().name
+              << "'s. `tandemctl rollback` puts the replaced files back.\n";
+  } else {
+    std::cerr << "\nstage failed: " << results.back().value("error", "")
+              << "\nrecorded chunks stay beside their targets: `tandemctl stage` or `bind` again resumes them;"
+                 " `tandemctl rollback` puts back what was replaced.\n";
+  }
+  return ok ? 0 : kExitFailed;
+}
+
+}  // namespace
+
+void add_stage_command(CLI::App& app) {
+  auto o = std::make_shared<StageOpts>();
+  auto* cmd = app.add_subcommand("stage", "Copy the engine, pinned configs, model and drafter from the head to every node");
+  add_manifest_arg(cmd, o->manifest);
+  ctl::add_controller_options(cmd, o->dirs);
+  cmd->footer(
+      "Runs the stage phase of `tandemctl bind` on its own: preflight on every node, then each node's\n"
+      "agent pulls the paths the manifest's `stage` section names from the head's agent over mutual TLS.\n"
+      "Whole files only: each lands beside its target as .NAME.tandem-partial, chunk by chunk, is\n"
+      "fsynced, its SHA-256 must equal the head's, and only then is it renamed into place. Files\n"
+      "already equal (size and SHA-256) are skipped; a file that changes on the head mid-transfer is\n"
+      "refused. Replaced files are kept under the agent's state dir, so `tandemctl rollback` (and the\n"
+      "dead-man) put them back byte for byte. A cut transfer resumes from its last recorded chunk when\n"
+      "stage or bind runs again.\n"
+      "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
+  cmd->callback([o] { std::exit(stage(*o)); });
+}
+
+}  // namespace tandem::cli
