@@ -121,6 +121,11 @@ net::Router make_router(Daemon& d) {
     if (auto bad = need_string(body, "op_id", op)) return *bad;
     return to_response(d.rollback_start(op));
   });
+  r.on_json("POST", "/v1/gates/run", [&d](const net::Request&, const json& body) {
+    std::string gate;
+    if (auto bad = need_string(body, "gate", gate)) return *bad;
+    return to_response(d.gate_run(gate));
+  });
   return r;
 }
 

@@ -128,6 +128,10 @@ AgentReply AgentClient::rollback_start(const std::string& op_id, Millis timeout)
   return call("POST", "/v1/rollback/start", json{{"op_id", op_id}}, timeout);
 }
 
+AgentReply AgentClient::gate_run(const std::string& gate, Millis timeout) const {
+  return call("POST", "/v1/gates/run", json{{"gate", gate}}, timeout);
+}
+
 // The stop step runs every stop command (each bounded by its timeout) and then waits for the
 // port to go dark; the call must outlast all of that.
 Millis stop_step_timeout(const Manifest& m) {

@@ -24,7 +24,7 @@ StepOutcome run_report_write(BindContext& ctx, const Step& s) {
   if (auto dead = dead_rank(ctx)) return *dead;
   auto written = write_report(ctx, "bound", s.index);
   if (!written) return StepOutcome::failure(written.error().message);
-  return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}}, written->markdown);
+  return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}, {"html", written->html}}, written->html);
 }
 
 StepOutcome run_step(BindContext& ctx, const Step& s) {

@@ -71,6 +71,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     log_line("error: " + error);
     return 1;
   }
+  l.startup->mark("ready", "the API listens");
   log_line("serving " + l.options.model_name + " on http://" + cfg.host + ":" + std::to_string(server->port()) +
            " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
            "/metrics, /metrics/vllm)");

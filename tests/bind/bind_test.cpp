@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bind_cluster.hpp"
+#include "report_dom.hpp"
 
 using namespace bindtest;
 using nlohmann::json;
@@ -26,6 +28,36 @@ json last_report(const Cluster& c) {
       newest = e.path();
   REQUIRE_FALSE(newest.empty());
   return json::parse(slurp(newest));
+}
+
+// The report page as a browser renders it: headless Chromium (Debian's package), offline, a fresh
+// profile. The page must load without a console message (a CSP violation or a script error would
+// be one), and the timeline in the rendered DOM must be the JSON report's steps.
+void check_in_chromium(const Cluster& c, const json& report) {
+  const fs::path html = report.value("html", std::string());
+  REQUIRE(fs::exists(html));
+  std::string browser;
+  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
+    if (fs::exists(p)) browser = p;
+  if (browser.empty()) {
+    MESSAGE("SKIPPED the report page in a browser: chromium is not installed (apt-get install chromium)");
+    return;
+  }
+  const fs::path out = c.dir / "chromium";
+  fs::create_directories(out);
+  const std::string cmd = "timeout 90 " + browser +
+                          " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
+                          " --disable-component-update --disable-sync --user-data-dir=" + (out / "profile").string() +
+                          " --enable-logging=stderr --v=0 --dump-dom 'file://" + html.string() + "' > " + (out / "dom.html").string() +
+                          " 2> " + (out / "stderr.txt").string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string dom = slurp(out / "dom.html"), log = slurp(out / "stderr.txt");
+  INFO(log);
+  CHECK(log.find(":CONSOLE") == std::string::npos);
+  CHECK(dom.find("<svg") != std::string::npos);
+  CHECK(reporttest::timeline_matches(dom, report) == "");
+  CHECK(reporttest::timeline_bars(dom).size() == report["steps"].size() - 1);  // all but report.write, still running
+  CHECK(dom.find("id=\"result\"><span class=\"badge " + report["result"].get<std::string>()) != std::string::npos);
 }
 
 json status_json(const Cluster& c) {
@@ -56,6 +88,26 @@ TEST_CASE("one-node bind with the real CPU tandem-serve; status, logs; rollback 
   for (const auto& s : report["steps"]) CHECK_MESSAGE(s["status"] == "done", s.dump());
   CHECK(report["hashes"]["ok"] == true);
   CHECK(report["hashes"]["files_compared"].get<int>() >= 3);
+  CHECK(report["hashes"]["table"].size() == report["hashes"]["files_compared"]);
+  // Where the engine's start-up went (tandem-serve's /health), and when the dead-man was armed.
+  std::vector<std::string> phases;
+  for (const auto& p : report["engine_startup"]["rank0"]["phases"]) phases.push_back(p["phase"]);
+  CHECK(phases == std::vector<std::string>{"weights_loaded", "drafter_loaded", "kv_pool_sized", "graphs_captured", "ready"});
+  CHECK(report["deadman"]["rank0"]["disarmed_by"] == "bind");
+  CHECK(report["deadman"]["rank0"]["disarmed_ms"] > report["deadman"]["rank0"]["armed_ms"]);
+  check_in_chromium(c, report);
+
+  // The history lists it; report finds its page.
+  rc = c.ctl({"history", "-o", "json"}, out, true);
+  REQUIRE(rc == 0);
+  json hist = json::parse(out);
+  REQUIRE(hist["runs"].size() == 1);
+  CHECK(hist["runs"][0]["bind_id"] == report["bind_id"]);
+  CHECK(hist["runs"][0]["result"] == "bound");
+  CHECK(hist["runs"][0]["report"]["html"] == report["html"]);
+  rc = c.ctl({"report", report["bind_id"].get<std::string>()}, out, true);
+  CHECK(rc == 0);
+  CHECK(out == report["html"].get<std::string>() + "\n");
 
   json st = status_json(c);
   CHECK(st["nodes"][0]["engine"]["phase"] == "ready");
