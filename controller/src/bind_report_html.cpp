@@ -17,7 +17,7 @@ constexpr const char* kStyle = R"CSS(
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1060px;color:#1b1b1b;padding:0 12px}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}code,pre{font:12px ui-monospace,Menlo,Consolas,monospace}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code,pre{font:12px ui-monospace,Menlo,Consolas,monospace}
 pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:320px;margin:4px 0}
 dl.summary{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}dl.summary dt{color:#555}dl.summary dd{margin:0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600}

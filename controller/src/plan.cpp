@@ -233,7 +233,7 @@ class Builder {
 
   void finish(const std::vector<const Node*>& order) {
     for (const Node* n : order) add("finish", n->name, "deadman.disarm", "all gates passed: disarm the dead-man");
-    add("finish", "controller", "report.write", "write the bind report (Markdown and JSON)");
+    add("finish", "controller", "report.write", "write the bind report (HTML with the timeline, Markdown and JSON)");
   }
 
   void failure_path(const std::vector<const Node*>& order) {

@@ -86,19 +86,25 @@ struct Fixture {
     plan = make_plan(m);
   }
   ~Fixture() { std::fclose(sink); }
+
+  // build_report of the failed bind of failed_bind_records, folded as the runner folds it.
+  json failed_report(const std::string& id) {
+    auto journal = BindJournal::open((std::filesystem::temp_directory_path() / ("tandem-rep-" + id + "-" + std::to_string(::getpid()))).string());
+    REQUIRE(journal);
+    BindRun run;
+    for (const auto& r : failed_bind_records(plan, id)) fold(run, r);
+    BindContext ctx{m, "", plan, agents, *journal, run, progress, "/nonexistent", false, {}, {}};
+    json report = build_report(ctx, "rolled_back", 0);
+    std::filesystem::remove_all(journal->dir());
+    return report;
+  }
 };
 
 }  // namespace
 
 TEST_CASE("report model: step times, what the rollback undid, dead-man times, engine start-up phases") {
   Fixture f;
-  auto journal = BindJournal::open((std::filesystem::temp_directory_path() / ("tandem-rep-" + std::to_string(::getpid()))).string());
-  REQUIRE(journal);
-  BindRun run;
-  for (const auto& r : failed_bind_records(f.plan, "b1")) fold(run, r);
-  BindContext ctx{f.m, "", f.plan, f.agents, *journal, run, f.progress, "/nonexistent", false, {}, {}};
-  const json report = build_report(ctx, "rolled_back", 0);
-  std::filesystem::remove_all(journal->dir());
+  const json report = f.failed_report("b1");
 
   CHECK(report["failed_step"]["action"] == "gate.health");
   for (const auto& s : report["steps"]) {
@@ -130,13 +136,7 @@ TEST_CASE("report model: step times, what the rollback undid, dead-man times, en
 
 TEST_CASE("report page: self-contained, and every timeline bar is a JSON step with its times and status") {
   Fixture f;
-  auto journal = BindJournal::open((std::filesystem::temp_directory_path() / ("tandem-rep2-" + std::to_string(::getpid()))).string());
-  REQUIRE(journal);
-  BindRun run;
-  for (const auto& r : failed_bind_records(f.plan, "b2")) fold(run, r);
-  BindContext ctx{f.m, "", f.plan, f.agents, *journal, run, f.progress, "/nonexistent", false, {}, {}};
-  json report = build_report(ctx, "rolled_back", 0);
-  std::filesystem::remove_all(journal->dir());
+  json report = f.failed_report("b2");
   // Hostile text in evidence stays text.
   report["steps"][0]["result"] = "<script>alert(1)</script>";
   const std::string html = render_report_html(report, "");

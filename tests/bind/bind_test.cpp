@@ -330,3 +330,28 @@ TEST_CASE("the bench gate's run is charted next to the bind report") {
   CHECK(slurp(md).find(svg.filename().string()) != std::string::npos);
   CHECK(c.ctl({"rollback", c.manifest_path()}, out) == 0);
 }
+
+TEST_CASE("on a terminal bind asks after preflight; 'n' ends it aborted with nothing changed") {
+  if (!fs::exists("/usr/bin/script")) {
+    MESSAGE("SKIPPED: util-linux's script (a pty for the prompt) is not installed");
+    return;
+  }
+  Cluster c({.nodes = 1});
+  c.start_old_lane();
+  // script(1) gives tandemctl a terminal; the answer waits in it until bind asks.
+  const fs::path out = c.dir / "prompt.out";
+  const std::string cmd = "printf 'n\\n' | script -qec \"" + std::string(TANDEMCTL_BIN) + " bind " + c.manifest_path() +
+                          " --state-dir " + c.state.string() + " --pki-dir " + c.pki.string() + "\" /dev/null > " + out.string() + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string text = slurp(out);
+  INFO(text);
+  CHECK(WEXITSTATUS(st) == 3);
+  CHECK(text.find("Proceed? [y/N]") != std::string::npos);
+  CHECK(text.find("bind aborted at the prompt: nothing was changed on any node") != std::string::npos);
+  CHECK(text.find("deadman.arm") == std::string::npos);  // never got that far
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane, untouched
+  std::string hist;
+  REQUIRE(c.ctl({"history", "-o", "json"}, hist, true) == 0);
+  CHECK(json::parse(hist)["runs"][0]["result"] == "aborted");
+}
