@@ -355,3 +355,34 @@ TEST_CASE("on a terminal bind asks after preflight; 'n' ends it aborted with not
   REQUIRE(c.ctl({"history", "-o", "json"}, hist, true) == 0);
   CHECK(json::parse(hist)["runs"][0]["result"] == "aborted");
 }
+
+TEST_CASE("custom gates run after the built-in ones: an HTTP check and an agent's command; a failing one rolls back") {
+  {
+    Cluster c({.nodes = 1, .gates = "custom"});
+    c.start_old_lane();
+    std::string out;
+    int rc = c.ctl({"bind", c.manifest_path()}, out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    json report = last_report(c);
+    std::vector<std::string> order;
+    for (const auto& g : report["gates"]) {
+      order.push_back(g["gate"]);
+      CHECK(g["status"] == "done");
+    }
+    CHECK(order == std::vector<std::string>{"health", "custom.listed", "custom.route"});
+    CHECK(report["gates"][2]["evidence"]["evidence"]["rank0"]["output_tail"] == "FINAL_ROUTE_OK\n");
+    CHECK(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  }
+  Cluster c({.nodes = 1, .gates = "custom_fail"});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 3);
+  CHECK(out.find("(gate.custom.route) on controller: gate custom.route failed: rank0: exit 0 but the output lacks "
+                 "'FINAL_ROUTE_NOPE': FINAL_ROUTE_OK") != std::string::npos);
+  CHECK(out.find("rolled back") != std::string::npos);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane
+}
