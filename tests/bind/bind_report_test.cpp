@@ -75,7 +75,6 @@ struct Fixture {
   Manifest m;
   Plan plan;
   std::map<std::string, AgentClient> agents;
-  std::unique_ptr<BindJournal> journal;
   std::FILE* sink = std::tmpfile();
   Progress progress{Progress::Mode::quiet, sink, {}, 0};
   Fixture() {
