@@ -13,6 +13,12 @@ std::string clip(const std::string& s, std::size_t n = 200) {
   return s.substr(0, n) + "...";
 }
 
+// The body with any invalid UTF-8 replaced (U+FFFD): it goes into the journal and the report as
+// JSON text, which must be UTF-8, and a checked server may answer anything.
+std::string valid_utf8(const std::string& s) {
+  return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
 GateResult done(GateResult g, bool passed, std::string detail) {
   g.passed = passed;
   g.detail = std::move(detail);
@@ -38,6 +44,7 @@ GateResult custom_http_gate(const CustomGate& c, const httpc::Url& head) {
   const std::string what = c.method + " " + url.str() + target;
   auto r = httpc::request(url, c.method, target, c.body, o);
   if (!r) return done(g, false, what + ": " + r.error().message);
+  r->body = valid_utf8(r->body);
   g.evidence = {{"request", what}, {"status", r->status}, {"body", clip(r->body, 2000)}};
   if (static_cast<int>(r->status) != c.expect_status)
     return done(g, false, what + " answered " + std::to_string(r->status) + "; expected " + std::to_string(c.expect_status) +
