@@ -91,15 +91,15 @@ json deadman_times(const BindContext& ctx) {
   auto when = [](const StepRecord& r) { return r.done ? r.ended_ms : 0LL; };
   for (const auto& s : ctx.plan.steps) {
     auto it = ctx.run.steps.find(s.index);
-    if (it == ctx.run.steps.end() || (s.action != "deadman.arm" && s.action != "deadman.disarm")) continue;
-    json& n = out[s.node];
-    if (s.action == "deadman.arm" && when(it->second)) {
+    if (it == ctx.run.steps.end() || (s.action != "deadman.arm" && s.action != "deadman.disarm") || !when(it->second)) continue;
+    json& n = out[s.node];  // only a node whose arm or disarm step is done has an entry
+    if (s.action == "deadman.arm") {
       n["armed_ms"] = when(it->second);
       const json dm = it->second.evidence.is_object() ? it->second.evidence.value("deadman", json::object()) : json::object();
       if (dm.is_object() && dm.contains("seconds_left") && dm["seconds_left"].is_number())
         n["deadline_ms"] = when(it->second) + static_cast<long long>(dm["seconds_left"].get<double>() * 1000);
       if (dm.is_object() && dm.contains("backend")) n["backend"] = dm["backend"];
-    } else if (s.action == "deadman.disarm" && when(it->second)) {
+    } else {
       n["disarmed_ms"] = when(it->second);
       n["disarmed_by"] = "bind";
     }
@@ -199,12 +199,14 @@ std::string render_report_markdown(const json& r) {
   if (r["deadman"].is_object() && !r["deadman"].empty()) {
     md += "\n## Dead-man\n\n| node | armed | would fire | disarmed |\n|---|---|---|---|\n";
     for (const auto& [node, d] : r["deadman"].items())
-      md += "| " + node + " | " + utc(d.value("armed_ms", 0LL)) + " | " + utc(d.value("deadline_ms", 0LL)) + " | " +
+      if (d.is_object())
+        md += "| " + node + " | " + utc(d.value("armed_ms", 0LL)) + " | " + utc(d.value("deadline_ms", 0LL)) + " | " +
             (d.contains("disarmed_ms") ? utc(d.value("disarmed_ms", 0LL)) + " (" + d.value("disarmed_by", "") + ")" : std::string("still armed")) +
             " |\n";
   }
   if (r["engine_startup"].is_object())
     for (const auto& [node, st] : r["engine_startup"].items()) {
+      if (!st.is_object()) continue;
       md += "\n## Engine start-up on " + node + "\n\n| phase | status | ms | detail |\n|---|---|---|---|\n";
       for (const auto& p : st.value("phases", json::array()))
         md += "| " + p.value("phase", "") + " | " + p.value("status", "") + " | " +
@@ -214,11 +216,24 @@ std::string render_report_markdown(const json& r) {
   return md;
 }
 
+static Result<ReportFiles> write_report_files(BindContext& ctx, const std::string& result, int writing_step);
+
 Result<ReportFiles> write_report(BindContext& ctx, const std::string& result, int writing_step) {
   const std::string dir = ctx.bind_dir + "/reports";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error{dir + ": " + ec.message()};
+  // Evidence comes from agents and engines; a shape nobody expected must cost the report, never
+  // the controller (an exception here would escape the bind's rollback path).
+  try {
+    return write_report_files(ctx, result, writing_step);
+  } catch (const json::exception& e) {
+    return Error{"writing the bind report: unexpected evidence: " + std::string(e.what())};
+  }
+}
+
+static Result<ReportFiles> write_report_files(BindContext& ctx, const std::string& result, int writing_step) {
+  const std::string dir = ctx.bind_dir + "/reports";
   json report = build_report(ctx, result, writing_step);
   const std::string base = dir + "/" + ctx.run.bind_id;
   ReportFiles f{base + ".md", base + ".json", base + ".html", ""};

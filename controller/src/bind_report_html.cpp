@@ -143,12 +143,14 @@ std::string hashes(const json& r) {
   if (table.empty()) return h;
   std::vector<std::string> nodes;
   for (const auto& [file, digests] : table.items())
-    for (const auto& [node, d] : digests.items())
-      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+    if (digests.is_object())
+      for (const auto& [node, d] : digests.items())
+        if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
   h += "<table class=\"hashes\"><tr><th>file</th>";
   for (const auto& n : nodes) h += "<th>" + e(n) + "</th>";
   h += "</tr>\n";
   for (const auto& [file, digests] : table.items()) {
+    if (!digests.is_object()) continue;
     h += "<tr><td><code>" + e(file) + "</code></td>";
     std::string first;
     for (const auto& n : nodes) {

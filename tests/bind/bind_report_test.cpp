@@ -171,3 +171,26 @@ TEST_CASE("history: runs with result, duration, failed step; unfinished runs say
   CHECK(valid_bind_id("b20261202T163500Z-3fa9"));
   for (const auto& bad : std::vector<std::string>{"", "../x", "b1/../../etc", "a b", std::string(65, 'a')}) CHECK_FALSE(valid_bind_id(bad));
 }
+
+TEST_CASE("report: a dead-man whose arm and disarm both failed (agent down) still makes a report") {
+  Fixture f;
+  const std::vector<json> recs{
+      {{"event", "bind.begin"}, {"bind_id", "b5"}, {"kind", "bind"}, {"t", T0}},
+      {{"event", "step.begin"}, {"bind_id", "b5"}, {"index", 1}, {"node", "n0"}, {"action", "preflight"}, {"t", T0 + 1}},
+      {{"event", "step.done"}, {"bind_id", "b5"}, {"index", 1}, {"evidence", nullptr}, {"t", T0 + 2}},
+      {{"event", "step.begin"}, {"bind_id", "b5"}, {"index", 2}, {"node", "n0"}, {"action", "deadman.arm"}, {"t", T0 + 3}},
+      {{"event", "step.failed"}, {"bind_id", "b5"}, {"index", 2}, {"error", "connection refused"}, {"evidence", nullptr}, {"t", T0 + 4}},
+      {{"event", "rollback.begin"}, {"bind_id", "b5"}, {"reason", "arm failed"}, {"t", T0 + 5}},
+      {{"event", "rollback.task.begin"}, {"bind_id", "b5"}, {"key", "disarm:n0"}, {"node", "n0"}, {"t", T0 + 6}},
+      {{"event", "rollback.task.failed"}, {"bind_id", "b5"}, {"key", "disarm:n0"}, {"error", "connection refused"}, {"t", T0 + 7}}};
+  auto journal = BindJournal::open((std::filesystem::temp_directory_path() / ("tandem-rep-b5-" + std::to_string(::getpid()))).string());
+  REQUIRE(journal);
+  BindRun run;
+  for (const auto& r : recs) fold(run, r);
+  BindContext ctx{f.m, "", f.plan, f.agents, *journal, run, f.progress, "/nonexistent", false, {}, {}};
+  const json report = build_report(ctx, "rollback_failed", 0);
+  std::filesystem::remove_all(journal->dir());
+  CHECK(report["deadman"].empty());  // nothing armed, so no times to show
+  CHECK(render_report_markdown(report).find("## Dead-man") == std::string::npos);
+  CHECK(reporttest::timeline_matches(render_report_html(report, ""), report) == "");
+}
