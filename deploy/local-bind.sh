@@ -95,7 +95,8 @@ for i in 0 1; do
 done
 
 step "tandemctl bind ${MANIFEST:-(the embedded default; tandemctl plan shows the same steps)}"
-if ! "$bin/tandemctl" bind ${MANIFEST:+"$MANIFEST"} --pki-dir "$pki" --state-dir "$state"; then
+# --yes: this script is the whole confirmation (bind would ask on a terminal before the outage).
+if ! "$bin/tandemctl" bind ${MANIFEST:+"$MANIFEST"} --yes --pki-dir "$pki" --state-dir "$state"; then
   echo
   echo "The bind failed and rolled back (see above). Agent logs: $base/rank0-agent.log, $base/rank1-agent.log"
   exit 1
@@ -109,5 +110,6 @@ and documentation (it continues text; it was not trained to chat), with its DFla
   curl -s 127.0.0.1:18888/metrics | grep spec_decode
   tandemctl status --pki-dir $pki --state-dir $state
   tandemctl logs rank1 --pki-dir $pki --state-dir $state
-Bind report: under $state.  Stop it all: deploy/local-bind.sh $1 --down
+Bind report: tandemctl history --state-dir $state; tandemctl report BIND_ID --state-dir $state
+Stop it all: deploy/local-bind.sh $1 --down
 EOF

@@ -32,6 +32,8 @@ packages=(
   prometheus help2man bash-completion zsh
   # the packages: lintian checks them (tests/packaging); debootstrap makes the root they install into
   lintian debootstrap systemd-container zstd
+  # headless Chromium renders the bind report page in tests/bind (no console errors, timeline = JSON)
+  chromium
 )
 
 step() { printf '\n== %s\n' "$*"; }

@@ -11,6 +11,7 @@
 #include "tandem/supervise/atomic_file.hpp"
 #include "tandem/supervise/deadman_fire.hpp"
 #include "tandem/build_info.hpp"
+#include "tandem/names.hpp"
 
 namespace tandem::agentd {
 namespace {
@@ -120,6 +121,8 @@ std::optional<Outcome> Daemon::load_manifest_locked(const std::string& yaml, con
     if (m.selects(c, *me)) check(c.run.front());
   for (const auto& c : m.rollback.commands)
     if (m.selects(c, *me)) check(c.run.front());
+  for (const auto& g : m.gates.custom)
+    if (g.kind == CustomGate::Kind::command && m.selects(g.command, *me)) check(g.command.run.front());
   if (!refused.empty())
     return Outcome::fail(403, "the manifest names executables this agent is not allowed to run (start tandemd with "
                               "--allow-exec PATH for each)", json{{"refused", refused}});
@@ -337,6 +340,24 @@ Outcome Daemon::rollback_start(const std::string& op_id) {
   Outcome o = Outcome::ok({{"outcomes", outcomes}, {"ran_by", "tandemd"}, {"complete", true}});
   record(op_id, "rollback.start", o);
   return o;
+}
+
+Outcome Daemon::gate_run(const std::string& gate) {
+  Command c;
+  {
+    std::lock_guard lock(mu_);
+    if (auto missing = need_manifest()) return *missing;
+    const CustomGate* found = nullptr;
+    for (const auto& g : manifest_->gates.custom)
+      if (g.name == gate && g.kind == CustomGate::Kind::command) found = &g;
+    if (!found) return Outcome::fail(404, "the manifest has no command gate named '" + printable(gate) + "'");
+    if (!manifest_->selects(found->command, self()))
+      return Outcome::fail(409, "command gate '" + gate + "' runs on '" + found->command.on + "', not on " + opts_.node);
+    c = found->command;
+  }
+  // Outside the lock: a gate may take its whole timeout, and health must still answer meanwhile.
+  // The same runner as the rollback commands: argv only, own process group, output capped.
+  return Outcome::ok({{"gate", gate}, {"outcome", outcome_json(supervise::run_rollback_command(c, std::chrono::seconds(5)))}});
 }
 
 }  // namespace tandem::agentd

@@ -59,6 +59,10 @@ class Daemon {
   // it), each to completion or its timeout. When the dead-man already fired, it ran them: its
   // outcomes are returned instead of running them twice.
   Outcome rollback_start(const std::string& op_id);
+  // Run a command gate (gates.custom[].command) of the manifest this agent holds, by name, when it
+  // selects this node: the declared argv, no shell, bounded by its timeout, the last 8 KiB of
+  // output kept. The caller judges the outcome; a gate that ran is 200 whatever its exit code.
+  Outcome gate_run(const std::string& gate);
 
   // Stage source (stage_serve.cpp): this node's copies of the staged paths, for `client_cn`, which
   // must be another node of the manifest (or the controller). Not under mu_: a long step here must

@@ -157,6 +157,11 @@ net::Router make_router(Daemon& d) {
   r.on("GET", "/v1/stage/source/list", [&d](const net::Request& req) { return to_response(d.stage_source_list(req.client_cn)); });
   r.on("GET", "/v1/stage/source/chunk", [&d](const net::Request& req) { return stage_chunk(d, req); });
   r.on("GET", "/v1/stage/progress", [&d](const net::Request&) { return to_response(d.stage_progress()); });
+  r.on_json("POST", "/v1/gates/run", [&d](const net::Request&, const json& body) {
+    std::string gate;
+    if (auto bad = need_string(body, "gate", gate)) return *bad;
+    return to_response(d.gate_run(gate));
+  });
   return r;
 }
 

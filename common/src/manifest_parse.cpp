@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "manifest_readers.hpp"
 #include "manifest_validate.hpp"
 #include "tandem/manifest.hpp"
 #include "tandem/names.hpp"
@@ -140,8 +141,11 @@ void read_nodes(Context& ctx, MapReader& top, Manifest& m) {
   for (size_t i = 0; i < list.size(); ++i) read_node(ctx, list[i], i, m);
 }
 
+}  // namespace
+
 // One argv command for the agent to run. No shell: argv[0] must be an absolute path.
-bool read_command(Context& ctx, const YAML::Node& yn, const std::string& path, Command& c) {
+bool read_command(Context& ctx, const YAML::Node& yn, const std::string& path, Command& c,
+                  const std::function<void(MapReader&)>& extra) {
   MapReader r(ctx, yn, path);
   if (!r.ok()) return false;
   c.mark = r.mark();
@@ -162,9 +166,12 @@ bool read_command(Context& ctx, const YAML::Node& yn, const std::string& path, C
     }
   }
   r.duration("timeout", c.timeout);
+  if (extra) extra(r);
   r.finish();
   return true;
 }
+
+namespace {
 
 void read_commands(Context& ctx, MapReader& parent, const std::string& key, std::vector<Command>& out,
                    bool required) {
@@ -390,6 +397,7 @@ void read_gates(Context& ctx, MapReader& top, Gates& g) {
       g.bench = bench;
     }
   }
+  read_custom_gates(ctx, r, g.custom);
   r.finish();
 }
 

@@ -185,6 +185,17 @@ void check_commands(yaml::Context& ctx, const Manifest& m, const std::vector<Com
   }
 }
 
+void check_custom_gates(yaml::Context& ctx, const Manifest& m) {
+  std::set<std::string> seen;
+  std::vector<Command> commands;
+  for (const auto& g : m.gates.custom) {
+    if (!g.name.empty() && !seen.insert(g.name).second)
+      ctx.error(g.mark, "custom gate name '" + g.name + "' is used twice; expected each gates.custom[].name once");
+    if (g.kind == CustomGate::Kind::command) commands.push_back(g.command);
+  }
+  check_commands(ctx, m, commands);
+}
+
 void check_deadman(yaml::Context& ctx, const Manifest& m) {
   if (!ctx.marks.count("deadman.delay")) return;
   // The dead-man must outlive a healthy bind: stop + rendezvous + serving + gates.
@@ -224,6 +235,7 @@ void validate_manifest(yaml::Context& ctx, Manifest& m) {
   check_gates(ctx, m);
   check_commands(ctx, m, m.hygiene.stop);
   check_commands(ctx, m, m.rollback.commands);
+  check_custom_gates(ctx, m);
   check_deadman(ctx, m);
   check_stage(ctx, m);
 }

@@ -56,6 +56,8 @@ class AgentClient {
   AgentReply deadman_status() const;
   AgentReply rollback_start(const std::string& op_id, Millis timeout) const;
   AgentReply stage_progress() const;
+  // A command gate of the manifest the agent holds, by name: {"outcome": {exit_code, output_tail, ...}}.
+  AgentReply gate_run(const std::string& gate, Millis timeout) const;
 
   // Transport failures (no HTTP answer) are retried this many times in all, with a short pause;
   // an HTTP answer, even 5xx, is never retried here (the caller decides).

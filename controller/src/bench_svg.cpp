@@ -7,24 +7,13 @@
 #include <map>
 
 #include "bench_report.hpp"
+#include "markup.hpp"
 
 namespace tandem::bench {
 
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return ctl::xml_escape(s); }
 
 std::string num(double v) {
   char buf[32];

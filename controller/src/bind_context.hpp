@@ -1,6 +1,7 @@
 // Everything one bind (or rollback) run works with: the manifest and its plan, a client per
 // node, the controller's journal and what it says about this run, and the progress display.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
@@ -23,6 +24,10 @@ struct BindContext {
   // The gates run once, at the first gate step; each gate step reports its own result from here.
   bool gates_ran = false;
   std::map<std::string, json> gate_results;  // gate name -> {passed, detail, seconds, evidence}
+  // Asked once, after preflight and before the first step that changes a node (the dead-man's arm,
+  // then the outage); false ends the bind "aborted" with nothing changed. Unset: no question
+  // (not a terminal, or --yes).
+  std::function<bool()> confirm_outage;
 
   const AgentClient& agent(const std::string& node) const { return agents.at(node); }
   // Append to the journal and fold the record into `run`; a journal that cannot be written stops

@@ -108,6 +108,7 @@ void apply_step(StepRecord& s, const json& r) {
   const std::string ev = r.value("event", "");
   if (ev.ends_with(".begin")) {
     s.op_id = r.value("op_id", s.op_id);
+    s.node = r.value("node", s.node);
     if (!s.started_ms) s.started_ms = r.value("t", 0LL);
     s.failed = false;  // a resumed attempt
   } else if (ev.ends_with(".done")) {

@@ -46,6 +46,7 @@ struct StepRecord {
   json evidence;           // when done (or the failure's evidence)
   std::string error;       // when failed
   std::string note;        // when done: the one-line result shown on the progress display
+  std::string node;        // rollback tasks: where it ran (older journals lack it: empty)
   long long started_ms = 0, ended_ms = 0;
 };
 

@@ -1,10 +1,13 @@
 #include "bind_report.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
 #include "bench_report.hpp"
+#include "bind_report_html.hpp"
+#include "bind_steps.hpp"
 
 namespace tandem::ctl {
 namespace {
@@ -35,6 +38,8 @@ json step_entry(const Step& s, const StepRecord* r, int writing_step) {
   }
   j["status"] = r->done ? "done" : r->failed ? "failed" : "begun";
   j["op_id"] = r->op_id;
+  if (r->started_ms) j["started_ms"] = r->started_ms;  // unix ms, for the timeline
+  if (r->ended_ms) j["ended_ms"] = r->ended_ms;
   if (r->started_ms && r->ended_ms) j["ms"] = r->ended_ms - r->started_ms;
   if (!r->error.empty()) j["error"] = r->error;
   if (!r->note.empty()) j["result"] = r->note;
@@ -55,31 +60,73 @@ Status write_file(const std::string& path, const std::string& text) {
   return {};
 }
 
-// The bench gate's evidence is a whole `tandemctl bench` report: chart it beside the bind report
-// (tok/s against concurrency, one line per fixture), as `tandemctl bench --svg` would. Returns the
-// path written, or "" when this bind ran no bench gate (or it failed before measuring anything).
-Result<std::string> write_bench_chart(const json& report, const std::string& path) {
+// The bench gate's evidence is a whole `tandemctl bench` report: chart it (tok/s against
+// concurrency, one line per fixture), as `tandemctl bench --svg` would. Returns the SVG, or ""
+// when this bind ran no bench gate (or it failed before measuring anything).
+Result<std::string> bench_chart(const json& report) {
   for (const auto& g : report["gates"]) {
     if (g.value("gate", "") != "bench" || !g["evidence"].is_object()) continue;
     const json& measured = g["evidence"].value("evidence", json());
     if (!measured.is_object() || !measured.contains("cells")) continue;
     auto bench_report = bench::from_json(measured, "bench gate evidence");
     if (!bench_report) return bench_report.error();
-    if (auto st = write_file(path, bench::render_svg(*bench_report)); !st) return st.error();
-    return path;
+    return bench::render_svg(*bench_report);
   }
   return std::string();
+}
+
+// The rollback task that reverses a plan step (see rollback_runner.cpp), or "".
+std::string undo_task(const BindContext& ctx, const Step& s) {
+  if (!agent_step_name(s.action).empty()) return "undo:" + ctx.op_for_step(s.index);
+  if (s.action.starts_with("stop.")) return "undo:" + ctx.op_for(s.node, "stop");
+  if (s.action == "engine.start") return "stop-rank:" + s.node;
+  if (s.action == "deadman.arm") return "disarm:" + s.node;
+  return "";
+}
+
+// Each node's dead-man: when it was armed, when it would have fired, when it was disarmed (by
+// the bind's finish or by the rollback), from the arm and disarm steps' records and evidence.
+json deadman_times(const BindContext& ctx) {
+  json out = json::object();
+  auto when = [](const StepRecord& r) { return r.done ? r.ended_ms : 0LL; };
+  for (const auto& s : ctx.plan.steps) {
+    auto it = ctx.run.steps.find(s.index);
+    if (it == ctx.run.steps.end() || (s.action != "deadman.arm" && s.action != "deadman.disarm") || !when(it->second)) continue;
+    json& n = out[s.node];  // only a node whose arm or disarm step is done has an entry
+    if (s.action == "deadman.arm") {
+      n["armed_ms"] = when(it->second);
+      const json dm = it->second.evidence.is_object() ? it->second.evidence.value("deadman", json::object()) : json::object();
+      if (dm.is_object() && dm.contains("seconds_left") && dm["seconds_left"].is_number())
+        n["deadline_ms"] = when(it->second) + static_cast<long long>(dm["seconds_left"].get<double>() * 1000);
+      if (dm.is_object() && dm.contains("backend")) n["backend"] = dm["backend"];
+    } else {
+      n["disarmed_ms"] = when(it->second);
+      n["disarmed_by"] = "bind";
+    }
+  }
+  for (const auto& [key, r] : ctx.run.rollback)
+    if (key.starts_with("disarm:") && r.done && out.contains(key.substr(7))) {
+      out[key.substr(7)]["disarmed_ms"] = r.ended_ms;
+      out[key.substr(7)]["disarmed_by"] = "rollback";
+    }
+  return out;
 }
 
 }  // namespace
 
 json build_report(const BindContext& ctx, const std::string& result, int writing_step) {
   const BindRun& run = ctx.run;
-  json steps = json::array(), gates = json::array(), hashes = nullptr;
+  json steps = json::array(), gates = json::array(), hashes = nullptr, startup = nullptr;
   json failed = nullptr;
   for (const auto& s : ctx.plan.steps) {
     auto it = run.steps.find(s.index);
     json e = step_entry(s, it == run.steps.end() ? nullptr : &it->second, writing_step);
+    if (const std::string undo = undo_task(ctx, s); !undo.empty() && e["status"] != "not run") {
+      auto u = run.rollback.find(undo);
+      if (u != run.rollback.end() && u->second.done) e["undone_by"] = undo;
+    }
+    if (s.action == "serve.wait" && e.contains("evidence") && e["evidence"].is_object() && e["evidence"].contains("startup"))
+      startup = e["evidence"]["startup"];
     if (e["status"] == "failed" && failed.is_null())
       failed = {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", e.value("error", "")}};
     if (s.action == "hashes.compare" && e.contains("evidence")) hashes = e["evidence"];
@@ -88,18 +135,26 @@ json build_report(const BindContext& ctx, const std::string& result, int writing
   }
   json rollback = nullptr;
   if (run.rollback_begun) {
+    // In the order they ran (the journal keys them by name).
+    std::vector<std::pair<std::string, const StepRecord*>> order;
+    for (const auto& [key, r] : run.rollback) order.emplace_back(key, &r);
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second->started_ms < b.second->started_ms; });
     json tasks = json::array();
-    for (const auto& [key, r] : run.rollback)
-      tasks.push_back({{"task", key}, {"status", r.done ? "done" : r.failed ? "failed" : "begun"}, {"op_id", r.op_id}, {"result", r.note},
-                       {"ms", r.ended_ms && r.started_ms ? r.ended_ms - r.started_ms : 0}, {"error", r.error},
-                       {"evidence", r.evidence}});
+    for (const auto& [key, r] : order)
+      tasks.push_back({{"task", key}, {"node", r->node}, {"status", r->done ? "done" : r->failed ? "failed" : "begun"},
+                       {"op_id", r->op_id}, {"result", r->note}, {"started_ms", r->started_ms}, {"ended_ms", r->ended_ms},
+                       {"ms", r->ended_ms && r->started_ms ? r->ended_ms - r->started_ms : 0}, {"error", r->error},
+                       {"evidence", r->evidence}});
     rollback = {{"reason", run.rollback_reason}, {"tasks", tasks}};
   }
+  const long long written = now_ms();
   return {{"bind", ctx.m.name},          {"bind_id", run.bind_id},     {"kind", run.kind},
           {"manifest", ctx.m.file},      {"manifest_sha256", run.manifest_sha256},
-          {"started", utc(run.started_ms)}, {"written", utc(now_ms())}, {"result", result},
+          {"started", utc(run.started_ms)}, {"written", utc(written)}, {"started_ms", run.started_ms},
+          {"written_ms", written},       {"result", result},
           {"failed_step", failed},       {"steps", steps},             {"hashes", hashes},
-          {"gates", gates},              {"rollback", rollback}};
+          {"gates", gates},              {"rollback", rollback},       {"deadman", deadman_times(ctx)},
+          {"engine_startup", startup}};
 }
 
 std::string render_report_markdown(const json& r) {
@@ -141,27 +196,60 @@ std::string render_report_markdown(const json& r) {
   if (r.contains("bench_svg"))
     md += "\nBench chart (tok/s against concurrency, one line per fixture): `" +
           std::filesystem::path(r.value("bench_svg", "")).filename().string() + "`\n";
-  md += "\nEvidence for every step is in the JSON report next to this file.\n";
+  if (r["deadman"].is_object() && !r["deadman"].empty()) {
+    md += "\n## Dead-man\n\n| node | armed | would fire | disarmed |\n|---|---|---|---|\n";
+    for (const auto& [node, d] : r["deadman"].items())
+      if (d.is_object())
+        md += "| " + node + " | " + utc(d.value("armed_ms", 0LL)) + " | " + utc(d.value("deadline_ms", 0LL)) + " | " +
+            (d.contains("disarmed_ms") ? utc(d.value("disarmed_ms", 0LL)) + " (" + d.value("disarmed_by", "") + ")" : std::string("still armed")) +
+            " |\n";
+  }
+  if (r["engine_startup"].is_object())
+    for (const auto& [node, st] : r["engine_startup"].items()) {
+      if (!st.is_object()) continue;
+      md += "\n## Engine start-up on " + node + "\n\n| phase | status | ms | detail |\n|---|---|---|---|\n";
+      for (const auto& p : st.value("phases", json::array()))
+        md += "| " + p.value("phase", "") + " | " + p.value("status", "") + " | " +
+              (p.contains("ms") ? std::to_string(p.value("ms", 0LL)) : std::string()) + " | " + md_cell(p.value("detail", "")) + " |\n";
+    }
+  md += "\nThe timeline and every step's evidence: the HTML report next to this file (the JSON has it all too).\n";
   return md;
 }
+
+static Result<ReportFiles> write_report_files(BindContext& ctx, const std::string& result, int writing_step);
 
 Result<ReportFiles> write_report(BindContext& ctx, const std::string& result, int writing_step) {
   const std::string dir = ctx.bind_dir + "/reports";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error{dir + ": " + ec.message()};
-  const json report = build_report(ctx, result, writing_step);
-  ReportFiles f{dir + "/" + ctx.run.bind_id + ".md", dir + "/" + ctx.run.bind_id + ".json", ""};
-  json with_chart = report;
-  if (auto chart = write_bench_chart(report, dir + "/" + ctx.run.bind_id + ".bench.svg"); !chart)
-    return chart.error();
-  else if (!chart->empty()) {
-    f.bench_svg = *chart;
-    with_chart["bench_svg"] = *chart;
+  // Evidence comes from agents and engines; a shape nobody expected must cost the report, never
+  // the controller (an exception here would escape the bind's rollback path).
+  try {
+    return write_report_files(ctx, result, writing_step);
+  } catch (const json::exception& e) {
+    return Error{"writing the bind report: unexpected evidence: " + std::string(e.what())};
   }
-  if (auto st = write_file(f.json, with_chart.dump(2) + "\n"); !st) return st.error();
-  if (auto st = write_file(f.markdown, render_report_markdown(with_chart)); !st) return st.error();
-  if (auto st = ctx.record({{"event", "report.written"}, {"path", f.markdown}, {"json", f.json}}); !st) return st.error();
+}
+
+static Result<ReportFiles> write_report_files(BindContext& ctx, const std::string& result, int writing_step) {
+  const std::string dir = ctx.bind_dir + "/reports";
+  json report = build_report(ctx, result, writing_step);
+  const std::string base = dir + "/" + ctx.run.bind_id;
+  ReportFiles f{base + ".md", base + ".json", base + ".html", ""};
+  auto chart = bench_chart(report);
+  if (!chart) return chart.error();
+  if (!chart->empty()) {
+    f.bench_svg = base + ".bench.svg";
+    if (auto st = write_file(f.bench_svg, *chart); !st) return st.error();
+    report["bench_svg"] = f.bench_svg;
+  }
+  report["html"] = f.html;
+  if (auto st = write_file(f.json, report.dump(2) + "\n"); !st) return st.error();
+  if (auto st = write_file(f.markdown, render_report_markdown(report)); !st) return st.error();
+  if (auto st = write_file(f.html, render_report_html(report, *chart)); !st) return st.error();
+  if (auto st = ctx.record({{"event", "report.written"}, {"path", f.markdown}, {"json", f.json}, {"html", f.html}}); !st)
+    return st.error();
   return f;
 }
 

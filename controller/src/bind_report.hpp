@@ -1,7 +1,8 @@
 // The bind report: what ran where, in which order, how long each step took, its evidence, the
-// hashes and the gate results, and the rollback if there was one. JSON for scripts and Markdown
-// for people, in <state dir>/<bind name>/reports/<bind id>.{json,md}, and the bench gate's chart
-// beside them as <bind id>.bench.svg.
+// hashes and the gate results, and the rollback if there was one. JSON for scripts, Markdown and
+// a self-contained HTML page (bind_report_html.hpp) for people, in
+// <state dir>/<bind name>/reports/<bind id>.{json,md,html}, and the bench gate's chart beside them
+// as <bind id>.bench.svg.
 #pragma once
 #include <string>
 
@@ -10,7 +11,7 @@
 namespace tandem::ctl {
 
 struct ReportFiles {
-  std::string markdown, json;
+  std::string markdown, json, html;
   std::string bench_svg;  // <bind id>.bench.svg when the bench gate ran, else empty
 };
 

@@ -15,12 +15,14 @@ BindResult finish(BindContext& ctx, BindResult r, bool write_report_now) {
     if (files) {
       r.report_markdown = files->markdown;
       r.report_json = files->json;
+      r.report_html = files->html;
     } else {
       r.rollback_problems.push_back("report: " + files.error().message);
     }
   } else if (!ctx.run.report.empty()) {
     r.report_markdown = ctx.run.report;
     r.report_json = ctx.run.report.substr(0, ctx.run.report.size() - 3) + ".json";
+    r.report_html = ctx.run.report.substr(0, ctx.run.report.size() - 3) + ".html";
   }
   (void)ctx.record({{"event", "bind.end"}, {"result", r.result}});
   return r;
@@ -61,11 +63,21 @@ BindResult run_bind(BindContext& ctx) {
       }
     return roll_back(ctx, failed);
   }
+  bool asked = changed_anything(ctx);  // a resumed bind past preflight was agreed to already
   for (const Step& s : ctx.plan.steps) {
     auto it = ctx.run.steps.find(s.index);
     if (it != ctx.run.steps.end() && it->second.done) {
       ctx.progress.skipped(s.index, s.node, s.action, "");
       continue;
+    }
+    if (!asked && s.phase != "preflight") {
+      asked = true;
+      if (ctx.confirm_outage && !ctx.confirm_outage()) {
+        ctx.progress.line("not confirmed: nothing was changed on any node (preflight only reads)");
+        BindResult r;
+        r.result = "aborted";
+        return finish(ctx, r, true);
+      }
     }
     if (auto st = ctx.record({{"event", "step.begin"}, {"index", s.index}, {"node", s.node}, {"action", s.action},
                               {"op_id", ctx.op_for_step(s.index)}});

@@ -10,7 +10,7 @@ struct BindResult {
   std::string result;  // bound | rolled_back | rollback_failed | failed_unchanged (failed in preflight)
   json failed_step;    // {index, node, action, error} or null
   std::vector<std::string> rollback_problems;
-  std::string report_markdown, report_json;
+  std::string report_markdown, report_json, report_html;
   bool ok() const { return result == "bound"; }
 };
 

@@ -1,6 +1,9 @@
 // The map from a plan step's action to what carries it out, and BindContext's bookkeeping.
 #include "bind_steps.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "bind_report.hpp"
 
 namespace tandem::ctl {
@@ -20,11 +23,15 @@ std::string BindContext::op_for(const std::string& node, const std::string& what
 }
 
 StepOutcome run_report_write(BindContext& ctx, const Step& s) {
-  // "bound" is only written for a lane whose ranks all run.
+  // "bound" is only written for a lane whose ranks all run. Asked twice, a quarter second apart:
+  // an agent sees a rank that was just killed only once it has reaped it, and this is the last
+  // look before the lane is declared good (tests/faults kills a rank right before this step).
+  if (auto dead = dead_rank(ctx)) return *dead;
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   if (auto dead = dead_rank(ctx)) return *dead;
   auto written = write_report(ctx, "bound", s.index);
   if (!written) return StepOutcome::failure(written.error().message);
-  return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}}, written->markdown);
+  return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}, {"html", written->html}}, written->html);
 }
 
 StepOutcome run_step(BindContext& ctx, const Step& s) {

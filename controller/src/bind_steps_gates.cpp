@@ -5,12 +5,30 @@
 #include "gates.hpp"
 
 namespace tandem::ctl {
+namespace {
+
+// A command gate on every node it names, through that node's agent (which runs only the argv the
+// manifest declares, bounded by its timeout): {node: outcome}.
+Result<json> run_command_gate(BindContext& ctx, const CustomGate& c) {
+  json out = json::object();
+  const Millis wait = std::chrono::duration_cast<Millis>(c.command.timeout) + std::chrono::seconds(30);
+  for (const Node* n : ctx.m.start_order()) {
+    if (!ctx.m.selects(c.command, *n)) continue;
+    AgentReply r = ctx.agent(n->name).gate_run(c.name, wait);
+    if (!r.ok) return Error{r.error};
+    out[n->name] = r.body.value("outcome", json::object());
+  }
+  return out;
+}
+
+}  // namespace
 
 StepOutcome run_gate(BindContext& ctx, const Step& s) {
   const std::string name = s.action.substr(std::string("gate.").size());
   if (!ctx.gates_ran) {
     gates::GateOptions opts;
     opts.on_start = [&ctx](const std::string& g) { ctx.progress.note("controller", "gate " + g + " running"); };
+    opts.run_command = [&ctx](const CustomGate& c) { return run_command_gate(ctx, c); };
     auto report = gates::run_gates(
         ctx.m, gates::endpoint_url(ctx.m),
         [&ctx](const gates::GateResult& r) {

@@ -1,10 +1,15 @@
 // tandemctl bind: run the plan against the agents, resume a killed bind, roll back on failure.
+#include <unistd.h>
+
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include "bind_runner.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
+#include "saved_plan.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -14,16 +19,68 @@ using ctl::json;
 struct BindOpts {
   ManifestArg manifest;
   ctl::ControllerDirs dirs;
+  bool yes = false;
+  std::string checked_sha256;  // a saved plan's manifest, as checked against the plan
 };
 
-int bind(const BindOpts& o) {
+// "y" or "yes" on a terminal, asked after preflight and before the first change.
+std::function<bool()> terminal_confirmation(const BindOpts& o, const ctl::Session& s, ctl::Progress& progress) {
+  if (o.yes || o.manifest.output == "json" || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) return {};
+  return [&s, &progress] {
+    std::string answer;
+    const std::string q = "Preflight passed. Next: arm the dead-men, then the outage (stop the old lane on " +
+                          std::to_string(s.m.nodes.size()) + " nodes). Proceed? [y/N] ";
+    if (!progress.ask(q, stdin, answer)) return false;
+    return answer == "y" || answer == "Y" || answer == "yes";
+  };
+}
+
+// `tandemctl bind plan.json`: the manifest the plan names, refused (before any lock or agent is
+// touched) if it, its nodes, its pins or the steps made from it changed since the plan was saved.
+// nullopt: go on with o.manifest (now the plan's manifest, when it was a plan).
+std::optional<int> use_saved_plan(BindOpts& o) {
+  if (o.manifest.path.empty()) return std::nullopt;
+  auto text = read_manifest_file(o.manifest.path);
+  if (!text || !is_saved_plan(*text)) return std::nullopt;  // a manifest: load() reports its problems
+  const std::string plan_file = o.manifest.path;
+  auto saved = parse_saved_plan(*text, plan_file);
+  if (!saved) {
+    std::cerr << "tandemctl bind: " << saved.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto r = load_manifest_file(saved->manifest_path);
+  if (!r.manifest) {
+    std::cerr << "tandemctl bind: the saved plan " << plan_file << " was made from " << saved->manifest_path
+              << ", which does not load now:\n";
+    return report_errors(r, o.manifest.output);
+  }
+  const auto changes = saved_plan_changes(*saved, *r.manifest, ctl::sha256_hex(r.text), make_plan(*r.manifest));
+  if (!changes.empty()) {
+    std::cerr << "tandemctl bind: the saved plan " << plan_file << " no longer matches " << saved->manifest_path
+              << "; nothing was run. What changed since it was made:\n";
+    for (const auto& c : changes) std::cerr << "  - " << c << "\n";
+    std::cerr << "Review the new plan and save it again: tandemctl plan " << saved->manifest_path << " --out " << plan_file << "\n";
+    return kExitInvalid;
+  }
+  o.manifest.path = saved->manifest_path;
+  o.checked_sha256 = ctl::sha256_hex(r.text);
+  return std::nullopt;
+}
+
+int bind(BindOpts o) {
   const bool as_json = o.manifest.output == "json";
+  if (auto rc = use_saved_plan(o)) return *rc;
   auto session = ctl::open_session(o.manifest, o.dirs, "bind");
   if (!session) {
     std::cerr << "tandemctl bind: " << session.error().message << "\n";
     return kExitFailed;
   }
   ctl::Session& s = *session;
+  // The session read the manifest again: it must still be the bytes the saved plan was checked on.
+  if (!o.checked_sha256.empty() && s.sha256 != o.checked_sha256) {
+    std::cerr << "tandemctl bind: " << o.manifest.path << " changed while bind started; nothing was run\n";
+    return kExitInvalid;
+  }
   Plan plan = make_plan(s.m);
   auto last = ctl::last_run(*s.journal);
   ctl::BindRun run;
@@ -45,7 +102,8 @@ int bind(const BindOpts& o) {
   rows.push_back("controller");
   std::FILE* out = as_json ? stderr : stdout;
   ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
-  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}};
+  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {},
+                       terminal_confirmation(o, s, progress)};
   if (resumed) {
     int done = 0;
     for (const auto& [i, r] : ctx.run.steps) done += r.done;
@@ -69,12 +127,14 @@ int bind(const BindOpts& o) {
                       {"resumed", resumed},
                       {"failed_step", r.failed_step},
                       {"rollback_problems", r.rollback_problems},
-                      {"report", {{"markdown", r.report_markdown}, {"json", r.report_json}}}}
+                      {"report", {{"markdown", r.report_markdown}, {"json", r.report_json}, {"html", r.report_html}}}}
                      .dump(2)
               << "\n";
   } else if (r.ok()) {
     std::cout << "\nbound: '" << s.m.name << "' serves at http://" << s.m.head().address << ":" << s.m.engine.serve.port
-              << "; dead-men disarmed.\nreport: " << r.report_markdown << "\n";
+              << "; dead-men disarmed.\nreport: " << r.report_html << " (also .md, .json)\n";
+  } else if (r.result == "aborted") {
+    std::cerr << "\nbind aborted at the prompt: nothing was changed on any node (preflight only reads).\n";
   } else {
     const json& f = r.failed_step;
     std::cerr << "\nbind failed";
@@ -86,7 +146,7 @@ int bind(const BindOpts& o) {
                   : r.result == "rolled_back"    ? "rolled back: the old lane answers again.\n"
                                                  : "ROLLBACK INCOMPLETE; what is left:\n");
     for (const auto& p : r.rollback_problems) std::cerr << "  - " << p << "\n";
-    if (!r.report_markdown.empty()) std::cerr << "report: " << r.report_markdown << "\n";
+    if (!r.report_html.empty()) std::cerr << "report: " << r.report_html << " (also .md, .json)\n";
   }
   return r.ok() ? 0 : kExitFailed;
 }
@@ -97,6 +157,9 @@ void add_bind_command(CLI::App& app) {
   auto o = std::make_shared<BindOpts>();
   auto* cmd = app.add_subcommand("bind", "Bind the new lane: run every step of `tandemctl plan` on the agents, roll back on failure");
   add_manifest_arg(cmd, o->manifest);
+  cmd->get_option("manifest")->description(
+      "Bind manifest (YAML), or a plan saved by `tandemctl plan M.yaml --out FILE` (then exactly that plan runs, and "
+      "bind refuses it if the manifest, its nodes or its pins changed since). Omitted: the embedded default.");
   ctl::add_controller_options(cmd, o->dirs);
   cmd->footer(
       "Runs exactly the steps `tandemctl plan` prints, in order: preflight, arm the dead-men, cron and\n"
@@ -107,7 +170,12 @@ void add_bind_command(CLI::App& app) {
       "Every step is journaled (fsynced) under --state-dir before it acts: run `tandemctl bind` again\n"
       "after a killed controller and it continues where it stopped (agents replay calls by op id).\n"
       "Only one bind/rollback/disarm runs at a time; a second one is refused and names the first's pid.\n"
-      "The report (Markdown and JSON) goes to STATE_DIR/<bind name>/reports/<bind id>.{md,json}.");
+      "On a terminal, bind asks before it arms the dead-men and starts the outage (after preflight); --yes\n"
+      "skips the question, and so does anything not a terminal (scripts, CI, -o json). A \"no\" ends the\n"
+      "bind as aborted with nothing changed.\n"
+      "The report (HTML with the timeline, Markdown and JSON) goes to STATE_DIR/<bind name>/reports/<bind id>.{html,md,json};\n"
+      "`tandemctl history` lists past binds, `tandemctl report BIND_ID` finds one's report.");
+  cmd->add_flag("-y,--yes", o->yes, "Do not ask before the outage (bind asks only on a terminal; scripts and -o json never)");
   cmd->callback([o] { std::exit(bind(*o)); });
 }
 

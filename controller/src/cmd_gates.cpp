@@ -34,7 +34,7 @@ int run(const GatesArgs& a) {
         if (!text) return;
         char secs[32];
         std::snprintf(secs, sizeof secs, "%7.2fs", g.seconds);
-        std::cout << (tty ? "\33[2K" : "") << "  " << (g.passed ? "PASS" : "FAIL") << "  " << g.name
+        std::cout << (tty ? "\33[2K" : "") << "  " << (g.skipped ? "SKIP" : g.passed ? "PASS" : "FAIL") << "  " << g.name
                   << std::string(g.name.size() < 15 ? 15 - g.name.size() : 1, ' ') << secs << "  " << g.detail << "\n"
                   << std::flush;
       },
@@ -47,7 +47,7 @@ int run(const GatesArgs& a) {
     std::cout << report->to_json().dump(2) << "\n";
   } else {
     std::size_t failed = 0;
-    for (const auto& g : report->gates) failed += g.passed ? 0 : 1;
+    for (const auto& g : report->gates) failed += g.passed || g.skipped ? 0 : 1;
     if (report->gates.empty()) std::cout << "No gate is turned on in this manifest; nothing proves the lane.\n";
     else if (failed == 0) std::cout << "All " << report->gates.size() << " gates passed.\n";
     else std::cout << failed << " of " << report->gates.size() << " gates failed.\n";
@@ -76,6 +76,8 @@ void add_gates_commands(CLI::App& app) {
       "                  reaches gates.spec_metrics.min_acceptance (over one greedy completion of\n"
       "                  gates.spec_metrics.prompt when the manifest gives one; that gate then runs\n"
       "                  right after models)\n"
+      "  custom.NAME     gates.custom: an HTTP check (status, body substring, JSON value) runs here;\n"
+      "                  a command gate runs on the nodes' agents, so only `tandemctl bind` runs it (SKIP here)\n"
       "Every gate runs even after one fails. Exit 0: all passed; 3: a gate failed; 1: bad manifest or URL.");
   cmd->callback([args] { std::exit(run(*args)); });
 }

@@ -12,4 +12,5 @@ void add_status_commands(CLI::App& app);    // status, logs
 void add_rollback_commands(CLI::App& app);  // rollback, disarm
 void add_gates_commands(CLI::App& app);     // gates
 void add_bench_commands(CLI::App& app);     // bench
+void add_history_commands(CLI::App& app);   // history, report
 }  // namespace tandem::cli

@@ -10,6 +10,7 @@
 
 #include "bench.hpp"
 #include "bench_report.hpp"
+#include "custom_gates.hpp"
 #include "haystack.hpp"
 #include "http_client.hpp"
 #include "prometheus_text.hpp"
@@ -21,13 +22,14 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 bool GateReport::passed() const {
-  return !gates.empty() && std::all_of(gates.begin(), gates.end(), [](const GateResult& g) { return g.passed; });
+  return std::any_of(gates.begin(), gates.end(), [](const GateResult& g) { return !g.skipped; }) &&
+         std::all_of(gates.begin(), gates.end(), [](const GateResult& g) { return g.passed || g.skipped; });
 }
 
 json GateReport::to_json() const {
   json list = json::array();
   for (const auto& g : gates)
-    list.push_back({{"name", g.name}, {"passed", g.passed}, {"detail", g.detail}, {"seconds", g.seconds},
+    list.push_back({{"name", g.name}, {"passed", g.passed}, {"skipped", g.skipped}, {"detail", g.detail}, {"seconds", g.seconds},
                     {"evidence", g.evidence}});
   return {{"url", url}, {"passed", passed()}, {"gates", list}};
 }
@@ -481,6 +483,16 @@ Result<GateReport> run_gates(const Manifest& m, const std::string& base_url,
   if (g.long_retrieval_tokens) to_run.emplace_back("long_retrieval", [&] { return run.long_retrieval(); });
   if (g.spec_metrics && !spec_first) to_run.emplace_back("spec_metrics", [&] { return run.spec_metrics(); });
   if (g.bench) to_run.emplace_back("bench", [&] { return run.bench_gate(); });
+  for (const CustomGate& c : g.custom)
+    to_run.emplace_back("custom." + c.name, [&c, &url, &options]() -> GateResult {
+      if (c.kind == CustomGate::Kind::http) return custom_http_gate(c, *url);
+      if (!options.run_command) {
+        GateResult skip{"custom." + c.name, false, "skipped: a command gate runs on the nodes' agents (tandemctl bind runs it)", 0,
+                        json::object(), true};
+        return skip;
+      }
+      return judge_command_gate(c, options.run_command(c));
+    });
   for (auto& [name, fn] : to_run) {
     if (options.on_start) options.on_start(name);
     const auto t0 = Clock::now();

@@ -20,12 +20,13 @@ struct GateResult {
   std::string detail;  // one line a person can act on: what was asked, what came back
   double seconds = 0;
   nlohmann::json evidence = nlohmann::json::object();  // what the server said, for the bind report
+  bool skipped = false;  // not run here (a command gate without agents); neither passed nor failed
 };
 
 struct GateReport {
   std::string url;
   std::vector<GateResult> gates;
-  bool passed() const;  // every gate passed (and there was at least one)
+  bool passed() const;  // every gate that ran passed (and at least one ran)
   nlohmann::json to_json() const;
 };
 
@@ -36,6 +37,9 @@ struct GateOptions {
   std::chrono::milliseconds request_timeout = std::chrono::minutes(5);
   // The long-context gate's prefill may take minutes at 100k tokens.
   std::chrono::milliseconds long_context_timeout = std::chrono::minutes(20);
+  // Runs a command gate's argv through the agents of the nodes it names: {node: outcome}. Unset
+  // (`tandemctl gates`, which speaks only HTTP): command gates are skipped, and say so.
+  std::function<Result<nlohmann::json>(const CustomGate&)> run_command;
 };
 
 // http://<head address>:<serve.port>, where bind finds the head's API.

@@ -46,6 +46,7 @@ HashComparison compare_hashes(const std::map<std::string, json>& evidence_by_nod
         distinct.insert(it->second);
       }
     }
+    r.table[path] = digests;
     ++r.files_compared;
     if (missing || distinct.size() > 1)
       bad[path] = {{"file", path}, {"reason", missing ? "missing on some ranks" : "differs across ranks"}, {"digests", digests}};
@@ -86,7 +87,7 @@ std::string HashComparison::summary() const {
 }
 
 json HashComparison::to_json() const {
-  return {{"ok", ok}, {"files_compared", files_compared}, {"mismatches", mismatches}};
+  return {{"ok", ok}, {"files_compared", files_compared}, {"mismatches", mismatches}, {"table", table}};
 }
 
 }  // namespace tandem::ctl

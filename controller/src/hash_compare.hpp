@@ -16,6 +16,8 @@ struct HashComparison {
   std::size_t files_compared = 0;
   // [{"file", "reason", "digests": {node: sha256 | null}}], sorted by file
   json mismatches = json::array();
+  // {file: {node: sha256 | null}} for every file compared: the report's hash table across ranks.
+  json table = json::object();
   std::string summary() const;  // "3 files differ: /models/m/a.safetensors (rank0 1a2b.. vs rank1 3c4d..), ..."
   json to_json() const;
 };

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_rollback_commands(app);
   tandem::cli::add_gates_commands(app);
   tandem::cli::add_bench_commands(app);
+  tandem::cli::add_history_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

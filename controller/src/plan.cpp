@@ -238,11 +238,31 @@ class Builder {
                     g.bench->concurrency, g.bench->max_tokens, g.bench->min_tok_s, g.bench->max_failures);
       gate(true, "bench", buf);
     }
+    for (const CustomGate& c : g.custom) custom_gate(c);
+  }
+
+  // The operator's own checks, after the built-in ones: gate.custom.<name>.
+  void custom_gate(const CustomGate& c) {
+    if (c.kind == CustomGate::Kind::http) {
+      const std::string url = c.url.starts_with("/") ? endpoint() + c.url : c.url;
+      std::string what = c.method + " " + url + " answers " + std::to_string(c.expect_status);
+      if (!c.expect_body_contains.empty()) what += " and contains '" + c.expect_body_contains + "'";
+      if (c.expect_json_equals) what += " with " + c.expect_json_path + " = " + *c.expect_json_equals;
+      Step& s = add("gates", "controller", "gate.custom." + c.name, what);
+      s.details = {{"timeout", format_duration(c.timeout)}};
+      if (!c.body.empty()) s.details.emplace_back("body", c.body);
+      return;
+    }
+    std::string what = "on " + c.command.on + ": the agent runs it; exit " + std::to_string(c.expect_exit);
+    if (!c.expect_output_contains.empty()) what += " and output containing '" + c.expect_output_contains + "'";
+    Step& s = add("gates", "controller", "gate.custom." + c.name, what);
+    s.argv = c.command.run;
+    s.details = {{"runs on", c.command.on}, {"timeout", format_duration(c.timeout)}, {"output kept", "the last 8 KiB"}};
   }
 
   void finish(const std::vector<const Node*>& order) {
     for (const Node* n : order) add("finish", n->name, "deadman.disarm", "all gates passed: disarm the dead-man");
-    add("finish", "controller", "report.write", "write the bind report (Markdown and JSON)");
+    add("finish", "controller", "report.write", "write the bind report (HTML with the timeline, Markdown and JSON)");
   }
 
   void failure_path(const std::vector<const Node*>& order) {

@@ -137,4 +137,17 @@ void Progress::line(const std::string& text) {
   print_locked(text);
 }
 
+bool Progress::ask(const std::string& question, std::FILE* in, std::string& answer) {
+  // Holding the lock keeps the ticker from drawing the footer over the question while we wait.
+  std::lock_guard lk(mu_);
+  clear_footer_locked();
+  std::fprintf(out_, "%s", question.c_str());
+  std::fflush(out_);
+  answer.clear();
+  int c = 0;
+  while ((c = std::fgetc(in)) != EOF && c != '\n') answer += static_cast<char>(c);
+  draw_footer_locked();
+  return c != EOF || !answer.empty();
+}
+
 }  // namespace tandem::ctl

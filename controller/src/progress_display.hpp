@@ -28,6 +28,9 @@ class Progress {
   void failed(int index, const std::string& node, const std::string& action, const std::string& error);
   void note(const std::string& node, const std::string& text);  // live detail under the node's step
   void line(const std::string& text);                           // a message of its own
+  // Prints `question` (the live footer held off meanwhile) and reads one line from `in`; false on
+  // end of input. The answer is the line without its newline.
+  bool ask(const std::string& question, std::FILE* in, std::string& answer);
   void finish();  // stops the live footer; further output is plain
   Mode mode() const { return mode_; }
 

@@ -26,7 +26,7 @@ class Tasks {
       ctx_.progress.skipped(0, node, label, "");
       return true;
     }
-    if (!journal({{"event", "rollback.task.begin"}, {"key", key}, {"op_id", op}})) return false;
+    if (!journal({{"event", "rollback.task.begin"}, {"key", key}, {"node", node}, {"op_id", op}})) return false;
     ctx_.progress.begin(0, node, label, key);
     const std::string nth = std::to_string(++begun_);
     fault_pause(ctx_.bind_dir, "rollback-before:" + nth);

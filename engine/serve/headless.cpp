@@ -10,6 +10,7 @@
 #include "http_options.hpp"
 #include "http_server.hpp"
 #include "rank_group.hpp"
+#include "startup_phases.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/units.hpp"
 #include "worker_rank.hpp"
@@ -23,6 +24,7 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
         "`device` cpu");
     return 1;
   }
+  StartupPhases phases;
   auto group = make_rank_group(cfg, cfg.model, log);
   if (!group) {
     log("error: " + group.error().message);
@@ -35,16 +37,19 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
     return 1;
   }
 
+  phases.mark("weights_loaded", "this rank's slice into host memory");
   std::atomic<const char*> phase{"waiting for rank 0"};
   const int rank = cfg.node_rank;
   const api::HttpServerOptions http = http_options(cfg, /*threads=*/1, log);
   std::string error;
   auto server = api::HttpServer::start(
       http,
-      [&phase, rank](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) {
+      [&phase, &phases, rank](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) {
         if (req.path == "/health" && req.method == "GET") {
           res->send(200, "application/json",
-                    nlohmann::json{{"status", "ok"}, {"role", "worker"}, {"rank", rank}, {"phase", phase.load()}}.dump());
+                    nlohmann::json{{"status", "ok"}, {"role", "worker"}, {"rank", rank}, {"phase", phase.load()},
+                                   {"startup", phases.to_json()}}
+                        .dump());
           return;
         }
         res->send(404, "application/json",
@@ -65,6 +70,7 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
   std::thread worker([&] {
     auto s = comm.rendezvous();
     if (s) {
+      phases.mark("ranks_met", "rank 0 and this rank met; serving");
       phase = "serving";
       runtime::WorkerOptions wo;
       // The head beats every second while idle; a third of the peer timeout of silence is plenty.

@@ -94,6 +94,8 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   if (auto why = unsupported(cfg)) return error(*why);
   const fs::path dir = cfg.model;
   Loaded out;
+  out.startup = std::make_shared<StartupPhases>();
+  StartupPhases& phases = *out.startup;
 
   auto group = make_rank_group(cfg, dir, log);
   if (!group) return group.error();
@@ -118,6 +120,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
+    phases.mark("weights_loaded", "target model onto the GPU");
     target_kv_per_token = m.value()->kv_bytes_per_token();
     if (!spec_config.is_null()) {
       // The drafter goes onto the device before the KV budget is measured, so it counts as in use.
@@ -129,6 +132,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       auto drafter = spec::load_dflash_cuda(spec_config.at("model").get<std::string>(), *m.value(), d);
       if (!drafter) return error("`speculative_config`: " + drafter.error().message);
       device_drafter = std::move(drafter).value();
+      phases.mark("drafter_loaded", "DFlash drafter onto the GPU");
     }
     model = std::move(m).value();
   }
@@ -137,6 +141,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
     auto m = model::load_model(dir, comm);
     if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
     model = std::move(m).value();
+    phases.mark("weights_loaded", "target model into host memory");
   }
 
   auto tok = tokenizer::Tokenizer::load(dir / "tokenizer.json");
@@ -206,6 +211,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
       auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
       if (!drafter) return error("`speculative_config`: " + drafter.error().message);
       ec.drafter = std::move(drafter).value();
+      phases.mark("drafter_loaded", "DFlash drafter into host memory (tokenizer, template and KV budget before it)");
     }
     ec.num_speculative_tokens = spec_config.at("num_speculative_tokens").get<int>();
     const std::vector<int>& layers = device_drafter ? device_drafter->target_layers() : ec.drafter->target_layers();
@@ -217,10 +223,18 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
     }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(max_draft) +
         " per step (fewer per request when its acceptance is low)");
   }
+  if (spec_config.is_null()) phases.note("drafter_loaded", "n/a", "no --speculative-config");
   if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once
+  if (cfg.nnodes > 1) phases.mark("ranks_met", std::to_string(cfg.nnodes) + " ranks at the rendezvous");
   auto engine = runtime::Engine::start(std::move(model), ec);
   if (!engine) return error("starting the engine: " + engine.error().message);
   out.engine = std::move(engine).value();
+  phases.mark("kv_pool_sized", ec.kv_cache_memory ? format_size(*ec.kv_cache_memory) + " budget" : std::string("engine default"));
+  // The CUDA decoder captures one graph per batch bucket at that bucket's first decode step, not here.
+  if (cfg.device != "cuda") phases.note("graphs_captured", "n/a", "CPU device: no CUDA graphs");
+  else if (cfg.enforce_eager) phases.note("graphs_captured", "n/a", "--enforce-eager");
+  else phases.note("graphs_captured", "deferred", "captured per batch bucket at its first decode step");
+  out.options.startup = out.startup;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "tandem/comm/communicator.hpp"
 #include "service.hpp"
+#include "startup_phases.hpp"
 #include "tandem/model/result.hpp"
 #include "tandem/template/chat_template.hpp"
 #include "tandem/tokenizer/tokenizer.hpp"
@@ -22,6 +23,8 @@ struct Loaded {
   std::unique_ptr<tmpl::ChatTemplate> chat_template;  // null when the model has none
   std::unique_ptr<runtime::Engine> engine;
   ServiceOptions options;
+  // The start-up phases so far (also in options.startup, for /health); main marks "ready".
+  std::shared_ptr<StartupPhases> startup;
 };
 
 // `log` gets the start-up lines (the KV pool line among them). With --nnodes > 1 this is rank 0:

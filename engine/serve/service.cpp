@@ -126,7 +126,11 @@ void OpenAiService::handle(const api::HttpRequest& req, std::shared_ptr<api::Res
   }
   const std::string path = route->path;
   if (path == "/health") {
-    if (serving_) return res->send(200, "application/json", "{}");
+    if (serving_) {
+      oj body{{"status", "ok"}};
+      if (options_.startup) body["startup"] = options_.startup->to_json();
+      return res->send(200, "application/json", api::dump(body));
+    }
     e.status = 503;
     e.type = "service_unavailable";
     e.message = "shutting down";

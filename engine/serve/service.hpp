@@ -16,6 +16,7 @@
 #include "http_server.hpp"
 #include "openai_request.hpp"
 #include "serve_metrics.hpp"
+#include "startup_phases.hpp"
 #include "structured_output.hpp"
 #include "token_vocabulary.hpp"
 #include "tandem/template/chat_template.hpp"
@@ -28,6 +29,8 @@ struct ServiceOptions {
   bool reasoning_parser = false;  // --reasoning-parser glm45
   bool tool_parser = false;       // --tool-call-parser glm47 with --enable-auto-tool-choice
   nlohmann::ordered_json default_template_kwargs = nlohmann::ordered_json::object();
+  // Reported by /health as "startup" (null: /health says only that it serves).
+  std::shared_ptr<const StartupPhases> startup;
 };
 
 class OpenAiService {

@@ -78,6 +78,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     log_line("error: " + error);
     return 1;
   }
+  l.startup->mark("ready", "the API listens");
   log_line("serving " + l.options.model_name + " on " + tandem::http_base_url(cfg.host, server->port()) +
            " (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, /version, /health, "
            "/metrics, /metrics/vllm)");

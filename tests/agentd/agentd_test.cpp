@@ -384,3 +384,40 @@ TEST_CASE("rollback/start runs this node's rollback commands once per op id, and
   CHECK(r3["ran_by"].get<std::string>().find("dead-man") == 0);
   CHECK_FALSE(fs::exists(c.dir / "old-lane-started"));
 }
+
+TEST_CASE("command gates: only the manifest's argv, only on the nodes it names, outcome returned; others refused") {
+  Cluster c;
+  c.start();
+  const std::string marker = (c.dir / "gate-ran").string();
+  auto with_gates = [&](const std::string& custom) {
+    std::string m = c.manifest();
+    const std::string from = "gates: {serve_timeout: 1s, tool_call: false}\n";
+    m.replace(m.find(from), from.size(), "gates:\n  serve_timeout: 1s\n  tool_call: false\n  custom:\n" + custom);
+    return m;
+  };
+  const std::string gates = "    - name: touch-here\n      command: {on: head, run: [/usr/bin/touch, " + marker + "], timeout: 10s}\n"
+                            "    - name: on-worker\n      command: {on: worker, run: [/usr/bin/touch, " + marker + "]}\n"
+                            "    - name: http-one\n      http: {url: /health}\n";
+  auto [sm, rm] = c.call("PUT", "/v1/manifest", {{"yaml", with_gates(gates)}});
+  INFO(rm.dump());
+  REQUIRE(sm == 200);
+
+  auto [s1, r1] = c.call("POST", "/v1/gates/run", {{"gate", "touch-here"}});
+  CHECK(s1 == 200);
+  CHECK(r1["outcome"]["exit_code"] == 0);
+  CHECK(r1["outcome"]["timed_out"] == false);
+  CHECK(r1["outcome"]["argv"] == json::array({"/usr/bin/touch", marker}));
+  CHECK(fs::exists(marker));
+  fs::remove(marker);
+
+  CHECK(c.call("POST", "/v1/gates/run", {{"gate", "on-worker"}}).first == 409);  // not this node's
+  CHECK(c.call("POST", "/v1/gates/run", {{"gate", "http-one"}}).first == 404);   // not a command gate
+  CHECK(c.call("POST", "/v1/gates/run", {{"gate", "nope"}}).first == 404);
+  CHECK(c.call("POST", "/v1/gates/run", {{"name", "touch-here"}}).first == 400);
+  CHECK_FALSE(fs::exists(marker));
+
+  // An executable the operator did not allow at enrolment is refused with the manifest.
+  auto [s2, r2] = c.call("PUT", "/v1/manifest", {{"yaml", with_gates("    - name: sh\n      command: {on: head, run: [/bin/sh, -c, id]}\n")}});
+  CHECK(s2 == 403);
+  CHECK(r2.dump().find("/bin/sh") != std::string::npos);
+}

@@ -130,6 +130,11 @@ Cluster::Cluster(ClusterOptions o) : opt_(o) {
         : opt_.gates == "bench"
             ? "gates: {serve_timeout: 60s, models: false, chat: false, tool_call: false, json: false, "
               "bench: {concurrency: 2, max_tokens: 8}}\n"
+        : opt_.gates.starts_with("custom")
+            ? "gates:\n  serve_timeout: 60s\n  models: false\n  chat: false\n  tool_call: false\n  json: false\n  custom:\n"
+              "    - {name: listed, http: {url: /v1/models, expect_body_contains: tiny, expect_json: {path: /object, equals: list}}}\n"
+              "    - {name: route, command: {on: head, run: [/bin/sh, -c, 'echo FINAL_ROUTE_OK'], expect_output_contains: " +
+                  std::string(opt_.gates == "custom_fail" ? "FINAL_ROUTE_NOPE" : "FINAL_ROUTE_OK") + "}}\n"
                              : "gates: {serve_timeout: 60s, long_retrieval: {context_tokens: 256, require_needle: true}}\n")
     << "deadman: {delay: " << opt_.deadman << ", backend: agent}\n"
     << "rollback:\n  commands:\n    - {on: head, timeout: 30s, run: [/bin/sh, -c, '" << old_lane_command() << "']}\n"

@@ -32,7 +32,9 @@ struct ClusterOptions {
   std::string verify_timeout = "30s";  // how long a rollback waits for the old lane to answer
   // Gates: "off"; "on" (health, models, chat, tool_call, json: what the demo model can pass);
   // "needle" (also a 256-token retrieval that must find its needle: random weights cannot);
-  // "bench" (health and a short bench at concurrency 2: no speed floor, zero failures allowed).
+  // "bench" (health and a short bench at concurrency 2: no speed floor, zero failures allowed);
+  // "custom" (health, an HTTP custom gate on /v1/models, a command gate the head's agent runs) and
+  // "custom_fail" (the same, but the command's output lacks what the gate expects).
   std::string gates = "off";
   std::string stage{};  // a `stage:` section appended to the manifest as is; empty: none
 };

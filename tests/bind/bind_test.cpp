@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bind_cluster.hpp"
+#include "report_dom.hpp"
 
 using namespace bindtest;
 using nlohmann::json;
@@ -26,6 +28,36 @@ json last_report(const Cluster& c) {
       newest = e.path();
   REQUIRE_FALSE(newest.empty());
   return json::parse(slurp(newest));
+}
+
+// The report page as a browser renders it: headless Chromium (Debian's package), offline, a fresh
+// profile. The page must load without a console message (a CSP violation or a script error would
+// be one), and the timeline in the rendered DOM must be the JSON report's steps.
+void check_in_chromium(const Cluster& c, const json& report) {
+  const fs::path html = report.value("html", std::string());
+  REQUIRE(fs::exists(html));
+  std::string browser;
+  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
+    if (fs::exists(p)) browser = p;
+  if (browser.empty()) {
+    MESSAGE("SKIPPED the report page in a browser: chromium is not installed (apt-get install chromium)");
+    return;
+  }
+  const fs::path out = c.dir / "chromium";
+  fs::create_directories(out);
+  const std::string cmd = "timeout 90 " + browser +
+                          " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
+                          " --disable-component-update --disable-sync --user-data-dir=" + (out / "profile").string() +
+                          " --enable-logging=stderr --v=0 --dump-dom 'file://" + html.string() + "' > " + (out / "dom.html").string() +
+                          " 2> " + (out / "stderr.txt").string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string dom = slurp(out / "dom.html"), log = slurp(out / "stderr.txt");
+  INFO(log);
+  CHECK(log.find(":CONSOLE") == std::string::npos);
+  CHECK(dom.find("<svg") != std::string::npos);
+  CHECK(reporttest::timeline_matches(dom, report) == "");
+  CHECK(reporttest::timeline_bars(dom).size() == report["steps"].size() - 1);  // all but report.write, still running
+  CHECK(dom.find("id=\"result\"><span class=\"badge " + report["result"].get<std::string>()) != std::string::npos);
 }
 
 json status_json(const Cluster& c) {
@@ -56,6 +88,26 @@ TEST_CASE("one-node bind with the real CPU tandem-serve; status, logs; rollback 
   for (const auto& s : report["steps"]) CHECK_MESSAGE(s["status"] == "done", s.dump());
   CHECK(report["hashes"]["ok"] == true);
   CHECK(report["hashes"]["files_compared"].get<int>() >= 3);
+  CHECK(report["hashes"]["table"].size() == report["hashes"]["files_compared"]);
+  // Where the engine's start-up went (tandem-serve's /health), and when the dead-man was armed.
+  std::vector<std::string> phases;
+  for (const auto& p : report["engine_startup"]["rank0"]["phases"]) phases.push_back(p["phase"]);
+  CHECK(phases == std::vector<std::string>{"weights_loaded", "drafter_loaded", "kv_pool_sized", "graphs_captured", "ready"});
+  CHECK(report["deadman"]["rank0"]["disarmed_by"] == "bind");
+  CHECK(report["deadman"]["rank0"]["disarmed_ms"] > report["deadman"]["rank0"]["armed_ms"]);
+  check_in_chromium(c, report);
+
+  // The history lists it; report finds its page.
+  rc = c.ctl({"history", "-o", "json"}, out, true);
+  REQUIRE(rc == 0);
+  json hist = json::parse(out);
+  REQUIRE(hist["runs"].size() == 1);
+  CHECK(hist["runs"][0]["bind_id"] == report["bind_id"]);
+  CHECK(hist["runs"][0]["result"] == "bound");
+  CHECK(hist["runs"][0]["report"]["html"] == report["html"]);
+  rc = c.ctl({"report", report["bind_id"].get<std::string>()}, out, true);
+  CHECK(rc == 0);
+  CHECK(out == report["html"].get<std::string>() + "\n");
 
   json st = status_json(c);
   CHECK(st["nodes"][0]["engine"]["phase"] == "ready");
@@ -277,4 +329,60 @@ TEST_CASE("the bench gate's run is charted next to the bind report") {
   const fs::path md = svg.parent_path() / (report["bind_id"].get<std::string>() + ".md");
   CHECK(slurp(md).find(svg.filename().string()) != std::string::npos);
   CHECK(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+}
+
+TEST_CASE("on a terminal bind asks after preflight; 'n' ends it aborted with nothing changed") {
+  if (!fs::exists("/usr/bin/script")) {
+    MESSAGE("SKIPPED: util-linux's script (a pty for the prompt) is not installed");
+    return;
+  }
+  Cluster c({.nodes = 1});
+  c.start_old_lane();
+  // script(1) gives tandemctl a terminal; the answer waits in it until bind asks.
+  const fs::path out = c.dir / "prompt.out";
+  const std::string cmd = "printf 'n\\n' | script -qec \"" + std::string(TANDEMCTL_BIN) + " bind " + c.manifest_path() +
+                          " --state-dir " + c.state.string() + " --pki-dir " + c.pki.string() + "\" /dev/null > " + out.string() + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string text = slurp(out);
+  INFO(text);
+  CHECK(WEXITSTATUS(st) == 3);
+  CHECK(text.find("Proceed? [y/N]") != std::string::npos);
+  CHECK(text.find("bind aborted at the prompt: nothing was changed on any node") != std::string::npos);
+  CHECK(text.find("deadman.arm") == std::string::npos);  // never got that far
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane, untouched
+  std::string hist;
+  REQUIRE(c.ctl({"history", "-o", "json"}, hist, true) == 0);
+  CHECK(json::parse(hist)["runs"][0]["result"] == "aborted");
+}
+
+TEST_CASE("custom gates run after the built-in ones: an HTTP check and an agent's command; a failing one rolls back") {
+  {
+    Cluster c({.nodes = 1, .gates = "custom"});
+    c.start_old_lane();
+    std::string out;
+    int rc = c.ctl({"bind", c.manifest_path()}, out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    json report = last_report(c);
+    std::vector<std::string> order;
+    for (const auto& g : report["gates"]) {
+      order.push_back(g["gate"]);
+      CHECK(g["status"] == "done");
+    }
+    CHECK(order == std::vector<std::string>{"health", "custom.listed", "custom.route"});
+    CHECK(report["gates"][2]["evidence"]["evidence"]["rank0"]["output_tail"] == "FINAL_ROUTE_OK\n");
+    CHECK(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  }
+  Cluster c({.nodes = 1, .gates = "custom_fail"});
+  c.start_old_lane();
+  std::string out;
+  int rc = c.ctl({"bind", c.manifest_path()}, out);
+  INFO(out);
+  CHECK(rc == 3);
+  CHECK(out.find("(gate.custom.route) on controller: gate custom.route failed: rank0: exit 0 but the output lacks "
+                 "'FINAL_ROUTE_NOPE': FINAL_ROUTE_OK") != std::string::npos);
+  CHECK(out.find("rolled back") != std::string::npos);
+  CHECK(c.crontab(0) == c.expected_crontab());
+  CHECK(port_answers(c.serve_port));  // the old lane
 }

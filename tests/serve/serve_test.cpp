@@ -73,6 +73,22 @@ std::string metrics_text() { return request(shared().port(), "GET", "/metrics").
 TEST_CASE("health and models") {
   auto h = request(shared().port(), "GET", "/health");
   CHECK(h.status == 200);
+  // Where start-up time went, in the order it went there (the bind report charts it).
+  const auto startup = h.json()["startup"];
+  std::vector<std::string> order;
+  for (const auto& p : startup["phases"]) order.push_back(p["phase"].get<std::string>());
+  CHECK(order == std::vector<std::string>{"weights_loaded", "drafter_loaded", "kv_pool_sized", "graphs_captured", "ready"});
+  for (const auto& p : startup["phases"]) {
+    if (p["phase"] == "graphs_captured" || p["phase"] == "drafter_loaded") {
+      CHECK(p["status"] == "n/a");
+      CHECK_FALSE(p["detail"].get<std::string>().empty());
+    } else {
+      CHECK(p["status"] == "done");
+      CHECK(p["ms"].get<long long>() >= 0);
+      CHECK(p["at_ms"].get<long long>() >= startup["started_at_ms"].get<long long>());
+    }
+  }
+  CHECK(startup["total_ms"].get<long long>() >= 0);
   auto m = request(shared().port(), "GET", "/v1/models");
   REQUIRE(m.status == 200);
   CHECK(m.json()["data"][0]["id"] == "tiny-glm");

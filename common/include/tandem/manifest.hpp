@@ -113,6 +113,29 @@ struct Hygiene {
   bool cache_dir_user_owned = true;
 };
 
+// A check of the operator's own (the seed's "Hermes FINAL_ROUTE_OK"), run after the built-in gates;
+// a failure fails the bind like theirs. The plan's step is gate.custom.<name>.
+struct CustomGate {
+  enum class Kind { http, command };
+  std::string name;  // unique among custom gates; [a-z0-9_-], 1..63
+  Kind kind = Kind::http;
+  Duration timeout = std::chrono::seconds(60);
+  // http: one request; a reply must have the status and, when given, the substring and the value.
+  std::string method = "GET";
+  std::string url;   // http://HOST:PORT/PATH, or /PATH on the head's serve port
+  std::string body;  // sent as is, as application/json
+  int expect_status = 200;
+  std::string expect_body_contains;
+  std::string expect_json_path;                   // a JSON Pointer (RFC 6901): /choices/0/message/content
+  std::optional<std::string> expect_json_equals;  // the value at that pointer, as JSON text
+  // command: run by the agent of each node `command.on` selects, as declared (argv, no shell),
+  // bounded by command.timeout (= timeout); its exit code and output are judged by the controller.
+  Command command;
+  int expect_exit = 0;
+  std::string expect_output_contains;
+  Mark mark;
+};
+
 struct Gates {
   Duration serve_timeout = std::chrono::minutes(30);
   bool health = true;
@@ -138,6 +161,7 @@ struct Gates {
     int max_tokens = 400;
   };
   std::optional<Bench> bench;
+  std::vector<CustomGate> custom;  // in manifest order, after the built-in gates
 };
 
 enum class DeadmanBackend { systemd, agent };
