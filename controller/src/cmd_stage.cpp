@@ -44,7 +44,7 @@ int stage(const StageOpts& o) {
   // journal, so a later bind starts fresh and finds the files equal.
   ctl::BindRun run;
   run.bind_id = "stage-" + ctl::new_bind_id();
-  ctl::BindContext ctx{s.m, s.yaml, full, s.agents, *s.journal, run, progress, s.bind_dir, false, {}};
+  ctl::BindContext ctx{s.m, s.yaml, full, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}};
   json results = json::array();
   bool ok = true;
   for (const auto& st : plan.steps) {
