@@ -20,6 +20,22 @@ node_gate() {
   done
 }
 
+# A CUDA build of tandem-serve needs NVIDIA's runtime (cudart, cuBLASLt, NCCL), which no Debian
+# package provides, so neither its package nor this root has it: a GPU node gets it from NVIDIA's
+# own install. The root gets this machine's copies in a folder of their own, as that install would
+# (the tests run tandem-serve on the CPU; no driver is needed for that).
+node_cuda_runtime() {
+  local libs
+  libs=$(ldd "$build/engine/tandem-serve" | awk '$1 ~ /^lib(cudart|cublas|cublasLt|nccl)\.so/ && $3 ~ /^\// {print $3}')
+  [ -n "$libs" ] || return 0
+  mkdir -p "$SR_ROOT/opt/nvidia-runtime/lib"
+  # shellcheck disable=SC2086
+  cp -L $libs "$SR_ROOT/opt/nvidia-runtime/lib/"
+  echo /opt/nvidia-runtime/lib >"$SR_ROOT/etc/ld.so.conf.d/nvidia-runtime.conf"
+  chroot "$SR_ROOT" ldconfig
+  sr_log "a CUDA tandem-serve: NVIDIA's runtime from this machine put in the root ($(for l in $libs; do basename "$l"; done | tr '\n' ' '))"
+}
+
 # What goes into the root before its first boot.
 node_setup() {
   if [ -n "${NODE_DEBS:-}" ]; then
@@ -28,6 +44,7 @@ node_setup() {
     DESTDIR=$SR_ROOT cmake --install "$build" --prefix /usr/local >"$SR_DIR/install.log" 2>&1 ||
       { cat "$SR_DIR/install.log" >&2; sr_die "cmake --install into the root failed"; }
   fi
+  node_cuda_runtime
   mkdir -p "$SR_ROOT$NODE_MODELS" "$SR_ROOT/var/lib/tandem-test/cache"
   cp -r "$repo/models/dflash-pair/." "$SR_ROOT$NODE_MODELS/"
   cat >"$SR_ROOT/etc/systemd/system/old-lane.service" <<UNIT
