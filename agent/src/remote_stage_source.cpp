@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "tandem/net/http_message.hpp"
+
 namespace tandem::agentd {
 namespace {
 
@@ -16,22 +18,6 @@ constexpr auto kChunkTimeout = std::chrono::seconds(30);
 constexpr int kAttempts = 3;  // a transport failure (link flap) is retried; an HTTP answer is final
 
 }  // namespace
-
-std::string percent_encode(const std::string& s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
 
 agent::Result<std::shared_ptr<RemoteStageSource>> RemoteStageSource::create(const Manifest& m, const std::string& self,
                                                                            const net::PkiLayout& pki) {
@@ -83,7 +69,7 @@ agent::Result<agent::SourceListing> RemoteStageSource::list() {
 }
 
 agent::Result<std::string> RemoteStageSource::read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) {
-  auto r = get("/v1/stage/source/chunk?path=" + percent_encode(f.path) + "&offset=" + std::to_string(offset) +
+  auto r = get("/v1/stage/source/chunk?path=" + net::percent_encode(f.path) + "&offset=" + std::to_string(offset) +
                    "&length=" + std::to_string(length) + "&size=" + std::to_string(f.size) +
                    "&mtime_ns=" + std::to_string(f.mtime_ns),
                kChunkTimeout);

@@ -27,7 +27,4 @@ class RemoteStageSource : public agent::StageSource {
   net::Endpoint ep_;
 };
 
-// "a b/c" -> "a%20b%2Fc": every byte but unreserved characters, for query values.
-std::string percent_encode(const std::string& s);
-
 }  // namespace tandem::agentd

@@ -99,3 +99,11 @@ TEST_CASE("request: query parameters are percent-decoded") {
   CHECK(r.query_param("name") == "a b");
   CHECK_FALSE(r.query_param("absent").has_value());
 }
+
+TEST_CASE("request: a percent-encoded value comes back from query_param as it was") {
+  const std::string path = "/models/a b+c/ü%20.safetensors";
+  CHECK(percent_encode(path) == "%2Fmodels%2Fa%20b%2Bc%2F%C3%BC%2520.safetensors");
+  Request r;
+  r.query = "path=" + percent_encode(path) + "&offset=0";
+  CHECK(r.query_param("path") == path);
+}

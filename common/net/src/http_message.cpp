@@ -1,5 +1,7 @@
 #include "tandem/net/http_message.hpp"
 
+#include <cctype>
+
 namespace tandem::net {
 namespace {
 
@@ -27,6 +29,22 @@ std::string percent_decode(std::string_view text) {
 }
 
 }  // namespace
+
+std::string percent_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 Result<nlohmann::json> Request::json() const {
   if (body.empty()) return Error{"request body is empty; expected JSON"};

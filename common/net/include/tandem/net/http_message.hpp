@@ -12,6 +12,10 @@
 
 namespace tandem::net {
 
+// "a b/c" -> "a%20b%2Fc": every byte but the unreserved characters, for a query value that
+// Request::query_param gives back as it was.
+std::string percent_encode(std::string_view text);
+
 struct Request {
   std::string method;     // "GET", "POST", ... as sent
   std::string target;     // "/v1/steps/cron?dry_run=1"
