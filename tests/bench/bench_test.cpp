@@ -10,9 +10,9 @@
 
 #include "../gates/fake_endpoint.hpp"
 #include "../serve/serve_harness.hpp"
-#include "bench.hpp"
-#include "bench_report.hpp"
-#include "gates.hpp"
+#include "bench/bench.hpp"
+#include "bench/bench_report.hpp"
+#include "gates/gates.hpp"
 
 using namespace tandem;
 using nlohmann::json;

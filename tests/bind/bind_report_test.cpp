@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <map>
 
-#include "bind_history.hpp"
-#include "bind_report.hpp"
-#include "bind_report_html.hpp"
+#include "bind/bind_history.hpp"
+#include "bind/bind_report.hpp"
+#include "bind/bind_report_html.hpp"
 #include "report_dom.hpp"
 
 using namespace tandem;

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <thread>
 
-#include "bind_journal.hpp"
-#include "deadman_summary.hpp"
-#include "hash_compare.hpp"
-#include "progress_display.hpp"
-#include "state_lock.hpp"
+#include "bind/bind_journal.hpp"
+#include "bind/deadman_summary.hpp"
+#include "bind/hash_compare.hpp"
+#include "bind/progress_display.hpp"
+#include "bind/state_lock.hpp"
 
 using namespace tandem::ctl;
 namespace fs = std::filesystem;

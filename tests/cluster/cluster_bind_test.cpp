@@ -163,7 +163,7 @@ struct BindLab {
   }
 
   // `tandemctl bind` in the background, stopped at `point` by tandemctl's fault hook
-  // (controller/src/fault_pause.hpp); returns its pid once it waits there.
+  // (controller/src/bind/fault_pause.hpp); returns its pid once it waits there.
   pid_t bind_paused_at(const std::string& point) const {
     const fs::path marker = state / "netns-bind/paused", log = c.dir / "paused-bind.log";
     const pid_t pid = ::fork();

@@ -41,7 +41,7 @@ class FaultLab {
   // Node index of a step's node; controller steps act for the head (0).
   static int node_index(const std::string& node);
 
-  // `tandemctl VERB manifest` in the background, stopped at `point` (see controller/src/fault_pause.hpp);
+  // `tandemctl VERB manifest` in the background, stopped at `point` (see controller/src/bind/fault_pause.hpp);
   // returns its pid once it waits there.
   pid_t start_paused(const std::string& verb, const std::string& point);
   void resume();                      // lets a paused controller go on

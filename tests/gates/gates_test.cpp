@@ -10,9 +10,9 @@
 
 #include "../serve/serve_harness.hpp"
 #include "fake_endpoint.hpp"
-#include "gates.hpp"
-#include "http_client.hpp"
-#include "prometheus_text.hpp"
+#include "gates/gates.hpp"
+#include "endpoint/http_client.hpp"
+#include "endpoint/prometheus_text.hpp"
 
 using namespace tandem;
 using nlohmann::json;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "plan.hpp"
+#include "plan/plan.hpp"
 #include "tandem/manifest.hpp"
 
 using namespace tandem;

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "plan.hpp"
-#include "saved_plan.hpp"
+#include "plan/plan.hpp"
+#include "plan/saved_plan.hpp"
 #include "tandem/manifest.hpp"
 
 using namespace tandem;

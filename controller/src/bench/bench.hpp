@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_fixtures.hpp"
-#include "prometheus_text.hpp"
+#include "endpoint/prometheus_text.hpp"
 #include "tandem/result.hpp"
 
 namespace tandem::bench {

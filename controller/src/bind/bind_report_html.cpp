@@ -5,7 +5,7 @@
 
 #include "bind_timeline_svg.hpp"
 #include "deadman_summary.hpp"
-#include "markup.hpp"
+#include "bench/markup.hpp"
 
 namespace tandem::ctl {
 namespace {

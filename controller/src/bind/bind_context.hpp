@@ -7,7 +7,7 @@
 
 #include "agent_client.hpp"
 #include "bind_journal.hpp"
-#include "plan.hpp"
+#include "plan/plan.hpp"
 #include "progress_display.hpp"
 
 namespace tandem::ctl {

@@ -7,9 +7,9 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
-#include "embedded_manifest.hpp"
-#include "plan.hpp"
-#include "saved_plan.hpp"
+#include "plan/embedded_manifest.hpp"
+#include "plan/plan.hpp"
+#include "plan/saved_plan.hpp"
 
 namespace tandem::cli {
 namespace {

@@ -1,6 +1,6 @@
 #include "http_get.hpp"
 
-#include "http_client.hpp"
+#include "endpoint/http_client.hpp"
 #include "tandem/url.hpp"
 
 namespace tandem::ctl {

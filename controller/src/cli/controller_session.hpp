@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "agent_client.hpp"
-#include "bind_journal.hpp"
+#include "bind/agent_client.hpp"
+#include "bind/bind_journal.hpp"
 #include "cli_common.hpp"
-#include "state_lock.hpp"
+#include "bind/state_lock.hpp"
 #include "tandem/sha256.hpp"
 
 namespace tandem::ctl {

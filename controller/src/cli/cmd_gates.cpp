@@ -6,7 +6,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "gates.hpp"
+#include "gates/gates.hpp"
 
 namespace tandem::cli {
 namespace {

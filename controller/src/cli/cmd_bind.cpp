@@ -5,11 +5,11 @@
 #include <iostream>
 #include <optional>
 
-#include "bind_runner.hpp"
+#include "bind/bind_runner.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
-#include "saved_plan.hpp"
+#include "plan/saved_plan.hpp"
 
 namespace tandem::cli {
 namespace {

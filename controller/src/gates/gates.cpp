@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <map>
 
-#include "bench.hpp"
-#include "bench_report.hpp"
+#include "bench/bench.hpp"
+#include "bench/bench_report.hpp"
 #include "custom_gates.hpp"
 #include "haystack.hpp"
-#include "http_client.hpp"
-#include "prometheus_text.hpp"
+#include "endpoint/http_client.hpp"
+#include "endpoint/prometheus_text.hpp"
 #include "tandem/url.hpp"
 
 namespace tandem::gates {
@@ -468,7 +468,7 @@ Result<GateReport> run_gates(const Manifest& m, const std::string& base_url,
   GateReport report;
   report.url = url->str();
   const Gates& g = m.gates;
-  // Plan order (controller/src/plan.cpp serve_and_gates).
+  // Plan order (controller/src/plan/plan.cpp serve_and_gates).
   std::vector<std::pair<std::string, std::function<GateResult()>>> to_run;
   if (g.health) to_run.emplace_back("health", [&] { return run.health(); });
   if (g.models) to_run.emplace_back("models", [&] { return run.models(); });

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gates.hpp"
-#include "http_client.hpp"
+#include "endpoint/http_client.hpp"
 
 namespace tandem::gates {
 

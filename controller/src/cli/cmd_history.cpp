@@ -8,12 +8,12 @@
 #include <cstring>
 #include <iostream>
 
-#include "bind_history.hpp"
+#include "bind/bind_history.hpp"
 #include "cli_conventions.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
-#include "deadman_summary.hpp"
+#include "bind/deadman_summary.hpp"
 #include "tandem/names.hpp"
 
 extern char** environ;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "bench_report.hpp"
+#include "bench/bench_report.hpp"
 #include "bind_report_html.hpp"
 #include "bind_steps.hpp"
 

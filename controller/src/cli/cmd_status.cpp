@@ -1,11 +1,11 @@
 // tandemctl status / logs: read-only views of the cluster through the agents.
 #include <iostream>
 
-#include "bind_journal.hpp"
+#include "bind/bind_journal.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
-#include "deadman_summary.hpp"
+#include "bind/deadman_summary.hpp"
 
 namespace tandem::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "markup.hpp"
+#include "bench/markup.hpp"
 
 namespace tandem::ctl {
 namespace {

@@ -10,7 +10,7 @@
 #include <regex>
 #include <thread>
 
-#include "http_client.hpp"
+#include "endpoint/http_client.hpp"
 #include "tandem/url.hpp"
 
 namespace tandem::bench {

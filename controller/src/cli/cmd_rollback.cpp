@@ -1,11 +1,11 @@
 // tandemctl rollback / disarm: the operator's hands on the dead-man and the old lane.
 #include <iostream>
 
-#include "bind_report.hpp"
+#include "bind/bind_report.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"
-#include "rollback_runner.hpp"
+#include "bind/rollback_runner.hpp"
 
 namespace tandem::cli {
 namespace {

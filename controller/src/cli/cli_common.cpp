@@ -3,7 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "embedded_manifest.hpp"
+#include "plan/embedded_manifest.hpp"
 
 namespace tandem::cli {
 

@@ -3,7 +3,7 @@
 // skipped, so the bind's own stage step then finds nothing to copy.
 #include <iostream>
 
-#include "bind_steps.hpp"
+#include "bind/bind_steps.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "controller_session.hpp"

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "bench.hpp"
-#include "bench_report.hpp"
+#include "bench/bench.hpp"
+#include "bench/bench_report.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "tandem/units.hpp"

@@ -2,7 +2,7 @@
 // endpoint once, at the first gate step; each gate step then reports its own gate's result. A
 // failed gate fails its step (and so the bind, which rolls back) with the gate's one-line detail.
 #include "bind_steps.hpp"
-#include "gates.hpp"
+#include "gates/gates.hpp"
 
 namespace tandem::ctl {
 namespace {
