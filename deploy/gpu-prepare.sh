@@ -13,7 +13,7 @@
 # tandem_spec_bench ($SERVE_BUILD) and packs every binary and library, stripped, into
 # build-deps/bundle.tar.xz (about 13 MB: it fits the carry beside the tracked tree, which the
 # uncompressed ICU data does not), for deploy/gpu-verify.sh.
-# With --spec it builds only what engine/spec/bench/gpu-dflash.sh runs (cuda_spec_check,
+# With --spec it builds only what engine/spec_decode/bench/gpu-dflash.sh runs (cuda_spec_check,
 # tandem_spec_bench and tandem-serve, in $SERVE_BUILD: no stand-alone trees) and packs them the same
 # way into build-deps/spec-bundle.tar.xz.
 set -euo pipefail
@@ -42,7 +42,7 @@ copy_serve() {
 if [ "${1:-}" = --spec ]; then
   ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench tandem-serve
   copy_serve
-  pack spec-bundle.tar.xz "$serve_build/tests/spec/cuda_spec_check" "$serve_build/engine/spec/tandem_spec_bench"
+  pack spec-bundle.tar.xz "$serve_build/tests/spec/cuda_spec_check" "$serve_build/engine/spec_decode/tandem_spec_bench"
   exit 0
 fi
 mkdir -p build-deps/include build-deps/bin build-deps/serve/lib
@@ -62,5 +62,5 @@ if [ "${1:-}" = --bundle ]; then
   ninja -C build-gpu-bench -j "${JOBS:-2}" glm5_next_cuda_check
   ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench
   pack bundle.tar.xz build-deps/bin/* build-gpu-bench/glm5_next_cuda_check "$serve_build/tests/spec/cuda_spec_check" \
-       "$serve_build/engine/spec/tandem_spec_bench"
+       "$serve_build/engine/spec_decode/tandem_spec_bench"
 fi
