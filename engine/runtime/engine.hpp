@@ -52,12 +52,12 @@ struct EngineConfig {
   std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
   std::function<void(const std::string&)> on_fatal;  // the engine cannot go on (a rank was lost)
   std::chrono::milliseconds heartbeat{1000};     // idle heartbeat to worker ranks
-  // Speculative decoding (engine/spec): with a drafter, every target forward also feeds the
+  // Speculative decoding (engine/spec_decode): with a drafter, every target forward also feeds the
   // drafter's context, and decoding requests draft up to num_speculative_tokens tokens per step
   // (fewer when their own acceptance says drafting does not pay; none under a token constraint).
   std::shared_ptr<const spec::Drafter> drafter;
   // Or, for a model whose KV cache is on its device (CUDA), a drafter on that device
-  // (spec/device_drafter.hpp; engine/spec/cuda's load_dflash_cuda makes one). One or the other.
+  // (spec/device_drafter.hpp; engine/spec_decode/cuda's load_dflash_cuda makes one). One or the other.
   std::shared_ptr<spec::DeviceDrafter> device_drafter;
   int num_speculative_tokens = 0;
   spec::DraftLengthPolicy draft_policy;

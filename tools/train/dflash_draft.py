@@ -1,7 +1,7 @@
 """A DFlash drafter (z-lab's DFlashDraftModel layout: Qwen3-style layers, fc + hidden_norm over the
 concatenated target features, no embedding or LM head of its own) in plain PyTorch, with the batched
 training forward (many anchored blocks per sequence in one pass) and the one-block inference forward
-used for the reference acceptance length. Written from the description in engine/spec/README.md."""
+used for the reference acceptance length. Written from the description in engine/spec_decode/README.md."""
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A new DFlash drafter for models/dflash-pair's target, trained and measured in one GPU-machine run
-# (the run behind models/dflash-pair/drafter and engine/spec/bench/results/h200-dflash-2026-12-03-drafter2.md):
+# (the run behind models/dflash-pair/drafter and engine/spec_decode/bench/results/h200-dflash-2026-12-03-drafter2.md):
 #   data: corpus + target-generated rows (train_drafter.py --data-only), shared by
 #   three drafters trained side by side for $SECS s (2 and 4 layers on corpus + generated rows,
 #   2 layers on corpus only), each one's reference.json recomputed by train_drafter.py (dflash_greedy);
-#   then tandem_spec_bench on the pair's current drafter, and engine/spec/bench/gpu-dflash.sh on the
+#   then tandem_spec_bench on the pair's current drafter, and engine/spec_decode/bench/gpu-dflash.sh on the
 #   pair with each new 2- and 4-layer drafter swapped in (the checkout's models/dflash-pair is changed:
 #   run it on a copy). Results: $OUT/go.txt, and everything (drafters, logs, bench) as
 #   $OUT/results.tar.* (split under 16 MB). Usage, from the repository root:
@@ -38,7 +38,7 @@ for v in l2 l4; do
   echo "## gpu-dflash.sh with $v ($SECONDS s)"
   rm -rf models/dflash-pair/drafter && cp -r $W/$v/drafter models/dflash-pair/drafter && cp $W/$v/reference.json models/dflash-pair/reference.json
   mkdir -p $W/bench-$v
-  OUT=$W/bench-$v timeout 150 bash engine/spec/bench/gpu-dflash.sh $BIN > /dev/null 2>&1; echo "exit $?"
+  OUT=$W/bench-$v timeout 150 bash engine/spec_decode/bench/gpu-dflash.sh $BIN > /dev/null 2>&1; echo "exit $?"
   cat $W/bench-$v/gpu-dflash.txt
 done
 echo "total $SECONDS s"

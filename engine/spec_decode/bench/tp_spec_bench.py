@@ -10,7 +10,7 @@ and the rounds visit them in turn; tok/s is the median over the rounds. Under TP
 the head rank only (replicated, not sharded): while it works the other rank waits, so its share of
 the step time is the most that sharding it could win back.
 
-  python3 engine/spec/bench/tp_spec_bench.py --serve build-cpu/engine/tandem-serve \\
+  python3 engine/spec_decode/bench/tp_spec_bench.py --serve build-cpu/engine/tandem-serve \\
       --pair models/dflash-pair [--max-tokens 64] [--rounds 3] [--tp 1,2] [--device cpu] [--json out.json]
 
 Standard library only; every server listens on 127.0.0.1.

@@ -153,7 +153,7 @@ class CudaModel : public Model {
   // For TP > 1 (not wired yet: see above).
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
 
-  // --- for a drafter on the same device (DFlash, engine/spec/cuda) ---
+  // --- for a drafter on the same device (DFlash, engine/spec_decode/cuda) ---
   // From now on every step records the residual stream after each of `layers` (HF hidden_states[l + 1])
   // for each of its tokens, concatenated in the given order; empty: no capture.
   virtual Status set_capture(std::vector<int> layers) = 0;

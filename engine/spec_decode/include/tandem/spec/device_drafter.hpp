@@ -10,7 +10,7 @@
 // their own. Step 3 writes rows for rejected drafts too: they lie beyond the written length, so
 // the next proposal either overwrites them with its own block rows or masks them out (its queries
 // see positions up to the end of its block only), and a later step overwrites them for good.
-// The CUDA implementation is engine/spec/cuda (load_dflash_cuda); this header needs no CUDA.
+// The CUDA implementation is engine/spec_decode/cuda (load_dflash_cuda); this header needs no CUDA.
 #pragma once
 #include <cstdint>
 #include <span>

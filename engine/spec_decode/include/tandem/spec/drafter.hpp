@@ -1,5 +1,5 @@
 // What the engine needs from a speculative drafter, and the DFlash drafter (block diffusion
-// conditioned on target hidden states; notes and sources in engine/spec/README.md).
+// conditioned on target hidden states; notes and sources in engine/spec_decode/README.md).
 //
 // A drafter keeps per-token "context rows" in a KV store of its own layout. The engine gives that
 // store the same block tables as the target's paged KV, so context rows are written, shared by the
