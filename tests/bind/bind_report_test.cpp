@@ -46,15 +46,15 @@ std::vector<json> failed_bind_records(const Plan& plan, const std::string& id) {
   recs.push_back(json{{"event", "bind.begin"}, {"bind_id", id}, {"kind", "bind"}, {"manifest_sha256", "abc"}, {"t", T0}});
   long long t = T0;
   for (const auto& s : plan.steps) {
-    recs.push_back({{"event", "step.begin"}, {"bind_id", id}, {"index", s.index}, {"node", s.node}, {"action", s.action},
+    recs.push_back({{"event", "step.begin"}, {"bind_id", id}, {"index", s.index}, {"node", s.node}, {"action", s.id()},
                     {"op_id", id + "-" + std::to_string(s.index)}, {"t", t += 100}});
-    if (s.action == "gate.health") {
+    if (s.id() == "gate.health") {
       recs.push_back({{"event", "step.failed"}, {"bind_id", id}, {"index", s.index}, {"error", "gate health failed: HTTP 503"}, {"t", t += 50}});
       break;
     }
     json ev = json::object();
-    if (s.action == "deadman.arm") ev = {{"deadman", {{"armed", true}, {"seconds_left", 4200.0}, {"backend", "agent"}}}};
-    if (s.action == "serve.wait")
+    if (s.action == Action::deadman_arm) ev = {{"deadman", {{"armed", true}, {"seconds_left", 4200.0}, {"backend", "agent"}}}};
+    if (s.action == Action::serve_wait)
       ev = {{"startup", {{"n0", {{"started_at_ms", t}, {"total_ms", 900},
                                  {"phases", json::array({{{"phase", "weights_loaded"}, {"status", "done"}, {"ms", 600}, {"at_ms", t + 600}},
                                                          {{"phase", "graphs_captured"}, {"status", "n/a"}, {"detail", "CPU device"}},

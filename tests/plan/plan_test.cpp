@@ -69,7 +69,7 @@ std::vector<size_t> where(const Plan& p, const std::function<bool(const Step&)>&
 }
 
 size_t only(const Plan& p, const std::string& node, const std::string& action) {
-  auto at = where(p, [&](const Step& s) { return s.node == node && s.action == action; });
+  auto at = where(p, [&](const Step& s) { return s.node == node && s.id() == action; });
   INFO(node << " " << action);
   REQUIRE(at.size() == 1);
   return at[0];
@@ -90,7 +90,7 @@ std::string after(const std::vector<std::string>& argv, const std::string& flag)
 
 TEST_CASE("seed bind: the worker (spark2) engine starts before the head (spark1)") {
   Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
-  auto starts = where(p, [](const Step& s) { return s.action == "engine.start"; });
+  auto starts = where(p, [](const Step& s) { return s.action == Action::engine_start; });
   REQUIRE(starts.size() == 2);
   CHECK(p.steps[starts[0]].node == "spark2");
   CHECK(p.steps[starts[1]].node == "spark1");
@@ -105,7 +105,7 @@ TEST_CASE("seed bind: the worker's wait_ready precedes the head's engine.start")
   CHECK(worker_start < ready);
   CHECK(ready < head_start);
   CHECK(head_start < rendezvous);
-  CHECK(where(p, [](const Step& s) { return s.action == "engine.wait_ready" && s.node == "spark1"; }).empty());
+  CHECK(where(p, [](const Step& s) { return s.action == Action::engine_wait_ready && s.node == "spark1"; }).empty());
 }
 
 TEST_CASE("seed bind: every node's dead-man is armed before any outage step and disarmed only after every gate") {
@@ -123,7 +123,7 @@ TEST_CASE("seed bind: every node's dead-man is armed before any outage step and 
   CHECK(only(p, "spark1", "serve.wait") < disarm);
   // Nothing but the other disarm and the report follow the first disarm.
   CHECK(disarm + 3 == p.steps.size());
-  CHECK(p.steps.back().action == "report.write");
+  CHECK(p.steps.back().action == Action::report_write);
   // Every preflight precedes the arming: a node that cannot be reached must not cause an outage.
   for (size_t pf : where(p, [](const Step& s) { return s.phase == "preflight"; }))
     CHECK(pf < std::min(only(p, "spark1", "deadman.arm"), only(p, "spark2", "deadman.arm")));
@@ -142,7 +142,7 @@ TEST_CASE("seed bind: hygiene on every node precedes hashes.compare, which prece
     CHECK(only(p, node, "stop.command") < only(p, node, "stop.verify"));
   }
   for (size_t h : where(p, [](const Step& s) { return s.phase == "hygiene"; })) CHECK(h < compare);
-  for (size_t s : where(p, [](const Step& st) { return st.action == "engine.start"; })) CHECK(compare < s);
+  for (size_t s : where(p, [](const Step& st) { return st.action == Action::engine_start; })) CHECK(compare < s);
 }
 
 TEST_CASE("seed bind: step indexes are 1..N with no gaps, on the bind and on the failure path") {
@@ -152,7 +152,7 @@ TEST_CASE("seed bind: step indexes are 1..N with no gaps, on the bind and on the
   REQUIRE_FALSE(p.on_failure.empty());
   for (size_t i = 0; i < p.on_failure.size(); ++i) CHECK(p.on_failure[i].index == static_cast<int>(i + 1));
   // The failure path ends by verifying the rollback lane at the manifest's URL.
-  CHECK(p.on_failure.back().action == "rollback.verify");
+  CHECK(p.on_failure.back().action == Action::rollback_verify);
   CHECK(p.on_failure.back().summary.find("http://10.0.0.1:8888/v1/models") != std::string::npos);
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("seed bind: the worker runs headless as rank 1, its health port on its
 
 TEST_CASE("three nodes: both workers start before the head, in manifest order, as ranks 1 and 2") {
   Plan p = make_plan(load_text(kThree));
-  auto starts = where(p, [](const Step& s) { return s.action == "engine.start"; });
+  auto starts = where(p, [](const Step& s) { return s.action == Action::engine_start; });
   REQUIRE(starts.size() == 3);
   CHECK(p.steps[starts[0]].node == "wa");
   CHECK(p.steps[starts[1]].node == "wb");
@@ -209,7 +209,7 @@ TEST_CASE("three nodes: both workers start before the head, in manifest order, a
   // The rollback lane runs on the selected nodes, head first (reverse start order).
   std::vector<std::string> rb;
   for (const auto& s : p.on_failure)
-    if (s.action == "rollback.command") rb.push_back(s.node + ":" + s.argv.back());
+    if (s.action == Action::rollback_command) rb.push_back(s.node + ":" + s.argv.back());
   CHECK(rb == std::vector<std::string>{"boss:--head", "wb:/opt/restore.sh", "wa:/opt/restore.sh"});
 }
 
@@ -223,11 +223,11 @@ TEST_CASE("plan_to_json carries the same steps as the plan") {
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const auto& js = j["steps"][i];
       const Step& s = p.steps[i];
-      INFO("step " << s.index << " " << s.action);
+      INFO("step " << s.index << " " << s.id());
       CHECK(js["index"] == s.index);
       CHECK(js["phase"] == s.phase);
       CHECK(js["node"] == s.node);
-      CHECK(js["action"] == s.action);
+      CHECK(js["action"] == s.id());
       CHECK(js["summary"] == s.summary);
       CHECK(js["argv"].get<std::vector<std::string>>() == s.argv);
       CHECK(js["undo"] == s.undo);
@@ -235,7 +235,7 @@ TEST_CASE("plan_to_json carries the same steps as the plan") {
       for (const auto& [k, v] : s.details) CHECK(js["details"][k] == v);
     }
     REQUIRE(j["on_failure"].size() == p.on_failure.size());
-    for (size_t i = 0; i < p.on_failure.size(); ++i) CHECK(j["on_failure"][i]["action"] == p.on_failure[i].action);
+    for (size_t i = 0; i < p.on_failure.size(); ++i) CHECK(j["on_failure"][i]["action"] == p.on_failure[i].id());
   }
 }
 
@@ -243,15 +243,15 @@ TEST_CASE("the text rendering names every step") {
   Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
   std::string text = render_plan_text(p);
   for (const auto& s : p.steps) {
-    INFO(s.index << " " << s.action);
-    CHECK(text.find("action: " + s.action) != std::string::npos);
+    INFO(s.index << " " << s.id());
+    CHECK(text.find("action: " + s.id()) != std::string::npos);
     CHECK(text.find(s.summary) != std::string::npos);
   }
 }
 
 TEST_CASE("seed bind: stage runs on the worker only, after every dead-man is armed and before the outage") {
   Plan p = make_plan(load_file("manifests/two-spark-dflash.yaml"));
-  auto stages = where(p, [](const Step& s) { return s.action == "stage.files"; });
+  auto stages = where(p, [](const Step& s) { return s.action == Action::stage_files; });
   REQUIRE(stages.size() == 1);
   const Step& st = p.steps[stages[0]];
   CHECK(st.node == "spark2");

@@ -73,9 +73,9 @@ TEST_CASE("custom gates are plan steps after the built-in gates, with their argv
   std::vector<std::string> gates;
   const Step* nvsmi = nullptr;
   for (const auto& s : p.steps)
-    if (s.action.starts_with("gate.")) {
-      gates.push_back(s.action);
-      if (s.action == "gate.custom.nvsmi") nvsmi = &s;
+    if (s.action == Action::gate) {
+      gates.push_back(s.id());
+      if (s.id() == "gate.custom.nvsmi") nvsmi = &s;
     }
   CHECK(gates == std::vector<std::string>{"gate.health", "gate.models", "gate.chat", "gate.tool_call", "gate.json",
                                           "gate.custom.route", "gate.custom.nvsmi"});
@@ -130,4 +130,28 @@ TEST_CASE("saved plan files that are not what plan --out writes are refused with
   p = parse_saved_plan("{\"tandem_saved_plan\": 1, \"manifest\": {\"path\": \"/m.yaml\", \"sha256\": \"x\"}, \"nodes\": {}}", "p.json");
   REQUIRE_FALSE(p);
   CHECK(p.error().message == "p.json: 'nodes' must be a list");
+}
+
+TEST_CASE("a saved plan's actions read back as the enum; an unknown one is named") {
+  const Manifest m = load(kBase);
+  const Plan plan = make_plan(m);
+  for (const auto* list : {&plan.steps, &plan.on_failure})
+    for (const Step& s : *list) {
+      INFO(s.id());
+      auto a = parse_action(s.id());
+      REQUIRE(a);
+      CHECK(a->action == s.action);
+      CHECK(a->gate == s.gate);
+    }
+  auto j = saved_plan_json(m, "/etc/tandem/sp.yaml", "abc", plan, "2026-12-06T04:00:00Z");
+  j["steps"][3]["action"] = "hygiene.defrag";
+  auto p = parse_saved_plan(j.dump(), "plan.json");
+  REQUIRE_FALSE(p);
+  CHECK(p.error().message.starts_with("plan.json: steps[3]: unknown plan action 'hygiene.defrag' (this tandemctl knows: "));
+  CHECK(p.error().message.find("gate.<name>") != std::string::npos);
+  j["steps"][3]["action"] = 7;
+  p = parse_saved_plan(j.dump(), "plan.json");
+  REQUIRE_FALSE(p);
+  CHECK(p.error().message == "plan.json: steps[3]: expected an object with an 'action' string");
+  CHECK_FALSE(parse_action("gate."));  // a gate with no name
 }

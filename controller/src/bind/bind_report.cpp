@@ -27,7 +27,7 @@ std::string md_cell(std::string s) {
 }
 
 json step_entry(const Step& s, const StepRecord* r, int writing_step) {
-  json j{{"index", s.index}, {"phase", s.phase}, {"node", s.node}, {"action", s.action}, {"summary", s.summary}};
+  json j{{"index", s.index}, {"phase", s.phase}, {"node", s.node}, {"action", s.id()}, {"summary", s.summary}};
   if (s.index == writing_step && writing_step > 0) {
     j["status"] = "done";
     return j;
@@ -78,9 +78,9 @@ Result<std::string> bench_chart(const json& report) {
 // The rollback task that reverses a plan step (see rollback_runner.cpp), or "".
 std::string undo_task(const BindContext& ctx, const Step& s) {
   if (!agent_step_name(s.action).empty()) return "undo:" + ctx.op_for_step(s.index);
-  if (s.action.starts_with("stop.")) return "undo:" + ctx.op_for(s.node, "stop");
-  if (s.action == "engine.start") return "stop-rank:" + s.node;
-  if (s.action == "deadman.arm") return "disarm:" + s.node;
+  if (is_stop(s.action)) return "undo:" + ctx.op_for(s.node, "stop");
+  if (s.action == Action::engine_start) return "stop-rank:" + s.node;
+  if (s.action == Action::deadman_arm) return "disarm:" + s.node;
   return "";
 }
 
@@ -91,9 +91,9 @@ json deadman_times(const BindContext& ctx) {
   auto when = [](const StepRecord& r) { return r.done ? r.ended_ms : 0LL; };
   for (const auto& s : ctx.plan.steps) {
     auto it = ctx.run.steps.find(s.index);
-    if (it == ctx.run.steps.end() || (s.action != "deadman.arm" && s.action != "deadman.disarm") || !when(it->second)) continue;
+    if (it == ctx.run.steps.end() || (s.action != Action::deadman_arm && s.action != Action::deadman_disarm) || !when(it->second)) continue;
     json& n = out[s.node];  // only a node whose arm or disarm step is done has an entry
-    if (s.action == "deadman.arm") {
+    if (s.action == Action::deadman_arm) {
       n["armed_ms"] = when(it->second);
       const json dm = it->second.evidence.is_object() ? it->second.evidence.value("deadman", json::object()) : json::object();
       if (dm.is_object() && dm.contains("seconds_left") && dm["seconds_left"].is_number())
@@ -125,12 +125,12 @@ json build_report(const BindContext& ctx, const std::string& result, int writing
       auto u = run.rollback.find(undo);
       if (u != run.rollback.end() && u->second.done) e["undone_by"] = undo;
     }
-    if (s.action == "serve.wait" && e.contains("evidence") && e["evidence"].is_object() && e["evidence"].contains("startup"))
+    if (s.action == Action::serve_wait && e.contains("evidence") && e["evidence"].is_object() && e["evidence"].contains("startup"))
       startup = e["evidence"]["startup"];
     if (e["status"] == "failed" && failed.is_null())
-      failed = {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", e.value("error", "")}};
-    if (s.action == "hashes.compare" && e.contains("evidence")) hashes = e["evidence"];
-    if (s.action.starts_with("gate.")) gates.push_back({{"gate", s.action.substr(5)}, {"status", e["status"]}, {"evidence", e.value("evidence", json())}, {"error", e.value("error", "")}});
+      failed = {{"index", s.index}, {"node", s.node}, {"action", s.id()}, {"error", e.value("error", "")}};
+    if (s.action == Action::hashes_compare && e.contains("evidence")) hashes = e["evidence"];
+    if (s.action == Action::gate) gates.push_back({{"gate", s.gate}, {"status", e["status"]}, {"evidence", e.value("evidence", json())}, {"error", e.value("error", "")}});
     steps.push_back(std::move(e));
   }
   json rollback = nullptr;

@@ -59,7 +59,7 @@ BindResult run_bind(BindContext& ctx) {
     for (const auto& [index, rec] : ctx.run.steps)
       if (rec.failed && index > 0 && index <= static_cast<int>(ctx.plan.steps.size())) {
         const Step& s = ctx.plan.steps[static_cast<size_t>(index - 1)];
-        failed = {{"index", index}, {"node", s.node}, {"action", s.action}, {"error", rec.error}};
+        failed = {{"index", index}, {"node", s.node}, {"action", s.id()}, {"error", rec.error}};
       }
     return roll_back(ctx, failed);
   }
@@ -67,7 +67,7 @@ BindResult run_bind(BindContext& ctx) {
   for (const Step& s : ctx.plan.steps) {
     auto it = ctx.run.steps.find(s.index);
     if (it != ctx.run.steps.end() && it->second.done) {
-      ctx.progress.skipped(s.index, s.node, s.action, "");
+      ctx.progress.skipped(s.index, s.node, s.id(), "");
       continue;
     }
     if (!asked && s.phase != "preflight") {
@@ -79,11 +79,11 @@ BindResult run_bind(BindContext& ctx) {
         return finish(ctx, r, true);
       }
     }
-    if (auto st = ctx.record({{"event", "step.begin"}, {"index", s.index}, {"node", s.node}, {"action", s.action},
+    if (auto st = ctx.record({{"event", "step.begin"}, {"index", s.index}, {"node", s.node}, {"action", s.id()},
                               {"op_id", ctx.op_for_step(s.index)}});
         !st)
-      return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
-    ctx.progress.begin(s.index, s.node, s.action, s.summary);
+      return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.id()}, {"error", st.error().message}});
+    ctx.progress.begin(s.index, s.node, s.id(), s.summary);
     fault_pause(ctx.bind_dir, "before:" + std::to_string(s.index));
     const auto t0 = Clock::now();
     StepOutcome o = run_step(ctx, s);
@@ -91,15 +91,15 @@ BindResult run_bind(BindContext& ctx) {
     const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (o.ok) {
       if (auto st = ctx.record({{"event", "step.done"}, {"index", s.index}, {"evidence", o.evidence}, {"note", o.note}, {"ms", ms}}); !st)
-        return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", st.error().message}});
-      ctx.progress.done(s.index, s.node, s.action, o.note, ms);
+        return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.id()}, {"error", st.error().message}});
+      ctx.progress.done(s.index, s.node, s.id(), o.note, ms);
       continue;
     }
-    ctx.progress.failed(s.index, s.node, s.action, o.error);
+    ctx.progress.failed(s.index, s.node, s.id(), o.error);
     (void)ctx.record({{"event", "step.failed"}, {"index", s.index}, {"error", o.error}, {"evidence", o.evidence}, {"ms", ms}});
     if (changed_anything(ctx))
-      (void)ctx.record({{"event", "rollback.begin"}, {"reason", "step " + std::to_string(s.index) + " " + s.action + " failed on " + s.node}});
-    return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.action}, {"error", o.error}});
+      (void)ctx.record({{"event", "rollback.begin"}, {"reason", "step " + std::to_string(s.index) + " " + s.id() + " failed on " + s.node}});
+    return roll_back(ctx, {{"index", s.index}, {"node", s.node}, {"action", s.id()}, {"error", o.error}});
   }
   BindResult r;
   r.result = "bound";

@@ -34,25 +34,44 @@ StepOutcome run_report_write(BindContext& ctx, const Step& s) {
   return StepOutcome::success({{"markdown", written->markdown}, {"json", written->json}, {"html", written->html}}, written->html);
 }
 
+namespace {
+
+// One case per action, no default: a new Action that bind cannot run does not compile (-Wswitch).
+StepOutcome dispatch(BindContext& ctx, const Step& s) {
+  switch (s.action) {
+    case Action::preflight: return run_preflight(ctx, s);
+    case Action::deadman_arm: return run_deadman_arm(ctx, s);
+    case Action::deadman_disarm: return run_deadman_disarm(ctx, s);
+    case Action::stop_command:
+    case Action::stop_verify: return run_stop(ctx, s);
+    case Action::stage_files: return run_stage(ctx, s);
+    case Action::hygiene_cron:
+    case Action::hygiene_shm:
+    case Action::hygiene_page_cache:
+    case Action::hygiene_cache_dir:
+    case Action::hygiene_sha256: return run_hygiene(ctx, s);
+    case Action::hashes_compare: return run_hash_compare(ctx, s);
+    case Action::engine_start: return run_engine_start(ctx, s);
+    case Action::engine_wait_ready: return run_engine_wait_ready(ctx, s);
+    case Action::engine_rendezvous: return run_rendezvous(ctx, s);
+    case Action::serve_wait: return run_serve_wait(ctx, s);
+    case Action::gate: return run_gate(ctx, s);
+    case Action::report_write: return run_report_write(ctx, s);
+    // The failure path's steps are carried out by rollback_runner.cpp, never as bind steps.
+    case Action::undo:
+    case Action::rollback_command:
+    case Action::rollback_verify: break;
+  }
+  return StepOutcome::failure("plan action '" + s.id() + "' is a rollback step; bind does not run it as a step");
+}
+
+}  // namespace
+
 StepOutcome run_step(BindContext& ctx, const Step& s) {
   try {
-    const std::string& a = s.action;
-    if (a == "preflight") return run_preflight(ctx, s);
-    if (a == "deadman.arm") return run_deadman_arm(ctx, s);
-    if (a == "deadman.disarm") return run_deadman_disarm(ctx, s);
-    if (a == "stop.command" || a == "stop.verify") return run_stop(ctx, s);
-    if (a == "stage.files") return run_stage(ctx, s);
-    if (!agent_step_name(a).empty()) return run_hygiene(ctx, s);
-    if (a == "hashes.compare") return run_hash_compare(ctx, s);
-    if (a == "engine.start") return run_engine_start(ctx, s);
-    if (a == "engine.wait_ready") return run_engine_wait_ready(ctx, s);
-    if (a == "engine.rendezvous") return run_rendezvous(ctx, s);
-    if (a == "serve.wait") return run_serve_wait(ctx, s);
-    if (a.starts_with("gate.")) return run_gate(ctx, s);
-    if (a == "report.write") return run_report_write(ctx, s);
-    return StepOutcome::failure("tandemctl does not know plan action '" + a + "' (plan and bind are out of step)");
+    return dispatch(ctx, s);
   } catch (const json::exception& e) {
-    return StepOutcome::failure(s.node + ": unexpected answer while running " + s.action + ": " + e.what());
+    return StepOutcome::failure(s.node + ": unexpected answer while running " + s.id() + ": " + e.what());
   }
 }
 

@@ -15,8 +15,10 @@ inline json field(const json& j, const char* key) {
   return json::object();
 }
 
-// Plan action -> the agent's step name ("hygiene.cron" -> "cron"); empty if not a hygiene step.
-std::string agent_step_name(const std::string& action);
+// Plan action -> the agent's step name (hygiene_cron -> "cron"); empty if not a hygiene step.
+std::string agent_step_name(Action action);
+// stop.command or stop.verify: the steps that take the old lane down (one agent op per node).
+bool is_stop(Action action);
 StepOutcome apply_and_verify(BindContext& ctx, const std::string& node, const std::string& step, const std::string& op,
                              Millis timeout);
 

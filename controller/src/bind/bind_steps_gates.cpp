@@ -24,7 +24,7 @@ Result<json> run_command_gate(BindContext& ctx, const CustomGate& c) {
 }  // namespace
 
 StepOutcome run_gate(BindContext& ctx, const Step& s) {
-  const std::string name = s.action.substr(std::string("gate.").size());
+  const std::string& name = s.gate;
   if (!ctx.gates_ran) {
     gates::GateOptions opts;
     opts.on_start = [&ctx](const std::string& g) { ctx.progress.note("controller", "gate " + g + " running"); };

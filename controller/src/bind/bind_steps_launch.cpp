@@ -50,7 +50,7 @@ json all_startup_phases(const BindContext& ctx, const std::string& head_body) {
 
 std::optional<StepOutcome> dead_rank(const BindContext& ctx) {
   for (const auto& s : ctx.plan.steps) {
-    if (s.action != "engine.start") continue;
+    if (s.action != Action::engine_start) continue;
     auto it = ctx.run.steps.find(s.index);
     if (it == ctx.run.steps.end() || !it->second.done) continue;
     AgentReply st = ctx.agent(s.node).engine_status();
@@ -80,7 +80,7 @@ std::string log_tail(const BindContext& ctx, const std::string& node, std::size_
 StepOutcome run_hash_compare(BindContext& ctx, const Step&) {
   std::map<std::string, json> by_node;
   for (const auto& s : ctx.plan.steps) {
-    if (s.action != "hygiene.sha256") continue;
+    if (s.action != Action::hygiene_sha256) continue;
     auto it = ctx.run.steps.find(s.index);
     if (it == ctx.run.steps.end() || !it->second.done)
       return StepOutcome::failure("no hashes from " + s.node + " (step " + std::to_string(s.index) + " is not done)");

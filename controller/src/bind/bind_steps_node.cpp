@@ -19,15 +19,34 @@ bool rank_running(const json& engine) {
 
 }  // namespace
 
-std::string agent_step_name(const std::string& action) {
-  if (action == "hygiene.cron") return "cron";
-  if (action == "hygiene.shm") return "shm";
-  if (action == "hygiene.page_cache") return "page_cache";
-  if (action == "hygiene.cache_dir") return "cache_dir";
-  if (action == "hygiene.sha256") return "sha";
-  if (action == "stage.files") return "stage";
+std::string agent_step_name(Action action) {
+  switch (action) {
+    case Action::hygiene_cron: return "cron";
+    case Action::hygiene_shm: return "shm";
+    case Action::hygiene_page_cache: return "page_cache";
+    case Action::hygiene_cache_dir: return "cache_dir";
+    case Action::hygiene_sha256: return "sha";
+    case Action::stage_files: return "stage";
+    case Action::preflight:
+    case Action::deadman_arm:
+    case Action::stop_command:
+    case Action::stop_verify:
+    case Action::hashes_compare:
+    case Action::engine_start:
+    case Action::engine_rendezvous:
+    case Action::engine_wait_ready:
+    case Action::serve_wait:
+    case Action::gate:
+    case Action::deadman_disarm:
+    case Action::report_write:
+    case Action::undo:
+    case Action::rollback_command:
+    case Action::rollback_verify: return "";
+  }
   return "";
 }
+
+bool is_stop(Action action) { return action == Action::stop_command || action == Action::stop_verify; }
 
 StepOutcome apply_and_verify(BindContext& ctx, const std::string& node, const std::string& step, const std::string& op,
                              Millis timeout) {
@@ -96,11 +115,11 @@ StepOutcome run_stop(BindContext& ctx, const Step& s) {
   AgentReply applied = a.step_apply("stop", op, stop_step_timeout(ctx.m));
   if (!applied.ok) return StepOutcome::failure(applied.error, applied.evidence);
   const json ev = field(applied.body, "evidence");
-  if (s.action == "stop.command") {
+  if (s.action == Action::stop_command) {
     int k = 0;
     for (const auto& other : ctx.plan.steps) {
       if (other.index == s.index) break;
-      if (other.node == s.node && other.action == "stop.command") ++k;
+      if (other.node == s.node && other.action == Action::stop_command) ++k;
     }
     const json cmds = ev.value("commands", json::array());
     json mine = k < static_cast<int>(cmds.size()) ? cmds[static_cast<size_t>(k)] : json();

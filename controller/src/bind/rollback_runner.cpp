@@ -116,7 +116,7 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
       ctx.progress.line("skipping " + n->name + ": unreachable (" + h.error + "); its dead-man, if armed, restores it");
   }
   auto usable = [&](const std::string& node) { return source != RollbackSource::local || reachable.count(node); };
-  auto began_on = [&](const std::string& node, const std::string& action) {
+  auto began_on = [&](const std::string& node, Action action) {
     for (const auto& s : ctx.plan.steps)
       if (s.node == node && s.action == action && began(ctx, s)) return true;
     return false;
@@ -125,13 +125,13 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   bool outage_began = from_agents, stop_began = from_agents;
   for (const auto& s : ctx.plan.steps) {
     if (s.phase == "outage" && began(ctx, s)) outage_began = true;
-    if (s.action.starts_with("stop.") && began(ctx, s)) stop_began = true;
+    if (is_stop(s.action) && began(ctx, s)) stop_began = true;
   }
 
   // 1. Stop the ranks, head first: one rank failing stops the others, leaving no orphan.
   bool ranks_stopped = true;
   for (const Node* n : reverse) {
-    if (!usable(n->name) || !(from_agents || began_on(n->name, "engine.start"))) continue;
+    if (!usable(n->name) || !(from_agents || began_on(n->name, Action::engine_start))) continue;
     const AgentClient& a = ctx.agent(n->name);
     ranks_stopped &= tasks.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
       AgentReply r = a.engine_stop(10s);
@@ -148,11 +148,11 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
       if (!began(ctx, s) || !usable(s.node)) continue;
       std::string op;
       if (!agent_step_name(s.action).empty()) op = ctx.op_for_step(s.index);
-      else if ((s.action == "stop.command" || s.action == "stop.verify") && stop_undone.insert(s.node).second)
+      else if (is_stop(s.action) && stop_undone.insert(s.node).second)
         op = ctx.op_for(s.node, "stop");
       if (op.empty()) continue;
       const AgentClient& a = ctx.agent(s.node);
-      tasks.run("undo:" + op, s.node, "undo " + (s.action.starts_with("stop.") ? std::string("stop") : agent_step_name(s.action)), op,
+      tasks.run("undo:" + op, s.node, "undo " + (is_stop(s.action) ? std::string("stop") : agent_step_name(s.action)), op,
                 [&] { return undo_op(a, op); });
     }
   }
@@ -187,7 +187,7 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
       if (!has || !usable(n->name)) continue;
       const AgentClient& a = ctx.agent(n->name);
       const std::string op = ctx.op_for(n->name, "rollback");
-      tasks.run("rollback.command:" + n->name, n->name, "rollback.command", op, [&] {
+      tasks.run("rollback.command:" + n->name, n->name, action_id(Action::rollback_command), op, [&] {
         AgentReply r = a.rollback_start(op, rollback_timeout(ctx.m));
         if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
         return StepOutcome::success(r.body, "started by " + r.body.value("ran_by", std::string("tandemd")));
@@ -196,16 +196,16 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   }
 
   // 4. Verify, 5. disarm (only now: an armed dead-man retries a rollback that did not verify).
-  const bool verified = tasks.run("rollback.verify", "controller", "rollback.verify", "", [&] { return verify_old_lane(ctx.m); });
+  const bool verified = tasks.run("rollback.verify", "controller", action_id(Action::rollback_verify), "", [&] { return verify_old_lane(ctx.m); });
   for (const Node* n : reverse) {
-    if (!usable(n->name) || !(from_agents || began_on(n->name, "deadman.arm"))) continue;
+    if (!usable(n->name) || !(from_agents || began_on(n->name, Action::deadman_arm))) continue;
     if (!verified) {
       ctx.progress.line("the dead-man on " + n->name + " stays armed: it retries the rollback at its deadline");
       continue;
     }
     const AgentClient& a = ctx.agent(n->name);
     const std::string op = ctx.op_for(n->name, "disarm");
-    tasks.run("disarm:" + n->name, n->name, "deadman.disarm", op, [&] {
+    tasks.run("disarm:" + n->name, n->name, action_id(Action::deadman_disarm), op, [&] {
       AgentReply r = a.deadman_disarm(op);
       if (!r.ok && r.status == 409 && r.error.find("fired") != std::string::npos)
         return StepOutcome::success({{"fired", true}}, "the dead-man had already fired");

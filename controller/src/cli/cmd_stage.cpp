@@ -48,14 +48,14 @@ int stage(const StageOpts& o) {
   json results = json::array();
   bool ok = true;
   for (const auto& st : plan.steps) {
-    progress.begin(st.index, st.node, st.action, st.summary);
+    progress.begin(st.index, st.node, st.id(), st.summary);
     const auto t0 = std::chrono::steady_clock::now();
     ctl::StepOutcome r = ctl::run_step(ctx, st);
     const long long ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-    if (r.ok) progress.done(st.index, st.node, st.action, r.note, ms);
-    else progress.failed(st.index, st.node, st.action, r.error);
-    results.push_back({{"node", st.node}, {"action", st.action}, {"op_id", ctx.op_for_step(st.index)}, {"ok", r.ok},
+    if (r.ok) progress.done(st.index, st.node, st.id(), r.note, ms);
+    else progress.failed(st.index, st.node, st.id(), r.error);
+    results.push_back({{"node", st.node}, {"action", st.id()}, {"op_id", ctx.op_for_step(st.index)}, {"ok", r.ok},
                        {"error", r.error}, {"evidence", r.evidence}, {"ms", ms}});
     if (!r.ok) {
       ok = false;

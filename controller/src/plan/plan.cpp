@@ -21,18 +21,24 @@ class Builder {
  public:
   explicit Builder(const Manifest& m) : m_(m) {}
 
-  Step& add(std::vector<Step>& list, std::string phase, std::string node, std::string action, std::string summary) {
+  Step& add(std::vector<Step>& list, std::string phase, std::string node, Action action, std::string summary) {
     Step s;
     s.phase = std::move(phase);
     s.node = std::move(node);
-    s.action = std::move(action);
+    s.action = action;
     s.summary = std::move(summary);
     list.push_back(std::move(s));
     list.back().index = static_cast<int>(list.size());
     return list.back();
   }
-  Step& add(std::string phase, std::string node, std::string action, std::string summary) {
-    return add(plan_.steps, std::move(phase), std::move(node), std::move(action), std::move(summary));
+  Step& add(std::string phase, std::string node, Action action, std::string summary) {
+    return add(plan_.steps, std::move(phase), std::move(node), action, std::move(summary));
+  }
+  // gate.<name>: `name` is what the gate runner calls the gate ("health", "custom.x").
+  Step& add_gate(std::string name, std::string summary) {
+    Step& s = add("gates", "controller", Action::gate, std::move(summary));
+    s.gate = std::move(name);
+    return s;
   }
 
   Plan build() {
@@ -55,7 +61,7 @@ class Builder {
  private:
   void preflight(const std::vector<const Node*>& order) {
     for (const Node* n : order) {
-      Step& s = add("preflight", n->name, "preflight",
+      Step& s = add("preflight", n->name, Action::preflight,
                     "agent answers over mutual TLS at " + n->address + ":" + std::to_string(n->agent_port) +
                         " with certificate CN=" + n->name);
       s.details = {{"role", rank_label(m_, *n)},
@@ -69,7 +75,7 @@ class Builder {
   // rank even when the controller is gone, and then starts its share of the rollback lane.
   void arm_deadman(const std::vector<const Node*>& order) {
     for (const Node* n : order) {
-      Step& s = add("arm", n->name, "deadman.arm",
+      Step& s = add("arm", n->name, Action::deadman_arm,
                     "arm the dead-man: restore this node and start its rollback commands in " +
                         format_duration(m_.deadman.delay) + " unless disarmed");
       s.details = {{"backend", to_string(m_.deadman.backend)}, {"delay", format_duration(m_.deadman.delay)}};
@@ -93,7 +99,7 @@ class Builder {
     const Node& h = m_.head();
     std::vector<std::string> what;
     for (const auto& p : m_.staged_paths()) what.push_back(p.path + (p.dir ? "/*" : ""));
-    Step& s = add("stage", n.name, "stage.files",
+    Step& s = add("stage", n.name, Action::stage_files,
                   "make " + n.name + "'s engine files equal to " + h.name + "'s: whole files pulled from its agent over "
                   "mutual TLS, SHA-256 checked, renamed into place; equal files skipped");
     s.details = {{"files", join(what)},
@@ -109,7 +115,7 @@ class Builder {
   void outage(const Node& n) {
     const Hygiene& hy = m_.hygiene;
     if (!hy.cron_patterns.empty()) {
-      Step& s = add("outage", n.name, "hygiene.cron",
+      Step& s = add("outage", n.name, Action::hygiene_cron,
                     "comment out cron entries" + std::string(hy.cron_include_systemd_timers ? " and stop systemd timers" : "") +
                         " matching: " + join(hy.cron_patterns));
       s.details = {{"scans", "/etc/crontab, /etc/cron.d/*, /var/spool/cron/crontabs/*" +
@@ -119,11 +125,11 @@ class Builder {
     }
     for (const Command& c : hy.stop) {
       if (!m_.selects(c, n)) continue;
-      Step& s = add("outage", n.name, "stop.command", "stop the old lane");
+      Step& s = add("outage", n.name, Action::stop_command, "stop the old lane");
       s.argv = c.run;
       s.details = {{"timeout", format_duration(c.timeout)}};
     }
-    Step& dark = add("outage", n.name, "stop.verify",
+    Step& dark = add("outage", n.name, Action::stop_verify,
                      "verify port " + std::to_string(m_.engine.serve.port) + " is dark and GPU memory is free");
     dark.details = {{"wait up to", format_duration(hy.port_dark_timeout)}};
   }
@@ -131,22 +137,22 @@ class Builder {
   void hygiene(const Node& n) {
     const Hygiene& hy = m_.hygiene;
     if (!hy.shm_patterns.empty()) {
-      Step& s = add("hygiene", n.name, "hygiene.shm", "remove /dev/shm files matching: " + join(hy.shm_patterns));
+      Step& s = add("hygiene", n.name, Action::hygiene_shm, "remove /dev/shm files matching: " + join(hy.shm_patterns));
       s.details = {{"links", "never followed out of /dev/shm"}, {"reports", "files removed and bytes freed"}};
     }
     if (hy.drop_page_cache || hy.min_mem_available) {
       std::string what = hy.drop_page_cache ? "sync, drop the page cache, then check MemAvailable"
                                             : "check MemAvailable";
-      Step& s = add("hygiene", n.name, "hygiene.page_cache", what);
+      Step& s = add("hygiene", n.name, Action::hygiene_page_cache, what);
       if (hy.min_mem_available)
         s.details.emplace_back("require", "MemAvailable >= " + format_size(*hy.min_mem_available));
     }
-    Step& c = add("hygiene", n.name, "hygiene.cache_dir",
+    Step& c = add("hygiene", n.name, Action::hygiene_cache_dir,
                   "cache dir " + m_.engine.cache_dir + " exists, is writable" +
                       (hy.cache_dir_user_owned ? " and is owned by " + m_.engine.run_user : ""));
     c.details = {{"creates", "the directory, owned by " + m_.engine.run_user + ", when missing"}};
     c.undo = "remove the directory only if this bind created it";
-    Step& h = add("hygiene", n.name, "hygiene.sha256", "SHA-256 of the engine, pinned configs, model and drafter files");
+    Step& h = add("hygiene", n.name, Action::hygiene_sha256, "SHA-256 of the engine, pinned configs, model and drafter files");
     std::vector<std::string> what{m_.engine.binary};
     for (const auto& p : m_.engine.pins) what.push_back(p.path);
     what.push_back(m_.engine.model_dir + "/*");
@@ -155,7 +161,7 @@ class Builder {
   }
 
   void compare_hashes() {
-    Step& s = add("verify", "controller", "hashes.compare",
+    Step& s = add("verify", "controller", Action::hashes_compare,
                   "compare SHA-256 across all ranks and against the manifest's pins; any mismatch stops the bind "
                   "before launch and names the files");
     size_t pinned = 0;
@@ -167,7 +173,7 @@ class Builder {
   void launch(const std::vector<const Node*>& order) {
     for (const Node* n : order) {
       const bool head = n->role == Role::head;
-      Step& s = add("launch", n->name, "engine.start",
+      Step& s = add("launch", n->name, Action::engine_start,
                     std::string("start ") + (head ? "the head rank" : "worker rank " + std::to_string(node_rank(m_, *n)) +
                                                                         " (headless) before the head") +
                         " as " + m_.engine.run_user);
@@ -175,13 +181,13 @@ class Builder {
       for (const auto& [k, v] : serve_env(m_)) s.details.emplace_back("env " + k, v);
       s.undo = "stop the rank (TERM, then KILL after a grace period)";
       if (head) {
-        Step& r = add("launch", n->name, "engine.rendezvous",
+        Step& r = add("launch", n->name, Action::engine_rendezvous,
                       "all " + std::to_string(m_.nodes.size()) + " ranks meet at " + n->fabric_address + ":" +
                           std::to_string(m_.engine.rendezvous.port) + " within " +
                           format_duration(m_.engine.rendezvous.timeout) + "; if one rank fails, the others are stopped");
         r.details = {{"timeout", format_duration(m_.engine.rendezvous.timeout)}};
       } else {
-        Step& w = add("launch", n->name, "engine.wait_ready",
+        Step& w = add("launch", n->name, Action::engine_wait_ready,
                       "wait until the worker has loaded its slice and answers http://" + n->fabric_address + ":" +
                           std::to_string(m_.engine.serve.port) + "/health (bounded by " +
                           format_duration(m_.engine.rendezvous.timeout) + "); only then does the head start");
@@ -196,11 +202,11 @@ class Builder {
 
   void serve_and_gates() {
     const Node& h = m_.head();
-    Step& w = add("serve", h.name, "serve.wait", "wait for " + endpoint() + "/health to answer 200");
+    Step& w = add("serve", h.name, Action::serve_wait, "wait for " + endpoint() + "/health to answer 200");
     w.details = {{"timeout", format_duration(m_.gates.serve_timeout)}};
     const Gates& g = m_.gates;
     auto gate = [&](bool on, const char* id, std::string what) {
-      if (on) add("gates", "controller", std::string("gate.") + id, std::move(what));
+      if (on) add_gate(id, std::move(what));
     };
     gate(g.health, "health", "GET /health answers 200");
     gate(g.models, "models", "GET /v1/models lists '" +
@@ -248,35 +254,35 @@ class Builder {
       std::string what = c.method + " " + url + " answers " + std::to_string(c.expect_status);
       if (!c.expect_body_contains.empty()) what += " and contains '" + c.expect_body_contains + "'";
       if (c.expect_json_equals) what += " with " + c.expect_json_path + " = " + *c.expect_json_equals;
-      Step& s = add("gates", "controller", "gate.custom." + c.name, what);
+      Step& s = add_gate("custom." + c.name, what);
       s.details = {{"timeout", format_duration(c.timeout)}};
       if (!c.body.empty()) s.details.emplace_back("body", c.body);
       return;
     }
     std::string what = "on " + c.command.on + ": the agent runs it; exit " + std::to_string(c.expect_exit);
     if (!c.expect_output_contains.empty()) what += " and output containing '" + c.expect_output_contains + "'";
-    Step& s = add("gates", "controller", "gate.custom." + c.name, what);
+    Step& s = add_gate("custom." + c.name, what);
     s.argv = c.command.run;
     s.details = {{"runs on", c.command.on}, {"timeout", format_duration(c.timeout)}, {"output kept", "the last 8 KiB"}};
   }
 
   void finish(const std::vector<const Node*>& order) {
-    for (const Node* n : order) add("finish", n->name, "deadman.disarm", "all gates passed: disarm the dead-man");
-    add("finish", "controller", "report.write", "write the bind report (HTML with the timeline, Markdown and JSON)");
+    for (const Node* n : order) add("finish", n->name, Action::deadman_disarm, "all gates passed: disarm the dead-man");
+    add("finish", "controller", Action::report_write, "write the bind report (HTML with the timeline, Markdown and JSON)");
   }
 
   void failure_path(const std::vector<const Node*>& order) {
     auto& f = plan_.on_failure;
-    add(f, "rollback", "all", "undo", "stop started ranks, then undo completed steps in reverse order");
+    add(f, "rollback", "all", Action::undo, "stop started ranks, then undo completed steps in reverse order");
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       for (const Command& c : m_.rollback.commands) {
         if (!m_.selects(c, **it)) continue;
-        Step& s = add(f, "rollback", (*it)->name, "rollback.command", "start the rollback lane");
+        Step& s = add(f, "rollback", (*it)->name, Action::rollback_command, "start the rollback lane");
         s.argv = c.run;
         s.details = {{"timeout", format_duration(c.timeout)}};
       }
     }
-    Step& v = add(f, "rollback", "controller", "rollback.verify",
+    Step& v = add(f, "rollback", "controller", Action::rollback_verify,
                   "GET " + m_.rollback.verify.url + " answers 200" +
                       (m_.rollback.verify.expect_body_contains.empty()
                            ? std::string()
@@ -304,7 +310,7 @@ void render_steps(std::string& out, const std::vector<Step>& steps) {
     std::snprintf(head, sizeof head, "%3d. %-12s ", s.index, s.node.c_str());
     out += head + s.summary + "\n";
     const std::string pad(18, ' ');
-    out += pad + "action: " + s.action + "\n";
+    out += pad + "action: " + s.id() + "\n";
     for (const auto& [k, v] : s.details) out += pad + k + ": " + v + "\n";
     if (!s.argv.empty()) out += pad + "run: " + shell_quote(s.argv) + "\n";
     if (!s.undo.empty()) out += pad + "undo: " + s.undo + "\n";
@@ -315,7 +321,7 @@ nlohmann::ordered_json steps_json(const std::vector<Step>& steps) {
   auto arr = nlohmann::ordered_json::array();
   for (const auto& s : steps) {
     nlohmann::ordered_json j{{"index", s.index}, {"phase", s.phase}, {"node", s.node},
-                             {"action", s.action}, {"summary", s.summary}};
+                             {"action", s.id()}, {"summary", s.summary}};
     auto d = nlohmann::ordered_json::object();
     for (const auto& [k, v] : s.details) d[k] = v;
     j["details"] = d;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "plan_action.hpp"
 #include "tandem/manifest.hpp"
 
 namespace tandem {
@@ -14,11 +15,15 @@ struct Step {
   int index = 0;          // 1-based position in the bind
   std::string phase;      // preflight, arm, outage, hygiene, verify, launch, serve, gates, finish
   std::string node;       // node name, or "controller"
-  std::string action;     // stable id for scripts: "hygiene.shm", "engine.start", ...
+  Action action = Action::preflight;
+  std::string gate;       // Action::gate: the gate's name as the gate runner reports it ("health", "custom.x")
   std::string summary;    // one line for a person
   std::vector<std::pair<std::string, std::string>> details;  // what it checks / uses
   std::vector<std::string> argv;                              // command it runs, if any
   std::string undo;       // how rollback reverses it; empty when nothing to undo
+
+  // The action's stable id for scripts, journals and the saved plan: "hygiene.shm", "gate.health".
+  std::string id() const { return action_id(action, gate); }
 };
 
 struct Plan {

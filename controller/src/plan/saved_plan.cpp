@@ -101,6 +101,14 @@ Result<SavedPlan> parse_saved_plan(const std::string& text, const std::string& f
     return Error{file + ": manifest.path '" + s.manifest_path + "' is not an absolute path"};
   for (const char* k : {"nodes", "pins", "steps", "on_failure"})
     if (!j.contains(k) || !j[k].is_array()) return Error{file + ": '" + std::string(k) + "' must be a list"};
+  for (const char* list : {"steps", "on_failure"})
+    for (size_t i = 0; i < j[list].size(); ++i) {
+      const oj& step = j[list][i];
+      const std::string where = file + ": " + list + "[" + std::to_string(i) + "]";
+      if (!step.is_object() || !step.contains("action") || !step["action"].is_string())
+        return Error{where + ": expected an object with an 'action' string"};
+      if (auto a = parse_action(step["action"].get<std::string>()); !a) return a.error().with_context(where);
+    }
   s.nodes = j["nodes"];
   s.pins = j["pins"];
   s.steps = {{"steps", j["steps"]}, {"on_failure", j["on_failure"]}};
