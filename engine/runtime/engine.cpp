@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <utility>
@@ -16,9 +17,12 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
-Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> model, EngineConfig cfg) {
-  if (!model) return error("engine: no model");
-  const model::DecoderConfig& d = model->config().decoder();
+namespace {
+
+using LogFn = std::function<void(const std::string&)>;
+
+// max_model_len defaults to the model's context and may not exceed it; the batch limits are >= 1.
+model::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
   if (cfg.max_model_len == 0) cfg.max_model_len = d.max_position_embeddings;
   if (cfg.max_model_len <= 1) return error("max-model-len must be at least 2, got " + std::to_string(cfg.max_model_len));
   if (d.max_position_embeddings > 0 && cfg.max_model_len > d.max_position_embeddings)
@@ -26,119 +30,163 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
                  std::to_string(d.max_position_embeddings));
   if (cfg.max_num_seqs < 1) return error("`max_num_seqs` must be at least 1");
   if (cfg.max_num_batched_tokens < 1) return error("`max_num_batched_tokens` must be at least 1");
+  return Ok{};
+}
 
+// A model with recurrent layers: its per-sequence state slots come out of the budget first, and
+// the paged pool (attention rows only) gets the rest; no page size has to fit both. Narrows
+// flags.kv_cache_memory, may turn prefix caching off, and appends the start-up lines to `lines`.
+model::Status reserve_recurrent_states(const model::Model& model, EngineConfig& cfg, PoolFlags& flags,
+                                       std::vector<std::string>& lines) {
+  HybridPoolInputs in;
+  in.layout = model.kv_layout();
+  if (const auto* g = std::get_if<model::Glm5NextConfig>(&model.config().arch))
+    in.recurrent_layers = static_cast<int>(std::count(g->layer_is_linear.begin(), g->layer_is_linear.end(), true));
+  auto elem = kv_bytes_per_elem(cfg.kv_cache_dtype, model.config().decoder().dtype);
+  if (!elem) return elem.error();
+  in.bytes_per_elem = elem.value();
+  in.block_size = cfg.block_size;
+  in.max_num_seqs = cfg.max_num_seqs;
+  if (cfg.kv_cache_memory) {
+    in.budget_bytes = *cfg.kv_cache_memory;
+  } else {
+    auto b = cpu_kv_budget(cfg.gpu_memory_utilization);
+    if (!b) return b.error();
+    in.budget_bytes = b.value();
+  }
+  const HybridPoolReport report = hybrid_pool_report(in);
+  if (report.state_pool_bytes >= in.budget_bytes)
+    return error("the recurrent state of `max_num_seqs` " + std::to_string(cfg.max_num_seqs) + " sequences needs " +
+                 std::to_string(report.state_pool_bytes) + " bytes, the whole KV budget of " + std::to_string(in.budget_bytes) +
+                 "; lower `max_num_seqs` or raise `kv_cache_memory`");
+  flags.kv_cache_memory = in.budget_bytes - report.state_pool_bytes;
+  lines.insert(lines.end(), report.lines.begin(), report.lines.end());
+  // A prefix-cache hit would skip tokens whose recurrent state was never kept.
+  if (cfg.enable_prefix_caching) {
+    cfg.enable_prefix_caching = false;
+    lines.push_back("prefix caching is off: this model's recurrent state is not kept per prefix block");
+  }
+  return Ok{};
+}
+
+// The pool's geometry under the config's flags (and a hybrid model's state reservation).
+model::Result<kv::PoolSize> size_pool(const model::Model& model, EngineConfig& cfg, std::vector<std::string>& lines) {
   PoolFlags flags;
   flags.kv_cache_dtype = cfg.kv_cache_dtype;
-  flags.model_dtype = d.dtype;
+  flags.model_dtype = model.config().decoder().dtype;
   flags.kv_cache_memory = cfg.kv_cache_memory;
   flags.gpu_memory_utilization = cfg.gpu_memory_utilization;
   flags.block_size = cfg.block_size;
   flags.max_model_len = cfg.max_model_len;
-  // A model with recurrent layers: its per-sequence state slots come out of the budget first, and
-  // the paged pool (attention rows only) gets the rest; no page size has to fit both.
-  const model::KvLayout layout = model->kv_layout();
-  std::vector<std::string> hybrid_lines;
-  if (layout.state_floats > 0) {
-    HybridPoolInputs in;
-    in.layout = layout;
-    if (const auto* g = std::get_if<model::Glm5NextConfig>(&model->config().arch))
-      in.recurrent_layers = static_cast<int>(std::count(g->layer_is_linear.begin(), g->layer_is_linear.end(), true));
-    auto elem = kv_bytes_per_elem(cfg.kv_cache_dtype, d.dtype);
-    if (!elem) return elem.error();
-    in.bytes_per_elem = elem.value();
-    in.block_size = cfg.block_size;
-    in.max_num_seqs = cfg.max_num_seqs;
-    if (cfg.kv_cache_memory) {
-      in.budget_bytes = *cfg.kv_cache_memory;
-    } else {
-      auto b = cpu_kv_budget(cfg.gpu_memory_utilization);
-      if (!b) return b.error();
-      in.budget_bytes = b.value();
-    }
-    const HybridPoolReport report = hybrid_pool_report(in);
-    if (report.state_pool_bytes >= in.budget_bytes)
-      return error("the recurrent state of `max_num_seqs` " + std::to_string(cfg.max_num_seqs) + " sequences needs " +
-                   std::to_string(report.state_pool_bytes) + " bytes, the whole KV budget of " + std::to_string(in.budget_bytes) +
-                   "; lower `max_num_seqs` or raise `kv_cache_memory`");
-    flags.kv_cache_memory = in.budget_bytes - report.state_pool_bytes;
-    hybrid_lines = report.lines;
-    // A prefix-cache hit would skip tokens whose recurrent state was never kept.
-    if (cfg.enable_prefix_caching) {
-      cfg.enable_prefix_caching = false;
-      hybrid_lines.push_back("prefix caching is off: this model's recurrent state is not kept per prefix block");
-    }
-  }
-  auto size = plan_pool(layout, flags);
-  if (!size) return size.error();
-  // Honest note: the pool is sized at the element size --kv-cache-dtype names (2 bytes for
-  // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
-  // its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
-  // of the pool are never committed, which keeps a generous budget cheap in practice.
-  auto log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  if (cfg.drafter && model->kv_on_device())
+  if (model.kv_layout().state_floats > 0)
+    if (auto s = reserve_recurrent_states(model, cfg, flags, lines); !s) return s.error();
+  return plan_pool(model.kv_layout(), flags);
+}
+
+// A CPU drafter goes with a CPU pool, a device drafter with a device pool; never both; a device
+// drafter on a recurrent model needs state restore; num_speculative_tokens within the drafter's reach.
+model::Status check_drafters(const model::Model& model, const EngineConfig& cfg) {
+  if (cfg.drafter && model.kv_on_device())
     return error("a drafter on the CPU cannot serve a model whose KV cache is on its device: give a device drafter "
                  "(EngineConfig::device_drafter)");
-  if (cfg.device_drafter && !model->kv_on_device())
+  if (cfg.device_drafter && !model.kv_on_device())
     return error("a device drafter needs a model whose KV cache is on that device (`device` cuda)");
   if (cfg.drafter && cfg.device_drafter) return error("engine: a CPU drafter and a device drafter were both given");
-  if (cfg.device_drafter && layout.state_floats > 0 && !model->restores_states())
-    return error("speculative decoding on the device of a model with recurrent layers (" + model->config().model_type +
+  if (cfg.device_drafter && model.kv_layout().state_floats > 0 && !model.restores_states())
+    return error("speculative decoding on the device of a model with recurrent layers (" + model.config().model_type +
                  "): this model cannot keep and restore its recurrent states, so rejected drafts could not be rolled out of them");
+  return Ok{};
+}
+
+// The target's KV pool: on the device for a device model (null here), else fp32 rows on the CPU.
+// Honest note: the pool is sized at the element size --kv-cache-dtype names (2 bytes for
+// bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
+// its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
+// of the pool are never committed, which keeps a generous budget cheap in practice.
+model::Result<std::unique_ptr<model::PagedKvPool>> make_pool(model::Model& model, const EngineConfig& cfg,
+                                                             const kv::PoolSize& size,
+                                                             const std::vector<std::string>& lines, const LogFn& log) {
   std::unique_ptr<model::PagedKvPool> pool;
-  if (model->kv_on_device()) {
+  if (model.kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.
-    if (auto s = model->make_device_pool(static_cast<std::int32_t>(size->num_blocks), cfg.block_size); !s) return s.error();
-    log(size->describe());
-    for (const auto& line : hybrid_lines) log(line);
-    log("KV pool storage: on the device, " + cfg.kv_cache_dtype + " rows");
+    if (auto s = model.make_device_pool(static_cast<std::int32_t>(size.num_blocks), cfg.block_size); !s) return s.error();
   } else {
-    auto p = model::PagedKvPool::create(model->kv_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
+    auto p = model::PagedKvPool::create(model.kv_layout(), static_cast<std::int32_t>(size.num_blocks), cfg.block_size);
     if (!p) return p.error();
     pool = std::move(p).value();
-    log(size->describe());
-    for (const auto& line : hybrid_lines) log(line);
+  }
+  log(size.describe());
+  for (const auto& line : lines) log(line);
+  if (pool)
     log("KV pool storage: fp32 rows on the CPU, " + std::to_string(pool->bytes() >> 20) +
         " MiB (sized at `kv_cache_dtype` " + cfg.kv_cache_dtype + ")");
-  }
-  std::unique_ptr<model::PagedKvPool> draft_pool;
-  if (cfg.drafter || cfg.device_drafter) {
-    const int max_draft = cfg.drafter ? cfg.drafter->max_draft() : cfg.device_drafter->max_draft();
-    if (cfg.num_speculative_tokens < 1 || cfg.num_speculative_tokens > max_draft)
-      return error("num_speculative_tokens " + std::to_string(cfg.num_speculative_tokens) + ": this drafter proposes 1.." +
-                   std::to_string(max_draft) + " tokens per step");
-  }
+  else
+    log("KV pool storage: on the device, " + cfg.kv_cache_dtype + " rows");
+  return pool;
+}
+
+// The drafter's context rows, in the same blocks as the target's KV: on the device (inside the
+// device drafter; null here) or a CPU pool of its own. Null without a drafter.
+model::Result<std::unique_ptr<model::PagedKvPool>> make_draft_pool(const EngineConfig& cfg, const kv::PoolSize& size,
+                                                                   const LogFn& log) {
+  if (!cfg.drafter && !cfg.device_drafter) return std::unique_ptr<model::PagedKvPool>();
+  const int max_draft = cfg.drafter ? cfg.drafter->max_draft() : cfg.device_drafter->max_draft();
+  if (cfg.num_speculative_tokens < 1 || cfg.num_speculative_tokens > max_draft)
+    return error("num_speculative_tokens " + std::to_string(cfg.num_speculative_tokens) + ": this drafter proposes 1.." +
+                 std::to_string(max_draft) + " tokens per step");
+  const auto blocks = static_cast<std::int32_t>(size.num_blocks);
   if (cfg.device_drafter) {
-    if (auto s = cfg.device_drafter->make_pool(static_cast<std::int32_t>(size->num_blocks), cfg.block_size); !s)
+    if (auto s = cfg.device_drafter->make_pool(blocks, cfg.block_size); !s)
       return error("the drafter's context pool: " + s.error().message);
     // Beside the KV budget, not out of it (for a drafter of a few layers it is a few percent).
+    const auto rows = static_cast<std::uint64_t>(size.num_blocks) * static_cast<std::uint64_t>(cfg.block_size);
     log("speculative decoding on the device: up to " + std::to_string(cfg.num_speculative_tokens) +
         " drafted tokens per step; drafter context rows " +
-        std::to_string((cfg.device_drafter->context_bytes_per_token() * static_cast<std::uint64_t>(size->num_blocks) * static_cast<std::uint64_t>(cfg.block_size)) >> 20) +
+        std::to_string((cfg.device_drafter->context_bytes_per_token() * rows) >> 20) +
         " MiB on the device, in the same blocks as the target's KV");
+    return std::unique_ptr<model::PagedKvPool>();
   }
-  if (cfg.drafter) {
-    auto dp = model::PagedKvPool::create(cfg.drafter->context_layout(), static_cast<std::int32_t>(size->num_blocks), cfg.block_size);
-    if (!dp) return error("the drafter's context pool: " + dp.error().message);
-    draft_pool = std::move(dp).value();
-    log("speculative decoding: up to " + std::to_string(cfg.num_speculative_tokens) + " drafted tokens per step; drafter context rows " +
-        std::to_string(draft_pool->bytes() >> 20) + " MiB, in the same blocks as the target's KV");
-  }
+  auto dp = model::PagedKvPool::create(cfg.drafter->context_layout(), blocks, cfg.block_size);
+  if (!dp) return error("the drafter's context pool: " + dp.error().message);
+  log("speculative decoding: up to " + std::to_string(cfg.num_speculative_tokens) + " drafted tokens per step; drafter context rows " +
+      std::to_string(dp.value()->bytes() >> 20) + " MiB, in the same blocks as the target's KV");
+  return std::move(dp).value();
+}
 
-  if (model->comm().size() > 1) {
-    // Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
-    RankMessage m;
-    m.op = RankOp::pool;
-    m.num_blocks = static_cast<std::int32_t>(size->num_blocks);
-    m.block_size = cfg.block_size;
-    auto bytes = encode(m);
-    if (auto s = model->comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
-  }
+// Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
+model::Status announce_pool(model::Model& model, const EngineConfig& cfg, const kv::PoolSize& size) {
+  RankMessage m;
+  m.op = RankOp::pool;
+  m.num_blocks = static_cast<std::int32_t>(size.num_blocks);
+  m.block_size = cfg.block_size;
+  auto bytes = encode(m);
+  if (auto s = model.comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
+  return Ok{};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> model, EngineConfig cfg) {
+  if (!model) return error("engine: no model");
+  if (auto s = check_lengths(model->config().decoder(), cfg); !s) return s.error();
+  std::vector<std::string> hybrid_lines;
+  auto size = size_pool(*model, cfg, hybrid_lines);
+  if (!size) return size.error();
+  const LogFn log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (auto s = check_drafters(*model, cfg); !s) return s.error();
+  auto pool = make_pool(*model, cfg, *size, hybrid_lines, log);
+  if (!pool) return pool.error();
+  auto draft_pool = make_draft_pool(cfg, *size, log);
+  if (!draft_pool) return draft_pool.error();
+  if (model->comm().size() > 1)
+    if (auto s = announce_pool(*model, cfg, *size); !s) return s.error();
 
   sched::SchedulerConfig sc;
   sc.max_num_seqs = cfg.max_num_seqs;
   sc.max_batched_tokens = cfg.max_num_batched_tokens;
   sc.max_model_len = cfg.max_model_len;
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(pool), std::move(draft_pool), size.value(), sc, cfg));
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(model), std::move(pool).value(), std::move(draft_pool).value(), size.value(), sc, cfg));
 }
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::PagedKvPool> pool,

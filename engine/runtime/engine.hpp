@@ -36,6 +36,8 @@
 
 namespace tandem::engine::runtime {
 
+struct Job;  // step_job.hpp: one sequence's share of a worker step
+
 using model::Result;
 using RequestId = std::int64_t;
 using sched::FinishReason;
@@ -148,6 +150,20 @@ class Engine {
   // One scheduler step; called with `lk` held, drops it while the model runs. Returns false when
   // the scheduler can make no progress at all.
   bool step(std::unique_lock<std::mutex>& lk);
+  // The step's parts (engine_step.cpp), in order. Under the lock: what to run this step (and the
+  // preempted requests' bookkeeping); each Work item as a Job with its request.
+  sched::Step schedule();
+  void gather_jobs(const sched::Step& st, std::vector<Job>& jobs, std::vector<std::shared_ptr<RequestState>>& reqs);
+  // Without the lock: the forwards and sampling; returns the tensor-parallel group's failure, or "".
+  std::string run_model(std::vector<Job>& jobs);
+  // Under the lock again: failed jobs end their requests, timings and speculation are counted, and
+  // each sampling job's tokens are collected for the scheduler (`emitted`).
+  void record_jobs(const std::vector<Job>& jobs, const std::vector<std::shared_ptr<RequestState>>& reqs,
+                   std::vector<PendingEvent>& events, std::vector<std::vector<sched::Token>>& emitted);
+  void record_speculation(const Job& j, RequestState& r);
+  // The scheduler keeps what it accepts (stop tokens, lengths); token and finish events follow.
+  void complete(const sched::Step& st, const std::vector<Job>& jobs, const std::vector<std::shared_ptr<RequestState>>& reqs,
+                const std::vector<std::vector<sched::Token>>& emitted, std::vector<PendingEvent>& events);
   void deliver(std::unique_lock<std::mutex>& lk, std::vector<PendingEvent> events);
   void fail_all(const std::string& why);
   // Tensor parallelism: the group failed; called with the lock held.

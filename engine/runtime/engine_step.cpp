@@ -17,6 +17,33 @@
 namespace tandem::engine::runtime {
 
 bool Engine::step(std::unique_lock<std::mutex>& lk) {
+  const sched::Step st = schedule();
+  if (st.empty()) return !st.preempted.empty();  // a preemption alone is progress; nothing is not
+  std::vector<Job> jobs(st.work.size());
+  std::vector<std::shared_ptr<RequestState>> reqs(st.work.size());
+  gather_jobs(st, jobs, reqs);
+  ++counters_.steps;
+
+  lk.unlock();
+  const auto t_model = std::chrono::steady_clock::now();
+  const std::string group_failure = run_model(jobs);
+  const double model_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_model).count();
+  lk.lock();
+  counters_.model_seconds += model_seconds;
+  if (!group_failure.empty()) {
+    go_fatal(group_failure);
+    return true;
+  }
+
+  std::vector<PendingEvent> events;
+  std::vector<std::vector<sched::Token>> emitted;
+  record_jobs(jobs, reqs, events, emitted);
+  complete(st, jobs, reqs, emitted, events);
+  deliver(lk, std::move(events));
+  return true;
+}
+
+sched::Step Engine::schedule() {
   // A decoding request drafts as far as its own acceptance says it pays; never under a constraint
   // (the mask must see each token before the next is chosen).
   const auto lookahead = [this](kv::SeqId id) {
@@ -24,13 +51,13 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     if (it == requests_.end() || !it->second->draft_len || it->second->req.constraint) return 0;
     return it->second->draft_len->next(&step_cost_);
   };
-  const sched::Step st = drafting() ? sched_.schedule(lookahead) : sched_.schedule();
+  sched::Step st = drafting() ? sched_.schedule(lookahead) : sched_.schedule();
   for (kv::SeqId id : st.preempted)
     if (auto it = requests_.find(id); it != requests_.end()) it->second->kv_seen = 0;
-  if (st.empty()) return !st.preempted.empty();  // a preemption alone is progress; nothing is not
+  return st;
+}
 
-  std::vector<Job> jobs(st.work.size());
-  std::vector<std::shared_ptr<RequestState>> reqs(st.work.size());
+void Engine::gather_jobs(const sched::Step& st, std::vector<Job>& jobs, std::vector<std::shared_ptr<RequestState>>& reqs) {
   const auto scheduled_at = std::chrono::steady_clock::now();
   for (size_t i = 0; i < st.work.size(); ++i) {
     const sched::Work& w = st.work[i];
@@ -58,51 +85,43 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
     if (w.start > reqs[i]->kv_seen) counters_.prefix_cache_hit_tokens += w.start - reqs[i]->kv_seen;
     reqs[i]->kv_seen = w.start + w.count;
   }
-  ++counters_.steps;
+}
 
-  lk.unlock();
+std::string Engine::run_model(std::vector<Job>& jobs) {
   // The CPU reference runs sequences one after another; a device model (CUDA) runs them all in one
   // batched step (with a drafter on the device: one batched proposal, then that step verifies).
   // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
   // is the group's: it ends the engine.
-  std::string group_failure;
-  const auto t_model = std::chrono::steady_clock::now();
   if (model_->kv_on_device() && device_drafter_) {
     run_device_spec_step(*model_, *device_drafter_, jobs);
-  } else if (model_->kv_on_device()) {
+    return {};
+  }
+  if (model_->kv_on_device()) {
     run_device_step(*model_, jobs);  // a device model (CUDA): every item in one batched forward
-  } else {
-    JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
-    if (tp_)
-      ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> model::Status {
-        RankMessage m;
-        m.op = RankOp::forward;
-        m.start = j.work.start;
-        m.tokens.assign(tokens.begin(), tokens.end());
-        m.table = j.table;
-        m.logit_rows = logit_rows;
-        auto bytes = encode(m);
-        return model_->comm().broadcast(bytes, heartbeat_);
-      };
-    for (Job& j : jobs) {
-      run_job(ctx, j);
-      if (j.group_failed) {
-        group_failure = j.error;
-        break;
-      }
-    }
+    return {};
   }
-  const double model_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_model).count();
-  lk.lock();
-  counters_.model_seconds += model_seconds;
-  if (!group_failure.empty()) {
-    go_fatal(group_failure);
-    return true;
+  JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
+  if (tp_)
+    ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> model::Status {
+      RankMessage m;
+      m.op = RankOp::forward;
+      m.start = j.work.start;
+      m.tokens.assign(tokens.begin(), tokens.end());
+      m.table = j.table;
+      m.logit_rows = logit_rows;
+      auto bytes = encode(m);
+      return model_->comm().broadcast(bytes, heartbeat_);
+    };
+  for (Job& j : jobs) {
+    run_job(ctx, j);
+    if (j.group_failed) return j.error;
   }
+  return {};
+}
 
+void Engine::record_jobs(const std::vector<Job>& jobs, const std::vector<std::shared_ptr<RequestState>>& reqs,
+                         std::vector<PendingEvent>& events, std::vector<std::vector<sched::Token>>& emitted) {
   // A failed forward ends its request; the scheduler then skips it like a cancelled one.
-  std::vector<PendingEvent> events;
-  std::vector<std::vector<sched::Token>> emitted;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
     if (!j.error.empty() && requests_.count(j.work.id)) {
@@ -119,21 +138,27 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       if (j.drafted > 0) step_cost_.record_draft(j.draft_seconds);
     }
     // Speculation is counted as verified, whether or not a stop token cut the output short.
-    if (j.drafted > 0 && j.error.empty()) {
-      RequestState& r = *reqs[i];
-      r.drafted += j.drafted;
-      r.accepted += j.accepted;
-      if (r.draft_len) r.draft_len->record(j.drafted, j.accepted);
-      draft_prior_.record(j.drafted, j.accepted);
-      ++counters_.spec_drafts;
-      counters_.spec_draft_tokens += j.drafted;
-      counters_.spec_accepted_tokens += j.accepted;
-      for (int p = 0; p < j.drafted && p < num_spec_; ++p) {
-        ++counters_.spec_drafted_at[static_cast<size_t>(p)];
-        if (p < j.accepted) ++counters_.spec_accepted_at[static_cast<size_t>(p)];
-      }
-    }
+    if (j.drafted > 0 && j.error.empty()) record_speculation(j, *reqs[i]);
   }
+}
+
+void Engine::record_speculation(const Job& j, RequestState& r) {
+  r.drafted += j.drafted;
+  r.accepted += j.accepted;
+  if (r.draft_len) r.draft_len->record(j.drafted, j.accepted);
+  draft_prior_.record(j.drafted, j.accepted);
+  ++counters_.spec_drafts;
+  counters_.spec_draft_tokens += j.drafted;
+  counters_.spec_accepted_tokens += j.accepted;
+  for (int p = 0; p < j.drafted && p < num_spec_; ++p) {
+    ++counters_.spec_drafted_at[static_cast<size_t>(p)];
+    if (p < j.accepted) ++counters_.spec_accepted_at[static_cast<size_t>(p)];
+  }
+}
+
+void Engine::complete(const sched::Step& st, const std::vector<Job>& jobs,
+                      const std::vector<std::shared_ptr<RequestState>>& reqs,
+                      const std::vector<std::vector<sched::Token>>& emitted, std::vector<PendingEvent>& events) {
   std::vector<int> taken;
   const auto finished = sched_.complete(
       st, emitted,
@@ -168,8 +193,6 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
       ++counters_.requests_finished;
     }
   }
-  deliver(lk, std::move(events));
-  return true;
 }
 
 }  // namespace tandem::engine::runtime
