@@ -135,4 +135,9 @@ std::size_t boundary_before(std::string_view s, std::size_t n) {
   return n;
 }
 
+std::string clip(std::string_view s, std::size_t n) {
+  if (s.size() <= n) return std::string(s);
+  return std::string(s.substr(0, boundary_before(s, n))) + "...";
+}
+
 }  // namespace tandem::utf8

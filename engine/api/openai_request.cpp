@@ -22,9 +22,7 @@ std::string string_field(const json& obj, const char* key) {
 // Untrusted text echoed in an error, bounded so a megabyte-long key does not come back whole. The
 // cut backs up to a character boundary: half a UTF-8 sequence would make the answer invalid JSON.
 std::string bounded(const std::string& text) {
-  constexpr std::size_t kMax = 64;
-  if (text.size() <= kMax) return text;
-  return text.substr(0, utf8::boundary_before(text, kMax)) + "...";
+  return utf8::clip(text, 64);
 }
 std::string quoted(const std::string& text) { return "'" + bounded(text) + "'"; }
 

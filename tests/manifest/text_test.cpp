@@ -36,6 +36,16 @@ TEST_CASE("utf8::invalid_at names the first bad character; boundary_before never
   CHECK(utf8::boundary_before(s, 99) == s.size());
 }
 
+TEST_CASE("utf8::clip keeps short text whole and cuts long text at a character boundary, marked") {
+  const std::string s = "ab\xe2\x82\xac" "cd";  // the euro sign is bytes 2..4
+  CHECK(utf8::clip(s, 7) == s);
+  CHECK(utf8::clip(s, 99) == s);
+  CHECK(utf8::clip(s, 6) == "ab\xe2\x82\xac" "c...");
+  CHECK(utf8::clip(s, 4) == "ab...");  // not half the euro sign
+  CHECK(utf8::clip(s, 0) == "...");
+  CHECK(utf8::clip("", 0).empty());
+}
+
 TEST_CASE("sha256_hex is lowercase hex of SHA-256 (FIPS 180-2 test vectors)") {
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

@@ -44,4 +44,8 @@ std::size_t invalid_at(std::string_view s);
 // text cut there for a message or a report stays valid UTF-8.
 std::size_t boundary_before(std::string_view s, std::size_t n);
 
+// `s` itself when it has at most `n` bytes, else its first <= n bytes cut at a character boundary
+// and "..." after them: how a message or a report quotes text of any length.
+std::string clip(std::string_view s, std::size_t n);
+
 }  // namespace tandem::utf8

@@ -12,6 +12,7 @@
 
 #include "endpoint/http_client.hpp"
 #include "tandem/url.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::bench {
 
@@ -78,7 +79,7 @@ std::string error_message(const std::string& body) {
     if (j.contains("message") && j["message"].is_string()) return j["message"].get<std::string>();
   } catch (const std::exception&) {
   }
-  return body.size() > 200 ? body.substr(0, 200) + "..." : body;
+  return utf8::clip(body, 200);
 }
 
 // Does this chunk carry generated text (content, reasoning or a tool-call fragment)?

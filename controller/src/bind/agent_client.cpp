@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "tandem/url.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::ctl {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 using namespace std::chrono_literals;
 
 std::string trim_body(const std::string& body) {
-  return body.size() > 300 ? body.substr(0, 300) + "..." : body;
+  return utf8::clip(body, 300);
 }
 
 }  // namespace

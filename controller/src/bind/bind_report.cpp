@@ -8,6 +8,7 @@
 #include "bench/bench_report.hpp"
 #include "bind_report_html.hpp"
 #include "bind_steps.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::ctl {
 namespace {
@@ -23,7 +24,7 @@ std::string utc(long long ms) {
 std::string md_cell(std::string s) {
   for (auto& c : s)
     if (c == '|' || c == '\n') c = c == '|' ? '/' : ' ';
-  return s.size() > 160 ? s.substr(0, 157) + "..." : s;
+  return s.size() > 160 ? utf8::clip(s, 157) : s;  // 160 bytes at most, "..." included
 }
 
 json step_entry(const Step& s, const StepRecord* r, int writing_step) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tandem/utf8.hpp"
+
 namespace tandem::ctl {
 namespace {
 
@@ -14,7 +16,8 @@ std::string secs(long long ms) {
   return buf;
 }
 
-std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+// At most n bytes, "..." included (n > 3): a live line must not wrap.
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : utf8::clip(s, n - 3); }
 
 }  // namespace
 

@@ -1,17 +1,14 @@
 #include "custom_gates.hpp"
 
 #include "tandem/url.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::gates {
 namespace {
 
 using nlohmann::json;
 
-std::string clip(const std::string& s, std::size_t n = 200) {
-  if (s.size() <= n) return s;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // keep UTF-8 whole
-  return s.substr(0, n) + "...";
-}
+std::string clip(const std::string& s, std::size_t n = 200) { return utf8::clip(s, n); }
 
 // The body with any invalid UTF-8 replaced (U+FFFD): it goes into the journal and the report as
 // JSON text, which must be UTF-8, and a checked server may answer anything.

@@ -15,6 +15,7 @@
 #include "endpoint/http_client.hpp"
 #include "endpoint/prometheus_text.hpp"
 #include "tandem/url.hpp"
+#include "tandem/utf8.hpp"
 
 namespace tandem::gates {
 
@@ -46,11 +47,8 @@ namespace {
 
 // At most n characters, for details and evidence (answers can be long).
 // Cut on a character boundary: the evidence is dumped as JSON, which must stay valid UTF-8.
-std::string clip(const std::string& s, std::size_t n = 160) {
-  if (s.size() <= n) return s;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n) + "...";
-}
+// A reply quoted in a gate's detail: 160 bytes say what went wrong without flooding the report.
+std::string clip(const std::string& s, std::size_t n = 160) { return utf8::clip(s, n); }
 
 std::string in_quotes(const std::string& s) { return "\"" + clip(s, 80) + "\""; }
 
