@@ -29,6 +29,11 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// A message of the server's own, its settings named as the operator knows them.
+std::string named_settings(const HttpServerOptions& o, const std::string& message) {
+  return o.name_settings ? o.name_settings(message) : message;
+}
+
 std::string error_body(unsigned status, const std::string& message, const char* type) {
   const nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -43,12 +48,12 @@ class ConnectionLimits : public std::enable_shared_from_this<ConnectionLimits> {
   std::shared_ptr<void> admit(const std::string& client, std::string& why) {
     std::lock_guard lk(mu_);
     if (open_ >= total_) {
-      why = "the server has " + std::to_string(open_) + " connections open, its limit (--max-connections)";
+      why = "the server has " + std::to_string(open_) + " connections open, its limit (`max_connections`)";
       return nullptr;
     }
     unsigned& mine = per_client_open_[client];
     if (mine >= per_client_) {
-      why = client + " has " + std::to_string(mine) + " connections open, the limit per client (--max-connections-per-client)";
+      why = client + " has " + std::to_string(mine) + " connections open, the limit per client (`max_connections_per_client`)";
       return nullptr;
     }
     ++open_;
@@ -282,8 +287,10 @@ void Session::on_read(beast::error_code ec) {
     keep_alive_ = false;
     ResponderImpl(shared_from_this(), false)
         .send(413, "application/json",
-              error_body(413, "request body too large (limit " + std::to_string(config_->options.body_limit) +
-                                  " bytes, --max-request-body)", "invalid_request_error"));
+              error_body(413, named_settings(config_->options, "request body too large (limit " +
+                                                                      std::to_string(config_->options.body_limit) +
+                                                                      " bytes, `max_request_body`)"),
+                         "invalid_request_error"));
     return;
   }
   if (ec == http::error::header_limit) {
@@ -379,6 +386,7 @@ class ServerImpl : public HttpServer {
     const std::string client = ec ? std::string("?") : peer.address().to_string();
     std::string why;
     auto slot = limits_->admit(client, why);
+    if (!slot) why = named_settings(config_->options, why);
     if (!slot) {
       // Logged at most once a second: a flood must not become a flood of log lines too.
       const auto now = std::chrono::steady_clock::now();

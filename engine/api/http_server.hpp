@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tandem::engine::api {
 
@@ -53,6 +54,10 @@ struct HttpServerOptions {
   unsigned threads = 2;
   // Where a handler's escaped exception and refused connections are reported (default: stderr).
   std::function<void(const std::string&)> log;
+  // The server's own replies (a refused connection, a body over the limit) name the setting to
+  // change by its field in backquotes (`max_connections`); the command line maps that to the name
+  // its operator knows (--max-connections). Empty: the field names stay.
+  std::function<std::string(std::string_view)> name_settings;
 };
 
 class HttpServer {

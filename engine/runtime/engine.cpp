@@ -24,7 +24,7 @@ using LogFn = std::function<void(const std::string&)>;
 // max_model_len defaults to the model's context and may not exceed it; the batch limits are >= 1.
 model::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
   if (cfg.max_model_len == 0) cfg.max_model_len = d.max_position_embeddings;
-  if (cfg.max_model_len <= 1) return error("max-model-len must be at least 2, got " + std::to_string(cfg.max_model_len));
+  if (cfg.max_model_len <= 1) return error("`max_model_len` must be at least 2, got " + std::to_string(cfg.max_model_len));
   if (d.max_position_embeddings > 0 && cfg.max_model_len > d.max_position_embeddings)
     return error("`max_model_len` " + std::to_string(cfg.max_model_len) + " exceeds the model's max_position_embeddings " +
                  std::to_string(d.max_position_embeddings));

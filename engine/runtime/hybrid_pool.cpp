@@ -33,7 +33,7 @@ HybridPoolReport hybrid_pool_report(const HybridPoolInputs& in) {
   auto mib = [](std::uint64_t b) { return std::to_string(b >> 20) + " MiB"; };
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2fx", r.lcm_tokens ? static_cast<double>(r.tokens) / static_cast<double>(r.lcm_tokens) : 0.0);
-  r.lines.push_back("recurrent state pool: " + std::to_string(std::max(in.max_num_seqs, 1)) + " slots (max-num-seqs) of " +
+  r.lines.push_back("recurrent state pool: " + std::to_string(std::max(in.max_num_seqs, 1)) + " slots (`max_num_seqs`) of " +
                     std::to_string(state_bytes >> 10) + " KiB (" + std::to_string(recurrent) + " linear-attention layers, fp32) = " +
                     mib(r.state_pool_bytes) + ", outside the paged pool");
   r.lines.push_back("paged attention pool: " + std::to_string(l.n_layers) + " attention layers x " + std::to_string(row_bytes) +

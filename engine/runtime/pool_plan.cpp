@@ -44,7 +44,7 @@ model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
 
 model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags) {
   if (flags.block_size <= 0) return error("`block_size` must be positive, got " + std::to_string(flags.block_size));
-  if (flags.max_model_len <= 0) return error("max-model-len must be positive");
+  if (flags.max_model_len <= 0) return error("`max_model_len` must be positive");
   auto bytes = kv_bytes_per_elem(flags.kv_cache_dtype, flags.model_dtype);
   if (!bytes) return bytes.error();
   std::uint64_t budget = 0;
@@ -73,7 +73,7 @@ model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolF
     const std::uint64_t need = per_token * static_cast<std::uint64_t>(flags.max_model_len);
     return error("the KV pool holds " + std::to_string(p.tokens) + " tokens (" + std::to_string(p.num_blocks) +
                  " blocks of " + std::to_string(flags.block_size) + " from " + std::to_string(budget) +
-                 " bytes), not one sequence of max-model-len " + std::to_string(flags.max_model_len) + " (needs " +
+                 " bytes), not one sequence of `max_model_len` " + std::to_string(flags.max_model_len) + " (needs " +
                  std::to_string(need) + " bytes at " + std::to_string(bytes.value()) +
                  " bytes per element); raise `kv_cache_memory` or lower `max_model_len`");
   }

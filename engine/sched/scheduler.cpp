@@ -11,7 +11,7 @@ std::optional<std::string> Scheduler::add(Request r) {
   if (seqs_.count(r.id)) return "request id " + std::to_string(r.id) + " is already queued";
   const auto len = static_cast<long>(r.prompt.size());
   if (len >= cfg_.max_model_len)
-    return "the prompt has " + std::to_string(len) + " tokens; max-model-len is " +
+    return "the prompt has " + std::to_string(len) + " tokens; `max_model_len` is " +
            std::to_string(cfg_.max_model_len) + ", so at most " + std::to_string(cfg_.max_model_len - 1) +
            " prompt tokens leave room for an answer";
   if (r.max_tokens < 1) return "max_tokens must be at least 1";

@@ -22,15 +22,15 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
   auto& r = std::get<api::ChatRequest>(parsed);
   if (auto e = check_model(r.model)) return reject(res, *e);
   if (!template_)
-    return reject(res, bad("messages", "this model has no chat template; start tandem-serve with --chat-template FILE, "
-                                       "or use /v1/completions"));
+    return reject(res, bad("messages", named_settings("this model has no chat template; start tandem-serve with "
+                                                      "`chat_template` FILE, or use /v1/completions")));
   const bool has_tools = r.tools.is_array() && !r.tools.empty();
   // Every tool's parameters schema is checked whatever tool_choice says: a schema the grammar
   // compiler refuses would otherwise pass under "auto" and fail only when the model calls it.
   if (auto e = check_tool_schemas(r)) return reject(res, *e);
   if (has_tools && r.tool_choice == "auto" && !options_.tool_parser)
-    return reject(res, bad("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser "
-                                          "to be set on the server"));
+    return reject(res, bad("tool_choice", named_settings("\"auto\" tool choice requires `enable_auto_tool_choice` and "
+                                                         "`tool_call_parser` to be set on the server")));
 
   tmpl::ChatRequest t;
   t.messages = r.messages;

@@ -18,7 +18,8 @@
 
 namespace tandem::engine::serve {
 
-int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log) {
+int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log,
+                 const NameSettings& name_settings) {
   if (cfg.device == "cuda") {
     log("error: `device` cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
         "`device` cpu");
@@ -40,7 +41,7 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
   phases.mark("weights_loaded", "this rank's slice into host memory");
   std::atomic<const char*> phase{"waiting for rank 0"};
   const int rank = cfg.node_rank;
-  const api::HttpServerOptions http = http_options(cfg, /*threads=*/1, log);
+  const api::HttpServerOptions http = http_options(cfg, /*threads=*/1, log, name_settings);
   std::string error;
   auto server = api::HttpServer::start(
       http,

@@ -5,7 +5,7 @@
 namespace tandem::engine::serve {
 
 api::HttpServerOptions http_options(const ServeConfig& cfg, unsigned threads,
-                                    std::function<void(const std::string&)> log) {
+                                    std::function<void(const std::string&)> log, NameSettings name_settings) {
   api::HttpServerOptions o;
   o.address = cfg.host;
   o.port = static_cast<std::uint16_t>(cfg.port);
@@ -18,6 +18,7 @@ api::HttpServerOptions http_options(const ServeConfig& cfg, unsigned threads,
   o.max_connections = static_cast<unsigned>(cfg.max_connections);
   o.max_connections_per_client = static_cast<unsigned>(cfg.max_connections_per_client);
   o.log = std::move(log);
+  o.name_settings = std::move(name_settings);
   return o;
 }
 

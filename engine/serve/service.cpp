@@ -37,6 +37,10 @@ void OpenAiService::reject(const std::shared_ptr<api::Responder>& res, const api
   res->send(e.status, "application/json", e.body());
 }
 
+std::string OpenAiService::named_settings(const std::string& message) const {
+  return options_.name_settings ? options_.name_settings(message) : message;
+}
+
 std::optional<api::ApiError> OpenAiService::check_model(const std::string& requested) const {
   if (requested.empty() || requested == options_.model_name) return std::nullopt;
   api::ApiError e;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,9 @@ struct ServiceOptions {
   nlohmann::ordered_json default_template_kwargs = nlohmann::ordered_json::object();
   // Reported by /health as "startup" (null: /health says only that it serves).
   std::shared_ptr<const StartupPhases> startup;
+  // Replies that tell the client which server setting would change the answer name it by field
+  // in backquotes (`chat_template`); the command line maps the field to its flag. Empty: fields.
+  std::function<std::string(std::string_view)> name_settings;
 };
 
 class OpenAiService {
@@ -53,6 +57,8 @@ class OpenAiService {
   void detokenize(const api::HttpRequest& req, const std::shared_ptr<api::Responder>& res);
   void reject(const std::shared_ptr<api::Responder>& res, const api::ApiError& e);
   std::optional<api::ApiError> check_model(const std::string& requested) const;
+  // A message naming server settings (`field`), as ServiceOptions::name_settings names them.
+  std::string named_settings(const std::string& message) const;
   // The engine request for a prompt, or a 400 when it cannot fit max-model-len.
   std::optional<api::ApiError> fill_request(runtime::GenerateRequest& g, std::vector<std::int32_t> prompt,
                                             const api::Sampling& s, const char* prompt_field) const;

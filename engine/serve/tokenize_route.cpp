@@ -31,8 +31,8 @@ void OpenAiService::tokenize(const api::HttpRequest& req, const std::shared_ptr<
     text = *r.prompt;
   } else {
     if (!template_)
-      return send_error(res, bad("messages", "this model has no chat template; start tandem-serve with --chat-template "
-                                             "FILE, or tokenize a 'prompt'"));
+      return send_error(res, bad("messages", named_settings("this model has no chat template; start tandem-serve with "
+                                                            "`chat_template` FILE, or tokenize a 'prompt'")));
     tmpl::ChatRequest t;
     t.messages = r.chat->messages;
     t.tools = r.chat->tools.is_array() && !r.chat->tools.empty() ? r.chat->tools : oj(nullptr);

@@ -38,6 +38,12 @@ void log_line(const std::string& text) {
   else spdlog::info("{}", line);
 }
 
+// What the HTTP replies say to change: serve/ names the setting (`chat_template`), the client's
+// operator started tandem-serve with flags (--chat-template).
+std::string name_settings(std::string_view message) {
+  return flags ? tandem::engine::name_flags(message, *flags) : std::string(message);
+}
+
 // Why the engine gave up (a lost rank), for the main thread that wakes on SIGUSR1.
 std::mutex fatal_mu;
 std::string fatal_reason;
@@ -53,7 +59,7 @@ int serve(const tandem::engine::ServeConfig& cfg) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  if (cfg.headless) return serve::run_headless(cfg, stop_signals, log_line);
+  if (cfg.headless) return serve::run_headless(cfg, stop_signals, log_line, name_settings);
 
   auto loaded = serve::load(cfg, log_line, [](const std::string& why) {
     {
@@ -67,9 +73,10 @@ int serve(const tandem::engine::ServeConfig& cfg) {
     return 1;
   }
   serve::Loaded& l = loaded.value();
+  l.options.name_settings = name_settings;
   serve::OpenAiService service(*l.engine, *l.tokenizer, l.chat_template.get(), l.options);
 
-  const api::HttpServerOptions http = serve::http_options(cfg, /*threads=*/4, log_line);
+  const api::HttpServerOptions http = serve::http_options(cfg, /*threads=*/4, log_line, name_settings);
   std::string error;
   auto server = api::HttpServer::start(
       http, [&service](const api::HttpRequest& req, std::shared_ptr<api::Responder> res) { service.handle(req, std::move(res)); },

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 #include <chrono>
 #include <thread>
@@ -144,10 +146,19 @@ TEST_CASE("a client that leaves mid-stream is noticed and the producer stops") {
 }
 
 TEST_CASE("oversize body gets 413, garbage gets 400, and the server keeps serving") {
-  Fixture f;
+  // The 413 names the setting through name_settings, as tandem-serve maps fields to its flags.
+  HttpServerOptions o = small_body();
+  o.name_settings = [](std::string_view m) {
+    std::string s(m);
+    const std::string field = "`max_request_body`";
+    if (auto at = s.find(field); at != std::string::npos) s.replace(at, field.size(), "--max-request-body");
+    return s;
+  };
+  Fixture f(o);
   std::string big(4096, 'x');
   std::string r413 = raw_exchange(f.server->port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n" + big);
   CHECK(r413.rfind("HTTP/1.1 413", 0) == 0);
+  CHECK(r413.find("bytes, --max-request-body)") != std::string::npos);
   std::string r400 = raw_exchange(f.server->port(), "NOT HTTP AT ALL\r\n\r\n");
   CHECK(r400.rfind("HTTP/1.1 400", 0) == 0);
   std::string ok = raw_exchange(f.server->port(), "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -257,7 +268,8 @@ TEST_CASE("connections beyond the per-client cap are answered 503; a freed place
   third.connect({asio::ip::make_address("127.0.0.1"), f.server->port()});
   auto [refused, seconds] = read_until_closed(third);
   CHECK(refused.rfind("HTTP/1.1 503", 0) == 0);
-  CHECK(refused.find("--max-connections-per-client") != std::string::npos);
+  // No name_settings: the reply names the field.
+  CHECK(refused.find("the limit per client (`max_connections_per_client`)") != std::string::npos);
   held.pop_back();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server sees the close
   CHECK(raw_exchange(f.server->port(), "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);

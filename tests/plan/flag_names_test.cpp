@@ -24,3 +24,19 @@ TEST_CASE("a backquoted setting becomes tandem-serve's flag; anything else stays
   CHECK(name_flags("a ` alone `device", app) == "a ` alone `device");
   CHECK(name_flags("", app).empty());
 }
+
+TEST_CASE("every setting the HTTP replies and start-up lines name is one of tandem-serve's flags") {
+  // The fields api/http_server.cpp, serve/chat_route.cpp, serve/tokenize_route.cpp and the
+  // runtime's pool sizing name: a renamed flag would leave the operator reading a field name.
+  CLI::App app{"tandem-serve"};
+  tandem::engine::ServeConfig cfg;
+  tandem::engine::add_serve_flags(app, cfg);
+  for (const char* field : {"chat_template", "enable_auto_tool_choice", "tool_call_parser", "max_connections",
+                            "max_connections_per_client", "max_request_body", "max_model_len", "max_num_seqs",
+                            "kv_cache_memory", "kv_cache_dtype", "gpu_memory_utilization"}) {
+    INFO(field);
+    std::string flag = std::string("--") + field;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    CHECK(name_flags(std::string("(`") + field + "`)", app) == "(" + flag + ")");
+  }
+}

@@ -144,7 +144,7 @@ TEST_CASE("requests the engine cannot serve are refused with a message, never qu
   std::vector<std::int32_t> long_prompt(64, 5);
   auto r = t.engine->submit(greedy(long_prompt, 4, c.sink()));
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message.find("max-model-len is 64") != std::string::npos);
+  CHECK(r.error().message.find("`max_model_len` is 64") != std::string::npos);
   CHECK(r.error().message.find("64 tokens") != std::string::npos);
   auto v = t.engine->submit(greedy({5, 400}, 4, c.sink()));
   REQUIRE_FALSE(v.ok());
@@ -170,7 +170,7 @@ TEST_CASE("an engine whose pool cannot hold one max-model-len sequence does not 
   cfg.log = [](const std::string&) {};
   auto e = Engine::start(std::move(m), cfg);
   REQUIRE_FALSE(e.ok());
-  CHECK(e.error().message.find("not one sequence of max-model-len 256") != std::string::npos);
+  CHECK(e.error().message.find("not one sequence of `max_model_len` 256") != std::string::npos);
   CHECK(e.error().message.find("`kv_cache_memory`") != std::string::npos);
   EngineConfig too_long = small_config();
   too_long.max_model_len = 100000;

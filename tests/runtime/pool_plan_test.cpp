@@ -39,7 +39,7 @@ TEST_CASE("a pool smaller than one max-model-len sequence is an error that says 
   f.kv_cache_memory = 4095ull * 2 * 64 * 2;
   auto p = plan_pool(tandem::model::KvLayout{2, 64}, f);
   REQUIRE_FALSE(p.ok());
-  CHECK(p.error().message.find("max-model-len 4096") != std::string::npos);
+  CHECK(p.error().message.find("`max_model_len` 4096") != std::string::npos);
   CHECK(p.error().message.find("`kv_cache_memory`") != std::string::npos);
 }
 

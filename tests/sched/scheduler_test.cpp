@@ -128,7 +128,7 @@ TEST_CASE("requests that cannot fit are refused with a reason, not crashed on") 
   Scheduler s(cfg, kv);
   CHECK(s.add(Request{1, {}, 5, true}) == std::string("the prompt is empty"));
   CHECK(s.add(Request{2, prompt_of(2, 100), 5, true}) ==
-        std::string("the prompt has 100 tokens; max-model-len is 100, so at most 99 prompt tokens leave room for an answer"));
+        std::string("the prompt has 100 tokens; `max_model_len` is 100, so at most 99 prompt tokens leave room for an answer"));
   REQUIRE_FALSE(s.add(Request{3, prompt_of(3, 10), 5, true}));
   CHECK(s.add(Request{3, prompt_of(3, 10), 5, true}) == std::string("request id 3 is already queued"));
 }
