@@ -49,6 +49,70 @@ void finish_paths(tandem::agentd::DaemonOptions& o) {
   o.state_dir = o.root == "/" ? o.state_dir_host : o.root + o.state_dir_host;
 }
 
+struct ServeArgs {
+  std::string listen = "0.0.0.0:7443";
+  std::string pki_dir = "/etc/tandem/pki";
+  std::vector<std::string> allow;
+  unsigned threads = 4;
+};
+
+// `tandemd serve`: open the daemon, listen with mutual TLS, serve until SIGTERM or SIGINT.
+[[noreturn]] void serve_agent(tandem::agentd::DaemonOptions& opts, const ServeArgs& a) {
+  finish_paths(opts);
+  opts.pki_dir = a.pki_dir;
+  for (const auto& exe : a.allow) {
+    if (exe.empty() || exe.front() != '/') {
+      spdlog::error("--allow-exec needs an absolute path, got '{}'", exe);
+      std::exit(tandem::cli::kExitUsage);
+    }
+    opts.allow_exec.insert(exe);
+  }
+  std::string err;
+  auto daemon = tandem::agentd::Daemon::open(opts, err);
+  if (!daemon) {
+    spdlog::error("{}", err);
+    std::exit(1);
+  }
+  const auto colon = a.listen.rfind(':');
+  const std::string port_text = colon == std::string::npos ? std::string() : a.listen.substr(colon + 1);
+  unsigned long port = 0;
+  const bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
+                       port_text.find_first_not_of("0123456789") == std::string::npos &&
+                       (port = std::stoul(port_text)) <= 65535;
+  if (!port_ok) {
+    spdlog::error("--listen must be ADDRESS:PORT with a port of 0 to 65535, got {}", a.listen);
+    std::exit(tandem::cli::kExitUsage);
+  }
+  tandem::net::PkiLayout pki{a.pki_dir};
+  if (auto cert = tandem::agentd::check_node_certificate(pki, opts.node); !cert) {
+    spdlog::error("{}", cert.error().message);
+    std::exit(1);
+  }
+  tandem::net::ServerOptions so;
+  so.address = a.listen.substr(0, colon);
+  so.port = static_cast<std::uint16_t>(port);
+  so.ca_file = pki.ca_cert();
+  so.cert_file = pki.node_cert(opts.node);
+  so.key_file = pki.node_key(opts.node);
+  so.allowed_client_cns = {"controller"};
+  // The stage source routes answer other nodes' agents too; the daemon checks their CN there.
+  so.peer_prefix = "/v1/stage/source/";
+  so.threads = a.threads;
+  auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
+  if (!server) {
+    spdlog::error("{}", server.error().message);
+    std::exit(1);
+  }
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  spdlog::info("{}: node {} serving on {}:{} (mutual TLS), state {}", tandem::version_text("tandemd"), opts.node,
+               so.address, server.value()->port(), opts.state_dir);
+  while (!g_stop) ::pause();
+  spdlog::info("stopping on {}", g_stop == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.value()->stop();
+  std::exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,74 +130,17 @@ int main(int argc, char** argv) {
 
   tandem::agentd::DaemonOptions opts;
   opts.tandemd_path = self_path(argv[0]);
-  std::string listen = "0.0.0.0:7443";
-  std::string pki_dir = "/etc/tandem/pki";
-  std::vector<std::string> allow;
-  unsigned threads = 4;
+  ServeArgs sa;
 
   auto* serve = app.add_subcommand("serve", "Serve the agent API (HTTPS, client certificates required)");
   node_options(serve, opts);
-  serve->add_option("--listen", listen, "ADDRESS:PORT to listen on");
-  serve->add_option("--pki-dir", pki_dir, "Directory with ca.pem and nodes/NODE.pem/.key (from `tandemctl pki init`)");
-  serve->add_option("--allow-exec", allow,
+  serve->add_option("--listen", sa.listen, "ADDRESS:PORT to listen on");
+  serve->add_option("--pki-dir", sa.pki_dir, "Directory with ca.pem and nodes/NODE.pem/.key (from `tandemctl pki init`)");
+  serve->add_option("--allow-exec", sa.allow,
                     "An executable a manifest may name (engine binary, stop and rollback commands), as the node "
                     "sees it (under --root); repeat for each");
-  serve->add_option("--threads", threads, "Request threads")->check(CLI::Range(1, 64));
-  serve->callback([&] {
-    finish_paths(opts);
-    opts.pki_dir = pki_dir;
-    for (const auto& a : allow) {
-      if (a.empty() || a.front() != '/') {
-        spdlog::error("--allow-exec needs an absolute path, got '{}'", a);
-        std::exit(tandem::cli::kExitUsage);
-      }
-      opts.allow_exec.insert(a);
-    }
-    std::string err;
-    auto daemon = tandem::agentd::Daemon::open(opts, err);
-    if (!daemon) {
-      spdlog::error("{}", err);
-      std::exit(1);
-    }
-    const auto colon = listen.rfind(':');
-    const std::string port_text = colon == std::string::npos ? std::string() : listen.substr(colon + 1);
-    unsigned long port = 0;
-    const bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
-                         port_text.find_first_not_of("0123456789") == std::string::npos &&
-                         (port = std::stoul(port_text)) <= 65535;
-    if (!port_ok) {
-      spdlog::error("--listen must be ADDRESS:PORT with a port of 0 to 65535, got {}", listen);
-      std::exit(tandem::cli::kExitUsage);
-    }
-    tandem::net::PkiLayout pki{pki_dir};
-    if (auto cert = tandem::agentd::check_node_certificate(pki, opts.node); !cert) {
-      spdlog::error("{}", cert.error().message);
-      std::exit(1);
-    }
-    tandem::net::ServerOptions so;
-    so.address = listen.substr(0, colon);
-    so.port = static_cast<std::uint16_t>(port);
-    so.ca_file = pki.ca_cert();
-    so.cert_file = pki.node_cert(opts.node);
-    so.key_file = pki.node_key(opts.node);
-    so.allowed_client_cns = {"controller"};
-    // The stage source routes answer other nodes' agents too; the daemon checks their CN there.
-    so.peer_prefix = "/v1/stage/source/";
-    so.threads = threads;
-    auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
-    if (!server) {
-      spdlog::error("{}", server.error().message);
-      std::exit(1);
-    }
-    std::signal(SIGTERM, on_signal);
-    std::signal(SIGINT, on_signal);
-    spdlog::info("{}: node {} serving on {}:{} (mutual TLS), state {}", tandem::version_text("tandemd"), opts.node,
-                 so.address, server.value()->port(), opts.state_dir);
-    while (!g_stop) ::pause();
-    spdlog::info("stopping on {}", g_stop == SIGTERM ? "SIGTERM" : "SIGINT");
-    server.value()->stop();
-    std::exit(0);
-  });
+  serve->add_option("--threads", sa.threads, "Request threads")->check(CLI::Range(1, 64));
+  serve->callback([&] { serve_agent(opts, sa); });
 
   auto* restore = app.add_subcommand("restore", "Stop the engine rank and undo this node's hygiene steps (run by the dead-man)");
   node_options(restore, opts);

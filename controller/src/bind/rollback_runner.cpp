@@ -98,70 +98,54 @@ StepOutcome verify_old_lane(const Manifest& m) {
   }
 }
 
-}  // namespace
-
-RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
-  RollbackResult res;
-  Tasks tasks(ctx, res);
-  const bool from_agents = source == RollbackSource::agents;
-  auto order = ctx.m.start_order();
-  std::vector<const Node*> reverse(order.rbegin(), order.rend());  // head first
+// One rollback, its numbered parts in the order run_rollback calls them.
+class Rollback {
+ public:
+  Rollback(BindContext& ctx, RollbackSource source, RollbackResult& res)
+      : ctx_(ctx), source_(source), from_agents_(source == RollbackSource::agents), tasks_(ctx, res) {
+    const auto order = ctx.m.start_order();
+    reverse_.assign(order.rbegin(), order.rend());  // head first
+  }
 
   // Which nodes answer; --local works around the ones that do not.
-  std::set<std::string> reachable;
-  for (const Node* n : reverse) {
-    AgentReply h = ctx.agent(n->name).health(5s);
-    if (h.ok) reachable.insert(n->name);
-    else if (source == RollbackSource::local)
-      ctx.progress.line("skipping " + n->name + ": unreachable (" + h.error + "); its dead-man, if armed, restores it");
-  }
-  auto usable = [&](const std::string& node) { return source != RollbackSource::local || reachable.count(node); };
-  auto began_on = [&](const std::string& node, Action action) {
-    for (const auto& s : ctx.plan.steps)
-      if (s.node == node && s.action == action && began(ctx, s)) return true;
-    return false;
-  };
-  // Disabled cron alone leaves the old lane serving; only a begun stop step may have taken it down.
-  bool outage_began = from_agents, stop_began = from_agents;
-  for (const auto& s : ctx.plan.steps) {
-    if (s.phase == "outage" && began(ctx, s)) outage_began = true;
-    if (is_stop(s.action) && began(ctx, s)) stop_began = true;
+  void find_reachable() {
+    for (const Node* n : reverse_) {
+      AgentReply h = ctx_.agent(n->name).health(5s);
+      if (h.ok) reachable_.insert(n->name);
+      else if (source_ == RollbackSource::local)
+        ctx_.progress.line("skipping " + n->name + ": unreachable (" + h.error + "); its dead-man, if armed, restores it");
+    }
+    // Disabled cron alone leaves the old lane serving; only a begun stop step may have taken it down.
+    outage_began_ = stop_began_ = from_agents_;
+    for (const auto& s : ctx_.plan.steps) {
+      if (s.phase == "outage" && began(ctx_, s)) outage_began_ = true;
+      if (is_stop(s.action) && began(ctx_, s)) stop_began_ = true;
+    }
   }
 
   // 1. Stop the ranks, head first: one rank failing stops the others, leaving no orphan.
-  bool ranks_stopped = true;
-  for (const Node* n : reverse) {
-    if (!usable(n->name) || !(from_agents || began_on(n->name, Action::engine_start))) continue;
-    const AgentClient& a = ctx.agent(n->name);
-    ranks_stopped &= tasks.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
-      AgentReply r = a.engine_stop(10s);
-      if (!r.ok) return StepOutcome::failure(r.error);
-      return StepOutcome::success(r.body, "rank " + field(r.body, "engine").value("phase", std::string("?")));
-    });
-  }
-
-  // 2. Undo the changes in reverse.
-  if (!from_agents) {
-    std::set<std::string> stop_undone;
-    for (auto it = ctx.plan.steps.rbegin(); it != ctx.plan.steps.rend(); ++it) {
-      const Step& s = *it;
-      if (!began(ctx, s) || !usable(s.node)) continue;
-      std::string op;
-      if (!agent_step_name(s.action).empty()) op = ctx.op_for_step(s.index);
-      else if (is_stop(s.action) && stop_undone.insert(s.node).second)
-        op = ctx.op_for(s.node, "stop");
-      if (op.empty()) continue;
-      const AgentClient& a = ctx.agent(s.node);
-      tasks.run("undo:" + op, s.node, "undo " + (is_stop(s.action) ? std::string("stop") : agent_step_name(s.action)), op,
-                [&] { return undo_op(a, op); });
+  void stop_ranks() {
+    for (const Node* n : reverse_) {
+      if (!usable(n->name) || !(from_agents_ || began_on(n->name, Action::engine_start))) continue;
+      const AgentClient& a = ctx_.agent(n->name);
+      ranks_stopped_ &= tasks_.run("stop-rank:" + n->name, n->name, "engine.stop", "", [&] {
+        AgentReply r = a.engine_stop(10s);
+        if (!r.ok) return StepOutcome::failure(r.error);
+        return StepOutcome::success(r.body, "rank " + field(r.body, "engine").value("phase", std::string("?")));
+      });
     }
   }
-  if (source != RollbackSource::local) {
+
+  // 2. Undo the changes in reverse: this run's steps (unless from the agents alone), then the
+  // agents' journals (unless --local).
+  void undo_changes() {
+    if (!from_agents_) undo_begun_steps();
+    if (source_ == RollbackSource::local) return;
     // The agents' journals: everything not yet undone (after a bind failure, the safety net).
-    for (const Node* n : reverse) {
-      if (!from_agents && !outage_began) continue;
-      const AgentClient& a = ctx.agent(n->name);
-      tasks.run("undo-journal:" + n->name, n->name, "undo (agent journal)", "", [&] {
+    for (const Node* n : reverse_) {
+      if (!from_agents_ && !outage_began_) continue;
+      const AgentClient& a = ctx_.agent(n->name);
+      tasks_.run("undo-journal:" + n->name, n->name, "undo (agent journal)", "", [&] {
         AgentReply r = a.undo_incomplete(10min);
         if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
         const json ev = field(r.body, "evidence").empty() ? r.body : field(r.body, "evidence");
@@ -175,20 +159,24 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   // (`tandemctl rollback` of a bind that never reached its stop step, a stop command that did not
   // take) or back already (a dead-man that fired). It is never started a second time: a second copy
   // of a GPU server can take the memory the first one needs before it finds its port taken.
-  std::string why_not;
-  if (!stop_began) {
-    ctx.progress.line("the old lane was never stopped (the bind failed before any stop step): not starting it again");
-  } else if (ranks_stopped && old_lane_answers(ctx.m.rollback.verify, 3s, why_not)) {
-    ctx.progress.line("the old lane already answers at " + ctx.m.rollback.verify.url + ": not starting it again");
-  } else {
-    for (const Node* n : reverse) {
+  void start_lane() {
+    std::string why_not;
+    if (!stop_began_) {
+      ctx_.progress.line("the old lane was never stopped (the bind failed before any stop step): not starting it again");
+      return;
+    }
+    if (ranks_stopped_ && old_lane_answers(ctx_.m.rollback.verify, 3s, why_not)) {
+      ctx_.progress.line("the old lane already answers at " + ctx_.m.rollback.verify.url + ": not starting it again");
+      return;
+    }
+    for (const Node* n : reverse_) {
       bool has = false;
-      for (const auto& c : ctx.m.rollback.commands) has = has || ctx.m.selects(c, *n);
+      for (const auto& c : ctx_.m.rollback.commands) has = has || ctx_.m.selects(c, *n);
       if (!has || !usable(n->name)) continue;
-      const AgentClient& a = ctx.agent(n->name);
-      const std::string op = ctx.op_for(n->name, "rollback");
-      tasks.run("rollback.command:" + n->name, n->name, action_id(Action::rollback_command), op, [&] {
-        AgentReply r = a.rollback_start(op, rollback_timeout(ctx.m));
+      const AgentClient& a = ctx_.agent(n->name);
+      const std::string op = ctx_.op_for(n->name, "rollback");
+      tasks_.run("rollback.command:" + n->name, n->name, action_id(Action::rollback_command), op, [&] {
+        AgentReply r = a.rollback_start(op, rollback_timeout(ctx_.m));
         if (!r.ok) return StepOutcome::failure(r.error, r.evidence);
         return StepOutcome::success(r.body, "started by " + r.body.value("ran_by", std::string("tandemd")));
       });
@@ -196,30 +184,83 @@ RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
   }
 
   // 4. Verify, 5. disarm (only now: an armed dead-man retries a rollback that did not verify).
-  const bool verified = tasks.run("rollback.verify", "controller", action_id(Action::rollback_verify), "", [&] { return verify_old_lane(ctx.m); });
-  for (const Node* n : reverse) {
-    if (!usable(n->name) || !(from_agents || began_on(n->name, Action::deadman_arm))) continue;
-    if (!verified) {
-      ctx.progress.line("the dead-man on " + n->name + " stays armed: it retries the rollback at its deadline");
-      continue;
+  void verify_and_disarm() {
+    const bool verified = tasks_.run("rollback.verify", "controller", action_id(Action::rollback_verify), "",
+                                     [&] { return verify_old_lane(ctx_.m); });
+    for (const Node* n : reverse_) {
+      if (!usable(n->name) || !(from_agents_ || began_on(n->name, Action::deadman_arm))) continue;
+      if (!verified) {
+        ctx_.progress.line("the dead-man on " + n->name + " stays armed: it retries the rollback at its deadline");
+        continue;
+      }
+      const AgentClient& a = ctx_.agent(n->name);
+      const std::string op = ctx_.op_for(n->name, "disarm");
+      tasks_.run("disarm:" + n->name, n->name, action_id(Action::deadman_disarm), op, [&] {
+        AgentReply r = a.deadman_disarm(op);
+        if (!r.ok && r.status == 409 && r.error.find("fired") != std::string::npos)
+          return StepOutcome::success({{"fired", true}}, "the dead-man had already fired");
+        if (!r.ok && r.status == 409 && r.error.find("nothing armed") != std::string::npos)
+          return StepOutcome::success({{"armed", false}}, "nothing was armed");
+        if (!r.ok) return StepOutcome::failure(r.error);
+        return StepOutcome::success(r.body, "disarmed");
+      });
     }
-    const AgentClient& a = ctx.agent(n->name);
-    const std::string op = ctx.op_for(n->name, "disarm");
-    tasks.run("disarm:" + n->name, n->name, action_id(Action::deadman_disarm), op, [&] {
-      AgentReply r = a.deadman_disarm(op);
-      if (!r.ok && r.status == 409 && r.error.find("fired") != std::string::npos)
-        return StepOutcome::success({{"fired", true}}, "the dead-man had already fired");
-      if (!r.ok && r.status == 409 && r.error.find("nothing armed") != std::string::npos)
-        return StepOutcome::success({{"armed", false}}, "nothing was armed");
-      if (!r.ok) return StepOutcome::failure(r.error);
-      return StepOutcome::success(r.body, "disarmed");
-    });
   }
-  for (const Node* n : reverse)
-    if (source == RollbackSource::local && !reachable.count(n->name)) {
-      res.ok = false;
-      res.problems.push_back(n->name + " was unreachable: nothing was undone there by this controller");
+
+  // --local: the nodes it could not reach are the rollback's failure, named.
+  void report_unreachable(RollbackResult& res) const {
+    if (source_ != RollbackSource::local) return;
+    for (const Node* n : reverse_)
+      if (!reachable_.count(n->name)) {
+        res.ok = false;
+        res.problems.push_back(n->name + " was unreachable: nothing was undone there by this controller");
+      }
+  }
+
+ private:
+  bool usable(const std::string& node) const { return source_ != RollbackSource::local || reachable_.count(node); }
+  bool began_on(const std::string& node, Action action) const {
+    for (const auto& s : ctx_.plan.steps)
+      if (s.node == node && s.action == action && began(ctx_, s)) return true;
+    return false;
+  }
+
+  // This run's begun steps, newest first; a node's stop steps share one op, undone once.
+  void undo_begun_steps() {
+    std::set<std::string> stop_undone;
+    for (auto it = ctx_.plan.steps.rbegin(); it != ctx_.plan.steps.rend(); ++it) {
+      const Step& s = *it;
+      if (!began(ctx_, s) || !usable(s.node)) continue;
+      std::string op;
+      if (!agent_step_name(s.action).empty()) op = ctx_.op_for_step(s.index);
+      else if (is_stop(s.action) && stop_undone.insert(s.node).second) op = ctx_.op_for(s.node, "stop");
+      if (op.empty()) continue;
+      const AgentClient& a = ctx_.agent(s.node);
+      tasks_.run("undo:" + op, s.node, "undo " + (is_stop(s.action) ? std::string("stop") : agent_step_name(s.action)), op,
+                 [&] { return undo_op(a, op); });
     }
+  }
+
+  BindContext& ctx_;
+  const RollbackSource source_;
+  const bool from_agents_;
+  Tasks tasks_;
+  std::vector<const Node*> reverse_;
+  std::set<std::string> reachable_;
+  bool outage_began_ = false, stop_began_ = false, ranks_stopped_ = true;
+};
+
+}  // namespace
+
+RollbackResult run_rollback(BindContext& ctx, RollbackSource source) {
+  RollbackResult res;
+  Rollback r(ctx, source, res);
+  r.find_reachable();
+  r.stop_ranks();
+  r.undo_changes();
+  r.start_lane();
+  r.verify_and_disarm();
+  r.report_unreachable(res);
   return res;
 }
 

@@ -67,6 +67,38 @@ std::optional<int> use_saved_plan(BindOpts& o) {
   return std::nullopt;
 }
 
+// The outcome: JSON on stdout, or a line for a person (where it serves, or where it stopped and
+// what the rollback left).
+void print_result(const ctl::BindResult& r, const std::string& bind_id, const Manifest& m, bool resumed, bool as_json) {
+  if (as_json) {
+    std::cout << json{{"result", r.result},
+                      {"bind_id", bind_id},
+                      {"resumed", resumed},
+                      {"failed_step", r.failed_step},
+                      {"rollback_problems", r.rollback_problems},
+                      {"report", {{"markdown", r.report_markdown}, {"json", r.report_json}, {"html", r.report_html}}}}
+                     .dump(2)
+              << "\n";
+  } else if (r.ok()) {
+    std::cout << "\nbound: '" << m.name << "' serves at http://" << m.head().address << ":" << m.engine.serve.port
+              << "; dead-men disarmed.\nreport: " << r.report_html << " (also .md, .json)\n";
+  } else if (r.result == "aborted") {
+    std::cerr << "\nbind aborted at the prompt: nothing was changed on any node (preflight only reads).\n";
+  } else {
+    const json& f = r.failed_step;
+    std::cerr << "\nbind failed";
+    if (f.is_object())
+      std::cerr << " at step " << f.value("index", 0) << " (" << f.value("action", "") << ") on " << f.value("node", "")
+                << ": " << f.value("error", "");
+    std::cerr << "\n"
+              << (r.result == "failed_unchanged" ? "nothing was changed on any node (preflight only reads).\n"
+                  : r.result == "rolled_back"    ? "rolled back: the old lane answers again.\n"
+                                                 : "ROLLBACK INCOMPLETE; what is left:\n");
+    for (const auto& p : r.rollback_problems) std::cerr << "  - " << p << "\n";
+    if (!r.report_html.empty()) std::cerr << "report: " << r.report_html << " (also .md, .json)\n";
+  }
+}
+
 int bind(BindOpts o) {
   const bool as_json = o.manifest.output == "json";
   if (auto rc = use_saved_plan(o)) return *rc;
@@ -121,33 +153,7 @@ int bind(BindOpts o) {
   }
   ctl::BindResult r = ctl::run_bind(ctx);
   progress.finish();
-  if (as_json) {
-    std::cout << json{{"result", r.result},
-                      {"bind_id", ctx.run.bind_id},
-                      {"resumed", resumed},
-                      {"failed_step", r.failed_step},
-                      {"rollback_problems", r.rollback_problems},
-                      {"report", {{"markdown", r.report_markdown}, {"json", r.report_json}, {"html", r.report_html}}}}
-                     .dump(2)
-              << "\n";
-  } else if (r.ok()) {
-    std::cout << "\nbound: '" << s.m.name << "' serves at http://" << s.m.head().address << ":" << s.m.engine.serve.port
-              << "; dead-men disarmed.\nreport: " << r.report_html << " (also .md, .json)\n";
-  } else if (r.result == "aborted") {
-    std::cerr << "\nbind aborted at the prompt: nothing was changed on any node (preflight only reads).\n";
-  } else {
-    const json& f = r.failed_step;
-    std::cerr << "\nbind failed";
-    if (f.is_object())
-      std::cerr << " at step " << f.value("index", 0) << " (" << f.value("action", "") << ") on " << f.value("node", "")
-                << ": " << f.value("error", "");
-    std::cerr << "\n"
-              << (r.result == "failed_unchanged" ? "nothing was changed on any node (preflight only reads).\n"
-                  : r.result == "rolled_back"    ? "rolled back: the old lane answers again.\n"
-                                                 : "ROLLBACK INCOMPLETE; what is left:\n");
-    for (const auto& p : r.rollback_problems) std::cerr << "  - " << p << "\n";
-    if (!r.report_html.empty()) std::cerr << "report: " << r.report_html << " (also .md, .json)\n";
-  }
+  print_result(r, ctx.run.bind_id, s.m, resumed, as_json);
   return r.ok() ? 0 : kExitFailed;
 }
 

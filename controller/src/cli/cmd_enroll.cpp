@@ -65,6 +65,50 @@ nlohmann::ordered_json report_json(const enroll::NodeReport& r) {
   return j;
 }
 
+// Node by node, in manifest order; once a node's host key has changed, the rest are reported as
+// not attempted.
+std::vector<enroll::NodeReport> enroll_each(const std::vector<enroll::NodePlan>& plans, const enroll::RunOptions& ro) {
+  std::vector<enroll::NodeReport> reports;
+  bool stopped = false;
+  for (const auto& plan : plans) {
+    const std::string name = plan.node->name;
+    if (stopped) {
+      enroll::NodeReport skipped;
+      skipped.node = name;
+      skipped.failed_step = "not-started";
+      skipped.error = "not attempted: an earlier node's host key changed";
+      reports.push_back(skipped);
+      continue;
+    }
+    auto progress = [&](const std::string& step, const std::string& detail) {
+      std::cerr << name << ": " << step << ": " << detail << std::endl;
+    };
+    reports.push_back(enroll::enroll_node(plan, ro, progress));
+    const auto& r = reports.back();
+    if (!r.ok) std::cerr << name << ": FAILED at step " << r.failed_step << ": " << r.error << std::endl;
+    if (r.host_key_changed) stopped = true;
+  }
+  return reports;
+}
+
+void print_reports(const std::vector<enroll::NodeReport>& reports, const std::string& bind, const std::string& start,
+                   bool all_ok, bool json) {
+  if (json) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& r : reports) arr.push_back(report_json(r));
+    std::cout << nlohmann::ordered_json{{"ok", all_ok}, {"bind", bind}, {"start", start}, {"nodes", arr}}.dump(2)
+              << "\n";
+  } else {
+    for (const auto& r : reports) {
+      if (r.ok)
+        std::cout << r.node << ": enrolled; tandemd " << r.agent_version << " answers over mutual TLS; " << r.files.size()
+                  << " files verified by SHA-256; host key " << r.host_key << "\n";
+      else
+        std::cout << r.node << ": NOT enrolled (step " << r.failed_step << ")\n";
+    }
+  }
+}
+
 int run(const EnrollOpts& o) {
   const bool json = o.manifest.output == "json";
   auto loaded = load(o.manifest);
@@ -114,42 +158,10 @@ int run(const EnrollOpts& o) {
   ro.health_timeout = std::chrono::seconds(o.health_timeout_s);
   ro.client = &client.value();
 
-  std::vector<enroll::NodeReport> reports;
-  bool stopped = false;
-  for (const auto& plan : plans) {
-    const std::string name = plan.node->name;
-    if (stopped) {
-      enroll::NodeReport skipped;
-      skipped.node = name;
-      skipped.failed_step = "not-started";
-      skipped.error = "not attempted: an earlier node's host key changed";
-      reports.push_back(skipped);
-      continue;
-    }
-    auto progress = [&](const std::string& step, const std::string& detail) {
-      std::cerr << name << ": " << step << ": " << detail << std::endl;
-    };
-    reports.push_back(enroll::enroll_node(plan, ro, progress));
-    const auto& r = reports.back();
-    if (!r.ok) std::cerr << name << ": FAILED at step " << r.failed_step << ": " << r.error << std::endl;
-    if (r.host_key_changed) stopped = true;
-  }
+  const std::vector<enroll::NodeReport> reports = enroll_each(plans, ro);
 
   const bool all_ok = std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.ok; });
-  if (json) {
-    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const auto& r : reports) arr.push_back(report_json(r));
-    std::cout << nlohmann::ordered_json{{"ok", all_ok}, {"bind", m.name}, {"start", o.start}, {"nodes", arr}}.dump(2)
-              << "\n";
-  } else {
-    for (const auto& r : reports) {
-      if (r.ok)
-        std::cout << r.node << ": enrolled; tandemd " << r.agent_version << " answers over mutual TLS; " << r.files.size()
-                  << " files verified by SHA-256; host key " << r.host_key << "\n";
-      else
-        std::cout << r.node << ": NOT enrolled (step " << r.failed_step << ")\n";
-    }
-  }
+  print_reports(reports, m.name, o.start, all_ok, json);
   return all_ok ? 0 : kExitFailed;
 }
 

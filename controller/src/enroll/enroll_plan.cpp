@@ -80,25 +80,11 @@ std::string render_env(const Manifest& m, const Node& node, const std::vector<st
          "TANDEMD_ALLOW_EXEC=\"" + flags + "\"\n";
 }
 
-Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o) {
-  NodePlan p;
-  p.node = &node;
-  if (!safe_name(node.name))
-    return Error{"node name '" + node.name + "' cannot name files on the node; use letters, digits, '-', '_' and '.'"};
-  if (!plain_path(node.root))
-    return Error{"node root '" + node.root + "' must be an absolute path without spaces, quotes or backslashes"};
-  if (o.start == StartMode::systemd && node.root != "/")
-    return Error{"node '" + node.name + "' has root " + node.root +
-                 " (a sandboxed test node): systemd would ignore that prefix; enroll it with --start direct"};
-  p.allow_exec = allow_exec_for(m, node);
-  for (const auto& a : p.allow_exec)
-    if (!plain_path(a))
-      return Error{"executable '" + a + "' cannot go into tandemd.env's --allow-exec list (absolute path without "
-                   "spaces, quotes or backslashes expected)"};
-  p.listen = (is_ip_literal(node.address) ? node.address : std::string("0.0.0.0")) + ":" +
-             std::to_string(node.agent_port);
+namespace {
 
-  // The local side first: a missing or mismatched certificate stops before any connection.
+// The files the node gets, read and checked here (binary, CA, the node's certificate and key,
+// which must be a pair for this node) and rendered (env file, unit), each with its digest.
+Status add_install_files(NodePlan& p, const Manifest& m, const Node& node, const Options& o) {
   net::PkiLayout pki{o.pki_dir};
   const std::string init_hint = ": make the cluster PKI with `tandemctl pki init " + o.pki_dir.string() + " " +
                                 (m.file.empty() ? std::string("MANIFEST") : m.file) + "` first";
@@ -130,6 +116,56 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
   add("node key", pki_dir + "/nodes/" + node.name + ".key", 0600, std::move(key.value()));
   add("env file", kEnvPath, 0640, render_env(m, node, p.allow_exec, p.listen));
   add("systemd unit", kUnitPath, 0644, embedded_tandemd_unit());
+  return {};
+}
+
+// --start direct: stop the agent this node ran before, then start tandemd detached, its pid in a file.
+std::string direct_start_command(const NodePlan& p, const Node& node) {
+  const std::string pid = shell_quote(p.at(kDirectPid));
+  const std::string log = shell_quote(p.at(kDirectLog));
+  // The agent this node ran before (its pid file, checked against /proc so a recycled pid is
+  // never signalled) must free the port first. A zombie counts as gone: it holds no socket.
+  std::string stop =
+      "if [ -f " + pid + " ]; then old=$(cat " + pid + "); "
+      "if [ -n \"$old\" ] && tr '\\0' ' ' < /proc/$old/cmdline 2>/dev/null | grep -qF -- " +
+      shell_quote(" serve --node " + node.name + " ") + "; then kill \"$old\"; i=0; "
+      "while [ $i -lt 50 ] && [ -d /proc/$old ] && [ \"$(sed 's/.*) //' /proc/$old/stat 2>/dev/null | cut -c1)\" != Z ]; "
+      "do sleep 0.1; i=$((i+1)); done; kill -9 \"$old\" 2>/dev/null; fi; fi; ";
+  std::string argv = shell_quote(p.at(kBinaryPath)) + " serve --node " + shell_quote(node.name);
+  if (node.root != "/") argv += " --root " + shell_quote(node.root);
+  argv += " --listen " + shell_quote(p.listen) + " --state-dir " + shell_quote(kStateDir) + " --pki-dir " +
+          shell_quote(p.at(kPkiDir));
+  for (const auto& a : p.allow_exec) argv += " --allow-exec " + shell_quote(a);
+  // setsid + nohup: the agent outlives this SSH session; the inner sh writes its own pid, which
+  // exec hands to tandemd, so the pid file names the agent itself.
+  // The new pid file appears once the agent's shell runs; its pid is what health must report.
+  return stop + "rm -f " + pid + "; setsid nohup sh -c 'echo $$ > \"$0\"; exec \"$@\"' " + pid + " " + argv +
+         " >> " + log + " 2>&1 < /dev/null & i=0; while [ ! -s " + pid + " ] && [ $i -lt 50 ]; do sleep 0.1; "
+         "i=$((i+1)); done; echo tandemd-pid=$(cat " + pid + ")";
+}
+
+}  // namespace
+
+Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o) {
+  NodePlan p;
+  p.node = &node;
+  if (!safe_name(node.name))
+    return Error{"node name '" + node.name + "' cannot name files on the node; use letters, digits, '-', '_' and '.'"};
+  if (!plain_path(node.root))
+    return Error{"node root '" + node.root + "' must be an absolute path without spaces, quotes or backslashes"};
+  if (o.start == StartMode::systemd && node.root != "/")
+    return Error{"node '" + node.name + "' has root " + node.root +
+                 " (a sandboxed test node): systemd would ignore that prefix; enroll it with --start direct"};
+  p.allow_exec = allow_exec_for(m, node);
+  for (const auto& a : p.allow_exec)
+    if (!plain_path(a))
+      return Error{"executable '" + a + "' cannot go into tandemd.env's --allow-exec list (absolute path without "
+                   "spaces, quotes or backslashes expected)"};
+  p.listen = (is_ip_literal(node.address) ? node.address : std::string("0.0.0.0")) + ":" +
+             std::to_string(node.agent_port);
+
+  // The local side first: a missing or mismatched certificate stops before any connection.
+  if (auto st = add_install_files(p, m, node, o); !st) return st.error();
 
   // prepare: the directories (over SFTP); the tools the later steps use are checked by verify.
   std::set<std::string> dirs{p.at(kStateDir)};
@@ -151,28 +187,8 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
                       "echo tandemd-pid=$(systemctl show -p MainPID --value tandemd.service)";
     p.log_command = "journalctl -u tandemd.service -n 20 --no-pager 2>&1";
   } else {
-    const std::string pid = shell_quote(p.at(kDirectPid));
-    const std::string log = shell_quote(p.at(kDirectLog));
-    // The agent this node ran before (its pid file, checked against /proc so a recycled pid is
-    // never signalled) must free the port first. A zombie counts as gone: it holds no socket.
-    std::string stop =
-        "if [ -f " + pid + " ]; then old=$(cat " + pid + "); "
-        "if [ -n \"$old\" ] && tr '\\0' ' ' < /proc/$old/cmdline 2>/dev/null | grep -qF -- " +
-        shell_quote(" serve --node " + node.name + " ") + "; then kill \"$old\"; i=0; "
-        "while [ $i -lt 50 ] && [ -d /proc/$old ] && [ \"$(sed 's/.*) //' /proc/$old/stat 2>/dev/null | cut -c1)\" != Z ]; "
-        "do sleep 0.1; i=$((i+1)); done; kill -9 \"$old\" 2>/dev/null; fi; fi; ";
-    std::string argv = shell_quote(p.at(kBinaryPath)) + " serve --node " + shell_quote(node.name);
-    if (node.root != "/") argv += " --root " + shell_quote(node.root);
-    argv += " --listen " + shell_quote(p.listen) + " --state-dir " + shell_quote(kStateDir) + " --pki-dir " +
-            shell_quote(p.at(kPkiDir));
-    for (const auto& a : p.allow_exec) argv += " --allow-exec " + shell_quote(a);
-    // setsid + nohup: the agent outlives this SSH session; the inner sh writes its own pid, which
-    // exec hands to tandemd, so the pid file names the agent itself.
-    // The new pid file appears once the agent's shell runs; its pid is what health must report.
-    p.start_command = stop + "rm -f " + pid + "; setsid nohup sh -c 'echo $$ > \"$0\"; exec \"$@\"' " + pid + " " + argv +
-                      " >> " + log + " 2>&1 < /dev/null & i=0; while [ ! -s " + pid + " ] && [ $i -lt 50 ]; do sleep 0.1; "
-                      "i=$((i+1)); done; echo tandemd-pid=$(cat " + pid + ")";
-    p.log_command = "tail -n 20 " + log + " 2>&1";
+    p.start_command = direct_start_command(p, node);
+    p.log_command = "tail -n 20 " + shell_quote(p.at(kDirectLog)) + " 2>&1";
   }
   return p;
 }
