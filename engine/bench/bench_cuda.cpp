@@ -143,6 +143,8 @@ struct Decoder {
   std::vector<PagedWork> work;
 };
 
+// long-function: a benchmark driver; its phases (arguments, load, prefill, decode per batch, JSON)
+// run top to bottom in the order of the results it prints.
 int main(int argc, char** argv) {
   if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";

@@ -37,6 +37,8 @@ inline bool quantized_projection(const std::string& name, const std::vector<int6
 }
 
 // Writes dst (created) from src; "" or what failed. `count` gets how many tensors were quantised.
+// long-function: a test-data writer (benchmarks and GPU checks only): read, quantise each 2-D
+// projection, write the safetensors header and data, in one pass.
 inline std::string write_quantized(const std::filesystem::path& src, const std::filesystem::path& dst, QuantizeAs as,
                                    int* count = nullptr) {
   namespace fs = std::filesystem;

@@ -176,6 +176,7 @@ TEST_CASE("a well-behaved endpoint passes every gate, the needle included") {
   CHECK(r->to_json()["passed"] == true);
 }
 
+// long-function: one SUBCASE per gate, each its own short scenario (doctest runs them separately).
 TEST_CASE("each gate fails with a detail that says what came back") {
   SUBCASE("health: not 200") {
     fake::Endpoint ep([](const fake::Request&) { return fake::Reply::error(503, "loading weights"); });

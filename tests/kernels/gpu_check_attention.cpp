@@ -30,6 +30,8 @@ float amax(const std::vector<float>& x) {
   return m;
 }
 
+// long-function: a GPU check script: one shape, every attention kernel against its CPU reference, a
+// row of the results table each, in order.
 void run(std::vector<Row>& rows, const Config& c) {
   const std::vector<int> seq_len{1, 17, 300, 1000, 2049};
   const int S = static_cast<int>(seq_len.size()), bs = c.block_size;

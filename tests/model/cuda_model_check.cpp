@@ -309,6 +309,8 @@ fs::path fixtures = TANDEM_FIXTURES;
 
 // quant: "" (the fixture as it is), "fp8" or "nvfp4" (rewritten so first; the prompts and the fp32
 // goldens printed beside stay the original fixture's).
+// long-function: a GPU check script: load, run each prompt, compare with the goldens and print each
+// comparison, in the order of its output.
 void run_fixture(const std::string& name, const std::string& kv_dtype, double tolerance, int skinny_rows = 0,
                  const std::string& quant = "") {
   if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;

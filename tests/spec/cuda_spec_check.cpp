@@ -104,6 +104,8 @@ Gpu load_gpu(const fs::path& pair, int seqs, int k) {
 }
 
 // capture, drafter and verify on one prompt.
+// long-function: a GPU check script: capture, drafter and verify against the CPU reference on one
+// prompt, in the order the engine runs them.
 void check_parts(const fs::path& pair, const Prompt& p) {
   std::printf("## %s prompt (%zu tokens): capture, drafter, verify\n", p.kind.c_str(), p.ids.size());
   auto cpu = model::load_model(pair / "target");

@@ -101,6 +101,8 @@ std::vector<int> dsa_select_keys(const Glm5NextConfig& c, const std::vector<doub
   return keys;
 }
 
+// long-function: the CPU reference of one DSA attention layer, its stages in the order the model
+// computes them, so that it reads against the model's definition and the CUDA path.
 void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int rows, int first, KvSequence& cache,
                  int slot, Selection& selection, float* out) {
   const int H = c.d.hidden_size, heads = c.d.num_attention_heads;

@@ -160,6 +160,8 @@ double acceptance_length(const EngineMetrics& m) {
 
 }  // namespace
 
+// long-function: a benchmark driver; arguments, the pair's load, then one run per batch and mode,
+// in the order of the table it prints.
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,

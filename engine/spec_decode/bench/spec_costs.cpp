@@ -27,6 +27,7 @@ void must(const R& r, const char* what) {
 
 }  // namespace
 
+// long-function: a measurement script: each device cost measured, then the table of them, in order.
 void print_costs(const std::string& target_dir, const std::string& drafter_dir, int batch, int k,
                  const std::vector<std::pair<std::string, double>>& lengths) {
   const int max_len = 1024, block = 16, per_seq = max_len / block, prompt = 128;

@@ -140,6 +140,8 @@ Value select_impl(const Value& seq, CallArgs& a, bool by_attr, bool keep_matchin
   return make_list(std::move(out));
 }
 
+// long-function: the filter table itself, one short lambda per filter; split up, it would only
+// scatter the table.
 const std::unordered_map<std::string, FilterFn>& registry() {
   static const std::unordered_map<std::string, FilterFn> r = [] {
     std::unordered_map<std::string, FilterFn> m;

@@ -138,6 +138,8 @@ class Parser {
     return n;
   }
 
+  // long-function: one branch per statement keyword (if, for, set, macro, ...), each short; together
+  // they are the statement grammar, read top to bottom.
   NodePtr parse_statement(std::size_t pos) {
     DepthGuard guard(depth_, pos);
     if (cur().kind != Tok::name) expected("a statement name");
@@ -486,6 +488,7 @@ class Parser {
     return e;
   }
 
+  // long-function: one case per kind of token that can start an expression.
   ExprPtr parse_primary() {
     const Token& tok = cur();
     std::size_t pos = tok.pos;

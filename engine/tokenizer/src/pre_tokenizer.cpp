@@ -16,6 +16,8 @@ constexpr std::string_view kGpt2Pattern =
 
 }  // namespace
 
+// long-function: one branch per pre-tokenizer type tokenizer.json may name (Sequence, Split, Digits,
+// ByteLevel), each checking its own fields.
 Result<std::vector<PreTokenizer::Step>> PreTokenizer::parse(const nlohmann::json& spec, const std::string& where) {
   std::vector<Step> steps;
   if (spec.is_null()) return steps;
