@@ -27,18 +27,6 @@ struct Chunk {
   float scale;  // what the chunk's sum is multiplied by
 };
 
-// Weights are read once per step: keep them out of L1.
-__device__ __forceinline__ uint4 load_nc16(const void* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 load_nc8(const void* p) {
-  uint2 v;
-  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
-
 __device__ __forceinline__ float fp8_value(std::uint8_t b) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
 }
@@ -49,11 +37,11 @@ __device__ __forceinline__ Chunk load_chunk(const QuantMatrices& w, long m, int 
   Chunk c;
   const long row = m * w.rows + o;
   if constexpr (F == QuantFormat::fp8_block) {
-    c.q = load_nc16(w.data + row * w.in + k);
+    c.q = cuda::load_nc16(w.data + row * w.in + k);
     const int bc = (w.in + kFp8Block - 1) / kFp8Block, br = (w.rows + kFp8Block - 1) / kFp8Block;
     c.scale = static_cast<const float*>(w.scales)[(m * br + o / kFp8Block) * bc + k / kFp8Block];
   } else {
-    const uint2 u = load_nc8(w.data + row * (w.in / 2) + k / 2);
+    const uint2 u = cuda::load_nc8(w.data + row * (w.in / 2) + k / 2);
     c.q = make_uint4(u.x, u.y, 0u, 0u);
     const std::uint8_t s = static_cast<const std::uint8_t*>(w.scales)[row * (w.in / kNvfp4Group) + k / kNvfp4Group];
     c.scale = fp8_value(s) * w.global[m] * 16384.f;  // 2^14: see the nibble placement above

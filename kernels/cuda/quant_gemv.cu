@@ -67,16 +67,8 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = cuda::warp_sum(acc[t]);
-    if (SILU) up[t] = cuda::warp_sum(up[t]);
-  }
-  // Lane t writes x row t's result (registers are indexed by constants only).
-  float mine = 0.f;
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-    if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+  // Lane t writes x row t's result.
+  float mine = cuda::warp_rows_result<NT, SILU>(acc, up);
   if (lane < a.rows) {
     if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
     static_cast<OutT*>(a.y)[lane * a.ldy + row] = cuda::from_float<OutT>(mine);
