@@ -33,31 +33,32 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-// `scratch` holds 32 values; the call begins and ends with a barrier so it can be called back to back.
+// Each warp's sum of v into scratch[warp] (blockDim.x a multiple of 32, at most 1024), visible to
+// the whole block on return. It begins with a barrier, so that a reduction may follow another on
+// the same scratch without one in between.
 template <class T>
-__device__ T block_sum(T v, T* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+__device__ __forceinline__ void warp_partials(T v, T* scratch) {
   v = warp_sum(v);
   __syncthreads();
-  if (lane == 0) scratch[warp] = v;
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
-  T total = lane < warps ? scratch[lane] : T(0);
-  total = warp_sum(total);
-  return total;
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds 32 values.
+template <class T>
+__device__ T block_sum(T v, T* scratch) {
+  warp_partials(v, scratch);
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  return warp_sum(lane < warps ? scratch[lane] : T(0));
 }
 
 // The same with the warps' partial sums added one after another in warp order rather than as a
 // tree: the order the decoder's row norms (glue.cu) were written with. Kept apart from block_sum
 // because a fused kernel and the unfused ones it replaces must round alike, bit for bit.
 __device__ __forceinline__ float block_sum_in_order(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
+  warp_partials(v, scratch);
   float total = 0.f;
-  for (int i = 0; i < warps; ++i) total += scratch[i];
+  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += scratch[i];
   return total;
 }
 
@@ -109,6 +110,21 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
     s = fmaf(fx.y, fy.y, s);
   }
   return s;
+}
+
+// 16 bf16s at x (16-byte aligned) as floats: a bf16 is the top half of an fp32.
+__device__ __forceinline__ void load_bf16x16(const bf16* x, float* v) {
+  const uint4* p = reinterpret_cast<const uint4*>(x);
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint4 u = p[q];
+    const unsigned words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      v[8 * q + 2 * w] = __uint_as_float(words[w] << 16);
+      v[8 * q + 2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
+    }
+  }
 }
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }

@@ -13,9 +13,7 @@ namespace {
 
 using cuda::bf16;
 constexpr int kWarps = 4;
-// Chunks per lane in flight: 64 bytes of weights either way (NVFP4 chunks are 8 bytes, fp8 16).
-template <QuantFormat F>
-constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+using quant::kLoads;
 
 using moe_rows::act_width;
 

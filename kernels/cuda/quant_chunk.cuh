@@ -22,6 +22,11 @@
 
 namespace tandem::kernels::quant {
 
+// Chunks per lane in flight in the decode kernels (quant_gemv.cu, moe_decode_quant.cu): 64 bytes of
+// weights either way (NVFP4 chunks are 8 bytes, fp8 16).
+template <QuantFormat F>
+constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+
 struct Chunk {
   uint4 q;      // fp8: 16 bytes; NVFP4: q.x, q.y
   float scale;  // what the chunk's sum is multiplied by
@@ -78,20 +83,13 @@ __device__ __forceinline__ void decode(const Chunk& c, float* wv) {
   }
 }
 
-// sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned).
+// sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned), one fmaf chain in j order.
 __device__ __forceinline__ float dot16(const float* wv, const cuda::bf16* x) {
-  const uint4* p = reinterpret_cast<const uint4*>(x);
+  float v[16];
+  cuda::load_bf16x16(x, v);
   float s = 0.f;
 #pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const uint4 u = p[q];
-    const unsigned words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s = fmaf(__uint_as_float(words[i] << 16), wv[8 * q + 2 * i], s);
-      s = fmaf(__uint_as_float(words[i] & 0xFFFF0000u), wv[8 * q + 2 * i + 1], s);
-    }
-  }
+  for (int j = 0; j < 16; ++j) s = fmaf(v[j], wv[j], s);
   return s;
 }
 
