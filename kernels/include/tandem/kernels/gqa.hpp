@@ -1,4 +1,4 @@
-// What glm4_moe's grouped-query attention needs on CUDA beyond the op layer and glue_kernels.hpp:
+// What glm4_moe's grouped-query attention needs on CUDA beyond the op layer and tandem/kernels/glue.hpp:
 // the per-head RMSNorm of its queries and keys (use_qk_norm), in place in the fused projection's
 // rows. bf16; device buffers. nvcc compiles this header as C++17: plain types only.
 #pragma once
@@ -12,5 +12,8 @@ namespace tandem::model::cuda {
 // from x + t * ld: head h <- rmsnorm(head h) * (h < q_heads ? q_w : k_w), sums in fp32.
 std::string head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
                          const void* k_w, float eps, kernels::Stream stream);
+// CPU reference (kernels/cpu/gqa.cpp): fp32 buffers of bf16 values, fp64 sums, rounded to bf16.
+void head_rmsnorm_cpu(float* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const float* q_w,
+                      const float* k_w, float eps);
 
 }  // namespace tandem::model::cuda
