@@ -70,7 +70,23 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   if (model_->kv_on_device() && device_drafter_) {
     run_device_spec_step(*model_, *device_drafter_, jobs);
   } else if (model_->kv_on_device()) {
-    run_device_step(*model_, jobs);  // a device model (CUDA): every item in one batched forward
+    // A device model (CUDA): every item in one batched forward. Under tensor parallelism the workers
+    // run the same step (its collectives pair with ours), so any failure of it is the group's.
+    if (tp_) {
+      RankMessage m;
+      m.op = RankOp::device_step;
+      for (const Job& j : jobs) {
+        StepItem it;
+        it.start = j.work.start, it.state_slot = j.state_slot, it.logits = j.work.samples ? 1 : 0;
+        it.tokens = j.tokens, it.table = j.table;
+        m.items.push_back(std::move(it));
+      }
+      auto bytes = encode(m);
+      if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) group_failure = "announcing a step to the worker ranks: " + s.error().message;
+    }
+    if (group_failure.empty()) run_device_step(*model_, jobs);
+    for (const Job& j : jobs)
+      if (tp_ && group_failure.empty() && !j.error.empty()) group_failure = j.error;
   } else {
     JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
     if (tp_)

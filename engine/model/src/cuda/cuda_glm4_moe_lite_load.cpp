@@ -29,6 +29,9 @@ std::string GlmDecoderCuda::load(const Checkpoint& ck) {
     return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
   if (auto e = attention_shape_error(); !e.empty()) return e;
   if (E_ > 1024) return "at most 1024 routed experts";
+  if (heads_ == 0)
+    return std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) +
+           " attention heads leave rank " + std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks";
   if (auto e = load_weights(ck); !e.empty()) return e;
   return allocate_activations();
 }
@@ -43,9 +46,9 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   layer_bytes_ = per_layer;
   if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
-  // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
+  // Inputs: tokens, positions, sequence of each token, logit rows, rank-local token ids, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
-  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
+  in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
   if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
@@ -70,9 +73,10 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
                                         bool allowed) {
   auto plan = plan_projection(ck, parts);
   if (!plan) return plan.error();
-  if (plan->format == WeightFormat::dense || !allowed) {
+  if (plan->format == WeightFormat::dense || !allowed || sharded()) {
     if (plan->format != WeightFormat::dense)
-      plan->why_dense = "kept with the layer's routed experts, which are not all " + std::string(weight_format_name(plan->format));
+      plan->why_dense = sharded() ? "a tensor-parallel rank loads its slice in bf16 (quantised slices are not built)"
+                                  : "kept with the layer's routed experts, which are not all " + std::string(weight_format_name(plan->format));
     note_format(parts[0].name, WeightFormat::dense, plan->why_dense);
     return false;
   }
@@ -83,7 +87,21 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
   return true;
 }
 
-std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised) {
+Result<Range> GlmDecoderCuda::width_slice(int width, const std::string& what) const {
+  const Range r = split(width, tp_rank_, tp_size_);
+  if (sharded() && r.size() % 8 != 0)
+    return error(what + ": rank " + std::to_string(tp_rank_) + " of " + std::to_string(tp_size_) + " would hold " +
+                 std::to_string(r.size()) + " of its " + std::to_string(width) +
+                 " columns; the CUDA kernels need a multiple of 8 per rank");
+  return r;
+}
+
+// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
+std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int full_width, Mlp& m, bool quantised) {
+  auto mine = width_slice(full_width, prefix + "mlp width");
+  if (!mine) return mine.error().message;
+  const Range cols = mine.value();
+  const int width = cols.size();
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const Checkpoint& ck = up.checkpoint();
@@ -91,20 +109,25 @@ std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, in
   if (!gu) return gu.error().message;
   if (!gu.value()) {
     if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
-    up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
-    up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
+    up.bf16_rows(m.gate_up, 0, prefix + "gate_proj.weight", {full_width, H_}, cols);
+    up.bf16_rows(m.gate_up, n, prefix + "up_proj.weight", {full_width, H_}, cols);
   }
   auto down = load_quant(ck, {{prefix + "down_proj.weight", H_, width}}, m.down_q, quantised);
   if (!down) return down.error().message;
   if (!down.value()) {
     if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
-    up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+    if (sharded()) up.bf16_cols(m.down, 0, prefix + "down_proj.weight", {H_, full_width}, cols);
+    else up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
   }
   return {};
 }
 
 Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a) {
   if (ck.has(mp + "experts.gate_up_proj")) return false;  // the fused 3-D layout is read in bf16
+  if (sharded()) {
+    note_format(mp + "experts (routed and shared)", WeightFormat::dense, "a tensor-parallel rank loads its experts in bf16");
+    return false;
+  }
   const int shared_width = I_ * d_.moe.n_shared_experts;
   std::vector<ProjectionPart> gate_up, down, all;
   for (int e = 0; e < E_; ++e) {
@@ -140,14 +163,15 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std:
 std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
-  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
+  // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
-  up.bf16(embed_, 0, "model.embed_tokens.weight", {V_, H_});
+  up.bf16_rows(embed_, 0, "model.embed_tokens.weight", {V_, H_}, vocab_);
   if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
   up.bf16(final_norm_, 0, "model.norm.weight", {H_});
   if (!d.tie_word_embeddings) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
-    up.bf16(head_, 0, "lm_head.weight", {V_, H_});
+    up.bf16_rows(head_, 0, "lm_head.weight", {V_, H_}, vocab_);
   }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
@@ -171,6 +195,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
+    const int held = experts_.size();  // this rank's whole experts; the router stays replicated
     if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e.empty()) return e;
     if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e.empty()) return e;
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
@@ -180,17 +205,17 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     if (!quantised) return quantised.error().message;
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
-      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(held) * 2 * expert, mp + "experts gate_up"); !e.empty())
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, mp + "experts down"); !e.empty()) return e;
     }
     if (!experts_quantised && ck.has(mp + "experts.gate_up_proj")) {
-      up.bf16(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
-      up.bf16(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
+      up.bf16_rows(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_}, experts_);
+      up.bf16_rows(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_}, experts_);
     } else if (!experts_quantised) {
-      for (int e = 0; e < E_ && up.ok(); ++e) {
+      for (int e = experts_.begin; e < experts_.end && up.ok(); ++e) {
         const std::string ep = mp + "experts." + std::to_string(e) + ".";
-        const std::size_t at = static_cast<std::size_t>(e) * expert;
+        const std::size_t at = static_cast<std::size_t>(e - experts_.begin) * expert;
         up.bf16(a.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
         up.bf16(a.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
         up.bf16(a.experts_down, at, ep + "down_proj.weight", {H_, I_});
@@ -204,7 +229,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
     decode_bytes_.moe_layers += 1;
     decode_bytes_.per_expert = experts_quantised
-                                   ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(E_)
+                                   ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(held)
                                    : 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
@@ -305,11 +330,17 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const bool bias = c_.d.attention_bias;
   const Checkpoint& ck = up.checkpoint();
   const std::string q_name = sa + (lora_q_ > 0 ? "q_a_proj.weight" : "q_proj.weight");
+  // Tensor parallel: a rank holds heads [first, first + heads_) (shard.hpp): their rows of q_b (or
+  // q_proj) and kv_b, their input columns of o_proj; q_a and kv_a are replicated, so every rank
+  // caches the whole latent row. o_proj's bias is rank 0's alone (the ranks' outputs are summed).
+  const Range mine = split(all_heads_, tp_rank_, tp_size_);
+  auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
   auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {sa + "kv_a_proj_with_mqa.weight", width_, H_}}, a.w_in_q);
   if (!w_in_q) return w_in_q.error().message;
   if (!w_in_q.value()) {
     if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
-    up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
+    if (lora_q_ > 0) up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
+    else up.bf16_rows(a.w_in, 0, q_name, {all_heads_ * qk_, H_}, per_head(qk_));
     up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
   }
   if (lora_q_ > 0) {
@@ -321,7 +352,7 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
       if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
           !e.empty())
         return e;
-      up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+      up.bf16_rows(a.q_b, 0, sa + "q_b_proj.weight", {all_heads_ * qk_, lora_q_}, per_head(qk_));
     }
   }
   if (bias) {
@@ -331,9 +362,11 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
     else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
     up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
-    if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
-    weight_bytes_ += h * 4;
-    up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
+    if (tp_rank_ == 0) {
+      if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
+      weight_bytes_ += h * 4;
+      up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
+    }
   }
   if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
   up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
@@ -341,12 +374,13 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
       !e.empty())
     return e;
-  up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
+  up.bf16_rows(a.kv_b, 0, sa + "kv_b_proj.weight", {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
   auto o_q = load_quant(ck, {{sa + "o_proj.weight", H_, heads_ * vd_}}, a.o_q);
   if (!o_q) return o_q.error().message;
   if (!o_q.value()) {
     if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
-    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    if (sharded()) up.bf16_cols(a.o, 0, sa + "o_proj.weight", {H_, all_heads_ * vd_}, per_head(vd_));
+    else up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
   }
   return {};
 }
