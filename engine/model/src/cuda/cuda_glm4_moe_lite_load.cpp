@@ -71,12 +71,15 @@ void GlmDecoderCuda::note_format(const std::string& what, WeightFormat f, const 
 
 Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, QuantWeight& q,
                                         bool allowed) {
+  if (sharded()) {  // (parts name this rank's slice shapes, which the checkpoint's tensors do not have)
+    note_format(parts[0].name, WeightFormat::dense, "");
+    return false;
+  }
   auto plan = plan_projection(ck, parts);
   if (!plan) return plan.error();
-  if (plan->format == WeightFormat::dense || !allowed || sharded()) {
+  if (plan->format == WeightFormat::dense || !allowed) {
     if (plan->format != WeightFormat::dense)
-      plan->why_dense = sharded() ? "a tensor-parallel rank loads its slice in bf16 (quantised slices are not built)"
-                                  : "kept with the layer's routed experts, which are not all " + std::string(weight_format_name(plan->format));
+      plan->why_dense = "kept with the layer's routed experts, which are not all " + std::string(weight_format_name(plan->format));
     note_format(parts[0].name, WeightFormat::dense, plan->why_dense);
     return false;
   }
@@ -254,6 +257,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   for (const auto& [f, n] : format_counts_)
     weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
   weight_formats_ += "; the embedding, the LM head, the norms and any projection not named here bf16, the routers fp32" + dense_notes_;
+  if (sharded()) weight_formats_ += "; a tensor-parallel rank keeps its slices in bf16 (quantised slices are not built)";
   return {};
 }
 
