@@ -4,14 +4,14 @@
 # BUNDLE holds cuda_tp_check and serve/ (tandem-serve and its libraries), as packed by
 # deploy/gpu-prepare.sh --tp; OUT gets the logs, tp.json and tp.md. Two ranks share the GPU, so the
 # rendezvous picks the host-staged transport by itself (same GPU UUID; --tp-transport auto).
-#   1. each glm4_moe_lite fixture (and the DFlash pair's target) at TP2 vs TP1: logits within the
+#   1. each glm4_moe_lite and glm4_moe fixture (and the DFlash pair's target) at TP2 vs TP1: logits within the
 #      CUDA bar (1e-2), greedy tokens identical (cuda_tp_check), and the per-step cost of the
 #      host-staged all-reduce at batch 1 and 16 (a test transport: TCP through the host)
 #   2. compute-sanitizer memcheck of both ranks (when the machine has it)
 #   3. tandem-serve --device cuda: worker then head, greedy completion equal to one rank's; kill -9
 #      of either rank mid-decode ends the other within 10 s, naming the lost peer
-# Exits non-zero when any check fails. The other fixtures (glm4_moe, glm5_next_text) are not
-# sharded on the GPU yet: the script records their refusal.
+# Exits non-zero when any check fails. The glm5_next_text fixtures are not sharded on the GPU yet:
+# the script records their refusal.
 set -u
 bundle=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
@@ -29,7 +29,7 @@ note "# GPU tensor parallelism on one GPU ($(nvidia-smi --query-gpu=name --forma
 note ""
 note "| model | TP2 vs TP1 logits, teacher-forced (worst rel. error) | greedy token per row = TP1's (+ at TP1 near-ties) | free-running greedy identical | transport | step ms TP1 b1/b16 | step ms TP2 b1/b16 | host-staged all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|"
-models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant models/dflash-pair/target)
+models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe models/dflash-pair/target)
 for m in "${models[@]}"; do
   name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
@@ -59,7 +59,7 @@ EOF
 )"
   fi
 done
-for m in tests/model/fixtures/glm4_moe tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse; do
+for m in tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse; do
   port=$((port + 1))
   timeout 60 "$check" --model "$m" --ranks 2 --rank 1 --port $port > /dev/null 2>&1 &
   timeout 60 "$check" --model "$m" --ranks 2 --rank 0 --port $port > "$out/refused.log" 2>&1

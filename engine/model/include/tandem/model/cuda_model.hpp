@@ -14,9 +14,10 @@
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
-// Tensor parallelism: the decoder all-reduces its three partial sums (embedding, attention, FFN)
-// through a DeviceAllReduce; at one rank there is none. Loading more than one rank is refused until
-// the NCCL communicator provides one (engine/comm).
+// Tensor parallelism (glm4_moe_lite, glm4_moe; glm5_next runs one rank): a rank loads only its
+// slice (shard.hpp: heads, MLP widths, whole routed experts, vocabulary rows) and sums its partials
+// (embedding rows, attention and FFN outputs, its logits columns) through the DeviceAllReduce the
+// caller sets once the group is joined (CommAllReduce: NCCL, or host-staged for ranks on one GPU).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -150,7 +151,7 @@ class CudaModel : public Model {
   virtual std::uint64_t kv_bytes_per_token() const = 0;
   // nullptr: no timing (the default; models without op marks ignore it).
   virtual void set_op_timer(OpTimer*) {}
-  // For TP > 1 (not wired yet: see above).
+  // For TP > 1 (see above); must outlive the model's steps.
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
 
   // --- for a drafter on the same device (DFlash, engine/spec/cuda) ---
