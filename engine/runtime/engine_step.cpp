@@ -67,24 +67,29 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   // is the group's: it ends the engine.
   std::string group_failure;
   const auto t_model = std::chrono::steady_clock::now();
-  if (model_->kv_on_device() && device_drafter_) {
-    run_device_spec_step(*model_, *device_drafter_, jobs);
-  } else if (model_->kv_on_device()) {
-    // A device model (CUDA): every item in one batched forward. Under tensor parallelism the workers
-    // run the same step (its collectives pair with ours), so any failure of it is the group's.
-    if (tp_) {
-      RankMessage m;
-      m.op = RankOp::device_step;
-      for (const Job& j : jobs) {
-        StepItem it;
-        it.start = j.work.start, it.state_slot = j.state_slot, it.logits = j.work.samples ? 1 : 0;
-        it.tokens = j.tokens, it.table = j.table;
-        m.items.push_back(std::move(it));
-      }
-      auto bytes = encode(m);
-      if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s) group_failure = "announcing a step to the worker ranks: " + s.error().message;
-    }
-    if (group_failure.empty()) run_device_step(*model_, jobs);
+  if (model_->kv_on_device()) {
+    // A device model (CUDA): every item in one batched forward (with a drafter on the device: one
+    // batched proposal, then that step verifies). Under tensor parallelism the workers run each
+    // target step too (its collectives pair with ours), so any failure of it is the group's.
+    AnnounceStep announce;
+    if (tp_)
+      announce = [this](std::span<const model::PagedWork> work) -> model::Status {
+        RankMessage m;
+        m.op = RankOp::device_step;
+        for (const model::PagedWork& w : work) {
+          StepItem it;
+          it.start = w.start, it.state_slot = w.state_slot, it.logits = w.logits ? 1 : 0, it.all_logits = w.all_logits ? 1 : 0;
+          it.tokens.assign(w.tokens.begin(), w.tokens.end());
+          it.table.assign(w.block_table.begin(), w.block_table.end());
+          m.items.push_back(std::move(it));
+        }
+        auto bytes = encode(m);
+        if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s)
+          return model::error("announcing a step to the worker ranks: " + s.error().message);
+        return Ok{};
+      };
+    if (device_drafter_) run_device_spec_step(*model_, *device_drafter_, jobs, announce);
+    else run_device_step(*model_, jobs, announce);
     for (const Job& j : jobs)
       if (tp_ && group_failure.empty() && !j.error.empty()) group_failure = j.error;
   } else {

@@ -25,9 +25,6 @@ namespace {
 // What this build cannot do yet, refused before anything is loaded.
 std::optional<std::string> unsupported(const ServeConfig& cfg) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
-  if (cfg.device == "cuda" && cfg.nnodes > 1 && !cfg.speculative_config.empty())
-    return "`device` cuda with more than one rank and `speculative_config`: DFlash under GPU tensor parallelism is not "
-           "built yet; run the drafter at one rank or `device` cpu";
 #else
   if (cfg.device == "cuda")
     return "`device` cuda: this tandem-serve was built without the CUDA back end (no nvcc at build time); run with "
@@ -97,9 +94,11 @@ model::CudaOptions cuda_options(const ServeConfig& cfg, const nlohmann::json& sp
   o.max_model_len = cfg.max_model_len;
   o.enforce_eager = cfg.enforce_eager;
   o.invariant_tokens = cfg.batch_invariant_tokens;
-  // A verification asks for the logits of every token of its block.
+  // A verification asks for the logits of every token of its block (on every rank: workers run it).
   if (!spec_config.is_null())
     o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
+  // The drafter runs on the head rank, over whole copies of the vocabulary weights.
+  o.drafter_vocab = !spec_config.is_null() && cfg.nnodes > 1 && cfg.node_rank == 0;
   return o;
 }
 #endif
@@ -110,7 +109,9 @@ model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig
   if (auto why = unsupported(cfg)) return error(*why);
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda") {
-    auto m = model::load_cuda_model(cfg.model, cuda_options(cfg, nlohmann::json()), group);
+    // The head's speculative config sizes the verification steps this rank runs too.
+    const auto spec = cfg.speculative_config.empty() ? nlohmann::json() : nlohmann::json::parse(cfg.speculative_config);
+    auto m = model::load_cuda_model(cfg.model, cuda_options(cfg, spec), group);
     if (!m) return m.error();
     return std::unique_ptr<model::Model>(std::move(m).value());
   }

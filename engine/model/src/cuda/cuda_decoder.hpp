@@ -147,8 +147,11 @@ class GlmDecoderCuda : public CudaModel {
 
   Status set_capture(std::vector<int> layers) override;
   const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
-  const void* embedding_device() const override { return embed_.get(); }
-  const void* lm_head_device() const override { return head_.empty() ? embed_.get() : head_.get(); }
+  const void* embedding_device() const override { return sharded() ? full_embed_.get() : embed_.get(); }
+  const void* lm_head_device() const override {
+    if (sharded()) return full_head_.empty() ? full_embed_.get() : full_head_.get();
+    return head_.empty() ? embed_.get() : head_.get();
+  }
   k::Stream stream() const override { return stream_; }
 
  protected:
@@ -331,6 +334,7 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer wscratch_;  // bf16, the largest quantised projection dequantised (steps of more tokens)
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
+  DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
   std::vector<Layer> layers_;
 
   DeviceBuffer pool_;

@@ -176,6 +176,15 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
     up.bf16_rows(head_, 0, "lm_head.weight", {V_, H_}, vocab_);
   }
+  if (sharded() && opt_.drafter_vocab) {
+    const std::size_t all = static_cast<std::size_t>(V_) * h;
+    if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e.empty()) return e;
+    up.bf16(full_embed_, 0, "model.embed_tokens.weight", {V_, H_});
+    if (!d.tie_word_embeddings) {
+      if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e.empty()) return e;
+      up.bf16(full_head_, 0, "lm_head.weight", {V_, H_});
+    }
+  }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {

@@ -62,6 +62,9 @@ struct CudaOptions {
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
+  bool drafter_vocab = false;           // a tensor-parallel rank that hosts a drafter (the head) keeps whole
+                                        // copies of the embedding and LM head for it (embedding_device()),
+                                        // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
 };
@@ -161,7 +164,8 @@ class CudaModel : public Model {
   // The last step's capture on the device: bf16 [its tokens, layers * hidden_size], row t = the step's
   // t-th token in the items' order (padding rows of a graph step follow the real ones); null without.
   virtual const void* captured() const = 0;
-  // The weights a drafter shares, bf16 on the device: embedding and LM head, [vocab, hidden] each.
+  // The weights a drafter shares, bf16 on the device: embedding and LM head, [vocab, hidden] each
+  // (a tensor-parallel rank: null unless CudaOptions::drafter_vocab).
   virtual const void* embedding_device() const = 0;
   virtual const void* lm_head_device() const = 0;
   // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).
