@@ -102,18 +102,19 @@ complete() {  # port max_tokens
     -d "{\"model\":\"t\",\"prompt\":\"The quick brown fox\",\"max_tokens\":$2,\"temperature\":0,\"ignore_eos\":true}" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
 }
-start_pair() {  # tag
-  local mp=$((port + 1)) hp=$((port + 2)) ap=$((port + 3))
+start_pair() {  # tag [extra flags for both ranks]
+  local mp=$((port + 1)) hp=$((port + 2)) ap=$((port + 3)) tag=$1
+  shift
   port=$((port + 3))
-  "$serve" $target "${common[@]}" --tensor-parallel-size 2 --nnodes 2 --node-rank 1 --headless --host 127.0.0.1 --port $hp \
-    --master-addr 127.0.0.1 --master-port $mp > "$out/serve-$1-worker.log" 2>&1 &
+  "$serve" $target "${common[@]}" "$@" --tensor-parallel-size 2 --nnodes 2 --node-rank 1 --headless --host 127.0.0.1 --port $hp \
+    --master-addr 127.0.0.1 --master-port $mp > "$out/serve-$tag-worker.log" 2>&1 &
   worker=$!
-  wait_healthy $hp $worker "the worker ($1)" || return 1
-  "$serve" $target "${common[@]}" --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --host 127.0.0.1 --port $ap \
-    --master-addr 127.0.0.1 --master-port $mp --served-model-name t > "$out/serve-$1-head.log" 2>&1 &
+  wait_healthy $hp $worker "the worker ($tag)" || return 1
+  "$serve" $target "${common[@]}" "$@" --tensor-parallel-size 2 --nnodes 2 --node-rank 0 --host 127.0.0.1 --port $ap \
+    --master-addr 127.0.0.1 --master-port $mp --served-model-name t > "$out/serve-$tag-head.log" 2>&1 &
   head=$!
   api=$ap
-  wait_healthy $ap $head "the head ($1)"
+  wait_healthy $ap $head "the head ($tag)"
 }
 ended_within() {  # pid seconds -> 0 when it exited in time
   for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
@@ -140,6 +141,19 @@ if start_pair greedy; then
   kill $head; wait $head 2>/dev/null; ended_within $worker 10 || kill -9 $worker
 else
   fail "serve: the TP2 pair did not start: $(tail -3 "$out"/serve-greedy-*.log)"
+fi
+
+# DFlash at TP2: the drafter on the head rank, verification by the sharded target. Greedy output
+# equals the sharded target's plain greedy output (same rows: the kernels are batch-invariant).
+spec='{"method":"dflash","model":"models/dflash-pair/drafter","num_speculative_tokens":4}'
+if start_pair dflash --speculative-config "$spec"; then
+  dflash_text=$(complete $api 48)
+  accepted=$(curl -sf "http://127.0.0.1:$api/metrics" | grep -E '^tandem_spec_decode_(draft|accepted)_tokens_total' | tr '\n' ' ')
+  if [ -n "${tp2_text:-}" ] && [ "$dflash_text" = "$tp2_text" ]; then note "serve: DFlash at TP2 (drafter on the head) greedy 48 tokens identical to TP2 plain ($accepted)"
+  else fail "serve: DFlash at TP2 differs from TP2 plain: [$dflash_text] vs [${tp2_text:-}] ($accepted)"; fi
+  kill $head; wait $head 2>/dev/null; ended_within $worker 10 || kill -9 $worker
+else
+  fail "serve: the TP2 DFlash pair did not start: $(tail -3 "$out"/serve-dflash-*.log)"
 fi
 
 for victim in worker head; do
