@@ -45,10 +45,12 @@ model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(co
   if (!devices) return model::error("a CUDA model at " + std::to_string(group.size()) + " ranks needs the GPU group (NCCL or host-staged)");
   auto ar = std::make_shared<model::CommAllReduce>(*devices);
   cuda->set_all_reduce(ar.get());
-  if (devices->host_staged()) {
-    cuda->set_enforce_eager(true);
-    log("CUDA graphs off: the host-staged all-reduce synchronises the stream (a test transport)");
-  }
+  // Steps run eagerly under either transport: the host-staged one synchronises the stream, and the
+  // NCCL one waits for each collective by polling the stream and NCCL's async errors (how a lost
+  // peer becomes an error instead of a hang), which a graph replay would not do.
+  cuda->set_enforce_eager(true);
+  log(devices->host_staged() ? "CUDA graphs off: the host-staged all-reduce synchronises the stream (a test transport)"
+                             : "CUDA graphs off under GPU tensor parallelism: each NCCL collective is watched for a lost peer");
   return std::shared_ptr<model::DeviceAllReduce>(std::move(ar));
 #else
   (void)group, (void)m, (void)log;
