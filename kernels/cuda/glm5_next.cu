@@ -5,49 +5,18 @@
 
 #include <cfloat>
 
+#include "common.cuh"
 #include "tandem/kernels/glm5_next.hpp"
 
 namespace tandem::model::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using kernels::cuda::bf16;
+using kernels::cuda::block_max;
+using kernels::cuda::block_sum;
+using kernels::cuda::launch_error;
+using kernels::cuda::warp_sum;
 
-std::string launched(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Sum over the block (blockDim.x a multiple of 32); every thread gets it. Barriers on both sides.
-__device__ float block_sum(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = lane < warps ? scratch[lane] : 0.f;
-  total = warp_sum(total);
-  __syncthreads();
-  return total;
-}
-__device__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = lane < warps ? scratch[lane] : -FLT_MAX;
-  total = warp_max(total);
-  __syncthreads();
-  return total;
-}
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
 // ---- glue -------------------------------------------------------------------------------------
@@ -484,7 +453,7 @@ std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather
                                                        expert_stride, out, y, ldy);
   else
     return "linear_f32_cuda: weights must be bf16 or fp32";
-  return launched("linear_f32_kernel");
+  return launch_error("linear_f32_kernel");
 }
 
 std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
@@ -492,7 +461,7 @@ std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int t
   if (tokens == 0) return {};
   absorb_query_kernel<<<dim3(tokens, heads), 128, 0, stream>>>(q, ld_q, head_stride, heads, nope, vd, lora_kv,
                                                               static_cast<const bf16*>(kv_b), q_lat);
-  return launched("absorb_query_kernel");
+  return launch_error("absorb_query_kernel");
 }
 
 std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
@@ -500,52 +469,52 @@ std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope
   if (tokens == 0) return {};
   absorb_values_kernel<<<dim3(tokens, heads), 256, 0, stream>>>(lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b),
                                                                out);
-  return launched("absorb_values_kernel");
+  return launch_error("absorb_values_kernel");
 }
 
 std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream) {
   if (rows == 0) return {};
   clamped_silu_and_mul_f32_kernel<<<rows, 256, 0, stream>>>(gate_up, y, d, limit);
-  return launched("clamped_silu_and_mul_f32_kernel");
+  return launch_error("clamped_silu_and_mul_f32_kernel");
 }
 
 std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream) {
   if (tokens == 0) return {};
   moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, weight, top_k, hidden, add, y);
-  return launched("moe_combine_f32_kernel");
+  return launch_error("moe_combine_f32_kernel");
 }
 
 std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
                          void* y_bf16, long ldb, Stream stream) {
   if (rows == 0) return {};
   rms_norm_f32_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, w, eps, y_f32, ldy, static_cast<bf16*>(y_bf16), ldb);
-  return launched("rms_norm_f32_kernel");
+  return launch_error("rms_norm_f32_kernel");
 }
 
 std::string to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream) {
   if (rows == 0) return {};
   to_bf16_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, static_cast<bf16*>(y), ldy);
-  return launched("to_bf16_kernel");
+  return launch_error("to_bf16_kernel");
 }
 
 std::string to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream) {
   if (rows == 0) return {};
   to_f32_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, y, ldy);
-  return launched("to_f32_kernel");
+  return launch_error("to_f32_kernel");
 }
 
 std::string hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
                           Stream stream) {
   if (tokens == 0) return {};
   hc_embed_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(table), ids, hc, hidden, streams);
-  return launched("hc_embed_kernel");
+  return launch_error("hc_embed_kernel");
 }
 
 std::string hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream) {
   if (tokens == 0) return {};
   hc_mean_kernel<<<tokens, 256, 0, stream>>>(streams, hc, hidden, out);
-  return launched("hc_mean_kernel");
+  return launch_error("hc_mean_kernel");
 }
 
 std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
@@ -553,7 +522,7 @@ std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens,
   if (s.hc < 1 || s.hc > kMaxHc) return "hc_collapse_cuda: hc_mult must be in [1, 8]";
   if (tokens == 0) return {};
   hc_collapse_kernel<<<tokens, 256, 0, stream>>>(s, streams, fn, base, scale, collapsed, post, comb);
-  return launched("hc_collapse_kernel");
+  return launch_error("hc_collapse_kernel");
 }
 
 std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
@@ -562,7 +531,7 @@ std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const f
   if (tokens == 0) return {};
   const dim3 grid((s.hidden + 255) / 256, tokens);
   hc_expand_kernel<<<grid, 256, 0, stream>>>(s, streams, y, post, comb);
-  return launched("hc_expand_kernel");
+  return launch_error("hc_expand_kernel");
 }
 
 std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
@@ -575,7 +544,7 @@ std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const Kda
   const dim3 grid(sequences, s.heads);
   kda_recurrent_kernel<<<grid, threads, 3 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
                                                                                   state_stride, layer_at);
-  return launched("kda_recurrent_kernel");
+  return launch_error("kda_recurrent_kernel");
 }
 
 std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
@@ -583,7 +552,7 @@ std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* 
                              float* qr, float* iw, Stream stream) {
   if (tokens == 0) return {};
   dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, qr, iw);
-  return launched("dsa_prepare_kernel");
+  return launch_error("dsa_prepare_kernel");
 }
 
 std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
@@ -598,7 +567,7 @@ std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float*
   const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
   dsa_select_kernel<<<tokens, 128, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
                                                      max_pools, sel, sel_n, max_sel);
-  return launched("dsa_select_kernel");
+  return launch_error("dsa_select_kernel");
 }
 
 std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
@@ -610,18 +579,18 @@ std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads
   if (shared > 48 * 1024) {
     if (cudaFuncSetAttribute(dsa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)) !=
         cudaSuccess)
-      return launched("dsa_attention_kernel shared memory");
+      return launch_error("dsa_attention_kernel shared memory");
   }
   const dim3 grid(tokens, heads);
   dsa_attention_kernel<<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel, sel_n,
                                                       max_sel, scale, out_lat);
-  return launched("dsa_attention_kernel");
+  return launch_error("dsa_attention_kernel");
 }
 
 std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream) {
   if (rows == 0) return {};
   clamped_silu_and_mul_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(gate_up), static_cast<bf16*>(y), d, limit);
-  return launched("clamped_silu_and_mul_kernel");
+  return launch_error("clamped_silu_and_mul_kernel");
 }
 
 }  // namespace tandem::model::cuda

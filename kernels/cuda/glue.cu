@@ -2,34 +2,24 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "common.cuh"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/launch.hpp"
 
 namespace tandem::model::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
-
-std::string launched(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
+using kernels::cuda::bf16;
+using kernels::cuda::block_sum_in_order;
+using kernels::cuda::launch_error;
+using kernels::cuda::row_rms_scale;
+using kernels::cuda::warp_max;
 
 __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* w, bf16* y, long ldy, float eps) {
   __shared__ float part[32];
   const bf16* xr = x + blockIdx.x * ldx;
   bf16* yr = y + blockIdx.x * ldy;
-  float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = __bfloat162float(xr[i]);
-    s += v * v;
-  }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  const float r = row_rms_scale(xr, n, eps, part);
   for (int i = threadIdx.x; i < n; i += blockDim.x)
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
@@ -50,12 +40,7 @@ __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16
     xr[i] = v;
     s += v * v;
   }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  const float r = rsqrtf(block_sum_in_order(s, part) / static_cast<float>(n) + eps);
   float* y32r = y32 ? y32 + static_cast<long>(blockIdx.x) * n : nullptr;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = xr[i] * r * __bfloat162float(w[i]);
@@ -89,7 +74,7 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
 __global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* amax) {
   float m = 0.f;
   for (int i = threadIdx.x; i < width; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(src[blockIdx.x * ld + i])));
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  m = warp_max(m);
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
@@ -112,17 +97,7 @@ __global__ void latent_prep_kernel(LatentPrep p) {
   const int n = query ? p.lora_q : p.lora_kv;
   const bf16* x = query ? row : row + p.kv_at;
   const bf16* w = static_cast<const bf16*>(query ? p.q_norm : p.kv_norm);
-  float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = __bfloat162float(x[i]);
-    s += v * v;
-  }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + p.eps);
+  const float r = row_rms_scale(x, n, p.eps, part);
   if (query) {
     bf16* y = static_cast<bf16*>(p.qlat) + static_cast<long>(t) * p.lora_q;
     for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]));
@@ -204,7 +179,7 @@ __global__ void transpose_kb_kernel(const bf16* kv_b, int nope, int vd, int lora
 std::string transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
   transpose_kb_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(nope)), 256, 0, stream>>>(
       static_cast<const bf16*>(kv_b), nope, vd, lora_kv, static_cast<bf16*>(kb_t));
-  return launched("transpose_kb_kernel");
+  return launch_error("transpose_kb_kernel");
 }
 
 std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
@@ -237,7 +212,7 @@ std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w
   if (rows == 0) return {};
   rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
                                                 static_cast<bf16*>(y), ldy, eps);
-  return launched("rmsnorm_rows_kernel");
+  return launch_error("rmsnorm_rows_kernel");
 }
 
 std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
@@ -269,19 +244,19 @@ std::string latent_cache_write(const void* src, long ld, int tokens, int width, 
         static_cast<__nv_fp8_storage_t*>(cache));
   else
     return "latent_cache_write: the cache must be bf16 or fp8_e4m3";
-  return launched("latent_cache_write_kernel");
+  return launch_error("latent_cache_write_kernel");
 }
 
 std::string latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
   if (tokens == 0) return {};
   latent_amax_kernel<<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, amax);
-  return launched("latent_amax_kernel");
+  return launch_error("latent_amax_kernel");
 }
 
 std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {
   if (n == 0) return {};
   gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
-  return launched("gather_rows_kernel");
+  return launch_error("gather_rows_kernel");
 }
 
 }  // namespace tandem::model::cuda

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "../decoder.hpp"
+#include "../tensor_names.hpp"
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
@@ -17,7 +18,8 @@
 
 namespace tandem::model::cuda {
 
-using detail::layer_prefix;
+using detail::Tensor;
+using detail::TensorNames;
 
 std::string GlmDecoderCuda::load(const Checkpoint& ck) {
   if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
@@ -46,7 +48,7 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   layer_bytes_ = per_layer;
   if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
-  // Inputs: tokens, positions, sequence of each token, logit rows, rank-local token ids, block tables (+ padding rows,
+  // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
   in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
@@ -100,55 +102,60 @@ Result<Range> GlmDecoderCuda::width_slice(int width, const std::string& what) co
 }
 
 // Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
-std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int full_width, Mlp& m, bool quantised) {
-  auto mine = width_slice(full_width, prefix + "mlp width");
+std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Mlp& m, bool quantised) {
+  auto mine = width_slice(full_width, "layer " + std::to_string(l) + "'s MLP width");
   if (!mine) return mine.error().message;
   const Range cols = mine.value();
   const int width = cols.size();
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const Checkpoint& ck = up.checkpoint();
-  auto gu = load_quant(ck, {{prefix + "gate_proj.weight", width, H_}, {prefix + "up_proj.weight", width, H_}}, m.gate_up_q, quantised);
+  const TensorNames& names = this->names();
+  const std::string gate = names(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
+                    up_name = names(shared ? Tensor::shared_up : Tensor::mlp_up, l),
+                    down_name = names(shared ? Tensor::shared_down : Tensor::mlp_down, l);
+  auto gu = load_quant(ck, {{gate, width, H_}, {up_name, width, H_}}, m.gate_up_q, quantised);
   if (!gu) return gu.error().message;
   if (!gu.value()) {
-    if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
-    up.bf16_rows(m.gate_up, 0, prefix + "gate_proj.weight", {full_width, H_}, cols);
-    up.bf16_rows(m.gate_up, n, prefix + "up_proj.weight", {full_width, H_}, cols);
+    if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e.empty()) return e;
+    up.bf16_rows(m.gate_up, 0, gate, {full_width, H_}, cols);
+    up.bf16_rows(m.gate_up, n, up_name, {full_width, H_}, cols);
   }
-  auto down = load_quant(ck, {{prefix + "down_proj.weight", H_, width}}, m.down_q, quantised);
+  auto down = load_quant(ck, {{down_name, H_, width}}, m.down_q, quantised);
   if (!down) return down.error().message;
   if (!down.value()) {
-    if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
-    if (sharded()) up.bf16_cols(m.down, 0, prefix + "down_proj.weight", {H_, full_width}, cols);
-    else up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+    if (auto e = alloc_bf16(m.down, n, down_name); !e.empty()) return e;
+    if (sharded()) up.bf16_cols(m.down, 0, down_name, {H_, full_width}, cols);
+    else up.bf16(m.down, 0, down_name, {H_, width});
   }
   return {};
 }
 
-Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a) {
-  if (ck.has(mp + "experts.gate_up_proj")) return false;  // the fused 3-D layout is read in bf16
+Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Layer& a) {
+  const TensorNames& names = this->names();
+  if (ck.has(names(Tensor::experts_gate_up, l))) return false;  // the fused 3-D layout is read in bf16
   if (sharded()) {
-    note_format(mp + "experts (routed and shared)", WeightFormat::dense, "a tensor-parallel rank loads its experts in bf16");
+    note_format("layer " + std::to_string(l) + "'s experts (routed and shared)", WeightFormat::dense,
+                "a tensor-parallel rank loads its experts in bf16");
     return false;
   }
   const int shared_width = I_ * d_.moe.n_shared_experts;
   std::vector<ProjectionPart> gate_up, down, all;
   for (int e = 0; e < E_; ++e) {
-    const std::string ep = mp + "experts." + std::to_string(e) + ".";
-    gate_up.push_back({ep + "gate_proj.weight", I_, H_});
-    gate_up.push_back({ep + "up_proj.weight", I_, H_});
-    down.push_back({ep + "down_proj.weight", H_, I_});
+    gate_up.push_back({names(Tensor::expert_gate, l, e), I_, H_});
+    gate_up.push_back({names(Tensor::expert_up, l, e), I_, H_});
+    down.push_back({names(Tensor::expert_down, l, e), H_, I_});
   }
   all = gate_up;
   all.insert(all.end(), down.begin(), down.end());
-  if (shared_width > 0)
-    for (const char* n : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
-      const bool is_down = n[0] == 'd';
-      all.push_back({mp + "shared_experts." + n, is_down ? H_ : shared_width, is_down ? shared_width : H_});
-    }
+  if (shared_width > 0) {
+    all.push_back({names(Tensor::shared_gate, l), shared_width, H_});
+    all.push_back({names(Tensor::shared_up, l), shared_width, H_});
+    all.push_back({names(Tensor::shared_down, l), H_, shared_width});
+  }
   auto joint = plan_projection(ck, all);
   if (!joint) return joint.error();
-  const std::string experts_name = mp + "experts (routed and shared)";
+  const std::string experts_name = "layer " + std::to_string(l) + "'s experts (routed and shared)";
   if (joint->format == WeightFormat::dense) {
     note_format(experts_name, WeightFormat::dense, joint->why_dense);
     return false;
@@ -166,76 +173,78 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std:
 std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
+  const TensorNames& names = this->names();
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
   // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
-  up.bf16_rows(embed_, 0, "model.embed_tokens.weight", {V_, H_}, vocab_);
+  up.bf16_rows(embed_, 0, names(Tensor::embed), {V_, H_}, vocab_);
   if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
-  up.bf16(final_norm_, 0, "model.norm.weight", {H_});
+  up.bf16(final_norm_, 0, names(Tensor::final_norm), {H_});
   if (!d.tie_word_embeddings) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
-    up.bf16_rows(head_, 0, "lm_head.weight", {V_, H_}, vocab_);
+    up.bf16_rows(head_, 0, names(Tensor::lm_head), {V_, H_}, vocab_);
   }
   if (sharded() && opt_.drafter_vocab) {
     const std::size_t all = static_cast<std::size_t>(V_) * h;
     if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e.empty()) return e;
-    up.bf16(full_embed_, 0, "model.embed_tokens.weight", {V_, H_});
+    up.bf16(full_embed_, 0, names(Tensor::embed), {V_, H_});
     if (!d.tie_word_embeddings) {
       if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e.empty()) return e;
-      up.bf16(full_head_, 0, "lm_head.weight", {V_, H_});
+      up.bf16(full_head_, 0, names(Tensor::lm_head), {V_, H_});
     }
   }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
-    const std::string p = layer_prefix(l);
     const std::uint64_t before = weight_bytes_;
     if (auto e = load_attention(up, l, a); !e.empty()) return e;
-    for (auto [buf, name] : {std::pair{&a.input_norm, "input_layernorm.weight"}, std::pair{&a.post_norm, "post_attention_layernorm.weight"}}) {
-      if (auto e = alloc_bf16(*buf, h, p + name); !e.empty()) return e;
-      up.bf16(*buf, 0, p + name, {H_});
+    for (auto [buf, t] : {std::pair{&a.input_norm, Tensor::input_norm}, std::pair{&a.post_norm, Tensor::post_attention_norm}}) {
+      const std::string name = names(t, l);
+      if (auto e = alloc_bf16(*buf, h, name); !e.empty()) return e;
+      up.bf16(*buf, 0, name, {H_});
     }
     fixed += weight_bytes_ - before;
 
-    const std::string mp = p + "mlp.";
     a.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
     const std::uint64_t ffn_before = weight_bytes_;
     if (!a.moe) {
-      if (auto e = load_mlp(up, mp, d.intermediate_size, a.dense); !e.empty()) return e;
+      if (auto e = load_mlp(up, l, false, d.intermediate_size, a.dense); !e.empty()) return e;
       fixed += weight_bytes_ - ffn_before;
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
     const int held = experts_.size();  // this rank's whole experts; the router stays replicated
-    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e.empty()) return e;
-    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e.empty()) return e;
+    const std::string router = names(Tensor::router, l), router_bias = names(Tensor::router_bias, l);
+    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, router); !e.empty()) return e;
+    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, router_bias); !e.empty()) return e;
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
-    up.f32(a.router, mp + "gate.weight", {E_, H_});
-    up.f32(a.correction_bias, mp + "gate.e_score_correction_bias", {E_});
-    auto quantised = load_quant_experts(ck, mp, a);
+    up.f32(a.router, router, {E_, H_});
+    up.f32(a.correction_bias, router_bias, {E_});
+    auto quantised = load_quant_experts(ck, l, a);
     if (!quantised) return quantised.error().message;
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
-      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(held) * 2 * expert, mp + "experts gate_up"); !e.empty())
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(held) * 2 * expert, names(Tensor::experts_gate_up, l));
+          !e.empty())
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, mp + "experts down"); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, names(Tensor::experts_down, l)); !e.empty())
+        return e;
     }
-    if (!experts_quantised && ck.has(mp + "experts.gate_up_proj")) {
-      up.bf16_rows(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_}, experts_);
-      up.bf16_rows(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_}, experts_);
+    if (!experts_quantised && ck.has(names(Tensor::experts_gate_up, l))) {
+      up.bf16_rows(a.experts_gate_up, 0, names(Tensor::experts_gate_up, l), {E_, 2 * I_, H_}, experts_);
+      up.bf16_rows(a.experts_down, 0, names(Tensor::experts_down, l), {E_, H_, I_}, experts_);
     } else if (!experts_quantised) {
       for (int e = experts_.begin; e < experts_.end && up.ok(); ++e) {
-        const std::string ep = mp + "experts." + std::to_string(e) + ".";
         const std::size_t at = static_cast<std::size_t>(e - experts_.begin) * expert;
-        up.bf16(a.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
-        up.bf16(a.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
-        up.bf16(a.experts_down, at, ep + "down_proj.weight", {H_, I_});
+        up.bf16(a.experts_gate_up, 2 * at, names(Tensor::expert_gate, l, e), {I_, H_});
+        up.bf16(a.experts_gate_up, 2 * at + expert, names(Tensor::expert_up, l, e), {I_, H_});
+        up.bf16(a.experts_down, at, names(Tensor::expert_down, l, e), {H_, I_});
       }
     }
     const std::uint64_t shared_before = weight_bytes_;
     if (d.moe.n_shared_experts > 0)
-      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e.empty())
+      if (auto e = load_mlp(up, l, true, I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e.empty())
         return e;
     // A step reads the router and the shared experts once, and each expert chosen by any token.
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
@@ -339,64 +348,66 @@ std::string Glm4MoeLiteCuda::attention_shape_error() const {
 
 std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const std::size_t h = static_cast<std::size_t>(H_);
-  const std::string sa = layer_prefix(l) + "self_attn.";
+  auto name = [&](Tensor t) { return names()(t, l); };
   const bool bias = c_.d.attention_bias;
   const Checkpoint& ck = up.checkpoint();
-  const std::string q_name = sa + (lora_q_ > 0 ? "q_a_proj.weight" : "q_proj.weight");
+  const std::string q_name = name(lora_q_ > 0 ? Tensor::q_a : Tensor::q), kv_a = name(Tensor::kv_a);
   // Tensor parallel: a rank holds heads [first, first + heads_) (shard.hpp): their rows of q_b (or
   // q_proj) and kv_b, their input columns of o_proj; q_a and kv_a are replicated, so every rank
   // caches the whole latent row. o_proj's bias is rank 0's alone (the ranks' outputs are summed).
   const Range mine = split(all_heads_, tp_rank_, tp_size_);
   auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
-  auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {sa + "kv_a_proj_with_mqa.weight", width_, H_}}, a.w_in_q);
+  auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {kv_a, width_, H_}}, a.w_in_q);
   if (!w_in_q) return w_in_q.error().message;
   if (!w_in_q.value()) {
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, q_name + " and kv_a"); !e.empty()) return e;
     if (lora_q_ > 0) up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
     else up.bf16_rows(a.w_in, 0, q_name, {all_heads_ * qk_, H_}, per_head(qk_));
-    up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
+    up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, kv_a, {width_, H_});
   }
   if (lora_q_ > 0) {
-    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
-    up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
-    auto q_b_q = load_quant(ck, {{sa + "q_b_proj.weight", heads_ * qk_, lora_q_}}, a.q_b_q);
+    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), name(Tensor::q_a_norm)); !e.empty()) return e;
+    up.bf16(a.q_a_norm, 0, name(Tensor::q_a_norm), {lora_q_});
+    auto q_b_q = load_quant(ck, {{name(Tensor::q_b), heads_ * qk_, lora_q_}}, a.q_b_q);
     if (!q_b_q) return q_b_q.error().message;
     if (!q_b_q.value()) {
-      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
+      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
           !e.empty())
         return e;
-      up.bf16_rows(a.q_b, 0, sa + "q_b_proj.weight", {all_heads_ * qk_, lora_q_}, per_head(qk_));
+      up.bf16_rows(a.q_b, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
     }
   }
   if (bias) {
-    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), q_name + " and kv_a biases"); !e.empty()) return e;
     std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
-    if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
-    else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
-    up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
+    if (lora_q_ > 0) up.bf16(a.b_in, 0, name(Tensor::q_a_bias), {lora_q_});
+    else up.bf16_from(a.b_in, 0, zeros, q_name + " (no bias)");
+    up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), name(Tensor::kv_a_bias), {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
     if (tp_rank_ == 0) {
-      if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
+      if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e.empty()) return e;
       weight_bytes_ += h * 4;
-      up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
+      up.f32_as_bf16(a.o_bias, name(Tensor::o_bias), {H_});
     }
   }
-  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
-  up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
+  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), name(Tensor::kv_a_norm)); !e.empty()) return e;
+  up.bf16(a.kv_a_norm, 0, name(Tensor::kv_a_norm), {lora_kv_});
   const int kvb_rows = heads_ * (nope_ + vd_);
-  if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
+  if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
       !e.empty())
     return e;
-  up.bf16_rows(a.kv_b, 0, sa + "kv_b_proj.weight", {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
-  auto o_q = load_quant(ck, {{sa + "o_proj.weight", H_, heads_ * vd_}}, a.o_q);
+  up.bf16_rows(a.kv_b, 0, name(Tensor::kv_b), {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
+  auto o_q = load_quant(ck, {{name(Tensor::o), H_, heads_ * vd_}}, a.o_q);
   if (!o_q) return o_q.error().message;
   if (!o_q.value()) {
-    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
-    if (sharded()) up.bf16_cols(a.o, 0, sa + "o_proj.weight", {H_, all_heads_ * vd_}, per_head(vd_));
-    else up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e.empty()) return e;
+    if (sharded()) up.bf16_cols(a.o, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
+    else up.bf16(a.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
   return {};
 }
+
+const detail::TensorNames& Glm4MoeLiteCuda::names() const { return TensorNames::glm4_moe_lite(); }
 
 std::string Glm4MoeLiteCuda::finish_load() {
   // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
