@@ -10,6 +10,8 @@
 #   2. compute-sanitizer memcheck of both ranks (when the machine has it)
 #   3. tandem-serve --device cuda: worker then head, greedy completion equal to one rank's; kill -9
 #      of either rank mid-decode ends the other within 10 s, naming the lost peer
+# Two GPUs (the NCCL run, a separate issue): TP_GPUS="0 1" puts rank r of the checks on GPU r
+# (CUDA_VISIBLE_DEVICES), and the rendezvous then picks NCCL (distinct UUIDs).
 # Exits non-zero when any check fails. The glm5_next_text fixtures are not sharded on the GPU yet:
 # the script records their refusal.
 set -u
@@ -23,11 +25,17 @@ results=()
 note() { echo "$*" | tee -a "$out/tp.md"; }
 fail() { note "FAIL $*"; failures=$((failures + 1)); }
 port=29700
+read -r -a gpus <<< "${TP_GPUS:-}"
+on() {  # rank command...: the rank's GPU when TP_GPUS names one
+  local r=$1
+  shift
+  if [ -n "${gpus[$r]:-}" ]; then CUDA_VISIBLE_DEVICES=${gpus[$r]} "$@"; else "$@"; fi
+}
 
 : > "$out/tp.md"
 note "# GPU tensor parallelism on one GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 note ""
-note "| model | TP2 vs TP1 logits, teacher-forced (worst rel. error) | greedy token per row = TP1's (+ at TP1 near-ties) | free-running greedy identical | transport | step ms TP1 b1/b16 | step ms TP2 b1/b16 | host-staged all-reduce ms/step b1/b16 |"
+note "| model | TP2 vs TP1 logits, teacher-forced (worst rel. error) | greedy token per row = TP1's (+ at TP1 near-ties) | free-running greedy identical | transport | step ms TP1 b1/b16 | step ms TP2 b1/b16 | all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|"
 models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe models/dflash-pair/target)
 for m in "${models[@]}"; do
@@ -36,9 +44,9 @@ for m in "${models[@]}"; do
   "$check" --model "$m" --ranks 1 --out "$out/$name.tp1.bin" --timing "$out/$name.tp1.json" > "$out/$name.tp1.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then fail "$m TP1 run (rc $rc): $(tail -3 "$out/$name.tp1.log")"; continue; fi
-  "$check" --model "$m" --ranks 2 --rank 1 --port $port --transport auto --reference "$out/$name.tp1.bin" > "$out/$name.rank1.log" 2>&1 &
+  on 1 "$check" --model "$m" --ranks 2 --rank 1 --port $port --transport auto --reference "$out/$name.tp1.bin" > "$out/$name.rank1.log" 2>&1 &
   w=$!
-  "$check" --model "$m" --ranks 2 --rank 0 --port $port --transport auto --reference "$out/$name.tp1.bin" \
+  on 0 "$check" --model "$m" --ranks 2 --rank 0 --port $port --transport auto --reference "$out/$name.tp1.bin" \
     --timing "$out/$name.tp2.json" > "$out/$name.rank0.log" 2>&1
   rc0=$?
   wait $w
