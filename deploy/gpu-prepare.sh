@@ -41,6 +41,13 @@ copy_serve() {
     grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' |
     xargs -r -I{} cp -L {} build-deps/serve/lib/
 }
+# With --tp: cuda_tp_check and tandem-serve for engine/bench/gpu-tp.sh, into build-deps/tp-bundle.tar.xz.
+if [ "${1:-}" = --tp ]; then
+  ninja -C "$serve_build" -j "${JOBS:-2}" cuda_tp_check tandem-serve
+  copy_serve
+  pack tp-bundle.tar.xz "$serve_build/tests/model/cuda_tp_check"
+  exit 0
+fi
 if [ "${1:-}" = --spec ]; then
   ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench tandem-serve
   copy_serve

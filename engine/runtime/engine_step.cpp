@@ -92,12 +92,32 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
   // batched step (with a drafter on the device: one batched proposal, then that step verifies).
   // Under tensor parallelism each forward is announced to the worker ranks first, and any failure
   // is the group's: it ends the engine.
-  if (model_->kv_on_device() && device_drafter_) {
-    run_device_spec_step(*model_, *device_drafter_, jobs);
-    return {};
-  }
   if (model_->kv_on_device()) {
-    run_device_step(*model_, jobs);  // a device model (CUDA): every item in one batched forward
+    // A device model (CUDA): every item in one batched forward (with a drafter on the device: one
+    // batched proposal, then that step verifies). Under tensor parallelism the workers run each
+    // target step too (its collectives pair with ours), so any failure of it is the group's.
+    AnnounceStep announce;
+    if (tp_)
+      announce = [this](std::span<const model::PagedWork> work) -> model::Status {
+        RankMessage m;
+        m.op = RankOp::device_step;
+        for (const model::PagedWork& w : work) {
+          StepItem it;
+          it.start = w.start, it.state_slot = w.state_slot, it.logits = w.logits ? 1 : 0, it.all_logits = w.all_logits ? 1 : 0;
+          it.tokens.assign(w.tokens.begin(), w.tokens.end());
+          it.table.assign(w.block_table.begin(), w.block_table.end());
+          m.items.push_back(std::move(it));
+        }
+        auto bytes = encode(m);
+        if (auto s = model_->comm().broadcast(bytes, heartbeat_); !s)
+          return model::error("announcing a step to the worker ranks: " + s.error().message);
+        return Ok{};
+      };
+    if (device_drafter_) run_device_spec_step(*model_, *device_drafter_, jobs, announce);
+    else run_device_step(*model_, jobs, announce);
+    if (tp_)
+      for (const Job& j : jobs)
+        if (!j.error.empty()) return j.error;
     return {};
   }
   JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};

@@ -67,6 +67,17 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
       w.put(m.tokens);
       w.put(m.table);
       break;
+    case RankOp::device_step:
+      w.put(static_cast<std::uint32_t>(m.items.size()));
+      for (const StepItem& it : m.items) {
+        w.put(it.start);
+        w.put(it.state_slot);
+        w.put(it.logits);
+        w.put(it.all_logits);
+        w.put(it.tokens);
+        w.put(it.table);
+      }
+      break;
     case RankOp::shutdown:
       w.out.insert(w.out.end(), m.reason.begin(), m.reason.end());
       break;
@@ -88,6 +99,16 @@ model::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
       ok = r.get(m.start) && r.get(m.logit_rows) && r.get(m.tokens) && r.get(m.table) && m.logit_rows >= 0 &&
            static_cast<size_t>(m.logit_rows) <= m.tokens.size();
       break;
+    case RankOp::device_step: {
+      std::uint32_t n = 0;
+      ok = r.get(n) && n <= bytes.size();  // each item takes bytes: a count past them is malformed
+      for (std::uint32_t i = 0; ok && i < n; ++i) {
+        StepItem it;
+        ok = r.get(it.start) && r.get(it.state_slot) && r.get(it.logits) && r.get(it.all_logits) && r.get(it.tokens) && r.get(it.table);
+        m.items.push_back(std::move(it));
+      }
+      break;
+    }
     case RankOp::shutdown: ok = r.get_rest(m.reason); break;
     case RankOp::heartbeat: break;
     default: return model::error("rank message: unknown operation " + std::to_string(op) + " (the ranks run different builds?)");

@@ -16,6 +16,14 @@ enum class RankOp : std::uint8_t {
   forward = 2,    // run one forward against the pool
   heartbeat = 3,  // nothing to do; the head is alive
   shutdown = 4,   // the head is stopping; exit cleanly
+  device_step = 5,  // a device model's batched step (CUDA): every item of the head's step at once
+};
+
+// One item of a device step (model::PagedWork without the spans).
+struct StepItem {
+  std::int32_t start = 0, state_slot = -1;
+  std::uint8_t logits = 0, all_logits = 0;
+  std::vector<std::int32_t> tokens, table;
 };
 
 struct RankMessage {
@@ -28,6 +36,8 @@ struct RankMessage {
   std::int32_t start = 0;
   std::vector<std::int32_t> tokens, table;
   std::int32_t logit_rows = 0;
+  // device_step
+  std::vector<StepItem> items;
   // shutdown
   std::string reason;
 };

@@ -33,7 +33,7 @@ void fail_all(std::vector<Job>& jobs, const std::string& why) {
 
 }  // namespace
 
-void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs) {
+void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs, const AnnounceStep& announce) {
   const int V = m.vocab_size();
   const size_t Vs = static_cast<size_t>(V);
 
@@ -93,6 +93,8 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
     if (!kept_slots.empty())
       if (auto s = m.keep_states(kept_slots); !s) return fail_all(jobs, "keeping the recurrent states: " + s.error().message);
   }
+  if (announce)
+    if (auto s = announce(work); !s) return fail_all(jobs, s.error().message);
   const auto t0 = std::chrono::steady_clock::now();
   auto logits = m.step(work);
   double forward_seconds = seconds_since(t0);
@@ -133,6 +135,8 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
     if (!rewind.empty()) {
       const auto t1 = std::chrono::steady_clock::now();
       if (auto s = m.restore_states(slots); !s) return fail_all(jobs, "restoring the recurrent states: " + s.error().message);
+      if (announce)
+        if (auto s = announce(rewind); !s) return fail_all(jobs, s.error().message);
       if (auto r = m.step(rewind); !r) return fail_all(jobs, "rolling the recurrent states back to the accepted tokens: " + r.error().message);
       forward_seconds += seconds_since(t1);  // part of what verifying cost (spec::StepCost)
     }

@@ -193,9 +193,14 @@ void run_speculative(const JobContext& ctx, Job& j) {
 
 }  // namespace
 
-void run_device_step(model::Model& m, std::vector<Job>& jobs) {
+void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep& announce) {
   std::vector<model::PagedWork> work;
   for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples, j.state_slot});
+  if (announce)
+    if (auto s = announce(work); !s) {
+      for (Job& j : jobs) j.error = s.error().message;
+      return;
+    }
   auto logits = m.step(work);
   if (!logits) {
     for (Job& j : jobs) j.error = logits.error().message;

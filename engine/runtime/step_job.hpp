@@ -57,14 +57,19 @@ struct JobContext {
 // Runs the job's forward(s) and fills emitted/logprobs (or error).
 void run_job(const JobContext& ctx, Job& job);
 
+// Under tensor parallelism: tells the worker ranks a device step before the head runs it (they run
+// the same one: its collectives pair up). Empty: one rank.
+using AnnounceStep = std::function<model::Status(std::span<const model::PagedWork>)>;
+
 // Every job of one step of a device model (Model::step on its device pool), sampled; a failure is
 // every job's.
-void run_device_step(model::Model& m, std::vector<Job>& jobs);
+void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep& announce = {});
 
 // The same with a drafter on the device (run_device_spec.cpp): one batched proposal for the jobs
 // that draft, one target step verifying their blocks beside the other jobs' work, context rows for
-// every token of it, then acceptance or sampling per job.
-void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs);
+// every token of it, then acceptance or sampling per job. The drafter runs on this rank alone; each
+// target step is announced.
+void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs, const AnnounceStep& announce = {});
 
 // Pieces both speculative paths share (run_job.cpp):
 // Samples one token from a job's logits (after its constraint's mask) into emitted/logprobs.

@@ -9,12 +9,13 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
-model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o) {
+model::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
   comm::Communicator& comm = model.comm();
   std::unique_ptr<model::PagedKvPool> pool;
+  bool pooled = false;  // a device model's pool
   std::int64_t forwards = 0;
   while (true) {
     std::vector<std::uint8_t> bytes;
@@ -27,11 +28,33 @@ model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o)
         log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
         return model::Ok{};
       case RankOp::pool: {
+        if (model.kv_on_device()) {
+          if (auto s = model.make_device_pool(msg->num_blocks, msg->block_size); !s)
+            return error("the device KV pool rank 0 asked for: " + s.error().message);
+          log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
+              " tokens on the device, as on rank 0");
+          pooled = true;
+          break;
+        }
         auto p = model::PagedKvPool::create(model.kv_layout(), msg->num_blocks, msg->block_size);
         if (!p) return error("the KV pool rank 0 asked for: " + p.error().message);
         pool = std::move(p).value();
         log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
             " tokens, as on rank 0 (" + std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows on this rank)");
+        break;
+      }
+      case RankOp::device_step: {
+        if (!pooled) return error("rank 0 asked for a device step before sizing the KV pool");
+        std::vector<model::PagedWork> work;
+        for (const StepItem& it : msg->items) {
+          model::PagedWork w;
+          w.tokens = it.tokens, w.start = it.start, w.block_table = it.table, w.logits = it.logits != 0;
+          w.state_slot = it.state_slot, w.all_logits = it.all_logits != 0;
+          work.push_back(w);
+        }
+        // The logits are rank 0's to sample; this rank's part was its collectives.
+        if (auto s = model.step(work); !s) return error("step " + std::to_string(forwards + 1) + ": " + s.error().message);
+        ++forwards;
         break;
       }
       case RankOp::forward: {

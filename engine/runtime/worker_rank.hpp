@@ -16,6 +16,8 @@ struct WorkerOptions {
 };
 
 // Ok when the head shut down cleanly; an error that says what happened otherwise.
-model::Status run_worker_rank(const model::Model& model, const WorkerOptions& options);
+// A device model (kv_on_device: CUDA) mirrors the head's pool on its device and runs the head's
+// batched steps; a host model its forwards, one sequence at a time.
+model::Status run_worker_rank(model::Model& model, const WorkerOptions& options);
 
 }  // namespace tandem::engine::runtime

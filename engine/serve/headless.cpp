@@ -9,6 +9,7 @@
 
 #include "http_options.hpp"
 #include "http_server.hpp"
+#include "load.hpp"
 #include "rank_group.hpp"
 #include "startup_phases.hpp"
 #include "tandem/model/model.hpp"
@@ -20,11 +21,6 @@ namespace tandem::engine::serve {
 
 int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log,
                  const NameSettings& name_settings) {
-  if (cfg.device == "cuda") {
-    log("error: `device` cuda on a worker rank: the CUDA model does not shard its weights over NCCL yet; run one rank or "
-        "`device` cpu");
-    return 1;
-  }
   StartupPhases phases;
   auto group = make_rank_group(cfg, cfg.model, log);
   if (!group) {
@@ -32,13 +28,14 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
     return 1;
   }
   comm::TcpCommunicator& comm = *group.value();
-  auto model = model::load_model(cfg.model, comm);
+  auto model = load_worker_model(cfg, comm);
   if (!model) {
     log("error: loading this rank's slice of " + cfg.model + ": " + model.error().message);
     return 1;
   }
+  std::shared_ptr<model::DeviceAllReduce> device_all_reduce;  // outlives the model's steps (joined below)
 
-  phases.mark("weights_loaded", "this rank's slice into host memory");
+  phases.mark("weights_loaded", cfg.device == "cuda" ? "this rank's slice onto the GPU" : "this rank's slice into host memory");
   std::atomic<const char*> phase{"waiting for rank 0"};
   const int rank = cfg.node_rank;
   const api::HttpServerOptions http = http_options(cfg, /*threads=*/1, log, name_settings);
@@ -70,6 +67,11 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
   std::string failure;
   std::thread worker([&] {
     auto s = comm.rendezvous();
+    if (s) {
+      auto wired = wire_device_all_reduce(comm, *model.value(), log);
+      if (wired) device_all_reduce = std::move(wired).value();
+      else s = wired.error();
+    }
     if (s) {
       phases.mark("ranks_met", "rank 0 and this rank met; serving");
       phase = "serving";

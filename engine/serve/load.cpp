@@ -25,9 +25,6 @@ namespace {
 // What this build cannot do yet, refused before anything is loaded.
 std::optional<std::string> unsupported(const ServeConfig& cfg) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
-  if (cfg.device == "cuda" && cfg.nnodes > 1)
-    return "`device` cuda with more than one rank: the CUDA model does not shard its weights over NCCL yet; run one "
-           "rank (`tensor_parallel_size` 1) or `device` cpu";
 #else
   if (cfg.device == "cuda")
     return "`device` cuda: this tandem-serve was built without the CUDA back end (no nvcc at build time); run with "
@@ -87,7 +84,40 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
   return std::optional<std::uint64_t>(std::min(need, share.value()));
 }
 
+#ifdef TANDEM_HAVE_CUDA_MODEL
+// The device model's options from the flags (every rank of a group the same: the steps must match).
+model::CudaOptions cuda_options(const ServeConfig& cfg, const nlohmann::json& spec_config) {
+  model::CudaOptions o;
+  o.kv_cache_dtype = cfg.kv_cache_dtype;
+  o.max_num_seqs = cfg.max_num_seqs;
+  o.max_num_batched_tokens = runtime::EngineConfig{}.max_num_batched_tokens;
+  o.max_model_len = cfg.max_model_len;
+  o.enforce_eager = cfg.enforce_eager;
+  o.invariant_tokens = cfg.batch_invariant_tokens;
+  // A verification asks for the logits of every token of its block (on every rank: workers run it).
+  if (!spec_config.is_null())
+    o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
+  // The drafter runs on the head rank, over whole copies of the vocabulary weights.
+  o.drafter_vocab = !spec_config.is_null() && cfg.nnodes > 1 && cfg.node_rank == 0;
+  return o;
+}
+#endif
+
 }  // namespace
+
+model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group) {
+  if (auto why = unsupported(cfg)) return error(*why);
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  if (cfg.device == "cuda") {
+    // The head's speculative config sizes the verification steps this rank runs too.
+    const auto spec = cfg.speculative_config.empty() ? nlohmann::json() : nlohmann::json::parse(cfg.speculative_config);
+    auto m = model::load_cuda_model(cfg.model, cuda_options(cfg, spec), group);
+    if (!m) return m.error();
+    return std::unique_ptr<model::Model>(std::move(m).value());
+  }
+#endif
+  return model::load_model(cfg.model, group);
+}
 
 model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal) {
@@ -108,16 +138,7 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   std::uint64_t target_kv_per_token = 0;
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda") {
-    model::CudaOptions o;
-    o.kv_cache_dtype = cfg.kv_cache_dtype;
-    o.max_num_seqs = cfg.max_num_seqs;
-    o.max_num_batched_tokens = runtime::EngineConfig{}.max_num_batched_tokens;
-    o.max_model_len = cfg.max_model_len;
-    o.enforce_eager = cfg.enforce_eager;
-    o.invariant_tokens = cfg.batch_invariant_tokens;
-    // A verification asks for the logits of every token of its block.
-    if (!spec_config.is_null())
-      o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
+    const model::CudaOptions o = cuda_options(cfg, spec_config);
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
     phases.mark("weights_loaded", "target model onto the GPU");
@@ -225,6 +246,9 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
   }
   if (spec_config.is_null()) phases.note("drafter_loaded", "n/a", "no --speculative-config");
   if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once
+  auto wired = wire_device_all_reduce(comm, *model, log);
+  if (!wired) return wired.error();
+  out.device_all_reduce = std::move(wired).value();
   if (cfg.nnodes > 1) phases.mark("ranks_met", std::to_string(cfg.nnodes) + " ranks at the rendezvous");
   auto engine = runtime::Engine::start(std::move(model), ec);
   if (!engine) return error("starting the engine: " + engine.error().message);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "rank_group.hpp"
 #include "serve_config.hpp"
 #include "engine.hpp"
 #include "tandem/comm/communicator.hpp"
@@ -19,6 +20,7 @@ namespace tandem::engine::serve {
 
 struct Loaded {
   std::unique_ptr<comm::Communicator> group;  // first member: outlives the engine's model
+  std::shared_ptr<model::DeviceAllReduce> device_all_reduce;  // GPU ranks' (rank_group.hpp); outlives it too
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<tmpl::ChatTemplate> chat_template;  // null when the model has none
   std::unique_ptr<runtime::Engine> engine;
@@ -30,6 +32,9 @@ struct Loaded {
 // `log` gets the start-up lines (the KV pool line among them). With --nnodes > 1 this is rank 0:
 // it loads its slice, waits for the worker ranks (rendezvous) and tells them the pool; `on_fatal`
 // hears when the group is lost later.
+// A headless worker rank's slice (--device cpu: host memory; cuda: the GPU), not joined yet.
+model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group);
+
 model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal = {});
 

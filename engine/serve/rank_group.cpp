@@ -5,6 +5,9 @@
 #include <sstream>
 
 #include "tandem/comm/nccl_communicator.hpp"
+#ifdef TANDEM_HAVE_CUDA_MODEL
+#include "tandem/model/comm_all_reduce.hpp"
+#endif
 #include "tandem/units.hpp"
 
 namespace tandem::engine::serve {
@@ -33,6 +36,28 @@ std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::pat
   return hex;
 }
 
+model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
+                                                                             const std::function<void(const std::string&)>& log) {
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  auto* cuda = dynamic_cast<model::CudaModel*>(&m);
+  if (!cuda || group.size() == 1) return std::shared_ptr<model::DeviceAllReduce>();
+  auto* devices = dynamic_cast<comm::NcclCommunicator*>(&group);
+  if (!devices) return model::error("a CUDA model at " + std::to_string(group.size()) + " ranks needs the GPU group (NCCL or host-staged)");
+  auto ar = std::make_shared<model::CommAllReduce>(*devices);
+  cuda->set_all_reduce(ar.get());
+  // Steps run eagerly under either transport: the host-staged one synchronises the stream, and the
+  // NCCL one waits for each collective by polling the stream and NCCL's async errors (how a lost
+  // peer becomes an error instead of a hang), which a graph replay would not do.
+  cuda->set_enforce_eager(true);
+  log(devices->host_staged() ? "CUDA graphs off: the host-staged all-reduce synchronises the stream (a test transport)"
+                             : "CUDA graphs off under GPU tensor parallelism: each NCCL collective is watched for a lost peer");
+  return std::shared_ptr<model::DeviceAllReduce>(std::move(ar));
+#else
+  (void)group, (void)m, (void)log;
+  return std::shared_ptr<model::DeviceAllReduce>();
+#endif
+}
+
 model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
                                                                       const std::function<void(const std::string&)>& log) {
   comm::TcpOptions o;
@@ -50,8 +75,11 @@ model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const Serv
     comm::NcclOptions n;
     n.control = o;
     n.init_timeout = o.rendezvous_timeout;
-    log("tensor parallel over NCCL " + comm::NcclCommunicator::nccl_version() + " (control plane: TCP at " +
-        cfg.master_addr + ":" + std::to_string(cfg.master_port) + ")");
+    if (auto t = comm::parse_device_transport(cfg.tp_transport)) n.transport = *t;
+    else return model::error("`tp_transport` '" + cfg.tp_transport + "': expected auto, nccl or host");
+    log("tensor parallel on the GPU (`tp_transport` " + cfg.tp_transport + ": NCCL " + comm::NcclCommunicator::nccl_version() +
+        ", or host-staged for ranks sharing a GPU, chosen at the rendezvous; control plane: TCP at " + cfg.master_addr + ":" +
+        std::to_string(cfg.master_port) + ")");
     auto nccl = comm::make_nccl_communicator(n);
     if (!nccl) return model::error(nccl.error().message);
     return std::unique_ptr<comm::TcpCommunicator>(std::move(nccl).value());

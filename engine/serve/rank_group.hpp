@@ -11,7 +11,12 @@
 
 #include "serve_config.hpp"
 #include "tandem/comm/tcp_communicator.hpp"
+#include "tandem/model/model.hpp"
 #include "tandem/model/result.hpp"
+
+namespace tandem::model {
+class DeviceAllReduce;
+}
 
 namespace tandem::engine::serve {
 
@@ -21,6 +26,13 @@ model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const Serv
 
 // What the ranks must agree on before they run collectives: the model's config.json, the group
 // shape, the KV geometry flags. (Whole-file weight hashes are the controller's hashes.compare step.)
+// After the rendezvous of GPU ranks (--device cuda, --nnodes > 1): the CUDA model's DeviceAllReduce
+// over the group, set on the model, whichever transport the rendezvous chose (logged there); the
+// ranks' steps run eagerly (why: rank_group.cpp). Keep it alive as long
+// as the model. Null for CPU ranks and a group of one.
+model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
+                                                                             const std::function<void(const std::string&)>& log);
+
 std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::path& model_dir);
 
 }  // namespace tandem::engine::serve

@@ -42,6 +42,7 @@ nlohmann::ordered_json ServeConfig::to_json() const {
           {"rendezvous_timeout_ms", parse_duration(rendezvous_timeout) ? parse_duration(rendezvous_timeout)->count() : -1},
           {"peer_timeout_ms", parse_duration(peer_timeout) ? parse_duration(peer_timeout)->count() : -1},
           {"headless", headless},
+          {"tp_transport", tp_transport},
           {"http_header_timeout_ms", parse_duration(http_header_timeout) ? parse_duration(http_header_timeout)->count() : -1},
           {"http_idle_timeout_ms", parse_duration(http_idle_timeout) ? parse_duration(http_idle_timeout)->count() : -1},
           {"http_body_timeout_ms", parse_duration(http_body_timeout) ? parse_duration(http_body_timeout)->count() : -1},

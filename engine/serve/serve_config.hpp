@@ -41,6 +41,7 @@ struct ServeConfig {
   int master_port = 29500;
   std::string rendezvous_timeout = "120s";
   std::string peer_timeout = "30s";  // a rank silent this long in a collective is lost
+  std::string tp_transport = "auto";  // GPU ranks' device collectives: auto, nccl, host (nccl_communicator.hpp)
   bool headless = false;
   // The HTTP API's limits against slow, idle or greedy clients (durations and sizes as text).
   std::string http_header_timeout = "10s";

@@ -4,7 +4,9 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -27,6 +29,32 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
 
 ncclDataType_t nccl_type(DeviceDType t) { return t == DeviceDType::bf16 ? ncclBfloat16 : ncclFloat32; }
 
+// bf16 <-> fp32 for the host-staged sum (round to nearest even, as the device converts).
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+std::string uuid_text(const float* bytes) {
+  std::string s;
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned>(bytes[i]));
+    s += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return "GPU-" + s;
+}
+
 std::string seconds(std::chrono::milliseconds d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
@@ -39,6 +67,7 @@ class NcclGroup final : public NcclCommunicator {
       : o_(std::move(o)), control_(std::move(control)) {}
 
   ~NcclGroup() override {
+    if (pinned_) cudaFreeHost(pinned_);
     if (!comm_) return;
     // A healthy group finalises (flushes what was issued); a broken one is aborted, which never
     // waits for the peer that is gone.
@@ -47,11 +76,13 @@ class NcclGroup final : public NcclCommunicator {
   }
 
   Status rendezvous() override {
-    if (comm_) return Ok{};
+    if (comm_ || host_) return Ok{};
     if (broken_) return *broken_;
     if (cudaError_t e = cudaSetDevice(o_.device); e != cudaSuccess)
       return Error{"CUDA device " + std::to_string(o_.device) + ": " + cuda_text(e)};
     if (auto s = control_->rendezvous(); !s) return s.error();
+    if (auto s = choose_transport(); !s) return s;
+    if (host_) return Ok{};
     std::vector<std::uint8_t> id(sizeof(ncclUniqueId));
     if (o_.control.rank == 0) {
       ncclUniqueId uid;
@@ -73,8 +104,13 @@ class NcclGroup final : public NcclCommunicator {
                             o_.init_timeout);
         !s)
       return s.error();
+    transport_ = "NCCL " + nccl_version() + " (distinct GPUs)";
+    log("device all-reduce: " + transport_);
     return Ok{};
   }
+
+  bool host_staged() const override { return host_; }
+  std::string transport() const override { return transport_; }
 
   int rank() const override { return o_.control.rank; }
   int size() const override { return o_.control.size; }
@@ -83,6 +119,7 @@ class NcclGroup final : public NcclCommunicator {
   Status all_reduce_sum(std::span<float> data) override {
     if (broken_) return *broken_;
     if (data.empty() || size() == 1) return Ok{};
+    if (host_) return control_->all_reduce_sum(data);
     float* dev = nullptr;
     if (cudaError_t e = cudaMalloc(&dev, data.size_bytes()); e != cudaSuccess)
       return Error{"all-reduce staging buffer: " + cuda_text(e)};
@@ -111,8 +148,9 @@ class NcclGroup final : public NcclCommunicator {
   Status all_reduce_sum_device(void* data, std::size_t count, DeviceDType dtype, void* stream) override {
     if (broken_) return *broken_;
     if (size() == 1 || count == 0) return Ok{};
-    if (!comm_) return Error{"all-reduce before the group was joined (rendezvous)"};
     auto st = static_cast<cudaStream_t>(stream);
+    if (host_) return host_collective("all-reduce", data, nullptr, count, dtype, st);
+    if (!comm_) return Error{"all-reduce before the group was joined (rendezvous)"};
     ncclResult_t r = ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, st);
     if (r != ncclSuccess && r != ncclInProgress) return fail("all-reduce: " + nccl_text(r, comm_));
     return wait_stream("all-reduce", st);
@@ -127,6 +165,7 @@ class NcclGroup final : public NcclCommunicator {
         return Error{"all-gather: " + cuda_text(e)};
       return wait_stream("all-gather", st);
     }
+    if (host_) return host_collective("all-gather", const_cast<void*>(send), recv, count, dtype, st);
     if (!comm_) return Error{"all-gather before the group was joined (rendezvous)"};
     ncclResult_t r = ncclAllGather(send, recv, count, nccl_type(dtype), comm_, st);
     if (r != ncclSuccess && r != ncclInProgress) return fail("all-gather: " + nccl_text(r, comm_));
@@ -134,6 +173,91 @@ class NcclGroup final : public NcclCommunicator {
   }
 
  private:
+  void log(const std::string& line) const {
+    if (o_.control.log) o_.control.log(line);
+  }
+
+  // Every rank's GPU UUID and wish over the TCP group; the same decision on every rank.
+  Status choose_transport() {
+    cudaDeviceProp prop{};
+    if (cudaError_t e = cudaGetDeviceProperties(&prop, o_.device); e != cudaSuccess)
+      return fail("reading CUDA device " + std::to_string(o_.device) + "'s UUID: " + cuda_text(e));
+    constexpr std::size_t kWidth = 17;  // 16 UUID bytes, then the transport asked for
+    std::vector<float> mine(kWidth);
+    for (int i = 0; i < 16; ++i) mine[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<unsigned char>(prop.uuid.bytes[i]));
+    mine[16] = static_cast<float>(static_cast<int>(o_.transport));
+    auto all = control_->all_gather(mine);
+    if (!all) return fail("exchanging GPU UUIDs: " + all.error().message);
+    const std::vector<float>& v = all.value();
+    if (v.size() != kWidth * static_cast<std::size_t>(size())) return fail("exchanging GPU UUIDs: a rank sent the wrong size");
+    auto row = [&](int r) { return v.data() + kWidth * static_cast<std::size_t>(r); };
+    std::string shared;
+    bool want_host = false, want_nccl = false;
+    for (int r = 0; r < size(); ++r) {
+      want_host = want_host || row(r)[16] == static_cast<float>(static_cast<int>(DeviceTransport::host_staged));
+      want_nccl = want_nccl || row(r)[16] == static_cast<float>(static_cast<int>(DeviceTransport::nccl));
+      for (int q = 0; q < r && shared.empty(); ++q)
+        if (std::equal(row(r), row(r) + 16, row(q)))
+          shared = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " share " + uuid_text(row(r));
+    }
+    if (want_host && want_nccl) return fail("the ranks disagree on the device transport: one asked for nccl, another for host");
+    if (!shared.empty() && want_nccl)
+      return fail("--tp-transport nccl, but " + shared + ": NCCL refuses two ranks on one GPU (use host or auto)");
+    if (shared.empty() && !want_host) return Ok{};
+    host_ = true;
+    transport_ = "host-staged over the TCP group (" + (want_host ? std::string("asked for") : shared) +
+                 "; a test transport: eager steps, a TCP round trip per collective)";
+    log("device all-reduce: " + transport_);
+    return Ok{};
+  }
+
+  // Device -> pinned host, the TCP group's sum or gather, host -> device; synchronous on `st`.
+  Status host_collective(const char* what, void* data, void* gathered, std::size_t count, DeviceDType dtype, cudaStream_t st) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+      return Error{std::string("host-staged ") + what + " inside a CUDA graph capture: the host-staged transport runs eager steps"};
+    const std::size_t elem = dtype == DeviceDType::bf16 ? 2 : 4, bytes = count * elem;
+    if (bytes > pinned_bytes_) {
+      if (pinned_) cudaFreeHost(pinned_);
+      pinned_ = nullptr, pinned_bytes_ = 0;
+      if (cudaError_t e = cudaMallocHost(&pinned_, bytes); e != cudaSuccess) return fail(std::string(what) + ": pinned buffer: " + cuda_text(e));
+      pinned_bytes_ = bytes;
+    }
+    if (cudaError_t e = cudaMemcpyAsync(pinned_, data, bytes, cudaMemcpyDeviceToHost, st); e != cudaSuccess)
+      return fail(std::string(what) + ": copy to host: " + cuda_text(e));
+    if (cudaError_t e = cudaStreamSynchronize(st); e != cudaSuccess) return fail(std::string(what) + ": " + cuda_text(e));
+    std::vector<float> widened;
+    std::span<float> values(static_cast<float*>(pinned_), count);
+    if (dtype == DeviceDType::bf16) {
+      widened.resize(count);
+      const auto* b = static_cast<const std::uint16_t*>(pinned_);
+      for (std::size_t i = 0; i < count; ++i) widened[i] = bf16_to_float(b[i]);
+      values = widened;
+    }
+    std::vector<float> out;
+    if (gathered) {
+      auto g = control_->all_gather(values);
+      if (!g) return fail(std::string(what) + ": " + g.error().message);
+      out = std::move(g).value();
+    } else {
+      if (auto s = control_->all_reduce_sum(values); !s) return fail(std::string(what) + ": " + s.error().message);
+    }
+    const std::span<const float> result = gathered ? std::span<const float>(out) : std::span<const float>(values);
+    void* dst = gathered ? gathered : data;
+    const void* src = result.data();
+    std::vector<std::uint16_t> narrowed;
+    if (dtype == DeviceDType::bf16) {
+      narrowed.resize(result.size());
+      for (std::size_t i = 0; i < result.size(); ++i) narrowed[i] = float_to_bf16(result[i]);
+      src = narrowed.data();
+    }
+    // Pageable sources (the gather's, the bf16 ones) copy synchronously; the pinned one is waited for.
+    if (cudaError_t e = cudaMemcpyAsync(dst, src, result.size() * elem, cudaMemcpyHostToDevice, st); e != cudaSuccess)
+      return fail(std::string(what) + ": copy to device: " + cuda_text(e));
+    if (cudaError_t e = cudaStreamSynchronize(st); e != cudaSuccess) return fail(std::string(what) + ": " + cuda_text(e));
+    return Ok{};
+  }
+
   Status fail(const std::string& message) {
     if (!broken_) broken_ = Error{message};
     if (comm_) ncclCommAbort(comm_), comm_ = nullptr;
@@ -181,6 +305,10 @@ class NcclGroup final : public NcclCommunicator {
   std::unique_ptr<TcpCommunicator> control_;
   ncclComm_t comm_ = nullptr;
   std::optional<Error> broken_;
+  bool host_ = false;
+  std::string transport_ = "not joined";
+  void* pinned_ = nullptr;  // the host-staged collectives' buffer (grows to the largest)
+  std::size_t pinned_bytes_ = 0;
 };
 
 }  // namespace

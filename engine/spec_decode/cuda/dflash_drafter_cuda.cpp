@@ -505,6 +505,9 @@ std::string DFlashCuda::capture(int B, int n) {
 model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
                                                                const DFlashCudaOptions& options) {
   const auto where = drafter_dir.string();
+  if (!target.embedding_device() || !target.lm_head_device())
+    return error("drafter " + where + ": the target holds only a vocabulary slice (tensor parallel) and no whole embedding "
+                 "and LM head for a drafter (CudaOptions::drafter_vocab)");
   auto c = read_dflash_config(drafter_dir, target.config());
   if (!c) return c.error();
   auto ck = model::Checkpoint::open(drafter_dir);

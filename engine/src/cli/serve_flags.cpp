@@ -43,8 +43,12 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
   app.add_option("--distributed-executor-backend", c.distributed_executor_backend, "Accepted for vLLM compatibility")
       ->check(CLI::IsMember({"mp"}));
   app.add_option("--device", c.device,
-                 "Compute back end: cpu (the reference path; tensor parallel over TCP) or cuda (one GPU rank; tensor "
-                 "parallelism on CUDA is not built yet)")->check(CLI::IsMember({"cuda", "cpu"}));
+                 "Compute back end: cpu (the reference path; tensor parallel over TCP) or cuda (tensor parallel: "
+                 "glm4_moe_lite; see --tp-transport)")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--tp-transport", c.tp_transport,
+                 "GPU ranks' all-reduce: nccl (distinct GPUs), host (staged through host memory over the TCP group: "
+                 "ranks sharing one GPU, a test transport that runs eager steps) or auto (host when two ranks report "
+                 "the same GPU UUID, else nccl)")->check(CLI::IsMember({"auto", "nccl", "host"}));
   app.add_option("--nnodes", c.nnodes, "Number of nodes (one rank per node)")->check(CLI::Range(1, 64));
   app.add_option("--node-rank", c.node_rank, "This node's rank; 0 serves the API")->check(CLI::Range(0, 63));
   app.add_option("--master-addr", c.master_addr, "Address of rank 0 for the rendezvous");

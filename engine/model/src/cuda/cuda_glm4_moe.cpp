@@ -9,6 +9,9 @@
 // The math and names follow glm4_moe.cpp, the CPU reference it is checked against. The cache row
 // [k, v] is contiguous in the fused rows, so the base's fp8 scale measurement and trace read it
 // there as they read MLA's latent; one fp8 scale per layer serves K and V.
+// Tensor parallel (shard.hpp, as glm4_moe.cpp): a rank holds whole key/value heads with their query
+// heads (their rows of q/k/v_proj and their biases, their input columns of o_proj), so its pool
+// caches only its kv heads; the qk norms are per head dimension, replicated.
 #include <cmath>
 
 #include "../decoder.hpp"
@@ -28,7 +31,11 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
  public:
   Glm4MoeCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt)
       : GlmDecoderCuda(std::move(config), comm, opt), c_(std::get<Glm4MoeConfig>(this->config().arch)) {
-    D_ = c_.head_dim, kv_heads_ = c_.d.num_key_value_heads, kv_w_ = kv_heads_ * D_;
+    const int all_kv = c_.d.num_key_value_heads;
+    group_ = all_kv > 0 ? all_heads_ / all_kv : 0;
+    kv_mine_ = split(all_kv, tp_rank_, tp_size_);
+    heads_ = kv_mine_.size() * group_;  // this rank's query heads: its kv heads' groups
+    D_ = c_.head_dim, kv_heads_ = kv_mine_.size(), kv_w_ = kv_heads_ * D_;
     rope_ = c_.rotary_dim, qk_ = vd_ = D_;
     q_rows_ = heads_ * D_, width_ = 2 * kv_w_, in_rows_ = q_rows_ + width_;
   }
@@ -42,7 +49,11 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
   }
 
   std::string attention_shape_error() const override {
-    if (kv_heads_ <= 0 || heads_ % kv_heads_ != 0) return "num_attention_heads must be a multiple of num_key_value_heads";
+    const int all_kv = c_.d.num_key_value_heads;
+    if (all_kv <= 0 || all_heads_ % all_kv != 0) return "num_attention_heads must be a multiple of num_key_value_heads";
+    if (kv_heads_ == 0)
+      return std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_kv) + " key/value heads leave rank " +
+             std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_kv) + " ranks";
     if (D_ > 576) return "head_dim must be at most 576 for the paged-attention kernel";
     return {};
   }
@@ -53,15 +64,17 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     const std::size_t h = static_cast<std::size_t>(H_), q = static_cast<std::size_t>(q_rows_), kv = static_cast<std::size_t>(kv_w_);
     auto name = [&](Tensor t) { return names()(t, l); };
     if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, name(Tensor::q) + " with k and v"); !e.empty()) return e;
-    up.bf16(a.w_in, 0, name(Tensor::q), {q_rows_, H_});
-    up.bf16(a.w_in, q * h, name(Tensor::k), {kv_w_, H_});
-    up.bf16(a.w_in, (q + kv) * h, name(Tensor::v), {kv_w_, H_});
+    const int all_kv = c_.d.num_key_value_heads, q_all = all_heads_ * D_, kv_all = all_kv * D_;
+    const Range q_mine{kv_mine_.begin * group_ * D_, kv_mine_.end * group_ * D_}, kv_rows{kv_mine_.begin * D_, kv_mine_.end * D_};
+    up.bf16_rows(a.w_in, 0, name(Tensor::q), {q_all, H_}, q_mine);
+    up.bf16_rows(a.w_in, q * h, name(Tensor::k), {kv_all, H_}, kv_rows);
+    up.bf16_rows(a.w_in, (q + kv) * h, name(Tensor::v), {kv_all, H_}, kv_rows);
     if (c_.d.attention_bias) {
       if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), name(Tensor::q_bias) + " with k and v"); !e.empty())
         return e;
-      up.bf16(a.b_in, 0, name(Tensor::q_bias), {q_rows_});
-      up.bf16(a.b_in, q, name(Tensor::k_bias), {kv_w_});
-      up.bf16(a.b_in, q + kv, name(Tensor::v_bias), {kv_w_});
+      up.bf16_rows(a.b_in, 0, name(Tensor::q_bias), {q_all}, q_mine);
+      up.bf16_rows(a.b_in, q, name(Tensor::k_bias), {kv_all}, kv_rows);
+      up.bf16_rows(a.b_in, q + kv, name(Tensor::v_bias), {kv_all}, kv_rows);
     }
     if (c_.use_qk_norm) {
       if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), name(Tensor::q_norm)); !e.empty()) return e;
@@ -70,7 +83,8 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
       up.bf16(a.k_norm, 0, name(Tensor::k_norm), {D_});
     }
     if (auto e = alloc_bf16(a.o, h * q, name(Tensor::o)); !e.empty()) return e;
-    up.bf16(a.o, 0, name(Tensor::o), {H_, q_rows_});
+    if (sharded()) up.bf16_cols(a.o, 0, name(Tensor::o), {H_, q_all}, q_mine);
+    else up.bf16(a.o, 0, name(Tensor::o), {H_, q_rows_});
     return {};
   }
 
@@ -117,7 +131,9 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
   }
 
   const Glm4MoeConfig& c_;
-  int D_ = 0, kv_heads_ = 0, kv_w_ = 0;  // head_dim, key/value heads, their row width (kv_heads * D)
+  int D_ = 0, kv_heads_ = 0, kv_w_ = 0;  // head_dim, this rank's key/value heads, their row width (kv_heads * D)
+  int group_ = 0;                        // query heads per key/value head
+  Range kv_mine_;                        // this rank's key/value heads
 };
 
 }  // namespace

@@ -31,6 +31,9 @@ std::string GlmDecoderCuda::load(const Checkpoint& ck) {
     return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
   if (auto e = attention_shape_error(); !e.empty()) return e;
   if (E_ > 1024) return "at most 1024 routed experts";
+  if (heads_ == 0)
+    return std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) +
+           " attention heads leave rank " + std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks";
   if (auto e = load_weights(ck); !e.empty()) return e;
   return allocate_activations();
 }
@@ -47,7 +50,7 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
     return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
-  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
+  in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
   if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
@@ -70,6 +73,10 @@ void GlmDecoderCuda::note_format(const std::string& what, WeightFormat f, const 
 
 Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, QuantWeight& q,
                                         bool allowed) {
+  if (sharded()) {  // (parts name this rank's slice shapes, which the checkpoint's tensors do not have)
+    note_format(parts[0].name, WeightFormat::dense, "");
+    return false;
+  }
   auto plan = plan_projection(ck, parts);
   if (!plan) return plan.error();
   if (plan->format == WeightFormat::dense || !allowed) {
@@ -85,7 +92,21 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
   return true;
 }
 
-std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int width, Mlp& m, bool quantised) {
+Result<Range> GlmDecoderCuda::width_slice(int width, const std::string& what) const {
+  const Range r = split(width, tp_rank_, tp_size_);
+  if (sharded() && r.size() % 8 != 0)
+    return error(what + ": rank " + std::to_string(tp_rank_) + " of " + std::to_string(tp_size_) + " would hold " +
+                 std::to_string(r.size()) + " of its " + std::to_string(width) +
+                 " columns; the CUDA kernels need a multiple of 8 per rank");
+  return r;
+}
+
+// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
+std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Mlp& m, bool quantised) {
+  auto mine = width_slice(full_width, "layer " + std::to_string(l) + "'s MLP width");
+  if (!mine) return mine.error().message;
+  const Range cols = mine.value();
+  const int width = cols.size();
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const Checkpoint& ck = up.checkpoint();
@@ -97,14 +118,15 @@ std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int width
   if (!gu) return gu.error().message;
   if (!gu.value()) {
     if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e.empty()) return e;
-    up.bf16(m.gate_up, 0, gate, {width, H_});
-    up.bf16(m.gate_up, n, up_name, {width, H_});
+    up.bf16_rows(m.gate_up, 0, gate, {full_width, H_}, cols);
+    up.bf16_rows(m.gate_up, n, up_name, {full_width, H_}, cols);
   }
   auto down = load_quant(ck, {{down_name, H_, width}}, m.down_q, quantised);
   if (!down) return down.error().message;
   if (!down.value()) {
     if (auto e = alloc_bf16(m.down, n, down_name); !e.empty()) return e;
-    up.bf16(m.down, 0, down_name, {H_, width});
+    if (sharded()) up.bf16_cols(m.down, 0, down_name, {H_, full_width}, cols);
+    else up.bf16(m.down, 0, down_name, {H_, width});
   }
   return {};
 }
@@ -112,6 +134,11 @@ std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int width
 Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Layer& a) {
   const TensorNames& names = this->names();
   if (ck.has(names(Tensor::experts_gate_up, l))) return false;  // the fused 3-D layout is read in bf16
+  if (sharded()) {
+    note_format("layer " + std::to_string(l) + "'s experts (routed and shared)", WeightFormat::dense,
+                "a tensor-parallel rank loads its experts in bf16");
+    return false;
+  }
   const int shared_width = I_ * d_.moe.n_shared_experts;
   std::vector<ProjectionPart> gate_up, down, all;
   for (int e = 0; e < E_; ++e) {
@@ -147,14 +174,24 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
   const TensorNames& names = this->names();
-  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
+  // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
-  up.bf16(embed_, 0, names(Tensor::embed), {V_, H_});
+  up.bf16_rows(embed_, 0, names(Tensor::embed), {V_, H_}, vocab_);
   if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
   up.bf16(final_norm_, 0, names(Tensor::final_norm), {H_});
   if (!d.tie_word_embeddings) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
-    up.bf16(head_, 0, names(Tensor::lm_head), {V_, H_});
+    up.bf16_rows(head_, 0, names(Tensor::lm_head), {V_, H_}, vocab_);
+  }
+  if (sharded() && opt_.drafter_vocab) {
+    const std::size_t all = static_cast<std::size_t>(V_) * h;
+    if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e.empty()) return e;
+    up.bf16(full_embed_, 0, names(Tensor::embed), {V_, H_});
+    if (!d.tie_word_embeddings) {
+      if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e.empty()) return e;
+      up.bf16(full_head_, 0, names(Tensor::lm_head), {V_, H_});
+    }
   }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
@@ -177,6 +214,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
+    const int held = experts_.size();  // this rank's whole experts; the router stays replicated
     const std::string router = names(Tensor::router, l), router_bias = names(Tensor::router_bias, l);
     if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, router); !e.empty()) return e;
     if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, router_bias); !e.empty()) return e;
@@ -187,18 +225,18 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     if (!quantised) return quantised.error().message;
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
-      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, names(Tensor::experts_gate_up, l));
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(held) * 2 * expert, names(Tensor::experts_gate_up, l));
           !e.empty())
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, names(Tensor::experts_down, l)); !e.empty())
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, names(Tensor::experts_down, l)); !e.empty())
         return e;
     }
     if (!experts_quantised && ck.has(names(Tensor::experts_gate_up, l))) {
-      up.bf16(a.experts_gate_up, 0, names(Tensor::experts_gate_up, l), {E_, 2 * I_, H_});
-      up.bf16(a.experts_down, 0, names(Tensor::experts_down, l), {E_, H_, I_});
+      up.bf16_rows(a.experts_gate_up, 0, names(Tensor::experts_gate_up, l), {E_, 2 * I_, H_}, experts_);
+      up.bf16_rows(a.experts_down, 0, names(Tensor::experts_down, l), {E_, H_, I_}, experts_);
     } else if (!experts_quantised) {
-      for (int e = 0; e < E_ && up.ok(); ++e) {
-        const std::size_t at = static_cast<std::size_t>(e) * expert;
+      for (int e = experts_.begin; e < experts_.end && up.ok(); ++e) {
+        const std::size_t at = static_cast<std::size_t>(e - experts_.begin) * expert;
         up.bf16(a.experts_gate_up, 2 * at, names(Tensor::expert_gate, l, e), {I_, H_});
         up.bf16(a.experts_gate_up, 2 * at + expert, names(Tensor::expert_up, l, e), {I_, H_});
         up.bf16(a.experts_down, at, names(Tensor::expert_down, l, e), {H_, I_});
@@ -212,7 +250,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
     decode_bytes_.moe_layers += 1;
     decode_bytes_.per_expert = experts_quantised
-                                   ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(E_)
+                                   ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(held)
                                    : 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
@@ -237,6 +275,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   for (const auto& [f, n] : format_counts_)
     weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
   weight_formats_ += "; the embedding, the LM head, the norms and any projection not named here bf16, the routers fp32" + dense_notes_;
+  if (sharded()) weight_formats_ += "; a tensor-parallel rank keeps its slices in bf16 (quantised slices are not built)";
   return {};
 }
 
@@ -313,11 +352,17 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const bool bias = c_.d.attention_bias;
   const Checkpoint& ck = up.checkpoint();
   const std::string q_name = name(lora_q_ > 0 ? Tensor::q_a : Tensor::q), kv_a = name(Tensor::kv_a);
+  // Tensor parallel: a rank holds heads [first, first + heads_) (shard.hpp): their rows of q_b (or
+  // q_proj) and kv_b, their input columns of o_proj; q_a and kv_a are replicated, so every rank
+  // caches the whole latent row. o_proj's bias is rank 0's alone (the ranks' outputs are summed).
+  const Range mine = split(all_heads_, tp_rank_, tp_size_);
+  auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
   auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {kv_a, width_, H_}}, a.w_in_q);
   if (!w_in_q) return w_in_q.error().message;
   if (!w_in_q.value()) {
     if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, q_name + " and kv_a"); !e.empty()) return e;
-    up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
+    if (lora_q_ > 0) up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
+    else up.bf16_rows(a.w_in, 0, q_name, {all_heads_ * qk_, H_}, per_head(qk_));
     up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, kv_a, {width_, H_});
   }
   if (lora_q_ > 0) {
@@ -329,7 +374,7 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
       if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
           !e.empty())
         return e;
-      up.bf16(a.q_b, 0, name(Tensor::q_b), {heads_ * qk_, lora_q_});
+      up.bf16_rows(a.q_b, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
     }
   }
   if (bias) {
@@ -339,9 +384,11 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
     else up.bf16_from(a.b_in, 0, zeros, q_name + " (no bias)");
     up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), name(Tensor::kv_a_bias), {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
-    if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e.empty()) return e;
-    weight_bytes_ += h * 4;
-    up.f32_as_bf16(a.o_bias, name(Tensor::o_bias), {H_});
+    if (tp_rank_ == 0) {
+      if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e.empty()) return e;
+      weight_bytes_ += h * 4;
+      up.f32_as_bf16(a.o_bias, name(Tensor::o_bias), {H_});
+    }
   }
   if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), name(Tensor::kv_a_norm)); !e.empty()) return e;
   up.bf16(a.kv_a_norm, 0, name(Tensor::kv_a_norm), {lora_kv_});
@@ -349,12 +396,13 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
       !e.empty())
     return e;
-  up.bf16(a.kv_b, 0, name(Tensor::kv_b), {kvb_rows, lora_kv_});
+  up.bf16_rows(a.kv_b, 0, name(Tensor::kv_b), {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
   auto o_q = load_quant(ck, {{name(Tensor::o), H_, heads_ * vd_}}, a.o_q);
   if (!o_q) return o_q.error().message;
   if (!o_q.value()) {
     if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e.empty()) return e;
-    up.bf16(a.o, 0, name(Tensor::o), {H_, heads_ * vd_});
+    if (sharded()) up.bf16_cols(a.o, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
+    else up.bf16(a.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
   return {};
 }

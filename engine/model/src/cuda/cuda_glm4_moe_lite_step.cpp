@@ -146,7 +146,8 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   std::int32_t* pos = tok + t_cap_;
   std::int32_t* seq = pos + t_cap_;
   std::int32_t* rows = seq + t_cap_;
-  std::int32_t* tables = rows + r_cap_;
+  std::int32_t* local = rows + r_cap_;
+  std::int32_t* tables = local + t_cap_;
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int t = 0, r = 0;
   for (int s = 0; s < B; ++s) {
@@ -192,6 +193,7 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // The scratch sequence's table (padding tokens of mixed lengths): one row past the bucket's.
   const int table_rows = graph && per > 1 ? B + 1 : B;
   if (table_rows > B) std::fill(tables + static_cast<std::size_t>(B) * mb, tables + static_cast<std::size_t>(B + 1) * mb, num_blocks_);
+  for (int i = 0; i < t; ++i) local[i] = tok[i] - vocab_.begin;
   FirstError err;
   // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
   // table used: a copy costs microseconds of host time whatever its size, and a decode step is short.
@@ -264,9 +266,11 @@ std::string GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   return {};
 }
 
-std::string GlmDecoderCuda::all_reduce(DeviceBuffer& b, int T) {
-  if (!all_reduce_) return {};
-  auto s = all_reduce_->all_reduce_sum(b.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(H_), k::DType::f32, stream_);
+std::string GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
+  if (!sharded()) return {};
+  if (!all_reduce_) return "tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)";
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width > 0 ? width : H_);
+  auto s = all_reduce_->all_reduce_sum(b.get(), n, type, stream_);
   return s ? std::string() : s.error().message;
 }
 
@@ -321,7 +325,11 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   const double act = static_cast<double>(T) * H_;  // entries of one [T, hidden] activation
   FirstError err;
-  err(k::embedding_cuda(kBf16, embed_.get(), V_, H_, in_tokens(), T, embed_rows_.get(), stream_));
+  // Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
+  // are summed, which is exact (one term is not zero).
+  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, sharded() ? in_local_tokens() : in_tokens(), T, embed_rows_.get(),
+                        stream_));
+  err(all_reduce(embed_rows_, T, H_, kBf16));
   err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
@@ -357,10 +365,17 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
       err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
       rows = head_in_.get();
     }
-    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.get(), R, H_, V_);
+    // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
+    // is the gather of the logits (exact: every entry has one term), through the same seam.
+    if (sharded())
+      err(cuda_error(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
+                     "zero logits"));
+    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_, vocab_.size());
+    g.ldy = V_;
     g.y_type = k::DType::f32;
     err(gemm(g));
-    mark("lm_head", 2.0 * V_ * H_ + 4.0 * R * V_);
+    err(all_reduce(logits_, R, V_));
+    mark("lm_head", 2.0 * vocab_.size() * H_ + 4.0 * R * V_);
   }
   return err.message;
 }
@@ -605,18 +620,19 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                         weight_.as<float>(), stream_));
   mark("moe route", 4.0 * T * E_);
   err(trace(TracePoint::routing, -1, T));
-  err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, 0, E_, offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
+  // Pairs routed to another rank's experts are left out (pair_pos -1): the combine skips them.
+  err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, experts_.begin, experts_.size(), offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
   // Quantised experts: every expert of the layer dequantised into the scratch for the grouped GEMM.
   if (quantised) err(dequant(a.experts_gate_up_q));
-  err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), E_,
+  err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), experts_.size(),
                            quantised ? wscratch_.get() : a.experts_gate_up.get(), 2 * I_, H_, moe_gu_.get(), 2L * I_, stream_));
   mark("moe experts gate_up", chosen * expert * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
   mark("moe silu", 2.0 * T * K_ * 3 * I_);
   if (quantised) err(dequant(a.experts_down_q));
-  err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), E_,
+  err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), experts_.size(),
                            quantised ? wscratch_.get() : a.experts_down.get(), H_, I_, moe_out_.get(), H_, stream_));
   mark("moe experts down", chosen * expert / 3);
   const bool has_shared = a.shared.width > 0;

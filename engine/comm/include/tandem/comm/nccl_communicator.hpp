@@ -9,6 +9,14 @@
 // report an async error (or the step overruns peer_timeout), the communicator is aborted
 // (ncclCommAbort frees the kernels spinning on the dead link) and every later call fails at once.
 //
+// Two transports for the device collectives, chosen at the rendezvous and the same on every rank:
+// NCCL between distinct GPUs, or host-staged for ranks that share one GPU (NCCL refuses two ranks on
+// one device): device -> pinned host copy, the TCP group's all-reduce, host -> device. The ranks
+// exchange their GPU UUIDs over the TCP group; `automatic` takes host-staged when two are the same,
+// and any rank asking for host_staged makes the whole group host-staged. Host-staged is a test
+// transport (one GPU standing in for two): every collective synchronises the stream, so it cannot
+// be captured into a CUDA graph, and its cost is the TCP round trip's.
+//
 // The host-side Communicator calls keep working (the engine's control messages and the CPU-path
 // collectives): all_reduce_sum copies through the device, all_gather and broadcast use the TCP
 // group, which also carries the heartbeats that tell a worker its head is gone.
@@ -16,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tandem/comm/communicator.hpp"
@@ -25,10 +34,20 @@ namespace tandem::comm {
 
 enum class DeviceDType { f32, bf16 };
 
+enum class DeviceTransport { automatic, nccl, host_staged };
+// "auto", "nccl", "host" (the --tp-transport flag); nullopt for anything else.
+inline std::optional<DeviceTransport> parse_device_transport(const std::string& name) {
+  if (name == "auto") return DeviceTransport::automatic;
+  if (name == "nccl") return DeviceTransport::nccl;
+  if (name == "host") return DeviceTransport::host_staged;
+  return std::nullopt;
+}
+
 struct NcclOptions {
   TcpOptions control;                               // rank, size, master address/port, timeouts, fingerprint
   int device = 0;                                   // the CUDA device this rank drives
   std::chrono::milliseconds init_timeout{60000};    // ncclCommInitRankConfig must finish within this
+  DeviceTransport transport = DeviceTransport::automatic;
 };
 
 // Made before the model loads (a rank loads its slice knowing rank and size), joined after:
@@ -44,6 +63,9 @@ class NcclCommunicator : public TcpCommunicator {
   virtual Status all_gather_device(const void* send, void* recv, std::size_t count, DeviceDType dtype,
                                    void* stream) = 0;
   virtual int device() const = 0;
+  // After rendezvous: whether the device collectives are host-staged (else NCCL), and why, in words.
+  virtual bool host_staged() const = 0;
+  virtual std::string transport() const = 0;
   // NCCL's version string, e.g. "2.28.3", for logs and --print-config.
   static std::string nccl_version();
 };

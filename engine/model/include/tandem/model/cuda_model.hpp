@@ -14,9 +14,10 @@
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
-// Tensor parallelism: the decoder all-reduces its three partial sums (embedding, attention, FFN)
-// through a DeviceAllReduce; at one rank there is none. Loading more than one rank is refused until
-// the NCCL communicator provides one (engine/comm).
+// Tensor parallelism (glm4_moe_lite, glm4_moe; glm5_next runs one rank): a rank loads only its
+// slice (shard.hpp: heads, MLP widths, whole routed experts, vocabulary rows) and sums its partials
+// (embedding rows, attention and FFN outputs, its logits columns) through the DeviceAllReduce the
+// caller sets once the group is joined (CommAllReduce: NCCL, or host-staged for ranks on one GPU).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -61,6 +62,9 @@ struct CudaOptions {
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
   int device = 0;
+  bool drafter_vocab = false;           // a tensor-parallel rank that hosts a drafter (the head) keeps whole
+                                        // copies of the embedding and LM head for it (embedding_device()),
+                                        // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
 };
@@ -150,7 +154,7 @@ class CudaModel : public Model {
   virtual std::uint64_t kv_bytes_per_token() const = 0;
   // nullptr: no timing (the default; models without op marks ignore it).
   virtual void set_op_timer(OpTimer*) {}
-  // For TP > 1 (not wired yet: see above).
+  // For TP > 1 (see above); must outlive the model's steps.
   virtual void set_all_reduce(DeviceAllReduce* ar) = 0;
 
   // --- for a drafter on the same device (DFlash, engine/spec_decode/cuda) ---
@@ -160,7 +164,8 @@ class CudaModel : public Model {
   // The last step's capture on the device: bf16 [its tokens, layers * hidden_size], row t = the step's
   // t-th token in the items' order (padding rows of a graph step follow the real ones); null without.
   virtual const void* captured() const = 0;
-  // The weights a drafter shares, bf16 on the device: embedding and LM head, [vocab, hidden] each.
+  // The weights a drafter shares, bf16 on the device: embedding and LM head, [vocab, hidden] each
+  // (a tensor-parallel rank: null unless CudaOptions::drafter_vocab).
   virtual const void* embedding_device() const = 0;
   virtual const void* lm_head_device() const = 0;
   // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).

@@ -25,6 +25,7 @@
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/sampling_types.hpp"
 #include "tandem/model/cuda_model.hpp"
+#include "tandem/model/shard.hpp"
 
 namespace tandem::model::detail {
 class TensorNames;  // tensor_names.hpp (the library's own)
@@ -102,6 +103,12 @@ class GlmDecoderCuda : public CudaModel {
     const DecoderConfig& d = d_;
     H_ = d.hidden_size, V_ = d.vocab_size, heads_ = d.num_attention_heads;
     E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
+    // This rank's slices (shard.hpp, as the CPU path splits): heads, vocabulary rows, whole experts.
+    tp_rank_ = comm.rank(), tp_size_ = comm.size();
+    all_heads_ = heads_;
+    heads_ = split(all_heads_, tp_rank_, tp_size_).size();
+    vocab_ = split(V_, tp_rank_, tp_size_);
+    experts_ = split(E_, tp_rank_, tp_size_);
     max_len_ = opt.max_model_len > 0 ? opt.max_model_len : d.max_position_embeddings;
     kv_type_ = (opt.kv_cache_dtype == "fp8" || opt.kv_cache_dtype == "fp8_e4m3") ? k::DType::fp8_e4m3 : kBf16;
     t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
@@ -144,8 +151,11 @@ class GlmDecoderCuda : public CudaModel {
 
   Status set_capture(std::vector<int> layers) override;
   const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
-  const void* embedding_device() const override { return embed_.get(); }
-  const void* lm_head_device() const override { return head_.empty() ? embed_.get() : head_.get(); }
+  const void* embedding_device() const override { return sharded() ? full_embed_.get() : embed_.get(); }
+  const void* lm_head_device() const override {
+    if (sharded()) return full_head_.empty() ? full_embed_.get() : full_head_.get();
+    return head_.empty() ? embed_.get() : head_.get();
+  }
   k::Stream stream() const override { return stream_; }
 
  protected:
@@ -207,7 +217,10 @@ class GlmDecoderCuda : public CudaModel {
   std::int32_t* in_pos() const { return in_tokens() + t_cap_; }
   std::int32_t* in_seq() const { return in_pos() + t_cap_; }
   std::int32_t* in_rows() const { return in_seq() + t_cap_; }
-  std::int32_t* in_tables() const { return in_rows() + r_cap_; }
+  // Token ids less this rank's first vocabulary row (tensor parallel: ids outside its rows embed
+  // to zeros, and the ranks' rows are summed).
+  std::int32_t* in_local_tokens() const { return in_rows() + r_cap_; }
+  std::int32_t* in_tables() const { return in_local_tokens() + t_cap_; }
 
   // Checks the items, stages the inputs, enqueues the forward (replaying a graph for decode
   // steps); returns how many logit rows the items asked for: the first ones of logits_ in the
@@ -225,7 +238,11 @@ class GlmDecoderCuda : public CudaModel {
   // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
   std::string calibrate(int T, int R, int max_context);
 
-  std::string all_reduce(DeviceBuffer& b, int T);
+  // Sums `rows` rows of `width` entries of b (fp32, or bf16) over the ranks; nothing at one rank.
+  std::string all_reduce(DeviceBuffer& b, int rows, int width = 0, k::DType type = k::DType::f32);
+  bool sharded() const { return tp_size_ > 1; }
+  // The part of `width` this rank holds (MLP widths), checked against the kernels' alignment.
+  Result<Range> width_slice(int width, const std::string& what) const;
 
   // A plain (unbatched, nn.Linear) product: gemv (or the older few-rows kernel) at decode sizes,
   // else cuBLASLt.
@@ -276,8 +293,10 @@ class GlmDecoderCuda : public CudaModel {
   // launch); only when moe_decodes(a, T), the decode-sized path.
   std::string moe(const Layer& a, int T, bool fold_norm = false);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
+  // (The decode kernels index the layer's whole expert stack: a rank holding a slice of the experts
+  // takes the grouped path, which leaves other ranks' experts out.)
   bool moe_decodes(const Layer& a, int T) {
-    return few(T) && (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
+    return few(T) && !sharded() && (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
   }
   // Quantised experts take the decode kernels up to kQuantDecodeTokens tokens, kMoeDecodeTokens a
   // launch (each reads its tokens' experts), rather than the grouped path, which dequantises every
@@ -286,7 +305,7 @@ class GlmDecoderCuda : public CudaModel {
     return {a.experts_gate_up_q.a.m, a.experts_down_q.a.m, a.shared.gate_up_q.a.m, a.shared.down_q.a.m};
   }
   bool moe_decodes_quant(const Layer& a, int T) {
-    return a.experts_gate_up_q.on() && few_quant(T) && k::moe_decode_quant_fits(moe_decode_args(a, T), moe_decode_quant_args(a));
+    return a.experts_gate_up_q.on() && few_quant(T) && !sharded() && k::moe_decode_quant_fits(moe_decode_args(a, T), moe_decode_quant_args(a));
   }
 
   // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
@@ -301,7 +320,9 @@ class GlmDecoderCuda : public CudaModel {
 
   const DecoderConfig& d_;
   CudaOptions opt_;
-  int H_ = 0, V_ = 0, heads_ = 0;
+  int H_ = 0, V_ = 0, heads_ = 0;  // heads_: this rank's attention heads (all_heads_ in the model)
+  int tp_rank_ = 0, tp_size_ = 1, all_heads_ = 0;
+  Range vocab_, experts_;  // this rank's vocabulary rows (embedding, LM head) and routed experts
   // Set by the subclass: rotary entries per head (inv_freq_'s), query and value width per head,
   // the cache row (width_ entries per token and layer), the fused input projection's rows (in_rows_,
   // whose first q_rows_ are the query's part and the next width_ the cache row's source).
@@ -321,6 +342,7 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer wscratch_;  // bf16, the largest quantised projection dequantised (steps of more tokens)
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
+  DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
   std::vector<Layer> layers_;
 
   DeviceBuffer pool_;

@@ -10,6 +10,7 @@
 
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/model/safetensors.hpp"
+#include "tandem/model/shard.hpp"
 
 namespace tandem::model::cuda {
 
@@ -73,6 +74,35 @@ class Uploader {
     if (!v) return fail(v.error().message);
     bf16_from(dst, at, v.value(), name);
   }
+  // A tensor-parallel rank's slice (shard.hpp): rows [r.begin, r.end) of the first dimension (of a
+  // 3-D tensor, whole [*, ...] slabs), or columns [c.begin, c.end) of a 2-D tensor. A bf16 tensor's
+  // rows are copied straight from the memory map; anything else is read whole (one tensor at a
+  // time, never the checkpoint) and sliced on the host.
+  void bf16_rows(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range r) {
+    if (!error_.empty()) return;
+    const TensorInfo* t = ck_.find(name);
+    const std::size_t row = shape.empty() || shape[0] == 0 ? 0 : elements(shape) / static_cast<std::size_t>(shape[0]);
+    if (t && t->dtype == "BF16" && t->shape == shape) {
+      put(dst, at * 2, t->data + static_cast<std::size_t>(r.begin) * row * 2,
+          static_cast<std::size_t>(r.size()) * row * 2, name);
+      return;
+    }
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error().message);
+    bf16_from(dst, at, std::vector<float>(v->begin() + static_cast<long>(row * static_cast<std::size_t>(r.begin)),
+                                          v->begin() + static_cast<long>(row * static_cast<std::size_t>(r.end))),
+              name);
+  }
+  void bf16_cols(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range c) {
+    if (!error_.empty()) return;
+    if (shape.size() != 2) return fail("uploading columns of " + name + ": not a 2-D tensor");
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error().message);
+    std::vector<float> out(static_cast<std::size_t>(shape[0]) * static_cast<std::size_t>(c.size()));
+    for (int64_t i = 0; i < shape[0]; ++i)
+      std::copy(v->begin() + i * shape[1] + c.begin, v->begin() + i * shape[1] + c.end, out.begin() + i * c.size());
+    bf16_from(dst, at, out, name);
+  }
   void bf16_from(DeviceBuffer& dst, std::size_t at, const std::vector<float>& v, const std::string& what) {
     std::vector<std::uint16_t> h(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) h[i] = kernels::bf16_from_float(v[i]);
@@ -101,6 +131,11 @@ class Uploader {
   const Checkpoint& checkpoint() const { return ck_; }
 
  private:
+  static std::size_t elements(const std::vector<int64_t>& shape) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    return n;
+  }
   void put(DeviceBuffer& dst, std::size_t byte_at, const void* src, std::size_t n, const std::string& what) {
     if (byte_at + n > dst.bytes()) return fail("uploading " + what + ": it does not fit its device buffer");
     if (cudaMemcpy(static_cast<char*>(dst.get()) + byte_at, src, n, cudaMemcpyHostToDevice) != cudaSuccess)

@@ -1,0 +1,85 @@
+// Tensor parallelism on the engine's device path (the CUDA model's), checked without a GPU: a TP2
+// group over TCP on loopback whose ranks are HostDeviceModels (a device model whose "device" is the
+// host) over the CPU path's slices. Rank 0 runs the engine; rank 1 the worker loop, which mirrors
+// the pool (RankOp::pool -> make_device_pool) and runs each batched step the head announces
+// (RankOp::device_step), taking part in its collectives. Outputs equal one rank's.
+#include <doctest/doctest.h>
+
+#include "../comm/tp_group.hpp"
+#include "engine_harness.hpp"
+#include "host_device_model.hpp"
+#include "rank_messages.hpp"
+#include "worker_rank.hpp"
+
+using namespace tandem::engine::runtime;
+using namespace tandem::engine::runtime::test;
+
+TEST_CASE("a device step's message round-trips, and a truncated one is refused") {
+  RankMessage m;
+  m.op = RankOp::device_step;
+  StepItem a, b;
+  a.start = 7, a.state_slot = 2, a.logits = 1, a.tokens = {5}, a.table = {0, 3};
+  b.start = 0, b.all_logits = 1, b.tokens = {1, 2, 3}, b.table = {4};
+  m.items = {a, b};
+  const auto bytes = encode(m);
+  auto back = decode(bytes);
+  REQUIRE(back.ok());
+  REQUIRE(back->items.size() == 2);
+  CHECK(back->items[0].start == 7);
+  CHECK(back->items[0].state_slot == 2);
+  CHECK(back->items[0].logits == 1);
+  CHECK(back->items[0].table == std::vector<std::int32_t>{0, 3});
+  CHECK(back->items[1].all_logits == 1);
+  CHECK(back->items[1].tokens == std::vector<std::int32_t>{1, 2, 3});
+  auto cut = decode(std::span<const std::uint8_t>(bytes).first(bytes.size() - 3));
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.error().message.find("malformed") != std::string::npos);
+}
+
+TEST_CASE("TP2 on the device path: the worker runs the head's batched steps and the outputs equal TP1's") {
+  const std::string fixture = "glm4_moe_lite";
+  const auto g = golden(fixture);
+  constexpr int kTokens = 8;
+  std::vector<std::vector<std::int32_t>> expect;
+  {
+    auto one = load(fixture);
+    for (const auto& s : g) {
+      auto o = tandem::model::greedy_generate(*one, s.prompt, kTokens);
+      REQUIRE(o.ok());
+      expect.push_back(o.value());
+    }
+  }
+  const auto ranks = tandem::comm::test::run_group<std::string>(
+      2,
+      [&](tandem::comm::Communicator& c) -> std::string {
+        auto inner = tandem::model::load_model(std::string(TANDEM_SOURCE_DIR) + "/tests/model/fixtures/" + fixture, c);
+        if (!inner) return "loading: " + inner.error().message;
+        auto model = std::make_unique<HostDeviceModel>(std::move(inner).value());
+        if (c.rank() == 1) {
+          auto s = run_worker_rank(*model, WorkerOptions{});
+          return s ? "" : "worker: " + s.error().message;
+        }
+        EngineConfig cfg;
+        cfg.max_model_len = 64, cfg.max_num_seqs = 4, cfg.max_num_batched_tokens = 16, cfg.block_size = 4;
+        cfg.kv_cache_memory = std::uint64_t{4} << 20;
+        auto engine = Engine::start(std::move(model), cfg);
+        if (!engine) return "engine: " + engine.error().message;
+        Collector col;
+        std::vector<RequestId> ids;
+        for (const auto& s : g) {
+          auto id = engine.value()->submit(greedy(s.prompt, kTokens, col.sink()));
+          if (!id) return "submit: " + id.error().message;
+          ids.push_back(id.value());
+        }
+        col.wait(ids.size());
+        const auto out = col.outputs();
+        std::string diff;
+        for (size_t i = 0; i < ids.size(); ++i)
+          if (out.at(ids[i]).tokens != expect[i]) diff += " sequence " + std::to_string(i) + " differs;";
+        engine.value().reset();  // tells the worker to shut down
+        return diff;
+      },
+      [](const std::string& e) { return "group: " + e; });
+  CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+}
