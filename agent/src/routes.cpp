@@ -113,6 +113,19 @@ net::Router make_router(Daemon& d) {
     return net::Response::error(404, "expected POST /v1/ops/<op_id>/verify or /undo");
   });
   r.on("POST", "/v1/undo-incomplete", [&d](const net::Request&) { return to_response(d.undo_incomplete()); });
+  // POST /v1/stage/release {"keep":[op_id...]}: free the backups of every other verified stage op.
+  r.on_json("POST", "/v1/stage/release", [&d](const net::Request&, const json& body) {
+    std::vector<std::string> keep;
+    if (body.contains("keep")) {
+      if (!body["keep"].is_array()) return net::Response::error(400, "'keep' must be a list of op ids");
+      for (const auto& k : body["keep"]) {
+        if (!k.is_string() || !agent::valid_op_id(k.get<std::string>()))
+          return net::Response::error(400, "'keep' holds something that is not an op id: " + k.dump());
+        keep.push_back(k.get<std::string>());
+      }
+    }
+    return to_response(d.stage_release(keep));
+  });
   r.on("GET", "/v1/journal", [&d](const net::Request& req) {
     return to_response(d.journal(req.query_param("op_id").value_or("")));
   });

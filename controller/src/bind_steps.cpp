@@ -42,6 +42,7 @@ StepOutcome run_step(BindContext& ctx, const Step& s) {
     if (a == "deadman.disarm") return run_deadman_disarm(ctx, s);
     if (a == "stop.command" || a == "stop.verify") return run_stop(ctx, s);
     if (a == "stage.files") return run_stage(ctx, s);
+    if (a == "stage.check") return run_stage_check(ctx, s);
     if (!agent_step_name(a).empty()) return run_hygiene(ctx, s);
     if (a == "hashes.compare") return run_hash_compare(ctx, s);
     if (a == "engine.start") return run_engine_start(ctx, s);

@@ -354,3 +354,65 @@ TEST_CASE("stage: disk full on the target is a clear error and nothing half-writ
   CHECK_FALSE(worker.exists(partial_path(kShard)));
   CHECK_FALSE(worker.exists(sidecar_path(kShard)));
 }
+
+TEST_CASE("stage: backups of verified stages are released on request; the budget counts the kept ones") {
+  Sandbox head, worker;
+  head_files(head);
+  worker.write(kShard, "old shard, the bytes only the backup holds once replaced");
+  auto core = sandbox::open_core(worker_options(worker, local_source(head)));
+  auto a = core->apply("stage", "op-first");
+  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE(core->verify("op-first").ok());
+  CHECK(worker.exists("/var/lib/tandemd/stage-backups/op-first"));
+
+  // The head changes; a second stage must keep a backup of the first's shard too. The old shard
+  // (held by the first backup alone now) counts against a budget smaller than it: refused at check.
+  head.write(kShard, std::string(3 * (1 << 20) + 5, 'm'));
+  auto tight_opts = worker_options(worker, local_source(head));
+  tight_opts.stage->backup_budget = 16;
+  auto tight = sandbox::open_core(tight_opts);
+  auto refused = tight->check("stage");
+  REQUIRE_FALSE(refused.ok());
+  const std::string why = refused.error().message();
+  CHECK_MESSAGE(why.find("kept by earlier stages") != std::string::npos, why);
+  CHECK_MESSAGE(why.find("over stage.backup_budget 16 bytes") != std::string::npos, why);
+  CHECK(refused.error().evidence["backup_kept_bytes"] == 56);
+
+  // An unverified op keeps its backups (it may need undoing); "keep" keeps the named one.
+  auto b = core->apply("stage", "op-second");
+  REQUIRE_MESSAGE(b.ok(), b.error().message());
+  const std::uint64_t second_backup = 3 * (1 << 20) + 5;  // the first stage's shard, replaced again
+  auto fits_second_opts = worker_options(worker, local_source(head));
+  fits_second_opts.stage->backup_budget = second_backup;
+  auto fits_second = sandbox::open_core(fits_second_opts);
+  auto both = fits_second->check("stage");
+  REQUIRE_FALSE(both.ok());  // both ops' backups are kept: over the budget
+  CHECK(both.error().evidence["backup_kept_bytes"] == 56 + second_backup);
+
+  auto kept = core->release_stage({});
+  REQUIRE_MESSAGE(kept.ok(), kept.error().message());
+  CHECK((*kept)["released"].size() == 1);
+  CHECK((*kept)["released"][0]["op_id"] == "op-first");
+  CHECK((*kept)["freed_bytes"] == 56);
+  CHECK((*kept)["kept"] == json::array({"op-second"}));
+  CHECK_FALSE(worker.exists("/var/lib/tandemd/stage-backups/op-first"));
+  CHECK(worker.exists("/var/lib/tandemd/stage-backups/op-second"));
+  REQUIRE(core->verify("op-second").ok());
+  auto keep_named = core->release_stage({"op-second"});
+  REQUIRE(keep_named.ok());
+  CHECK((*keep_named)["released"].empty());
+
+  // With the first released, the same budget holds what is left.
+  auto now = fits_second->check("stage");
+  REQUIRE_MESSAGE(now.ok(), now.error().message());
+  CHECK((*now)["backup_kept_bytes"] == second_backup);
+
+  // A released op is passed by: undo_incomplete undoes only the second, back to the first's files.
+  auto undo_first = core->undo("op-first");
+  REQUIRE_FALSE(undo_first.ok());
+  CHECK(undo_first.error().message().find("was released") != std::string::npos);
+  auto u = core->undo_incomplete();
+  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  CHECK((*u)["undone"].size() == 1);
+  CHECK(worker.read(kShard) == std::string(3 * (1 << 20) + 5, 'n'));
+}

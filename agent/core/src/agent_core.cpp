@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "tandem/agent/cache_dir_step.hpp"
@@ -127,6 +128,9 @@ Result<json> AgentCore::verify(const std::string& op_id) {
 Result<json> AgentCore::undo(const std::string& op_id) {
   auto name = step_of(op_id);
   if (!name) return name.error();
+  if (auto rel = journal_->last(op_id, Phase::released))
+    return plain_error(journal_->path(), "op '" + op_id + "' was released at " + rel->time +
+                                             " (its backups were freed and its files kept for good); nothing to undo");
   if (auto done = journal_->last(op_id, Phase::undone)) return wrap(*done, true);
   auto intent = journal_->last(op_id, Phase::intent);
   if (!intent) return plain_error("", "op '" + op_id + "' never reached intent; nothing was changed");
@@ -135,6 +139,28 @@ Result<json> AgentCore::undo(const std::string& op_id) {
   auto rec = journal_->append(op_id, *name, Phase::undone, *u);
   if (!rec) return rec.error();
   return wrap(*rec, false);
+}
+
+Result<json> AgentCore::release_stage(const std::vector<std::string>& keep) {
+  json released = json::array(), kept = json::array();
+  std::uint64_t freed = 0;
+  for (const auto& op : journal_->ops_to_undo()) {
+    auto name = step_of(op);
+    if (!name || *name != "stage") continue;
+    if (std::find(keep.begin(), keep.end(), op) != keep.end() || !journal_->last(op, Phase::verified)) {
+      kept.push_back(op);
+      continue;
+    }
+    auto r = release_stage_backups(journal_->dir(), op);
+    if (!r) return r.error();
+    auto rec = journal_->append(op, "stage", Phase::released, *r);
+    if (!rec) return rec.error();
+    freed += (*r)["freed_bytes"].get<std::uint64_t>();
+    json one = *r;
+    one["op_id"] = op;
+    released.push_back(one);
+  }
+  return json{{"released", released}, {"freed_bytes", freed}, {"kept", kept}};
 }
 
 Result<json> AgentCore::undo_incomplete() {
