@@ -23,8 +23,8 @@ namespace {
 const std::string kShard = "/models/target/model-00001-of-00001.safetensors";
 
 std::vector<tandem::StagedPath> staged(const CoreOptions& o) {
-  return {{o.engine.binary, false, ""}, {o.engine.pins[0].path, false, ""}, {o.engine.model_dir, true, ""},
-          {o.engine.drafter_dir, true, ""}};
+  return {{o.engine.binary, false, "", ""}, {o.engine.pins[0].path, false, "", ""}, {o.engine.model_dir, true, "", ""},
+          {o.engine.drafter_dir, true, "", ""}};
 }
 
 std::shared_ptr<LocalStageSource> local_source(const Sandbox& head) {
@@ -415,4 +415,66 @@ TEST_CASE("stage: backups of verified stages are released on request; the budget
   REQUIRE_MESSAGE(u.ok(), u.error().message());
   CHECK((*u)["undone"].size() == 1);
   CHECK(worker.read(kShard) == std::string(3 * (1 << 20) + 5, 'n'));
+}
+
+TEST_CASE("stage: stage.files lands a source path under another name, only with its pinned SHA-256") {
+  Sandbox head, worker;
+  head_files(head);
+  head.write("/opt/build/tandem-serve", "fresh build", 0755);
+  const std::string target = "/usr/local/bin/tandem-serve";
+  auto with_file = [&](const CoreOptions& o, const std::string& pin) {
+    auto v = staged(o);
+    v.push_back({target, false, pin, "/opt/build/tandem-serve"});
+    return v;
+  };
+  auto source_for = [&](const std::string& pin) {
+    auto o = sandbox::options(head);
+    const auto paths = with_file(o, pin);
+    auto root = NodeRoot::open(head.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir, paths));
+    REQUIRE(root.ok());
+    return std::make_shared<LocalStageSource>(*root, paths, o.engine.pins, "", "head (test)");
+  };
+  auto worker_for = [&](const std::string& pin) {
+    auto o = worker_options(worker, source_for(pin));
+    o.staged_paths = with_file(o, pin);
+    return o;
+  };
+
+  SUBCASE("pinned and matching: listed and landed under the target's name") {
+    const std::string pin = tandem::sha256_hex("fresh build");
+    auto src = source_for(pin);
+    CHECK(src->serves(target));
+    CHECK_FALSE(src->serves("/opt/build/tandem-serve"));  // asked for by its target name only
+    const SourceFile f = listed(*src, target);
+    CHECK(f.sha256 == pin);
+    auto core = sandbox::open_core(worker_for(pin));
+    auto a = core->apply("stage", "op-files");
+    REQUIRE_MESSAGE(a.ok(), a.error().message());
+    CHECK(worker.read(target) == "fresh build");
+    CHECK(worker.mode(target) == 0755);
+    CHECK_FALSE(worker.exists("/opt/build/tandem-serve"));
+    REQUIRE(core->verify("op-files").ok());
+    auto u = core->undo("op-files");
+    REQUIRE_MESSAGE(u.ok(), u.error().message());
+    CHECK_FALSE(worker.exists(target));
+  }
+  SUBCASE("the source's copy differs from the pin: nothing is listed, nothing lands") {
+    const std::string pin(64, 'a');
+    auto l = source_for(pin)->list();
+    REQUIRE_FALSE(l.ok());
+    CHECK(l.error().message().find("but the manifest pins " + pin + " (staged to " + target + ")") != std::string::npos);
+    auto core = sandbox::open_core(worker_for(pin));
+    auto a = core->apply("stage", "op-files-bad");
+    REQUIRE_FALSE(a.ok());
+    CHECK_FALSE(worker.exists(target));
+  }
+  SUBCASE("a source that lists other bytes than the pin is refused by the worker too") {
+    const std::string pin(64, 'b');
+    auto o = worker_options(worker, source_for(""));  // the source knows no pin
+    o.staged_paths = with_file(o, pin);
+    auto core = sandbox::open_core(o);
+    auto c = core->check("stage");
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().message().find("refused: the source lists it as") != std::string::npos);
+  }
 }

@@ -42,7 +42,7 @@ Status make_dirs(const std::string& real, mode_t mode) {
 }  // namespace
 
 Result<std::unique_ptr<AgentCore>> AgentCore::open(const CoreOptions& o) {
-  auto root = NodeRoot::open(o.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir));
+  auto root = NodeRoot::open(o.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir, o.staged_paths));
   if (!root) return root.error();
   auto state = root->resolve(o.state_dir);
   if (!state) return state.error();

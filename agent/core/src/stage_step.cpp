@@ -191,6 +191,12 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
     bool named = false;
     for (const auto& p : paths_) named = named || (p.path == e.path && p.dir == e.dir);
     if (!named) return plain_error(e.path, "refused: the source listed a path the manifest's stage section does not name");
+    // A pinned file is taken only with its pinned bytes, whatever the source claims to serve.
+    for (const auto& p : paths_)
+      if (!p.dir && p.path == e.path && !p.sha256.empty())
+        for (const auto& f : e.files)
+          if (f.sha256 != p.sha256)
+            return plain_error(f.path, "refused: the source lists it as " + f.sha256 + " but the manifest pins " + p.sha256);
   }
   const NodeRoot& root = ctx.root;
   json copy = json::array(), extras = json::array(), dirs = json::array();
