@@ -218,9 +218,9 @@ Outcome Daemon::undo_incomplete() {
   return from(core.undo_incomplete());
 }
 
-Outcome Daemon::stage_release(const std::vector<std::string>& keep) {
+Outcome Daemon::stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) {
   TANDEM_WITH_CORE(core, "");
-  return from(core.release_stage(keep));
+  return from(core.release_stage(keep, keep_prefixes));
 }
 
 Outcome Daemon::journal(const std::string& op_id) {

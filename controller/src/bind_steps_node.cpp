@@ -87,12 +87,14 @@ StepOutcome run_deadman_disarm(BindContext& ctx, const Step& s) {
   if (auto dead = dead_rank(ctx)) return *dead;
   StepOutcome o = from_reply(ctx.agent(s.node).deadman_disarm(ctx.op_for_step(s.index)));
   if (!o.ok || !ctx.m.stage) return o;
-  // The bind is good: the backups older stages kept on this node are freed, so the state dir does
-  // not grow with every bind. This bind's own stay, for `tandemctl rollback` of it.
+  // The bind is good: the backups earlier binds' stages kept on this node are freed, so the state
+  // dir does not grow with every bind. This bind's own stay, for `tandemctl rollback` of it, and so
+  // do those of `tandemctl stage` runs (ops "stage-..."): they may have carried this bind's files
+  // ahead of it, and the old lane may need the files they replaced back (--release-backups frees them).
   std::vector<std::string> keep;
   for (const auto& st : ctx.plan.steps)
     if (st.node == s.node && st.action == "stage.files") keep.push_back(ctx.op_for_step(st.index));
-  AgentReply r = ctx.agent(s.node).stage_release(keep);
+  AgentReply r = ctx.agent(s.node).stage_release(keep, {"stage-"});
   if (!r.ok) {
     o.note += " (older stage backups not freed: " + r.error + ")";
     return o;

@@ -123,7 +123,8 @@ void add_stage_command(CLI::App& app) {
       "refused. Replaced files are kept under the agent's state dir, so `tandemctl rollback` (and the\n"
       "dead-man) put them back byte for byte. A cut transfer resumes from its last recorded chunk when\n"
       "stage or bind runs again. The backups are kept until a later bind succeeds (its disarm frees those of\n"
-      "earlier stages) or --release-backups frees them all; stage.backup_budget bounds them, checked at preflight.\n"
+      "earlier binds' stages) or --release-backups frees them all (those of `tandemctl stage` runs too);\n"
+      "stage.backup_budget bounds them, checked at preflight.\n"
       "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
   cmd->callback([o] { std::exit(stage(*o)); });
 }

@@ -312,3 +312,33 @@ TEST_CASE("stage: bind: kill -9 of the controller mid-file; the next bind resume
   REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
   CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
 }
+
+TEST_CASE("stage: backups stay through a bind that needs them and go with --release-backups") {
+  Cluster c(staged_cluster());
+  write(c.root(0) / kBlob, random_bytes(200000, 14));
+  const std::string worker_blob = random_bytes(150000, 15);
+  write(c.root(1) / kBlob, worker_blob);
+  std::string out;
+  REQUIRE(c.ctl({"stage", c.manifest_path()}, out) == 0);
+  c.start_old_lane();
+  REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);  // finds the files equal
+  INFO(out);
+  // The bind's disarm freed no backup the `tandemctl stage` run keeps: --release-backups finds it.
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups", "-o", "json"}, out, true) == 0);
+  const json rel = json::parse(out.substr(out.find('{')));
+  CHECK(rel["result"] == "released");
+  for (const auto& n : rel["nodes"]) {
+    if (n["node"] != "rank1") continue;
+    // The stage run's op and the bind's (which copied nothing); every one now.
+    REQUIRE(n["evidence"]["released"].size() == 2);
+    CHECK(n["evidence"]["released"][0]["op_id"].get<std::string>().starts_with("stage-"));
+    CHECK(n["evidence"]["released"][0]["freed_bytes"] == worker_blob.size());  // the replaced blob, its backup's alone
+    CHECK(n["evidence"]["freed_bytes"] == worker_blob.size());
+  }
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups", "-o", "json"}, out, true) == 0);
+  CHECK(json::parse(out.substr(out.find('{')))["nodes"][0]["evidence"]["released"].empty());
+  // Rolling the bind back leaves the released stages' files: they are kept for good.
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  INFO(out);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+}

@@ -128,9 +128,13 @@ Result<json> AgentCore::verify(const std::string& op_id) {
 Result<json> AgentCore::undo(const std::string& op_id) {
   auto name = step_of(op_id);
   if (!name) return name.error();
-  if (auto rel = journal_->last(op_id, Phase::released))
-    return plain_error(journal_->path(), "op '" + op_id + "' was released at " + rel->time +
-                                             " (its backups were freed and its files kept for good); nothing to undo");
+  // Released: its files were kept for good and there is nothing to put back; a rollback that
+  // names it learns so and goes on with the rest.
+  if (auto rel = journal_->last(op_id, Phase::released)) {
+    json ev{{"released", true}, {"restored", 0},
+            {"note", "released at " + rel->time + ": its backups were freed, its files kept for good"}};
+    return json{{"op_id", op_id}, {"step", *name}, {"phase", "released"}, {"replayed", true}, {"evidence", ev}};
+  }
   if (auto done = journal_->last(op_id, Phase::undone)) return wrap(*done, true);
   auto intent = journal_->last(op_id, Phase::intent);
   if (!intent) return plain_error("", "op '" + op_id + "' never reached intent; nothing was changed");
@@ -141,13 +145,14 @@ Result<json> AgentCore::undo(const std::string& op_id) {
   return wrap(*rec, false);
 }
 
-Result<json> AgentCore::release_stage(const std::vector<std::string>& keep) {
+Result<json> AgentCore::release_stage(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) {
   json released = json::array(), kept = json::array();
   std::uint64_t freed = 0;
   for (const auto& op : journal_->ops_to_undo()) {
     auto name = step_of(op);
     if (!name || *name != "stage") continue;
-    if (std::find(keep.begin(), keep.end(), op) != keep.end() || !journal_->last(op, Phase::verified)) {
+    const bool by_prefix = std::any_of(keep_prefixes.begin(), keep_prefixes.end(), [&](const std::string& p) { return op.starts_with(p); });
+    if (by_prefix || std::find(keep.begin(), keep.end(), op) != keep.end() || !journal_->last(op, Phase::verified)) {
       kept.push_back(op);
       continue;
     }
