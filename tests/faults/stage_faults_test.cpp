@@ -95,6 +95,8 @@ TEST_CASE("stage: tandemctl stage makes the worker equal over mTLS, skips what i
   }
   CHECK(out.find("[stage]") != std::string::npos);
   CHECK(out.find("action: stage.files") != std::string::npos);
+  CHECK(out.find("action: stage.check") != std::string::npos);
+  CHECK(out.find("action: stage.check") < out.find("action: deadman.arm"));
   CHECK(out.find("[stage]") < out.find("[outage]"));
 
   int rc = c.ctl({"stage", c.manifest_path(), "-o", "json"}, out, true);
@@ -340,5 +342,29 @@ TEST_CASE("stage: backups stay through a bind that needs them and go with --rele
   // Rolling the bind back leaves the released stages' files: they are kept for good.
   REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
   INFO(out);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+}
+
+TEST_CASE("stage: bind: the backups' room is checked at preflight; the refusal names node, path and bytes") {
+  Cluster c(staged_cluster(", backup_budget: 1000"));
+  write(c.root(0) / kBlob, random_bytes(200000, 16));
+  write(c.root(1) / kBlob, random_bytes(150000, 17));
+  std::string out;
+  REQUIRE(c.ctl({"stage", c.manifest_path()}, out) == 0);  // keeps a 150000-byte backup
+  write(c.root(0) / kBlob, random_bytes(200000, 18));
+  const std::string staged = slurp(c.root(1) / kBlob);
+  c.start_old_lane();
+  CHECK(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 3);
+  INFO(out);
+  CHECK(out.find("stage.check") != std::string::npos);
+  CHECK(out.find("rank1 (127.0.0.2:") != std::string::npos);
+  CHECK(out.find("/stage-backups: backups need 150000 bytes") != std::string::npos);
+  CHECK(out.find("over stage.backup_budget 1000 bytes") != std::string::npos);
+  CHECK(out.find("nothing was changed on any node") != std::string::npos);
+  CHECK(out.find("deadman.arm        ok") == std::string::npos);
+  CHECK(slurp(c.root(1) / kBlob) == staged);
+  // Freed, the same bind goes through.
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups"}, out) == 0);
+  REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);
   CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
 }
