@@ -218,6 +218,11 @@ Outcome Daemon::undo_incomplete() {
   return from(core.undo_incomplete());
 }
 
+Outcome Daemon::stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) {
+  TANDEM_WITH_CORE(core, "");
+  return from(core.release_stage(keep, keep_prefixes));
+}
+
 Outcome Daemon::journal(const std::string& op_id) {
   TANDEM_WITH_CORE(core, "");
   json out = json::array();

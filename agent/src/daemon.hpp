@@ -46,6 +46,8 @@ class Daemon {
   Outcome op_verify(const std::string& op_id);
   Outcome op_undo(const std::string& op_id);
   Outcome undo_incomplete();
+  // Frees the backups of verified stage ops other than `keep` (AgentCore::release_stage).
+  Outcome stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes);
   Outcome journal(const std::string& op_id);
   Outcome engine_start(const std::string& op_id);
   Outcome engine_wait_ready(double timeout_s);

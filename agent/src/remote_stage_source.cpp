@@ -39,12 +39,31 @@ std::string RemoteStageSource::where() const {
   return "head " + ep_.node_name + " (" + ep_.host + ":" + std::to_string(ep_.port) + ")";
 }
 
-agent::Result<net::ClientResponse> RemoteStageSource::get(const std::string& target, std::chrono::milliseconds timeout) const {
+std::unique_ptr<net::KeptConnection> RemoteStageSource::take() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return c;
+    }
+  }
+  return std::make_unique<net::KeptConnection>(client_, ep_);
+}
+
+void RemoteStageSource::give_back(std::unique_ptr<net::KeptConnection> c) {
+  std::lock_guard lock(mu_);
+  idle_.push_back(std::move(c));
+}
+
+agent::Result<net::ClientResponse> RemoteStageSource::get(const std::string& target, std::chrono::milliseconds timeout) {
   std::string last;
+  auto conn = take();
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    auto r = client_.request(ep_, "GET", target, {}, timeout);
+    auto r = conn->request("GET", target, {}, timeout);
     if (r) {
-      if (r->status == 200) return *r;
+      give_back(std::move(conn));
+      if (r->status == 200) return std::move(*r);
       std::string why = r->body;
       try {
         why = json::parse(r->body).value("error", r->body);

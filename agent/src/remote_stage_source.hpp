@@ -2,7 +2,9 @@
 // mutual TLS with this node's own certificate (CN = node name, checked against the head's manifest).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "tandem/agent/stage_source.hpp"
 #include "tandem/manifest.hpp"
@@ -22,9 +24,15 @@ class RemoteStageSource : public agent::StageSource {
 
  private:
   RemoteStageSource(net::HttpsClient client, net::Endpoint ep) : client_(std::move(client)), ep_(std::move(ep)) {}
-  agent::Result<net::ClientResponse> get(const std::string& target, std::chrono::milliseconds timeout) const;
+  agent::Result<net::ClientResponse> get(const std::string& target, std::chrono::milliseconds timeout);
+  // Kept connections, one per puller thread at a time: chunks of one file follow each other on
+  // one TLS session instead of a handshake each.
+  std::unique_ptr<net::KeptConnection> take();
+  void give_back(std::unique_ptr<net::KeptConnection> c);
   net::HttpsClient client_;
   net::Endpoint ep_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<net::KeptConnection>> idle_;
 };
 
 }  // namespace tandem::agentd

@@ -113,6 +113,21 @@ net::Router make_router(Daemon& d) {
     return net::Response::error(404, "expected POST /v1/ops/<op_id>/verify or /undo");
   });
   r.on("POST", "/v1/undo-incomplete", [&d](const net::Request&) { return to_response(d.undo_incomplete()); });
+  // POST /v1/stage/release {"keep":[op_id...], "keep_prefixes":[prefix...]}: free the backups of
+  // every other verified stage op.
+  r.on_json("POST", "/v1/stage/release", [&d](const net::Request&, const json& body) {
+    std::vector<std::string> keep, prefixes;
+    for (auto [key, out] : {std::pair<const char*, std::vector<std::string>*>{"keep", &keep}, {"keep_prefixes", &prefixes}}) {
+      if (!body.contains(key)) continue;
+      if (!body[key].is_array()) return net::Response::error(400, std::string("'") + key + "' must be a list of op ids");
+      for (const auto& k : body[key]) {
+        if (!k.is_string() || !agent::valid_op_id(k.get<std::string>()))
+          return net::Response::error(400, std::string("'") + key + "' holds something that is not an op id: " + k.dump());
+        out->push_back(k.get<std::string>());
+      }
+    }
+    return to_response(d.stage_release(keep, prefixes));
+  });
   r.on("GET", "/v1/journal", [&d](const net::Request& req) {
     return to_response(d.journal(req.query_param("op_id").value_or("")));
   });

@@ -32,7 +32,7 @@ std::variant<std::shared_ptr<const Manifest>, Outcome> Daemon::source_manifest(c
 }
 
 std::shared_ptr<agent::LocalStageSource> Daemon::local_source(const Manifest& m) const {
-  auto root = agent::NodeRoot::open(opts_.root, agent::NodeRoot::manifest_allow_list(m.engine, opts_.state_dir_host));
+  auto root = agent::NodeRoot::open(opts_.root, agent::NodeRoot::manifest_allow_list(m.engine, opts_.state_dir_host, m.staged_paths()));
   if (!root) return nullptr;
   return std::make_shared<agent::LocalStageSource>(std::move(*root), m.staged_paths(), m.engine.pins,
                                                    opts_.state_dir + "/sha256-cache.json", "head " + opts_.node);

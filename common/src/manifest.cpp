@@ -43,12 +43,13 @@ std::vector<StagedPath> Manifest::staged_paths() const {
   std::vector<StagedPath> out;
   if (!stage) return out;
   for (Stage::Item i : stage->items) {
-    if (i == Stage::Item::binary && !engine.binary.empty()) out.push_back({engine.binary, false, ""});
+    if (i == Stage::Item::binary && !engine.binary.empty()) out.push_back({engine.binary, false, "", ""});
     if (i == Stage::Item::pins)
-      for (const auto& p : engine.pins) out.push_back({p.path, false, p.sha256});
-    if (i == Stage::Item::model && !engine.model_dir.empty()) out.push_back({engine.model_dir, true, ""});
-    if (i == Stage::Item::drafter && !engine.drafter_dir.empty()) out.push_back({engine.drafter_dir, true, ""});
+      for (const auto& p : engine.pins) out.push_back({p.path, false, p.sha256, ""});
+    if (i == Stage::Item::model && !engine.model_dir.empty()) out.push_back({engine.model_dir, true, "", ""});
+    if (i == Stage::Item::drafter && !engine.drafter_dir.empty()) out.push_back({engine.drafter_dir, true, "", ""});
   }
+  for (const auto& f : stage->files) out.push_back({f.target, false, f.sha256, f.source == f.target ? "" : f.source});
   // A pin inside the model dir (config.json) travels with the dir; staging it twice would race.
   std::vector<StagedPath> kept;
   for (const auto& p : out) {

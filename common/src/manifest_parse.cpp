@@ -477,6 +477,30 @@ void read_stage(Context& ctx, MapReader& top, Manifest& m) {
   r.boolean("prune", st.prune);
   std::optional<std::uint64_t> budget;
   if (r.size("backup_budget", budget) && budget) st.backup_budget = *budget;
+  if (r.has("files")) {
+    YAML::Node files = r.value("files");
+    if (!files.IsSequence()) {
+      ctx.error(files.IsNull() ? r.key_mark("files") : ctx.mark_of(files),
+                "'stage.files' must be a list of {source, target, sha256}, got " + std::string(yaml::kind_name(files)));
+    } else {
+      for (size_t i = 0; i < files.size(); ++i) {
+        Stage::File f;
+        MapReader fr(ctx, files[i], "stage.files[" + std::to_string(i) + "]");
+        if (!fr.ok()) continue;
+        f.mark = fr.mark();
+        fr.abs_path("source", f.source, true);
+        fr.abs_path("target", f.target, true);
+        if (fr.str("sha256", f.sha256) && fr.has("sha256") && !std::regex_match(f.sha256, kHex64))
+          ctx.error(fr.value("sha256"), "'" + fr.child_path("sha256") + "' is not a SHA-256; expected 64 lowercase hex digits");
+        fr.finish();
+        for (const auto& other : st.files)
+          if (!f.target.empty() && other.target == f.target)
+            ctx.error(fr.value("target"), "'" + fr.child_path("target") + "' is " + f.target +
+                                              ", already the target of an earlier stage.files entry; expected each target once");
+        st.files.push_back(f);
+      }
+    }
+  }
   r.finish();
   m.stage = st;
 }

@@ -225,6 +225,17 @@ void check_stage(yaml::Context& ctx, const Manifest& m) {
     ctx.error(at(ctx, "stage.items"), std::string("'stage.items' names ") + to_string(i) + " but " + key +
                                           " is not set; expected only items the engine section names");
   }
+  // A stage.files target that an item stages too would be written twice, from two sources.
+  Manifest items_only = m;
+  items_only.stage->files.clear();
+  const auto item_paths = items_only.staged_paths();
+  for (size_t k = 0; k < m.stage->files.size(); ++k) {
+    const Stage::File& f = m.stage->files[k];
+    for (const auto& p : item_paths)
+      if (!f.target.empty() && (f.target == p.path || (p.dir && f.target.starts_with(p.path + "/"))))
+        ctx.error(f.mark, "'stage.files[" + std::to_string(k) + "].target' is " + f.target + ", which stage.items already stages (" +
+                              p.path + (p.dir ? "/*" : "") + "); expected a path no item stages");
+  }
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ namespace {
 const std::string kShard = "/models/target/model-00001-of-00001.safetensors";
 
 std::vector<tandem::StagedPath> staged(const CoreOptions& o) {
-  return {{o.engine.binary, false, ""}, {o.engine.pins[0].path, false, ""}, {o.engine.model_dir, true, ""},
-          {o.engine.drafter_dir, true, ""}};
+  return {{o.engine.binary, false, "", ""}, {o.engine.pins[0].path, false, "", ""}, {o.engine.model_dir, true, "", ""},
+          {o.engine.drafter_dir, true, "", ""}};
 }
 
 std::shared_ptr<LocalStageSource> local_source(const Sandbox& head) {
@@ -353,4 +353,129 @@ TEST_CASE("stage: disk full on the target is a clear error and nothing half-writ
   CHECK(worker.read(kShard) == "old shard");
   CHECK_FALSE(worker.exists(partial_path(kShard)));
   CHECK_FALSE(worker.exists(sidecar_path(kShard)));
+}
+
+TEST_CASE("stage: backups of verified stages are released on request; the budget counts the kept ones") {
+  Sandbox head, worker;
+  head_files(head);
+  worker.write(kShard, "old shard, the bytes only the backup holds once replaced");
+  auto core = sandbox::open_core(worker_options(worker, local_source(head)));
+  auto a = core->apply("stage", "op-first");
+  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE(core->verify("op-first").ok());
+  CHECK(worker.exists("/var/lib/tandemd/stage-backups/op-first"));
+
+  // The head changes; a second stage must keep a backup of the first's shard too. The old shard
+  // (held by the first backup alone now) counts against a budget smaller than it: refused at check.
+  head.write(kShard, std::string(3 * (1 << 20) + 5, 'm'));
+  auto tight_opts = worker_options(worker, local_source(head));
+  tight_opts.stage->backup_budget = 16;
+  auto tight = sandbox::open_core(tight_opts);
+  auto refused = tight->check("stage");
+  REQUIRE_FALSE(refused.ok());
+  const std::string why = refused.error().message();
+  CHECK_MESSAGE(why.find("kept by earlier stages") != std::string::npos, why);
+  CHECK_MESSAGE(why.find("over stage.backup_budget 16 bytes") != std::string::npos, why);
+  CHECK(refused.error().evidence["backup_kept_bytes"] == 56);
+
+  // An unverified op keeps its backups (it may need undoing); "keep" keeps the named one.
+  auto b = core->apply("stage", "op-second");
+  REQUIRE_MESSAGE(b.ok(), b.error().message());
+  const std::uint64_t second_backup = 3 * (1 << 20) + 5;  // the first stage's shard, replaced again
+  auto fits_second_opts = worker_options(worker, local_source(head));
+  fits_second_opts.stage->backup_budget = second_backup;
+  auto fits_second = sandbox::open_core(fits_second_opts);
+  auto both = fits_second->check("stage");
+  REQUIRE_FALSE(both.ok());  // both ops' backups are kept: over the budget
+  CHECK(both.error().evidence["backup_kept_bytes"] == 56 + second_backup);
+
+  auto kept = core->release_stage({});
+  REQUIRE_MESSAGE(kept.ok(), kept.error().message());
+  CHECK((*kept)["released"].size() == 1);
+  CHECK((*kept)["released"][0]["op_id"] == "op-first");
+  CHECK((*kept)["freed_bytes"] == 56);
+  CHECK((*kept)["kept"] == json::array({"op-second"}));
+  CHECK_FALSE(worker.exists("/var/lib/tandemd/stage-backups/op-first"));
+  CHECK(worker.exists("/var/lib/tandemd/stage-backups/op-second"));
+  REQUIRE(core->verify("op-second").ok());
+  auto keep_named = core->release_stage({"op-second"});
+  REQUIRE(keep_named.ok());
+  CHECK((*keep_named)["released"].empty());
+
+  // With the first released, the same budget holds what is left.
+  auto now = fits_second->check("stage");
+  REQUIRE_MESSAGE(now.ok(), now.error().message());
+  CHECK((*now)["backup_kept_bytes"] == second_backup);
+
+  // A released op is passed by: undo_incomplete undoes only the second, back to the first's files.
+  auto undo_first = core->undo("op-first");
+  REQUIRE(undo_first.ok());
+  CHECK((*undo_first)["evidence"]["released"] == true);
+  CHECK((*undo_first)["evidence"]["restored"] == 0);
+  auto u = core->undo_incomplete();
+  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  CHECK((*u)["undone"].size() == 1);
+  CHECK(worker.read(kShard) == std::string(3 * (1 << 20) + 5, 'n'));
+}
+
+TEST_CASE("stage: stage.files lands a source path under another name, only with its pinned SHA-256") {
+  Sandbox head, worker;
+  head_files(head);
+  head.write("/opt/build/tandem-serve", "fresh build", 0755);
+  const std::string target = "/usr/local/bin/tandem-serve";
+  auto with_file = [&](const CoreOptions& o, const std::string& pin) {
+    auto v = staged(o);
+    v.push_back({target, false, pin, "/opt/build/tandem-serve"});
+    return v;
+  };
+  auto source_for = [&](const std::string& pin) {
+    auto o = sandbox::options(head);
+    const auto paths = with_file(o, pin);
+    auto root = NodeRoot::open(head.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir, paths));
+    REQUIRE(root.ok());
+    return std::make_shared<LocalStageSource>(*root, paths, o.engine.pins, "", "head (test)");
+  };
+  auto worker_for = [&](const std::string& pin) {
+    auto o = worker_options(worker, source_for(pin));
+    o.staged_paths = with_file(o, pin);
+    return o;
+  };
+
+  SUBCASE("pinned and matching: listed and landed under the target's name") {
+    const std::string pin = tandem::sha256_hex("fresh build");
+    auto src = source_for(pin);
+    CHECK(src->serves(target));
+    CHECK_FALSE(src->serves("/opt/build/tandem-serve"));  // asked for by its target name only
+    const SourceFile f = listed(*src, target);
+    CHECK(f.sha256 == pin);
+    auto core = sandbox::open_core(worker_for(pin));
+    auto a = core->apply("stage", "op-files");
+    REQUIRE_MESSAGE(a.ok(), a.error().message());
+    CHECK(worker.read(target) == "fresh build");
+    CHECK(worker.mode(target) == 0755);
+    CHECK_FALSE(worker.exists("/opt/build/tandem-serve"));
+    REQUIRE(core->verify("op-files").ok());
+    auto u = core->undo("op-files");
+    REQUIRE_MESSAGE(u.ok(), u.error().message());
+    CHECK_FALSE(worker.exists(target));
+  }
+  SUBCASE("the source's copy differs from the pin: nothing is listed, nothing lands") {
+    const std::string pin(64, 'a');
+    auto l = source_for(pin)->list();
+    REQUIRE_FALSE(l.ok());
+    CHECK(l.error().message().find("but the manifest pins " + pin + " (staged to " + target + ")") != std::string::npos);
+    auto core = sandbox::open_core(worker_for(pin));
+    auto a = core->apply("stage", "op-files-bad");
+    REQUIRE_FALSE(a.ok());
+    CHECK_FALSE(worker.exists(target));
+  }
+  SUBCASE("a source that lists other bytes than the pin is refused by the worker too") {
+    const std::string pin(64, 'b');
+    auto o = worker_options(worker, source_for(""));  // the source knows no pin
+    o.staged_paths = with_file(o, pin);
+    auto core = sandbox::open_core(o);
+    auto c = core->check("stage");
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().message().find("refused: the source lists it as") != std::string::npos);
+  }
 }

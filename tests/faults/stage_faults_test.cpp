@@ -95,6 +95,8 @@ TEST_CASE("stage: tandemctl stage makes the worker equal over mTLS, skips what i
   }
   CHECK(out.find("[stage]") != std::string::npos);
   CHECK(out.find("action: stage.files") != std::string::npos);
+  CHECK(out.find("action: stage.check") != std::string::npos);
+  CHECK(out.find("action: stage.check") < out.find("action: deadman.arm"));
   CHECK(out.find("[stage]") < out.find("[outage]"));
 
   int rc = c.ctl({"stage", c.manifest_path(), "-o", "json"}, out, true);
@@ -246,4 +248,123 @@ TEST_CASE("stage: the head serves its files only to nodes of the manifest, and o
   r = worker.get(head, "/v1/stage/source/list");
   REQUIRE(r.ok());
   CHECK(r->status == 200);
+}
+
+// The same faults with the stage phase of `tandemctl bind` (the bind fault matrix's stage rows):
+// the dead-men are armed by then, and a failed bind rolls the staged files back byte for byte.
+TEST_CASE("stage: bind: kill -9 of the worker's agent mid-file, restarted; the bind binds on equal files") {
+  Cluster c(staged_cluster(", rate_limit: 1MiB"));
+  write(c.root(0) / kBlob, random_bytes(3 << 20, 11));
+  write(c.root(1) / kBlob, "the worker's older blob");
+  c.start_old_lane();
+  const pid_t ctl = c.ctl_background({"bind", c.manifest_path(), "--yes"}, c.dir / "bind.log");
+  wait_partial(c, 512 << 10);
+  c.restart_agent(1);
+  int rc = wait_exit(ctl);
+  std::string out = slurp(c.dir / "bind.log");
+  INFO(out);
+  if (rc != 0) {  // the bind gave up and rolled back: the next one resumes the kept chunks
+    CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+    rc = c.ctl({"bind", c.manifest_path(), "--yes"}, out);
+  }
+  REQUIRE(rc == 0);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+  CHECK(c.ranks(1).size() == 1);
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+}
+
+TEST_CASE("stage: bind: kill -9 of the head's agent mid-file, left down; the bind fails naming it, nothing lands") {
+  Cluster c(staged_cluster(", rate_limit: 1MiB"));
+  write(c.root(0) / kBlob, random_bytes(3 << 20, 12));
+  write(c.root(1) / kBlob, "the worker's older blob");
+  c.start_old_lane();
+  const pid_t ctl = c.ctl_background({"bind", c.manifest_path(), "--yes"}, c.dir / "bind.log");
+  wait_partial(c, 512 << 10);
+  c.kill_agent(0);
+  CHECK(wait_exit(ctl) == 3);
+  const std::string failed = slurp(c.dir / "bind.log");
+  CHECK_MESSAGE(failed.find("head rank0 (127.0.0.1:") != std::string::npos, failed);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");  // never half-written in place
+
+  c.restart_agent(0);
+  std::string out;
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  INFO(out);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+  REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);  // the rollback brought the old lane back
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+}
+
+TEST_CASE("stage: bind: kill -9 of the controller mid-file; the next bind resumes and binds, rollback restores") {
+  Cluster c(staged_cluster(", rate_limit: 2MiB"));
+  write(c.root(0) / kBlob, random_bytes(2 << 20, 13));
+  write(c.root(1) / kBlob, "the worker's older blob");
+  c.start_old_lane();
+  const pid_t ctl = c.ctl_background({"bind", c.manifest_path(), "--yes"}, c.dir / "bind.log");
+  wait_partial(c, 256 << 10);
+  ::kill(ctl, SIGKILL);
+  ::waitpid(ctl, nullptr, 0);
+  std::string out;
+  const int rc = c.ctl({"bind", c.manifest_path(), "--yes"}, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("resuming bind") != std::string::npos);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+}
+
+TEST_CASE("stage: backups stay through a bind that needs them and go with --release-backups") {
+  Cluster c(staged_cluster());
+  write(c.root(0) / kBlob, random_bytes(200000, 14));
+  const std::string worker_blob = random_bytes(150000, 15);
+  write(c.root(1) / kBlob, worker_blob);
+  std::string out;
+  REQUIRE(c.ctl({"stage", c.manifest_path()}, out) == 0);
+  c.start_old_lane();
+  REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);  // finds the files equal
+  INFO(out);
+  // The bind's disarm freed no backup the `tandemctl stage` run keeps: --release-backups finds it.
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups", "-o", "json"}, out, true) == 0);
+  const json rel = json::parse(out.substr(out.find('{')));
+  CHECK(rel["result"] == "released");
+  for (const auto& n : rel["nodes"]) {
+    if (n["node"] != "rank1") continue;
+    // The stage run's op and the bind's (which copied nothing); every one now.
+    REQUIRE(n["evidence"]["released"].size() == 2);
+    CHECK(n["evidence"]["released"][0]["op_id"].get<std::string>().starts_with("stage-"));
+    CHECK(n["evidence"]["released"][0]["freed_bytes"] == worker_blob.size());  // the replaced blob, its backup's alone
+    CHECK(n["evidence"]["freed_bytes"] == worker_blob.size());
+  }
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups", "-o", "json"}, out, true) == 0);
+  CHECK(json::parse(out.substr(out.find('{')))["nodes"][0]["evidence"]["released"].empty());
+  // Rolling the bind back leaves the released stages' files: they are kept for good.
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  INFO(out);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
+}
+
+TEST_CASE("stage: bind: the backups' room is checked at preflight; the refusal names node, path and bytes") {
+  Cluster c(staged_cluster(", backup_budget: 1000"));
+  write(c.root(0) / kBlob, random_bytes(200000, 16));
+  write(c.root(1) / kBlob, random_bytes(150000, 17));
+  std::string out;
+  REQUIRE(c.ctl({"stage", c.manifest_path()}, out) == 0);  // keeps a 150000-byte backup
+  write(c.root(0) / kBlob, random_bytes(200000, 18));
+  const std::string staged = slurp(c.root(1) / kBlob);
+  c.start_old_lane();
+  CHECK(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 3);
+  INFO(out);
+  CHECK(out.find("stage.check") != std::string::npos);
+  CHECK(out.find("rank1 (127.0.0.2:") != std::string::npos);
+  CHECK(out.find("/stage-backups: backups need 150000 bytes") != std::string::npos);
+  CHECK(out.find("over stage.backup_budget 1000 bytes") != std::string::npos);
+  CHECK(out.find("nothing was changed on any node") != std::string::npos);
+  CHECK(out.find("deadman.arm        ok") == std::string::npos);
+  CHECK(slurp(c.root(1) / kBlob) == staged);
+  // Freed, the same bind goes through.
+  REQUIRE(c.ctl({"stage", c.manifest_path(), "--release-backups"}, out) == 0);
+  REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);
+  CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
 }

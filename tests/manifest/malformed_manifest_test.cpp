@@ -834,6 +834,38 @@ TEST_CASE("stage: defaults, then every key checked") {
         "m.yaml:45:13: 'stage.parallel' is 0; expected 1 to 64\n"
         "m.yaml:46:10: 'stage.chunk' is 1 KiB; expected 64KiB to 64MiB\n"
         "m.yaml:47:15: 'stage.rate_limit' is 10 B per second; expected at least 4KiB (or no rate_limit for the fabric's speed)\n"
-        "m.yaml:48:3: unknown key 'prunee' in 'stage'; did you mean 'prune'? (expected one of: backup_budget, chunk, from, "
-        "items, parallel, prune, rate_limit)\n");
+        "m.yaml:48:3: unknown key 'prunee' in 'stage'; did you mean 'prune'? (expected one of: backup_budget, chunk, files, "
+        "from, items, parallel, prune, rate_limit)\n");
+}
+
+TEST_CASE("stage.files: a source path staged to another target, pinned; every key checked") {
+  const std::string pin(64, 'c');
+  auto r = load_manifest_text(kGood + "stage:\n  items: [model]\n  files:\n"
+                                      "    - {source: /opt/build/tandem-serve, target: /usr/local/bin/tandem-serve, sha256: " + pin + "}\n"
+                                      "    - {source: /srv/templates/chat.jinja, target: /etc/tandem/chat.jinja}\n",
+                              "m.yaml");
+  INFO(format_diagnostics(r.errors));
+  REQUIRE(r.manifest);
+  const auto paths = r.manifest->staged_paths();
+  REQUIRE(paths.size() == 3);
+  CHECK(paths[1].path == "/usr/local/bin/tandem-serve");
+  CHECK(paths[1].source == "/opt/build/tandem-serve");
+  CHECK(paths[1].sha256 == pin);
+  CHECK_FALSE(paths[1].dir);
+  CHECK(paths[2].path == "/etc/tandem/chat.jinja");
+  CHECK(paths[2].sha256.empty());
+
+  CHECK(errors_of(kGood + "stage:\n  files:\n    - {source: opt/x, target: /usr/local/bin/x, sha256: ABC}\n"
+                          "    - {target: /usr/local/bin/x, mode: 0755}\n"
+                          "    - {source: /opt/y, target: /models/target/config.json}\n") ==
+        "m.yaml:44:16: 'stage.files[0].source' is 'opt/x'; expected an absolute path (starting with /)\n"
+        "m.yaml:44:57: 'stage.files[0].sha256' is not a SHA-256; expected 64 lowercase hex digits\n"
+        "m.yaml:45:7: missing required key 'stage.files[1].source'\n"
+        "m.yaml:45:16: 'stage.files[1].target' is /usr/local/bin/x, already the target of an earlier stage.files entry; "
+        "expected each target once\n"
+        "m.yaml:45:34: unknown key 'mode' in 'stage.files[1]' (expected one of: sha256, source, target)\n"
+        "m.yaml:46:7: 'stage.files[2].target' is /models/target/config.json, which stage.items already stages "
+        "(/models/target/*); expected a path no item stages\n");
+  CHECK(errors_of(kGood + "stage:\n  files: /opt/x\n") ==
+        "m.yaml:43:10: 'stage.files' must be a list of {source, target, sha256}, got a scalar\n");
 }

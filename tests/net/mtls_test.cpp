@@ -1,5 +1,7 @@
 // A real server on 127.0.0.1 and the real client, with certificates made by our own PKI code.
 #include <doctest/doctest.h>
+
+#include <thread>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -383,4 +385,23 @@ TEST_CASE("server and client report bad certificate paths as errors, not crashes
   auto cl = HttpsClient::create(c);
   REQUIRE_FALSE(cl.ok());
   CHECK(has(cl.error().message, "/nonexistent/ca.pem"));
+}
+
+TEST_CASE("mtls: a kept connection carries several requests and survives the server closing it while idle") {
+  ServerOptions so = server_options();
+  so.io_timeout = 1s;  // the server drops a connection idle this long
+  Harness h(so);
+  auto client = HttpsClient::create(client_options(controller_files()));
+  REQUIRE(client.ok());
+  KeptConnection kept(*client, h.endpoint());
+  for (int i = 1; i <= 3; ++i) {
+    auto r = kept.request("POST", "/v1/value", nlohmann::json{{"value", i}}.dump(), 5s);
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    CHECK(body_of(*r)["value"] == i);
+  }
+  std::this_thread::sleep_for(1500ms);  // the server has closed it by now
+  auto r = kept.request("GET", "/v1/whoami", {}, 5s);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(body_of(*r)["cn"] == "controller");
+  CHECK(h.state.calls == 4);
 }

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "tandem/agent/cache_dir_step.hpp"
@@ -41,7 +42,7 @@ Status make_dirs(const std::string& real, mode_t mode) {
 }  // namespace
 
 Result<std::unique_ptr<AgentCore>> AgentCore::open(const CoreOptions& o) {
-  auto root = NodeRoot::open(o.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir));
+  auto root = NodeRoot::open(o.root, NodeRoot::manifest_allow_list(o.engine, o.state_dir, o.staged_paths));
   if (!root) return root.error();
   auto state = root->resolve(o.state_dir);
   if (!state) return state.error();
@@ -127,6 +128,13 @@ Result<json> AgentCore::verify(const std::string& op_id) {
 Result<json> AgentCore::undo(const std::string& op_id) {
   auto name = step_of(op_id);
   if (!name) return name.error();
+  // Released: its files were kept for good and there is nothing to put back; a rollback that
+  // names it learns so and goes on with the rest.
+  if (auto rel = journal_->last(op_id, Phase::released)) {
+    json ev{{"released", true}, {"restored", 0},
+            {"note", "released at " + rel->time + ": its backups were freed, its files kept for good"}};
+    return json{{"op_id", op_id}, {"step", *name}, {"phase", "released"}, {"replayed", true}, {"evidence", ev}};
+  }
   if (auto done = journal_->last(op_id, Phase::undone)) return wrap(*done, true);
   auto intent = journal_->last(op_id, Phase::intent);
   if (!intent) return plain_error("", "op '" + op_id + "' never reached intent; nothing was changed");
@@ -135,6 +143,29 @@ Result<json> AgentCore::undo(const std::string& op_id) {
   auto rec = journal_->append(op_id, *name, Phase::undone, *u);
   if (!rec) return rec.error();
   return wrap(*rec, false);
+}
+
+Result<json> AgentCore::release_stage(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) {
+  json released = json::array(), kept = json::array();
+  std::uint64_t freed = 0;
+  for (const auto& op : journal_->ops_to_undo()) {
+    auto name = step_of(op);
+    if (!name || *name != "stage") continue;
+    const bool by_prefix = std::any_of(keep_prefixes.begin(), keep_prefixes.end(), [&](const std::string& p) { return op.starts_with(p); });
+    if (by_prefix || std::find(keep.begin(), keep.end(), op) != keep.end() || !journal_->last(op, Phase::verified)) {
+      kept.push_back(op);
+      continue;
+    }
+    auto r = release_stage_backups(journal_->dir(), op);
+    if (!r) return r.error();
+    auto rec = journal_->append(op, "stage", Phase::released, *r);
+    if (!rec) return rec.error();
+    freed += (*r)["freed_bytes"].get<std::uint64_t>();
+    json one = *r;
+    one["op_id"] = op;
+    released.push_back(one);
+  }
+  return json{{"released", released}, {"freed_bytes", freed}, {"kept", kept}};
 }
 
 Result<json> AgentCore::undo_incomplete() {

@@ -56,12 +56,13 @@ const char* to_string(Phase p) {
     case Phase::verified: return "verified";
     case Phase::undone: return "undone";
     case Phase::failed: return "failed";
+    case Phase::released: return "released";
   }
   return "?";
 }
 
 std::optional<Phase> phase_from_string(std::string_view s) {
-  for (Phase p : {Phase::intent, Phase::applied, Phase::verified, Phase::undone, Phase::failed})
+  for (Phase p : {Phase::intent, Phase::applied, Phase::verified, Phase::undone, Phase::failed, Phase::released})
     if (s == to_string(p)) return p;
   return std::nullopt;
 }
@@ -167,7 +168,7 @@ std::vector<std::string> Journal::ops_to_undo() const {
   std::vector<std::string> order;
   std::set<std::string> seen, undone;
   for (const auto& r : records_) {
-    if (r.phase == Phase::undone) undone.insert(r.op_id);
+    if (r.phase == Phase::undone || r.phase == Phase::released) undone.insert(r.op_id);
     if (r.phase == Phase::intent && seen.insert(r.op_id).second) order.push_back(r.op_id);
   }
   std::vector<std::string> out;

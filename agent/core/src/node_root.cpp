@@ -71,7 +71,8 @@ Result<NodeRoot> NodeRoot::open(const std::string& root, std::vector<std::string
   return NodeRoot(std::move(r), std::move(allowed));
 }
 
-std::vector<std::string> NodeRoot::manifest_allow_list(const Engine& engine, const std::string& state_dir) {
+std::vector<std::string> NodeRoot::manifest_allow_list(const Engine& engine, const std::string& state_dir,
+                                                       const std::vector<StagedPath>& staged) {
   std::vector<std::string> a{"/etc/crontab",        "/etc/cron.d",          "/var/spool/cron/crontabs",
                              "/etc/systemd/system", "/lib/systemd/system",  "/dev/shm",
                              "/proc/meminfo",       "/proc/sys/vm/drop_caches", "/proc/net/tcp",
@@ -83,6 +84,13 @@ std::vector<std::string> NodeRoot::manifest_allow_list(const Engine& engine, con
   // names only, not the whole directory around the binary or a pin.
   std::vector<std::string> files{engine.binary};
   for (const auto& pin : engine.pins) files.push_back(pin.path);
+  // stage.files: the source node reads the source path, the others write the target.
+  for (const auto& s : staged) {
+    if (s.dir) continue;
+    a.push_back(s.path);
+    if (!s.source.empty()) a.push_back(s.source);
+    files.push_back(s.path);
+  }
   for (const auto& f : files) {
     if (f.empty()) continue;
     const auto slash = f.find_last_of('/');

@@ -95,6 +95,12 @@ LocalStageSource::LocalStageSource(NodeRoot root, std::vector<StagedPath> paths,
       cache_file_(std::move(cache_file)),
       where_(std::move(where)) {}
 
+std::string LocalStageSource::source_of(const std::string& target) const {
+  for (const auto& p : paths_)
+    if (!p.dir && p.path == target && !p.source.empty()) return p.source;
+  return target;
+}
+
 bool LocalStageSource::serves(const std::string& host_path) const {
   const std::string n = normalize_host_path(host_path);
   if (n.empty() || n != host_path) return false;
@@ -104,16 +110,19 @@ bool LocalStageSource::serves(const std::string& host_path) const {
 }
 
 Result<SourceListing> LocalStageSource::list() {
-  std::vector<std::string> targets;
-  for (const auto& p : paths_) targets.push_back(p.path);
-  auto report = hash_paths(root_, targets, HashOptions{cache_file_, 0, {}});
+  // What is read here: a stage.files entry's source path, else the staged path itself.
+  std::vector<std::string> sources;
+  for (const auto& p : paths_) sources.push_back(p.source.empty() ? p.path : p.source);
+  auto report = hash_paths(root_, sources, HashOptions{cache_file_, 0, {}});
   if (!report) return report.error();
   SourceListing l;
+  // Listed under the target's name: the worker only ever sees where the file goes.
   auto describe = [&](const std::string& host, const std::string& digest) -> Result<SourceFile> {
-    auto real = root_.resolve(host);
+    const std::string from = source_of(host);
+    auto real = root_.resolve(from);
     if (!real) return real.error();
     struct stat st {};
-    if (::stat(real->c_str(), &st) != 0) return sys_error(host, "cannot stat on the source");
+    if (::stat(real->c_str(), &st) != 0) return sys_error(from, "cannot stat on the source");
     return SourceFile{host, static_cast<std::uint64_t>(st.st_size), digest, mtime_of(st), st.st_mode & 07777u};
   };
   for (const auto& p : paths_) {
@@ -127,8 +136,12 @@ Result<SourceListing> LocalStageSource::list() {
           e.files.push_back(std::move(*f));
         }
     } else {
-      auto d = report->digests.find(p.path);
-      if (d == report->digests.end()) return plain_error(p.path, "the source has no such file");
+      const std::string from = p.source.empty() ? p.path : p.source;
+      auto d = report->digests.find(from);
+      if (d == report->digests.end()) return plain_error(from, "the source has no such file");
+      if (!p.sha256.empty() && d->second != p.sha256)
+        return plain_error(from, "the source's copy hashes to " + d->second + " but the manifest pins " + p.sha256 +
+                                     (from == p.path ? "" : " (staged to " + p.path + ")") + "; refusing to stage it");
       auto f = describe(p.path, d->second);
       if (!f) return f.error();
       e.files.push_back(std::move(*f));
@@ -149,7 +162,7 @@ Result<SourceListing> LocalStageSource::list() {
 Result<std::string> LocalStageSource::read(const SourceFile& f, std::uint64_t offset, std::uint64_t length) {
   if (!serves(f.path)) return plain_error(f.path, "refused: not a path the manifest's stage section names");
   if (length > kMaxStageRead) return plain_error(f.path, "refused: a read of more than 64 MiB");
-  auto real = root_.resolve(f.path);
+  auto real = root_.resolve(source_of(f.path));
   if (!real) return real.error();
   OwnedFd fd{::open(real->c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) return sys_error(f.path, "cannot open on the source");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -130,6 +131,36 @@ Status restore_backup(const std::string& state_dir, const json& b, const std::st
   return fsync_dir(parent_dir(real));
 }
 
+std::string bytes_text(std::uint64_t n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%llu bytes (%.2f GiB)", static_cast<unsigned long long>(n), static_cast<double>(n) / (1ull << 30));
+  return buf;
+}
+
+// Bytes under stage-backups/ that nothing else holds (copies, and links whose original was since
+// replaced), other than op `skip`'s own: what earlier stages keep in the state dir.
+std::uint64_t kept_backup_bytes(const std::string& state_dir, const std::string& skip) {
+  std::uint64_t n = 0;
+  const std::string top = state_dir + "/stage-backups";
+  DIR* d = ::opendir(top.c_str());
+  if (!d) return 0;
+  std::vector<std::string> ops;
+  while (auto* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != ".." && name != skip) ops.push_back(name);
+  }
+  ::closedir(d);
+  for (const auto& op : ops) {
+    std::vector<std::string> files;
+    list_files(top + "/" + op, top + "/" + op, files);
+    for (const auto& f : files) {
+      struct stat st {};
+      if (::lstat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) n += static_cast<std::uint64_t>(st.st_size);
+    }
+  }
+  return n;
+}
+
 Status make_dirs_under(const NodeRoot& root, const std::vector<std::string>& host_dirs) {
   for (const auto& d : host_dirs) {
     auto real = root.resolve_ancestor(d);
@@ -160,6 +191,12 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
     bool named = false;
     for (const auto& p : paths_) named = named || (p.path == e.path && p.dir == e.dir);
     if (!named) return plain_error(e.path, "refused: the source listed a path the manifest's stage section does not name");
+    // A pinned file is taken only with its pinned bytes, whatever the source claims to serve.
+    for (const auto& p : paths_)
+      if (!p.dir && p.path == e.path && !p.sha256.empty())
+        for (const auto& f : e.files)
+          if (f.sha256 != p.sha256)
+            return plain_error(f.path, "refused: the source lists it as " + f.sha256 + " but the manifest pins " + p.sha256);
   }
   const NodeRoot& root = ctx.root;
   json copy = json::array(), extras = json::array(), dirs = json::array();
@@ -250,6 +287,7 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
       if (real && ::lstat(real->c_str(), &st) == 0 && st.st_dev != state_st.st_dev) backup_copy_bytes += static_cast<std::uint64_t>(st.st_size);
     }
   if (backup_copy_bytes > 0) need[state_st.st_dev].second += backup_copy_bytes, need[state_st.st_dev].first = state_dir;
+  const std::uint64_t kept_bytes = kept_backup_bytes(state_dir, ctx.op_id);
   json space = json::array();
   std::optional<Error> short_of_space;
   for (const auto& [dev, n] : need) {
@@ -258,8 +296,9 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
     const std::uint64_t free_bytes = static_cast<std::uint64_t>(vs.f_bavail) * vs.f_frsize;
     space.push_back({{"path", n.first}, {"needed", n.second}, {"free", free_bytes}});
     if (n.second > free_bytes && !short_of_space)
-      short_of_space = plain_error(n.first, "not enough space: staging needs " + std::to_string(n.second) + " bytes on the file system holding it, " +
-                                                std::to_string(free_bytes) + " are free; nothing was changed");
+      short_of_space = plain_error(n.first, "not enough space on the file system holding it: staging needs " +
+                                                bytes_text(n.second) + " (the new files while the replaced ones are kept), " +
+                                                bytes_text(free_bytes) + " are available; nothing was changed");
   }
   std::uint64_t bytes = 0;
   for (const auto& c : copy) bytes += c["size"].get<std::uint64_t>();
@@ -268,11 +307,17 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
           {"skipped", skipped},          {"skipped_bytes", skipped_bytes},
           {"extras", extras},            {"prune", cfg_.prune},
           {"dirs_created", dirs},        {"space", space},
-          {"backup_copy_bytes", backup_copy_bytes}, {"backup_budget", cfg_.backup_budget}};
-  if (backup_copy_bytes > cfg_.backup_budget && !short_of_space)
-    short_of_space = plain_error(state_dir, "backups of the replaced files need " + std::to_string(backup_copy_bytes) +
-                                                " bytes of copies (the state dir is on another file system), over "
-                                                "stage.backup_budget " + std::to_string(cfg_.backup_budget) + "; nothing was changed");
+          {"backup_copy_bytes", backup_copy_bytes}, {"backup_kept_bytes", kept_bytes},
+          {"backup_budget", cfg_.backup_budget}};
+  // The budget bounds what the state dir alone holds: backups kept by earlier stages (until a later
+  // bind or `tandemctl stage --release-backups` frees them) plus the copies this one makes.
+  if (kept_bytes + backup_copy_bytes > cfg_.backup_budget && !short_of_space)
+    short_of_space = plain_error(state_dir + "/stage-backups",
+                                 "backups need " + bytes_text(kept_bytes + backup_copy_bytes) + " (" + bytes_text(kept_bytes) +
+                                     " kept by earlier stages, " + bytes_text(backup_copy_bytes) +
+                                     " of copies for this one: the state dir is on another file system than the "
+                                     "targets), over stage.backup_budget " + bytes_text(cfg_.backup_budget) +
+                                     "; `tandemctl stage --release-backups` frees the earlier ones; nothing was changed");
   if (short_of_space) {
     short_of_space->evidence = ev;
     return *short_of_space;
@@ -307,6 +352,21 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
   ev["prune"] = prune;
   if (auto d = fsync_dir(backup_dir); !d) return d.error();
   return ev;
+}
+
+Result<json> release_stage_backups(const std::string& state_dir, const std::string& op_id) {
+  if (!valid_op_id(op_id)) return plain_error(state_dir, "invalid op id '" + op_id + "'");
+  const std::string dir = state_dir + "/stage-backups/" + op_id;
+  std::vector<std::string> files;
+  list_files(dir, dir, files);
+  std::uint64_t freed = 0;
+  for (const auto& f : files) {
+    struct stat st {};
+    if (::lstat(f.c_str(), &st) == 0 && st.st_nlink == 1) freed += static_cast<std::uint64_t>(st.st_size);
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT) return sys_error(f, "cannot remove a stage backup");
+  }
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return sys_error(dir, "cannot remove the stage backup directory");
+  return json{{"files", files.size()}, {"freed_bytes", freed}};
 }
 
 Result<json> StageStep::check(const StepContext& ctx) { return compare(ctx, false); }

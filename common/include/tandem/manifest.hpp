@@ -197,6 +197,15 @@ struct Stage {
   // Bytes of backups that must be copies (a replaced file whose directory is on another file
   // system than the agent's state dir; hard links cost nothing). Checked before anything changes.
   std::uint64_t backup_budget = 8ull << 30;
+  // Files staged from another path on the source (a build output to its installed name), each
+  // optionally pinned: the source's copy must hash to `sha256` or nothing of it is served.
+  struct File {
+    std::string source;  // host path on the source node
+    std::string target;  // host path on every other node
+    std::string sha256;  // 64 lowercase hex, or empty
+    Mark mark;
+  };
+  std::vector<File> files;
   Mark mark;
 };
 const char* to_string(Stage::Item i);
@@ -207,6 +216,7 @@ struct StagedPath {
   std::string path;    // host path, the same on every node
   bool dir = false;
   std::string sha256;  // a pin's digest: the source's copy must have it too; empty: none
+  std::string source;  // where the source node reads it (stage.files); empty: `path` itself
 };
 
 struct Manifest {

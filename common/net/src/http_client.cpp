@@ -97,7 +97,7 @@ class Exchange {
   }
 
   Status send(const std::string& method, const std::string& target, const std::string& body,
-              std::chrono::milliseconds timeout) {
+              std::chrono::milliseconds timeout, bool keep_alive = false) {
     http::request<http::string_body> req;
     const http::verb verb = http::string_to_verb(method);
     if (verb == http::verb::unknown) req.method_string(method);
@@ -108,7 +108,7 @@ class Exchange {
     req.set(http::field::host, tls_ ? (ep_.node_name.empty() ? ep_.host : ep_.node_name) : where_);
     req.set(http::field::user_agent, "tandemctl");
     if (!body.empty()) req.set(http::field::content_type, "application/json");
-    req.keep_alive(false);
+    req.keep_alive(keep_alive);
     req.body() = body;
     req.prepare_payload();
     tcp_layer().expires_after(timeout);
@@ -212,28 +212,84 @@ Result<ClientResponse> HttpClient::request(const Endpoint& ep, const std::string
   return request(ep, method, target, body, impl_->options.io_timeout);
 }
 
-Result<ClientResponse> HttpClient::request(const Endpoint& ep, const std::string& method, const std::string& target,
-                                           const std::string& body, std::chrono::milliseconds io_timeout) const {
-  Exchange x(*impl_, ep);
-  if (Status s = x.open(); !s) return s.error();
-  // One deadline for writing the request and reading the whole reply.
-  if (Status s = x.send(method, target, body, io_timeout); !s) return s.error();
+namespace {
+
+// Writes one request on an open connection and reads the whole reply, under one deadline.
+// `keep_alive`: the reply's own wish (the server may still close after it).
+Result<ClientResponse> exchange_once(Exchange& x, std::size_t response_limit, const std::string& method,
+                                     const std::string& target, const std::string& body,
+                                     std::chrono::milliseconds io_timeout, bool keep_alive, bool& server_keeps) {
+  if (Status s = x.send(method, target, body, io_timeout, keep_alive); !s) return s.error();
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(impl_->options.response_limit);
+  parser.body_limit(response_limit);
   // The header first, so a large body (a staged file's chunk) is read into one allocation of its
   // announced length instead of a string grown and copied as it arrives.
   beast::error_code ec = x.run([&](auto& s, auto done) { http::async_read_header(s, buffer, parser, done); });
   if (!ec) {
-    if (auto n = parser.content_length(); n && *n <= impl_->options.response_limit)
+    if (auto n = parser.content_length(); n && *n <= response_limit)
       parser.get().body().reserve(static_cast<std::size_t>(*n));
     ec = x.run([&](auto& s, auto done) { http::async_read(s, buffer, parser, done); });
   }
   if (ec) return x.fail(x.tls() ? "reading the response" : "reading the reply to " + method + " " + target, ec);
-  x.close(io_timeout);
   auto res = parser.release();
+  server_keeps = res.keep_alive();
   std::string type(res[http::field::content_type]);
   return ClientResponse{res.result_int(), std::move(res.body()), std::move(type)};
+}
+
+}  // namespace
+
+Result<ClientResponse> HttpClient::request(const Endpoint& ep, const std::string& method, const std::string& target,
+                                           const std::string& body, std::chrono::milliseconds io_timeout) const {
+  Exchange x(*impl_, ep);
+  if (Status s = x.open(); !s) return s.error();
+  bool keeps = false;
+  auto r = exchange_once(x, impl_->options.response_limit, method, target, body, io_timeout, false, keeps);
+  if (r) x.close(io_timeout);
+  return r;
+}
+
+// ---- a kept connection ----
+
+struct KeptConnection::State {
+  HttpClient::Impl* client;
+  Endpoint ep;  // Exchange keeps a reference: it lives here, beside it
+  std::unique_ptr<Exchange> x;
+};
+
+KeptConnection::KeptConnection(const HttpClient& client, Endpoint ep)
+    : s_(new State{client.impl_.get(), std::move(ep), nullptr}) {}
+
+KeptConnection::~KeptConnection() {
+  if (s_ && s_->x) s_->x->close(std::chrono::seconds(1));
+}
+
+Result<ClientResponse> KeptConnection::request(const std::string& method, const std::string& target,
+                                               const std::string& body, std::chrono::milliseconds io_timeout) {
+  for (;;) {
+    const bool fresh = !s_->x;
+    if (fresh) {
+      s_->x = std::make_unique<Exchange>(*s_->client, s_->ep);
+      if (Status st = s_->x->open(); !st) {
+        s_->x.reset();
+        return st.error();
+      }
+    }
+    bool keeps = false;
+    auto r = exchange_once(*s_->x, s_->client->options.response_limit, method, target, body, io_timeout, true, keeps);
+    if (r) {
+      if (!keeps) {
+        s_->x->close(io_timeout);
+        s_->x.reset();
+      }
+      return r;
+    }
+    s_->x.reset();
+    // A reused connection may have been closed by the server while it sat idle: one more try on a
+    // new one. A new connection that fails is the answer.
+    if (fresh) return r.error();
+  }
 }
 
 Result<StreamEnd> HttpClient::stream_sse(const Endpoint& ep, const std::string& target, const std::string& body,

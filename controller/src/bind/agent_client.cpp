@@ -132,6 +132,9 @@ AgentReply AgentClient::rollback_start(const std::string& op_id, Millis timeout)
 }
 
 AgentReply AgentClient::stage_progress() const { return call("GET", "/v1/stage/progress", json(), std::chrono::seconds(5)); }
+AgentReply AgentClient::stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) const {
+  return call("POST", "/v1/stage/release", json{{"keep", keep}, {"keep_prefixes", keep_prefixes}}, std::chrono::minutes(2));
+}
 AgentReply AgentClient::gate_run(const std::string& gate, Millis timeout) const {
   return call("POST", "/v1/gates/run", json{{"gate", gate}}, timeout);
 }

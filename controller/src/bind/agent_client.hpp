@@ -56,6 +56,9 @@ class AgentClient {
   AgentReply deadman_status() const;
   AgentReply rollback_start(const std::string& op_id, Millis timeout) const;
   AgentReply stage_progress() const;
+  // Frees the backups of the node's verified stage ops other than `keep` and those whose id starts
+  // with one of `keep_prefixes` (POST /v1/stage/release).
+  AgentReply stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes = {}) const;
   // A command gate of the manifest the agent holds, by name: {"outcome": {exit_code, output_tail, ...}}.
   AgentReply gate_run(const std::string& gate, Millis timeout) const;
 

@@ -45,6 +45,7 @@ StepOutcome dispatch(BindContext& ctx, const Step& s) {
     case Action::stop_command:
     case Action::stop_verify: return run_stop(ctx, s);
     case Action::stage_files: return run_stage(ctx, s);
+    case Action::stage_check: return run_stage_check(ctx, s);
     case Action::hygiene_cron:
     case Action::hygiene_shm:
     case Action::hygiene_page_cache:

@@ -29,6 +29,9 @@ StepOutcome run_stop(BindContext& ctx, const Step& s);
 StepOutcome run_hygiene(BindContext& ctx, const Step& s);
 // bind_steps_stage.cpp: the stage step, with its bytes, rate and ETA on the progress display.
 StepOutcome run_stage(BindContext& ctx, const Step& s);
+// Preflight's "stage.check": what the node's stage would copy, and whether it has the room (free
+// space for the new files, stage.backup_budget for the backups), before anything changes.
+StepOutcome run_stage_check(BindContext& ctx, const Step& s);
 // "1.2 GiB of 40 GiB, files 3/40, 850 MB/s, ETA 46 s" from GET /v1/stage/progress.
 std::string stage_progress_text(const json& progress, double seconds);
 

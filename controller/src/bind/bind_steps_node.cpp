@@ -1,6 +1,7 @@
 // Plan steps that act on one node through its agent: preflight, the dead-man, the outage
 // (cron, stop) and the hygiene checklist. Each change is applied, then verified, under one op id.
 #include "bind_steps.hpp"
+#include "tandem/units.hpp"
 
 namespace tandem::ctl {
 namespace {
@@ -27,6 +28,7 @@ std::string agent_step_name(Action action) {
     case Action::hygiene_cache_dir: return "cache_dir";
     case Action::hygiene_sha256: return "sha";
     case Action::stage_files: return "stage";
+    case Action::stage_check:
     case Action::preflight:
     case Action::deadman_arm:
     case Action::stop_command:
@@ -103,7 +105,26 @@ StepOutcome run_deadman_arm(BindContext& ctx, const Step& s) {
 
 StepOutcome run_deadman_disarm(BindContext& ctx, const Step& s) {
   if (auto dead = dead_rank(ctx)) return *dead;
-  return from_reply(ctx.agent(s.node).deadman_disarm(ctx.op_for_step(s.index)));
+  StepOutcome o = from_reply(ctx.agent(s.node).deadman_disarm(ctx.op_for_step(s.index)));
+  if (!o.ok || !ctx.m.stage) return o;
+  // The bind is good: the backups earlier binds' stages kept on this node are freed, so the state
+  // dir does not grow with every bind. This bind's own stay, for `tandemctl rollback` of it, and so
+  // do those of `tandemctl stage` runs (ops "stage-..."): they may have carried this bind's files
+  // ahead of it, and the old lane may need the files they replaced back (--release-backups frees them).
+  std::vector<std::string> keep;
+  for (const auto& st : ctx.plan.steps)
+    if (st.node == s.node && st.action == Action::stage_files) keep.push_back(ctx.op_for_step(st.index));
+  AgentReply r = ctx.agent(s.node).stage_release(keep, {"stage-"});
+  if (!r.ok) {
+    o.note += " (older stage backups not freed: " + r.error + ")";
+    return o;
+  }
+  const json rel = field(r.body, "evidence").empty() ? r.body : field(r.body, "evidence");
+  o.evidence["stage_release"] = rel;
+  if (!rel.value("released", json::array()).empty())
+    o.note += " " + std::to_string(rel["released"].size()) + " older stage backups freed (" +
+              format_size(rel.value("freed_bytes", 0ull)) + ")";
+  return o;
 }
 
 // The agent's "stop" step runs all of this node's stop commands, then waits for the port to go

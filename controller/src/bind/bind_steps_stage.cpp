@@ -35,6 +35,21 @@ std::string stage_progress_text(const json& p, double seconds) {
   return t;
 }
 
+StepOutcome run_stage_check(BindContext& ctx, const Step& s) {
+  AgentReply r = ctx.agent(s.node).step_check("stage", stage_timeout());
+  // r.error names the node and its address; the agent's part, the path and both byte counts.
+  if (!r.ok) return StepOutcome::failure("room to stage: " + r.error, r.evidence);
+  const json& ev = r.body;
+  std::string note = std::to_string(ev.value("copy", json::array()).size()) + " files to copy (" +
+                     format_size(ev.value("bytes", 0ull)) + "), " + std::to_string(ev.value("skipped", 0)) + " equal";
+  for (const auto& sp : ev.value("space", json::array()))
+    note += "; " + sp.value("path", "") + " needs " + format_size(sp.value("needed", 0ull)) + " of " +
+            format_size(sp.value("free", 0ull)) + " free";
+  note += "; backups " + format_size(ev.value("backup_kept_bytes", 0ull) + ev.value("backup_copy_bytes", 0ull)) + " of " +
+          format_size(ev.value("backup_budget", 0ull));
+  return StepOutcome::success(ev, note);
+}
+
 StepOutcome run_stage(BindContext& ctx, const Step& s) {
   const std::string op = ctx.op_for_step(s.index);
   const AgentClient& a = ctx.agent(s.node);

@@ -3,6 +3,8 @@
 // skipped, so the bind's own stage step then finds nothing to copy.
 #include <iostream>
 
+#include "tandem/units.hpp"
+
 #include "bind/bind_steps.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -16,7 +18,32 @@ using ctl::json;
 struct StageOpts {
   ManifestArg manifest;
   ctl::ControllerDirs dirs;
+  bool release = false;
 };
+
+// --release-backups: every node frees the backups its verified stage ops keep (their files stay
+// as staged; those ops can no longer be undone). A successful bind does this for older stages.
+int release_backups(ctl::Session& s, bool as_json) {
+  json nodes = json::array();
+  bool ok = true;
+  for (const Node* n : s.m.start_order()) {
+    ctl::AgentReply r = s.agents.at(n->name).stage_release({});
+    nodes.push_back({{"node", n->name}, {"ok", r.ok}, {"error", r.error}, {"evidence", r.ok ? r.body : r.evidence}});
+    ok = ok && r.ok;
+    if (as_json) continue;
+    if (!r.ok) {
+      std::cerr << n->name << ": " << r.error << "\n";
+      continue;
+    }
+    std::cout << n->name << ": " << r.body.value("released", json::array()).size() << " stage ops released, "
+              << format_size(r.body.value("freed_bytes", 0ull)) << " freed";
+    if (auto k = r.body.value("kept", json::array()); !k.empty())
+      std::cout << "; " << k.size() << " kept (not verified: they may still need undoing)";
+    std::cout << "\n";
+  }
+  if (as_json) std::cout << json{{"result", ok ? "released" : "failed"}, {"nodes", nodes}}.dump(2) << "\n";
+  return ok ? 0 : kExitFailed;
+}
 
 int stage(const StageOpts& o) {
   const bool as_json = o.manifest.output == "json";
@@ -26,6 +53,7 @@ int stage(const StageOpts& o) {
     return kExitFailed;
   }
   ctl::Session& s = *session;
+  if (o.release) return release_backups(s, as_json);
   if (!s.m.stage) {
     std::cerr << "tandemctl stage: " << display_name(o.manifest)
               << " has no stage section; nothing to stage (manifests/README.md, `stage`)\n";
@@ -83,6 +111,9 @@ void add_stage_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("stage", "Copy the engine, pinned configs, model and drafter from the head to every node");
   add_manifest_arg(cmd, o->manifest);
   ctl::add_controller_options(cmd, o->dirs);
+  cmd->add_flag("--release-backups", o->release,
+                "Copy nothing: free the backups every node keeps of the files earlier stages replaced "
+                "(their files stay; those stages can no longer be undone)");
   cmd->footer(
       "Runs the stage phase of `tandemctl bind` on its own: preflight on every node, then each node's\n"
       "agent pulls the paths the manifest's `stage` section names from the head's agent over mutual TLS.\n"
@@ -91,7 +122,9 @@ void add_stage_command(CLI::App& app) {
       "already equal (size and SHA-256) are skipped; a file that changes on the head mid-transfer is\n"
       "refused. Replaced files are kept under the agent's state dir, so `tandemctl rollback` (and the\n"
       "dead-man) put them back byte for byte. A cut transfer resumes from its last recorded chunk when\n"
-      "stage or bind runs again.\n"
+      "stage or bind runs again. The backups are kept until a later bind succeeds (its disarm frees those of\n"
+      "earlier binds' stages) or --release-backups frees them all (those of `tandemctl stage` runs too);\n"
+      "stage.backup_budget bounds them, checked at preflight.\n"
       "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
   cmd->callback([o] { std::exit(stage(*o)); });
 }

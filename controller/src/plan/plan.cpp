@@ -69,6 +69,17 @@ class Builder {
                                   std::to_string(m_.engine.rendezvous.port) + " free, pinned files present"}};
       if (n->root != "/") s.details.emplace_back("root", n->root);
     }
+    // After every node's preflight (the head must hold the manifest to list its files): the room
+    // for the staged files and their backups is checked before the dead-men are armed.
+    if (m_.stage)
+      for (const Node* n : order) {
+        if (n->role == Role::head) continue;
+        Step& s = add("preflight", n->name, Action::stage_check,
+                      "check room on " + n->name + " for the files to stage and the backups of those they replace "
+                      "(lists the source and compares; changes nothing)");
+        s.details = {{"backup budget", format_size(m_.stage->backup_budget) +
+                                           " for backups the state dir alone holds (copies, and those kept by earlier stages)"}};
+      }
   }
 
   // Every node arms its own dead-man: each one must put its own crontabs back and stop its own

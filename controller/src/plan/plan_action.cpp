@@ -13,6 +13,7 @@ std::string_view fixed_id(Action a) {
   switch (a) {
     case Action::preflight: return "preflight";
     case Action::deadman_arm: return "deadman.arm";
+    case Action::stage_check: return "stage.check";
     case Action::stage_files: return "stage.files";
     case Action::hygiene_cron: return "hygiene.cron";
     case Action::stop_command: return "stop.command";
@@ -37,7 +38,7 @@ std::string_view fixed_id(Action a) {
 }
 
 constexpr Action kAll[] = {
-    Action::preflight,        Action::deadman_arm,       Action::stage_files,     Action::hygiene_cron,
+    Action::preflight,        Action::deadman_arm,       Action::stage_check,     Action::stage_files,     Action::hygiene_cron,
     Action::stop_command,     Action::stop_verify,       Action::hygiene_shm,     Action::hygiene_page_cache,
     Action::hygiene_cache_dir, Action::hygiene_sha256,   Action::hashes_compare,  Action::engine_start,
     Action::engine_rendezvous, Action::engine_wait_ready, Action::serve_wait,     Action::gate,

@@ -13,6 +13,7 @@ namespace tandem {
 enum class Action {
   preflight,           // preflight: the agent answers over mutual TLS
   deadman_arm,         // deadman.arm
+  stage_check,         // stage.check: room on a worker for the files to stage and their backups
   stage_files,         // stage.files
   hygiene_cron,        // hygiene.cron: pause the node's cron jobs
   stop_command,        // stop.command: stop the old lane

@@ -46,6 +46,11 @@ class AgentCore {
   // Undo every op with an intent and no "undone", newest first (after a crash or for rollback).
   // Evidence: {"undone":[result...],"errors":[error...]}; an Error (with that evidence) if any failed.
   Result<json> undo_incomplete();
+  // Frees the backups of every verified, not yet undone stage op but those in `keep` or whose id
+  // starts with one of `keep_prefixes`, and journals them "released" (kept for good;
+  // undo_incomplete passes them by). A stage op that never verified keeps its backups: it may
+  // still need undoing. Evidence: {"released":[{"op_id","files","freed_bytes"}...],"freed_bytes","kept":[op...]}
+  Result<json> release_stage(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes = {});
 
   Step* step(const std::string& name);
   Journal& journal() { return *journal_; }

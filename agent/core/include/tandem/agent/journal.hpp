@@ -15,7 +15,9 @@
 
 namespace tandem::agent {
 
-enum class Phase { intent, applied, verified, undone, failed };
+// released: a verified stage op kept for good, its backups freed (a later bind, or the operator);
+// there is nothing left to undo, so undo_incomplete passes it by.
+enum class Phase { intent, applied, verified, undone, failed, released };
 const char* to_string(Phase p);
 std::optional<Phase> phase_from_string(std::string_view s);
 

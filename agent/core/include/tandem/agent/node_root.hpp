@@ -17,7 +17,10 @@ class NodeRoot {
 
   // The allow-list a manifest implies: cron and systemd unit locations, /dev/shm, the /proc files
   // the steps read or write, the cache dir, engine binary, pins, model and drafter dirs, state dir.
-  static std::vector<std::string> manifest_allow_list(const Engine& engine, const std::string& state_dir);
+  // `staged`: the stage section's files (Manifest::staged_paths), whose targets and sources are
+  // outside the engine's own paths when stage.files names them.
+  static std::vector<std::string> manifest_allow_list(const Engine& engine, const std::string& state_dir,
+                                                      const std::vector<StagedPath>& staged = {});
 
   // Real path of a host path. Refused: relative paths, any ".." component, paths outside the
   // allow-list, and paths whose real location (symlinks followed) leaves the root or the allowed

@@ -17,7 +17,7 @@
 namespace tandem::agent {
 
 struct SourceFile {
-  std::string path;  // host path; the same on the source and on the target
+  std::string path;  // host path on the target (the source reads it at its stage.files source path)
   std::uint64_t size = 0;
   std::string sha256;
   std::int64_t mtime_ns = 0;
@@ -65,6 +65,8 @@ class LocalStageSource : public StageSource {
   Result<std::string> read(const SourceFile& f, std::uint64_t offset, std::uint64_t length) override;
   // Is `host_path` a staged file, or a file inside a staged directory?
   bool serves(const std::string& host_path) const;
+  // Where the file listed as `target` is read here (stage.files may name another path).
+  std::string source_of(const std::string& target) const;
 
  private:
   NodeRoot root_;

@@ -35,6 +35,10 @@ struct StageProgress {
   nlohmann::json to_json() const;
 };
 
+// Frees the backups of stage op `op_id` (stage-backups/<op_id> under `state_dir`): its files are
+// kept for good. Evidence: {"files", "freed_bytes"} (bytes that nothing else held).
+Result<json> release_stage_backups(const std::string& state_dir, const std::string& op_id);
+
 class StageStep : public Step {
  public:
   // `source` may be null (restore, the dead-man): then only undo works.

@@ -1,7 +1,7 @@
 // The project's one HTTP/1.1 client, TLS optional. The controller talks to agents over mutual TLS
 // (the server must also prove it is the node expected) and to serving ports over plain HTTP
 // (probes, gates, bench: OpenAI-compatible endpoints, with Server-Sent Events). One connection per
-// request, every step (resolve, connect, handshake, write, read) bounded by a deadline, one
+// request (KeptConnection: several, for a stage's chunk stream), every step (resolve, connect, handshake, write, read) bounded by a deadline, one
 // blocking call per request on a private io_context.
 #pragma once
 #include <chrono>
@@ -101,8 +101,28 @@ class HttpClient {
   struct Impl;
 
  private:
+  friend class KeptConnection;
   explicit HttpClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// One connection to one endpoint kept open across requests (HTTP/1.1 keep-alive): a stage pull asks
+// for hundreds of chunks, and a TCP and TLS handshake for each costs more than the bytes on a fast
+// fabric. One per thread (not thread-safe); it must not outlive the client. After an error it is
+// closed, and a request on a reused connection that the server closed while idle is sent once more
+// on a new one (so only idempotent requests belong here).
+class KeptConnection {
+ public:
+  KeptConnection(const HttpClient& client, Endpoint endpoint);
+  ~KeptConnection();
+  KeptConnection(const KeptConnection&) = delete;
+  KeptConnection& operator=(const KeptConnection&) = delete;
+  Result<ClientResponse> request(const std::string& method, const std::string& target, const std::string& body,
+                                 std::chrono::milliseconds io_timeout);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 // The agents' client has always been called this; it is the same client with TLS on.
