@@ -36,7 +36,7 @@
 
 namespace tandem::engine::runtime {
 
-using model::Result;
+using tandem::Result;
 using RequestId = std::int64_t;
 using sched::FinishReason;
 

@@ -74,7 +74,7 @@ bool Engine::step(std::unique_lock<std::mutex>& lk) {
   } else {
     JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
     if (tp_)
-      ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> model::Status {
+      ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> tandem::Status {
         RankMessage m;
         m.op = RankOp::forward;
         m.start = j.work.start;

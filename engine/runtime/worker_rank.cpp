@@ -9,7 +9,7 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
-model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o) {
+tandem::Status run_worker_rank(const model::Model& model, const WorkerOptions& o) {
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
@@ -25,7 +25,7 @@ model::Status run_worker_rank(const model::Model& model, const WorkerOptions& o)
       case RankOp::heartbeat: break;
       case RankOp::shutdown:
         log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
-        return model::Ok{};
+        return tandem::Ok{};
       case RankOp::pool: {
         auto p = model::PagedKvPool::create(model.kv_layout(), msg->num_blocks, msg->block_size);
         if (!p) return error("the KV pool rank 0 asked for: " + p.error().message);

@@ -16,6 +16,6 @@ struct WorkerOptions {
 };
 
 // Ok when the head shut down cleanly; an error that says what happened otherwise.
-model::Status run_worker_rank(const model::Model& model, const WorkerOptions& options);
+tandem::Status run_worker_rank(const model::Model& model, const WorkerOptions& options);
 
 }  // namespace tandem::engine::runtime

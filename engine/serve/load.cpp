@@ -48,7 +48,7 @@ std::uint64_t state_slot_bytes(const ServeConfig& cfg, const model::Model& m) {
 // On the CPU device the utilization share is of system memory, which on a workstation is far more
 // than max-num-seqs full-length sequences need; the pool is capped there so that starting a tiny
 // model does not claim half the machine. An explicit --kv-cache-memory is taken as given.
-model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, const model::Model& m, int max_model_len,
+tandem::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, const model::Model& m, int max_model_len,
                                                       const std::function<void(const std::string&)>& log) {
   if (!cfg.kv_cache_memory.empty()) {
     ParseError pe;
@@ -89,7 +89,7 @@ model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, co
 
 }  // namespace
 
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal) {
   if (auto why = unsupported(cfg)) return error(*why);
   const fs::path dir = cfg.model;

@@ -30,7 +30,7 @@ struct Loaded {
 // `log` gets the start-up lines (the KV pool line among them). With --nnodes > 1 this is rank 0:
 // it loads its slice, waits for the worker ranks (rendezvous) and tells them the pool; `on_fatal`
 // hears when the group is lost later.
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal = {});
 
 }  // namespace tandem::engine::serve

@@ -33,7 +33,7 @@ std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::pat
   return hex;
 }
 
-model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
+tandem::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
                                                                       const std::function<void(const std::string&)>& log) {
   comm::TcpOptions o;
   o.rank = cfg.node_rank;

@@ -26,7 +26,7 @@ std::vector<CronMatch> matches_from(const json& a) {
 
 json errors_json(const std::vector<Error>& es) {
   json a = json::array();
-  for (const auto& e : es) a.push_back(e.to_json());
+  for (const auto& e : es) a.push_back(to_json(e));
   return a;
 }
 
@@ -160,7 +160,7 @@ Result<json> CronStep::verify(const StepContext& ctx, const json& intent, const 
   json ev{{"active_matches", active}, {"active", scan["files"]}, {"edited_files", files}};
   if (active > 0) {
     Error e = plain_error("", std::to_string(active) + " matching cron line(s) are still active");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;
@@ -224,7 +224,7 @@ Result<json> CronStep::undo(const StepContext& ctx, const json& intent) {
   if (!errors.empty()) {
     Error e = plain_error("", std::to_string(errors.size()) + " file(s) or timer(s) could not be restored");
     ev["errors"] = errors_json(errors);
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;
