@@ -167,3 +167,38 @@ TEST_CASE("cron step: an undo killed mid-rewrite is finished by the next undo") 
   CHECK_FALSE(is_rewrite_leftover(crontab + "  ", crontab));  // spaces only pad an unterminated last line
   CHECK_FALSE(is_rewrite_leftover(crontab, crontab));
 }
+
+TEST_CASE("cron step: an intent cut short or edited in the journal is an Error naming the field, not a throw") {
+  Sandbox sb;
+  sandbox::CronFiles files;
+  files.install(sb);
+  auto core = sandbox::open_core(sandbox::options(sb));
+  StepContext ctx{core->root(), core->journal(), "op-bad-intent"};
+  auto plan = core->step("cron")->plan(ctx);
+  REQUIRE(plan.ok());
+
+  json no_files = *plan;
+  no_files.erase("files");
+  auto a = core->step("cron")->apply(ctx, no_files);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().text().find("\"files\" is missing") != std::string::npos);
+
+  json bad_mode = *plan;
+  bad_mode["files"][0]["mode"] = "rw-r--r--";
+  auto u = core->step("cron")->undo(ctx, bad_mode);
+  REQUIRE_FALSE(u.ok());
+  CHECK(u.error().text().find("a file is not {path,") != std::string::npos);
+
+  json bad_line = *plan;
+  bad_line["files"][0]["lines"][0].erase("pattern");
+  auto v = core->step("cron")->verify(ctx, bad_line, json::object());
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.error().text().find("a line is not {line, text, pattern}") != std::string::npos);
+
+  json bad_timer = *plan;
+  bad_timer["timers"]["to_stop"] = json::array({42});
+  auto t = core->step("cron")->apply(ctx, bad_timer);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().text().find("a timer to stop is not a unit name") != std::string::npos);
+  files.check_identical(sb);  // nothing was edited on the way to any of these errors
+}
