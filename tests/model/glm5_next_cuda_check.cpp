@@ -1,6 +1,6 @@
 // glm5_next_text on CUDA, on a GPU (exits 77, "skipped", without one); a program rather than a
 // doctest binary so that engine/bench/gpu builds it with CUDA alone. Two parts:
-//   kernels  each new kernel (glm5_next_kernels.hpp) against its CPU reference on seeded inputs:
+//   kernels  each new kernel (tandem/kernels/glm5_next.hpp) against its CPU reference on seeded inputs:
 //            hc_collapse/hc_expand, the KDA recurrence (two sequences, one resumed from a state,
 //            one reset), the indexer's selection (the CPU's scores and tail, with a top-k that
 //            leaves pools out; equal scores may pick other pools than the CPU's torch.topk order),
@@ -25,7 +25,7 @@
 
 #include "bf16_checkpoint.hpp"
 #include "cuda/cuda_glm5_next.hpp"
-#include "cuda/glm5_next_kernels.hpp"
+#include "tandem/kernels/glm5_next.hpp"
 #include "ffn.hpp"
 #include "glm5_next_parts.hpp"
 #include "tandem/kernels/attention.hpp"

@@ -26,7 +26,7 @@
 
 #include "cuda_decoder.hpp"  // cuda_error, FirstError
 #include "device_buffer.hpp"
-#include "glue_kernels.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/gemm.hpp"

@@ -13,8 +13,8 @@
 
 #include "../decoder.hpp"
 #include "cuda_decoder.hpp"
-#include "glue_kernels.hpp"
-#include "gqa_kernels.hpp"
+#include "tandem/kernels/glue.hpp"
+#include "tandem/kernels/gqa.hpp"
 #include "tandem/kernels/rope.hpp"
 
 namespace tandem::model::cuda {

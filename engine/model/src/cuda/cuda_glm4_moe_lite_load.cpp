@@ -10,7 +10,7 @@
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
-#include "glue_kernels.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"

@@ -13,8 +13,8 @@
 #include <cmath>
 
 #include "cuda_glm4_moe_lite.hpp"
-#include "capture_kernels.hpp"
-#include "glue_kernels.hpp"
+#include "tandem/kernels/capture.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/moe_decode.hpp"

@@ -1,6 +1,6 @@
 // glm5_next_text (and the text stack of glm5_next) on CUDA: the model class, shared by its loading
 // (cuda_glm5_next_load.cpp) and its step (cuda_glm5_next_step.cpp). The math is the CPU
-// reference's (glm5_next.cpp and its parts); the new kernels are in glm5_next_kernels.hpp.
+// reference's (glm5_next.cpp and its parts); the new kernels are in tandem/kernels/glm5_next.hpp.
 //
 // First version, correct before fast:
 //   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
@@ -27,7 +27,7 @@
 
 #include "cuda_decoder.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
 #include "device_buffer.hpp"
-#include "glm5_next_kernels.hpp"
+#include "tandem/kernels/glm5_next.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 namespace tandem::model::cuda {

@@ -7,12 +7,12 @@
 // and logits = lm_head(rmsnorm(mean of the streams)) for the rows asked for. DSA runs absorbed:
 // the query is projected into the latent space per head (kv_b's key part), attends to the cached
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
-// Every product takes fp32 activations (linear_f32_cuda and friends, glm5_next_kernels.hpp): with
+// Every product takes fp32 activations (linear_f32_cuda and friends, tandem/kernels/glm5_next.hpp): with
 // bf16 GEMM inputs through cuBLASLt the fixture's logits were 2.6e-2 off transformers'.
 #include <algorithm>
 #include <cmath>
 
-#include "capture_kernels.hpp"
+#include "tandem/kernels/capture.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"

@@ -1,4 +1,4 @@
-// What glm4_moe's grouped-query attention needs on CUDA beyond the op layer and glue_kernels.hpp:
+// What glm4_moe's grouped-query attention needs on CUDA beyond the op layer and tandem/kernels/glue.hpp:
 // the per-head RMSNorm of its queries and keys (use_qk_norm), in place in the fused projection's
 // rows. bf16; device buffers. nvcc compiles this header as C++17: plain types only.
 #pragma once

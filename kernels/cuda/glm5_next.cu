@@ -1,11 +1,11 @@
-// glm5_next's CUDA kernels (glm5_next_kernels.hpp): naive and fp32 throughout, written to follow
+// glm5_next's CUDA kernels (tandem/kernels/glm5_next.hpp): naive and fp32 throughout, written to follow
 // the CPU reference line by line rather than to be fast.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
 
-#include "glm5_next_kernels.hpp"
+#include "tandem/kernels/glm5_next.hpp"
 
 namespace tandem::model::cuda {
 namespace {

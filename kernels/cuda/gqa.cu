@@ -1,7 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "gqa_kernels.hpp"
+#include "tandem/kernels/gqa.hpp"
 
 namespace tandem::model::cuda {
 namespace {

@@ -2,7 +2,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include "glue_kernels.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/launch.hpp"
 
 namespace tandem::model::cuda {

@@ -1,7 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "capture_kernels.hpp"
+#include "tandem/kernels/capture.hpp"
 
 namespace tandem::model::cuda {
 namespace {
