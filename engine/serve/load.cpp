@@ -153,16 +153,16 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
 
   if (!cfg.chat_template.empty()) {
     auto t = tmpl::ChatTemplate::from_file(cfg.chat_template);
-    if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().str());
+    if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().text());
     // Special tokens (bos_token, eos_token) still come from the model's tokenizer_config.json.
     if (auto base = tmpl::ChatTemplate::from_model_dir(dir)) t.value().set_special_tokens(base.value().special_tokens());
     out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
   } else if (auto t = tmpl::ChatTemplate::from_model_dir(dir)) {
     out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
-  } else if (t.error().kind != tmpl::Error::Kind::io || t.error().message.rfind("no ", 0) != 0) {
-    return error("the chat template of " + dir.string() + ": " + t.error().str());
+  } else if (tmpl::kind_of(t.error()) != tmpl::ErrorKind::io || t.error().message.rfind("no ", 0) != 0) {
+    return error("the chat template of " + dir.string() + ": " + t.error().text());
   } else {
-    log("note: " + dir.string() + " has no chat template (" + t.error().str() +
+    log("note: " + dir.string() + " has no chat template (" + t.error().text() +
         "); /v1/chat/completions answers 400 until one is given with `chat_template`");
   }
 

@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/capture.hpp"
 
 namespace tandem::model::cuda {
@@ -14,11 +15,10 @@ __global__ void rows_to_bf16_kernel(const float* x, int width, __nv_bfloat16* ds
 
 }  // namespace
 
-std::string rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream) {
+Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream) {
   if (rows <= 0) return {};
   rows_to_bf16_kernel<<<rows, 256, 0, stream>>>(x, width, reinterpret_cast<__nv_bfloat16*>(dst), ldd);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? std::string() : std::string("hidden-state capture: ") + cudaGetErrorString(e);
+  return TANDEM_CUDA_LAUNCHED("hidden-state capture");
 }
 
 }  // namespace tandem::model::cuda

@@ -19,9 +19,9 @@ int main() {
   for (auto& v : x) v = dist(rng);
   for (auto& v : w) v = dist(rng);
   rmsnorm_cpu(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
-  std::string err = rmsnorm_cuda(x.data(), w.data(), got.data(), rows, n, 1e-5f);
-  if (!err.empty()) {
-    std::printf("FAIL: %s\n", err.c_str());
+  tandem::Status err = rmsnorm_cuda(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+  if (!err) {
+    std::printf("FAIL: %s\n", err.error().text().c_str());
     return 1;
   }
   double worst = 0;

@@ -16,6 +16,7 @@
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/gqa.hpp"
 #include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
@@ -40,37 +41,37 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     return l;
   }
 
-  std::string attention_shape_error() const override {
-    if (kv_heads_ <= 0 || heads_ % kv_heads_ != 0) return "num_attention_heads must be a multiple of num_key_value_heads";
-    if (D_ > 576) return "head_dim must be at most 576 for the paged-attention kernel";
+  Status attention_shape_error() const override {
+    if (kv_heads_ <= 0 || heads_ % kv_heads_ != 0) return Error{"num_attention_heads must be a multiple of num_key_value_heads"};
+    if (D_ > 576) return Error{"head_dim must be at most 576 for the paged-attention kernel"};
     return {};
   }
 
-  std::string load_attention(Uploader& up, int l, Layer& a) override {
+  Status load_attention(Uploader& up, int l, Layer& a) override {
     const std::size_t h = static_cast<std::size_t>(H_), q = static_cast<std::size_t>(q_rows_), kv = static_cast<std::size_t>(kv_w_);
     const std::string sa = layer_prefix(l) + "self_attn.";
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "qkv_proj"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "qkv_proj"); !e) return e;
     up.bf16(a.w_in, 0, sa + "q_proj.weight", {q_rows_, H_});
     up.bf16(a.w_in, q * h, sa + "k_proj.weight", {kv_w_, H_});
     up.bf16(a.w_in, (q + kv) * h, sa + "v_proj.weight", {kv_w_, H_});
     if (c_.d.attention_bias) {
-      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "qkv bias"); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "qkv bias"); !e) return e;
       up.bf16(a.b_in, 0, sa + "q_proj.bias", {q_rows_});
       up.bf16(a.b_in, q, sa + "k_proj.bias", {kv_w_});
       up.bf16(a.b_in, q + kv, sa + "v_proj.bias", {kv_w_});
     }
     if (c_.use_qk_norm) {
-      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), sa + "q_norm"); !e.empty()) return e;
-      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), sa + "k_norm"); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), sa + "q_norm"); !e) return e;
+      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), sa + "k_norm"); !e) return e;
       up.bf16(a.q_norm, 0, sa + "q_norm.weight", {D_});
       up.bf16(a.k_norm, 0, sa + "k_norm.weight", {D_});
     }
-    if (auto e = alloc_bf16(a.o, h * q, sa + "o_proj"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.o, h * q, sa + "o_proj"); !e) return e;
     up.bf16(a.o, 0, sa + "o_proj.weight", {H_, q_rows_});
     return {};
   }
 
-  std::string attention(int l, const Layer& a, int T, int max_context) override {
+  Status attention(int l, const Layer& a, int T, int max_context) override {
     FirstError err;
     auto* fused = fused_.as<std::uint16_t>();
     k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
@@ -97,7 +98,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
                              kv_type_, scale, part == 0 ? k_pool : v_pool, stream_));
     mark("attn cache write (k, v)", T * (2.0 * width_ + static_cast<double>(width_) * k::dtype_bytes(kv_type_)));
     // The kernel reads the queries as [T, heads, D] rows.
-    err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(q_rows_) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(q_rows_) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
                                      static_cast<std::size_t>(q_rows_) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
                    "query copy"));
     mark("attn query copy", 4.0 * T * q_rows_);
@@ -109,7 +110,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     o.y_type = k::DType::f32;
     err(gemm(o));
     mark("attn o_proj", 2.0 * H_ * q_rows_);
-    return err.message;
+    return err.status;
   }
 
   const Glm4MoeConfig& c_;
@@ -121,7 +122,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                       const CudaOptions& options) {
   auto m = std::make_unique<Glm4MoeCuda>(std::move(config), comm, options);
-  if (auto e = m->load(ck); !e.empty()) return error("CUDA glm4_moe: " + e);
+  if (auto e = m->load(ck); !e) return e.error().with_context("CUDA glm4_moe");
   return std::unique_ptr<CudaModel>(std::move(m));
 }
 

@@ -14,22 +14,23 @@
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
 using detail::layer_prefix;
 
-std::string GlmDecoderCuda::load(const Checkpoint& ck) {
-  if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
-  if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
-  std::string why;
-  gemm_ = k::GemmRunner::create(&why);
-  if (!gemm_) return why;
+Status GlmDecoderCuda::load(const Checkpoint& ck) {
+  if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
+  if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
+  auto gemm = k::GemmRunner::create();
+  if (!gemm) return gemm.error();
+  gemm_ = std::move(*gemm);
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0))
-    return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
-  if (auto e = attention_shape_error(); !e.empty()) return e;
-  if (E_ > 1024) return "at most 1024 routed experts";
-  if (auto e = load_weights(ck); !e.empty()) return e;
+    return Error{"the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8"};
+  if (auto e = attention_shape_error(); !e) return e;
+  if (E_ > 1024) return Error{"at most 1024 routed experts"};
+  if (auto e = load_weights(ck); !e) return e;
   return allocate_activations();
 }
 
@@ -41,22 +42,22 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   const std::size_t per_layer = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) *
                                 static_cast<std::size_t>(width_) * static_cast<std::size_t>(k::dtype_bytes(kv_type_));
   layer_bytes_ = per_layer;
-  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
-    return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
+  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e)
+    return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
   in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
-  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
-  if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e) return e.error();
   // Flash-decoding workspace for the largest split any step size can ask for.
   std::size_t ws = 0;
   for (int n = 1; n <= t_cap_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, heads_, attn_layout(), max_len_));
-  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "attention workspace"); !e.empty()) return error(e);
+  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "attention workspace"); !e) return e.error();
   return Ok{};
 }
 
-std::string GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+Status GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
   weight_bytes_ += n * 2;
   return b.allocate(n * 2, what);
 }
@@ -76,28 +77,28 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
     note_format(parts[0].name, WeightFormat::dense, plan->why_dense);
     return false;
   }
-  if (auto e = upload_quant(q, ck, plan->format, plan->parts); !e.empty()) return error(e);
+  if (auto e = upload_quant(q, ck, plan->format, plan->parts); !e) return e.error();
   weight_bytes_ += q.bytes();
   for (const StoredWeight& w : plan->parts) quantised_tensors_.push_back(w.name);
   note_format(parts[0].name, plan->format, {});
   return true;
 }
 
-std::string GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised) {
+Status GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const Checkpoint& ck = up.checkpoint();
   auto gu = load_quant(ck, {{prefix + "gate_proj.weight", width, H_}, {prefix + "up_proj.weight", width, H_}}, m.gate_up_q, quantised);
-  if (!gu) return gu.error().message;
+  if (!gu) return gu.error();
   if (!gu.value()) {
-    if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e.empty()) return e;
+    if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e) return e;
     up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
     up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
   }
   auto down = load_quant(ck, {{prefix + "down_proj.weight", H_, width}}, m.down_q, quantised);
-  if (!down) return down.error().message;
+  if (!down) return down.error();
   if (!down.value()) {
-    if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e.empty()) return e;
+    if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e) return e;
     up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
   }
   return {};
@@ -128,25 +129,25 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std:
     return false;
   }
   const std::span<const StoredWeight> parts(joint->parts);
-  if (auto e = upload_quant(a.experts_gate_up_q, ck, joint->format, parts.subspan(0, gate_up.size())); !e.empty()) return error(e);
-  if (auto e = upload_quant(a.experts_down_q, ck, joint->format, parts.subspan(gate_up.size(), down.size())); !e.empty())
-    return error(e);
+  if (auto e = upload_quant(a.experts_gate_up_q, ck, joint->format, parts.subspan(0, gate_up.size())); !e) return e.error();
+  if (auto e = upload_quant(a.experts_down_q, ck, joint->format, parts.subspan(gate_up.size(), down.size())); !e)
+    return e.error();
   weight_bytes_ += a.experts_gate_up_q.bytes() + a.experts_down_q.bytes();
   for (std::size_t i = 0; i < gate_up.size() + down.size(); ++i) quantised_tensors_.push_back(joint->parts[i].name);
   note_format(experts_name, joint->format, {});
   return true;
 }
 
-std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
+Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
-  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
+  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
   up.bf16(embed_, 0, "model.embed_tokens.weight", {V_, H_});
-  if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
+  if (auto e = alloc_bf16(final_norm_, h, "norm"); !e) return e;
   up.bf16(final_norm_, 0, "model.norm.weight", {H_});
   if (!d.tie_word_embeddings) {
-    if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
+    if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
     up.bf16(head_, 0, "lm_head.weight", {V_, H_});
   }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
@@ -155,9 +156,9 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
     const std::string p = layer_prefix(l);
     const std::uint64_t before = weight_bytes_;
-    if (auto e = load_attention(up, l, a); !e.empty()) return e;
+    if (auto e = load_attention(up, l, a); !e) return e;
     for (auto [buf, name] : {std::pair{&a.input_norm, "input_layernorm.weight"}, std::pair{&a.post_norm, "post_attention_layernorm.weight"}}) {
-      if (auto e = alloc_bf16(*buf, h, p + name); !e.empty()) return e;
+      if (auto e = alloc_bf16(*buf, h, p + name); !e) return e;
       up.bf16(*buf, 0, p + name, {H_});
     }
     fixed += weight_bytes_ - before;
@@ -166,23 +167,23 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     a.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
     const std::uint64_t ffn_before = weight_bytes_;
     if (!a.moe) {
-      if (auto e = load_mlp(up, mp, d.intermediate_size, a.dense); !e.empty()) return e;
+      if (auto e = load_mlp(up, mp, d.intermediate_size, a.dense); !e) return e;
       fixed += weight_bytes_ - ffn_before;
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
-    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e.empty()) return e;
-    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e.empty()) return e;
+    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e) return e;
+    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e) return e;
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
     up.f32(a.router, mp + "gate.weight", {E_, H_});
     up.f32(a.correction_bias, mp + "gate.e_score_correction_bias", {E_});
     auto quantised = load_quant_experts(ck, mp, a);
-    if (!quantised) return quantised.error().message;
+    if (!quantised) return quantised.error();
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
-      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e.empty())
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e)
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e) return e;
     }
     if (!experts_quantised && ck.has(mp + "experts.gate_up_proj")) {
       up.bf16(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
@@ -198,7 +199,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     }
     const std::uint64_t shared_before = weight_bytes_;
     if (d.moe.n_shared_experts > 0)
-      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e.empty())
+      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e)
         return e;
     // A step reads the router and the shared experts once, and each expert chosen by any token.
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
@@ -208,12 +209,12 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
                                    : 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
-  if (auto e = cuda_error(cudaDeviceSynchronize(), "uploading the weights"); !e.empty()) return e;  // cudaMemcpy may return early
-  if (auto e = finish_load(); !e.empty()) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaDeviceSynchronize(), "uploading the weights"); !e) return e;  // cudaMemcpy may return early
+  if (auto e = finish_load(); !e) return e;
   std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
   k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
-  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e.empty()) return e;
-  if (auto e = cuda_error(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e.empty())
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e)
     return e;
   // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
   decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
@@ -224,7 +225,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
                                  &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
       scratch = std::max(scratch, q->dense_elements());
-  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e.empty()) return e;
+  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
   weight_formats_.clear();
   for (const auto& [f, n] : format_counts_)
     weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
@@ -232,7 +233,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   return {};
 }
 
-std::string GlmDecoderCuda::allocate_activations() {
+Status GlmDecoderCuda::allocate_activations() {
   // R: logit rows (one per sequence, or 1 + k per sequence verifying k drafts).
   const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
@@ -277,15 +278,15 @@ std::string GlmDecoderCuda::allocate_activations() {
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
   };
   for (const Want& w : wants)
-    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
-  if (auto e = allocate_attention(); !e.empty()) return e;
+    if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  if (auto e = allocate_attention(); !e) return e;
   return init_greedy_sampling(sample_params_, uniform_, R);
 }
 
 Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
-  if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e) return e.error();
   // The rows of a padded graph step, gathered into the items' order (run()).
-  if (auto e = allocate_capture(capture_tmp_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  if (auto e = allocate_capture(capture_tmp_, layers, d_.num_hidden_layers, t_cap_, H_); !e) return e.error();
   capture_layers_ = std::move(layers);
   // Graphs captured before now lack the copies (or hold the old ones): capture them again.
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -295,85 +296,86 @@ Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
 
 // --- glm4_moe_lite's MLA ---------------------------------------------------------------------
 
-std::string Glm4MoeLiteCuda::attention_shape_error() const {
-  return width_ > 576 ? "kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel" : "";
+Status Glm4MoeLiteCuda::attention_shape_error() const {
+  if (width_ > 576) return Error{"kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel"};
+  return Ok{};
 }
 
-std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
+Status Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const std::size_t h = static_cast<std::size_t>(H_);
   const std::string sa = layer_prefix(l) + "self_attn.";
   const bool bias = c_.d.attention_bias;
   const Checkpoint& ck = up.checkpoint();
   const std::string q_name = sa + (lora_q_ > 0 ? "q_a_proj.weight" : "q_proj.weight");
   auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {sa + "kv_a_proj_with_mqa.weight", width_, H_}}, a.w_in_q);
-  if (!w_in_q) return w_in_q.error().message;
+  if (!w_in_q) return w_in_q.error();
   if (!w_in_q.value()) {
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e) return e;
     up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
     up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
   }
   if (lora_q_ > 0) {
-    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e) return e;
     up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
     auto q_b_q = load_quant(ck, {{sa + "q_b_proj.weight", heads_ * qk_, lora_q_}}, a.q_b_q);
-    if (!q_b_q) return q_b_q.error().message;
+    if (!q_b_q) return q_b_q.error();
     if (!q_b_q.value()) {
       if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
-          !e.empty())
+          !e)
         return e;
       up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
     }
   }
   if (bias) {
-    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e) return e;
     std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
     if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
     else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
     up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
-    if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e.empty()) return e;
+    if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e) return e;
     weight_bytes_ += h * 4;
     up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
   }
-  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e.empty()) return e;
+  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e) return e;
   up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
   const int kvb_rows = heads_ * (nope_ + vd_);
   if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
-      !e.empty())
+      !e)
     return e;
   up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
   auto o_q = load_quant(ck, {{sa + "o_proj.weight", H_, heads_ * vd_}}, a.o_q);
-  if (!o_q) return o_q.error().message;
+  if (!o_q) return o_q.error();
   if (!o_q.value()) {
-    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e) return e;
     up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
   }
   return {};
 }
 
-std::string Glm4MoeLiteCuda::finish_load() {
+Status Glm4MoeLiteCuda::finish_load() {
   // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
   // step reads it instead of kv_b's key rows, never both).
   if (nope_ % 8 == 0)
     for (Layer& a : layers_) {
       const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
-      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e.empty()) return e;
-      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e.empty()) return e;
+      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e) return e;
+      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e) return e;
     }
-  return cuda_error(cudaStreamSynchronize(stream_), "transposing kv_b");
+  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "transposing kv_b");
 }
 
-std::string Glm4MoeLiteCuda::allocate_attention() {
+Status Glm4MoeLiteCuda::allocate_attention() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), heads = static_cast<std::size_t>(heads_);
-  if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e.empty()) return e;
-  if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e.empty()) return e;
+  if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e) return e;
+  if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e) return e;
   return olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent");
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                            const CudaOptions& options) {
   auto m = std::make_unique<Glm4MoeLiteCuda>(std::move(config), comm, options);
-  if (auto e = m->load(ck); !e.empty()) return error("CUDA glm4_moe_lite: " + e);
+  if (auto e = m->load(ck); !e) return e.error().with_context("CUDA glm4_moe_lite");
   return std::unique_ptr<CudaModel>(std::move(m));
 }
 
