@@ -188,7 +188,7 @@ __global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* de
 Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return Error{std::string("moe_router_route: ") + bad};
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_router_route");
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return Error{"moe_router_route: tokens >= 0 and hidden a multiple of 8"};
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32;  // a warp per expert, up to 32 warps
@@ -201,7 +201,7 @@ Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, co
 
 Status moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
                            std::int32_t* expert, float* weight, Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return Error{std::string("moe_route: ") + bad};
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_route");
   if (tokens < 0) return Error{"moe_route: tokens must be >= 0"};
   if (tokens == 0) return {};
   const size_t smem = kWarps * (sizeof(float) * (2 * static_cast<size_t>(m.n_experts) + static_cast<size_t>(m.n_group)) +
@@ -214,7 +214,7 @@ Status moe_route_cuda(const MoeRouting& m, const float* router_logits, const flo
 Status moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
                                        int hidden, const float* router, const float* correction_bias, int tokens, void* h,
                                        std::int32_t* expert, float* weight, Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return Error{std::string("moe_norm_router_route: ") + bad};
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_norm_router_route");
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return Error{"moe_norm_router_route: tokens >= 0 and hidden a multiple of 8"};
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32 > 256 ? E * 32 : 256;

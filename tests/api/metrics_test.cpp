@@ -21,7 +21,9 @@ TEST_CASE("Prometheus text: HELP, TYPE, labelled series, escaping") {
         "# HELP tandem_kv_usage_ratio Share of KV blocks in use\n"
         "# TYPE tandem_kv_usage_ratio gauge\n"
         "tandem_kv_usage_ratio 0.25\n");
-  CHECK_THROWS(m.add("undeclared", 1));
+  CHECK(m.problems().ok());
+  m.add("undeclared", 1);  // dropped and reported, not thrown (see the misuse test below)
+  CHECK_FALSE(m.problems().ok());
 }
 
 TEST_CASE("a fractional counter keeps its resolution as it grows (seconds counters)") {

@@ -44,7 +44,6 @@ namespace {
 
 namespace k = tandem::kernels;
 using model::error;
-using model::cuda::cuda_error;
 using model::cuda::DeviceBuffer;
 using model::cuda::FirstError;
 using model::cuda::Uploader;
@@ -84,9 +83,9 @@ class DFlashCuda final : public DeviceDrafter {
   std::uint64_t context_bytes_per_token() const override {
     return static_cast<std::uint64_t>(c_.num_hidden_layers) * 2u * static_cast<std::uint64_t>(kvw_) * 2u;
   }
-  model::Status make_pool(std::int32_t num_blocks, int block_size) override;
-  model::Status add_context(std::span<const model::PagedWork> work) override;
-  model::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
+  tandem::Status make_pool(std::int32_t num_blocks, int block_size) override;
+  tandem::Status add_context(std::span<const model::PagedWork> work) override;
+  tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
 
  private:
   struct Layer {
@@ -284,7 +283,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   return {};
 }
 
-model::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
+tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) return error("drafter context pool: no blocks");
   num_blocks_ = num_blocks, block_size_ = block_size;
   max_blocks_ = (max_len_ + block_size - 1) / block_size;
@@ -300,7 +299,7 @@ model::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
-  return model::Ok{};
+  return tandem::Ok{};
 }
 
 Status DFlashCuda::write_kv(int l, int T) {
@@ -314,7 +313,7 @@ Status DFlashCuda::write_kv(int l, int T) {
   return err.status;
 }
 
-model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
+tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
   if (!target_.captured()) return error("drafter: the target captures no hidden states");
   std::int32_t* pos = ctx_host_ + offset(in_pos());
@@ -329,7 +328,7 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
       if (s < 0) return error("drafter context: " + why);
       pos[T] = p, slots[T] = static_cast<std::int32_t>(s);
     }
-  if (T == 0) return model::Ok{};
+  if (T == 0) return tandem::Ok{};
   // Steps repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to a
   // power of two, they replay a graph per size. Padding rows (stale captured rows) write the
   // scratch block only.
@@ -361,7 +360,7 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
     err(enqueue_context(T));
   }
   if (!err.ok()) return err.status.error().with_context("drafter context");
-  return model::Ok{};
+  return tandem::Ok{};
 }
 
 Status DFlashCuda::enqueue_context(int T) {
@@ -372,7 +371,7 @@ Status DFlashCuda::enqueue_context(int T) {
   return err.status;
 }
 
-model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
+tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
   if (pool_.empty()) return error("drafter: make_pool first");
   const int S = static_cast<int>(items.size());
   Drafts out;
@@ -503,7 +502,7 @@ Status DFlashCuda::capture(int B, int n) {
 
 }  // namespace
 
-model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
+tandem::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
                                                                const DFlashCudaOptions& options) {
   const auto where = drafter_dir.string();
   auto c = read_dflash_config(drafter_dir, target.config());

@@ -26,10 +26,10 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
-// Which settings are usable; a message naming the bad one, or nullptr.
+// Which settings are usable: Ok, or an Error naming the bad one.
 // (E divisible by n_group, at least 2 experts per group, topk_group <= n_group, 1 <= top_k <= the
 // experts in topk_group groups, E <= 1024.)
-const char* check_moe_routing(const MoeRouting& m);
+Status check_moe_routing(const MoeRouting& m);
 
 // One token, from its sigmoid scores: top_k expert ids and weights.
 void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correction_bias, std::int32_t* expert,
