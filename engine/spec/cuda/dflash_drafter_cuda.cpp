@@ -279,7 +279,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
 
-  if (auto s = target_.set_capture(c_.target_layer_ids); !s) return Error{"the target's hidden-state capture: " + s.error().message};
+  if (auto s = target_.set_capture(c_.target_layer_ids); !s) return s.error().with_context("the target's hidden-state capture");
   return {};
 }
 
@@ -508,9 +508,9 @@ tandem::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::files
   auto c = read_dflash_config(drafter_dir, target.config());
   if (!c) return c.error();
   auto ck = model::Checkpoint::open(drafter_dir);
-  if (!ck) return error("drafter " + where + ": " + ck.error().message);
+  if (!ck) return ck.error().with_context("drafter " + where);
   auto d = std::make_unique<DFlashCuda>(std::move(c).value(), target, options);
-  if (auto e = d->load(ck.value()); !e) return error("drafter " + where + " on the GPU: " + e);
+  if (auto e = d->load(ck.value()); !e) return e.error().with_context("drafter " + where + " on the GPU");
   return std::unique_ptr<DeviceDrafter>(std::move(d));
 }
 
