@@ -1,7 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "tandem/kernels/cuda_check.hpp"
+#include "common.cuh"
 #include "tandem/kernels/capture.hpp"
 
 namespace tandem::model::cuda {

@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <string>
 
 #include "tandem/kernels/cuda_check.hpp"
@@ -34,18 +35,118 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-// `scratch` holds 32 values; the call begins and ends with a barrier so it can be called back to back.
+// Each warp's sum of v into scratch[warp] (blockDim.x a multiple of 32, at most 1024), visible to
+// the whole block on return. It begins with a barrier, so that a reduction may follow another on
+// the same scratch without one in between.
+template <class T>
+__device__ __forceinline__ void warp_partials(T v, T* scratch) {
+  v = warp_sum(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds 32 values.
 template <class T>
 __device__ T block_sum(T v, T* scratch) {
+  warp_partials(v, scratch);
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  return warp_sum(lane < warps ? scratch[lane] : T(0));
+}
+
+// The same with the warps' partial sums added one after another in warp order rather than as a
+// tree: the order the decoder's row norms (glue.cu) were written with. Kept apart from block_sum
+// because a fused kernel and the unfused ones it replaces must round alike, bit for bit.
+__device__ __forceinline__ float block_sum_in_order(float v, float* scratch) {
+  warp_partials(v, scratch);
+  float total = 0.f;
+  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += scratch[i];
+  return total;
+}
+
+// Max over the block, as block_sum. Lanes past the last warp count as -FLT_MAX, so a block whose
+// values are all -inf gets -FLT_MAX (a finite shift for the softmaxes that use it).
+__device__ __forceinline__ float block_max(float v, float* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = warp_max(v);
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  T total = lane < warps ? scratch[lane] : T(0);
-  total = warp_sum(total);
-  return total;
+  float total = lane < warps ? scratch[lane] : -FLT_MAX;
+  return warp_max(total);
+}
+
+// 1 / sqrt(mean(x[0:n]^2) + eps) of a bf16 row, summed by the whole block in block_sum_in_order's
+// order (every thread gets it).
+__device__ __forceinline__ float row_rms_scale(const bf16* x, int n, float eps, float* scratch) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = __bfloat162float(x[i]);
+    s += v * v;
+  }
+  return rsqrtf(block_sum_in_order(s, scratch) / static_cast<float>(n) + eps);
+}
+
+// Weights are read once per step: 16- and 8-byte loads that keep them out of L1.
+__device__ __forceinline__ uint4 load_nc16(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 load_nc8(const void* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
+// The dot product of two chunks of eight bf16s, one fmaf chain in entry order (the decode
+// products' rounding: gemv.cu, moe_decode.cu).
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
+    s = fmaf(fx.x, fy.x, s);
+    s = fmaf(fx.y, fy.y, s);
+  }
+  return s;
+}
+
+// 16 bf16s at x (16-byte aligned) as floats: a bf16 is the top half of an fp32.
+__device__ __forceinline__ void load_bf16x16(const bf16* x, float* v) {
+  const uint4* p = reinterpret_cast<const uint4*>(x);
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint4 u = p[q];
+    const unsigned words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      v[8 * q + 2 * w] = __uint_as_float(words[w] << 16);
+      v[8 * q + 2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
+    }
+  }
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// The end of a warp-per-output-row product over NT x rows (gemv.cu, quant_gemv.cu): each row's
+// lane sums reduced by warp_sum, then lane t holds row t's result, silu(gate) * up when SILU, else
+// the sum (0 on lanes >= NT). Registers are indexed by constants only, hence the select loop.
+template <int NT, bool SILU>
+__device__ __forceinline__ float warp_rows_result(float (&acc)[NT], float (&up)[NT]) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = warp_sum(acc[t]);
+    if (SILU) up[t] = warp_sum(up[t]);
+  }
+  const int lane = threadIdx.x % 32;
+  float mine = 0.f;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+    if (lane == t) mine = SILU ? silu_mul(acc[t], up[t]) : acc[t];
+  return mine;
 }
 
 

@@ -12,28 +12,6 @@ namespace {
 using cuda::bf16;
 constexpr int kWarps = 4;
 
-// Weights are read once per step: keep them out of L1.
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
-    s = fmaf(fx.x, fy.x, s);
-    s = fmaf(fx.y, fy.y, s);
-  }
-  return s;
-}
-
 // NT: x rows per block (a launch of more rows has a grid row of blocks per NT rows: blockIdx.y);
 // U: 16-byte weight loads per lane in flight. Each x row's sum is built in the same order whatever
 // NT, U or the launch's row count: lane l adds chunks l, l + 32, l + 64, .. (one fmaf chain per
@@ -62,8 +40,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
     for (int u = 0; u < U; ++u) {
       const int c = c0 + 32 * u;
       if (c < chunks) {
-        wv[u] = load_stream(wg + 8 * c);
-        if (SILU) uv[u] = load_stream(wu + 8 * c);
+        wv[u] = cuda::load_nc16(wg + 8 * c);
+        if (SILU) uv[u] = cuda::load_nc16(wu + 8 * c);
       }
     }
   };
@@ -88,21 +66,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
         for (int t = 0; t < NT; ++t) {
           if (t >= nr) break;
           const uint4 xv = *reinterpret_cast<const uint4*>(xr + t * a.ldx + 8 * c);
-          acc[t] += dot8(wv[u], xv);
-          if (SILU) up[t] += dot8(uv[u], xv);
+          acc[t] += cuda::dot8(wv[u], xv);
+          if (SILU) up[t] += cuda::dot8(uv[u], xv);
         }
       }
     }
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = cuda::warp_sum(acc[t]);
-      if (SILU) up[t] = cuda::warp_sum(up[t]);
-    }
-    // Lane t writes x row r0 + t's result (registers are indexed by constants only).
-    float mine = 0.f;
-#pragma unroll
-    for (int t = 0; t < NT; ++t)
-      if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+    // Lane t writes x row r0 + t's result.
+    float mine = cuda::warp_rows_result<NT, SILU>(acc, up);
     if (lane < nr) {
       if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
       static_cast<OutT*>(a.y)[(r0 + lane) * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);

@@ -5,45 +5,17 @@
 
 #include <cfloat>
 
+#include "common.cuh"
 #include "tandem/kernels/glm5_next.hpp"
-#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using kernels::cuda::bf16;
+using kernels::cuda::block_max;
+using kernels::cuda::block_sum;
+using kernels::cuda::warp_sum;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Sum over the block (blockDim.x a multiple of 32); every thread gets it. Barriers on both sides.
-__device__ float block_sum(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = lane < warps ? scratch[lane] : 0.f;
-  total = warp_sum(total);
-  __syncthreads();
-  return total;
-}
-__device__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = lane < warps ? scratch[lane] : -FLT_MAX;
-  total = warp_max(total);
-  __syncthreads();
-  return total;
-}
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
 // ---- glue -------------------------------------------------------------------------------------

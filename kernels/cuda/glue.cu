@@ -2,30 +2,23 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "common.cuh"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/launch.hpp"
-#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using kernels::cuda::bf16;
+using kernels::cuda::block_sum_in_order;
+using kernels::cuda::row_rms_scale;
+using kernels::cuda::warp_max;
 
 __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* w, bf16* y, long ldy, float eps) {
   __shared__ float part[32];
   const bf16* xr = x + blockIdx.x * ldx;
   bf16* yr = y + blockIdx.x * ldy;
-  float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = __bfloat162float(xr[i]);
-    s += v * v;
-  }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  const float r = row_rms_scale(xr, n, eps, part);
   for (int i = threadIdx.x; i < n; i += blockDim.x)
     yr[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
@@ -46,12 +39,7 @@ __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16
     xr[i] = v;
     s += v * v;
   }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + eps);
+  const float r = rsqrtf(block_sum_in_order(s, part) / static_cast<float>(n) + eps);
   float* y32r = y32 ? y32 + static_cast<long>(blockIdx.x) * n : nullptr;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = xr[i] * r * __bfloat162float(w[i]);
@@ -85,7 +73,7 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
 __global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* amax) {
   float m = 0.f;
   for (int i = threadIdx.x; i < width; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(src[blockIdx.x * ld + i])));
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  m = warp_max(m);
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
@@ -108,17 +96,7 @@ __global__ void latent_prep_kernel(LatentPrep p) {
   const int n = query ? p.lora_q : p.lora_kv;
   const bf16* x = query ? row : row + p.kv_at;
   const bf16* w = static_cast<const bf16*>(query ? p.q_norm : p.kv_norm);
-  float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = __bfloat162float(x[i]);
-    s += v * v;
-  }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) total += part[i];
-  const float r = rsqrtf(total / static_cast<float>(n) + p.eps);
+  const float r = row_rms_scale(x, n, p.eps, part);
   if (query) {
     bf16* y = static_cast<bf16*>(p.qlat) + static_cast<long>(t) * p.lora_q;
     for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]));

@@ -1,13 +1,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "tandem/kernels/cuda_check.hpp"
+#include "common.cuh"
 #include "tandem/kernels/gqa.hpp"
 
 namespace tandem::model::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using kernels::cuda::bf16;
 
 // Block (t, h): one warp normalises head h of token t (a head is a few hundred entries at most).
 __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, const bf16* q_w, const bf16* k_w, float eps) {
@@ -19,7 +19,7 @@ __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, cons
     const float v = __bfloat162float(row[i]);
     s += v * v;
   }
-  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  s = kernels::cuda::warp_sum(s);
   const float r = rsqrtf(s / static_cast<float>(dim) + eps);
   for (int i = threadIdx.x; i < dim; i += 32) row[i] = __float2bfloat16_rn(__bfloat162float(row[i]) * r * __bfloat162float(w[i]));
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "moe_decode_rows.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 
@@ -12,28 +13,7 @@ namespace {
 using cuda::bf16;
 constexpr int kWarps = 4, kLoads = 8;
 
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 fx = __bfloat1622float2(x[i]), fy = __bfloat1622float2(y[i]);
-    s = fmaf(fx.x, fy.x, s);
-    s = fmaf(fx.y, fy.y, s);
-  }
-  return s;
-}
-
-long act_width(const MoeDecodeArgs& a) { return a.width > a.shared_width ? a.width : a.shared_width; }
+using moe_rows::act_width;
 
 // Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
 // shared experts (shared_width rows).
@@ -41,40 +21,30 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
   cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const long per_token = static_cast<long>(a.top_k) * a.width + a.shared_width;
-  if (warp >= a.tokens * per_token) return;
-  const int t = static_cast<int>(warp / per_token);
-  const long r = warp % per_token;
-  int slot, o, n;
-  const bf16* w;
-  if (r < static_cast<long>(a.top_k) * a.width) {
-    slot = static_cast<int>(r / a.width), o = static_cast<int>(r % a.width), n = a.width;
-    const long e = a.expert[t * a.top_k + slot];
-    w = static_cast<const bf16*>(a.gate_up) + e * 2 * a.width * a.hidden;
-  } else {
-    slot = a.top_k, o = static_cast<int>(r - static_cast<long>(a.top_k) * a.width), n = a.shared_width;
-    w = static_cast<const bf16*>(a.shared_gate_up);
-  }
-  const bf16* gate = w + static_cast<long>(o) * a.hidden;
-  const bf16* up = w + static_cast<long>(n + o) * a.hidden;
-  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(t) * a.hidden;
+  if (warp >= a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width)) return;
+  const moe_rows::GateUpRow row = moe_rows::gate_up_row(a, warp);
+  const int n = row.routed ? a.width : a.shared_width;
+  const bf16* w = row.routed ? static_cast<const bf16*>(a.gate_up) +
+                                   static_cast<long>(a.expert[row.t * a.top_k + row.slot]) * 2 * a.width * a.hidden
+                             : static_cast<const bf16*>(a.shared_gate_up);
+  const bf16* gate = w + static_cast<long>(row.o) * a.hidden;
+  const bf16* up = w + static_cast<long>(n + row.o) * a.hidden;
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
   float g = 0.f, u = 0.f;
   const int chunks = a.hidden / 8;
   for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads) {
     uint4 gv[kLoads], uv[kLoads];
 #pragma unroll
     for (int i = 0; i < kLoads; ++i)
-      if (c0 + 32 * i < chunks) gv[i] = load_stream(gate + 8 * (c0 + 32 * i)), uv[i] = load_stream(up + 8 * (c0 + 32 * i));
+      if (c0 + 32 * i < chunks) gv[i] = cuda::load_nc16(gate + 8 * (c0 + 32 * i)), uv[i] = cuda::load_nc16(up + 8 * (c0 + 32 * i));
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       if (c0 + 32 * i >= chunks) break;
       const uint4 xv = *reinterpret_cast<const uint4*>(x + 8 * (c0 + 32 * i));
-      g += dot8(gv[i], xv), u += dot8(uv[i], xv);
+      g += cuda::dot8(gv[i], xv), u += cuda::dot8(uv[i], xv);
     }
   }
-  g = cuda::warp_sum(g), u = cuda::warp_sum(u);
-  if (lane == 0)
-    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+  moe_rows::store_act(a, aw, row, cuda::warp_sum(g), cuda::warp_sum(u));
 }
 
 // Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
@@ -109,12 +79,12 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long
         xp[i] = act + a.top_k * aw + 8 * cc;
         scale[i] = 1.f;
       }
-      wv[i] = load_stream(w);
+      wv[i] = cuda::load_nc16(w);
     }
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       if (c0 + 32 * i >= total) break;
-      acc += scale[i] * dot8(wv[i], *reinterpret_cast<const uint4*>(xp[i]));
+      acc += scale[i] * cuda::dot8(wv[i], *reinterpret_cast<const uint4*>(xp[i]));
     }
   }
   acc = cuda::warp_sum(acc);

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "moe_decode_rows.cuh"
 #include "quant_chunk.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
@@ -12,11 +13,9 @@ namespace {
 
 using cuda::bf16;
 constexpr int kWarps = 4;
-// Chunks per lane in flight: 64 bytes of weights either way (NVFP4 chunks are 8 bytes, fp8 16).
-template <QuantFormat F>
-constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+using quant::kLoads;
 
-long act_width(const MoeDecodeArgs& a) { return a.width > a.shared_width ? a.width : a.shared_width; }
+using moe_rows::act_width;
 
 // Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
 // shared experts (shared_width rows).
@@ -25,21 +24,13 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, M
   cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const long per_token = static_cast<long>(a.top_k) * a.width + a.shared_width;
-  if (warp >= a.tokens * per_token) return;
-  const int t = static_cast<int>(warp / per_token);
-  const long r = warp % per_token;
-  int slot, o;
-  long gate;  // matrix index of the gate rows; the up rows are the next matrix
-  const bool routed = r < static_cast<long>(a.top_k) * a.width;
-  if (routed) {
-    slot = static_cast<int>(r / a.width), o = static_cast<int>(r % a.width);
-    gate = 2L * a.expert[t * a.top_k + slot];
-  } else {
-    slot = a.top_k, o = static_cast<int>(r - static_cast<long>(a.top_k) * a.width), gate = 0;
-  }
-  const QuantMatrices w = routed ? q.gate_up : q.shared_gate_up;
-  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(t) * a.hidden;
+  if (warp >= a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width)) return;
+  const moe_rows::GateUpRow row = moe_rows::gate_up_row(a, warp);
+  const int o = row.o;
+  // matrix index of the gate rows; the up rows are the next matrix
+  const long gate = row.routed ? 2L * a.expert[row.t * a.top_k + row.slot] : 0;
+  const QuantMatrices w = row.routed ? q.gate_up : q.shared_gate_up;
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
   float g = 0.f, u = 0.f;
   const int chunks = a.hidden / 16;
   for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
@@ -61,9 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, M
       u += quant::dot16(wv, xr);
     }
   }
-  g = cuda::warp_sum(g), u = cuda::warp_sum(u);
-  if (lane == 0)
-    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+  moe_rows::store_act(a, aw, row, cuda::warp_sum(g), cuda::warp_sum(u));
 }
 
 // Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks

@@ -166,7 +166,7 @@ __global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* de
       xr[i] = v, xs[i] = v;
       s += v * v;
     }
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s = cuda::warp_sum(s);
     if (lane == 0) part[warp] = s;
   }
   __syncthreads();

@@ -11,6 +11,7 @@
 
 #include "common.cuh"
 #include "paged_attention_mla.hpp"
+#include "split_softmax.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 
@@ -133,28 +134,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Merges the splits of one (token, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
 // Each split's weight e^(m_s - M) is computed once into shared memory (up to kMaxSplits splits).
-constexpr int kMaxSplits = 1024;
+using cuda::kMaxSplits;
 template <class T>
 __global__ void combine_kernel(const float* part, int splits, int v_dim, T* out) {
   cuda::pdl_begin();
   __shared__ float weight[kMaxSplits];
   __shared__ float scratch[32];
   const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
-  float big = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, pr[s * (v_dim + 2)]);
-  big = cuda::warp_max(big);
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = big;
-  __syncthreads();
-  big = -INFINITY;
-  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) big = fmaxf(big, scratch[w]);
-  __syncthreads();
-  float denom = 0.f;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    const float ms = pr[s * (v_dim + 2)];
-    weight[s] = ms == -INFINITY ? 0.f : expf(ms - big);
-    denom += pr[s * (v_dim + 2) + 1] * weight[s];
-  }
-  denom = cuda::block_sum(denom, scratch);
+  const float denom = cuda::split_weights(pr, splits, v_dim, weight, scratch);
   for (int d = threadIdx.x; d < v_dim; d += blockDim.x) {
     float o = 0.f;
     for (int s = 0; s < splits; ++s)

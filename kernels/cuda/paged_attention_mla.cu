@@ -21,6 +21,7 @@
 
 #include "common.cuh"
 #include "paged_attention_mla.hpp"
+#include "split_softmax.cuh"
 #include "tandem/kernels/launch.hpp"
 
 namespace tandem::kernels::mla {
@@ -35,7 +36,7 @@ constexpr int kMaxQk = 576;                  // the latent row: 512 + 64 rope en
 constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, fragment loads conflict-free
 constexpr int kSRow = kChunk + 1;           // fp32 scores per head
 constexpr int kPRow = kChunk + 8;           // bf16 probabilities per head, conflict-free fragment loads
-constexpr int kMaxSplits = 1024;
+using cuda::kMaxSplits;
 constexpr int kCombineDims = 64, kCombineGroups = 4;  // combine: 64 columns x 4 groups over the splits
 
 size_t shared_bytes(int mt) {
@@ -343,21 +344,7 @@ __global__ void __launch_bounds__(kCombineDims * kCombineGroups)
   __shared__ float sums[kCombineGroups][kCombineDims];
   __shared__ float scratch[32];
   const float* pr = part + static_cast<long>(blockIdx.x) * splits * (v_dim + 2);
-  float big = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, pr[static_cast<long>(s) * (v_dim + 2)]);
-  big = cuda::warp_max(big);
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = big;
-  __syncthreads();
-  big = -INFINITY;
-  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) big = fmaxf(big, scratch[w]);
-  __syncthreads();
-  float denom = 0.f;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    const float ms = pr[static_cast<long>(s) * (v_dim + 2)];
-    weight[s] = ms == -INFINITY ? 0.f : expf(ms - big);
-    denom += pr[static_cast<long>(s) * (v_dim + 2) + 1] * weight[s];
-  }
-  denom = cuda::block_sum(denom, scratch);  // ends with the weights visible (its barriers)
+  const float denom = cuda::split_weights(pr, splits, v_dim, weight, scratch);  // the weights visible on return
   const int group = threadIdx.x / kCombineDims, d = blockIdx.y * kCombineDims + threadIdx.x % kCombineDims;
   float o = 0.f;
   if (d < v_dim)

@@ -22,22 +22,15 @@
 
 namespace tandem::kernels::quant {
 
+// Chunks per lane in flight in the decode kernels (quant_gemv.cu, moe_decode_quant.cu): 64 bytes of
+// weights either way (NVFP4 chunks are 8 bytes, fp8 16).
+template <QuantFormat F>
+constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+
 struct Chunk {
   uint4 q;      // fp8: 16 bytes; NVFP4: q.x, q.y
   float scale;  // what the chunk's sum is multiplied by
 };
-
-// Weights are read once per step: keep them out of L1.
-__device__ __forceinline__ uint4 load_nc16(const void* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 load_nc8(const void* p) {
-  uint2 v;
-  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ float fp8_value(std::uint8_t b) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
@@ -49,11 +42,11 @@ __device__ __forceinline__ Chunk load_chunk(const QuantMatrices& w, long m, int 
   Chunk c;
   const long row = m * w.rows + o;
   if constexpr (F == QuantFormat::fp8_block) {
-    c.q = load_nc16(w.data + row * w.in + k);
+    c.q = cuda::load_nc16(w.data + row * w.in + k);
     const int bc = (w.in + kFp8Block - 1) / kFp8Block, br = (w.rows + kFp8Block - 1) / kFp8Block;
     c.scale = static_cast<const float*>(w.scales)[(m * br + o / kFp8Block) * bc + k / kFp8Block];
   } else {
-    const uint2 u = load_nc8(w.data + row * (w.in / 2) + k / 2);
+    const uint2 u = cuda::load_nc8(w.data + row * (w.in / 2) + k / 2);
     c.q = make_uint4(u.x, u.y, 0u, 0u);
     const std::uint8_t s = static_cast<const std::uint8_t*>(w.scales)[row * (w.in / kNvfp4Group) + k / kNvfp4Group];
     c.scale = fp8_value(s) * w.global[m] * 16384.f;  // 2^14: see the nibble placement above
@@ -90,20 +83,13 @@ __device__ __forceinline__ void decode(const Chunk& c, float* wv) {
   }
 }
 
-// sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned).
+// sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned), one fmaf chain in j order.
 __device__ __forceinline__ float dot16(const float* wv, const cuda::bf16* x) {
-  const uint4* p = reinterpret_cast<const uint4*>(x);
+  float v[16];
+  cuda::load_bf16x16(x, v);
   float s = 0.f;
 #pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const uint4 u = p[q];
-    const unsigned words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s = fmaf(__uint_as_float(words[i] << 16), wv[8 * q + 2 * i], s);
-      s = fmaf(__uint_as_float(words[i] & 0xFFFF0000u), wv[8 * q + 2 * i + 1], s);
-    }
-  }
+  for (int j = 0; j < 16; ++j) s = fmaf(v[j], wv[j], s);
   return s;
 }
 

@@ -14,9 +14,7 @@ namespace {
 
 using cuda::bf16;
 constexpr int kWarps = 4;
-// Chunks per lane in flight: 64 bytes of weights either way (NVFP4 chunks are 8 bytes, fp8 16).
-template <QuantFormat F>
-constexpr int kLoads = F == QuantFormat::nvfp4 ? 8 : 4;
+using quant::kLoads;
 
 long outputs(const QuantGemvArgs& a) {
   if (a.silu_mul) return a.w.rows;
@@ -67,16 +65,8 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = cuda::warp_sum(acc[t]);
-    if (SILU) up[t] = cuda::warp_sum(up[t]);
-  }
-  // Lane t writes x row t's result (registers are indexed by constants only).
-  float mine = 0.f;
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-    if (lane == t) mine = SILU ? acc[t] / (1.f + expf(-acc[t])) * up[t] : acc[t];
+  // Lane t writes x row t's result.
+  float mine = cuda::warp_rows_result<NT, SILU>(acc, up);
   if (lane < a.rows) {
     if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
     static_cast<OutT*>(a.y)[lane * a.ldy + row] = cuda::from_float<OutT>(mine);

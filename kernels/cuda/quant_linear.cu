@@ -38,19 +38,7 @@ __device__ __forceinline__ void load_x16(const float* x, long off, float* v) {
     v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
   }
 }
-__device__ __forceinline__ void load_x16(const cuda::bf16* x, long off, float* v) {
-  const uint4* p = reinterpret_cast<const uint4*>(x + off);
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const uint4 u = p[q];
-    const unsigned words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      v[8 * q + 2 * w] = __uint_as_float(words[w] << 16);
-      v[8 * q + 2 * w + 1] = __uint_as_float(words[w] & 0xFFFF0000u);
-    }
-  }
-}
+__device__ __forceinline__ void load_x16(const cuda::bf16* x, long off, float* v) { cuda::load_bf16x16(x + off, v); }
 
 // Decodes the 16 weights of feature o at inputs [k, k+16).
 struct Fp8Block {

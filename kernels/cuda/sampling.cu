@@ -33,15 +33,6 @@ __device__ __forceinline__ float key_value(std::uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-__device__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = cuda::warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  return cuda::warp_max(lane < kThreads / 32 ? scratch[lane] : -INFINITY);
-}
-
 // Exclusive prefix sum over the block in thread order.
 template <class T>
 __device__ T block_exclusive_scan(T v, T* scratch) {
@@ -114,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   // Raw log-softmax terms for the reported logprob.
   float raw_max = -INFINITY;
   for (int i = threadIdx.x; i < V; i += kThreads) raw_max = fmaxf(raw_max, l[i]);
-  raw_max = block_max(raw_max, s.f);
+  raw_max = cuda::block_max(raw_max, s.f);
   double raw_sum = 0;
   for (int i = threadIdx.x; i < V; i += kThreads) raw_sum += exp(static_cast<double>(l[i]) - raw_max);
   raw_sum = cuda::block_sum(raw_sum, s.d);
@@ -149,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   float kept_max = -INFINITY;
   for (int i = threadIdx.x; i < V; i += kThreads)
     if (keep[i]) kept_max = fmaxf(kept_max, l[i]);
-  const double mx = static_cast<double>(block_max(kept_max, s.f)) * inv_t;
+  const double mx = static_cast<double>(cuda::block_max(kept_max, s.f)) * inv_t;
   double sum = 0;
   for (int i = threadIdx.x; i < V; i += kThreads)
     if (keep[i]) sum += exp(static_cast<double>(l[i]) * inv_t - mx);

@@ -24,15 +24,15 @@
 #include <set>
 #include <utility>
 
-#include "cuda_decoder.hpp"  // cuda_error, FirstError
-#include "device_buffer.hpp"
-#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/gemm.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/model/cuda/cuda_decoder.hpp"  // cuda_error, FirstError
+#include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 #include "tandem/spec/drafter.hpp"

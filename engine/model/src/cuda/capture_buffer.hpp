@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/result.hpp"
 
 namespace tandem::model::cuda {

@@ -12,17 +12,17 @@
 #include <cmath>
 
 #include "../decoder.hpp"
-#include "cuda_decoder.hpp"
+#include "../tensor_names.hpp"
+#include "tandem/model/cuda/cuda_decoder.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/gqa.hpp"
 #include "tandem/kernels/rope.hpp"
-#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
 namespace {
 
-using detail::layer_prefix;
+using detail::Tensor;
 
 class Glm4MoeCuda final : public GlmDecoderCuda {
  public:
@@ -47,27 +47,30 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     return {};
   }
 
+  const detail::TensorNames& names() const override { return detail::TensorNames::glm4_moe(); }
+
   Status load_attention(Uploader& up, int l, Layer& a) override {
     const std::size_t h = static_cast<std::size_t>(H_), q = static_cast<std::size_t>(q_rows_), kv = static_cast<std::size_t>(kv_w_);
-    const std::string sa = layer_prefix(l) + "self_attn.";
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "qkv_proj"); !e) return e;
-    up.bf16(a.w_in, 0, sa + "q_proj.weight", {q_rows_, H_});
-    up.bf16(a.w_in, q * h, sa + "k_proj.weight", {kv_w_, H_});
-    up.bf16(a.w_in, (q + kv) * h, sa + "v_proj.weight", {kv_w_, H_});
+    auto name = [&](Tensor t) { return names()(t, l); };
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, name(Tensor::q) + " with k and v"); !e) return e;
+    up.bf16(a.w_in, 0, name(Tensor::q), {q_rows_, H_});
+    up.bf16(a.w_in, q * h, name(Tensor::k), {kv_w_, H_});
+    up.bf16(a.w_in, (q + kv) * h, name(Tensor::v), {kv_w_, H_});
     if (c_.d.attention_bias) {
-      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "qkv bias"); !e) return e;
-      up.bf16(a.b_in, 0, sa + "q_proj.bias", {q_rows_});
-      up.bf16(a.b_in, q, sa + "k_proj.bias", {kv_w_});
-      up.bf16(a.b_in, q + kv, sa + "v_proj.bias", {kv_w_});
+      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), name(Tensor::q_bias) + " with k and v"); !e)
+        return e;
+      up.bf16(a.b_in, 0, name(Tensor::q_bias), {q_rows_});
+      up.bf16(a.b_in, q, name(Tensor::k_bias), {kv_w_});
+      up.bf16(a.b_in, q + kv, name(Tensor::v_bias), {kv_w_});
     }
     if (c_.use_qk_norm) {
-      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), sa + "q_norm"); !e) return e;
-      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), sa + "k_norm"); !e) return e;
-      up.bf16(a.q_norm, 0, sa + "q_norm.weight", {D_});
-      up.bf16(a.k_norm, 0, sa + "k_norm.weight", {D_});
+      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), name(Tensor::q_norm)); !e) return e;
+      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), name(Tensor::k_norm)); !e) return e;
+      up.bf16(a.q_norm, 0, name(Tensor::q_norm), {D_});
+      up.bf16(a.k_norm, 0, name(Tensor::k_norm), {D_});
     }
-    if (auto e = alloc_bf16(a.o, h * q, sa + "o_proj"); !e) return e;
-    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, q_rows_});
+    if (auto e = alloc_bf16(a.o, h * q, name(Tensor::o)); !e) return e;
+    up.bf16(a.o, 0, name(Tensor::o), {H_, q_rows_});
     return {};
   }
 

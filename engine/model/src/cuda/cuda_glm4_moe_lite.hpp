@@ -2,8 +2,7 @@
 // (load_attention etc.) is in cuda_glm4_moe_lite_load.cpp, its attention in
 // cuda_glm4_moe_lite_step.cpp (the math is described there).
 #pragma once
-#include "cuda_decoder.hpp"
-#include "tandem/result.hpp"
+#include "tandem/model/cuda/cuda_decoder.hpp"
 
 namespace tandem::model::cuda {
 
@@ -35,6 +34,7 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
     return l;
   }
   Status attention_shape_error() const override;
+  const detail::TensorNames& names() const override;
   Status load_attention(Uploader& up, int l, Layer& a) override;
   Status finish_load() override;
   Status allocate_attention() override;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "../decoder.hpp"
+#include "../tensor_names.hpp"
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
@@ -14,11 +15,11 @@
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
-#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
-using detail::layer_prefix;
+using detail::Tensor;
+using detail::TensorNames;
 
 Status GlmDecoderCuda::load(const Checkpoint& ck) {
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
@@ -84,46 +85,50 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
   return true;
 }
 
-Status GlmDecoderCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised) {
+Status GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int width, Mlp& m, bool quantised) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const Checkpoint& ck = up.checkpoint();
-  auto gu = load_quant(ck, {{prefix + "gate_proj.weight", width, H_}, {prefix + "up_proj.weight", width, H_}}, m.gate_up_q, quantised);
+  const TensorNames& names = this->names();
+  const std::string gate = names(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
+                    up_name = names(shared ? Tensor::shared_up : Tensor::mlp_up, l),
+                    down_name = names(shared ? Tensor::shared_down : Tensor::mlp_down, l);
+  auto gu = load_quant(ck, {{gate, width, H_}, {up_name, width, H_}}, m.gate_up_q, quantised);
   if (!gu) return gu.error();
   if (!gu.value()) {
-    if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e) return e;
-    up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
-    up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
+    if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
+    up.bf16(m.gate_up, 0, gate, {width, H_});
+    up.bf16(m.gate_up, n, up_name, {width, H_});
   }
-  auto down = load_quant(ck, {{prefix + "down_proj.weight", H_, width}}, m.down_q, quantised);
+  auto down = load_quant(ck, {{down_name, H_, width}}, m.down_q, quantised);
   if (!down) return down.error();
   if (!down.value()) {
-    if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e) return e;
-    up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+    if (auto e = alloc_bf16(m.down, n, down_name); !e) return e;
+    up.bf16(m.down, 0, down_name, {H_, width});
   }
   return {};
 }
 
-Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a) {
-  if (ck.has(mp + "experts.gate_up_proj")) return false;  // the fused 3-D layout is read in bf16
+Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Layer& a) {
+  const TensorNames& names = this->names();
+  if (ck.has(names(Tensor::experts_gate_up, l))) return false;  // the fused 3-D layout is read in bf16
   const int shared_width = I_ * d_.moe.n_shared_experts;
   std::vector<ProjectionPart> gate_up, down, all;
   for (int e = 0; e < E_; ++e) {
-    const std::string ep = mp + "experts." + std::to_string(e) + ".";
-    gate_up.push_back({ep + "gate_proj.weight", I_, H_});
-    gate_up.push_back({ep + "up_proj.weight", I_, H_});
-    down.push_back({ep + "down_proj.weight", H_, I_});
+    gate_up.push_back({names(Tensor::expert_gate, l, e), I_, H_});
+    gate_up.push_back({names(Tensor::expert_up, l, e), I_, H_});
+    down.push_back({names(Tensor::expert_down, l, e), H_, I_});
   }
   all = gate_up;
   all.insert(all.end(), down.begin(), down.end());
-  if (shared_width > 0)
-    for (const char* n : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
-      const bool is_down = n[0] == 'd';
-      all.push_back({mp + "shared_experts." + n, is_down ? H_ : shared_width, is_down ? shared_width : H_});
-    }
+  if (shared_width > 0) {
+    all.push_back({names(Tensor::shared_gate, l), shared_width, H_});
+    all.push_back({names(Tensor::shared_up, l), shared_width, H_});
+    all.push_back({names(Tensor::shared_down, l), H_, shared_width});
+  }
   auto joint = plan_projection(ck, all);
   if (!joint) return joint.error();
-  const std::string experts_name = mp + "experts (routed and shared)";
+  const std::string experts_name = "layer " + std::to_string(l) + "'s experts (routed and shared)";
   if (joint->format == WeightFormat::dense) {
     note_format(experts_name, WeightFormat::dense, joint->why_dense);
     return false;
@@ -141,65 +146,67 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, const std:
 Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
+  const TensorNames& names = this->names();
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
-  up.bf16(embed_, 0, "model.embed_tokens.weight", {V_, H_});
+  up.bf16(embed_, 0, names(Tensor::embed), {V_, H_});
   if (auto e = alloc_bf16(final_norm_, h, "norm"); !e) return e;
-  up.bf16(final_norm_, 0, "model.norm.weight", {H_});
+  up.bf16(final_norm_, 0, names(Tensor::final_norm), {H_});
   if (!d.tie_word_embeddings) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
-    up.bf16(head_, 0, "lm_head.weight", {V_, H_});
+    up.bf16(head_, 0, names(Tensor::lm_head), {V_, H_});
   }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
-    const std::string p = layer_prefix(l);
     const std::uint64_t before = weight_bytes_;
     if (auto e = load_attention(up, l, a); !e) return e;
-    for (auto [buf, name] : {std::pair{&a.input_norm, "input_layernorm.weight"}, std::pair{&a.post_norm, "post_attention_layernorm.weight"}}) {
-      if (auto e = alloc_bf16(*buf, h, p + name); !e) return e;
-      up.bf16(*buf, 0, p + name, {H_});
+    for (auto [buf, t] : {std::pair{&a.input_norm, Tensor::input_norm}, std::pair{&a.post_norm, Tensor::post_attention_norm}}) {
+      const std::string name = names(t, l);
+      if (auto e = alloc_bf16(*buf, h, name); !e) return e;
+      up.bf16(*buf, 0, name, {H_});
     }
     fixed += weight_bytes_ - before;
 
-    const std::string mp = p + "mlp.";
     a.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
     const std::uint64_t ffn_before = weight_bytes_;
     if (!a.moe) {
-      if (auto e = load_mlp(up, mp, d.intermediate_size, a.dense); !e) return e;
+      if (auto e = load_mlp(up, l, false, d.intermediate_size, a.dense); !e) return e;
       fixed += weight_bytes_ - ffn_before;
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
-    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, mp + "gate"); !e) return e;
-    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, mp + "gate bias"); !e) return e;
+    const std::string router = names(Tensor::router, l), router_bias = names(Tensor::router_bias, l);
+    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, router); !e) return e;
+    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, router_bias); !e) return e;
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
-    up.f32(a.router, mp + "gate.weight", {E_, H_});
-    up.f32(a.correction_bias, mp + "gate.e_score_correction_bias", {E_});
-    auto quantised = load_quant_experts(ck, mp, a);
+    up.f32(a.router, router, {E_, H_});
+    up.f32(a.correction_bias, router_bias, {E_});
+    auto quantised = load_quant_experts(ck, l, a);
     if (!quantised) return quantised.error();
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
-      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e)
+      if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, names(Tensor::experts_gate_up, l));
+          !e)
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e) return e;
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(E_) * expert, names(Tensor::experts_down, l)); !e)
+        return e;
     }
-    if (!experts_quantised && ck.has(mp + "experts.gate_up_proj")) {
-      up.bf16(a.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
-      up.bf16(a.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
+    if (!experts_quantised && ck.has(names(Tensor::experts_gate_up, l))) {
+      up.bf16(a.experts_gate_up, 0, names(Tensor::experts_gate_up, l), {E_, 2 * I_, H_});
+      up.bf16(a.experts_down, 0, names(Tensor::experts_down, l), {E_, H_, I_});
     } else if (!experts_quantised) {
       for (int e = 0; e < E_ && up.ok(); ++e) {
-        const std::string ep = mp + "experts." + std::to_string(e) + ".";
         const std::size_t at = static_cast<std::size_t>(e) * expert;
-        up.bf16(a.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
-        up.bf16(a.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
-        up.bf16(a.experts_down, at, ep + "down_proj.weight", {H_, I_});
+        up.bf16(a.experts_gate_up, 2 * at, names(Tensor::expert_gate, l, e), {I_, H_});
+        up.bf16(a.experts_gate_up, 2 * at + expert, names(Tensor::expert_up, l, e), {I_, H_});
+        up.bf16(a.experts_down, at, names(Tensor::expert_down, l, e), {H_, I_});
       }
     }
     const std::uint64_t shared_before = weight_bytes_;
     if (d.moe.n_shared_experts > 0)
-      if (auto e = load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e)
+      if (auto e = load_mlp(up, l, true, I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e)
         return e;
     // A step reads the router and the shared experts once, and each expert chosen by any token.
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
@@ -303,55 +310,57 @@ Status Glm4MoeLiteCuda::attention_shape_error() const {
 
 Status Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const std::size_t h = static_cast<std::size_t>(H_);
-  const std::string sa = layer_prefix(l) + "self_attn.";
+  auto name = [&](Tensor t) { return names()(t, l); };
   const bool bias = c_.d.attention_bias;
   const Checkpoint& ck = up.checkpoint();
-  const std::string q_name = sa + (lora_q_ > 0 ? "q_a_proj.weight" : "q_proj.weight");
-  auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {sa + "kv_a_proj_with_mqa.weight", width_, H_}}, a.w_in_q);
+  const std::string q_name = name(lora_q_ > 0 ? Tensor::q_a : Tensor::q), kv_a = name(Tensor::kv_a);
+  auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {kv_a, width_, H_}}, a.w_in_q);
   if (!w_in_q) return w_in_q.error();
   if (!w_in_q.value()) {
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, sa + "w_in"); !e) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, q_name + " and kv_a"); !e) return e;
     up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
-    up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, sa + "kv_a_proj_with_mqa.weight", {width_, H_});
+    up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, kv_a, {width_, H_});
   }
   if (lora_q_ > 0) {
-    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), sa + "q_a_layernorm"); !e) return e;
-    up.bf16(a.q_a_norm, 0, sa + "q_a_layernorm.weight", {lora_q_});
-    auto q_b_q = load_quant(ck, {{sa + "q_b_proj.weight", heads_ * qk_, lora_q_}}, a.q_b_q);
+    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), name(Tensor::q_a_norm)); !e) return e;
+    up.bf16(a.q_a_norm, 0, name(Tensor::q_a_norm), {lora_q_});
+    auto q_b_q = load_quant(ck, {{name(Tensor::q_b), heads_ * qk_, lora_q_}}, a.q_b_q);
     if (!q_b_q) return q_b_q.error();
     if (!q_b_q.value()) {
-      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), sa + "q_b");
+      if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
           !e)
         return e;
-      up.bf16(a.q_b, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+      up.bf16(a.q_b, 0, name(Tensor::q_b), {heads_ * qk_, lora_q_});
     }
   }
   if (bias) {
-    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), sa + "bias"); !e) return e;
+    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), q_name + " and kv_a biases"); !e) return e;
     std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
-    if (lora_q_ > 0) up.bf16(a.b_in, 0, sa + "q_a_proj.bias", {lora_q_});
-    else up.bf16_from(a.b_in, 0, zeros, sa + "q_proj (no bias)");
-    up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), sa + "kv_a_proj_with_mqa.bias", {width_});
+    if (lora_q_ > 0) up.bf16(a.b_in, 0, name(Tensor::q_a_bias), {lora_q_});
+    else up.bf16_from(a.b_in, 0, zeros, q_name + " (no bias)");
+    up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), name(Tensor::kv_a_bias), {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
-    if (auto e = a.o_bias.allocate(h * 4, sa + "o_proj.bias"); !e) return e;
+    if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e) return e;
     weight_bytes_ += h * 4;
-    up.f32_as_bf16(a.o_bias, sa + "o_proj.bias", {H_});
+    up.f32_as_bf16(a.o_bias, name(Tensor::o_bias), {H_});
   }
-  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), sa + "kv_a_layernorm"); !e) return e;
-  up.bf16(a.kv_a_norm, 0, sa + "kv_a_layernorm.weight", {lora_kv_});
+  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), name(Tensor::kv_a_norm)); !e) return e;
+  up.bf16(a.kv_a_norm, 0, name(Tensor::kv_a_norm), {lora_kv_});
   const int kvb_rows = heads_ * (nope_ + vd_);
-  if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b");
+  if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
       !e)
     return e;
-  up.bf16(a.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
-  auto o_q = load_quant(ck, {{sa + "o_proj.weight", H_, heads_ * vd_}}, a.o_q);
+  up.bf16(a.kv_b, 0, name(Tensor::kv_b), {kvb_rows, lora_kv_});
+  auto o_q = load_quant(ck, {{name(Tensor::o), H_, heads_ * vd_}}, a.o_q);
   if (!o_q) return o_q.error();
   if (!o_q.value()) {
-    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e) return e;
-    up.bf16(a.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
+    up.bf16(a.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
   return {};
 }
+
+const detail::TensorNames& Glm4MoeLiteCuda::names() const { return TensorNames::glm4_moe_lite(); }
 
 Status Glm4MoeLiteCuda::finish_load() {
   // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a

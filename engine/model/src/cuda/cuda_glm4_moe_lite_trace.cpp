@@ -4,7 +4,7 @@
 // layer and op where the device parts from the CPU reference (cuda_model_check --trace).
 #include <cstring>
 
-#include "cuda_decoder.hpp"
+#include "tandem/model/cuda/cuda_decoder.hpp"
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/kernels/cuda_check.hpp"
 

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda_decoder.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
-#include "device_buffer.hpp"
+#include "../tensor_names.hpp"
+#include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
+#include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/glm5_next.hpp"
 #include "tandem/model/cuda_model.hpp"
-#include "tandem/result.hpp"
 
 namespace tandem::model::cuda {
 
@@ -108,7 +108,8 @@ class Glm5NextCuda final : public CudaModel {
  private:
   Status alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
   Status alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape);
-  Status load_mlp(Uploader& up, const std::string& prefix, int width, Glm5Mlp& m);
+  // Layer l's MLP, or its shared experts when `shared`.
+  Status load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m);
   Status load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status allocate_activations();
 
@@ -138,6 +139,9 @@ class Glm5NextCuda final : public CudaModel {
 
   const Glm5NextConfig& c_;
   CudaOptions opt_;
+  // The checkpoint's tensor names: glm5_next's table, under "model.language_model." when the
+  // checkpoint is the multimodal wrapper's (set by load).
+  detail::TensorNames names_ = detail::TensorNames::glm5_next();
   int H_ = 0, V_ = 0, hc_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
   int lh_ = 0, lhd_ = 0, lqk_ = 0, kda_in_ = 0, ih_ = 0, id_ = 0, dsa_in_ = 0, q_all_ = 0;
   int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0, max_sel_ = 0, max_pools_ = 0;

@@ -12,6 +12,8 @@
 
 namespace tandem::model::cuda {
 
+using detail::Tensor;
+
 Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt)
     : CudaModel(std::move(config), comm), c_(std::get<Glm5NextConfig>(this->config().arch)), opt_(opt) {
   const DecoderConfig& d = c_.d;
@@ -46,13 +48,15 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
   if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
   Uploader up(ck);
-  const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  const detail::TensorNames& text = detail::TensorNames::glm5_next();
+  const detail::TensorNames wrapped = text.with_root("model.language_model.");
+  names_ = ck.has(wrapped(Tensor::embed)) ? wrapped : text;
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
-  up.bf16(embed_, 0, root + "embed_tokens.weight", {V_, H_});
-  if (auto e = alloc_f32(up, final_norm_, root + "norm.weight", {H_}); !e) return e;
+  up.bf16(embed_, 0, names_(Tensor::embed), {V_, H_});
+  if (auto e = alloc_f32(up, final_norm_, names_(Tensor::final_norm), {H_}); !e) return e;
   if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
-  up.bf16(head_, 0, "lm_head.weight", {V_, H_});
+  up.bf16(head_, 0, names_(Tensor::lm_head), {V_, H_});
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l)
     if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e) return e;
@@ -79,111 +83,121 @@ Status Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string&
   return {};
 }
 
-Status Glm5NextCuda::load_mlp(Uploader& up, const std::string& prefix, int width, Glm5Mlp& m) {
+Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
-  if (auto e = alloc_bf16(m.gate_up, 2 * n, prefix + "gate_up"); !e) return e;
-  if (auto e = alloc_bf16(m.down, n, prefix + "down_proj"); !e) return e;
-  up.bf16(m.gate_up, 0, prefix + "gate_proj.weight", {width, H_});
-  up.bf16(m.gate_up, n, prefix + "up_proj.weight", {width, H_});
-  up.bf16(m.down, 0, prefix + "down_proj.weight", {H_, width});
+  const std::string gate = names_(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
+                    up_name = names_(shared ? Tensor::shared_up : Tensor::mlp_up, l),
+                    down = names_(shared ? Tensor::shared_down : Tensor::mlp_down, l);
+  if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
+  if (auto e = alloc_bf16(m.down, n, down); !e) return e;
+  up.bf16(m.gate_up, 0, gate, {width, H_});
+  up.bf16(m.gate_up, n, up_name, {width, H_});
+  up.bf16(m.down, 0, down, {H_, width});
   return {};
 }
 
 Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
   const DecoderConfig& d = c_.d;
-  const std::string root = ck.has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
-  const std::string p = root + "layers." + std::to_string(l) + ".", sa = p + "self_attn.";
+  auto name = [&](Tensor t) { return names_(t, l); };
   const std::size_t h = static_cast<std::size_t>(H_);
   const int mix = (2 + hc_) * hc_;
-  if (auto e = alloc_f32(up, L.input_norm, p + "input_layernorm.weight", {H_}); !e) return e;
-  if (auto e = alloc_f32(up, L.post_norm, p + "post_attention_layernorm.weight", {H_}); !e) return e;
-  for (auto [name, hc] : {std::pair{"attn_hc.", &L.attn_hc}, std::pair{"ffn_hc.", &L.ffn_hc}}) {
-    if (auto e = alloc_f32(up, hc->fn, p + name + "fn", {mix, hc_ * H_}); !e) return e;
-    if (auto e = alloc_f32(up, hc->base, p + name + "base", {mix}); !e) return e;
-    if (auto e = alloc_f32(up, hc->scale, p + name + "scale", {3}); !e) return e;
+  if (auto e = alloc_f32(up, L.input_norm, name(Tensor::input_norm), {H_}); !e) return e;
+  if (auto e = alloc_f32(up, L.post_norm, name(Tensor::post_attention_norm), {H_}); !e) return e;
+  struct HcNames {
+    Tensor fn, base, scale;
+    Glm5Hc* hc;
+  };
+  for (const HcNames& n : {HcNames{Tensor::attn_hc_fn, Tensor::attn_hc_base, Tensor::attn_hc_scale, &L.attn_hc},
+                           HcNames{Tensor::ffn_hc_fn, Tensor::ffn_hc_base, Tensor::ffn_hc_scale, &L.ffn_hc}}) {
+    if (auto e = alloc_f32(up, n.hc->fn, name(n.fn), {mix, hc_ * H_}); !e) return e;
+    if (auto e = alloc_f32(up, n.hc->base, name(n.base), {mix}); !e) return e;
+    if (auto e = alloc_f32(up, n.hc->scale, name(n.scale), {3}); !e) return e;
   }
   L.linear = c_.layer_is_linear[static_cast<std::size_t>(l)];
   if (L.linear) {
     const std::size_t qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
-    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, sa + "w_in"); !e) return e;
-    up.bf16(L.w_in, 0, sa + "q_proj.weight", {lqk_, H_});
-    up.bf16(L.w_in, qk * h, sa + "k_proj.weight", {lqk_, H_});
-    up.bf16(L.w_in, 2 * qk * h, sa + "v_proj.weight", {lqk_, H_});
-    up.bf16(L.w_in, 3 * qk * h, sa + "forget_gate.f_a_proj.weight", {lhd_, H_});
-    up.bf16(L.w_in, (3 * qk + hd) * h, sa + "g_a_proj.weight", {lhd_, H_});
-    up.bf16(L.w_in, (3 * qk + 2 * hd) * h, sa + "b_proj.weight", {lh_, H_});
-    if (auto e = alloc_bf16(L.f_b, qk * hd, sa + "f_b"); !e) return e;
-    up.bf16(L.f_b, 0, sa + "forget_gate.f_b_proj.weight", {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.g_b, qk * hd, sa + "g_b"); !e) return e;
-    up.bf16(L.g_b, 0, sa + "g_b_proj.weight", {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.o, h * qk, sa + "o_proj"); !e) return e;
-    up.bf16(L.o, 0, sa + "o_proj.weight", {H_, lqk_});
-    if (auto e = alloc_f32(up, L.conv, sa + "conv1d.weight", {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e) return e;
-    if (auto e = alloc_f32(up, L.a_log, sa + "forget_gate.A_log", {lh_}); !e) return e;
-    if (auto e = alloc_f32(up, L.dt_bias, sa + "forget_gate.dt_bias", {lqk_}); !e) return e;
-    if (auto e = alloc_f32(up, L.o_norm, sa + "o_norm.weight", {lhd_}); !e) return e;
+    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b");
+        !e)
+      return e;
+    up.bf16(L.w_in, 0, name(Tensor::kda_q), {lqk_, H_});
+    up.bf16(L.w_in, qk * h, name(Tensor::kda_k), {lqk_, H_});
+    up.bf16(L.w_in, 2 * qk * h, name(Tensor::kda_v), {lqk_, H_});
+    up.bf16(L.w_in, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
+    up.bf16(L.w_in, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
+    up.bf16(L.w_in, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {lh_, H_});
+    if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e) return e;
+    up.bf16(L.f_b, 0, name(Tensor::kda_f_b), {lqk_, lhd_});
+    if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e) return e;
+    up.bf16(L.g_b, 0, name(Tensor::kda_g_b), {lqk_, lhd_});
+    if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e) return e;
+    up.bf16(L.o, 0, name(Tensor::kda_o), {H_, lqk_});
+    if (auto e = alloc_f32(up, L.conv, name(Tensor::kda_conv), {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e) return e;
+    if (auto e = alloc_f32(up, L.a_log, name(Tensor::kda_a_log), {lh_}); !e) return e;
+    if (auto e = alloc_f32(up, L.dt_bias, name(Tensor::kda_dt_bias), {lqk_}); !e) return e;
+    if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e) return e;
     L.state_at = state_floats_;
     state_floats_ += detail::kda_state_floats(c_);
   } else {
     L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
     L.slot = n_dsa_++;
     const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
-    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, sa + "w_in"); !e) return e;
+    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's");
+        !e)
+      return e;
     std::size_t at = 0;
-    auto put = [&](const std::string& name, int n) {
-      up.bf16(L.w_in, at, name, {n, H_});
+    auto put = [&](Tensor t, int n) {
+      up.bf16(L.w_in, at, name(t), {n, H_});
       at += static_cast<std::size_t>(n) * h;
     };
-    put(sa + "q_a_proj.weight", lora_q_);
-    put(sa + "kv_a_proj_with_mqa.weight", lora_kv_ + rope_);
+    put(Tensor::q_a, lora_q_);
+    put(Tensor::kv_a, lora_kv_ + rope_);
     const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
-    if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), sa + "q_b"); !e)
+    if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
+        !e)
       return e;
-    up.bf16(L.q_all, 0, sa + "q_b_proj.weight", {heads_ * qk_, lora_q_});
+    up.bf16(L.q_all, 0, name(Tensor::q_b), {heads_ * qk_, lora_q_});
     if (L.indexer) {
-      const std::string x = sa + "indexer.";
-      put(x + "wk.weight", id_);
-      put(x + "index_kpool_compress_gate", id_);
-      put(x + "weights_proj.weight", ih_);
-      up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), x + "wq_b.weight",
+      put(Tensor::index_wk, id_);
+      put(Tensor::index_kpool_gate, id_);
+      put(Tensor::index_weights, ih_);
+      up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
               {ih_ * id_, lora_q_});
-      if (auto e = alloc_f32(up, L.k_norm, x + "k_norm.weight", {id_}); !e) return e;
-      if (auto e = alloc_f32(up, L.k_norm_bias, x + "k_norm.bias", {id_}); !e) return e;
-      if (auto e = alloc_f32(up, L.kpool_ape, x + "index_kpool_compress_ape", {c_.index_kpool, id_}); !e) return e;
+      if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e) return e;
+      if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e) return e;
+      if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e) return e;
     }
-    if (auto e = alloc_f32(up, L.q_a_norm, sa + "q_a_layernorm.weight", {lora_q_}); !e) return e;
-    if (auto e = alloc_f32(up, L.kv_a_norm, sa + "kv_a_layernorm.weight", {lora_kv_}); !e) return e;
+    if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e) return e;
+    if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e) return e;
     const int kvb_rows = heads_ * (nope_ + vd_);
-    if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), sa + "kv_b"); !e)
+    if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
+        !e)
       return e;
-    up.bf16(L.kv_b, 0, sa + "kv_b_proj.weight", {kvb_rows, lora_kv_});
-    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), sa + "o_proj"); !e) return e;
-    up.bf16(L.o, 0, sa + "o_proj.weight", {H_, heads_ * vd_});
+    up.bf16(L.kv_b, 0, name(Tensor::kv_b), {kvb_rows, lora_kv_});
+    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
+    up.bf16(L.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
-  const std::string mp = p + "mlp.";
   L.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
-  if (!L.moe) return load_mlp(up, mp, d.intermediate_size, L.dense);
+  if (!L.moe) return load_mlp(up, l, false, d.intermediate_size, L.dense);
   const std::size_t expert = static_cast<std::size_t>(I_) * h;
-  if (auto e = alloc_f32(up, L.router, mp + "gate.weight", {E_, H_}); !e) return e;
-  if (auto e = alloc_f32(up, L.correction_bias, mp + "gate.e_score_correction_bias", {E_}); !e) return e;
-  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, mp + "experts gate_up"); !e)
+  if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e) return e;
+  if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e) return e;
+  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, name(Tensor::experts_gate_up)); !e)
     return e;
-  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, mp + "experts down"); !e) return e;
-  if (ck.has(mp + "experts.gate_up_proj")) {
-    up.bf16(L.experts_gate_up, 0, mp + "experts.gate_up_proj", {E_, 2 * I_, H_});
-    up.bf16(L.experts_down, 0, mp + "experts.down_proj", {E_, H_, I_});
+  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, name(Tensor::experts_down)); !e) return e;
+  if (ck.has(name(Tensor::experts_gate_up))) {
+    up.bf16(L.experts_gate_up, 0, name(Tensor::experts_gate_up), {E_, 2 * I_, H_});
+    up.bf16(L.experts_down, 0, name(Tensor::experts_down), {E_, H_, I_});
   } else {
     for (int e = 0; e < E_ && up.ok(); ++e) {
-      const std::string ep = mp + "experts." + std::to_string(e) + ".";
       const std::size_t at = static_cast<std::size_t>(e) * expert;
-      up.bf16(L.experts_gate_up, 2 * at, ep + "gate_proj.weight", {I_, H_});
-      up.bf16(L.experts_gate_up, 2 * at + expert, ep + "up_proj.weight", {I_, H_});
-      up.bf16(L.experts_down, at, ep + "down_proj.weight", {H_, I_});
+      up.bf16(L.experts_gate_up, 2 * at, names_(Tensor::expert_gate, l, e), {I_, H_});
+      up.bf16(L.experts_gate_up, 2 * at + expert, names_(Tensor::expert_up, l, e), {I_, H_});
+      up.bf16(L.experts_down, at, names_(Tensor::expert_down, l, e), {H_, I_});
     }
   }
   decode_bytes_.moe_layers += 1;
-  if (d.moe.n_shared_experts > 0) return load_mlp(up, mp + "shared_experts.", I_ * d.moe.n_shared_experts, L.shared);
+  if (d.moe.n_shared_experts > 0) return load_mlp(up, l, true, I_ * d.moe.n_shared_experts, L.shared);
   return {};
 }
 

@@ -1,5 +1,5 @@
 // Uploading quantised projections (quant_weight.hpp).
-#include "quant_weight.hpp"
+#include "tandem/model/cuda/quant_weight.hpp"
 
 #include <cuda_runtime.h>
 

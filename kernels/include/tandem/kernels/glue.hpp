@@ -2,7 +2,9 @@
 // LoRA norms act on slices of a fused projection), the MLA latent's write into the paged pool
 // (slot from the block table on the device, so a captured graph replays with new tables), and the
 // gather of the rows whose logits are wanted. bf16 activations; device buffers. nvcc compiles this
-// header as C++17: plain types only.
+// header as C++17: plain types only. Each kernel's CPU reference (kernels/cpu/glue.cpp: fp32 buffers
+// holding the bf16 values, fp64 sums, outputs rounded to bf16 where the kernel stores bf16) is
+// declared beside it and checked against it by gpu_check.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,6 +17,7 @@ namespace tandem::model::cuda {
 // y[r][i] = x[r][i] / sqrt(mean(x[r]^2) + eps) * w[i]; rows at strides ldx / ldy (y may be x).
 Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          kernels::Stream stream);
+void rmsnorm_rows_cpu(const float* x, long ldx, int rows, int n, const float* w, float* y, long ldy, float eps);
 
 // The residual stream in fp32: x[r] += delta[r] (fp32, or bf16 for the embedding rows);
 // y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums. Keeping x and the layers' outputs in fp32 keeps
@@ -23,6 +26,8 @@ Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, voi
 // experts should not hang on bf16's rounding of its input).
 Status add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
                         float eps, kernels::Stream stream, float* y32 = nullptr);
+void add_rmsnorm_cpu(float* x, const float* delta, const float* w, float* y, int rows, int n, float eps,
+                     float* y32 = nullptr);
 
 // Token t's row src[t][0:width] into the slot of position token_pos[t] of sequence token_seq[t]
 // (block_tables[seq * max_blocks + pos / block_size] * block_size + pos % block_size), stored as
@@ -31,12 +36,18 @@ Status latent_cache_write(const void* src, long ld, int tokens, int width, const
                                const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
                                int block_size, kernels::DType cache_type, float scale, void* cache,
                                kernels::Stream stream);
+// The bf16 cache's reference (fp8's conversion is write_kv's, checked by gpu_check's conversions).
+void latent_cache_write_cpu(const float* src, long ld, int tokens, int width, const std::int32_t* token_seq,
+                            const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
+                            int block_size, float* cache);
 
 // *amax = max(*amax, max |src[t][i]|) over tokens t and i < width (rows at stride ld); *amax >= 0.
 Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream);
+float latent_amax_cpu(const float* src, long ld, int tokens, int width, float amax);
 
 // dst[i] = src[rows[i]] (width entries each).
 Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream);
+void gather_rows_cpu(const float* src, int width, const std::int32_t* rows, int n, float* dst);
 
 // The MLA glue between the input projection and the attention, one launch for what rmsnorm_rows
 // (twice), rope_cuda and latent_cache_write do one after another, with the same roundings: for

@@ -13,5 +13,8 @@ namespace tandem::model::cuda {
 // from x + t * ld: head h <- rmsnorm(head h) * (h < q_heads ? q_w : k_w), sums in fp32.
 Status head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
                          const void* k_w, float eps, kernels::Stream stream);
+// CPU reference (kernels/cpu/gqa.cpp): fp32 buffers of bf16 values, fp64 sums, rounded to bf16.
+void head_rmsnorm_cpu(float* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const float* q_w,
+                      const float* k_w, float eps);
 
 }  // namespace tandem::model::cuda

@@ -17,15 +17,19 @@
 #include <utility>
 #include <vector>
 
-#include "device_buffer.hpp"
-#include "quant_weight.hpp"
+#include "tandem/model/cuda/device_buffer.hpp"
+#include "tandem/model/cuda/quant_weight.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/sampling_types.hpp"
 #include "tandem/model/cuda_model.hpp"
-#include "tandem/kernels/cuda_check.hpp"
+
+namespace tandem::model::detail {
+class TensorNames;  // tensor_names.hpp (the library's own)
+}
 
 namespace tandem::model::cuda {
 
@@ -148,6 +152,9 @@ class GlmDecoderCuda : public CudaModel {
   const float* lm_head() const override { return nullptr; }
 
   // --- what each attention provides ------------------------------------------------------------
+  // The architecture's checkpoint tensor names (one table per architecture, shared with the CPU
+  // loaders).
+  virtual const detail::TensorNames& names() const = 0;
   // The paged-attention layout of `layer`'s part of the pool (its scale among them).
   virtual k::PagedKvLayout attn_layout(int layer = 0) const = 0;
   // Why the attention's shape cannot run on the device (Ok when it can).
@@ -174,9 +181,10 @@ class GlmDecoderCuda : public CudaModel {
 
   Status alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
 
-  // gate_proj and up_proj of `prefix` (width rows each) into one [2 * width, hidden] buffer (or a
-  // stack of 2, quantised, when the checkpoint stores them so and `quantised` allows it).
-  Status load_mlp(Uploader& up, const std::string& prefix, int width, Mlp& m, bool quantised = true);
+  // Layer l's MLP (its shared experts when `shared`): gate and up (width rows each) into one
+  // [2 * width, hidden] buffer (or a stack of 2, quantised, when the checkpoint stores them so and
+  // `quantised` allows it), and down.
+  Status load_mlp(Uploader& up, int l, bool shared, int width, Mlp& m, bool quantised = true);
 
   // The plan of a projection of `parts`: uploaded into q when kept quantised (true), else nothing
   // is uploaded (false) and the caller uploads it in bf16. Counts its bytes and notes the decision.
@@ -184,7 +192,7 @@ class GlmDecoderCuda : public CudaModel {
   void note_format(const std::string& what, WeightFormat f, const std::string& why_dense);
   // A MoE layer's routed experts kept quantised (with its shared experts: moe_decode_quant reads
   // both in one format); false when the layer is loaded in bf16.
-  Result<bool> load_quant_experts(const Checkpoint& ck, const std::string& mp, Layer& a);
+  Result<bool> load_quant_experts(const Checkpoint& ck, int l, Layer& a);
 
   Status load_weights(const Checkpoint& ck);
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/model/quant_plan.hpp"
 #include "tandem/result.hpp"
