@@ -11,9 +11,7 @@ namespace k = tandem::kernels;
 
 Status copy(DeviceBuffer& dst, std::size_t at, const void* src, std::size_t n, const std::string& what) {
   if (at + n > dst.bytes()) return Error{"uploading " + what + ": it does not fit its device buffer"};
-  if (cudaMemcpy(static_cast<char*>(dst.get()) + at, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-    return Error{"uploading " + what + ": " + cudaGetErrorString(cudaGetLastError())};
-  return {};
+  return TANDEM_CUDA_STATUS(cudaMemcpy(static_cast<char*>(dst.get()) + at, src, n, cudaMemcpyHostToDevice), "uploading " + what);
 }
 
 Status upload_stack(QuantStack& s, const Checkpoint& ck, k::QuantFormat f, std::span<const StoredWeight> parts) {
