@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.max_iterations = 100'000;
   auto ct = tandem::tmpl::ChatTemplate::from_string(source, "fuzz.jinja", options);
   if (!ct) {
-    (void)ct.error().str();
+    (void)ct.error().text();
     return 0;
   }
   ct.value().set_special_tokens({{"bos_token", "<s>"}, {"eos_token", "</s>"}});
@@ -60,6 +60,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   req.kwargs = {{"enable_thinking", false}};
   auto out = ct.value().apply(req);
   if (out) tandem::fuzz::check(out.value().size() <= options.max_output_bytes, "rendered past max_output_bytes");
-  else (void)out.error().str();
+  else (void)out.error().text();
   return 0;
 }

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   }
   auto root = tandem::agent::NodeRoot::open("/", {real});
   if (!root) {
-    std::cerr << "tandem-hash-bench: " << root.error().message() << "\n";
+    std::cerr << "tandem-hash-bench: " << root.error().text() << "\n";
     return 1;
   }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     auto r = tandem::agent::hash_paths(*root, {real}, tandem::agent::HashOptions{"", t, {}});
     const double secs = seconds_since(t0), cpu = cpu_seconds() - c0;
     if (!r) {
-      std::cerr << "tandem-hash-bench: " << r.error().message() << "\n";
+      std::cerr << "tandem-hash-bench: " << r.error().text() << "\n";
       return 1;
     }
     rows.push_back({{"threads", t}, {"files", r->digests.size()}, {"bytes", r->bytes_read}, {"seconds", secs},

@@ -18,8 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string msg(const agent::Error& e) { return e.message(); }
-std::string msg(const supervise::Error& e) { return e.message; }
+std::string msg(const Error& e) { return e.text(); }
 
 json rank_json(const supervise::RankStatus& s) {
   json j{{"phase", supervise::to_string(s.phase)}, {"pid", s.pid}, {"log", s.log_path},
@@ -184,9 +183,9 @@ Outcome Daemon::health() {
   agent::AgentCore& core = *core##_r.value()
 
 namespace {
-Outcome from(const agent::Result<json>& r, unsigned fail_status = 422) {
+Outcome from(const Result<json>& r, unsigned fail_status = 422) {
   if (r) return Outcome::ok(r.value());
-  return Outcome::fail(fail_status, r.error().message(), r.error().evidence);
+  return Outcome::fail(fail_status, r.error().text(), agent::evidence(r.error()));
 }
 }  // namespace
 

@@ -86,7 +86,7 @@ class Daemon {
   // An operation already recorded under `op_id` (retry): its recorded response.
   std::optional<Outcome> replay(const std::string& op_id, const std::string& step);
   // The hygiene core; for step "stage" with a source (the head's agent) and the live progress.
-  agent::Result<std::unique_ptr<agent::AgentCore>> core_for(const std::string& step);
+  Result<std::unique_ptr<agent::AgentCore>> core_for(const std::string& step);
   // The manifest as stage_source_* see it, checked against the client's CN and this node's role.
   std::variant<std::shared_ptr<const Manifest>, Outcome> source_manifest(const std::string& client_cn) const;
   std::shared_ptr<agent::LocalStageSource> local_source(const Manifest& m) const;

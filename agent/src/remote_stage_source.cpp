@@ -19,7 +19,7 @@ constexpr int kAttempts = 3;  // a transport failure (link flap) is retried; an 
 
 }  // namespace
 
-agent::Result<std::shared_ptr<RemoteStageSource>> RemoteStageSource::create(const Manifest& m, const std::string& self,
+Result<std::shared_ptr<RemoteStageSource>> RemoteStageSource::create(const Manifest& m, const std::string& self,
                                                                            const net::PkiLayout& pki) {
   net::ClientOptions o;
   o.ca_file = pki.ca_cert();
@@ -56,7 +56,7 @@ void RemoteStageSource::give_back(std::unique_ptr<net::KeptConnection> c) {
   idle_.push_back(std::move(c));
 }
 
-agent::Result<net::ClientResponse> RemoteStageSource::get(const std::string& target, std::chrono::milliseconds timeout) {
+Result<net::ClientResponse> RemoteStageSource::get(const std::string& target, std::chrono::milliseconds timeout) {
   std::string last;
   auto conn = take();
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
@@ -77,7 +77,7 @@ agent::Result<net::ClientResponse> RemoteStageSource::get(const std::string& tar
   return agent::plain_error("", where() + ": " + last);
 }
 
-agent::Result<agent::SourceListing> RemoteStageSource::list() {
+Result<agent::SourceListing> RemoteStageSource::list() {
   auto r = get("/v1/stage/source/list", kListTimeout);
   if (!r) return r.error();
   try {
@@ -87,7 +87,7 @@ agent::Result<agent::SourceListing> RemoteStageSource::list() {
   }
 }
 
-agent::Result<std::string> RemoteStageSource::read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) {
+Result<std::string> RemoteStageSource::read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) {
   auto r = get("/v1/stage/source/chunk?path=" + net::percent_encode(f.path) + "&offset=" + std::to_string(offset) +
                    "&length=" + std::to_string(length) + "&size=" + std::to_string(f.size) +
                    "&mtime_ns=" + std::to_string(f.mtime_ns),

@@ -16,15 +16,15 @@ namespace tandem::agentd {
 class RemoteStageSource : public agent::StageSource {
  public:
   // `self`: this node's name (its certificate in `pki`); the source is `m`'s head.
-  static agent::Result<std::shared_ptr<RemoteStageSource>> create(const Manifest& m, const std::string& self,
+  static Result<std::shared_ptr<RemoteStageSource>> create(const Manifest& m, const std::string& self,
                                                                    const net::PkiLayout& pki);
   std::string where() const override;
-  agent::Result<agent::SourceListing> list() override;
-  agent::Result<std::string> read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) override;
+  Result<agent::SourceListing> list() override;
+  Result<std::string> read(const agent::SourceFile& f, std::uint64_t offset, std::uint64_t length) override;
 
  private:
   RemoteStageSource(net::HttpsClient client, net::Endpoint ep) : client_(std::move(client)), ep_(std::move(ep)) {}
-  agent::Result<net::ClientResponse> get(const std::string& target, std::chrono::milliseconds timeout);
+  Result<net::ClientResponse> get(const std::string& target, std::chrono::milliseconds timeout);
   // Kept connections, one per puller thread at a time: chunks of one file follow each other on
   // one TLS session instead of a handshake each.
   std::unique_ptr<net::KeptConnection> take();

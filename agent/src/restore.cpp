@@ -7,7 +7,7 @@
 
 namespace tandem::agentd {
 
-agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
+Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
                                                            std::shared_ptr<agent::StageSource> source,
                                                            std::shared_ptr<agent::StageProgress> progress) {
   agent::CoreOptions c;
@@ -75,11 +75,11 @@ int run_restore(const DaemonOptions& opts) {
     } else {
       auto core = open_core(*loaded.manifest, opts);
       if (!core) {
-        report["hygiene"] = {{"error", core.error().message()}};
+        report["hygiene"] = {{"error", core.error().text()}};
         rc = 1;
       } else {
         auto undone = core.value()->undo_incomplete();
-        report["hygiene"] = undone ? undone.value() : undone.error().to_json();
+        report["hygiene"] = undone ? undone.value() : agent::to_json(undone.error());
         if (!undone) rc = 1;
       }
     }

@@ -12,7 +12,7 @@ namespace tandem::agentd {
 
 // The hygiene core for this node's share of the manifest (its own stop commands). Without a
 // stage source its stage step can only undo (what restore and the dead-man need).
-agent::Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
+Result<std::unique_ptr<agent::AgentCore>> open_core(const Manifest& m, const DaemonOptions& opts,
                                                            std::shared_ptr<agent::StageSource> source = nullptr,
                                                            std::shared_ptr<agent::StageProgress> progress = nullptr);
 

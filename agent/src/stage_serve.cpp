@@ -8,7 +8,7 @@ namespace tandem::agentd {
 
 using nlohmann::json;
 
-agent::Result<std::unique_ptr<agent::AgentCore>> Daemon::core_for(const std::string& step) {
+Result<std::unique_ptr<agent::AgentCore>> Daemon::core_for(const std::string& step) {
   if (step != "stage" || !manifest_->stage) return open_core(*manifest_, opts_);
   auto source = RemoteStageSource::create(*manifest_, opts_.node, net::PkiLayout{opts_.pki_dir});
   if (!source) return source.error();
@@ -44,7 +44,7 @@ Outcome Daemon::stage_source_list(const std::string& client_cn) {
   auto src = local_source(*std::get<0>(m));
   if (!src) return Outcome::fail(500, "cannot open root " + opts_.root);
   auto l = src->list();
-  if (!l) return Outcome::fail(422, l.error().message(), l.error().evidence);
+  if (!l) return Outcome::fail(422, l.error().text(), agent::evidence(l.error()));
   return Outcome::ok(l->to_json());
 }
 
@@ -56,8 +56,8 @@ Outcome Daemon::stage_source_chunk(const std::string& client_cn, const agent::So
   if (!src) return Outcome::fail(500, "cannot open root " + opts_.root);
   if (!src->serves(f.path)) return Outcome::fail(403, f.path + ": refused: not a path the manifest's stage section names");
   auto r = src->read(f, offset, length);
-  if (!r) return Outcome::fail(r.error().what.find("changed on the source") != std::string::npos ? 409 : 422,
-                               r.error().message());
+  if (!r) return Outcome::fail(r.error().message.find("changed on the source") != std::string::npos ? 409 : 422,
+                               r.error().text());
   bytes = std::move(*r);
   return Outcome::ok(json::object());
 }

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <stdexcept>
 
 namespace tandem::engine::api {
 
@@ -17,18 +16,33 @@ void Metrics::declare(const std::string& name, const std::string& type, const st
 }
 
 void Metrics::declare_histogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
-  if (!std::is_sorted(bounds.begin(), bounds.end()) || std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end())
-    throw std::logic_error("histogram '" + name + "': bucket bounds must be strictly ascending");
   std::lock_guard lock(mu_);
+  if (!std::is_sorted(bounds.begin(), bounds.end()) || std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end())
+    return misuse("histogram '" + name + "': bucket bounds must be strictly ascending; not declared");
   if (families_.count(name)) return;
   families_[name] = Family{"histogram", help, {}, std::move(bounds), {}};
   order_.push_back(name);
 }
 
-Metrics::Family& Metrics::family(const std::string& name) {
+Metrics::Family* Metrics::family(const std::string& name) {
   auto it = families_.find(name);
-  if (it == families_.end()) throw std::logic_error("metric '" + name + "' was not declared");
-  return it->second;
+  if (it == families_.end()) {
+    misuse("metric '" + name + "' was not declared; its updates are dropped");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void Metrics::misuse(std::string what) {
+  if (std::find(misuse_.begin(), misuse_.end(), what) == misuse_.end()) misuse_.push_back(std::move(what));
+}
+
+Status Metrics::problems() const {
+  std::lock_guard lock(mu_);
+  if (misuse_.empty()) return Ok{};
+  std::string all;
+  for (const auto& m : misuse_) all += (all.empty() ? "" : "; ") + m;
+  return Error{all, "metrics"};
 }
 
 std::string Metrics::label_text(const Labels& labels) {
@@ -79,12 +93,12 @@ std::string Metrics::bound_text(double bound) {
 
 void Metrics::add(const std::string& name, double delta, const Labels& labels) {
   std::lock_guard lock(mu_);
-  family(name).series[label_text(labels)] += delta;
+  if (Family* f = family(name)) f->series[label_text(labels)] += delta;
 }
 
 void Metrics::set(const std::string& name, double value, const Labels& labels) {
   std::lock_guard lock(mu_);
-  family(name).series[label_text(labels)] = value;
+  if (Family* f = family(name)) f->series[label_text(labels)] = value;
 }
 
 double Metrics::get(const std::string& name, const Labels& labels) const {
@@ -95,26 +109,32 @@ double Metrics::get(const std::string& name, const Labels& labels) const {
   return s == it->second.series.end() ? 0 : s->second;
 }
 
-Metrics::HistogramSeries& Metrics::histogram(Family& f, const Labels& labels) {
-  if (f.type != "histogram") throw std::logic_error("observe/touch on a " + f.type);
-  auto& h = f.histograms[labels];
-  if (h.counts.empty()) h.counts.assign(f.bounds.size() + 1, 0);
-  return h;
+Metrics::HistogramSeries* Metrics::histogram(const std::string& name, const Labels& labels) {
+  Family* f = family(name);
+  if (!f) return nullptr;
+  if (f->type != "histogram") {
+    misuse("observe/touch on '" + name + "', a " + f->type + "; dropped");
+    return nullptr;
+  }
+  auto& h = f->histograms[labels];
+  if (h.counts.empty()) h.counts.assign(f->bounds.size() + 1, 0);
+  return &h;
 }
 
 void Metrics::observe(const std::string& name, double value, const Labels& labels) {
   std::lock_guard lock(mu_);
-  Family& f = family(name);
-  HistogramSeries& h = histogram(f, labels);
+  HistogramSeries* h = histogram(name, labels);
+  if (!h) return;
+  const auto& bounds = families_.at(name).bounds;
   // le is inclusive: a value equal to a bound falls in that bound's bucket.
-  const auto at = std::lower_bound(f.bounds.begin(), f.bounds.end(), value) - f.bounds.begin();
-  ++h.counts[static_cast<std::size_t>(at)];
-  h.sum += value;
+  const auto at = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+  ++h->counts[static_cast<std::size_t>(at)];
+  h->sum += value;
 }
 
 void Metrics::touch(const std::string& name, const Labels& labels) {
   std::lock_guard lock(mu_);
-  histogram(family(name), labels);
+  (void)histogram(name, labels);
 }
 
 void Metrics::render_histogram(const std::string& name, const Family& f, std::string& out) {
@@ -145,6 +165,9 @@ std::string Metrics::render() const {
     if (f.series.empty()) out += name + " 0\n";
     for (const auto& [labels, value] : f.series) out += name + labels + " " + number(value) + "\n";
   }
+  // A misuse shows on every scrape (a comment line, which the format allows) instead of a throw
+  // out of the request handler that made it.
+  for (const auto& m : misuse_) out += "# tandem metrics misuse: " + m + "\n";
   return out;
 }
 

@@ -8,12 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "tandem/result.hpp"
+
 namespace tandem::engine::api {
 
 class Metrics {
  public:
   using Labels = std::map<std::string, std::string>;
 
+  // Misuse (an undeclared name, observe on a gauge, unsorted bounds) throws nothing: the update is
+  // dropped, problems() reports it and render() shows it as a comment line.
   // Declare a family once; `type` is "counter" or "gauge".
   void declare(const std::string& name, const std::string& type, const std::string& help);
   // A histogram family with these upper bounds (ascending; +Inf is implied).
@@ -29,6 +33,8 @@ class Metrics {
   void touch(const std::string& name, const Labels& labels = {});
 
   std::string render() const;
+  // Every misuse so far, as one Error; Ok when none.
+  Status problems() const;
 
  private:
   struct HistogramSeries {
@@ -45,12 +51,15 @@ class Metrics {
   static std::string number(double value);
   static std::string bound_text(double bound);
   static void render_histogram(const std::string& name, const Family& f, std::string& out);
-  Family& family(const std::string& name);
-  HistogramSeries& histogram(Family& f, const Labels& labels);
+  // Both with mu_ held; null (and the misuse recorded) when the name does not fit.
+  Family* family(const std::string& name);
+  HistogramSeries* histogram(const std::string& name, const Labels& labels);
+  void misuse(std::string what);
 
   mutable std::mutex mu_;
   std::vector<std::string> order_;
   std::map<std::string, Family> families_;
+  std::vector<std::string> misuse_;
 };
 
 }  // namespace tandem::engine::api

@@ -248,7 +248,7 @@ Result<RequestId> Engine::submit(GenerateRequest r) {
     if (r.prompt[i] < 0 || r.prompt[i] >= V)
       return error("prompt token " + std::to_string(r.prompt[i]) + " at index " + std::to_string(i) +
                    " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  if (const char* bad = kernels::check_sampling_params(r.sampling)) return error(bad);
+  if (auto bad = kernels::check_sampling_params(r.sampling); !bad) return bad.error();
 
   auto state = std::make_shared<RequestState>();
   state->submitted = std::chrono::steady_clock::now();

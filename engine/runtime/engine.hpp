@@ -38,7 +38,7 @@ namespace tandem::engine::runtime {
 
 struct Job;  // step_job.hpp: one sequence's share of a worker step
 
-using model::Result;
+using tandem::Result;
 using RequestId = std::int64_t;
 using sched::FinishReason;
 

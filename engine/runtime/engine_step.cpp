@@ -98,7 +98,7 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
     // target step too (its collectives pair with ours), so any failure of it is the group's.
     AnnounceStep announce;
     if (tp_)
-      announce = [this](std::span<const model::PagedWork> work) -> model::Status {
+      announce = [this](std::span<const model::PagedWork> work) -> tandem::Status {
         RankMessage m;
         m.op = RankOp::device_step;
         for (const model::PagedWork& w : work) {
@@ -122,7 +122,7 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
   }
   JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
   if (tp_)
-    ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> model::Status {
+    ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> tandem::Status {
       RankMessage m;
       m.op = RankOp::forward;
       m.start = j.work.start;

@@ -8,7 +8,7 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
-model::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const std::string& model_dtype) {
+tandem::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const std::string& model_dtype) {
   const std::string& d = kv_cache_dtype == "auto" ? model_dtype : kv_cache_dtype;
   if (d.empty() || d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
   if (d == "float32" || d == "fp32" || d == "float") return 4;
@@ -17,7 +17,7 @@ model::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const st
                " is not one of auto, bfloat16, float16, float32, fp8, fp8_e4m3, fp8_e5m2");
 }
 
-model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
+tandem::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return error("`gpu_memory_utilization` must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
   std::ifstream in("/proc/meminfo");
@@ -42,7 +42,7 @@ model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization) {
   return static_cast<std::uint64_t>(allowed - in_use);
 }
 
-model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags) {
+tandem::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags) {
   if (flags.block_size <= 0) return error("`block_size` must be positive, got " + std::to_string(flags.block_size));
   if (flags.max_model_len <= 0) return error("`max_model_len` must be positive");
   auto bytes = kv_bytes_per_elem(flags.kv_cache_dtype, flags.model_dtype);

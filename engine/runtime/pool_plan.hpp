@@ -22,13 +22,13 @@ struct PoolFlags {
 };
 
 // Bytes per cached element for a --kv-cache-dtype value; an error names unknown ones.
-model::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const std::string& model_dtype);
+tandem::Result<int> kv_bytes_per_elem(const std::string& kv_cache_dtype, const std::string& model_dtype);
 
 // Memory the CPU device may give the KV pool: utilization * MemTotal minus what is already in use
 // (MemTotal - MemAvailable, which includes our loaded weights), from /proc/meminfo.
-model::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization);
+tandem::Result<std::uint64_t> cpu_kv_budget(double gpu_memory_utilization);
 
 // The pool for `layout` under `flags`: blocks, tokens, and the start-up line's numbers.
-model::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags);
+tandem::Result<kv::PoolSize> plan_pool(const model::KvLayout& layout, const PoolFlags& flags);
 
 }  // namespace tandem::engine::runtime

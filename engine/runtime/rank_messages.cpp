@@ -86,7 +86,7 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
   return std::move(w.out);
 }
 
-model::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
+tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
   Reader r(bytes);
   RankMessage m;
   std::uint8_t op = 0;

@@ -44,6 +44,6 @@ struct RankMessage {
 
 std::vector<std::uint8_t> encode(const RankMessage& m);
 // Checks every length against the bytes it has; a short or unknown message is an error.
-model::Result<RankMessage> decode(std::span<const std::uint8_t> bytes);
+tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes);
 
 }  // namespace tandem::engine::runtime

@@ -39,7 +39,7 @@ std::vector<std::int32_t> positions_from(int start, int n) {
 }
 
 // The drafter's context rows for `n` tokens from `start`, from the first n captured rows.
-model::Status feed_drafter(const JobContext& ctx, Job& j, const model::HiddenCapture& cap, int start, int n) {
+tandem::Status feed_drafter(const JobContext& ctx, Job& j, const model::HiddenCapture& cap, int start, int n) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t per_token = cap.layers.size() * static_cast<size_t>(ctx.model.config().decoder().hidden_size);
   model::PagedKvSequence seq(*ctx.draft_pool, j.table, start);
@@ -115,7 +115,7 @@ void run_plain(const JobContext& ctx, Job& j) {
 }
 
 // Puts the recurrent state back to `before` and advances it over `kept` (from the job's start).
-model::Status rewind_state(const JobContext& ctx, Job& j, const std::vector<float>& before, std::span<const std::int32_t> kept) {
+tandem::Status rewind_state(const JobContext& ctx, Job& j, const std::vector<float>& before, std::span<const std::int32_t> kept) {
   std::copy(before.begin(), before.end(), j.state.begin());
   if (ctx.announce)
     if (auto s = ctx.announce(j, kept, 0); !s) return s;

@@ -51,7 +51,7 @@ struct JobContext {
   model::PagedKvPool& pool;
   model::PagedKvPool* draft_pool = nullptr;  // with a drafter
   const spec::Drafter* drafter = nullptr;
-  std::function<model::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows)> announce;
+  std::function<tandem::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows)> announce;
 };
 
 // Runs the job's forward(s) and fills emitted/logprobs (or error).

@@ -9,7 +9,7 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
-model::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
+tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
@@ -26,7 +26,7 @@ model::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
       case RankOp::heartbeat: break;
       case RankOp::shutdown:
         log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
-        return model::Ok{};
+        return tandem::Ok{};
       case RankOp::pool: {
         if (model.kv_on_device()) {
           if (auto s = model.make_device_pool(msg->num_blocks, msg->block_size); !s)

@@ -18,6 +18,6 @@ struct WorkerOptions {
 // Ok when the head shut down cleanly; an error that says what happened otherwise.
 // A device model (kv_on_device: CUDA) mirrors the head's pool on its device and runs the head's
 // batched steps; a host model its forwards, one sequence at a time.
-model::Status run_worker_rank(model::Model& model, const WorkerOptions& options);
+tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& options);
 
 }  // namespace tandem::engine::runtime

@@ -39,7 +39,7 @@ void OpenAiService::chat(const api::HttpRequest& req, const std::shared_ptr<api:
   t.kwargs = options_.default_template_kwargs;
   for (const auto& [k, v] : r.chat_template_kwargs.items()) t.kwargs[k] = v;
   auto rendered = template_->apply(t);
-  if (!rendered) return reject(res, bad("messages", "the chat template failed: " + rendered.error().str()));
+  if (!rendered) return reject(res, bad("messages", "the chat template failed: " + rendered.error().text()));
 
   runtime::GenerateRequest g;
   if (auto e = fill_request(g, tokenizer_.encode(rendered.value(), /*add_special_tokens=*/false), r.sampling, "messages"))

@@ -189,17 +189,17 @@ ordered_json config_json(const std::vector<int>& eos) {
           {"vocab_size", kVocab}};
 }
 
-model::Status write_file(const fs::path& path, const std::string& bytes) {
+tandem::Status write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) return model::error("cannot write " + path.string() + ": " + std::strerror(errno));
-  return model::Ok{};
+  return tandem::Ok{};
 }
 
 }  // namespace
 
-model::Status write_demo_model(const fs::path& dir, unsigned long long seed) {
+tandem::Status write_demo_model(const fs::path& dir, unsigned long long seed) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return model::error("cannot create " + dir.string() + ": " + ec.message());
@@ -250,7 +250,7 @@ model::Status write_demo_model(const fs::path& dir, unsigned long long seed) {
                                                         {"model.safetensors", make_weights(seed).serialize()}}) {
     if (auto s = write_file(dir / name, text); !s) return s.error();
   }
-  return model::Ok{};
+  return tandem::Ok{};
 }
 
 }  // namespace tandem::engine::serve

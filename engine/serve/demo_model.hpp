@@ -11,6 +11,6 @@ namespace tandem::engine::serve {
 // Writes config.json, generation_config.json, model.safetensors, tokenizer.json,
 // tokenizer_config.json and chat_template.jinja into `dir` (created when missing). The same seed
 // gives the same bytes on every machine.
-model::Status write_demo_model(const std::filesystem::path& dir, unsigned long long seed = 20240601);
+tandem::Status write_demo_model(const std::filesystem::path& dir, unsigned long long seed = 20240601);
 
 }  // namespace tandem::engine::serve

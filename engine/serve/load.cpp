@@ -45,7 +45,7 @@ std::uint64_t state_slot_bytes(const ServeConfig& cfg, const model::Model& m) {
 // On the CPU device the utilization share is of system memory, which on a workstation is far more
 // than max-num-seqs full-length sequences need; the pool is capped there so that starting a tiny
 // model does not claim half the machine. An explicit --kv-cache-memory is taken as given.
-model::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, const model::Model& m, int max_model_len,
+tandem::Result<std::optional<std::uint64_t>> kv_budget(const ServeConfig& cfg, const model::Model& m, int max_model_len,
                                                       const std::function<void(const std::string&)>& log) {
   if (!cfg.kv_cache_memory.empty()) {
     ParseError pe;
@@ -105,7 +105,7 @@ model::CudaOptions cuda_options(const ServeConfig& cfg, const nlohmann::json& sp
 
 }  // namespace
 
-model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group) {
+tandem::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group) {
   if (auto why = unsupported(cfg)) return error(*why);
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda") {
@@ -119,7 +119,7 @@ model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig
   return model::load_model(cfg.model, group);
 }
 
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal) {
   if (auto why = unsupported(cfg)) return error(*why);
   const fs::path dir = cfg.model;
@@ -174,16 +174,16 @@ model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(cons
 
   if (!cfg.chat_template.empty()) {
     auto t = tmpl::ChatTemplate::from_file(cfg.chat_template);
-    if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().str());
+    if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().text());
     // Special tokens (bos_token, eos_token) still come from the model's tokenizer_config.json.
     if (auto base = tmpl::ChatTemplate::from_model_dir(dir)) t.value().set_special_tokens(base.value().special_tokens());
     out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
   } else if (auto t = tmpl::ChatTemplate::from_model_dir(dir)) {
     out.chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(t.value()));
-  } else if (t.error().kind != tmpl::Error::Kind::io || t.error().message.rfind("no ", 0) != 0) {
-    return error("the chat template of " + dir.string() + ": " + t.error().str());
+  } else if (tmpl::kind_of(t.error()) != tmpl::ErrorKind::io || t.error().message.rfind("no ", 0) != 0) {
+    return error("the chat template of " + dir.string() + ": " + t.error().text());
   } else {
-    log("note: " + dir.string() + " has no chat template (" + t.error().str() +
+    log("note: " + dir.string() + " has no chat template (" + t.error().text() +
         "); /v1/chat/completions answers 400 until one is given with `chat_template`");
   }
 

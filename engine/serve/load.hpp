@@ -33,9 +33,9 @@ struct Loaded {
 // it loads its slice, waits for the worker ranks (rendezvous) and tells them the pool; `on_fatal`
 // hears when the group is lost later.
 // A headless worker rank's slice (--device cpu: host memory; cuda: the GPU), not joined yet.
-model::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group);
+tandem::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group);
 
-model::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal = {});
 
 }  // namespace tandem::engine::serve

@@ -36,7 +36,7 @@ std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::pat
   return hex;
 }
 
-model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
+tandem::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
                                                                              const std::function<void(const std::string&)>& log) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
   auto* cuda = dynamic_cast<model::CudaModel*>(&m);
@@ -58,7 +58,7 @@ model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(co
 #endif
 }
 
-model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
+tandem::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
                                                                       const std::function<void(const std::string&)>& log) {
   comm::TcpOptions o;
   o.rank = cfg.node_rank;

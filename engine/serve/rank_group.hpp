@@ -21,7 +21,7 @@ class DeviceAllReduce;
 namespace tandem::engine::serve {
 
 // Not joined yet. For one rank, a group of one (rendezvous() returns at once).
-model::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
+tandem::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const ServeConfig& cfg, const std::filesystem::path& model_dir,
                                                                       const std::function<void(const std::string&)>& log);
 
 // What the ranks must agree on before they run collectives: the model's config.json, the group

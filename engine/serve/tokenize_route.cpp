@@ -40,7 +40,7 @@ void OpenAiService::tokenize(const api::HttpRequest& req, const std::shared_ptr<
     t.kwargs = options_.default_template_kwargs;
     for (const auto& [k, v] : r.chat->chat_template_kwargs.items()) t.kwargs[k] = v;
     auto rendered = template_->apply(t);
-    if (!rendered) return send_error(res, bad("messages", "the chat template failed: " + rendered.error().str()));
+    if (!rendered) return send_error(res, bad("messages", "the chat template failed: " + rendered.error().text()));
     text = rendered.value();
   }
   const std::vector<std::int32_t> ids = tokenizer_.encode(text, r.add_special_tokens);

@@ -81,7 +81,7 @@ class DFlashDrafter final : public Drafter {
         return error("drafter tensor \"" + name + "\" is not part of DFlashDraftModel (a DFlash2 or other variant?)");
     inv_freq_.resize(static_cast<size_t>(hd / 2));
     k::rope_inv_freq(inv_freq_.data(), static_cast<int>(hd), c_.rope_theta);
-    return model::Ok{};
+    return tandem::Ok{};
   }
 
   const std::vector<int>& target_layers() const override { return c_.target_layer_ids; }
@@ -91,7 +91,7 @@ class DFlashDrafter final : public Drafter {
   Status add_context(std::span<const float> features, std::span<const int> positions, model::KvSequence& ctx) const override {
     const int T = static_cast<int>(positions.size()), H = c_.hidden_size;
     const size_t F = c_.target_layer_ids.size() * static_cast<size_t>(H);
-    if (T == 0) return model::Ok{};
+    if (T == 0) return tandem::Ok{};
     if (features.size() != F * static_cast<size_t>(T))
       return error("drafter context: " + std::to_string(features.size()) + " feature values for " + std::to_string(T) +
                    " tokens of width " + std::to_string(F));
@@ -104,7 +104,7 @@ class DFlashDrafter final : public Drafter {
     for (int l = 0; l < c_.num_hidden_layers; ++l)
       for (int t = 0; t < T; ++t)
         write_kv(l, fused.data() + static_cast<long>(t) * H, positions[static_cast<size_t>(t)], ctx.row(l, first + t));
-    return model::Ok{};
+    return tandem::Ok{};
   }
 
   Result<std::vector<float>> propose(model::KvSequence& ctx, std::int32_t anchor, int pos, int n) const override {

@@ -23,14 +23,14 @@ std::vector<int> top_k(const std::vector<float>& v, int k) {
 
 }  // namespace
 
-const char* check_moe_routing(const MoeRouting& m) {
-  if (m.n_experts < 2 || m.n_experts > 1024) return "n_experts must be in [2, 1024]";
-  if (m.n_group < 1 || m.n_experts % m.n_group != 0) return "n_group must divide n_experts";
-  if (m.n_experts / m.n_group < 2) return "each group needs at least 2 experts (a group is worth its top 2)";
-  if (m.topk_group < 1 || m.topk_group > m.n_group) return "topk_group must be in [1, n_group]";
+Status check_moe_routing(const MoeRouting& m) {
+  if (m.n_experts < 2 || m.n_experts > 1024) return Error{"n_experts must be in [2, 1024]"};
+  if (m.n_group < 1 || m.n_experts % m.n_group != 0) return Error{"n_group must divide n_experts"};
+  if (m.n_experts / m.n_group < 2) return Error{"each group needs at least 2 experts (a group is worth its top 2)"};
+  if (m.topk_group < 1 || m.topk_group > m.n_group) return Error{"topk_group must be in [1, n_group]"};
   if (m.top_k < 1 || m.top_k > m.topk_group * (m.n_experts / m.n_group))
-    return "top_k must be in [1, experts in topk_group groups]";
-  return nullptr;
+    return Error{"top_k must be in [1, experts in topk_group groups]"};
+  return Ok{};
 }
 
 void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correction_bias, std::int32_t* expert,

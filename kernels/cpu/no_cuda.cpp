@@ -11,37 +11,37 @@
 namespace tandem::kernels {
 
 namespace {
-std::string missing() { return "this build has no CUDA back end (nvcc was not found at configure time)"; }
+Error missing() { return Error{"this build has no CUDA back end (nvcc was not found at configure time)"}; }
 }  // namespace
 
 bool cuda_device_present() { return false; }
 
-std::string rmsnorm_cuda(const float*, const float*, float*, int, int, float) { return missing(); }
-std::string rmsnorm_residual_cuda(DType, void*, const void*, const void*, void*, int, int, float, Stream) {
+Status rmsnorm_cuda(const float*, const float*, float*, int, int, float) { return missing(); }
+Status rmsnorm_residual_cuda(DType, void*, const void*, const void*, void*, int, int, float, Stream) {
   return missing();
 }
-std::string rope_cuda(DType, void*, int, long, int, int, int, const float*, const int*, RopeLayout, Stream) {
+Status rope_cuda(DType, void*, int, long, int, int, int, const float*, const int*, RopeLayout, Stream) {
   return missing();
 }
-std::string silu_and_mul_cuda(DType, const void*, void*, int, int, Stream) { return missing(); }
-std::string embedding_cuda(DType, const void*, int, int, const std::int32_t*, int, void*, Stream) { return missing(); }
-std::string moe_route_cuda(const MoeRouting&, const float*, const float*, int, std::int32_t*, float*, Stream) {
+Status silu_and_mul_cuda(DType, const void*, void*, int, int, Stream) { return missing(); }
+Status embedding_cuda(DType, const void*, int, int, const std::int32_t*, int, void*, Stream) { return missing(); }
+Status moe_route_cuda(const MoeRouting&, const float*, const float*, int, std::int32_t*, float*, Stream) {
   return missing();
 }
-std::string sample_cuda(const float*, int, int, const SamplingParams*, const double*, Sampled*, std::uint8_t*, Stream) {
+Status sample_cuda(const float*, int, int, const SamplingParams*, const double*, Sampled*, std::uint8_t*, Stream) {
   return missing();
 }
-std::string write_kv_cuda(DType, const void*, const void*, int, const std::int32_t*, const PagedKvLayout&, void*, void*,
+Status write_kv_cuda(DType, const void*, const void*, int, const std::int32_t*, const PagedKvLayout&, void*, void*,
                           Stream) {
   return missing();
 }
-std::string paged_attention_cuda(DType, const void*, int, const std::int32_t*, const std::int32_t*, int,
+Status paged_attention_cuda(DType, const void*, int, const std::int32_t*, const std::int32_t*, int,
                                  const PagedKvLayout&, const void*, const void*, const std::int32_t*, int, float, void*,
                                  int, void*, size_t, Stream) {
   return missing();
 }
 size_t paged_attention_workspace_bytes(int, int, const PagedKvLayout&, int) { return 0; }
-std::string paged_attention_mla_rope_cuda(const void*, int, const std::int32_t*, const std::int32_t*, int,
+Status paged_attention_mla_rope_cuda(const void*, int, const std::int32_t*, const std::int32_t*, int,
                                           const PagedKvLayout&, const void*, const std::int32_t*, int, float,
                                           const MlaQueryRope&, void*, int, void*, size_t, Stream) {
   return missing();

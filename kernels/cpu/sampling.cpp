@@ -23,12 +23,12 @@ double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11)
 
 }  // namespace
 
-const char* check_sampling_params(const SamplingParams& p) {
-  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return "temperature must be a finite number >= 0";
-  if (p.top_k < -1) return "top_k must be -1, 0 (off) or a positive count";
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return "top_p must be in (0, 1]";
-  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return "min_p must be in [0, 1]";
-  return nullptr;
+Status check_sampling_params(const SamplingParams& p) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return Error{"temperature must be a finite number >= 0"};
+  if (p.top_k < -1) return Error{"top_k must be -1, 0 (off) or a positive count"};
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return Error{"top_p must be in (0, 1]"};
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return Error{"min_p must be in [0, 1]"};
+  return Ok{};
 }
 
 Sampled argmax_cpu(std::span<const float> logits) {

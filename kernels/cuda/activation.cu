@@ -37,26 +37,26 @@ int grid_for(long total) {
 
 }  // namespace
 
-std::string silu_and_mul_cuda(DType t, const void* gate_up, void* y, int rows, int d, Stream stream) {
-  if (rows < 0 || d <= 0) return "silu_and_mul: rows must be >= 0 and d > 0";
+Status silu_and_mul_cuda(DType t, const void* gate_up, void* y, int rows, int d, Stream stream) {
+  if (rows < 0 || d <= 0) return Error{"silu_and_mul: rows must be >= 0 and d > 0"};
   if (rows == 0) return {};
   return cuda::with_act_type(t, "silu_and_mul", [&](auto tag) {
     using T = decltype(tag);
     silu_and_mul_kernel<T><<<grid_for(static_cast<long>(rows) * d), 256, 0, stream>>>(static_cast<const T*>(gate_up),
                                                                                      static_cast<T*>(y), rows, d);
-    return cuda::launch_error("silu_and_mul_kernel");
+    return TANDEM_CUDA_LAUNCHED("silu_and_mul_kernel");
   });
 }
 
-std::string embedding_cuda(DType t, const void* table, int vocab, int hidden, const std::int32_t* ids, int n,
+Status embedding_cuda(DType t, const void* table, int vocab, int hidden, const std::int32_t* ids, int n,
                            void* out, Stream stream) {
-  if (vocab <= 0 || hidden <= 0 || n < 0) return "embedding: vocab and hidden must be > 0, n >= 0";
+  if (vocab <= 0 || hidden <= 0 || n < 0) return Error{"embedding: vocab and hidden must be > 0, n >= 0"};
   if (n == 0) return {};
   return cuda::with_act_type(t, "embedding", [&](auto tag) {
     using T = decltype(tag);
     embedding_kernel<T><<<grid_for(static_cast<long>(n) * hidden), 256, 0, stream>>>(
         static_cast<const T*>(table), vocab, hidden, ids, n, static_cast<T*>(out));
-    return cuda::launch_error("embedding_kernel");
+    return TANDEM_CUDA_LAUNCHED("embedding_kernel");
   });
 }
 

@@ -15,10 +15,10 @@ __global__ void rows_to_bf16_kernel(const float* x, int width, __nv_bfloat16* ds
 
 }  // namespace
 
-std::string rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream) {
+Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream) {
   if (rows <= 0) return {};
   rows_to_bf16_kernel<<<rows, 256, 0, stream>>>(x, width, reinterpret_cast<__nv_bfloat16*>(dst), ldd);
-  return kernels::cuda::launch_error("hidden-state capture");
+  return TANDEM_CUDA_LAUNCHED("hidden-state capture");
 }
 
 }  // namespace tandem::model::cuda

@@ -1,5 +1,5 @@
 // Small helpers shared by the CUDA kernels: element loads/stores by type, warp/block reductions,
-// and turning a CUDA error into the op layer's error string.
+// and the activation-type dispatch (CUDA errors: tandem/kernels/cuda_check.hpp).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -8,7 +8,9 @@
 #include <cfloat>
 #include <string>
 
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels::cuda {
 
@@ -147,17 +149,13 @@ __device__ __forceinline__ float warp_rows_result(float (&acc)[NT], float (&up)[
   return mine;
 }
 
-inline std::string error_of(cudaError_t e, const char* what) {
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
-inline std::string launch_error(const char* kernel) { return error_of(cudaGetLastError(), kernel); }
 
 // Runs f.template operator()<T>() for the activation type t (f32 or bf16); otherwise an error.
 template <class F>
-std::string with_act_type(DType t, const char* op, F&& f) {
+Status with_act_type(DType t, const char* op, F&& f) {
   if (t == DType::f32) return f(float{});
   if (t == DType::bf16) return f(bf16{});
-  return std::string(op) + ": activations must be fp32 or bf16, not " + dtype_name(t);
+  return Error{std::string(op) + ": activations must be fp32 or bf16, not " + dtype_name(t)};
 }
 
 }  // namespace tandem::kernels::cuda

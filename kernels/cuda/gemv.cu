@@ -106,16 +106,16 @@ bool gemv_fits(const GemvArgs& a) {
          a.ldw % 8 == 0 && a.w_group % 8 == 0 && aligned16(a.x) && aligned16(a.w);
 }
 
-std::string gemv_cuda(const GemvArgs& a, Stream stream) {
-  if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return "gemv: bad shape";
-  if (!gemv_fits(a)) return "gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w";
-  if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return "gemv: silu_mul needs a bf16 result and no bias";
+Status gemv_cuda(const GemvArgs& a, Stream stream) {
+  if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return Error{"gemv: bad shape"};
+  if (!gemv_fits(a)) return Error{"gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w"};
+  if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   cudaError_t e;
   if (a.silu_mul) e = launch_rows<bf16, true>(a, stream);
   else if (a.y_type == DType::bf16) e = launch_rows<bf16, false>(a, stream);
   else if (a.y_type == DType::f32) e = launch_rows<float, false>(a, stream);
-  else return "gemv: the result must be bf16 or fp32";
-  return cuda::error_of(e, "gemv_kernel");
+  else return Error{"gemv: the result must be bf16 or fp32"};
+  return TANDEM_CUDA_STATUS(e, "launch gemv_kernel");
 }
 
 }  // namespace tandem::kernels

@@ -14,7 +14,6 @@ namespace {
 using kernels::cuda::bf16;
 using kernels::cuda::block_max;
 using kernels::cuda::block_sum;
-using kernels::cuda::launch_error;
 using kernels::cuda::warp_sum;
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
@@ -440,7 +439,7 @@ __global__ void moe_combine_f32_kernel(const float* pair_out, const float* weigh
 
 }  // namespace
 
-std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
                             kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream) {
   if (rows == 0 || out == 0) return {};
@@ -452,125 +451,125 @@ std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather
     linear_f32_kernel<float><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const float*>(w), ldw, row_expert,
                                                        expert_stride, out, y, ldy);
   else
-    return "linear_f32_cuda: weights must be bf16 or fp32";
-  return launch_error("linear_f32_kernel");
+    return Error{"linear_f32_cuda: weights must be bf16 or fp32"};
+  return TANDEM_CUDA_LAUNCHED("linear_f32_kernel");
 }
 
-std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+Status absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
                               int lora_kv, const void* kv_b, float* q_lat, Stream stream) {
   if (tokens == 0) return {};
   absorb_query_kernel<<<dim3(tokens, heads), 128, 0, stream>>>(q, ld_q, head_stride, heads, nope, vd, lora_kv,
                                                               static_cast<const bf16*>(kv_b), q_lat);
-  return launch_error("absorb_query_kernel");
+  return TANDEM_CUDA_LAUNCHED("absorb_query_kernel");
 }
 
-std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+Status absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
                                float* out, Stream stream) {
   if (tokens == 0) return {};
   absorb_values_kernel<<<dim3(tokens, heads), 256, 0, stream>>>(lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b),
                                                                out);
-  return launch_error("absorb_values_kernel");
+  return TANDEM_CUDA_LAUNCHED("absorb_values_kernel");
 }
 
-std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream) {
+Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream) {
   if (rows == 0) return {};
   clamped_silu_and_mul_f32_kernel<<<rows, 256, 0, stream>>>(gate_up, y, d, limit);
-  return launch_error("clamped_silu_and_mul_f32_kernel");
+  return TANDEM_CUDA_LAUNCHED("clamped_silu_and_mul_f32_kernel");
 }
 
-std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream) {
   if (tokens == 0) return {};
   moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, weight, top_k, hidden, add, y);
-  return launch_error("moe_combine_f32_kernel");
+  return TANDEM_CUDA_LAUNCHED("moe_combine_f32_kernel");
 }
 
-std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
+Status rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
                          void* y_bf16, long ldb, Stream stream) {
   if (rows == 0) return {};
   rms_norm_f32_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, w, eps, y_f32, ldy, static_cast<bf16*>(y_bf16), ldb);
-  return launch_error("rms_norm_f32_kernel");
+  return TANDEM_CUDA_LAUNCHED("rms_norm_f32_kernel");
 }
 
-std::string to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream) {
+Status to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream) {
   if (rows == 0) return {};
   to_bf16_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, static_cast<bf16*>(y), ldy);
-  return launch_error("to_bf16_kernel");
+  return TANDEM_CUDA_LAUNCHED("to_bf16_kernel");
 }
 
-std::string to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream) {
+Status to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream) {
   if (rows == 0) return {};
   to_f32_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, y, ldy);
-  return launch_error("to_f32_kernel");
+  return TANDEM_CUDA_LAUNCHED("to_f32_kernel");
 }
 
-std::string hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
+Status hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
                           Stream stream) {
   if (tokens == 0) return {};
   hc_embed_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(table), ids, hc, hidden, streams);
-  return launch_error("hc_embed_kernel");
+  return TANDEM_CUDA_LAUNCHED("hc_embed_kernel");
 }
 
-std::string hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream) {
+Status hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream) {
   if (tokens == 0) return {};
   hc_mean_kernel<<<tokens, 256, 0, stream>>>(streams, hc, hidden, out);
-  return launch_error("hc_mean_kernel");
+  return TANDEM_CUDA_LAUNCHED("hc_mean_kernel");
 }
 
-std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
+Status hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
                              const float* scale, float* collapsed, float* post, float* comb, Stream stream) {
-  if (s.hc < 1 || s.hc > kMaxHc) return "hc_collapse_cuda: hc_mult must be in [1, 8]";
+  if (s.hc < 1 || s.hc > kMaxHc) return Error{"hc_collapse_cuda: hc_mult must be in [1, 8]"};
   if (tokens == 0) return {};
   hc_collapse_kernel<<<tokens, 256, 0, stream>>>(s, streams, fn, base, scale, collapsed, post, comb);
-  return launch_error("hc_collapse_kernel");
+  return TANDEM_CUDA_LAUNCHED("hc_collapse_kernel");
 }
 
-std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
+Status hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
                            const float* comb, Stream stream) {
-  if (s.hc < 1 || s.hc > kMaxHc) return "hc_expand_cuda: hc_mult must be in [1, 8]";
+  if (s.hc < 1 || s.hc > kMaxHc) return Error{"hc_expand_cuda: hc_mult must be in [1, 8]"};
   if (tokens == 0) return {};
   const dim3 grid((s.hidden + 255) / 256, tokens);
   hc_expand_kernel<<<grid, 256, 0, stream>>>(s, streams, y, post, comb);
-  return launch_error("hc_expand_kernel");
+  return TANDEM_CUDA_LAUNCHED("hc_expand_kernel");
 }
 
-std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
+Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
                                const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset,
                                float* state, long state_stride, long layer_at, Stream stream) {
-  if (s.head_dim < 1 || s.head_dim > 1024) return "kda_recurrent_cuda: linear_head_dim must be in [1, 1024]";
-  if (s.conv_kernel < 1) return "kda_recurrent_cuda: linear_conv_kernel_dim must be at least 1";
+  if (s.head_dim < 1 || s.head_dim > 1024) return Error{"kda_recurrent_cuda: linear_head_dim must be in [1, 1024]"};
+  if (s.conv_kernel < 1) return Error{"kda_recurrent_cuda: linear_conv_kernel_dim must be at least 1"};
   if (sequences == 0) return {};
   const int threads = (s.head_dim + 31) / 32 * 32;
   const dim3 grid(sequences, s.heads);
   kda_recurrent_kernel<<<grid, threads, 3 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
                                                                                   state_stride, layer_at);
-  return launch_error("kda_recurrent_kernel");
+  return TANDEM_CUDA_LAUNCHED("kda_recurrent_kernel");
 }
 
-std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
+Status dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
                              float* qr, float* iw, Stream stream) {
   if (tokens == 0) return {};
   dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, qr, iw);
-  return launch_error("dsa_prepare_kernel");
+  return TANDEM_CUDA_LAUNCHED("dsa_prepare_kernel");
 }
 
-std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
+Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
                             const float* kpool_ape, int tokens, const std::int32_t* token_seq,
                             const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
                             std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream) {
-  if (s.index_heads < 1 || s.index_heads > kMaxIndexHeads) return "dsa_select_cuda: index_n_heads must be in [1, 64]";
-  if (s.kpool < 1) return "dsa_select_cuda: index_kpool must be at least 1";
-  if (max_sel < s.index_topk + s.kpool) return "dsa_select_cuda: max_sel below index_topk + index_kpool";
+  if (s.index_heads < 1 || s.index_heads > kMaxIndexHeads) return Error{"dsa_select_cuda: index_n_heads must be in [1, 64]"};
+  if (s.kpool < 1) return Error{"dsa_select_cuda: index_kpool must be at least 1"};
+  if (max_sel < s.index_topk + s.kpool) return Error{"dsa_select_cuda: max_sel below index_topk + index_kpool"};
   if (tokens == 0) return {};
   (void)max_pools;
   const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
   dsa_select_kernel<<<tokens, 128, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
                                                      max_pools, sel, sel_n, max_sel);
-  return launch_error("dsa_select_kernel");
+  return TANDEM_CUDA_LAUNCHED("dsa_select_kernel");
 }
 
-std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
+Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
                                long ld_q, long head_stride, int tokens, const std::int32_t* token_seq,
                                const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
                                float* out_lat, Stream stream) {
@@ -579,18 +578,18 @@ std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads
   if (shared > 48 * 1024) {
     if (cudaFuncSetAttribute(dsa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)) !=
         cudaSuccess)
-      return launch_error("dsa_attention_kernel shared memory");
+      return TANDEM_CUDA_LAUNCHED("dsa_attention_kernel shared memory");
   }
   const dim3 grid(tokens, heads);
   dsa_attention_kernel<<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel, sel_n,
                                                       max_sel, scale, out_lat);
-  return launch_error("dsa_attention_kernel");
+  return TANDEM_CUDA_LAUNCHED("dsa_attention_kernel");
 }
 
-std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream) {
+Status clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream) {
   if (rows == 0) return {};
   clamped_silu_and_mul_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(gate_up), static_cast<bf16*>(y), d, limit);
-  return launch_error("clamped_silu_and_mul_kernel");
+  return TANDEM_CUDA_LAUNCHED("clamped_silu_and_mul_kernel");
 }
 
 }  // namespace tandem::model::cuda

@@ -11,7 +11,6 @@ namespace {
 
 using kernels::cuda::bf16;
 using kernels::cuda::block_sum_in_order;
-using kernels::cuda::launch_error;
 using kernels::cuda::row_rms_scale;
 using kernels::cuda::warp_max;
 
@@ -176,46 +175,46 @@ __global__ void transpose_kb_kernel(const bf16* kv_b, int nope, int vd, int lora
 
 }  // namespace
 
-std::string transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
+Status transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
   transpose_kb_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(nope)), 256, 0, stream>>>(
       static_cast<const bf16*>(kv_b), nope, vd, lora_kv, static_cast<bf16*>(kb_t));
-  return launch_error("transpose_kb_kernel");
+  return TANDEM_CUDA_LAUNCHED("transpose_kb_kernel");
 }
 
-std::string latent_prep(const LatentPrep& p, kernels::Stream stream) {
+Status latent_prep(const LatentPrep& p, kernels::Stream stream) {
   if (p.tokens == 0) return {};
-  if (p.rope_dim % 2 != 0) return "latent_prep: odd rope dimension";
+  if (p.rope_dim % 2 != 0) return Error{"latent_prep: odd rope dimension"};
   const dim3 grid(static_cast<unsigned>(p.tokens), 2);
   cudaError_t e;
   if (p.cache_type == kernels::DType::bf16) e = kernels::cuda::launch_pdl(latent_prep_kernel<bf16>, grid, dim3(256), 0, stream, p);
   else if (p.cache_type == kernels::DType::fp8_e4m3)
     e = kernels::cuda::launch_pdl(latent_prep_kernel<__nv_fp8_storage_t>, grid, dim3(256), 0, stream, p);
-  else return "latent_prep: the cache must be bf16 or fp8_e4m3";
-  return e == cudaSuccess ? std::string() : std::string("latent_prep_kernel: ") + cudaGetErrorString(e);
+  else return Error{"latent_prep: the cache must be bf16 or fp8_e4m3"};
+  return TANDEM_CUDA_STATUS(e, "launch latent_prep_kernel");
 }
 
-std::string absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
+Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
                          int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
                          bool products, kernels::Stream stream) {
   if (tokens == 0) return {};
-  if (rope_dim % 2 != 0) return "absorb_query: odd rope dimension";
+  if (rope_dim % 2 != 0) return Error{"absorb_query: odd rope dimension"};
   const int tiles = products ? (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads : 0;
   const cudaError_t e = kernels::cuda::launch_pdl(
       absorb_query_kernel, dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), dim3(kAbsorbThreads), 0, stream,
       static_cast<const bf16*>(q), tokens, heads, nope, rope_dim, static_cast<const bf16*>(kv_b), kvb_stride, lora_kv, inv_freq,
       token_pos, interleaved, static_cast<bf16*>(qattn));
-  return e == cudaSuccess ? std::string() : std::string("absorb_query_kernel: ") + cudaGetErrorString(e);
+  return TANDEM_CUDA_STATUS(e, "launch absorb_query_kernel");
 }
 
-std::string rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
+Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          kernels::Stream stream) {
   if (rows == 0) return {};
   rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
                                                 static_cast<bf16*>(y), ldy, eps);
-  return launch_error("rmsnorm_rows_kernel");
+  return TANDEM_CUDA_LAUNCHED("rmsnorm_rows_kernel");
 }
 
-std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
+Status add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
                         float eps, kernels::Stream stream, float* y32) {
   if (rows == 0) return {};
   // A programmatic launch like the decode kernels around it, so that the next one's weight loads
@@ -226,10 +225,10 @@ std::string add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, 
                                       static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps)
           : kernels::cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
                                       static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps);
-  return e == cudaSuccess ? std::string() : std::string("add_rmsnorm_kernel: ") + cudaGetErrorString(e);
+  return TANDEM_CUDA_STATUS(e, "launch add_rmsnorm_kernel");
 }
 
-std::string latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
+Status latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
                                const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
                                int block_size, kernels::DType cache_type, float scale, void* cache,
                                kernels::Stream stream) {
@@ -243,20 +242,20 @@ std::string latent_cache_write(const void* src, long ld, int tokens, int width, 
         static_cast<const bf16*>(src), ld, width, token_seq, token_pos, block_tables, max_blocks, block_size, scale,
         static_cast<__nv_fp8_storage_t*>(cache));
   else
-    return "latent_cache_write: the cache must be bf16 or fp8_e4m3";
-  return launch_error("latent_cache_write_kernel");
+    return Error{"latent_cache_write: the cache must be bf16 or fp8_e4m3"};
+  return TANDEM_CUDA_LAUNCHED("latent_cache_write_kernel");
 }
 
-std::string latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
+Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
   if (tokens == 0) return {};
   latent_amax_kernel<<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, amax);
-  return launch_error("latent_amax_kernel");
+  return TANDEM_CUDA_LAUNCHED("latent_amax_kernel");
 }
 
-std::string gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {
+Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {
   if (n == 0) return {};
   gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
-  return launch_error("gather_rows_kernel");
+  return TANDEM_CUDA_LAUNCHED("gather_rows_kernel");
 }
 
 }  // namespace tandem::model::cuda

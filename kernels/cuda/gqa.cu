@@ -26,15 +26,15 @@ __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, cons
 
 }  // namespace
 
-std::string head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
+Status head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
                          const void* k_w, float eps, kernels::Stream stream) {
   if (tokens < 0 || q_heads <= 0 || k_heads <= 0 || head_dim <= 0 || q_heads + k_heads > 65535)
-    return "head_rmsnorm: tokens >= 0, heads in (0, 65535] and head_dim > 0";
+    return Error{"head_rmsnorm: tokens >= 0, heads in (0, 65535] and head_dim > 0"};
   if (tokens == 0) return {};
   head_rmsnorm_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(q_heads + k_heads)), 32, 0,
                         static_cast<cudaStream_t>(stream)>>>(static_cast<bf16*>(x), ld, q_heads, head_dim,
                                                              static_cast<const bf16*>(q_w), static_cast<const bf16*>(k_w), eps);
-  return kernels::cuda::launch_error("head_rmsnorm");
+  return TANDEM_CUDA_LAUNCHED("head_rmsnorm");
 }
 
 }  // namespace tandem::model::cuda

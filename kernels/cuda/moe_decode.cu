@@ -100,19 +100,19 @@ bool moe_decode_fits(const MoeDecodeArgs& a) {
          aligned16(a.down) && aligned16(a.act) && (a.shared_width == 0 || (aligned16(a.shared_gate_up) && aligned16(a.shared_down)));
 }
 
-std::string moe_decode_cuda(const MoeDecodeArgs& a, Stream stream) {
-  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return "moe_decode: bad shape";
-  if (!moe_decode_fits(a)) return "moe_decode: hidden and the widths must be multiples of 8, the buffers 16-byte aligned";
+Status moe_decode_cuda(const MoeDecodeArgs& a, Stream stream) {
+  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return Error{"moe_decode: bad shape"};
+  if (!moe_decode_fits(a)) return Error{"moe_decode: hidden and the widths must be multiples of 8, the buffers 16-byte aligned"};
   if (a.tokens == 0) return {};
   const long aw = act_width(a);
   const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
-  if (auto e = cuda::error_of(cuda::launch_pdl(gate_up_kernel, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
+  if (auto e = TANDEM_CUDA_STATUS(cuda::launch_pdl(gate_up_kernel, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
                                                dim3(kWarps * 32), 0, stream, a, aw),
                               "moe_decode gate_up_kernel");
-      !e.empty())
+      !e)
     return e;
   const long out_rows = static_cast<long>(a.tokens) * a.hidden;
-  return cuda::error_of(cuda::launch_pdl(down_kernel, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(down_kernel, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
                                          dim3(kWarps * 32), 0, stream, a, aw),
                         "moe_decode down_kernel");
 }

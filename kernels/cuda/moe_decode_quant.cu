@@ -107,16 +107,16 @@ bool stack_fits(const QuantMatrices& w, QuantFormat f, int count, int rows, int 
 }
 
 template <QuantFormat F>
-std::string launch(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
+Status launch(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
   const long aw = act_width(a);
   const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
-  if (auto e = cuda::error_of(cuda::launch_pdl(gate_up_kernel<F>, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
+  if (auto e = TANDEM_CUDA_STATUS(cuda::launch_pdl(gate_up_kernel<F>, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),
                                                dim3(kWarps * 32), 0, stream, a, q, aw),
                               "moe_decode_quant gate_up_kernel");
-      !e.empty())
+      !e)
     return e;
   const long out_rows = static_cast<long>(a.tokens) * a.hidden;
-  return cuda::error_of(cuda::launch_pdl(down_kernel<F>, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(down_kernel<F>, dim3(static_cast<unsigned>((out_rows + kWarps - 1) / kWarps)),
                                          dim3(kWarps * 32), 0, stream, a, q, aw),
                         "moe_decode_quant down_kernel");
 }
@@ -133,10 +133,10 @@ bool moe_decode_quant_fits(const MoeDecodeArgs& a, const MoeDecodeQuant& q) {
                                  stack_fits(q.shared_down, f, 1, a.hidden, a.shared_width));
 }
 
-std::string moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
-  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return "moe_decode_quant: bad shape";
+Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
+  if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return Error{"moe_decode_quant: bad shape"};
   if (!moe_decode_quant_fits(a, q))
-    return "moe_decode_quant: hidden and the widths must be multiples of 16, every stack of one format with the experts' shapes";
+    return Error{"moe_decode_quant: hidden and the widths must be multiples of 16, every stack of one format with the experts' shapes"};
   if (a.tokens == 0) return {};
   return q.gate_up.format == QuantFormat::fp8_block ? launch<QuantFormat::fp8_block>(a, q, stream)
                                                     : launch<QuantFormat::nvfp4>(a, q, stream);

@@ -75,60 +75,60 @@ __global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, 
 
 }  // namespace
 
-std::string router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+Status router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
                                Stream stream) {
-  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return "router_logits: bad shape";
+  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return Error{"router_logits: bad shape"};
   if (tokens == 0) return {};
   const long threads = static_cast<long>(tokens) * n_experts * 32;
   router_logits_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
       static_cast<const bf16*>(x), tokens, hidden, router, n_experts, logits);
-  return cuda::launch_error("router_logits_kernel");
+  return TANDEM_CUDA_LAUNCHED("router_logits_kernel");
 }
 
-std::string router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+Status router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
                                    Stream stream) {
-  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return "router_logits: bad shape";
+  if (tokens < 0 || hidden <= 0 || n_experts <= 0) return Error{"router_logits: bad shape"};
   if (tokens == 0) return {};
   const long threads = static_cast<long>(tokens) * n_experts * 32;
   router_logits_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(x, tokens, hidden, router, n_experts,
                                                                                        logits);
-  return cuda::launch_error("router_logits_kernel (fp32 input)");
+  return TANDEM_CUDA_LAUNCHED("router_logits_kernel (fp32 input)");
 }
 
-std::string moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
+Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
                           std::int32_t* offsets, std::int32_t* sorted_token, std::int32_t* pair_pos, Stream stream) {
-  if (n_experts <= 0 || n_experts > 1024 || top_k <= 0 || tokens < 0) return "moe_sort: bad shape";
+  if (n_experts <= 0 || n_experts > 1024 || top_k <= 0 || tokens < 0) return Error{"moe_sort: bad shape"};
   moe_sort_kernel<<<1, 1024, 0, stream>>>(expert, tokens * top_k, top_k, first_expert, n_experts, offsets, sorted_token,
                                           pair_pos);
-  return cuda::launch_error("moe_sort_kernel");
+  return TANDEM_CUDA_LAUNCHED("moe_sort_kernel");
 }
 
-std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
+Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream) {
-  if (n <= 0 || k <= 0 || n_experts <= 0) return "grouped_gemm: bad shape";
-  if (k % 8 != 0 || ldx % 8 != 0) return "grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k);
+  if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
+  if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   const dim3 grid(static_cast<unsigned>((n + gemv::kRowsPerBlock - 1) / gemv::kRowsPerBlock), static_cast<unsigned>(n_experts));
   gemv::rows_gemv_kernel<bf16><<<grid, gemv::kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, 0,
                                                                       static_cast<const bf16*>(w), n, k, nullptr,
                                                                       static_cast<bf16*>(y), ldy);
-  return cuda::launch_error("grouped_gemm_kernel");
+  return TANDEM_CUDA_LAUNCHED("grouped_gemm_kernel");
 }
 
-std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                              int hidden, const void* add, void* out, Stream stream) {
-  if (tokens < 0 || top_k <= 0 || hidden <= 0) return "moe_combine: bad shape";
+  if (tokens < 0 || top_k <= 0 || hidden <= 0) return Error{"moe_combine: bad shape"};
   if (tokens == 0) return {};
   moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden,
                                                  static_cast<const bf16*>(add), static_cast<bf16*>(out));
-  return cuda::launch_error("moe_combine_kernel");
+  return TANDEM_CUDA_LAUNCHED("moe_combine_kernel");
 }
 
-std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+Status moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                                  int hidden, const float* add, float* out, Stream stream) {
-  if (tokens < 0 || top_k <= 0 || hidden <= 0) return "moe_combine: bad shape";
+  if (tokens < 0 || top_k <= 0 || hidden <= 0) return Error{"moe_combine: bad shape"};
   if (tokens == 0) return {};
   moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden, add, out);
-  return cuda::launch_error("moe_combine_kernel (fp32 out)");
+  return TANDEM_CUDA_LAUNCHED("moe_combine_kernel (fp32 out)");
 }
 
 }  // namespace tandem::kernels

@@ -185,43 +185,43 @@ __global__ void norm_router_route_kernel(MoeRouting m, float* x, const float* de
 
 }  // namespace
 
-std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
+Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return std::string("moe_router_route: ") + bad;
-  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return "moe_router_route: tokens >= 0 and hidden a multiple of 8";
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_router_route");
+  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return Error{"moe_router_route: tokens >= 0 and hidden a multiple of 8"};
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32;  // a warp per expert, up to 32 warps
   const size_t smem = sizeof(float) * (3 * static_cast<size_t>(E) + static_cast<size_t>(m.n_group)) + static_cast<size_t>(E);
-  return cuda::error_of(cuda::launch_pdl(router_route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(static_cast<unsigned>(threads)),
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(router_route_kernel, dim3(static_cast<unsigned>(tokens)), dim3(static_cast<unsigned>(threads)),
                                          smem, stream, m, x, hidden, router,
                                          correction_bias, expert, weight),
                         "router_route_kernel");
 }
 
-std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
+Status moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
                            std::int32_t* expert, float* weight, Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return std::string("moe_route: ") + bad;
-  if (tokens < 0) return "moe_route: tokens must be >= 0";
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_route");
+  if (tokens < 0) return Error{"moe_route: tokens must be >= 0"};
   if (tokens == 0) return {};
   const size_t smem = kWarps * (sizeof(float) * (2 * static_cast<size_t>(m.n_experts) + static_cast<size_t>(m.n_group)) +
                                 static_cast<size_t>(m.n_experts));
   moe_route_kernel<<<(tokens + kWarps - 1) / kWarps, kWarps * 32, smem, stream>>>(m, router_logits, correction_bias,
                                                                                 tokens, expert, weight);
-  return cuda::launch_error("moe_route_kernel");
+  return TANDEM_CUDA_LAUNCHED("moe_route_kernel");
 }
 
-std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
+Status moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
                                        int hidden, const float* router, const float* correction_bias, int tokens, void* h,
                                        std::int32_t* expert, float* weight, Stream stream) {
-  if (const char* bad = check_moe_routing(m)) return std::string("moe_norm_router_route: ") + bad;
-  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return "moe_norm_router_route: tokens >= 0 and hidden a multiple of 8";
+  if (auto bad = check_moe_routing(m); !bad) return bad.error().with_context("moe_norm_router_route");
+  if (tokens < 0 || hidden <= 0 || hidden % 8 != 0) return Error{"moe_norm_router_route: tokens >= 0 and hidden a multiple of 8"};
   if (tokens == 0) return {};
   const int E = m.n_experts, threads = E >= 32 ? 1024 : E * 32 > 256 ? E * 32 : 256;
   if (!moe_norm_router_route_fits(hidden, E, m.n_group))
-    return "moe_norm_router_route: hidden too large for the row in shared memory (take add_rmsnorm, then moe_router_route)";
+    return Error{"moe_norm_router_route: hidden too large for the row in shared memory (take add_rmsnorm, then moe_router_route)"};
   const size_t smem = moe_norm_router_route_smem(hidden, E, m.n_group);
-  return cuda::error_of(cuda::launch_pdl(norm_router_route_kernel, dim3(static_cast<unsigned>(tokens)),
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(norm_router_route_kernel, dim3(static_cast<unsigned>(tokens)),
                                          dim3(static_cast<unsigned>(threads)), smem, stream, m, x, delta,
                                          static_cast<const cuda::bf16*>(norm_w), eps, hidden, router, correction_bias,
                                          static_cast<cuda::bf16*>(h), expert, weight),

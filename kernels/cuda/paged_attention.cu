@@ -177,22 +177,22 @@ int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_contex
   return static_cast<int>(n < kMaxSplits ? n : kMaxSplits);
 }
 
-std::string check_layout(const PagedKvLayout& l, const char* op) {
+Status check_layout(const PagedKvLayout& l, const char* op) {
   const std::string name(op);
   if (l.dtype != DType::bf16 && l.dtype != DType::fp8_e4m3)
-    return name + ": the KV cache must be bf16 or fp8_e4m3, not " + dtype_name(l.dtype);
-  if (l.block_size <= 0 || l.kv_heads <= 0) return name + ": block_size and kv_heads must be > 0";
+    return Error{name + ": the KV cache must be bf16 or fp8_e4m3, not " + dtype_name(l.dtype)};
+  if (l.block_size <= 0 || l.kv_heads <= 0) return Error{name + ": block_size and kv_heads must be > 0"};
   if (l.qk_dim <= 0 || l.qk_dim > kMaxDim || l.v_dim <= 0 || l.v_dim > kMaxDim)
-    return name + ": qk_dim and v_dim must be in [1, 576]";
-  if (!(l.k_scale > 0.f) || !(l.v_scale > 0.f)) return name + ": k_scale and v_scale must be > 0";
+    return Error{name + ": qk_dim and v_dim must be in [1, 576]"};
+  if (!(l.k_scale > 0.f) || !(l.v_scale > 0.f)) return Error{name + ": k_scale and v_scale must be > 0"};
   if (l.v_in_k && (l.v_dim > l.qk_dim || l.v_scale != l.k_scale))
-    return name + ": v_in_k needs v_dim <= qk_dim and v_scale == k_scale";
+    return Error{name + ": v_in_k needs v_dim <= qk_dim and v_scale == k_scale"};
   return {};
 }
 
 // Runs f(act_tag, kv_tag) for the activation type and the cache type.
 template <class F>
-std::string with_types(DType act, DType kv, const char* op, F&& f) {
+Status with_types(DType act, DType kv, const char* op, F&& f) {
   return cuda::with_act_type(act, op, [&](auto a) {
     return kv == DType::bf16 ? f(a, cuda::bf16{}) : f(a, fp8{});
   });
@@ -200,10 +200,10 @@ std::string with_types(DType act, DType kv, const char* op, F&& f) {
 
 }  // namespace
 
-std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
+Status write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
                           const PagedKvLayout& l, void* k_cache, void* v_cache, Stream stream) {
-  if (std::string bad = check_layout(l, "write_kv"); !bad.empty()) return bad;
-  if (n_tokens < 0) return "write_kv: n_tokens must be >= 0";
+  if (Status bad = check_layout(l, "write_kv"); !bad) return bad;
+  if (n_tokens < 0) return Error{"write_kv: n_tokens must be >= 0"};
   if (n_tokens == 0) return {};
   const long total = static_cast<long>(n_tokens) * l.kv_heads * (l.qk_dim + (l.v_in_k ? 0 : l.v_dim));
   const int blocks = static_cast<int>(std::min<long>((total + 255) / 256, 65536));
@@ -214,12 +214,12 @@ std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens,
                                                        slot_mapping, l.kv_heads, l.qk_dim, l.v_dim,
                                                        static_cast<KV*>(k_cache), l.v_in_k ? nullptr : static_cast<KV*>(v_cache), l.k_scale,
                                                        l.v_scale);
-    return cuda::launch_error("write_kv_kernel");
+    return TANDEM_CUDA_LAUNCHED("write_kv_kernel");
   });
 }
 
 size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
-  if (!check_layout(l, "").empty() || q_heads <= 0 || n_tokens <= 0 || q_heads % l.kv_heads != 0) return 0;
+  if (!check_layout(l, "").ok() || q_heads <= 0 || n_tokens <= 0 || q_heads % l.kv_heads != 0) return 0;
   // Absorbed MLA may take the MLA decode kernel (bf16 activations), whose splits differ: room for either.
   const size_t mla_bytes =
       paged_attention_mla_fits(DType::bf16, n_tokens, q_heads, l) ? mla::workspace_bytes(n_tokens, q_heads, l, max_context) : 0;
@@ -229,21 +229,21 @@ size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvL
          static_cast<size_t>(l.v_dim + 2));
 }
 
-std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
+Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
                                  int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
                                  size_t workspace_bytes, Stream stream) {
-  if (std::string bad = check_layout(l, "paged_attention"); !bad.empty()) return bad;
-  if (q_heads <= 0 || q_heads % l.kv_heads != 0) return "paged_attention: q_heads must be a multiple of kv_heads";
-  if (n_tokens < 0 || max_blocks_per_seq <= 0) return "paged_attention: n_tokens >= 0 and max_blocks_per_seq > 0";
+  if (Status bad = check_layout(l, "paged_attention"); !bad) return bad;
+  if (q_heads <= 0 || q_heads % l.kv_heads != 0) return Error{"paged_attention: q_heads must be a multiple of kv_heads"};
+  if (n_tokens < 0 || max_blocks_per_seq <= 0) return Error{"paged_attention: n_tokens >= 0 and max_blocks_per_seq > 0"};
   if (n_tokens == 0) return {};
   if (mla::fits(act, n_tokens, q_heads, l, q, k_cache, out))
     return mla::attention(q, n_tokens, token_seq, token_pos, q_heads, l, k_cache, block_tables, max_blocks_per_seq, scale,
                           out, max_context, workspace, workspace_bytes, stream);
   int splits = splits_for(n_tokens, q_heads, l, max_context);
   if (splits > 1 && workspace_bytes < paged_attention_workspace_bytes(n_tokens, q_heads, l, max_context)) {
-    if (workspace != nullptr) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
+    if (workspace != nullptr) return Error{"paged_attention: workspace smaller than paged_attention_workspace_bytes"};
     splits = 1;  // no workspace given: one block walks all the keys
   }
   const int per_split = splits == 1 ? 0 : (max_context + splits - 1) / splits;
@@ -263,12 +263,10 @@ std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const s
     if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
     else if (v.per_lane == 8) e = launch(paged_attention_kernel<T, KV, 8, 4>);
     else e = launch(paged_attention_kernel<T, KV, 18, 4>);
-    std::string err = cuda::error_of(e, "paged_attention_kernel");
-    if (err.empty() && splits > 1)
-      err = cuda::error_of(cuda::launch_pdl(combine_kernel<T>, dim3(static_cast<unsigned>(n_tokens * q_heads)), dim3(128), 0,
-                                            stream, static_cast<const float*>(workspace), splits, l.v_dim, static_cast<T*>(out)),
-                           "paged_attention combine_kernel");
-    return err;
+    if (auto err = TANDEM_CUDA_STATUS(e, "launch paged_attention_kernel"); !err || splits == 1) return err;
+    return TANDEM_CUDA_STATUS(cuda::launch_pdl(combine_kernel<T>, dim3(static_cast<unsigned>(n_tokens * q_heads)), dim3(128), 0,
+                                               stream, static_cast<const float*>(workspace), splits, l.v_dim, static_cast<T*>(out)),
+                              "paged_attention combine_kernel");
   });
 }
 

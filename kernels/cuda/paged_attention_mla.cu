@@ -423,15 +423,15 @@ size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int ma
          static_cast<size_t>(l.v_dim + 2);
 }
 
-std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
+Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
                       size_t workspace_bytes_given, Stream stream, const MlaQueryRope* rope) {
   int splits = splits_for(n_tokens, max_context, l.split_keys);
   if (l.split_keys > 0 && (l.split_keys % kChunk != 0 || splits > kMaxSplits))
-    return "paged_attention: split_keys must be a multiple of 32 giving at most 1024 splits of max_context";
+    return Error{"paged_attention: split_keys must be a multiple of 32 giving at most 1024 splits of max_context"};
   if (combines(splits, l) && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
-    if (workspace != nullptr || l.split_keys > 0) return "paged_attention: workspace smaller than paged_attention_workspace_bytes";
+    if (workspace != nullptr || l.split_keys > 0) return Error{"paged_attention: workspace smaller than paged_attention_workspace_bytes"};
     splits = 1;  // no workspace: each block walks all of its token's keys
   }
   Args a{};
@@ -454,33 +454,31 @@ std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq
     e = mt == 1 ? launch<bf16, 1>(grid, a, stream) : mt == 2 ? launch<bf16, 2>(grid, a, stream) : launch<bf16, 4>(grid, a, stream);
   else
     e = mt == 1 ? launch<fp8, 1>(grid, a, stream) : mt == 2 ? launch<fp8, 2>(grid, a, stream) : launch<fp8, 4>(grid, a, stream);
-  std::string err = cuda::error_of(e, "mla_decode_kernel");
-  if (err.empty() && a.combine)
-    err = cuda::error_of(
+  if (auto err = TANDEM_CUDA_STATUS(e, "launch mla_decode_kernel"); !err || !a.combine) return err;
+  return TANDEM_CUDA_STATUS(
         cuda::launch_pdl(mla_combine_kernel,
                          dim3(static_cast<unsigned>(n_tokens * q_heads), static_cast<unsigned>((l.v_dim + kCombineDims - 1) / kCombineDims)),
                          dim3(kCombineDims * kCombineGroups), 0, stream, static_cast<const float*>(workspace), splits, l.v_dim,
                          static_cast<bf16*>(out)),
         "mla_combine_kernel");
-  return err;
 }
 
 }  // namespace tandem::kernels::mla
 
 namespace tandem::kernels {
 
-std::string paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
+Status paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
                                           const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                           const void* k_cache, const std::int32_t* block_tables, int max_blocks_per_seq,
                                           float scale, const MlaQueryRope& rope, void* out, int max_context,
                                           void* workspace, size_t workspace_bytes, Stream stream) {
   if (n_tokens == 0) return {};
   if (!mla::fits(DType::bf16, n_tokens, q_heads, l, q, k_cache, out))
-    return "paged_attention_mla_rope: the call does not fit the MLA decode kernel (paged_attention_mla_fits, 16-byte alignment)";
+    return Error{"paged_attention_mla_rope: the call does not fit the MLA decode kernel (paged_attention_mla_fits, 16-byte alignment)"};
   if (rope.src == nullptr || rope.inv_freq == nullptr || rope.dim <= 0 || rope.dim % 2 != 0 || rope.dim > l.qk_dim ||
       (l.qk_dim - rope.dim) % 8 != 0)
-    return "paged_attention_mla_rope: rope needs src, inv_freq and an even dim with qk_dim - dim a multiple of 8";
-  if (max_blocks_per_seq <= 0) return "paged_attention_mla_rope: max_blocks_per_seq must be > 0";
+    return Error{"paged_attention_mla_rope: rope needs src, inv_freq and an even dim with qk_dim - dim a multiple of 8"};
+  if (max_blocks_per_seq <= 0) return Error{"paged_attention_mla_rope: max_blocks_per_seq must be > 0"};
   return mla::attention(q, n_tokens, token_seq, token_pos, q_heads, l, k_cache, block_tables, max_blocks_per_seq, scale, out,
                         max_context, workspace, workspace_bytes, stream, &rope);
 }

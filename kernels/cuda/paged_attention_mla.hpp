@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tandem/kernels/paged_attention.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels::mla {
 
@@ -17,7 +18,7 @@ bool fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l, const vo
 size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context);
 
 // paged_attention_cuda's contract for a call that fits (checked by the caller).
-std::string attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
+Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
                       size_t workspace_bytes, Stream stream, const MlaQueryRope* rope = nullptr);

@@ -135,18 +135,18 @@ bool quant_gemv_fits(const QuantGemvArgs& a) {
   return a.w2.count == 0 || (matrices_fit(a.w2) && a.w2.format == a.w.format && a.w2.in == a.w.in);
 }
 
-std::string quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
+Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
   if (!quant_gemv_fits(a))
-    return "quant_gemv: needs 1 <= rows <= 8, bf16 x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
-           "one format and one input width, and for silu_mul a stack of 2 with a bf16 result and no bias";
-  if (a.y_type != DType::bf16 && a.y_type != DType::f32) return "quant_gemv: the result must be bf16 or fp32";
+    return Error{"quant_gemv: needs 1 <= rows <= 8, bf16 x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
+           "one format and one input width, and for silu_mul a stack of 2 with a bf16 result and no bias"};
+  if (a.y_type != DType::bf16 && a.y_type != DType::f32) return Error{"quant_gemv: the result must be bf16 or fp32"};
   const cudaError_t e = a.w.format == QuantFormat::fp8_block ? launch_format<QuantFormat::fp8_block>(a, stream)
                                                              : launch_format<QuantFormat::nvfp4>(a, stream);
-  return cuda::error_of(e, "quant_gemv_kernel");
+  return TANDEM_CUDA_STATUS(e, "launch quant_gemv_kernel");
 }
 
-std::string quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream) {
-  if (!matrices_fit(w)) return "quant_dequant_bf16: bad stack (inputs must be a multiple of 16)";
+Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream) {
+  if (!matrices_fit(w)) return Error{"quant_dequant_bf16: bad stack (inputs must be a multiple of 16)"};
   const long chunks = static_cast<long>(w.count) * w.rows * (w.in / 16);
   const long blocks = (chunks + 255) / 256;
   const dim3 grid(static_cast<unsigned>(blocks < 65536 ? blocks : 65536));
@@ -154,7 +154,7 @@ std::string quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, St
     dequant_kernel<QuantFormat::fp8_block><<<grid, 256, 0, stream>>>(w, reinterpret_cast<bf16*>(y));
   else
     dequant_kernel<QuantFormat::nvfp4><<<grid, 256, 0, stream>>>(w, reinterpret_cast<bf16*>(y));
-  return cuda::launch_error("quant_dequant_bf16");
+  return TANDEM_CUDA_LAUNCHED("quant_dequant_bf16");
 }
 
 }  // namespace tandem::kernels

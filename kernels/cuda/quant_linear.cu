@@ -120,56 +120,56 @@ int blocks_for_features(int out) {
   return b < 4096 ? b : 4096;
 }
 
-std::string check_shape(const char* op, int rows, int in, int out) {
+Status check_shape(const char* op, int rows, int in, int out) {
   if (rows < 0 || out < 0 || in <= 0 || in % 16 != 0)
-    return std::string(op) + ": inputs must be a positive multiple of 16 (got " + std::to_string(in) + ")";
+    return Error{std::string(op) + ": inputs must be a positive multiple of 16 (got " + std::to_string(in) + ")"};
   return {};
 }
 
 template <class W>
-std::string launch_linear(const char* op, DType xt, const void* x, W w, float* y, int rows, int in, int out,
+Status launch_linear(const char* op, DType xt, const void* x, W w, float* y, int rows, int in, int out,
                           Stream stream) {
-  if (auto e = check_shape(op, rows, in, out); !e.empty()) return e;
+  if (auto e = check_shape(op, rows, in, out); !e) return e;
   if (rows == 0 || out == 0) return {};
-  return cuda::with_act_type(xt, op, [&](auto tag) -> std::string {
+  return cuda::with_act_type(xt, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     quant_linear_kernel<T, W><<<blocks_for_features(out), 32 * kWarpsPerBlock, 0, stream>>>(
         static_cast<const T*>(x), w, y, rows, in, out);
-    return cuda::launch_error(op);
+    return TANDEM_CUDA_LAUNCHED(op);
   });
 }
 
 template <class W>
-std::string launch_dequant(const char* op, W w, int out, int in, std::uint16_t* y, Stream stream) {
-  if (auto e = check_shape(op, 0, in, out); !e.empty()) return e;
+Status launch_dequant(const char* op, W w, int out, int in, std::uint16_t* y, Stream stream) {
+  if (auto e = check_shape(op, 0, in, out); !e) return e;
   const long chunks = static_cast<long>(out) * (in / 16);
   if (chunks == 0) return {};
   const long blocks = (chunks + 255) / 256;
   dequant_kernel<W><<<static_cast<int>(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
       w, out, in, reinterpret_cast<cuda::bf16*>(y));
-  return cuda::launch_error(op);
+  return TANDEM_CUDA_LAUNCHED(op);
 }
 
 }  // namespace
 
-std::string linear_fp8_block_cuda(DType xt, const void* x, const std::uint8_t* w, const float* scale_inv, float* y,
+Status linear_fp8_block_cuda(DType xt, const void* x, const std::uint8_t* w, const float* scale_inv, float* y,
                                   int rows, int in, int out, Stream stream) {
   return launch_linear("linear_fp8_block", xt, x, Fp8Block{w, scale_inv, in, (in + kFp8Block - 1) / kFp8Block}, y, rows,
                        in, out, stream);
 }
 
-std::string linear_nvfp4_cuda(DType xt, const void* x, const std::uint8_t* packed, const std::uint8_t* scales,
+Status linear_nvfp4_cuda(DType xt, const void* x, const std::uint8_t* packed, const std::uint8_t* scales,
                               float global_scale, float* y, int rows, int in, int out, Stream stream) {
   return launch_linear("linear_nvfp4", xt, x, Nvfp4{packed, scales, global_scale, in}, y, rows, in, out, stream);
 }
 
-std::string dequant_fp8_block_cuda(const std::uint8_t* w, const float* scale_inv, int out, int in,
+Status dequant_fp8_block_cuda(const std::uint8_t* w, const float* scale_inv, int out, int in,
                                    std::uint16_t* y_bf16, Stream stream) {
   return launch_dequant("dequant_fp8_block", Fp8Block{w, scale_inv, in, (in + kFp8Block - 1) / kFp8Block}, out, in,
                         y_bf16, stream);
 }
 
-std::string dequant_nvfp4_cuda(const std::uint8_t* packed, const std::uint8_t* scales, float global_scale, int out,
+Status dequant_nvfp4_cuda(const std::uint8_t* packed, const std::uint8_t* scales, float global_scale, int out,
                                int in, std::uint16_t* y_bf16, Stream stream) {
   return launch_dequant("dequant_nvfp4", Nvfp4{packed, scales, global_scale, in}, out, in, y_bf16, stream);
 }

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 
 namespace tandem::kernels {
@@ -26,10 +27,6 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int n, 
   for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 
-std::string check(cudaError_t e, const char* what) {
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
-
 }  // namespace
 
 bool cuda_device_present() {
@@ -37,24 +34,25 @@ bool cuda_device_present() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-std::string rmsnorm_cuda(const float* x, const float* w, float* y, int rows, int n, float eps) {
+Status rmsnorm_cuda(const float* x, const float* w, float* y, int rows, int n, float eps) {
   const size_t xbytes = sizeof(float) * static_cast<size_t>(rows) * static_cast<size_t>(n);
   const size_t wbytes = sizeof(float) * static_cast<size_t>(n);
   float *dx = nullptr, *dw = nullptr, *dy = nullptr;
-  std::string err = check(cudaMalloc(&dx, xbytes), "cudaMalloc x");
-  if (err.empty()) err = check(cudaMalloc(&dw, wbytes), "cudaMalloc w");
-  if (err.empty()) err = check(cudaMalloc(&dy, xbytes), "cudaMalloc y");
-  if (err.empty()) err = check(cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice), "copy x");
-  if (err.empty()) err = check(cudaMemcpy(dw, w, wbytes, cudaMemcpyHostToDevice), "copy w");
-  if (err.empty()) {
+  // Every buffer is freed whichever step fails: the steps run in a lambda that stops at the first.
+  const Status status = [&]() -> Status {
+    if (auto e = TANDEM_CUDA_STATUS(cudaMalloc(&dx, xbytes), "x"); !e) return e;
+    if (auto e = TANDEM_CUDA_STATUS(cudaMalloc(&dw, wbytes), "w"); !e) return e;
+    if (auto e = TANDEM_CUDA_STATUS(cudaMalloc(&dy, xbytes), "y"); !e) return e;
+    if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice), "copy x"); !e) return e;
+    if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(dw, w, wbytes, cudaMemcpyHostToDevice), "copy w"); !e) return e;
     rmsnorm_kernel<<<rows, kThreads>>>(dx, dw, dy, n, eps);
-    err = check(cudaGetLastError(), "launch rmsnorm");
-  }
-  if (err.empty()) err = check(cudaMemcpy(y, dy, xbytes, cudaMemcpyDeviceToHost), "copy y");
+    if (auto e = TANDEM_CUDA_LAUNCHED("rmsnorm_kernel"); !e) return e;
+    return TANDEM_CUDA_STATUS(cudaMemcpy(y, dy, xbytes, cudaMemcpyDeviceToHost), "copy y");
+  }();
   cudaFree(dx);
   cudaFree(dw);
   cudaFree(dy);
-  return err;
+  return status;
 }
 
 }  // namespace tandem::kernels

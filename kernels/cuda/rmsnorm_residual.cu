@@ -30,15 +30,15 @@ __global__ void rmsnorm_residual_kernel(T* x, const T* residual, const T* w, T* 
 
 }  // namespace
 
-std::string rmsnorm_residual_cuda(DType t, void* x, const void* residual, const void* w, void* y, int rows, int n,
+Status rmsnorm_residual_cuda(DType t, void* x, const void* residual, const void* w, void* y, int rows, int n,
                                   float eps, Stream stream) {
-  if (rows < 0 || n <= 0) return "rmsnorm_residual: rows must be >= 0 and n > 0";
+  if (rows < 0 || n <= 0) return Error{"rmsnorm_residual: rows must be >= 0 and n > 0"};
   if (rows == 0) return {};
   return cuda::with_act_type(t, "rmsnorm_residual", [&](auto tag) {
     using T = decltype(tag);
     rmsnorm_residual_kernel<T><<<rows, kThreads, 0, stream>>>(static_cast<T*>(x), static_cast<const T*>(residual),
                                                               static_cast<const T*>(w), static_cast<T*>(y), n, eps);
-    return cuda::launch_error("rmsnorm_residual_kernel");
+    return TANDEM_CUDA_LAUNCHED("rmsnorm_residual_kernel");
   });
 }
 

@@ -28,18 +28,18 @@ __global__ void rope_kernel(T* x, long token_stride, int heads, int head_stride,
 
 }  // namespace
 
-std::string rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
+Status rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
                       const float* inv_freq, const int* pos, RopeLayout layout, Stream stream) {
   if (rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > head_stride || rot_dim > 2048)
-    return "rope: rot_dim must be even, positive, at most head_stride and at most 2048";
-  if (tokens < 0 || heads <= 0) return "rope: tokens must be >= 0 and heads > 0";
+    return Error{"rope: rot_dim must be even, positive, at most head_stride and at most 2048"};
+  if (tokens < 0 || heads <= 0) return Error{"rope: tokens must be >= 0 and heads > 0"};
   if (tokens == 0) return {};
   const int threads = (rot_dim / 2 + 31) / 32 * 32;
   return cuda::with_act_type(t, "rope", [&](auto tag) {
     using T = decltype(tag);
     rope_kernel<T><<<tokens * heads, threads, 0, stream>>>(static_cast<T*>(x), token_stride, heads, head_stride,
                                                            rot_dim, inv_freq, pos, layout == RopeLayout::interleaved);
-    return cuda::launch_error("rope_kernel");
+    return TANDEM_CUDA_LAUNCHED("rope_kernel");
   });
 }
 

@@ -229,25 +229,25 @@ __global__ void argmax_kernel(const float* logits, int V, unsigned long long* ke
 
 }  // namespace
 
-std::string argmax_rows_cuda(const float* logits, int rows, int vocab, unsigned long long* keys, Stream stream) {
-  if (rows < 0 || vocab <= 0) return "argmax_rows: rows must be >= 0 and vocab > 0";
+Status argmax_rows_cuda(const float* logits, int rows, int vocab, unsigned long long* keys, Stream stream) {
+  if (rows < 0 || vocab <= 0) return Error{"argmax_rows: rows must be >= 0 and vocab > 0"};
   if (rows == 0) return {};
-  if (auto e = cuda::error_of(cudaMemsetAsync(keys, 0, sizeof(unsigned long long) * static_cast<size_t>(rows), stream),
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemsetAsync(keys, 0, sizeof(unsigned long long) * static_cast<size_t>(rows), stream),
                               "argmax_rows: clearing the keys");
-      !e.empty())
+      !e)
     return e;
   const int threads = 256, per_thread = 16;
   const int blocks = std::min(128, (vocab + threads * per_thread - 1) / (threads * per_thread));
   argmax_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(rows)), threads, 0, stream>>>(logits, vocab, keys);
-  return cuda::launch_error("argmax_kernel");
+  return TANDEM_CUDA_LAUNCHED("argmax_kernel");
 }
 
-std::string sample_cuda(const float* logits, int rows, int vocab, const SamplingParams* params, const double* uniform,
+Status sample_cuda(const float* logits, int rows, int vocab, const SamplingParams* params, const double* uniform,
                         Sampled* out, std::uint8_t* keep, Stream stream) {
-  if (rows < 0 || vocab <= 0) return "sample: rows must be >= 0 and vocab > 0";
+  if (rows < 0 || vocab <= 0) return Error{"sample: rows must be >= 0 and vocab > 0"};
   if (rows == 0) return {};
   sample_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, params, uniform, out, keep);
-  return cuda::launch_error("sample_kernel");
+  return TANDEM_CUDA_LAUNCHED("sample_kernel");
 }
 
 }  // namespace tandem::kernels

@@ -31,7 +31,7 @@ TEST_CASE("cache dir: a missing dir is created with its parents, owned by the ru
   CHECK((*check)["exists"] == false);
 
   auto a = core->apply("cache_dir", "op-cd");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   const auto& ev = (*a)["evidence"];
   CHECK(ev["created"] == json::array({"/home/llm", "/home/llm/.cache", "/home/llm/.cache/vllm"}));
   CHECK(ev["ok"] == true);
@@ -76,8 +76,8 @@ TEST_CASE("cache dir: a root-owned dir is refused for a non-root run user, with 
   auto core = sandbox::open_core(opts);
   auto c = core->check("cache_dir");
   REQUIRE_FALSE(c.ok());
-  CHECK(c.error().what.find("owned by root but the engine runs as 'nobody'") != std::string::npos);
-  CHECK(c.error().evidence["owner_uid"] == 0);
+  CHECK(c.error().message.find("owned by root but the engine runs as 'nobody'") != std::string::npos);
+  CHECK(evidence(c.error())["owner_uid"] == 0);
   auto a = core->apply("cache_dir", "op-root");
   REQUIRE_FALSE(a.ok());
   CHECK(owner_of(sb, "/home/llm/.cache/vllm") == 0);  // refused, not chowned
@@ -94,5 +94,5 @@ TEST_CASE("cache dir: an unknown run user is an error") {
   auto core = sandbox::open_core(opts);
   auto c = core->check("cache_dir");
   REQUIRE_FALSE(c.ok());
-  CHECK(c.error().what.find("does not exist") != std::string::npos);
+  CHECK(c.error().message.find("does not exist") != std::string::npos);
 }

@@ -43,7 +43,7 @@ TEST_CASE("crash: SIGKILL between apply and verify, then undo from the journal")
   CHECK(core->journal().ops_to_undo() == std::vector<std::string>{"op-crash"});
   CHECK_FALSE(core->journal().last("op-crash", Phase::verified));
   auto undone = core->undo_incomplete();
-  REQUIRE_MESSAGE(undone.ok(), undone.error().message());
+  REQUIRE_MESSAGE(undone.ok(), undone.error().text());
   CHECK((*undone)["undone"].size() == 1);
   files.check_identical(sb);
   CHECK(core->journal().ops_to_undo().empty());

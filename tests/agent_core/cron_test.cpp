@@ -36,7 +36,7 @@ TEST_CASE("cron step: check, apply, verify, undo restores every file byte for by
   CHECK((*check)["timers"]["found"].size() == 2);
 
   auto applied = core->apply("cron", "op-cron-1");
-  REQUIRE_MESSAGE(applied.ok(), applied.error().message());
+  REQUIRE_MESSAGE(applied.ok(), applied.error().text());
   const auto& ev = (*applied)["evidence"];
   CHECK((*applied)["replayed"] == false);
   CHECK(ev["files_changed"] == 4);
@@ -66,7 +66,7 @@ TEST_CASE("cron step: check, apply, verify, undo restores every file byte for by
   CHECK_FALSE(core->apply("shm", "op-cron-1").ok());  // an op id belongs to one step
 
   auto undone = core->undo("op-cron-1");
-  REQUIRE_MESSAGE(undone.ok(), undone.error().message());
+  REQUIRE_MESSAGE(undone.ok(), undone.error().text());
   CHECK((*undone)["evidence"]["restored"].size() == 4);
   files.check_identical(sb);
   auto undo_again = core->undo("op-cron-1");
@@ -84,7 +84,7 @@ TEST_CASE("cron step: undo refuses to overwrite a file someone edited after the 
   sb.write("/etc/crontab", "edited by hand\n", 0644);
   auto u = core->undo("op-a");
   REQUIRE_FALSE(u.ok());
-  CHECK(u.error().evidence["errors"].dump().find("not overwriting") != std::string::npos);
+  CHECK(evidence(u.error())["errors"].dump().find("not overwriting") != std::string::npos);
   CHECK(sb.read("/etc/crontab") == "edited by hand\n");
   CHECK(sb.read("/etc/cron.d/serve-at-boot") == files.no_newline);  // the others were restored
 }
@@ -98,7 +98,7 @@ TEST_CASE("cron step: verify fails while a matching line is active") {
   sb.write("/etc/cron.d/new", "* * * * * root /opt/inference-watchdog\n");
   auto v = core->verify("op-v");
   REQUIRE_FALSE(v.ok());
-  CHECK(v.error().evidence["active_matches"] == 1);
+  CHECK(evidence(v.error())["active_matches"] == 1);
 }
 
 TEST_CASE("cron step: a crontab symlinked out of the root is refused and left alone") {
@@ -159,11 +159,46 @@ TEST_CASE("cron step: an undo killed mid-rewrite is finished by the next undo") 
   CHECK(is_rewrite_leftover(sb.read("/etc/crontab"), crontab));
   CHECK(is_rewrite_leftover(sb.read("/etc/cron.d/serve-at-boot"), files.no_newline));
   auto u = core->undo("op-k");
-  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  REQUIRE_MESSAGE(u.ok(), u.error().text());
   files.check_identical(sb);
 
   // Anything else after the original is someone's edit, not a leftover.
   CHECK_FALSE(is_rewrite_leftover(crontab + "\n* * * * * root x\n", crontab));
   CHECK_FALSE(is_rewrite_leftover(crontab + "  ", crontab));  // spaces only pad an unterminated last line
   CHECK_FALSE(is_rewrite_leftover(crontab, crontab));
+}
+
+TEST_CASE("cron step: an intent cut short or edited in the journal is an Error naming the field, not a throw") {
+  Sandbox sb;
+  sandbox::CronFiles files;
+  files.install(sb);
+  auto core = sandbox::open_core(sandbox::options(sb));
+  StepContext ctx{core->root(), core->journal(), "op-bad-intent"};
+  auto plan = core->step("cron")->plan(ctx);
+  REQUIRE(plan.ok());
+
+  json no_files = *plan;
+  no_files.erase("files");
+  auto a = core->step("cron")->apply(ctx, no_files);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().text().find("\"files\" is missing") != std::string::npos);
+
+  json bad_mode = *plan;
+  bad_mode["files"][0]["mode"] = "rw-r--r--";
+  auto u = core->step("cron")->undo(ctx, bad_mode);
+  REQUIRE_FALSE(u.ok());
+  CHECK(u.error().text().find("a file is not {path,") != std::string::npos);
+
+  json bad_line = *plan;
+  bad_line["files"][0]["lines"][0].erase("pattern");
+  auto v = core->step("cron")->verify(ctx, bad_line, json::object());
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.error().text().find("a line is not {line, text, pattern}") != std::string::npos);
+
+  json bad_timer = *plan;
+  bad_timer["timers"]["to_stop"] = json::array({42});
+  auto t = core->step("cron")->apply(ctx, bad_timer);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().text().find("a timer to stop is not a unit name") != std::string::npos);
+  files.check_identical(sb);  // nothing was edited on the way to any of these errors
 }

@@ -76,7 +76,7 @@ TEST_CASE("journal: a corrupt line before the end is an error, not silently skip
   sb.write("/state/journal.jsonl", "garbage\n" + text, 0600);
   auto j = Journal::open(sb.p("/state"));
   REQUIRE_FALSE(j.ok());
-  CHECK(j.error().message().find("line 1 is corrupt") != std::string::npos);
+  CHECK(j.error().text().find("line 1 is corrupt") != std::string::npos);
 }
 
 // Found by fuzz/journal_fuzz.cpp (fuzz/corpus/journal/crash-seq-float): get<uint64_t>() of a
@@ -93,13 +93,13 @@ TEST_CASE("journal: a seq or blob size that is not a whole byte count is corrupt
              0600);
     auto j = Journal::open(sb.p("/state"));
     REQUIRE_FALSE(j.ok());
-    CHECK(j.error().message().find("line 1 is corrupt") != std::string::npos);
+    CHECK(j.error().text().find("line 1 is corrupt") != std::string::npos);
   }
   for (const char* size : {"-1", "1e300", "\"12\""}) {
     CAPTURE(size);
     auto ref = BlobRef::from_json(nlohmann::json::parse(std::string(R"({"file":"blobs/a.1.bak","sha256":"00","size":)") + size + "}"));
     REQUIRE_FALSE(ref.ok());
-    CHECK(ref.error().message().find("malformed") != std::string::npos);
+    CHECK(ref.error().text().find("malformed") != std::string::npos);
   }
 }
 
@@ -120,5 +120,5 @@ TEST_CASE("journal: blobs are checked against their recorded SHA-256") {
   sb.write("/state/" + ref->file, "abd", 0600);
   auto bad = (*j)->load_blob(*ref);
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message().find("does not match the journal") != std::string::npos);
+  CHECK(bad.error().text().find("does not match the journal") != std::string::npos);
 }

@@ -26,11 +26,11 @@ TEST_CASE("node root: allowed paths resolve under the root, others are refused")
 
   auto shadow = root.resolve("/etc/shadow");
   REQUIRE_FALSE(shadow.ok());
-  CHECK(shadow.error().message().find("outside the agent's allow-list") != std::string::npos);
+  CHECK(shadow.error().text().find("outside the agent's allow-list") != std::string::npos);
   CHECK_FALSE(root.resolve("/etc/cron.dx").ok());  // prefixes match whole components
   auto dots = root.resolve("/etc/cron.d/../shadow");
   REQUIRE_FALSE(dots.ok());
-  CHECK(dots.error().message().find("'..'") != std::string::npos);
+  CHECK(dots.error().text().find("'..'") != std::string::npos);
   CHECK_FALSE(root.resolve("etc/cron.d/job").ok());
 }
 
@@ -48,15 +48,15 @@ TEST_CASE("node root: symlinks that escape the root or the allow-list are refuse
 
   auto esc = root.resolve("/etc/cron.d/escape");
   REQUIRE_FALSE(esc.ok());
-  CHECK(esc.error().message().find("outside the node root") != std::string::npos);
+  CHECK(esc.error().text().find("outside the node root") != std::string::npos);
   CHECK_FALSE(root.resolve("/etc/cron.d/up/passwd").ok());
   auto in = root.resolve("/etc/cron.d/inside");
   REQUIRE_FALSE(in.ok());
-  CHECK(in.error().message().find("allow-list") != std::string::npos);
+  CHECK(in.error().text().find("allow-list") != std::string::npos);
   CHECK(root.resolve("/etc/cron.d/ok").ok());
   auto dang = root.resolve("/etc/cron.d/dangling");
   REQUIRE_FALSE(dang.ok());
-  CHECK(dang.error().message().find("dangling symlink") != std::string::npos);
+  CHECK(dang.error().text().find("dangling symlink") != std::string::npos);
 
   // resolve_entry looks at the link itself, for lstat/unlink.
   auto entry = root.resolve_entry("/etc/cron.d/escape");

@@ -23,10 +23,10 @@ TEST_CASE("page cache: drops, reads MemAvailable, fails with both numbers when s
   auto core = sandbox::open_core(opts);
   auto a = core->apply("page_cache", "op-pc");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().what == "MemAvailable 98.2 GiB is below the required 115 GiB");
-  CHECK(a.error().evidence["drop"]["done"] == true);
-  CHECK(a.error().evidence["mem_available_bytes"] == 102970573ull * 1024);
-  CHECK(a.error().evidence["min_required_bytes"] == 115 * kGiB);
+  CHECK(a.error().message == "MemAvailable 98.2 GiB is below the required 115 GiB");
+  CHECK(evidence(a.error())["drop"]["done"] == true);
+  CHECK(evidence(a.error())["mem_available_bytes"] == 102970573ull * 1024);
+  CHECK(evidence(a.error())["min_required_bytes"] == 115 * kGiB);
   CHECK(sb.read("/proc/sys/vm/drop_caches") == "3");
 
   opts.hygiene.min_mem_available = 90 * kGiB;
@@ -56,7 +56,7 @@ TEST_CASE("page cache: a kernel refusal is reported and the MemAvailable check s
     ::close(fds[0]);
     if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
     auto r = step->apply(ctx, json::object());
-    std::string out = r ? r->dump() : r.error().to_json().dump();
+    std::string out = r ? r->dump() : to_json(r.error()).dump();
     if (::write(fds[1], out.data(), out.size()) < 0) ::_exit(3);
     ::_exit(0);
   }

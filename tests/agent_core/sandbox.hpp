@@ -72,7 +72,7 @@ inline tandem::agent::CoreOptions options(const Sandbox& sb) {
 
 inline std::unique_ptr<tandem::agent::AgentCore> open_core(const tandem::agent::CoreOptions& o) {
   auto c = tandem::agent::AgentCore::open(o);
-  if (!c) throw std::runtime_error(c.error().message());
+  if (!c) throw std::runtime_error(c.error().text());
   return std::move(*c);
 }
 

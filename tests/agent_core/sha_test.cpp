@@ -51,7 +51,7 @@ TEST_CASE("sha step: dirs expand to sorted relative names; second run is served 
   });
 
   auto a = core->apply("sha", "op-sha-1");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   const auto& ev = (*a)["evidence"];
   CHECK(ev["files"]["/opt/tandem/bin/tandem-serve"] == kAbc);
   CHECK(ev["files"]["/opt/glm/chat-template.jinja"] == kEmpty);
@@ -82,7 +82,7 @@ TEST_CASE("sha step: dirs expand to sorted relative names; second run is served 
   CHECK((*c)["cache"]["misses"] == 1);
   auto v = core->verify("op-sha-2");
   REQUIRE_FALSE(v.ok());
-  CHECK(v.error().evidence["changed_since_apply"] == json::array({"/models/drafter/model.safetensors"}));
+  CHECK(evidence(v.error())["changed_since_apply"] == json::array({"/models/drafter/model.safetensors"}));
 }
 
 TEST_CASE("sha step: a pin that does not match fails with both digests") {
@@ -93,9 +93,9 @@ TEST_CASE("sha step: a pin that does not match fails with both digests") {
   auto core = sandbox::open_core(opts);
   auto a = core->apply("sha", "op-pin");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().evidence["mismatches"] == 1);
-  CHECK(a.error().evidence["pins"][0]["expected"] == kAbc);
-  CHECK(a.error().evidence["pins"][0]["actual"] == kEmpty);
+  CHECK(evidence(a.error())["mismatches"] == 1);
+  CHECK(evidence(a.error())["pins"][0]["expected"] == kAbc);
+  CHECK(evidence(a.error())["pins"][0]["actual"] == kEmpty);
 }
 
 TEST_CASE("hash tree: a symlink in a model dir that escapes the root is refused") {
@@ -105,5 +105,5 @@ TEST_CASE("hash tree: a symlink in a model dir that escapes the root is refused"
   auto core = sandbox::open_core(sandbox::options(sb));
   auto a = core->check("sha");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("outside the node root") != std::string::npos);
+  CHECK(a.error().text().find("outside the node root") != std::string::npos);
 }

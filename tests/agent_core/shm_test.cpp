@@ -26,7 +26,7 @@ TEST_CASE("shm step: removes matching regular files only; a symlink is skipped a
   CHECK(sb.exists("/dev/shm/torch_123_456"));  // check changes nothing
 
   auto a = core->apply("shm", "op-shm");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   const auto& ev = (*a)["evidence"];
   CHECK(ev["count"] == 3);
   CHECK(ev["bytes_freed"] == 1024);
@@ -61,6 +61,6 @@ TEST_CASE("shm step: /dev/shm that links out of the root is refused") {
   auto core = sandbox::open_core(sandbox::options(sb));
   auto a = core->apply("shm", "op-escape");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("outside the node root") != std::string::npos);
+  CHECK(a.error().text().find("outside the node root") != std::string::npos);
   CHECK(host.read("/torch_1") == "x");
 }

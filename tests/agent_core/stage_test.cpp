@@ -43,8 +43,8 @@ struct FaultySource : StageSource {
   std::function<void(int)> before_read;
   explicit FaultySource(std::shared_ptr<StageSource> s) : inner(std::move(s)) {}
   std::string where() const override { return inner->where(); }
-  Result<SourceListing> list() override { return inner->list(); }
-  Result<std::string> read(const SourceFile& f, std::uint64_t offset, std::uint64_t length) override {
+  tandem::Result<SourceListing> list() override { return inner->list(); }
+  tandem::Result<std::string> read(const SourceFile& f, std::uint64_t offset, std::uint64_t length) override {
     if (fail_after >= 0 && reads >= fail_after) return plain_error(f.path, "connection reset (the test cut the link)");
     if (before_read) before_read(reads);
     ++reads;
@@ -105,13 +105,13 @@ TEST_CASE("stage: copies what differs, skips what is equal, and undo puts the no
 
   auto core = sandbox::open_core(worker_options(worker, local_source(head)));
   auto checked = core->check("stage");
-  REQUIRE_MESSAGE(checked.ok(), checked.error().message());
+  REQUIRE_MESSAGE(checked.ok(), checked.error().text());
   CHECK((*checked)["copy"].size() == 5);
   CHECK((*checked)["skipped"] == 1);
   CHECK_FALSE(worker.exists("/var/lib/tandemd/stage-backups"));  // check changes nothing
 
   auto a = core->apply("stage", "op-stage-1");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   const json& ev = (*a)["evidence"];
   CHECK(ev["copied"] == 5);
   CHECK(ev["skipped"] == 1);
@@ -125,11 +125,11 @@ TEST_CASE("stage: copies what differs, skips what is equal, and undo puts the no
   CHECK_FALSE(worker.exists("/opt/tandem/bin/.tandem-serve.tandem-partial"));
   CHECK_FALSE(worker.exists("/opt/tandem/bin/.tandem-serve.tandem-partial.json"));
   auto v = core->verify("op-stage-1");
-  REQUIRE_MESSAGE(v.ok(), v.error().message());
+  REQUIRE_MESSAGE(v.ok(), v.error().text());
 
   // A second stage finds everything equal and copies nothing.
   auto again = core->apply("stage", "op-stage-2");
-  REQUIRE_MESSAGE(again.ok(), again.error().message());
+  REQUIRE_MESSAGE(again.ok(), again.error().text());
   CHECK((*again)["evidence"]["copied"] == 0);
   CHECK((*again)["evidence"]["skipped"] == 6);
 
@@ -137,7 +137,7 @@ TEST_CASE("stage: copies what differs, skips what is equal, and undo puts the no
   auto restore_opts = worker_options(worker, nullptr);
   auto restore = sandbox::open_core(restore_opts);
   auto u = restore->undo_incomplete();
-  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  REQUIRE_MESSAGE(u.ok(), u.error().text());
   CHECK(worker.read("/opt/tandem/bin/tandem-serve") == "old engine");
   CHECK(worker.mode("/opt/tandem/bin/tandem-serve") == 0700);
   CHECK(inode(worker, "/opt/tandem/bin/tandem-serve") == old_binary);  // the very same file, not a copy
@@ -160,11 +160,11 @@ TEST_CASE("stage: prune removes extra files, with a backup undo restores") {
   worker.write("/models/target/extra.bin", "only here", 0600);
   auto core = sandbox::open_core(worker_options(worker, local_source(head), true));
   auto a = core->apply("stage", "op-prune");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   CHECK((*a)["evidence"]["pruned"] == 1);
   CHECK_FALSE(worker.exists("/models/target/extra.bin"));
   auto u = core->undo("op-prune");
-  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  REQUIRE_MESSAGE(u.ok(), u.error().text());
   CHECK(worker.read("/models/target/extra.bin") == "only here");
   CHECK(worker.mode("/models/target/extra.bin") == 0600);
 }
@@ -181,7 +181,7 @@ TEST_CASE("stage: a cut link leaves the verified chunks; the next stage resumes 
   auto core = sandbox::open_core(o);
   auto a = core->apply("stage", "op-cut");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("the test cut the link") != std::string::npos);
+  CHECK(a.error().text().find("the test cut the link") != std::string::npos);
   CHECK(worker.read(kShard) == "old shard");  // the target is never half-written
   struct stat st {};
   REQUIRE(::stat(partial_path(worker.p(kShard)).c_str(), &st) == 0);
@@ -190,14 +190,14 @@ TEST_CASE("stage: a cut link leaves the verified chunks; the next stage resumes 
   // The next bind: a new op, the link back. Only what was not verified crosses again.
   auto next = sandbox::open_core(worker_options(worker, local_source(head)));
   auto b = next->apply("stage", "op-resume");
-  REQUIRE_MESSAGE(b.ok(), b.error().message());
+  REQUIRE_MESSAGE(b.ok(), b.error().text());
   CHECK((*b)["evidence"]["resumed_bytes"] == 2 << 20);
   CHECK(worker.read(kShard) == head.read(kShard));
   CHECK_FALSE(worker.exists(partial_path(kShard)));
 
   // Both ops undone, newest first: the original shard is back.
   auto u = next->undo_incomplete();
-  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  REQUIRE_MESSAGE(u.ok(), u.error().text());
   CHECK(worker.read(kShard) == "old shard");
 }
 
@@ -223,11 +223,11 @@ TEST_CASE("stage: a damaged partial never lands: the whole-file SHA-256 refuses 
   }
   auto damaged = land_file(*src, shard, worker.p(kShard), o);
   REQUIRE_FALSE(damaged.ok());
-  CHECK(damaged.error().message().find("or the partial copy was damaged") != std::string::npos);
+  CHECK(damaged.error().text().find("or the partial copy was damaged") != std::string::npos);
   CHECK(worker.read(kShard) == "old shard");
   CHECK_FALSE(worker.exists(partial_path(kShard)));
   auto r = land_file(*src, shard, worker.p(kShard), o);
-  REQUIRE_MESSAGE(r.ok(), r.error().message());
+  REQUIRE_MESSAGE(r.ok(), r.error().text());
   CHECK(r->resumed == 0);
   CHECK(r->fetched == shard.size);
   CHECK(*sha256_file(worker.p(kShard)) == shard.sha256);
@@ -247,7 +247,7 @@ TEST_CASE("stage: a file changed on the source mid-transfer is refused and nothi
     auto core = sandbox::open_core(o);
     auto a = core->apply("stage", "op-changed");
     REQUIRE_FALSE(a.ok());
-    CHECK(a.error().message().find("changed on the source since it was listed") != std::string::npos);
+    CHECK(a.error().text().find("changed on the source since it was listed") != std::string::npos);
   }
   SUBCASE("same size and mtime (edited in place, mtime put back): the SHA-256 check refuses it") {
     struct stat before {};
@@ -267,7 +267,7 @@ TEST_CASE("stage: a file changed on the source mid-transfer is refused and nothi
     auto core = sandbox::open_core(o);
     auto a = core->apply("stage", "op-changed");
     REQUIRE_FALSE(a.ok());
-    CHECK(a.error().message().find("it changed on the source during the transfer") != std::string::npos);
+    CHECK(a.error().text().find("it changed on the source during the transfer") != std::string::npos);
   }
   CHECK(worker.read(kShard) == "old shard");
   CHECK_FALSE(worker.exists("/models/target/.model-00001-of-00001.safetensors.tandem-partial"));
@@ -287,13 +287,13 @@ TEST_CASE("stage: the source serves only the staged paths; a listing cannot stee
   CHECK_FALSE(src->serves("/opt/tandem/bin/tandem-serve2"));
   auto r = src->read(SourceFile{"/etc/shadow", 6, std::string(64, '0'), 0, 0644}, 0, 6);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message().find("refused: not a path the manifest's stage section names") != std::string::npos);
+  CHECK(r.error().text().find("refused: not a path the manifest's stage section names") != std::string::npos);
 
   json outside = {{"entries", json::array({{{"path", "/models/target"}, {"dir", true},
                                              {"files", json::array({SourceFile{"/etc/cron.d/evil", 1, std::string(64, 'a'), 0, 0644}.to_json()})}}})}};
   auto l = SourceListing::from_json(outside);
   REQUIRE_FALSE(l.ok());
-  CHECK(l.error().message().find("listed under /models/target but not inside it") != std::string::npos);
+  CHECK(l.error().text().find("listed under /models/target but not inside it") != std::string::npos);
   json dotdot = {{"entries", json::array({{{"path", "/models/target/../x"}, {"dir", true}, {"files", json::array()}}})}};
   CHECK_FALSE(SourceListing::from_json(dotdot).ok());
 }
@@ -301,18 +301,18 @@ TEST_CASE("stage: the source serves only the staged paths; a listing cannot stee
 TEST_CASE("stage: a source that lists a path the manifest does not stage is refused before anything changes") {
   struct Rogue : StageSource {
     std::string where() const override { return "rogue"; }
-    Result<SourceListing> list() override {
+    tandem::Result<SourceListing> list() override {
       SourceListing l;
       l.entries.push_back({"/etc/cron.d", true, {}});
       return l;
     }
-    Result<std::string> read(const SourceFile&, std::uint64_t, std::uint64_t) override { return std::string(); }
+    tandem::Result<std::string> read(const SourceFile&, std::uint64_t, std::uint64_t) override { return std::string(); }
   };
   Sandbox worker;
   auto core = sandbox::open_core(worker_options(worker, std::make_shared<Rogue>()));
   auto a = core->apply("stage", "op-rogue");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("refused: the source listed a path the manifest's stage section does not name") !=
+  CHECK(a.error().text().find("refused: the source listed a path the manifest's stage section does not name") !=
         std::string::npos);
 }
 
@@ -339,7 +339,7 @@ TEST_CASE("stage: disk full on the target is a clear error and nothing half-writ
   auto core = sandbox::open_core(worker_options(worker, local_source(head)));
   auto a = core->apply("stage", "op-full");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("not enough space") != std::string::npos);
+  CHECK(a.error().text().find("not enough space") != std::string::npos);
   CHECK(worker.read(kShard) == "old shard");
 
   // Space taken while the file streams (the check passed, then the disk filled): ENOSPC mid-file.
@@ -349,7 +349,7 @@ TEST_CASE("stage: disk full on the target is a clear error and nothing half-writ
   o.chunk = 256 << 10;
   auto r = land_file(*src, shard, worker.p(kShard), o);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message().find("the file system holding it is full") != std::string::npos);
+  CHECK(r.error().text().find("the file system holding it is full") != std::string::npos);
   CHECK(worker.read(kShard) == "old shard");
   CHECK_FALSE(worker.exists(partial_path(kShard)));
   CHECK_FALSE(worker.exists(sidecar_path(kShard)));

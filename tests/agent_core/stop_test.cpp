@@ -35,10 +35,10 @@ TEST_CASE("command: exit code and output tail; no shell, absolute argv[0] only")
   CHECK(r->output_tail == "out\nerr\n");
   auto rel = run_command({"true"}, std::chrono::seconds(5));
   REQUIRE_FALSE(rel.ok());
-  CHECK(rel.error().message().find("absolute") != std::string::npos);
+  CHECK(rel.error().text().find("absolute") != std::string::npos);
   auto missing = run_command({"/nonexistent/bin"}, std::chrono::seconds(5));
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().err == ENOENT);
+  CHECK(missing.error().sys_errno == ENOENT);
 }
 
 TEST_CASE("command: timeout kills the whole process group") {
@@ -84,7 +84,7 @@ TEST_CASE("stop step: runs the declared commands, waits for the port to go dark,
   });
   auto a = core->apply("stop", "op-stop");
   lane.join();
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   const auto& ev = (*a)["evidence"];
   REQUIRE(ev["commands"].size() == 2);
   CHECK(ev["commands"][0]["exit_code"] == 0);
@@ -107,18 +107,18 @@ TEST_CASE("stop step: a port that stays lit and a failing command fail with evid
   auto core = sandbox::open_core(opts);
   auto a = core->apply("stop", "op-lit");
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message().find("1 stop command(s) failed") != std::string::npos);
-  CHECK(a.error().evidence["port"]["dark"] == false);
-  CHECK(a.error().evidence["port"]["listeners"].size() == 1);
+  CHECK(a.error().text().find("1 stop command(s) failed") != std::string::npos);
+  CHECK(evidence(a.error())["port"]["dark"] == false);
+  CHECK(evidence(a.error())["port"]["listeners"].size() == 1);
   auto replay = core->apply("stop", "op-lit");  // the failure is recorded, not re-run
   REQUIRE_FALSE(replay.ok());
-  CHECK(replay.error().message().find("already failed") != std::string::npos);
+  CHECK(replay.error().text().find("already failed") != std::string::npos);
 
   opts.stop_commands = std::vector<tandem::Command>{cmd({"bin/relative"})};
   auto core2 = sandbox::open_core(opts);
   auto rel = core2->apply("stop", "op-rel");
   REQUIRE_FALSE(rel.ok());
-  CHECK(rel.error().message().find("absolute") != std::string::npos);
+  CHECK(rel.error().text().find("absolute") != std::string::npos);
 }
 
 TEST_CASE("port probe: without /proc/net files under the root, a connect probe is used") {

@@ -21,7 +21,9 @@ TEST_CASE("Prometheus text: HELP, TYPE, labelled series, escaping") {
         "# HELP tandem_kv_usage_ratio Share of KV blocks in use\n"
         "# TYPE tandem_kv_usage_ratio gauge\n"
         "tandem_kv_usage_ratio 0.25\n");
-  CHECK_THROWS(m.add("undeclared", 1));
+  CHECK(m.problems().ok());
+  m.add("undeclared", 1);  // dropped and reported, not thrown (see the misuse test below)
+  CHECK_FALSE(m.problems().ok());
 }
 
 TEST_CASE("a fractional counter keeps its resolution as it grows (seconds counters)") {
@@ -54,8 +56,24 @@ TEST_CASE("a histogram: cumulative buckets, inclusive le, +Inf, _sum and _count 
   CHECK(text.find("tandem_wait_seconds_bucket{le=\"+Inf\",model_name=\"a\"} 4\n") != std::string::npos);
   CHECK(text.find("tandem_wait_seconds_sum{model_name=\"a\"} 12.25\n") != std::string::npos);
   CHECK(text.find("tandem_wait_seconds_count{model_name=\"a\"} 4\n") != std::string::npos);
-  CHECK_THROWS(m.declare_histogram("tandem_bad", "x", {1, 1}));
-  CHECK_THROWS(m.observe("undeclared", 1));
+  CHECK(m.problems().ok());
+}
+
+TEST_CASE("misuse drops the update, is reported by problems() and shown by render(), and throws nothing") {
+  Metrics m;
+  m.declare_histogram("tandem_bad", "x", {1, 1});
+  m.observe("undeclared", 1);
   m.declare("tandem_a_gauge", "gauge", "x");
-  CHECK_THROWS(m.observe("tandem_a_gauge", 1));
+  m.observe("tandem_a_gauge", 1);
+  m.add("undeclared", 1);  // the same misuse again is listed once
+  auto p = m.problems();
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().text() ==
+        "metrics: histogram 'tandem_bad': bucket bounds must be strictly ascending; not declared; metric 'undeclared' "
+        "was not declared; its updates are dropped; observe/touch on 'tandem_a_gauge', a gauge; dropped");
+  const std::string text = m.render();
+  CHECK(text.find("tandem_bad") > text.find("# tandem metrics misuse: histogram 'tandem_bad'"));
+  CHECK(text.find("# TYPE tandem_bad") == std::string::npos);
+  CHECK(text.find("tandem_a_gauge 0\n") != std::string::npos);
+  CHECK(text.find("# tandem metrics misuse: metric 'undeclared' was not declared") != std::string::npos);
 }

@@ -130,7 +130,7 @@ struct Lab {
     return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
   }
 
-  tandem::net::Result<tandem::net::ClientResponse> health(const std::string& node, const std::string& addr) const {
+  tandem::Result<tandem::net::ClientResponse> health(const std::string& node, const std::string& addr) const {
     tandem::net::PkiLayout l{pki};
     tandem::net::ClientOptions o;
     o.ca_file = l.ca_cert();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace gpu_check {
 
@@ -45,8 +46,8 @@ inline double limit_for(DType out) { return out == DType::f32 ? 1e-4 : 1e-2; }
 inline void cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
-inline void op_ok(const std::string& err) {
-  if (!err.empty()) throw std::runtime_error(err);
+inline void op_ok(const tandem::Status& err) {
+  if (!err) throw std::runtime_error(err.error().text());
   cuda_ok(cudaDeviceSynchronize(), "kernel");
 }
 

@@ -150,9 +150,9 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
 }  // namespace
 
 void check_gemm(std::vector<Row>& rows) {
-  std::string why;
-  auto g = k::GemmRunner::create(&why);
-  if (!g) throw std::runtime_error(why);
+  auto runner = k::GemmRunner::create();
+  if (!runner) throw std::runtime_error(runner.error().text());
+  auto& g = *runner;
   dense(rows, *g, "gemm (cuBLASLt)", via_lt, 1, 2048, 1536, false, DType::bf16);
   dense(rows, *g, "gemm (cuBLASLt)", via_lt, 37, 512, 576, true, DType::bf16);
   dense(rows, *g, "gemm (cuBLASLt)", via_lt, 16, 256, 3000, false, DType::f32);

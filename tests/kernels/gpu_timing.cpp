@@ -38,8 +38,8 @@ void report(const char* what, double us, double bytes) {
   else std::printf("%-62s %10.1f us\n", what, us);
 }
 
-void ok(const std::string& err) {
-  if (!err.empty()) throw std::runtime_error(err);
+void ok(const tandem::Status& err) {
+  if (!err) throw std::runtime_error(err.error().text());
 }
 
 void attention(DType kv, int seqs, int ctx) {

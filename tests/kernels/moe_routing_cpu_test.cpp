@@ -54,16 +54,16 @@ TEST_CASE("routing settings that cannot work are refused with the reason") {
   m.n_group = 3;
   m.topk_group = 1;
   m.top_k = 2;
-  CHECK(check_moe_routing(m) != nullptr);  // 3 does not divide 8
+  CHECK(!check_moe_routing(m).ok());  // 3 does not divide 8
   m.n_group = 8;
-  CHECK(check_moe_routing(m) != nullptr);  // one expert per group has no top 2
+  CHECK(!check_moe_routing(m).ok());  // one expert per group has no top 2
   m.n_group = 4;
-  CHECK(check_moe_routing(m) == nullptr);
+  CHECK(check_moe_routing(m).ok());
   m.top_k = 3;
-  CHECK(check_moe_routing(m) != nullptr);  // only 2 experts in the 1 group allowed
+  CHECK(!check_moe_routing(m).ok());  // only 2 experts in the 1 group allowed
   m.top_k = 2;
   m.topk_group = 5;
-  CHECK(check_moe_routing(m) != nullptr);
+  CHECK(!check_moe_routing(m).ok());
 }
 
 TEST_CASE("the folded add + norm + router launch is taken only where the row fits its shared memory") {

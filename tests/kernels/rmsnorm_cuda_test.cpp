@@ -2,12 +2,23 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 
 int main() {
   using namespace tandem::kernels;
+  // The CUDA check's Error (no device needed): the call as written, CUDA's name for the error, and
+  // the file's last component with the line.
+  const auto failed = cuda_status(cudaErrorInvalidValue, "cudaMemcpy(dst, src, n, kind)", "copy x", "/src/kernels/cuda/gemv.cu", 88);
+  const std::string want = "gemv.cu:88: copy x: cudaMemcpy(dst, src, n, kind) failed: cudaErrorInvalidValue: invalid argument";
+  if (failed || failed.error().text() != want) {
+    std::printf("FAIL: cuda_status gave '%s', want '%s'\n", failed ? "Ok" : failed.error().text().c_str(), want.c_str());
+    return 1;
+  }
+  if (!cuda_status(cudaSuccess, "cudaFree(p)", "", __FILE__, __LINE__)) return 1;
   if (!cuda_device_present()) {
     std::puts("SKIP: no CUDA device on this machine (GPU checks run on the GPU machine via the device tool)");
     return 77;
@@ -19,9 +30,9 @@ int main() {
   for (auto& v : x) v = dist(rng);
   for (auto& v : w) v = dist(rng);
   rmsnorm_cpu(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
-  std::string err = rmsnorm_cuda(x.data(), w.data(), got.data(), rows, n, 1e-5f);
-  if (!err.empty()) {
-    std::printf("FAIL: %s\n", err.c_str());
+  tandem::Status err = rmsnorm_cuda(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+  if (!err) {
+    std::printf("FAIL: %s\n", err.error().text().c_str());
     return 1;
   }
   double worst = 0;

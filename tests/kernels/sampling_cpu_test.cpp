@@ -85,9 +85,9 @@ TEST_CASE("min-p drops tokens below min_p times the best probability") {
 }
 
 TEST_CASE("bad sampling parameters are named") {
-  CHECK(check_sampling_params(SamplingParams{}) == nullptr);
-  CHECK(std::string(check_sampling_params(SamplingParams{-1.0f, 0, 1.0f, 0.0f})).find("temperature") != std::string::npos);
-  CHECK(std::string(check_sampling_params(SamplingParams{1.0f, -2, 1.0f, 0.0f})).find("top_k") != std::string::npos);
-  CHECK(std::string(check_sampling_params(SamplingParams{1.0f, 0, 0.0f, 0.0f})).find("top_p") != std::string::npos);
-  CHECK(std::string(check_sampling_params(SamplingParams{1.0f, 0, 1.0f, 2.0f})).find("min_p") != std::string::npos);
+  CHECK(check_sampling_params(SamplingParams{}).ok());
+  CHECK(check_sampling_params(SamplingParams{-1.0f, 0, 1.0f, 0.0f}).error().message.find("temperature") != std::string::npos);
+  CHECK(check_sampling_params(SamplingParams{1.0f, -2, 1.0f, 0.0f}).error().message.find("top_k") != std::string::npos);
+  CHECK(check_sampling_params(SamplingParams{1.0f, 0, 0.0f, 0.0f}).error().message.find("top_p") != std::string::npos);
+  CHECK(check_sampling_params(SamplingParams{1.0f, 0, 1.0f, 2.0f}).error().message.find("min_p") != std::string::npos);
 }

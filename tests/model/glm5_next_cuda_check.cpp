@@ -97,9 +97,9 @@ struct Dev {
   }
 };
 
-bool ran(const std::string& e, const char* what) {
-  if (e.empty() && cudaDeviceSynchronize() == cudaSuccess) return true;
-  check(false, std::string(what) + ": " + (e.empty() ? cudaGetErrorString(cudaGetLastError()) : e));
+bool ran(const tandem::Status& e, const char* what) {
+  if (e && cudaDeviceSynchronize() == cudaSuccess) return true;
+  check(false, std::string(what) + ": " + (e ? cudaGetErrorString(cudaGetLastError()) : e.error().text()));
   return false;
 }
 

@@ -15,6 +15,7 @@
 #include "temp_dir.hpp"
 
 using namespace tandem::net;
+using tandem::Result;
 using tandem::test::RawSocket;
 using tandem::test::TempDir;
 namespace fs = std::filesystem;

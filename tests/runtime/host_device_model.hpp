@@ -28,7 +28,7 @@ class HostDeviceModel final : public model::Model {
 
   model::KvLayout kv_layout() const override { return inner_->kv_layout(); }
   bool kv_on_device() const override { return true; }
-  model::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
+  tandem::Status make_device_pool(std::int32_t num_blocks, int block_size) override {
     auto p = model::PagedKvPool::create(kv_layout(), num_blocks, block_size);
     if (!p) return p.error();
     pool_ = std::move(p).value();
@@ -69,14 +69,14 @@ class HostDeviceModel final : public model::Model {
   }
 
   bool restores_states() const override { return kv_layout().state_floats > 0 && !states_.empty(); }
-  model::Status keep_states(std::span<const int> slots) override {
+  tandem::Status keep_states(std::span<const int> slots) override {
     for (int s : slots) {
       if (s < 0 || s >= static_cast<int>(states_.size())) return Error{"keep_states: no slot " + std::to_string(s)};
       kept_[static_cast<size_t>(s)] = states_[static_cast<size_t>(s)];
     }
     return Ok{};
   }
-  model::Status restore_states(std::span<const int> slots) override {
+  tandem::Status restore_states(std::span<const int> slots) override {
     for (int s : slots) {
       if (s < 0 || s >= static_cast<int>(states_.size())) return Error{"restore_states: no slot " + std::to_string(s)};
       states_[static_cast<size_t>(s)] = kept_[static_cast<size_t>(s)];

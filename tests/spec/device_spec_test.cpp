@@ -40,13 +40,13 @@ class HostDrafter final : public spec::DeviceDrafter {
     const auto l = d_->context_layout();
     return static_cast<std::uint64_t>(l.n_layers) * static_cast<std::uint64_t>(l.row_width) * 4u;
   }
-  model::Status make_pool(std::int32_t num_blocks, int block_size) override {
+  tandem::Status make_pool(std::int32_t num_blocks, int block_size) override {
     auto p = model::PagedKvPool::create(d_->context_layout(), num_blocks, block_size);
     if (!p) return p.error();
     pool_ = std::move(p).value();
     return Ok{};
   }
-  model::Status add_context(std::span<const model::PagedWork> work) override {
+  tandem::Status add_context(std::span<const model::PagedWork> work) override {
     const size_t F = d_->target_layers().size() * static_cast<size_t>(target_.config().decoder().hidden_size);
     size_t at = 0;
     for (const auto& w : work) {
@@ -60,7 +60,7 @@ class HostDrafter final : public spec::DeviceDrafter {
     }
     return Ok{};
   }
-  model::Result<spec::Drafts> propose(std::span<const spec::DraftItem> items, bool logits) override {
+  tandem::Result<spec::Drafts> propose(std::span<const spec::DraftItem> items, bool logits) override {
     spec::Drafts out;
     const size_t V = static_cast<size_t>(target_.vocab_size());
     largest_batch = std::max(largest_batch, items.size());

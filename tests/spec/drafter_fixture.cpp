@@ -104,7 +104,7 @@ Status OracleDrafter::add_context(std::span<const float> features, std::span<con
   if (auto s = ctx.append(positions); !s) return s.error();
   const int first = ctx.length() - static_cast<int>(positions.size());
   for (size_t t = 0; t < positions.size(); ++t) *ctx.row(0, first + static_cast<int>(t)) = features[t * static_cast<size_t>(hidden_)];
-  return model::Ok{};
+  return tandem::Ok{};
 }
 
 Result<std::vector<float>> OracleDrafter::propose(model::KvSequence& ctx, std::int32_t, int pos, int n) const {

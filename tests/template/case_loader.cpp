@@ -46,15 +46,15 @@ std::string render_case(const ojson& c, const ChatTemplate* given) {
   std::string name = c["name"].get<std::string>();
   if (c.contains("chat")) {
     Result<ChatTemplate> ct = given ? Result<ChatTemplate>(*given) : ChatTemplate::from_string(template_source(c), name);
-    if (!ct) return "ERROR: " + ct.error().str();
+    if (!ct) return "ERROR: " + ct.error().text();
     if (!given) ct.value().set_special_tokens(c["chat"]["special_tokens"]);
     auto out = ct.value().apply(chat_request(c));
-    return out ? out.value() : "ERROR: " + out.error().str();
+    return out ? out.value() : "ERROR: " + out.error().text();
   }
   auto t = Template::parse(template_source(c), name);
-  if (!t) return "ERROR: " + t.error().str();
+  if (!t) return "ERROR: " + t.error().text();
   auto out = t.value().render(c["context"]);
-  return out ? out.value() : "ERROR: " + out.error().str();
+  return out ? out.value() : "ERROR: " + out.error().text();
 }
 
 }  // namespace tandem::tmpl::testing

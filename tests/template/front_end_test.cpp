@@ -60,7 +60,7 @@ TEST_CASE("context as transformers passes it: tools none, kwargs override specia
   r.add_generation_prompt = true;
   r.kwargs = ojson{{"enable_thinking", false}, {"eos_token", "<override>"}};
   auto out = ct.value().apply(r);
-  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().str()));
+  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().text()));
   CHECK(out.value() == "True True True True <override> False Oslo");
   r.parse_tool_arguments = false;
   auto raw = ct.value().apply(r);
@@ -87,13 +87,13 @@ TEST_CASE("model directory: chat_template.jinja wins over tokenizer_config.json"
 TEST_CASE("front-end errors are values") {
   auto missing = ChatTemplate::from_file("/nonexistent/tpl.jinja");
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().kind == Error::Kind::io);
+  CHECK(kind_of(missing.error()) == ErrorKind::io);
   auto none = ChatTemplate::from_tokenizer_config(ojson{{"eos_token", "x"}}, "cfg");
   REQUIRE_FALSE(none.ok());
-  CHECK(none.error().str() == "cfg: no \"chat_template\" in tokenizer config");
+  CHECK(none.error().text() == "cfg: no \"chat_template\" in tokenizer config");
   auto bad = ChatTemplate::from_tokenizer_config(ojson{{"chat_template", "{% if %}"}}, "cfg");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().str() == "cfg#chat_template:1:7: expected an expression, got '%}'");
+  CHECK(bad.error().text() == "cfg#chat_template:1:7: expected an expression, got '%}'");
   auto no_default = ChatTemplate::from_tokenizer_config(
       ojson::parse(R"({"chat_template": [{"name": "tool_use", "template": "x"}]})"), "cfg");
   REQUIRE(no_default.ok());

@@ -26,7 +26,7 @@ TEST_CASE("real Qwen3 chat template matches the goldens") {
     std::exit(77);
   }
   auto ct = ChatTemplate::from_model_dir(std::filesystem::path(path).parent_path());
-  REQUIRE_MESSAGE(ct.ok(), (ct.ok() ? "" : ct.error().str()));
+  REQUIRE_MESSAGE(ct.ok(), (ct.ok() ? "" : ct.error().text()));
   CHECK(ct.value().special_tokens()["eos_token"] == "<|im_end|>");
   int checked = 0;
   for (const auto& c : cases()) {

@@ -22,8 +22,8 @@ json wrap(const Record& r, bool replayed) {
 // A failure as journaled: which phase it happened in plus the error (with its evidence).
 Error recorded_failure(const Record& r) {
   const auto& e = r.data.at("error");
-  Error out{e.value("file", ""), e.value("what", ""), e.value("errno", 0), e.value("evidence", json())};
-  out.what = "op " + r.op_id + " already failed during " + r.data.value("during", "?") + " (use undo, then a new op id): " + out.what;
+  Error out = error_from_json(e);
+  out.message = "op " + r.op_id + " already failed during " + r.data.value("during", "?") + " (use undo, then a new op id): " + out.message;
   return out;
 }
 
@@ -76,7 +76,7 @@ Result<std::string> AgentCore::step_of(const std::string& op_id) const {
 }
 
 Result<json> AgentCore::fail(const std::string& op_id, const std::string& step_name, const char* during, Error e) {
-  auto rec = journal_->append(op_id, step_name, Phase::failed, {{"during", during}, {"error", e.to_json()}});
+  auto rec = journal_->append(op_id, step_name, Phase::failed, {{"during", during}, {"error", to_json(e)}});
   if (!rec) return rec.error();
   return e;
 }
@@ -174,12 +174,12 @@ Result<json> AgentCore::undo_incomplete() {
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     auto r = undo(*it);
     if (r) undone.push_back(*r);
-    else errors.push_back(r.error().to_json());
+    else errors.push_back(to_json(r.error()));
   }
   json ev{{"undone", undone}, {"errors", errors}};
   if (!errors.empty()) {
     Error e = plain_error(journal_->path(), std::to_string(errors.size()) + " op(s) could not be undone");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

@@ -57,7 +57,7 @@ Result<json> CacheDirStep::inspect(const NodeRoot& root) const {
   if (!require_owned_ || owned) {
     if (!ev["ok"].get<bool>()) {
       Error e = plain_error(path_, "cache dir is owned by the run user but not writable by it (mode " + std::to_string(st.st_mode & 07777) + ")");
-      e.evidence = ev;
+      set_evidence(e, ev);
       return e;
     }
     return ev;
@@ -67,7 +67,7 @@ Result<json> CacheDirStep::inspect(const NodeRoot& root) const {
                                          "': it would abort at launch; use a path owned by that user (not chowned for you)"
                                    : "cache dir is owned by uid " + std::to_string(st.st_uid) + ", not by the run user '" +
                                          user->name + "' (uid " + std::to_string(user->uid) + ")");
-  e.evidence = ev;
+  set_evidence(e, ev);
   return e;
 }
 

@@ -151,7 +151,7 @@ Result<HashReport> hash_paths(const NodeRoot& root, const std::vector<std::strin
   nlohmann::json errors = nlohmann::json::array();
   for (auto& j : jobs) {
     if (j.error) {
-      errors.push_back(j.error->to_json());
+      errors.push_back(to_json(*j.error));
       continue;
     }
     report.digests[j.host] = j.digest;
@@ -161,11 +161,11 @@ Result<HashReport> hash_paths(const NodeRoot& root, const std::vector<std::strin
   if (!opts.cache_file.empty() && report.cache_misses > 0) {
     nlohmann::json doc{{"version", 1}, {"entries", entries}};
     auto w = replace_file(opts.cache_file, doc.dump(1), FileOwner{0600, ::geteuid(), ::getegid()});
-    if (!w) spdlog::warn("{}", w.error().message());  // a lost cache costs time, not correctness
+    if (!w) spdlog::warn("{}", w.error().text());  // a lost cache costs time, not correctness
   }
   if (!errors.empty()) {
     Error e = plain_error("", std::to_string(errors.size()) + " file(s) could not be hashed");
-    e.evidence = {{"errors", errors}};
+    set_evidence(e, {{"errors", errors}});
     return e;
   }
   return report;

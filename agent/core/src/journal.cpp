@@ -191,7 +191,7 @@ Result<BlobRef> Journal::save_blob(const std::string& op_id, std::string_view by
     std::string rel = std::string(kBlobDir) + "/" + op_id + "." + std::to_string(++blob_counter_) + ".bak";
     auto c = create_file_synced(dir_ + "/" + rel, bytes, 0600);
     if (c) return BlobRef{rel, sha256_hex(bytes), bytes.size()};
-    if (c.error().err != EEXIST) return c.error();
+    if (c.error().sys_errno != EEXIST) return c.error();
   }
 }
 

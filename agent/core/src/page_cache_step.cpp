@@ -21,7 +21,7 @@ json drop_caches(const NodeRoot& root) {
   json ev{{"requested", true}, {"path", kDrop}, {"done", false}, {"refused_by_kernel", false}};
   auto real = root.resolve(kDrop);
   if (!real) {
-    ev["reason"] = real.error().message();
+    ev["reason"] = real.error().text();
     return ev;
   }
   int fd = ::open(real->c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -86,7 +86,7 @@ Result<json> PageCacheStep::memory(const NodeRoot& root, json ev) const {
   ev["ok"] = !min_ || *avail >= *min_;
   if (!ev["ok"].get<bool>()) {
     Error e = plain_error(kMeminfo, "MemAvailable " + gib_text(*avail) + " is below the required " + gib_text(*min_));
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

@@ -89,7 +89,7 @@ Result<nlohmann::json> wait_port_dark(const NodeRoot& root, int port, Duration t
     if (!s->listening) return ev;
     if (waited >= timeout) {
       Error e = plain_error("", "port " + std::to_string(port) + " still has a listener after " + format_duration(timeout));
-      e.evidence = ev;
+      set_evidence(e, ev);
       return e;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -28,7 +28,7 @@ Result<json> ShaStep::hash_and_compare(const NodeRoot& root) const {
   ev["mismatches"] = mismatches;
   if (mismatches > 0) {
     Error e = plain_error("", std::to_string(mismatches) + " pinned file(s) do not match the manifest's SHA-256");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;
@@ -50,7 +50,7 @@ Result<json> ShaStep::verify(const StepContext& ctx, const json&, const json& ap
   json ev{{"changed_since_apply", changed}, {"files", (*now)["files"].size()}, {"cache", (*now)["cache"]}};
   if (!changed.empty()) {
     Error e = plain_error("", std::to_string(changed.size()) + " file(s) changed since they were hashed");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

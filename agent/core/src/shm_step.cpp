@@ -100,7 +100,7 @@ Result<json> ShmStep::verify(const StepContext& ctx, const json&, const json&) {
   json ev{{"remaining", (*s)["files"]}, {"count", (*s)["count"]}};
   if ((*s)["count"].get<std::size_t>() > 0) {
     Error e = plain_error(kShm, "matching shared-memory files remain (a process still running?)");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

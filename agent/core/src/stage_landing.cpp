@@ -126,8 +126,8 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
     ::close(side.fd);
     side.fd = -1;
     remove_partial(real_target);
-    if (e.err == ENOSPC || e.err == EDQUOT)
-      e.what += "; the file system holding it is full. The partial copy was removed and the target is unchanged";
+    if (e.sys_errno == ENOSPC || e.sys_errno == EDQUOT)
+      e.message += "; the file system holding it is full. The partial copy was removed and the target is unchanged";
     return e;
   };
   while (offset < f.size) {
@@ -137,7 +137,7 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
     if (!bytes) {
       Error e = bytes.error();
       // A changed source poisons the partial; a lost link keeps it for the next run to resume.
-      if (e.what.find("changed on the source") != std::string::npos) return fail(e);
+      if (e.message.find("changed on the source") != std::string::npos) return fail(e);
       return e;
     }
     if (bytes->size() != want) return fail(plain_error(f.path, "the source sent " + std::to_string(bytes->size()) +

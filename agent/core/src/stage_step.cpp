@@ -182,7 +182,7 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
   auto listing = source_->list();
   if (!listing) {
     Error e = listing.error();
-    e.what = "listing the source " + source_->where() + ": " + e.what;
+    e.message = "listing the source " + source_->where() + ": " + e.message;
     return e;
   }
   // The source must list exactly the staged paths: anything else would write where the manifest
@@ -319,7 +319,7 @@ Result<json> StageStep::compare(const StepContext& ctx, bool make_backups) const
                                      "targets), over stage.backup_budget " + bytes_text(cfg_.backup_budget) +
                                      "; `tandemctl stage --release-backups` frees the earlier ones; nothing was changed");
   if (short_of_space) {
-    short_of_space->evidence = ev;
+    set_evidence(*short_of_space, ev);
     return *short_of_space;
   }
   if (!make_backups) return ev;
@@ -450,8 +450,8 @@ Result<json> StageStep::apply(const StepContext& ctx, const json& intent) {
   for (auto& t : threads) t.join();
   progress->running = false;
   if (first_error) {
-    first_error->evidence = {{"files_done", progress->files_done.load()}, {"files_total", jobs.size()},
-                             {"bytes_fetched", fetched.load()}};
+    set_evidence(*first_error, {{"files_done", progress->files_done.load()}, {"files_total", jobs.size()},
+                                {"bytes_fetched", fetched.load()}});
     return *first_error;
   }
   std::size_t pruned = 0;
@@ -489,7 +489,7 @@ Result<json> StageStep::verify(const StepContext& ctx, const json& intent, const
   json ev{{"files", paths.size()}, {"changed", changed}};
   if (!changed.empty()) {
     Error e = plain_error("", std::to_string(changed.size()) + " staged file(s) do not hash as the source listed them");
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

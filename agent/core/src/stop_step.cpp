@@ -11,7 +11,7 @@ json gpu_memory_evidence() {
   auto tool = find_executable("nvidia-smi");
   if (!tool) return {{"tool", nullptr}, {"note", "no GPU tool found (nvidia-smi not in PATH)"}};
   auto r = run_command({*tool, "--query-gpu=memory.used", "--format=csv,noheader,nounits"}, std::chrono::seconds(20));
-  if (!r) return {{"tool", *tool}, {"note", r.error().message()}};
+  if (!r) return {{"tool", *tool}, {"note", r.error().text()}};
   if (!r->success()) return {{"tool", *tool}, {"note", "nvidia-smi failed"}, {"result", r->to_json()}};
   json used = json::array();
   std::istringstream in(r->output_tail);
@@ -52,7 +52,7 @@ Result<json> StopStep::apply(const StepContext& ctx, const json& intent) {
   for (const auto& c : intent.at("commands")) {
     auto r = run_command(c.at("argv").get<std::vector<std::string>>(), Duration(c.at("timeout_ms").get<std::int64_t>()));
     if (!r) {
-      results.push_back({{"argv", c.at("argv")}, {"ok", false}, {"error", r.error().to_json()}});
+      results.push_back({{"argv", c.at("argv")}, {"ok", false}, {"error", to_json(r.error())}});
       ++failed;
       continue;
     }
@@ -61,11 +61,11 @@ Result<json> StopStep::apply(const StepContext& ctx, const json& intent) {
   }
   json ev{{"commands", results}};
   auto port = wait_port_dark(ctx.root, port_, timeout_);
-  ev["port"] = port ? *port : port.error().evidence;
+  ev["port"] = port ? *port : evidence(port.error());
   ev["gpu"] = gpu_memory_evidence();
   if (failed > 0 || !port) {
     Error e = failed > 0 ? plain_error("", std::to_string(failed) + " stop command(s) failed or timed out") : port.error();
-    e.evidence = ev;
+    set_evidence(e, ev);
     return e;
   }
   return ev;

@@ -33,7 +33,7 @@ Deadman::Deadman(DeadmanOptions options) : opt_(std::move(options)) {}
 Result<std::unique_ptr<Deadman>> Deadman::open(DeadmanOptions options) {
   std::unique_ptr<Deadman> d(new Deadman(std::move(options)));
   auto loaded = load_deadman_state(d->opt_.state_dir);
-  if (!loaded) return loaded.error().context("open dead-man");
+  if (!loaded) return loaded.error().with_context("open dead-man");
   d->cache_ = loaded.value();
   if (d->cache_ && d->cache_->backend == DeadmanBackend::systemd) d->resume_systemd_timer();
   // The thread starts at once: a deadline that passed while the agent was down fires now.
@@ -68,7 +68,7 @@ void Deadman::resume_systemd_timer() {
   const std::string what = "dead-man: re-make the systemd timer after a reboot";
   auto lock = StateLock::acquire(opt_.state_dir);
   if (!lock) {
-    last_fire_error_ = lock.error().context(what).message;
+    last_fire_error_ = lock.error().with_context(what).message;
     return;
   }
   auto loaded = load_deadman_state(opt_.state_dir);
@@ -96,7 +96,7 @@ void Deadman::resume_systemd_timer() {
   s.timer_rearms += 1;
   s.timer_rearmed_at_ms = now_unix_ms();
   if (auto st = save_deadman_state(opt_.state_dir, s); !st && last_fire_error_.empty())
-    last_fire_error_ = st.error().context(what).message;
+    last_fire_error_ = st.error().with_context(what).message;
   cache_ = s;
 }
 
@@ -154,15 +154,15 @@ Result<DeadmanStatus> Deadman::arm(Duration delay, std::vector<Command> rollback
   std::string unit;
   if (opt_.backend == DeadmanBackend::systemd) {
     if (!opt_.skip_pid1_check)
-      if (auto st = check_systemd_is_pid1(); !st) return st.error().context(what);
+      if (auto st = check_systemd_is_pid1(); !st) return st.error().with_context(what);
     auto u = deadman_unit(opt_.bind);
-    if (!u) return u.error().context(what);
+    if (!u) return u.error().with_context(what);
     unit = u.value();
   }
   auto lock = StateLock::acquire(opt_.state_dir);
-  if (!lock) return lock.error().context(what);
+  if (!lock) return lock.error().with_context(what);
   auto loaded = load_deadman_state(opt_.state_dir);
-  if (!loaded) return loaded.error().context(what);
+  if (!loaded) return loaded.error().with_context(what);
   if (auto& old = loaded.value()) {
     if (old->armed) return Error{what + ": already armed (" + std::to_string((deadman_ms_left(*old) + 999) / 1000) +
                                  " s left); disarm first"};
@@ -179,7 +179,7 @@ Result<DeadmanStatus> Deadman::arm(Duration delay, std::vector<Command> rollback
   s.deadline_boot_ns = boottime_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(delay).count();
   s.rollback = std::move(rollback);
   // The state goes to disk before the timer exists: whatever fires must find the commands.
-  if (auto st = save_deadman_state(opt_.state_dir, s); !st) return st.error().context(what);
+  if (auto st = save_deadman_state(opt_.state_dir, s); !st) return st.error().with_context(what);
   if (s.backend == DeadmanBackend::systemd) {
     (void)run_tool(timer_stop_argv(opt_.systemd, unit));     // leftovers of an earlier bind, if any
     (void)run_tool(reset_failed_argv(opt_.systemd, unit));
@@ -188,7 +188,7 @@ Result<DeadmanStatus> Deadman::arm(Duration delay, std::vector<Command> rollback
       s.armed = false;  // no timer, so not armed: say so on disk too
       s.disarmed_at_ms = now_unix_ms();
       (void)save_deadman_state(opt_.state_dir, s);
-      return st.error().context(what + ": create transient timer " + unit + ".timer");
+      return st.error().with_context(what + ": create transient timer " + unit + ".timer");
     }
   }
   {
@@ -202,9 +202,9 @@ Result<DeadmanStatus> Deadman::arm(Duration delay, std::vector<Command> rollback
 Result<DeadmanStatus> Deadman::disarm() {
   const std::string what = "disarm dead-man";
   auto lock = StateLock::acquire(opt_.state_dir);
-  if (!lock) return lock.error().context(what);
+  if (!lock) return lock.error().with_context(what);
   auto loaded = load_deadman_state(opt_.state_dir);
-  if (!loaded) return loaded.error().context(what);
+  if (!loaded) return loaded.error().with_context(what);
   if (!loaded.value()) return Error{what + ": nothing armed (no state in " + opt_.state_dir + ")"};
   DeadmanState s = *loaded.value();
   if (s.fired) return Error{what + ": too late, it fired (by " + s.fired_by + "); the rollback lane has run"};
@@ -212,7 +212,7 @@ Result<DeadmanStatus> Deadman::disarm() {
   // On disk first: if the systemd timer fires before we stop it, deadman-fire sees "disarmed".
   s.armed = false;
   s.disarmed_at_ms = now_unix_ms();
-  if (auto st = save_deadman_state(opt_.state_dir, s); !st) return st.error().context(what);
+  if (auto st = save_deadman_state(opt_.state_dir, s); !st) return st.error().with_context(what);
   DeadmanStatus out = to_status(s);
   if (s.backend == DeadmanBackend::systemd) {
     auto u = deadman_unit(s.bind);
@@ -228,7 +228,7 @@ Result<DeadmanStatus> Deadman::disarm() {
 
 Result<DeadmanStatus> Deadman::status() const {
   auto loaded = load_deadman_state(opt_.state_dir);  // systemd's deadman-fire writes it from outside
-  if (!loaded) return loaded.error().context("dead-man status");
+  if (!loaded) return loaded.error().with_context("dead-man status");
   DeadmanStatus st;
   st.backend = opt_.backend;
   if (loaded.value()) st = to_status(*loaded.value());

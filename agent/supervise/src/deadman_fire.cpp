@@ -31,9 +31,9 @@ Result<FireReport> deadman_fire(const std::string& dir, const FireOptions& o) {
   DeadmanState state;
   {
     auto lock = StateLock::acquire(dir);
-    if (!lock) return lock.error().context(what);
+    if (!lock) return lock.error().with_context(what);
     auto loaded = load_deadman_state(dir);
-    if (!loaded) return loaded.error().context(what);
+    if (!loaded) return loaded.error().with_context(what);
     if (!loaded.value()) return FireReport{false, "no dead-man state in " + dir, {}};
     state = *loaded.value();
     if (state.fired) return FireReport{false, "already fired (by " + state.fired_by + ")", state};
@@ -44,7 +44,7 @@ Result<FireReport> deadman_fire(const std::string& dir, const FireOptions& o) {
     state.fired_by = o.fired_by;
     // The point of no return: once this is on disk no other caller (or restarted agent) fires.
     // If it cannot be written, nothing runs: a double rollback is worse than an error someone sees.
-    if (auto st = save_deadman_state(dir, state); !st) return st.error().context(what);
+    if (auto st = save_deadman_state(dir, state); !st) return st.error().with_context(what);
   }
   // The lock is released while commands run (they may take minutes), so status and disarm stay
   // responsive; both see fired=true and leave the state alone.
@@ -55,8 +55,8 @@ Result<FireReport> deadman_fire(const std::string& dir, const FireOptions& o) {
   }
   state.fire_complete = true;
   auto lock = StateLock::acquire(dir);
-  if (!lock) return lock.error().context(what + ": record completion");
-  if (auto st = save_deadman_state(dir, state); !st) return st.error().context(what + ": record completion");
+  if (!lock) return lock.error().with_context(what + ": record completion");
+  if (auto st = save_deadman_state(dir, state); !st) return st.error().with_context(what + ": record completion");
   return FireReport{true, "", state};
 }
 

@@ -86,17 +86,17 @@ Status save_deadman_state(const std::string& dir, const DeadmanState& s) {
                    {"fired_by", s.fired_by},
                    {"fire_complete", s.fire_complete},
                    {"outcomes", outcomes}};
-  if (auto st = make_dirs(dir, 0700); !st) return st.error().context("save dead-man state");
+  if (auto st = make_dirs(dir, 0700); !st) return st.error().with_context("save dead-man state");
   // 0600: the rollback argv is what root will run at the deadline.
   if (auto st = write_file_atomic(deadman_state_path(dir), j.dump(2) + "\n", 0600); !st)
-    return st.error().context("save dead-man state");
+    return st.error().with_context("save dead-man state");
   return Ok{};
 }
 
 Result<std::optional<DeadmanState>> load_deadman_state(const std::string& dir) {
   const std::string path = deadman_state_path(dir);
   auto text = read_file_if_exists(path);
-  if (!text) return text.error().context("load dead-man state");
+  if (!text) return text.error().with_context("load dead-man state");
   if (!text.value()) return std::optional<DeadmanState>{};
   try {
     auto j = nlohmann::json::parse(*text.value());
@@ -124,7 +124,7 @@ Result<std::optional<DeadmanState>> load_deadman_state(const std::string& dir) {
 }
 
 Result<StateLock> StateLock::acquire(const std::string& dir) {
-  if (auto st = make_dirs(dir, 0700); !st) return st.error().context("lock dead-man state");
+  if (auto st = make_dirs(dir, 0700); !st) return st.error().with_context("lock dead-man state");
   const std::string path = dir + "/deadman.lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return sys_error("open " + path);

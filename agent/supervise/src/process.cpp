@@ -151,7 +151,7 @@ Result<Child> spawn_to_fd(const SpawnOptions& o, int output_fd) {
     return Error{"spawn: argv[0] must be an absolute path, got '" + (o.argv.empty() ? "" : o.argv[0]) + "'"};
   const std::string what = "spawn " + o.argv[0];
   auto ident = resolve_user(o.run_user);
-  if (!ident) return ident.error().context(what);
+  if (!ident) return ident.error().with_context(what);
 
   // Everything the child needs, built before fork.
   Env env = o.env;
@@ -178,11 +178,11 @@ Result<Child> spawn_to_fd(const SpawnOptions& o, int output_fd) {
   const int max_fd = nofile.rlim_cur == RLIM_INFINITY || nofile.rlim_cur > 65536 ? 65536 : static_cast<int>(nofile.rlim_cur);
 
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0) return sys_error("open /dev/null").context(what);
+  if (devnull < 0) return sys_error("open /dev/null").with_context(what);
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     ::close(devnull);
-    return sys_error("pipe").context(what);
+    return sys_error("pipe").with_context(what);
   }
 
   pid_t pid = ::fork();
@@ -191,7 +191,7 @@ Result<Child> spawn_to_fd(const SpawnOptions& o, int output_fd) {
     ::close(devnull);
     ::close(pipefd[0]);
     ::close(pipefd[1]);
-    return sys_error("fork", err).context(what);
+    return sys_error("fork", err).with_context(what);
   }
   if (pid == 0) {
     const int ep = pipefd[1];
@@ -231,7 +231,7 @@ Result<Child> spawn_to_fd(const SpawnOptions& o, int output_fd) {
     int ws;
     while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
     }
-    return sys_error(stage_name(f.stage), f.err).context(what);
+    return sys_error(stage_name(f.stage), f.err).with_context(what);
   }
   return Child{pid, pid, std::chrono::system_clock::now()};
 }

@@ -18,16 +18,16 @@ Status save_rank_record(const std::string& state_dir, const RankRecord& r) {
                    {"ready_host", r.ready_host},
                    {"ready_port", r.ready_port},
                    {"argv", r.argv}};
-  if (auto st = make_dirs(state_dir); !st) return st.error().context("save rank record");
+  if (auto st = make_dirs(state_dir); !st) return st.error().with_context("save rank record");
   auto st = write_file_atomic(rank_record_path(state_dir), j.dump(2) + "\n");
-  if (!st) return st.error().context("save rank record");
+  if (!st) return st.error().with_context("save rank record");
   return Ok{};
 }
 
 Result<std::optional<RankRecord>> load_rank_record(const std::string& state_dir) {
   const std::string path = rank_record_path(state_dir);
   auto text = read_file_if_exists(path);
-  if (!text) return text.error().context("load rank record");
+  if (!text) return text.error().with_context("load rank record");
   if (!text.value()) return std::optional<RankRecord>{};
   try {
     auto j = nlohmann::json::parse(*text.value());

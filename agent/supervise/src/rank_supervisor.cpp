@@ -51,7 +51,7 @@ RankSupervisor::RankSupervisor(std::string state_dir) : state_dir_(std::move(sta
 Result<std::unique_ptr<RankSupervisor>> RankSupervisor::open(std::string state_dir) {
   std::unique_ptr<RankSupervisor> s(new RankSupervisor(std::move(state_dir)));
   auto rec = load_rank_record(s->state_dir_);
-  if (!rec) return rec.error().context("open rank supervisor");
+  if (!rec) return rec.error().with_context("open rank supervisor");
   if (!rec.value()) return s;
   const RankRecord& r = *rec.value();
   if (r.boot_id == boot_id() && same_process_alive(r.pid, r.start_ticks)) {
@@ -65,7 +65,7 @@ Result<std::unique_ptr<RankSupervisor>> RankSupervisor::open(std::string state_d
     s->ready_port_ = r.ready_port;
   } else if (auto st = clear_rank_record(s->state_dir_); !st) {
     // The recorded process is gone (or the pid now names another process): the record is stale.
-    return st.error().context("open rank supervisor: clear stale record");
+    return st.error().with_context("open rank supervisor: clear stale record");
   }
   return s;
 }
@@ -96,7 +96,7 @@ Result<RankStatus> RankSupervisor::start(const RankSpec& spec) {
   lk.unlock();
   join_reaper();  // the previous rank's reaper has finished (phase is exited or idle)
   auto child = spawn(SpawnOptions{spec.argv, spec.env, spec.run_user, spec.log_path, spec.cwd});
-  if (!child) return child.error().context("start rank");
+  if (!child) return child.error().with_context("start rank");
   auto ps = read_proc_stat(child->pid);
   RankRecord rec{child->pid, child->pgid, ps ? ps->start_ticks : 0, boot_id(),
                  std::chrono::duration_cast<std::chrono::milliseconds>(child->started_at.time_since_epoch()).count(),
@@ -104,7 +104,7 @@ Result<RankStatus> RankSupervisor::start(const RankSpec& spec) {
   // A rank we could not find again after a crash is worse than no rank: undo the start.
   if (auto st = save_rank_record(state_dir_, rec); !st) {
     (void)terminate_group(child.value(), 2s);
-    return st.error().context("start rank");
+    return st.error().with_context("start rank");
   }
   lk.lock();
   status_ = RankStatus{RankPhase::starting, child->pid, child->pgid, rec.start_ticks, child->started_at,
@@ -196,7 +196,7 @@ Result<RankStatus> RankSupervisor::wait_ready(Duration timeout) {
     }
     auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
     auto probe = port_accepts(host, port, std::clamp<Duration>(left, 1ms, 1000ms));
-    if (!probe) return probe.error().context("wait for rank ready");
+    if (!probe) return probe.error().with_context("wait for rank ready");
     if (probe.value()) {
       std::lock_guard lk(mu_);
       if (status_.phase == RankPhase::starting) status_.phase = RankPhase::ready;
@@ -248,7 +248,7 @@ Result<RankStatus> RankSupervisor::stop_orphan(Duration grace) {
     });
     if (!gone) return Error{what + ": processes in group " + std::to_string(s.pgid) + " survived SIGKILL"};
   }
-  if (auto st = clear_rank_record(state_dir_); !st) return st.error().context(what);
+  if (auto st = clear_rank_record(state_dir_); !st) return st.error().with_context(what);
   std::lock_guard lk(mu_);
   status_.phase = RankPhase::exited;
   status_.exit = ExitStatus{};  // not our child: no wait status

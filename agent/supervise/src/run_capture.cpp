@@ -15,7 +15,7 @@ Result<RunResult> run_capture(const RunOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("pipe").context("run " + (o.argv.empty() ? "" : o.argv[0]));
+  if (::pipe2(p, O_CLOEXEC) != 0) return sys_error("pipe").with_context("run " + (o.argv.empty() ? "" : o.argv[0]));
   SpawnOptions so;
   so.argv = o.argv;
   so.env = o.env;
@@ -72,7 +72,7 @@ Result<RunResult> run_capture(const RunOptions& o) {
     if (!status) {
       res.timed_out = true;
       auto t = terminate_group(child.value(), o.kill_grace);
-      if (!t) return t.error().context("run " + o.argv[0] + " (timed out after " + format_duration(o.timeout) + ")");
+      if (!t) return t.error().with_context("run " + o.argv[0] + " (timed out after " + format_duration(o.timeout) + ")");
       status = t.value();
     }
   }

@@ -1,8 +1,11 @@
-// Errors are values: a failure carries a sentence with its context ("10.0.0.2:7443: TLS handshake
-// failed: ..."), so the caller can print it, wrap it, or put it in a report without a log search.
-// One definition for the whole project; layers with richer errors (agent core, templates,
-// supervise) keep their own Error types.
+// Errors are values: a failure carries what went wrong, where, and the failure it grew from, so the
+// caller can print it, wrap it, or put it in a report without a log search. The one definition for
+// the whole project, CUDA code included (cuda_check.hpp makes these from cudaError_t); a function
+// that can fail returns Result<T> (or Status) and throws nothing across that boundary.
 #pragma once
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,16 +13,49 @@
 
 namespace tandem {
 
-// A unit value for Result<Ok> (some layers return "done, nothing to give back" that way).
+// "Done, nothing to give back": `return Ok{};` from a Status function reads as what it means.
 struct Ok {};
 
-
 struct Error {
+  // What went wrong, in words an operator can act on ("TLS handshake failed: ..."); when a system
+  // call failed it ends with the errno text. Without `where` it is the whole sentence.
   std::string message;
+  // Where it happened: "gemv.cu:88" (the CUDA check), a path (agent steps), a template position
+  // ("chat.jinja:3:7") or a component; empty when the message already says it.
+  std::string where{};
+  int sys_errno = 0;  // errno when a system call failed, else 0 (callers branch on ENOSPC, EEXIST, ...)
+  int code = 0;       // a layer's own classification when callers branch on it (tmpl::ErrorKind); else 0
+  // JSON text of what was observed before failing (both MemAvailable numbers, the port owner); empty
+  // when nothing. Text, so this header stays free of a JSON library and usable from nvcc.
+  std::string evidence{};
+  // The failure this one reports on (set by with_context), innermost last; null for a root failure.
+  std::shared_ptr<const Error> cause{};
 
-  // "context: message", so each layer adds where it was without losing what went wrong.
-  Error with_context(const std::string& context) const { return Error{context + ": " + message}; }
+  // "where: message": the line to print or send.
+  std::string text() const { return where.empty() ? message : where + ": " + message; }
+
+  // "context: where: message" -- each layer adds what it was doing. The wrapped error stays
+  // reachable as `cause` (with its own where); errno, code and evidence carry up unchanged so a
+  // caller can still branch on them.
+  Error with_context(const std::string& context) const {
+    return Error{context + ": " + text(), "", sys_errno, code, evidence, std::make_shared<const Error>(*this)};
+  }
+
+  // The first failure of the chain: its `where` names the line that detected the problem.
+  const Error& root_cause() const {
+    const Error* e = this;
+    while (e->cause) e = e->cause.get();
+    return *e;
+  }
 };
+
+// An Error located somewhere: error_at("/dev/shm/x", "not a directory").
+inline Error error_at(std::string where, std::string message) { return Error{std::move(message), std::move(where)}; }
+
+// A failed system call: "what: strerror(err)", with err kept for callers that branch on it.
+inline Error sys_error(const std::string& what, int err = errno) {
+  return Error{what + ": " + std::strerror(err), "", err};
+}
 
 template <class T>
 class [[nodiscard]] Result {
@@ -39,7 +75,9 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { return std::get<1>(v_); }
+  const Error& error() const& { return std::get<1>(v_); }
+  Error& error() & { return std::get<1>(v_); }
+  Error&& error() && { return std::get<1>(std::move(v_)); }
 
  private:
   std::variant<T, Error> v_;
@@ -49,11 +87,14 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
+  Result(Ok) {}                                              // NOLINT: `return Ok{};`
   Result(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { return *error_; }
+  const Error& error() const& { return *error_; }
+  Error& error() & { return *error_; }
+  Error&& error() && { return std::move(*error_); }
 
  private:
   std::optional<Error> error_;

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::net::ossl {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::net {
 

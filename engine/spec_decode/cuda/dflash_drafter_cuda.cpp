@@ -36,6 +36,7 @@
 #include "tandem/model/safetensors.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 #include "tandem/spec/drafter.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::spec {
 
@@ -43,7 +44,6 @@ namespace {
 
 namespace k = tandem::kernels;
 using model::error;
-using model::cuda::cuda_error;
 using model::cuda::DeviceBuffer;
 using model::cuda::FirstError;
 using model::cuda::Uploader;
@@ -76,16 +76,16 @@ class DFlashCuda final : public DeviceDrafter {
       if (p) cudaFreeHost(p);
   }
 
-  std::string load(const model::Checkpoint& ck);
+  Status load(const model::Checkpoint& ck);
 
   const std::vector<int>& target_layers() const override { return c_.target_layer_ids; }
   int max_draft() const override { return B_ - 1; }
   std::uint64_t context_bytes_per_token() const override {
     return static_cast<std::uint64_t>(c_.num_hidden_layers) * 2u * static_cast<std::uint64_t>(kvw_) * 2u;
   }
-  model::Status make_pool(std::int32_t num_blocks, int block_size) override;
-  model::Status add_context(std::span<const model::PagedWork> work) override;
-  model::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
+  tandem::Status make_pool(std::int32_t num_blocks, int block_size) override;
+  tandem::Status add_context(std::span<const model::PagedWork> work) override;
+  tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
 
  private:
   struct Layer {
@@ -129,7 +129,7 @@ class DFlashCuda final : public DeviceDrafter {
   void upload(std::int32_t* host, const std::int32_t* device_ptr, std::size_t n, FirstError& err) const {
     if (n == 0) return;
     const std::size_t at = offset(device_ptr);
-    err(cuda_error(cudaMemcpyAsync(const_cast<std::int32_t*>(device_ptr), host + at, n * 4, cudaMemcpyHostToDevice, stream_),
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(const_cast<std::int32_t*>(device_ptr), host + at, n * 4, cudaMemcpyHostToDevice, stream_),
                    "drafter inputs"));
   }
 
@@ -143,7 +143,7 @@ class DFlashCuda final : public DeviceDrafter {
   // kGemvRows rows, where cuBLASLt's tiles leave the GPU mostly idle and cost a launch of several
   // microseconds each; cuBLASLt above (prefill chunks' context rows).
   static constexpr int kGemvRows = 64;
-  std::string gemm(const k::GemmArgs& g) {
+  Status gemm(const k::GemmArgs& g) {
     if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= kGemvRows && !g.bias) {
       const k::GemvArgs v = as_gemv(g);
       if (k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
@@ -158,23 +158,23 @@ class DFlashCuda final : public DeviceDrafter {
   }
   // silu(gate(h)) * up(h) of T rows into act_: one fused gemv where it fits, else the product into
   // gu_ and the activation apart.
-  std::string gate_up_silu(const DeviceBuffer& gate_up, int T) {
+  Status gate_up_silu(const DeviceBuffer& gate_up, int T) {
     k::GemvArgs v = as_gemv(linear(h_.get(), H_, gate_up, act_.get(), T, H_, I_));
     v.silu_mul = true, v.up_offset = I_;
     if (T <= kGemvRows && k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
     FirstError err;
     err(gemm(linear(h_.get(), H_, gate_up, gu_.get(), T, H_, 2 * I_)));
     err(k::silu_and_mul_cuda(kBf16, gu_.get(), act_.get(), T, I_, stream_));
-    return err.message;
+    return err.status;
   }
 
   // K and V of layer l for T rows of h_ (positions in_pos, slots in_slot) into the pool.
-  std::string write_kv(int l, int T);
+  Status write_kv(int l, int T);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
-  std::string enqueue(int T, int R, int max_context);
-  std::string capture(int B, int n);
+  Status enqueue(int T, int R, int max_context);
+  Status capture(int B, int n);
   // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
-  std::string enqueue_context(int T);
+  Status enqueue_context(int T);
 
   DFlashConfig c_;
   model::CudaModel& target_;
@@ -201,17 +201,17 @@ class DFlashCuda final : public DeviceDrafter {
 };
 
 
-std::string DFlashCuda::load(const model::Checkpoint& ck) {
+Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
-    return "input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
-           "them (run this drafter with --device cpu)";
-  if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return "mask_token_id is outside the vocabulary";
-  if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return "the paged-attention kernel needs 1..8 query heads per KV head";
-  if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return "hidden_size, intermediate_size and head_dim must be multiples of 8";
+    return Error{"input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
+           "them (run this drafter with --device cpu)"};
+  if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return Error{"mask_token_id is outside the vocabulary"};
+  if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return Error{"the paged-attention kernel needs 1..8 query heads per KV head"};
+  if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return Error{"hidden_size, intermediate_size and head_dim must be multiples of 8"};
   stream_ = target_.stream();
-  std::string why;
-  gemm_ = k::GemmRunner::create(&why);
-  if (!gemm_) return why;
+  auto gemm = k::GemmRunner::create();
+  if (!gemm) return gemm.error();
+  gemm_ = std::move(*gemm);
 
   Uploader up(ck);
   std::set<std::string> used;
@@ -219,7 +219,7 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
   auto tensor = [&](DeviceBuffer& b, const std::string& name, std::vector<int64_t> shape) {
     std::size_t n = 1;
     for (auto d : shape) n *= static_cast<std::size_t>(d);
-    if (auto e = b.allocate(n * 2, name); !e.empty()) return up.fail(e);
+    if (auto e = b.allocate(n * 2, name); !e) return up.fail(e);
     used.insert(name);
     up.bf16(b, 0, name, shape);
   };
@@ -240,7 +240,7 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
     tensor(a.k_norm, p + "self_attn.k_norm.weight", {hd});
     tensor(a.down, p + "mlp.down_proj.weight", {H, I});
     // gate and up fused into one [2I, H] product (gate rows first, as silu_and_mul reads them).
-    if (auto e = a.gate_up.allocate(static_cast<std::size_t>(2 * I * H) * 2, p + "gate_up"); !e.empty()) return e;
+    if (auto e = a.gate_up.allocate(static_cast<std::size_t>(2 * I * H) * 2, p + "gate_up"); !e) return e;
     used.insert(p + "mlp.gate_proj.weight");
     used.insert(p + "mlp.up_proj.weight");
     up.bf16(a.gate_up, 0, p + "mlp.gate_proj.weight", {I, H});
@@ -248,12 +248,12 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
   }
   if (!up.ok()) return up.error();
   for (const auto& name : ck.names())
-    if (!used.count(name)) return "drafter tensor \"" + name + "\" is not part of DFlashDraftModel (a DFlash2 or other variant?)";
+    if (!used.count(name)) return Error{"drafter tensor \"" + name + "\" is not part of DFlashDraftModel (a DFlash2 or other variant?)"};
 
   std::vector<float> inv(static_cast<std::size_t>(hd_ / 2));
   k::rope_inv_freq(inv.data(), hd_, c_.rope_theta);
-  if (auto e = inv_freq_.allocate(inv.size() * 4, "drafter rope frequencies"); !e.empty()) return e;
-  if (auto e = cuda_error(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e.empty())
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "drafter rope frequencies"); !e) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e)
     return e;
 
   const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_), h = static_cast<std::size_t>(H_);
@@ -277,32 +277,32 @@ std::string DFlashCuda::load(const model::Checkpoint& ck) {
       {&argmax_keys_, R * sizeof(unsigned long long), "draft tokens"},
   };
   for (const Want& w : wants)
-    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+    if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
 
-  if (auto s = target_.set_capture(c_.target_layer_ids); !s) return "the target's hidden-state capture: " + s.error().message;
+  if (auto s = target_.set_capture(c_.target_layer_ids); !s) return s.error().with_context("the target's hidden-state capture");
   return {};
 }
 
-model::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
+tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) return error("drafter context pool: no blocks");
   num_blocks_ = num_blocks, block_size_ = block_size;
   max_blocks_ = (max_len_ + block_size - 1) / block_size;
   // One block more than the target's: the padding rows of a step point there.
   layer_bytes_ = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) * static_cast<std::size_t>(kvw_) * 2;
-  if (auto e = pool_.allocate(layer_bytes_ * 2 * static_cast<std::size_t>(c_.num_hidden_layers), "the drafter's context pool"); !e.empty())
-    return error(e);
+  if (auto e = pool_.allocate(layer_bytes_ * 2 * static_cast<std::size_t>(c_.num_hidden_layers), "the drafter's context pool"); !e)
+    return e.error();
   in_ints_ = 5 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
-  if (auto e = inputs_.allocate(in_ints_ * 4, "drafter inputs"); !e.empty()) return error(e);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "drafter inputs"); !e) return e.error();
   for (std::int32_t** p : {&ctx_host_, &prop_host_})
-    if (auto e = cuda_error(cudaMallocHost(p, in_ints_ * 4), "pinned drafter inputs"); !e.empty()) return error(e);
+    if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(p, in_ints_ * 4), "pinned drafter inputs"); !e) return e.error();
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
-  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e.empty()) return error(e);
-  return model::Ok{};
+  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
+  return tandem::Ok{};
 }
 
-std::string DFlashCuda::write_kv(int l, int T) {
+Status DFlashCuda::write_kv(int l, int T) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
   err(gemm(linear(h_.get(), H_, a.k, k_.get(), T, H_, kvw_)));
@@ -310,10 +310,10 @@ std::string DFlashCuda::write_kv(int l, int T) {
   err(k::rope_cuda(kBf16, k_.get(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
   err(gemm(linear(h_.get(), H_, a.v, v_.get(), T, H_, kvw_)));
   err(k::write_kv_cuda(kBf16, k_.get(), v_.get(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
-  return err.message;
+  return err.status;
 }
 
-model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
+tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
   if (!target_.captured()) return error("drafter: the target captures no hidden states");
   std::int32_t* pos = ctx_host_ + offset(in_pos());
@@ -328,7 +328,7 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
       if (s < 0) return error("drafter context: " + why);
       pos[T] = p, slots[T] = static_cast<std::int32_t>(s);
     }
-  if (T == 0) return model::Ok{};
+  if (T == 0) return tandem::Ok{};
   // Steps repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to a
   // power of two, they replay a graph per size. Padding rows (stale captured rows) write the
   // scratch block only.
@@ -342,16 +342,16 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   upload(ctx_host_, in_slot(), static_cast<std::size_t>(rows), err);
   if (graph) {
     if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
-      err(cuda_error(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
+      err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
     } else {
       err(enqueue_context(Tn));  // eagerly first (plans its GEMMs), then captured
       cudaGraph_t g = nullptr;
       cudaGraphExec_t exec = nullptr;
-      err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
+      err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
       if (err.ok()) {
         err(enqueue_context(Tn));
-        err(cuda_error(cudaStreamEndCapture(stream_, &g), "end context capture"));
-        if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
+        err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end context capture"));
+        if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
         if (g) cudaGraphDestroy(g);
         if (err.ok()) context_graphs_[Tn] = exec;
       }
@@ -359,19 +359,19 @@ model::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   } else {
     err(enqueue_context(T));
   }
-  if (!err.ok()) return error("drafter context: " + err.message);
-  return model::Ok{};
+  if (!err.ok()) return err.status.error().with_context("drafter context");
+  return tandem::Ok{};
 }
 
-std::string DFlashCuda::enqueue_context(int T) {
+Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
   err(model::cuda::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
-  return err.message;
+  return err.status;
 }
 
-model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
+tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
   if (pool_.empty()) return error("drafter: make_pool first");
   const int S = static_cast<int>(items.size());
   Drafts out;
@@ -428,7 +428,7 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
   upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
   if (graph) {
     if (auto g = graphs_.find({B, n_all}); g != graphs_.end()) {
-      err(cuda_error(cudaGraphLaunch(g->second, stream_), "drafter graph launch"));
+      err(TANDEM_CUDA_STATUS(cudaGraphLaunch(g->second, stream_), "drafter graph launch"));
     } else {
       // First proposal of this shape: eagerly (which plans its GEMMs), then captured for later ones.
       err(enqueue(T, R, max_context));
@@ -438,26 +438,26 @@ model::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool
     err(enqueue(T, R, max_context));
   }
   std::vector<unsigned long long> got(static_cast<std::size_t>(real_rows));
-  err(cuda_error(cudaMemcpyAsync(got.data(), argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(got.data(), argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                  stream_),
                  "draft tokens"));
   if (want_logits) {
     out.logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
-    err(cuda_error(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
                    "draft logits"));
   }
-  err(cuda_error(cudaStreamSynchronize(stream_), "drafter"));
-  if (!err.ok()) return error("drafter: " + err.message);
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter"));
+  if (!err.ok()) return err.status.error().with_context("drafter");
   out.tokens.reserve(got.size());
   for (const auto key : got) out.tokens.push_back(k::argmax_key_index(key));
   return out;
 }
 
-std::string DFlashCuda::enqueue(int T, int R, int max_context) {
+Status DFlashCuda::enqueue(int T, int R, int max_context) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
   err(k::embedding_cuda(kBf16, target_.embedding_device(), V_, H_, in_tok(), T, delta_.get(), stream_));
-  err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
+  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
@@ -481,28 +481,28 @@ std::string DFlashCuda::enqueue(int T, int R, int max_context) {
   err(gemm(head));
   // Greedy drafts (the sampled ones are drawn on the host from the logits): one argmax per row.
   err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
-  return err.message;
+  return err.status;
 }
 
-std::string DFlashCuda::capture(int B, int n) {
+Status DFlashCuda::capture(int B, int n) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t exec = nullptr;
   FirstError err;
-  err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin drafter capture"));
-  if (!err.ok()) return err.message;
+  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin drafter capture"));
+  if (!err.ok()) return err.status;
   // Attending up to max-model-len, so the graph serves every later context.
   err(enqueue(B * (n + 1), B * n, max_len_));
-  err(cuda_error(cudaStreamEndCapture(stream_, &g), "end drafter capture"));
-  if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate drafter graph"));
+  err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end drafter capture"));
+  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate drafter graph"));
   if (g) cudaGraphDestroy(g);
-  if (!err.ok()) return err.message;
+  if (!err.ok()) return err.status;
   graphs_[{B, n}] = exec;
   return {};
 }
 
 }  // namespace
 
-model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
+tandem::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir, model::CudaModel& target,
                                                                const DFlashCudaOptions& options) {
   const auto where = drafter_dir.string();
   if (!target.embedding_device() || !target.lm_head_device())
@@ -511,9 +511,9 @@ model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesy
   auto c = read_dflash_config(drafter_dir, target.config());
   if (!c) return c.error();
   auto ck = model::Checkpoint::open(drafter_dir);
-  if (!ck) return error("drafter " + where + ": " + ck.error().message);
+  if (!ck) return ck.error().with_context("drafter " + where);
   auto d = std::make_unique<DFlashCuda>(std::move(c).value(), target, options);
-  if (auto e = d->load(ck.value()); !e.empty()) return error("drafter " + where + " on the GPU: " + e);
+  if (auto e = d->load(ck.value()); !e) return e.error().with_context("drafter " + where + " on the GPU");
   return std::unique_ptr<DeviceDrafter>(std::move(d));
 }
 

@@ -6,12 +6,8 @@
 namespace tandem::tmpl {
 namespace {
 
-Error io_error(std::string where, std::string message) {
-  Error e;
-  e.kind = Error::Kind::io;
-  e.template_name = std::move(where);
-  e.message = std::move(message);
-  return e;
+Error io_error(const std::string& where, std::string message) {
+  return template_error(ErrorKind::io, where, std::move(message), 0, 0);
 }
 
 bool read_file(const std::filesystem::path& p, std::string& out) {

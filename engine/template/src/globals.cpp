@@ -49,7 +49,7 @@ void install_globals(Frame& frame, const Options& options) {
   frame.vars["namespace"] = make_func("namespace", build(Dict::Kind::namespace_));
   frame.vars["dict"] = make_func("dict", build(Dict::Kind::plain));
   frame.vars["raise_exception"] = make_func("raise_exception", [](CallArgs& a) -> Value {
-    throw TemplateError(Error::Kind::raised, to_str(a.get(0, "message")));
+    throw TemplateError(ErrorKind::raised, to_str(a.get(0, "message")));
   });
   frame.vars["strftime_now"] = make_func("strftime_now", [fixed = options.fixed_time](CallArgs& a) -> Value {
     std::time_t now = fixed ? static_cast<std::time_t>(*fixed) : std::time(nullptr);

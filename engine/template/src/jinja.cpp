@@ -2,6 +2,7 @@
 #include "tandem/template/jinja.hpp"
 
 #include <new>
+#include <tuple>
 
 #include "ast.hpp"
 #include "error.hpp"
@@ -11,49 +12,40 @@
 
 namespace tandem::tmpl {
 
-std::string Error::str() const {
-  std::string out = template_name.empty() ? "<template>" : template_name;
-  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
-  return out + ": " + message;
+Error template_error(ErrorKind kind, const std::string& name, std::string message, int line, int column) {
+  std::string where = name.empty() ? "<template>" : name;
+  if (line > 0) where += ":" + std::to_string(line) + ":" + std::to_string(column);
+  Error err{std::move(message), std::move(where)};
+  err.code = static_cast<int>(kind);
+  return err;
 }
 
 namespace {
 
 Error to_error(const detail::TemplateError& e, const std::string& name, std::string_view source) {
-  Error err;
-  err.kind = e.kind();
-  err.template_name = name;
-  err.message = e.message();
-  if (e.pos() != detail::kNoPos) {
-    auto [line, col] = detail::SourceMap(source).locate(std::min(e.pos(), source.size()));
-    err.line = line;
-    err.column = col;
-  }
-  return err;
+  int line = 0, col = 0;
+  if (e.pos() != detail::kNoPos) std::tie(line, col) = detail::SourceMap(source).locate(std::min(e.pos(), source.size()));
+  return template_error(e.kind(), name, e.message(), line, col);
 }
 
-Error plain_error(Error::Kind kind, const std::string& name, std::string message) {
-  Error err;
-  err.kind = kind;
-  err.template_name = name;
-  err.message = std::move(message);
-  return err;
+Error plain_error(ErrorKind kind, const std::string& name, std::string message) {
+  return template_error(kind, name, std::move(message), 0, 0);
 }
 
 template <class J>
 Result<std::string> render_impl(const std::shared_ptr<const detail::Program>& program, const J& context) {
-  if (!program) return plain_error(Error::Kind::runtime, "", "render() on an empty Template");
+  if (!program) return plain_error(ErrorKind::runtime, "", "render() on an empty Template");
   if (!context.is_object() && !context.is_null())
-    return plain_error(Error::Kind::runtime, program->name, "the render context must be a JSON object");
+    return plain_error(ErrorKind::runtime, program->name, "the render context must be a JSON object");
   try {
     detail::Evaluator ev(*program, detail::from_json(context));
     return ev.run();
   } catch (const detail::TemplateError& e) {
     return to_error(e, program->name, program->source);
   } catch (const std::bad_alloc&) {
-    return plain_error(Error::Kind::runtime, program->name, "out of memory while rendering");
+    return plain_error(ErrorKind::runtime, program->name, "out of memory while rendering");
   } catch (const std::exception& e) {
-    return plain_error(Error::Kind::runtime, program->name, std::string("internal error: ") + e.what());
+    return plain_error(ErrorKind::runtime, program->name, std::string("internal error: ") + e.what());
   }
 }
 
@@ -69,7 +61,7 @@ Result<Template> Template::parse(std::string_view source, std::string name, Opti
   } catch (const detail::TemplateError& e) {
     return to_error(e, program->name, program->source);
   } catch (const std::exception& e) {
-    return plain_error(Error::Kind::syntax, program->name, std::string("internal error: ") + e.what());
+    return plain_error(ErrorKind::syntax, program->name, std::string("internal error: ") + e.what());
   }
   Template t;
   t.program_ = std::move(program);

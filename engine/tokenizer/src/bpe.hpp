@@ -14,7 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "string_map.hpp"
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "impl.hpp"
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

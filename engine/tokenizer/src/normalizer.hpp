@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "regex.hpp"
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

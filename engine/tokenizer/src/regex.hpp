@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tandem/tokenizer/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::tokenizer {
 

@@ -48,47 +48,47 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     return l;
   }
 
-  std::string attention_shape_error() const override {
+  Status attention_shape_error() const override {
     const int all_kv = c_.d.num_key_value_heads;
-    if (all_kv <= 0 || all_heads_ % all_kv != 0) return "num_attention_heads must be a multiple of num_key_value_heads";
+    if (all_kv <= 0 || all_heads_ % all_kv != 0) return Error{"num_attention_heads must be a multiple of num_key_value_heads"};
     if (kv_heads_ == 0)
-      return std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_kv) + " key/value heads leave rank " +
-             std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_kv) + " ranks";
-    if (D_ > 576) return "head_dim must be at most 576 for the paged-attention kernel";
+      return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_kv) + " key/value heads leave rank " +
+                   std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_kv) + " ranks"};
+    if (D_ > 576) return Error{"head_dim must be at most 576 for the paged-attention kernel"};
     return {};
   }
 
   const detail::TensorNames& names() const override { return detail::TensorNames::glm4_moe(); }
 
-  std::string load_attention(Uploader& up, int l, Layer& a) override {
+  Status load_attention(Uploader& up, int l, Layer& a) override {
     const std::size_t h = static_cast<std::size_t>(H_), q = static_cast<std::size_t>(q_rows_), kv = static_cast<std::size_t>(kv_w_);
     auto name = [&](Tensor t) { return names()(t, l); };
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, name(Tensor::q) + " with k and v"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, name(Tensor::q) + " with k and v"); !e) return e;
     const int all_kv = c_.d.num_key_value_heads, q_all = all_heads_ * D_, kv_all = all_kv * D_;
     const Range q_mine{kv_mine_.begin * group_ * D_, kv_mine_.end * group_ * D_}, kv_rows{kv_mine_.begin * D_, kv_mine_.end * D_};
     up.bf16_rows(a.w_in, 0, name(Tensor::q), {q_all, H_}, q_mine);
     up.bf16_rows(a.w_in, q * h, name(Tensor::k), {kv_all, H_}, kv_rows);
     up.bf16_rows(a.w_in, (q + kv) * h, name(Tensor::v), {kv_all, H_}, kv_rows);
     if (c_.d.attention_bias) {
-      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), name(Tensor::q_bias) + " with k and v"); !e.empty())
+      if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), name(Tensor::q_bias) + " with k and v"); !e)
         return e;
       up.bf16_rows(a.b_in, 0, name(Tensor::q_bias), {q_all}, q_mine);
       up.bf16_rows(a.b_in, q, name(Tensor::k_bias), {kv_all}, kv_rows);
       up.bf16_rows(a.b_in, q + kv, name(Tensor::v_bias), {kv_all}, kv_rows);
     }
     if (c_.use_qk_norm) {
-      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), name(Tensor::q_norm)); !e.empty()) return e;
-      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), name(Tensor::k_norm)); !e.empty()) return e;
+      if (auto e = alloc_bf16(a.q_norm, static_cast<std::size_t>(D_), name(Tensor::q_norm)); !e) return e;
+      if (auto e = alloc_bf16(a.k_norm, static_cast<std::size_t>(D_), name(Tensor::k_norm)); !e) return e;
       up.bf16(a.q_norm, 0, name(Tensor::q_norm), {D_});
       up.bf16(a.k_norm, 0, name(Tensor::k_norm), {D_});
     }
-    if (auto e = alloc_bf16(a.o, h * q, name(Tensor::o)); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.o, h * q, name(Tensor::o)); !e) return e;
     if (sharded()) up.bf16_cols(a.o, 0, name(Tensor::o), {H_, q_all}, q_mine);
     else up.bf16(a.o, 0, name(Tensor::o), {H_, q_rows_});
     return {};
   }
 
-  std::string attention(int l, const Layer& a, int T, int max_context) override {
+  Status attention(int l, const Layer& a, int T, int max_context) override {
     FirstError err;
     auto* fused = fused_.as<std::uint16_t>();
     k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
@@ -115,7 +115,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
                              kv_type_, scale, part == 0 ? k_pool : v_pool, stream_));
     mark("attn cache write (k, v)", T * (2.0 * width_ + static_cast<double>(width_) * k::dtype_bytes(kv_type_)));
     // The kernel reads the queries as [T, heads, D] rows.
-    err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(q_rows_) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(q_rows_) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
                                      static_cast<std::size_t>(q_rows_) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
                    "query copy"));
     mark("attn query copy", 4.0 * T * q_rows_);
@@ -127,7 +127,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     o.y_type = k::DType::f32;
     err(gemm(o));
     mark("attn o_proj", 2.0 * H_ * q_rows_);
-    return err.message;
+    return err.status;
   }
 
   const Glm4MoeConfig& c_;
@@ -141,7 +141,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                       const CudaOptions& options) {
   auto m = std::make_unique<Glm4MoeCuda>(std::move(config), comm, options);
-  if (auto e = m->load(ck); !e.empty()) return error("CUDA glm4_moe: " + e);
+  if (auto e = m->load(ck); !e) return e.error().with_context("CUDA glm4_moe");
   return std::unique_ptr<CudaModel>(std::move(m));
 }
 

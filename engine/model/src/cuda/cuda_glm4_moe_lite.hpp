@@ -33,12 +33,12 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
     l.split_keys = 32 * ((chunks + 255) / 256);
     return l;
   }
-  std::string attention_shape_error() const override;
+  Status attention_shape_error() const override;
   const detail::TensorNames& names() const override;
-  std::string load_attention(Uploader& up, int l, Layer& a) override;
-  std::string finish_load() override;
-  std::string allocate_attention() override;
-  std::string attention(int l, const Layer& a, int T, int max_context) override;
+  Status load_attention(Uploader& up, int l, Layer& a) override;
+  Status finish_load() override;
+  Status allocate_attention() override;
+  Status attention(int l, const Layer& a, int T, int max_context) override;
 
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;

@@ -21,20 +21,20 @@ namespace tandem::model::cuda {
 using detail::Tensor;
 using detail::TensorNames;
 
-std::string GlmDecoderCuda::load(const Checkpoint& ck) {
-  if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
-  if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
-  std::string why;
-  gemm_ = k::GemmRunner::create(&why);
-  if (!gemm_) return why;
+Status GlmDecoderCuda::load(const Checkpoint& ck) {
+  if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
+  if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
+  auto gemm = k::GemmRunner::create();
+  if (!gemm) return gemm.error();
+  gemm_ = std::move(*gemm);
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0))
-    return "the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8";
-  if (auto e = attention_shape_error(); !e.empty()) return e;
-  if (E_ > 1024) return "at most 1024 routed experts";
+    return Error{"the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8"};
+  if (auto e = attention_shape_error(); !e) return e;
+  if (E_ > 1024) return Error{"at most 1024 routed experts"};
   if (heads_ == 0)
-    return std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) +
-           " attention heads leave rank " + std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks";
-  if (auto e = load_weights(ck); !e.empty()) return e;
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) + " attention heads leave rank " +
+                 std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks"};
+  if (auto e = load_weights(ck); !e) return e;
   return allocate_activations();
 }
 
@@ -46,22 +46,22 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   const std::size_t per_layer = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) *
                                 static_cast<std::size_t>(width_) * static_cast<std::size_t>(k::dtype_bytes(kv_type_));
   layer_bytes_ = per_layer;
-  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e.empty())
-    return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
+  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e)
+    return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
   in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
-  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
-  if (auto e = cuda_error(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e.empty()) return error(e);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e) return e.error();
   // Flash-decoding workspace for the largest split any step size can ask for.
   std::size_t ws = 0;
   for (int n = 1; n <= t_cap_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, heads_, attn_layout(), max_len_));
-  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "attention workspace"); !e.empty()) return error(e);
+  if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "attention workspace"); !e) return e.error();
   return Ok{};
 }
 
-std::string GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+Status GlmDecoderCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
   weight_bytes_ += n * 2;
   return b.allocate(n * 2, what);
 }
@@ -85,7 +85,7 @@ Result<bool> GlmDecoderCuda::load_quant(const Checkpoint& ck, const std::vector<
     note_format(parts[0].name, WeightFormat::dense, plan->why_dense);
     return false;
   }
-  if (auto e = upload_quant(q, ck, plan->format, plan->parts); !e.empty()) return error(e);
+  if (auto e = upload_quant(q, ck, plan->format, plan->parts); !e) return e.error();
   weight_bytes_ += q.bytes();
   for (const StoredWeight& w : plan->parts) quantised_tensors_.push_back(w.name);
   note_format(parts[0].name, plan->format, {});
@@ -102,9 +102,9 @@ Result<Range> GlmDecoderCuda::width_slice(int width, const std::string& what) co
 }
 
 // Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
-std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Mlp& m, bool quantised) {
+Status GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Mlp& m, bool quantised) {
   auto mine = width_slice(full_width, "layer " + std::to_string(l) + "'s MLP width");
-  if (!mine) return mine.error().message;
+  if (!mine) return mine.error();
   const Range cols = mine.value();
   const int width = cols.size();
   m.width = width;
@@ -115,16 +115,16 @@ std::string GlmDecoderCuda::load_mlp(Uploader& up, int l, bool shared, int full_
                     up_name = names(shared ? Tensor::shared_up : Tensor::mlp_up, l),
                     down_name = names(shared ? Tensor::shared_down : Tensor::mlp_down, l);
   auto gu = load_quant(ck, {{gate, width, H_}, {up_name, width, H_}}, m.gate_up_q, quantised);
-  if (!gu) return gu.error().message;
+  if (!gu) return gu.error();
   if (!gu.value()) {
-    if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e.empty()) return e;
+    if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
     up.bf16_rows(m.gate_up, 0, gate, {full_width, H_}, cols);
     up.bf16_rows(m.gate_up, n, up_name, {full_width, H_}, cols);
   }
   auto down = load_quant(ck, {{down_name, H_, width}}, m.down_q, quantised);
-  if (!down) return down.error().message;
+  if (!down) return down.error();
   if (!down.value()) {
-    if (auto e = alloc_bf16(m.down, n, down_name); !e.empty()) return e;
+    if (auto e = alloc_bf16(m.down, n, down_name); !e) return e;
     if (sharded()) up.bf16_cols(m.down, 0, down_name, {H_, full_width}, cols);
     else up.bf16(m.down, 0, down_name, {H_, width});
   }
@@ -161,35 +161,35 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Lay
     return false;
   }
   const std::span<const StoredWeight> parts(joint->parts);
-  if (auto e = upload_quant(a.experts_gate_up_q, ck, joint->format, parts.subspan(0, gate_up.size())); !e.empty()) return error(e);
-  if (auto e = upload_quant(a.experts_down_q, ck, joint->format, parts.subspan(gate_up.size(), down.size())); !e.empty())
-    return error(e);
+  if (auto e = upload_quant(a.experts_gate_up_q, ck, joint->format, parts.subspan(0, gate_up.size())); !e) return e.error();
+  if (auto e = upload_quant(a.experts_down_q, ck, joint->format, parts.subspan(gate_up.size(), down.size())); !e)
+    return e.error();
   weight_bytes_ += a.experts_gate_up_q.bytes() + a.experts_down_q.bytes();
   for (std::size_t i = 0; i < gate_up.size() + down.size(); ++i) quantised_tensors_.push_back(joint->parts[i].name);
   note_format(experts_name, joint->format, {});
   return true;
 }
 
-std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
+Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
   const TensorNames& names = this->names();
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
   // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
-  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
+  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
   up.bf16_rows(embed_, 0, names(Tensor::embed), {V_, H_}, vocab_);
-  if (auto e = alloc_bf16(final_norm_, h, "norm"); !e.empty()) return e;
+  if (auto e = alloc_bf16(final_norm_, h, "norm"); !e) return e;
   up.bf16(final_norm_, 0, names(Tensor::final_norm), {H_});
   if (!d.tie_word_embeddings) {
-    if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
+    if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
     up.bf16_rows(head_, 0, names(Tensor::lm_head), {V_, H_}, vocab_);
   }
   if (sharded() && opt_.drafter_vocab) {
     const std::size_t all = static_cast<std::size_t>(V_) * h;
-    if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e.empty()) return e;
+    if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e) return e;
     up.bf16(full_embed_, 0, names(Tensor::embed), {V_, H_});
     if (!d.tie_word_embeddings) {
-      if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e.empty()) return e;
+      if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e) return e;
       up.bf16(full_head_, 0, names(Tensor::lm_head), {V_, H_});
     }
   }
@@ -198,10 +198,10 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
     const std::uint64_t before = weight_bytes_;
-    if (auto e = load_attention(up, l, a); !e.empty()) return e;
+    if (auto e = load_attention(up, l, a); !e) return e;
     for (auto [buf, t] : {std::pair{&a.input_norm, Tensor::input_norm}, std::pair{&a.post_norm, Tensor::post_attention_norm}}) {
       const std::string name = names(t, l);
-      if (auto e = alloc_bf16(*buf, h, name); !e.empty()) return e;
+      if (auto e = alloc_bf16(*buf, h, name); !e) return e;
       up.bf16(*buf, 0, name, {H_});
     }
     fixed += weight_bytes_ - before;
@@ -209,26 +209,26 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     a.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
     const std::uint64_t ffn_before = weight_bytes_;
     if (!a.moe) {
-      if (auto e = load_mlp(up, l, false, d.intermediate_size, a.dense); !e.empty()) return e;
+      if (auto e = load_mlp(up, l, false, d.intermediate_size, a.dense); !e) return e;
       fixed += weight_bytes_ - ffn_before;
       continue;
     }
     const std::size_t expert = static_cast<std::size_t>(I_) * h;
     const int held = experts_.size();  // this rank's whole experts; the router stays replicated
     const std::string router = names(Tensor::router, l), router_bias = names(Tensor::router_bias, l);
-    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, router); !e.empty()) return e;
-    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, router_bias); !e.empty()) return e;
+    if (auto e = a.router.allocate(static_cast<std::size_t>(E_) * h * 4, router); !e) return e;
+    if (auto e = a.correction_bias.allocate(static_cast<std::size_t>(E_) * 4, router_bias); !e) return e;
     weight_bytes_ += static_cast<std::size_t>(E_) * (h + 1) * 4;
     up.f32(a.router, router, {E_, H_});
     up.f32(a.correction_bias, router_bias, {E_});
     auto quantised = load_quant_experts(ck, l, a);
-    if (!quantised) return quantised.error().message;
+    if (!quantised) return quantised.error();
     const bool experts_quantised = quantised.value();
     if (!experts_quantised) {
       if (auto e = alloc_bf16(a.experts_gate_up, static_cast<std::size_t>(held) * 2 * expert, names(Tensor::experts_gate_up, l));
-          !e.empty())
+          !e)
         return e;
-      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, names(Tensor::experts_down, l)); !e.empty())
+      if (auto e = alloc_bf16(a.experts_down, static_cast<std::size_t>(held) * expert, names(Tensor::experts_down, l)); !e)
         return e;
     }
     if (!experts_quantised && ck.has(names(Tensor::experts_gate_up, l))) {
@@ -244,7 +244,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     }
     const std::uint64_t shared_before = weight_bytes_;
     if (d.moe.n_shared_experts > 0)
-      if (auto e = load_mlp(up, l, true, I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e.empty())
+      if (auto e = load_mlp(up, l, true, I_ * d.moe.n_shared_experts, a.shared, experts_quantised); !e)
         return e;
     // A step reads the router and the shared experts once, and each expert chosen by any token.
     fixed += static_cast<std::uint64_t>(E_) * (h + 1) * 4 + (weight_bytes_ - shared_before);
@@ -254,12 +254,12 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
                                    : 3 * expert * 2;
   }
   if (!up.ok()) return up.error();
-  if (auto e = cuda_error(cudaDeviceSynchronize(), "uploading the weights"); !e.empty()) return e;  // cudaMemcpy may return early
-  if (auto e = finish_load(); !e.empty()) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaDeviceSynchronize(), "uploading the weights"); !e) return e;  // cudaMemcpy may return early
+  if (auto e = finish_load(); !e) return e;
   std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
   k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
-  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e.empty()) return e;
-  if (auto e = cuda_error(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e.empty())
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e)
     return e;
   // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
   decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
@@ -270,7 +270,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
     for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
                                  &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
       scratch = std::max(scratch, q->dense_elements());
-  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e.empty()) return e;
+  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
   weight_formats_.clear();
   for (const auto& [f, n] : format_counts_)
     weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
@@ -279,7 +279,7 @@ std::string GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   return {};
 }
 
-std::string GlmDecoderCuda::allocate_activations() {
+Status GlmDecoderCuda::allocate_activations() {
   // R: logit rows (one per sequence, or 1 + k per sequence verifying k drafts).
   const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
@@ -324,15 +324,15 @@ std::string GlmDecoderCuda::allocate_activations() {
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
   };
   for (const Want& w : wants)
-    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
-  if (auto e = allocate_attention(); !e.empty()) return e;
+    if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  if (auto e = allocate_attention(); !e) return e;
   return init_greedy_sampling(sample_params_, uniform_, R);
 }
 
 Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
-  if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  if (auto e = allocate_capture(captured_, layers, d_.num_hidden_layers, t_cap_, H_); !e) return e.error();
   // The rows of a padded graph step, gathered into the items' order (run()).
-  if (auto e = allocate_capture(capture_tmp_, layers, d_.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
+  if (auto e = allocate_capture(capture_tmp_, layers, d_.num_hidden_layers, t_cap_, H_); !e) return e.error();
   capture_layers_ = std::move(layers);
   // Graphs captured before now lack the copies (or hold the old ones): capture them again.
   for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -342,11 +342,12 @@ Status GlmDecoderCuda::set_capture(std::vector<int> layers) {
 
 // --- glm4_moe_lite's MLA ---------------------------------------------------------------------
 
-std::string Glm4MoeLiteCuda::attention_shape_error() const {
-  return width_ > 576 ? "kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel" : "";
+Status Glm4MoeLiteCuda::attention_shape_error() const {
+  if (width_ > 576) return Error{"kv_lora_rank + qk_rope_head_dim must be at most 576 for the paged-attention kernel"};
+  return Ok{};
 }
 
-std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
+Status Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const std::size_t h = static_cast<std::size_t>(H_);
   auto name = [&](Tensor t) { return names()(t, l); };
   const bool bias = c_.d.attention_bias;
@@ -358,49 +359,49 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
   const Range mine = split(all_heads_, tp_rank_, tp_size_);
   auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
   auto w_in_q = load_quant(ck, {{q_name, q_rows_, H_}, {kv_a, width_, H_}}, a.w_in_q);
-  if (!w_in_q) return w_in_q.error().message;
+  if (!w_in_q) return w_in_q.error();
   if (!w_in_q.value()) {
-    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, q_name + " and kv_a"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.w_in, static_cast<std::size_t>(in_rows_) * h, q_name + " and kv_a"); !e) return e;
     if (lora_q_ > 0) up.bf16(a.w_in, 0, q_name, {q_rows_, H_});
     else up.bf16_rows(a.w_in, 0, q_name, {all_heads_ * qk_, H_}, per_head(qk_));
     up.bf16(a.w_in, static_cast<std::size_t>(q_rows_) * h, kv_a, {width_, H_});
   }
   if (lora_q_ > 0) {
-    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), name(Tensor::q_a_norm)); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.q_a_norm, static_cast<std::size_t>(lora_q_), name(Tensor::q_a_norm)); !e) return e;
     up.bf16(a.q_a_norm, 0, name(Tensor::q_a_norm), {lora_q_});
     auto q_b_q = load_quant(ck, {{name(Tensor::q_b), heads_ * qk_, lora_q_}}, a.q_b_q);
-    if (!q_b_q) return q_b_q.error().message;
+    if (!q_b_q) return q_b_q.error();
     if (!q_b_q.value()) {
       if (auto e = alloc_bf16(a.q_b, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
-          !e.empty())
+          !e)
         return e;
       up.bf16_rows(a.q_b, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
     }
   }
   if (bias) {
-    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), q_name + " and kv_a biases"); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.b_in, static_cast<std::size_t>(in_rows_), q_name + " and kv_a biases"); !e) return e;
     std::vector<float> zeros(static_cast<std::size_t>(q_rows_), 0.f);
     if (lora_q_ > 0) up.bf16(a.b_in, 0, name(Tensor::q_a_bias), {lora_q_});
     else up.bf16_from(a.b_in, 0, zeros, q_name + " (no bias)");
     up.bf16(a.b_in, static_cast<std::size_t>(q_rows_), name(Tensor::kv_a_bias), {width_});
     // fp32 (the bf16 values), since o_proj writes the fp32 delta and cuBLASLt's bias has the output's type.
     if (tp_rank_ == 0) {
-      if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e.empty()) return e;
+      if (auto e = a.o_bias.allocate(h * 4, name(Tensor::o_bias)); !e) return e;
       weight_bytes_ += h * 4;
       up.f32_as_bf16(a.o_bias, name(Tensor::o_bias), {H_});
     }
   }
-  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), name(Tensor::kv_a_norm)); !e.empty()) return e;
+  if (auto e = alloc_bf16(a.kv_a_norm, static_cast<std::size_t>(lora_kv_), name(Tensor::kv_a_norm)); !e) return e;
   up.bf16(a.kv_a_norm, 0, name(Tensor::kv_a_norm), {lora_kv_});
   const int kvb_rows = heads_ * (nope_ + vd_);
   if (auto e = alloc_bf16(a.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
-      !e.empty())
+      !e)
     return e;
   up.bf16_rows(a.kv_b, 0, name(Tensor::kv_b), {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
   auto o_q = load_quant(ck, {{name(Tensor::o), H_, heads_ * vd_}}, a.o_q);
-  if (!o_q) return o_q.error().message;
+  if (!o_q) return o_q.error();
   if (!o_q.value()) {
-    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e.empty()) return e;
+    if (auto e = alloc_bf16(a.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
     if (sharded()) up.bf16_cols(a.o, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
     else up.bf16(a.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
@@ -409,29 +410,29 @@ std::string Glm4MoeLiteCuda::load_attention(Uploader& up, int l, Layer& a) {
 
 const detail::TensorNames& Glm4MoeLiteCuda::names() const { return TensorNames::glm4_moe_lite(); }
 
-std::string Glm4MoeLiteCuda::finish_load() {
+Status Glm4MoeLiteCuda::finish_load() {
   // A transposed copy of each W_kb for the decode path's gemv (not counted in the weights' bytes: a
   // step reads it instead of kv_b's key rows, never both).
   if (nope_ % 8 == 0)
     for (Layer& a : layers_) {
       const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
-      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e.empty()) return e;
-      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e.empty()) return e;
+      if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e) return e;
+      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e) return e;
     }
-  return cuda_error(cudaStreamSynchronize(stream_), "transposing kv_b");
+  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "transposing kv_b");
 }
 
-std::string Glm4MoeLiteCuda::allocate_attention() {
+Status Glm4MoeLiteCuda::allocate_attention() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), heads = static_cast<std::size_t>(heads_);
-  if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e.empty()) return e;
-  if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e.empty()) return e;
+  if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e) return e;
+  if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e) return e;
   return olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent");
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                            const CudaOptions& options) {
   auto m = std::make_unique<Glm4MoeLiteCuda>(std::move(config), comm, options);
-  if (auto e = m->load(ck); !e.empty()) return error("CUDA glm4_moe_lite: " + e);
+  if (auto e = m->load(ck); !e) return e.error().with_context("CUDA glm4_moe_lite");
   return std::unique_ptr<CudaModel>(std::move(m));
 }
 

@@ -24,6 +24,7 @@
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/kernels/skinny_gemm.hpp"
 #include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
@@ -33,8 +34,8 @@ Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work)
   std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
   FirstError err;
   err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
-  if (!err.ok()) return error(err.message);
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return err.status.error();
   return out;
 }
 
@@ -51,8 +52,8 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
     mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
-    err(cuda_error(cudaStreamSynchronize(stream_), "step"));
-    if (!err.ok()) return error(err.message);
+    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    if (!err.ok()) return err.status.error();
     std::vector<std::int32_t> ids;
     for (const auto& s : got) ids.push_back(s.token);
     return ids;
@@ -62,19 +63,19 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
   }
-  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
-  if (!err.ok()) return error(err.message);
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return err.status.error();
   std::vector<std::int32_t> ids;
   for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
   return ids;
 }
 
-std::string GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what) {
+Status GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what) {
   auto* d = static_cast<char*>(dst);
   const auto* from = static_cast<const char*>(src);
   if (pick_.empty())
-    return R > 0 ? cuda_error(cudaMemcpyAsync(d, from, static_cast<std::size_t>(R) * row_bytes, cudaMemcpyDeviceToHost, stream_), what)
-                 : std::string();
+    return R > 0 ? TANDEM_CUDA_STATUS(cudaMemcpyAsync(d, from, static_cast<std::size_t>(R) * row_bytes, cudaMemcpyDeviceToHost, stream_), what)
+                 : Status(Ok{});
   // One copy per run of consecutive rows (an item's block is one run).
   FirstError err;
   std::size_t i = 0, at = 0;
@@ -82,12 +83,12 @@ std::string GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::s
     std::size_t j = i + 1;
     while (j < pick_.size() && pick_[j] == pick_[j - 1] + 1) ++j;
     const std::size_t n = j - i;
-    err(cuda_error(cudaMemcpyAsync(d + at * row_bytes, from + static_cast<std::size_t>(pick_[i]) * row_bytes, n * row_bytes,
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(d + at * row_bytes, from + static_cast<std::size_t>(pick_[i]) * row_bytes, n * row_bytes,
                                    cudaMemcpyDeviceToHost, stream_),
                    what));
     at += n, i = j;
   }
-  return err.message;
+  return err.status;
 }
 
 Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
@@ -198,18 +199,18 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
   // table used: a copy costs microseconds of host time whatever its size, and a decode step is short.
   const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(table_rows) * mb;
-  err(cuda_error(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
-  if (!err.ok()) return error(err.message);
+  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
+  if (!err.ok()) return err.status.error();
   if (calibrate_) {
     // Before any graph is captured (graphs bake the scales in); a graph step's staged rows are padded.
     err(calibrate(graph ? B * per : T, graph ? B * per : R, max_context));
-    if (!err.ok()) return error("CUDA step: " + err.message);
+    if (!err.ok()) return err.status.error().with_context("CUDA step");
   }
   mark("start", 0);
 
   if (graph) {
     if (auto it = graphs_.find({B, per}); it != graphs_.end()) {
-      err(cuda_error(cudaGraphLaunch(it->second, stream_), "graph launch"));
+      err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "graph launch"));
       mark("graph (whole forward)", 0);
     } else {
       // First step of this size: run it eagerly (which also plans its GEMMs), then capture the
@@ -223,58 +224,58 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   if (regather) {
     const int width = static_cast<int>(capture_layers_.size()) * H_;
     err(gather_rows(captured_.get(), width, in_rows(), T, capture_tmp_.get(), stream_));
-    err(cuda_error(cudaMemcpyAsync(captured_.get(), capture_tmp_.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(width) * 2,
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(captured_.get(), capture_tmp_.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(width) * 2,
                                    cudaMemcpyDeviceToDevice, stream_),
                    "captured rows"));
   }
-  if (!err.ok()) return error("CUDA step: " + err.message);
+  if (!err.ok()) return err.status.error().with_context("CUDA step");
   return R;
 }
 
-std::string GlmDecoderCuda::capture(int B, int per) {
+Status GlmDecoderCuda::capture(int B, int per) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t exec = nullptr;
   FirstError err;
-  err(cuda_error(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
-  if (!err.ok()) return err.message;
+  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
+  if (!err.ok()) return err.status;
   capturing_ = true;
   err(enqueue(B * per, B * per, max_len_));
   capturing_ = false;
   const cudaError_t end = cudaStreamEndCapture(stream_, &g);
-  err(cuda_error(end, "end capture"));
-  if (err.ok()) err(cuda_error(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
+  err(TANDEM_CUDA_STATUS(end, "end capture"));
+  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
   if (g) cudaGraphDestroy(g);
-  if (!err.ok()) return err.message;
+  if (!err.ok()) return err.status;
   graphs_[{B, per}] = exec;
   return {};
 }
 
-std::string GlmDecoderCuda::calibrate(int T, int R, int max_context) {
+Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   const std::size_t L = kv_scales_.size();
   FirstError err;
   if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
-  err(cuda_error(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
   measuring_ = true;
   err(enqueue(T, R, max_context));
   measuring_ = false;
   std::vector<float> amax(L);
-  err(cuda_error(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
-  err(cuda_error(cudaStreamSynchronize(stream_), "KV scale calibration"));
-  if (!err.ok()) return err.message;
+  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  if (!err.ok()) return err.status;
   for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
   calibrate_ = false;
   return {};
 }
 
-std::string GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
-  if (!sharded()) return {};
-  if (!all_reduce_) return "tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)";
+Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
+  if (!sharded()) return Ok{};
+  if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width > 0 ? width : H_);
   auto s = all_reduce_->all_reduce_sum(b.get(), n, type, stream_);
-  return s ? std::string() : s.error().message;
+  return s;
 }
 
-std::string GlmDecoderCuda::gemm(const k::GemmArgs& g) {
+Status GlmDecoderCuda::gemm(const k::GemmArgs& g) {
   if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {  // bias of y's type
     k::GemvArgs v;
     v.rows = g.rows, v.in = g.in, v.out = g.out;
@@ -288,7 +289,7 @@ std::string GlmDecoderCuda::gemm(const k::GemmArgs& g) {
   return gemm_->run(g, stream_);
 }
 
-std::string GlmDecoderCuda::quant_gemv(k::QuantGemvArgs v, int T) {
+Status GlmDecoderCuda::quant_gemv(k::QuantGemvArgs v, int T) {
   const std::size_t y_bytes = v.y_type == kBf16 ? 2 : 4;
   FirstError err;
   for (int r0 = 0; r0 < T && err.ok(); r0 += k::kGemvMaxRows) {
@@ -297,10 +298,10 @@ std::string GlmDecoderCuda::quant_gemv(k::QuantGemvArgs v, int T) {
     v.x = static_cast<const std::uint16_t*>(v.x) + static_cast<long>(k::kGemvMaxRows) * v.ldx;
     v.y = static_cast<char*>(v.y) + static_cast<std::size_t>(k::kGemvMaxRows) * static_cast<std::size_t>(v.ldy) * y_bytes;
   }
-  return err.message;
+  return err.status;
 }
 
-std::string GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
+Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
   if (!q.on()) return gemm(g);
   if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few_quant(g.rows)) {
     k::QuantGemvArgs v;
@@ -308,19 +309,19 @@ std::string GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
     v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
     if (k::quant_gemv_fits(v)) return quant_gemv(v, g.rows);
   }
-  if (auto e = dequant(q); !e.empty()) return e;
+  if (auto e = dequant(q); !e) return e;
   g.w = wscratch_.get(), g.ldw = g.in;
   return gemm(g);
 }
 
-std::string GlmDecoderCuda::dequant(const QuantWeight& q) {
+Status GlmDecoderCuda::dequant(const QuantWeight& q) {
   auto* y = wscratch_.as<std::uint16_t>();
-  if (auto e = k::quant_dequant_bf16_cuda(q.a.m, y, stream_); !e.empty() || q.b.m.count == 0) return e;
+  if (auto e = k::quant_dequant_bf16_cuda(q.a.m, y, stream_); !e || q.b.m.count == 0) return e;
   const std::size_t first = static_cast<std::size_t>(q.a.m.count) * static_cast<std::size_t>(q.a.m.rows) * static_cast<std::size_t>(q.a.m.in);
   return k::quant_dequant_bf16_cuda(q.b.m, y + first, stream_);
 }
 
-std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
+Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = d_;
   const float eps = static_cast<float>(d.rms_norm_eps);
   const double act = static_cast<double>(T) * H_;  // entries of one [T, hidden] activation
@@ -330,7 +331,7 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, sharded() ? in_local_tokens() : in_tokens(), T, embed_rows_.get(),
                         stream_));
   err(all_reduce(embed_rows_, T, H_, kBf16));
-  err(cuda_error(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
+  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
@@ -368,7 +369,7 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
     // is the gather of the logits (exact: every entry has one term), through the same seam.
     if (sharded())
-      err(cuda_error(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
+      err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                      "zero logits"));
     k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_, vocab_.size());
     g.ldy = V_;
@@ -377,20 +378,20 @@ std::string GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     err(all_reduce(logits_, R, V_));
     mark("lm_head", 2.0 * vocab_.size() * H_ + 4.0 * R * V_);
   }
-  return err.message;
+  return err.status;
 }
 
-std::string GlmDecoderCuda::capture_layer(int layer, int T) {
+Status GlmDecoderCuda::capture_layer(int layer, int T) {
   FirstError err;
   const int n = static_cast<int>(capture_layers_.size());
   for (int j = 0; j < n; ++j)
     if (capture_layers_[static_cast<std::size_t>(j)] == layer)
       err(rows_to_bf16(x_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_,
                        static_cast<long>(n) * H_, stream_));
-  return err.message;
+  return err.status;
 }
 
-std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context) {
+Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context) {
   FirstError err;
   auto* fused = fused_.as<std::uint16_t>();
   k::GemmArgs in = linear(h_.get(), a.w_in, fused, T, H_, in_rows_);
@@ -423,7 +424,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
   if (lora_q_ == 0) {
-    err(cuda_error(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
                                      static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
                    "query copy"));
     mark("attn query copy", 4.0 * T * static_cast<double>(qw));
@@ -476,7 +477,7 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
     qa.y = qattn, qa.ldy = static_cast<long>(heads_) * width_, qa.stride_y = width_;
     err(gemm(qa));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
-    err(cuda_error(cudaMemcpy2DAsync(qattn + lora_kv_, static_cast<std::size_t>(width_) * 2, q_.as<std::uint16_t>() + nope_,
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(qattn + lora_kv_, static_cast<std::size_t>(width_) * 2, q_.as<std::uint16_t>() + nope_,
                                      static_cast<std::size_t>(qk_) * 2, static_cast<std::size_t>(rope_) * 2,
                                      static_cast<std::size_t>(T) * static_cast<std::size_t>(heads_), cudaMemcpyDeviceToDevice, stream_),
                    "query rope copy"));
@@ -530,10 +531,10 @@ std::string Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_con
   o.y_type = k::DType::f32;
   err(qgemm(o, a.o_q));
   mark("attn o_proj", weight_read(a.o_q, 2.0 * H_ * heads_ * vd_));
-  return err.message;
+  return err.status;
 }
 
-std::string GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
+Status GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   FirstError err;
   const double gu = 2.0 * 2 * m.width * H_, down_bytes = 2.0 * m.width * H_;
   k::GemvArgs v;
@@ -558,7 +559,7 @@ std::string GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   down.y_type = k::DType::f32;  // into the fp32 delta or shared-expert sum
   err(qgemm(down, m.down_q));
   mark("mlp down", weight_read(m.down_q, down_bytes));
-  return err.message;
+  return err.status;
 }
 
 k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
@@ -571,7 +572,7 @@ k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
   return dec;
 }
 
-std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
+Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   const MoeConfig& m = d_.moe;
   k::MoeRouting routing;
   routing.n_experts = E_, routing.n_group = m.n_group, routing.topk_group = m.topk_group, routing.top_k = K_;
@@ -598,7 +599,7 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     if (!quantised) {
       err(k::moe_decode_cuda(dec, stream_));
       mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
-      return err.message;
+      return err.status;
     }
     const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
     for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
@@ -612,7 +613,7 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     }
     mark("moe experts (decode, quantised: gate_up + silu, down + sum, shared)",
          T * K_ * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
-    return err.message;
+    return err.status;
   }
   err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   mark("moe router logits", router);
@@ -640,7 +641,7 @@ std::string GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   err(k::moe_combine_f32_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,
                               has_shared ? shared_out_.as<float>() : nullptr, delta_.as<float>(), stream_));
   mark("moe combine", 4.0 * T * H_ * (K_ + 2));
-  return err.message;
+  return err.status;
 }
 
 }  // namespace tandem::model::cuda

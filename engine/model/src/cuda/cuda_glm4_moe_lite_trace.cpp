@@ -6,22 +6,23 @@
 
 #include "tandem/model/cuda/cuda_decoder.hpp"
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
 namespace {
 
 // rows x width values (bf16 or fp32) with row stride ld (elements), widened to fp32.
-std::string copy_rows(std::vector<float>& to, const void* src, int rows, int width, long ld, bool bf16, cudaStream_t s) {
+Status copy_rows(std::vector<float>& to, const void* src, int rows, int width, long ld, bool bf16, cudaStream_t s) {
   const std::size_t el = bf16 ? 2 : 4;
   std::vector<unsigned char> raw(static_cast<std::size_t>(rows) * static_cast<std::size_t>(width) * el);
   FirstError err;
-  err(cuda_error(cudaStreamSynchronize(s), "trace: the step"));
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(s), "trace: the step"));
   if (rows > 0)
-    err(cuda_error(cudaMemcpy2D(raw.data(), static_cast<std::size_t>(width) * el, src, static_cast<std::size_t>(ld) * el,
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2D(raw.data(), static_cast<std::size_t>(width) * el, src, static_cast<std::size_t>(ld) * el,
                                 static_cast<std::size_t>(width) * el, static_cast<std::size_t>(rows), cudaMemcpyDeviceToHost),
                    "trace: copy"));
-  if (!err.ok()) return err.message;
+  if (!err.ok()) return err.status;
   to.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(width));
   for (std::size_t i = 0; i < to.size(); ++i) {
     if (bf16) {
@@ -37,7 +38,7 @@ std::string copy_rows(std::vector<float>& to, const void* src, int rows, int wid
 
 }  // namespace
 
-std::string GlmDecoderCuda::trace(TracePoint what, int layer, int T) {
+Status GlmDecoderCuda::trace(TracePoint what, int layer, int T) {
   if (!trace_) return {};
   StepTrace& t = *trace_;
   const std::size_t layers = static_cast<std::size_t>(d_.num_hidden_layers);
@@ -57,7 +58,7 @@ std::string GlmDecoderCuda::trace(TracePoint what, int layer, int T) {
       // The MoE runs between its layer's after_attention and after_ffn points.
       const std::size_t l = static_cast<std::size_t>(trace_layer_);
       std::vector<float> ids;
-      if (auto e = copy_rows(ids, expert_.get(), T, K_, K_, false, stream_); !e.empty()) return e;
+      if (auto e = copy_rows(ids, expert_.get(), T, K_, K_, false, stream_); !e) return e;
       t.experts[l].resize(ids.size());
       for (std::size_t i = 0; i < ids.size(); ++i) std::memcpy(&t.experts[l][i], &ids[i], 4);  // int32 bits, as copied
       return copy_rows(t.expert_weights[l], weight_.get(), T, K_, K_, false, stream_);

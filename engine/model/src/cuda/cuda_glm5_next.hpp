@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "../tensor_names.hpp"
-#include "tandem/model/cuda/cuda_decoder.hpp"  // cuda_error, FirstError, kBf16 (shared helpers)
+#include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/glm5_next.hpp"
 #include "tandem/model/cuda_model.hpp"
@@ -68,7 +68,7 @@ class Glm5NextCuda final : public CudaModel {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  std::string load(const Checkpoint& ck);
+  Status load(const Checkpoint& ck);
 
   KvLayout kv_layout() const override { return {n_dsa_, width_, state_floats_}; }
   Status make_device_pool(std::int32_t num_blocks, int block_size) override;
@@ -106,12 +106,12 @@ class Glm5NextCuda final : public CudaModel {
   const float* lm_head() const override { return nullptr; }
 
  private:
-  std::string alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
-  std::string alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape);
+  Status alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
+  Status alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape);
   // Layer l's MLP, or its shared experts when `shared`.
-  std::string load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m);
-  std::string load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
-  std::string allocate_activations();
+  Status load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m);
+  Status load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
+  Status allocate_activations();
 
   std::int32_t* in_tokens() const { return inputs_.as<std::int32_t>(); }
   std::int32_t* in_pos() const { return in_tokens() + t_cap_; }
@@ -123,18 +123,18 @@ class Glm5NextCuda final : public CudaModel {
   std::int32_t* in_tables() const { return in_rows() + r_cap_; }     // [s_cap * max_blocks]
 
   Result<int> run(std::span<const PagedWork> work);
-  std::string enqueue(int T, int S, int R);
-  std::string sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S);
-  std::string kda(const Glm5Layer& L, int T, int S);
-  std::string dsa(const Glm5Layer& L, int T);
-  std::string ffn(const Glm5Layer& L, int T);
-  std::string mlp(const Glm5Mlp& m, int T, float* out);
-  std::string capture_layer(int layer, int T);
+  Status enqueue(int T, int S, int R);
+  Status sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S);
+  Status kda(const Glm5Layer& L, int T, int S);
+  Status dsa(const Glm5Layer& L, int T);
+  Status ffn(const Glm5Layer& L, int T);
+  Status mlp(const Glm5Mlp& m, int T, float* out);
+  Status capture_layer(int layer, int T);
   Status copy_states(std::span<const int> slots, bool keep);
-  std::string allocate_kept_states();  // "" or why not; once
+  Status allocate_kept_states();  // Ok or why not; once
 
   // y = x W^T: fp32 x and y, bf16 W [out, in].
-  std::string lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
+  Status lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
   DsaPool pool_of(int slot) const;
 
   const Glm5NextConfig& c_;

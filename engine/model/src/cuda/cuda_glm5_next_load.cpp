@@ -8,6 +8,7 @@
 #include "capture_buffer.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
@@ -34,31 +35,31 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   swiglu_limit_ = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : INFINITY;
 }
 
-std::string Glm5NextCuda::load(const Checkpoint& ck) {
+Status Glm5NextCuda::load(const Checkpoint& ck) {
   const DecoderConfig& d = c_.d;
   if (opt_.kv_cache_dtype == "fp8" || opt_.kv_cache_dtype == "fp8_e4m3")
-    return "the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented";
-  if (d.attention_bias) return "attention_bias is not implemented for glm5_next on CUDA yet";
-  if (hc_ < 1 || hc_ > kMaxHc) return "hc_mult must be in [1, 8] on CUDA";
-  if (lhd_ > 1024) return "linear_head_dim must be at most 1024 on CUDA";
-  if (ih_ > 64) return "index_n_heads must be at most 64 on CUDA";
-  if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return "hidden_size and moe_intermediate_size must be multiples of 8";
-  if (E_ > 1024) return "at most 1024 routed experts";
-  if (cudaSetDevice(opt_.device) != cudaSuccess) return "cannot use CUDA device " + std::to_string(opt_.device);
-  if (auto e = cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e.empty()) return e;
+    return Error{"the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented"};
+  if (d.attention_bias) return Error{"attention_bias is not implemented for glm5_next on CUDA yet"};
+  if (hc_ < 1 || hc_ > kMaxHc) return Error{"hc_mult must be in [1, 8] on CUDA"};
+  if (lhd_ > 1024) return Error{"linear_head_dim must be at most 1024 on CUDA"};
+  if (ih_ > 64) return Error{"index_n_heads must be at most 64 on CUDA"};
+  if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};
+  if (E_ > 1024) return Error{"at most 1024 routed experts"};
+  if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
+  if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
   Uploader up(ck);
   const detail::TensorNames& text = detail::TensorNames::glm5_next();
   const detail::TensorNames wrapped = text.with_root("model.language_model.");
   names_ = ck.has(wrapped(Tensor::embed)) ? wrapped : text;
   const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
-  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e.empty()) return e;
+  if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
   up.bf16(embed_, 0, names_(Tensor::embed), {V_, H_});
-  if (auto e = alloc_f32(up, final_norm_, names_(Tensor::final_norm), {H_}); !e.empty()) return e;
-  if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e.empty()) return e;
+  if (auto e = alloc_f32(up, final_norm_, names_(Tensor::final_norm), {H_}); !e) return e;
+  if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
   up.bf16(head_, 0, names_(Tensor::lm_head), {V_, H_});
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l)
-    if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e.empty()) return e;
+    if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e) return e;
   if (!up.ok()) return up.error();
   // A decode step reads every weight but the routed experts once, and each expert chosen by any token.
   const std::uint64_t expert = std::uint64_t{6} * static_cast<std::uint64_t>(I_) * h;
@@ -68,56 +69,56 @@ std::string Glm5NextCuda::load(const Checkpoint& ck) {
   return allocate_activations();
 }
 
-std::string Glm5NextCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
+Status Glm5NextCuda::alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what) {
   weight_bytes_ += n * 2;
   return b.allocate(n * 2, what);
 }
 
-std::string Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape) {
+Status Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape) {
   std::size_t n = 1;
   for (auto s : shape) n *= static_cast<std::size_t>(s);
   weight_bytes_ += n * 4;
-  if (auto e = b.allocate(n * 4, name); !e.empty()) return e;
+  if (auto e = b.allocate(n * 4, name); !e) return e;
   up.f32(b, name, shape);
   return {};
 }
 
-std::string Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m) {
+Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m) {
   m.width = width;
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const std::string gate = names_(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
                     up_name = names_(shared ? Tensor::shared_up : Tensor::mlp_up, l),
                     down = names_(shared ? Tensor::shared_down : Tensor::mlp_down, l);
-  if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e.empty()) return e;
-  if (auto e = alloc_bf16(m.down, n, down); !e.empty()) return e;
+  if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
+  if (auto e = alloc_bf16(m.down, n, down); !e) return e;
   up.bf16(m.gate_up, 0, gate, {width, H_});
   up.bf16(m.gate_up, n, up_name, {width, H_});
   up.bf16(m.down, 0, down, {H_, width});
   return {};
 }
 
-std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
+Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
   const DecoderConfig& d = c_.d;
   auto name = [&](Tensor t) { return names_(t, l); };
   const std::size_t h = static_cast<std::size_t>(H_);
   const int mix = (2 + hc_) * hc_;
-  if (auto e = alloc_f32(up, L.input_norm, name(Tensor::input_norm), {H_}); !e.empty()) return e;
-  if (auto e = alloc_f32(up, L.post_norm, name(Tensor::post_attention_norm), {H_}); !e.empty()) return e;
+  if (auto e = alloc_f32(up, L.input_norm, name(Tensor::input_norm), {H_}); !e) return e;
+  if (auto e = alloc_f32(up, L.post_norm, name(Tensor::post_attention_norm), {H_}); !e) return e;
   struct HcNames {
     Tensor fn, base, scale;
     Glm5Hc* hc;
   };
   for (const HcNames& n : {HcNames{Tensor::attn_hc_fn, Tensor::attn_hc_base, Tensor::attn_hc_scale, &L.attn_hc},
                            HcNames{Tensor::ffn_hc_fn, Tensor::ffn_hc_base, Tensor::ffn_hc_scale, &L.ffn_hc}}) {
-    if (auto e = alloc_f32(up, n.hc->fn, name(n.fn), {mix, hc_ * H_}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, n.hc->base, name(n.base), {mix}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, n.hc->scale, name(n.scale), {3}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, n.hc->fn, name(n.fn), {mix, hc_ * H_}); !e) return e;
+    if (auto e = alloc_f32(up, n.hc->base, name(n.base), {mix}); !e) return e;
+    if (auto e = alloc_f32(up, n.hc->scale, name(n.scale), {3}); !e) return e;
   }
   L.linear = c_.layer_is_linear[static_cast<std::size_t>(l)];
   if (L.linear) {
     const std::size_t qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
     if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b");
-        !e.empty())
+        !e)
       return e;
     up.bf16(L.w_in, 0, name(Tensor::kda_q), {lqk_, H_});
     up.bf16(L.w_in, qk * h, name(Tensor::kda_k), {lqk_, H_});
@@ -125,16 +126,16 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
     up.bf16(L.w_in, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
     up.bf16(L.w_in, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
     up.bf16(L.w_in, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {lh_, H_});
-    if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e.empty()) return e;
+    if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e) return e;
     up.bf16(L.f_b, 0, name(Tensor::kda_f_b), {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e.empty()) return e;
+    if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e) return e;
     up.bf16(L.g_b, 0, name(Tensor::kda_g_b), {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e.empty()) return e;
+    if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e) return e;
     up.bf16(L.o, 0, name(Tensor::kda_o), {H_, lqk_});
-    if (auto e = alloc_f32(up, L.conv, name(Tensor::kda_conv), {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, L.a_log, name(Tensor::kda_a_log), {lh_}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, L.dt_bias, name(Tensor::kda_dt_bias), {lqk_}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.conv, name(Tensor::kda_conv), {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e) return e;
+    if (auto e = alloc_f32(up, L.a_log, name(Tensor::kda_a_log), {lh_}); !e) return e;
+    if (auto e = alloc_f32(up, L.dt_bias, name(Tensor::kda_dt_bias), {lqk_}); !e) return e;
+    if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e) return e;
     L.state_at = state_floats_;
     state_floats_ += detail::kda_state_floats(c_);
   } else {
@@ -142,7 +143,7 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
     L.slot = n_dsa_++;
     const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
     if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's");
-        !e.empty())
+        !e)
       return e;
     std::size_t at = 0;
     auto put = [&](Tensor t, int n) {
@@ -153,7 +154,7 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
     put(Tensor::kv_a, lora_kv_ + rope_);
     const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
     if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
-        !e.empty())
+        !e)
       return e;
     up.bf16(L.q_all, 0, name(Tensor::q_b), {heads_ * qk_, lora_q_});
     if (L.indexer) {
@@ -162,28 +163,28 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
       put(Tensor::index_weights, ih_);
       up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
               {ih_ * id_, lora_q_});
-      if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e.empty()) return e;
-      if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e.empty()) return e;
-      if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e.empty()) return e;
+      if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e) return e;
+      if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e) return e;
+      if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e) return e;
     }
-    if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e.empty()) return e;
-    if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e.empty()) return e;
+    if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e) return e;
+    if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e) return e;
     const int kvb_rows = heads_ * (nope_ + vd_);
     if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
-        !e.empty())
+        !e)
       return e;
     up.bf16(L.kv_b, 0, name(Tensor::kv_b), {kvb_rows, lora_kv_});
-    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e.empty()) return e;
+    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
     up.bf16(L.o, 0, name(Tensor::o), {H_, heads_ * vd_});
   }
   L.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
   if (!L.moe) return load_mlp(up, l, false, d.intermediate_size, L.dense);
   const std::size_t expert = static_cast<std::size_t>(I_) * h;
-  if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e.empty()) return e;
-  if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e.empty()) return e;
-  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, name(Tensor::experts_gate_up)); !e.empty())
+  if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e) return e;
+  if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e) return e;
+  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, name(Tensor::experts_gate_up)); !e)
     return e;
-  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, name(Tensor::experts_down)); !e.empty()) return e;
+  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, name(Tensor::experts_down)); !e) return e;
   if (ck.has(name(Tensor::experts_gate_up))) {
     up.bf16(L.experts_gate_up, 0, name(Tensor::experts_gate_up), {E_, 2 * I_, H_});
     up.bf16(L.experts_down, 0, name(Tensor::experts_down), {E_, H_, I_});
@@ -200,7 +201,7 @@ std::string Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, 
   return {};
 }
 
-std::string Glm5NextCuda::allocate_activations() {
+Status Glm5NextCuda::allocate_activations() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), S = static_cast<std::size_t>(s_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
   std::size_t mlp_width = 1;
@@ -252,15 +253,15 @@ std::string Glm5NextCuda::allocate_activations() {
       {&keep_, R * static_cast<std::size_t>(V_), "sampling mask"},
   };
   for (const Want& w : wants)
-    if (auto e = w.b->allocate(w.bytes, w.what); !e.empty()) return e;
+    if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
   if (state_floats_ > 0) {
     const std::size_t bytes = S * static_cast<std::size_t>(state_floats_) * 4;
-    if (auto e = state_.allocate(bytes, "recurrent state"); !e.empty()) return e;
-    if (auto e = cuda_error(cudaMemset(state_.get(), 0, bytes), "recurrent state"); !e.empty()) return e;
+    if (auto e = state_.allocate(bytes, "recurrent state"); !e) return e;
+    if (auto e = TANDEM_CUDA_STATUS(cudaMemset(state_.get(), 0, bytes), "recurrent state"); !e) return e;
   }
   std::vector<std::int32_t> pair_token(P);
   for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
-  if (auto e = cuda_error(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e.empty())
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e)
     return e;
   return init_greedy_sampling(sample_params_, uniform_, R);
 }
@@ -272,11 +273,11 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   max_blocks_ = (max_len_ + block_size - 1) / block_size;
   layer_rows_ = static_cast<std::size_t>(num_blocks) * static_cast<std::size_t>(block_size);
   const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
-  if (auto e = pool_.allocate(bytes, "the KV pool"); !e.empty())
-    return error(e + " (" + std::to_string(num_blocks) + " blocks of " + std::to_string(block_size) + ")");
+  if (auto e = pool_.allocate(bytes, "the KV pool"); !e)
+    return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
   in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + 3 * static_cast<std::size_t>(s_cap_) + 1 + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
-  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e.empty()) return error(e);
+  if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e) return e.error();
   host_in_.assign(in_ints_, 0);
   return Ok{};
 }
@@ -284,13 +285,13 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
 // A drafter attaching means speculative steps will follow: the kept copies of the recurrent states
 // are allocated now, before the KV budget is measured, so that memory is counted as in use.
 Status Glm5NextCuda::set_capture(std::vector<int> layers) {
-  if (auto e = allocate_capture(captured_, layers, c_.d.num_hidden_layers, t_cap_, H_); !e.empty()) return error(e);
-  if (auto e = allocate_kept_states(); !e.empty()) return error(e);
+  if (auto e = allocate_capture(captured_, layers, c_.d.num_hidden_layers, t_cap_, H_); !e) return e.error();
+  if (auto e = allocate_kept_states(); !e) return e.error();
   capture_layers_ = std::move(layers);
   return Ok{};
 }
 
-std::string Glm5NextCuda::allocate_kept_states() {
+Status Glm5NextCuda::allocate_kept_states() {
   if (state_floats_ == 0 || !kept_state_.empty()) return {};
   return kept_state_.allocate(static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(state_floats_) * 4, "kept recurrent states");
 }
@@ -301,16 +302,16 @@ Status Glm5NextCuda::copy_states(std::span<const int> slots, bool keep) {
   if (state_floats_ == 0) return error(config().model_type + " has no recurrent state to keep or restore");
   for (int s : slots)
     if (s < 0 || s >= s_cap_) return error("recurrent states: no slot " + std::to_string(s));
-  if (auto e = allocate_kept_states(); !e.empty()) return error(e);
+  if (auto e = allocate_kept_states(); !e) return e.error();
   const std::size_t bytes = static_cast<std::size_t>(state_floats_) * 4;
   FirstError err;
   for (int s : slots) {
     float* live = state_.as<float>() + static_cast<long>(s) * state_floats_;
     float* kept = kept_state_.as<float>() + static_cast<long>(s) * state_floats_;
-    err(cuda_error(cudaMemcpyAsync(keep ? kept : live, keep ? live : kept, bytes, cudaMemcpyDeviceToDevice, stream_),
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(keep ? kept : live, keep ? live : kept, bytes, cudaMemcpyDeviceToDevice, stream_),
                    keep ? "keeping recurrent states" : "restoring recurrent states"));
   }
-  if (!err.ok()) return error(err.message);
+  if (!err.ok()) return err.status.error();
   return Ok{};
 }
 
@@ -318,19 +319,19 @@ Result<std::vector<float>> Glm5NextCuda::recurrent_state(int slot) const {
   if (slot < 0 || slot >= s_cap_) return error("recurrent_state: no slot " + std::to_string(slot));
   std::vector<float> out(static_cast<std::size_t>(state_floats_));
   if (out.empty()) return out;
-  if (auto e = cuda_error(cudaStreamSynchronize(stream_), "step"); !e.empty()) return error(e);
-  if (auto e = cuda_error(cudaMemcpy(out.data(), state_.as<float>() + static_cast<long>(slot) * state_floats_, out.size() * 4,
+  if (auto e = TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(out.data(), state_.as<float>() + static_cast<long>(slot) * state_floats_, out.size() * 4,
                                      cudaMemcpyDeviceToHost),
                           "recurrent state");
-      !e.empty())
-    return error(e);
+      !e)
+    return e.error();
   return out;
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm5_next_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,
                                                        const CudaOptions& options) {
   auto m = std::make_unique<Glm5NextCuda>(std::move(config), comm, options);
-  if (auto e = m->load(ck); !e.empty()) return error("CUDA " + m->config().model_type + ": " + e);
+  if (auto e = m->load(ck); !e) return e.error().with_context("CUDA " + m->config().model_type);
   return std::unique_ptr<CudaModel>(std::move(m));
 }
 

@@ -16,6 +16,7 @@
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::model::cuda {
 
@@ -25,9 +26,9 @@ Result<std::vector<float>> Glm5NextCuda::step(std::span<const PagedWork> work) {
   std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
   FirstError err;
   if (!out.empty())
-    err(cuda_error(cudaMemcpyAsync(out.data(), logits_.get(), out.size() * 4, cudaMemcpyDeviceToHost, stream_), "logits"));
-  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
-  if (!err.ok()) return error(err.message);
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(out.data(), logits_.get(), out.size() * 4, cudaMemcpyDeviceToHost, stream_), "logits"));
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return err.status.error();
   return out;
 }
 
@@ -40,11 +41,11 @@ Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const Page
   if (R > 0) {
     err(k::sample_cuda(logits_.as<float>(), R, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-    err(cuda_error(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
                    "tokens"));
   }
-  err(cuda_error(cudaStreamSynchronize(stream_), "step"));
-  if (!err.ok()) return error(err.message);
+  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  if (!err.ok()) return err.status.error();
   std::vector<std::int32_t> ids;
   for (const auto& s : got) ids.push_back(s.token);
   return ids;
@@ -115,15 +116,15 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   }
   begin[S] = t;
   // The whole staging area in one copy (synchronous: the host buffer is reused by the next step).
-  if (auto e = cuda_error(cudaMemcpyAsync(inputs_.get(), host_in_.data(), in_ints_ * 4, cudaMemcpyHostToDevice, stream_),
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpyAsync(inputs_.get(), host_in_.data(), in_ints_ * 4, cudaMemcpyHostToDevice, stream_),
                           "step inputs");
-      !e.empty())
-    return error(e);
-  if (auto e = enqueue(T, S, R); !e.empty()) return error("CUDA step: " + e);
+      !e)
+    return e.error();
+  if (auto e = enqueue(T, S, R); !e) return e.error().with_context("CUDA step");
   return R;
 }
 
-std::string Glm5NextCuda::lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy) {
+Status Glm5NextCuda::lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy) {
   return linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
 }
 
@@ -137,7 +138,7 @@ DsaPool Glm5NextCuda::pool_of(int slot) const {
   return p;
 }
 
-std::string Glm5NextCuda::enqueue(int T, int S, int R) {
+Status Glm5NextCuda::enqueue(int T, int S, int R) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
@@ -153,11 +154,11 @@ std::string Glm5NextCuda::enqueue(int T, int S, int R) {
   if (R > 0)
     err(linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
                         stream_));
-  return err.message;
+  return err.status;
 }
 
 // A drafter reads the mean of the hyper-connection streams after a layer (the CPU path's capture).
-std::string Glm5NextCuda::capture_layer(int layer, int T) {
+Status Glm5NextCuda::capture_layer(int layer, int T) {
   FirstError err;
   const int n = static_cast<int>(capture_layers_.size());
   bool meaned = false;
@@ -168,10 +169,10 @@ std::string Glm5NextCuda::capture_layer(int layer, int T) {
     err(rows_to_bf16(mean_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_, static_cast<long>(n) * H_,
                      stream_));
   }
-  return err.message;
+  return err.status;
 }
 
-std::string Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
+Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
   HcShape s;
   s.hc = hc_, s.hidden = H_, s.sinkhorn_iters = c_.hc_sinkhorn_iters;
   s.rms_eps = static_cast<float>(c_.d.rms_norm_eps), s.hc_eps = static_cast<float>(c_.hc_eps);
@@ -182,10 +183,10 @@ std::string Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, i
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
   else err(ffn(L, T));
   err(hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
-  return err.message;
+  return err.status;
 }
 
-std::string Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
+Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   FirstError err;
   float* proj = kproj_.as<float>();
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
@@ -205,10 +206,10 @@ std::string Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   io.o = kout_.as<float>(), io.ld_o = lqk_;
   err(kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
   err(lin(kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
-  return err.message;
+  return err.status;
 }
 
-std::string Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
+Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   FirstError err;
   DsaShape s;
   s.lora_q = lora_q_, s.lora_kv = lora_kv_, s.rope = rope_;
@@ -235,20 +236,20 @@ std::string Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
                          sel_n_.as<std::int32_t>(), max_sel_, scale, olat_.as<float>(), stream_));
   err(absorb_values_cuda(olat_.as<float>(), T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), attn_.as<float>(), stream_));
   err(lin(attn_.as<float>(), static_cast<long>(heads_) * vd_, T, heads_ * vd_, L.o, H_, y_.as<float>(), H_));
-  return err.message;
+  return err.status;
 }
 
-std::string Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out) {
+Status Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out) {
   FirstError err;
   err(lin(h_.as<float>(), H_, T, H_, m.gate_up, 2 * m.width, mlp_gu_.as<float>(), 2 * m.width));
   err(clamped_silu_and_mul_f32_cuda(mlp_gu_.as<float>(), mlp_act_.as<float>(), T, m.width, swiglu_limit_, stream_));
   err(lin(mlp_act_.as<float>(), m.width, T, m.width, m.down, H_, out, H_));
-  return err.message;
+  return err.status;
 }
 
 // Routing by the kernel layer's moe_route_cuda; then every (token, expert) pair's SwiGLU in fp32,
 // each pair reading its expert's rows, and the weighted sum plus the shared experts.
-std::string Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
+Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
   if (!L.moe) return mlp(L.dense, T, y_.as<float>());
   const MoeConfig& m = c_.d.moe;
   k::MoeRouting routing;
@@ -271,7 +272,7 @@ std::string Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
   if (shared) err(mlp(L.shared, T, shared_out_.as<float>()));
   err(moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,
                            y_.as<float>(), stream_));
-  return err.message;
+  return err.status;
 }
 
 }  // namespace tandem::model::cuda

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -18,6 +19,6 @@ void sigmoid_cpu(const float* x, float* y, long n);
 void silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, bool bf16 = false);
 
 // CUDA back end on device buffers of type `t` (f32 or bf16), fp32 arithmetic.
-std::string silu_and_mul_cuda(DType t, const void* gate_up, void* y, int rows, int d, Stream stream = nullptr);
+Status silu_and_mul_cuda(DType t, const void* gate_up, void* y, int rows, int d, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::model::cuda {
 
 // dst[r * ldd + i] = bf16(x[r * width + i]) for r < rows, i < width. Device buffers.
-std::string rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream);
+Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream);
 // CPU reference (kernels/cpu/capture.cpp): the same bf16 bit patterns.
 void rows_to_bf16_cpu(const float* x, int width, int rows, std::uint16_t* dst, long ldd);
 

@@ -6,13 +6,14 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
 void embedding_cpu(const float* table, int vocab, int hidden, const std::int32_t* ids, int n, float* out);
 
 // CUDA back end on device buffers of type `t` (f32 or bf16 table and out; ids int32).
-std::string embedding_cuda(DType t, const void* table, int vocab, int hidden, const std::int32_t* ids, int n,
+Status embedding_cuda(DType t, const void* table, int vocab, int hidden, const std::int32_t* ids, int n,
                            void* out, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -36,13 +37,13 @@ struct GemmArgs {
 class GemmRunner {
  public:
   // Fails (a message) without a CUDA device or when cuBLASLt cannot start.
-  static std::unique_ptr<GemmRunner> create(std::string* error, size_t workspace_bytes = size_t{32} << 20);
+  static Result<std::unique_ptr<GemmRunner>> create(size_t workspace_bytes = size_t{32} << 20);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
 
-  // "" or what failed (bad shape, no algorithm, the launch).
-  std::string run(const GemmArgs& a, Stream stream);
+  // Ok or what failed (bad shape, no algorithm, the launch).
+  Status run(const GemmArgs& a, Stream stream);
 
  private:
   struct Plan;

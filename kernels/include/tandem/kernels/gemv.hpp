@@ -15,6 +15,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -42,6 +43,6 @@ struct GemvArgs {
 // w 16-byte aligned, rows >= 1.
 bool gemv_fits(const GemvArgs& a);
 
-std::string gemv_cuda(const GemvArgs& a, Stream stream = nullptr);
+Status gemv_cuda(const GemvArgs& a, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

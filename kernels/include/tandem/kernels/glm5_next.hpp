@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::model::cuda {
 
@@ -22,16 +23,16 @@ using kernels::Stream;
 // ---- glue -------------------------------------------------------------------------------------
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (fp32 x and w); into y_f32 and/or y_bf16 (either may
 // be null; y_f32 may be x). Leading dimensions in elements.
-std::string rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
+Status rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, float eps, float* y_f32, long ldy,
                          void* y_bf16, long ldb, Stream stream);
 // bf16 <-> fp32 copies of rows of n entries.
-std::string to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream);
-std::string to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream);
+Status to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream);
+Status to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream);
 // streams[t][i] = table[ids[t]] for each of the hc streams (bf16 table, fp32 streams).
-std::string hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
+Status hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
                           Stream stream);
 // out[t] = mean over the hc streams of token t.
-std::string hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream);
+Status hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream);
 
 // ---- hyper-connections ------------------------------------------------------------------------
 struct HcShape {
@@ -42,10 +43,10 @@ constexpr int kMaxHc = 8;
 // Per token: collapsed [hidden], post [hc], comb [hc * hc] (row j, column i: how much of stream j
 // goes to stream i) from streams [hc * hidden]; fn [(2 + hc) * hc, hc * hidden], base
 // [(2 + hc) * hc], scale [3], all fp32.
-std::string hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
+Status hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
                              const float* scale, float* collapsed, float* post, float* comb, Stream stream);
 // streams[t][i] = post[t][i] * y[t] + sum_j comb[t][j][i] * streams[t][j].
-std::string hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
+Status hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
                            const float* comb, Stream stream);
 
 // ---- KDA linear attention ---------------------------------------------------------------------
@@ -77,7 +78,7 @@ struct KdaIo {
   float* o = nullptr;
   long ld_o = 0;
 };
-std::string kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
+Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
                                const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset,
                                float* state, long state_stride, long layer_at, Stream stream);
 
@@ -105,7 +106,7 @@ struct DsaShape {
 struct DsaNorms {
   const float *q_a_norm = nullptr, *kv_a_norm = nullptr, *k_norm = nullptr, *k_norm_bias = nullptr;
 };
-std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
+Status dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
                              float* qr, float* iw, Stream stream);
 // The keys each token attends to (positions, ascending) into sel [tokens, max_sel], their count into
@@ -115,7 +116,7 @@ std::string dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* 
 // the two agree on the scores chosen, not always on which of equally scored pools) plus the tail after the last
 // complete pool. iq [index_heads * index_dim] per token (ld_iq); kpool_ape [kpool, index_dim].
 // scores / chosen: scratch of tokens * max_pools. max_sel >= index_topk + kpool; index_heads <= 64.
-std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
+Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
                             const float* kpool_ape, int tokens, const std::int32_t* token_seq,
                             const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
                             std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream);
@@ -123,7 +124,7 @@ std::string dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float*
 // q_rope . kr_j) * scale, out_lat = softmax . c_j. q_lat [tokens, heads, lora_kv] (ld per token:
 // heads * lora_kv); q_rope: the rope part of each head's query (q + t * ld_q + h * head_stride);
 // out_lat like q_lat.
-std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
+Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, const float* q_lat, const float* q_rope,
                                long ld_q, long head_stride, int tokens, const std::int32_t* token_seq,
                                const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
                                float* out_lat, Stream stream);
@@ -135,24 +136,24 @@ std::string dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads
 //   y[r][o] = sum_i x[g(r)][i] * W_e(r)[o][i]    g(r) = gather ? gather[r] : r;
 //   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
 // w_type: bf16 or f32.
-std::string linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
+Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
                             kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream);
 // MLA absorption per head h of kv_b ([heads * (nope + vd), lora_kv] bf16):
 //   q_lat[t][h][d] = sum_n q[t][h * head_stride + n] * kv_b[h * (nope + vd) + n][d]      (n < nope)
 //   out[t][h][v]   = sum_d lat[t][h][d] * kv_b[h * (nope + vd) + nope + v][d]           (v < vd)
-std::string absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
+Status absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
                               int lora_kv, const void* kv_b, float* q_lat, Stream stream);
-std::string absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
+Status absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
                                float* out, Stream stream);
 
 // ---- MoE --------------------------------------------------------------------------------------
 // y[r] = silu(min(gate, limit)) * clamp(up, -limit, limit) on rows [gate (d) | up (d)]; bf16.
-std::string clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
+Status clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
 // The same on fp32 rows.
-std::string clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
+Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
 // y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
-std::string moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream);
 
 }  // namespace tandem::model::cuda

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -36,6 +37,6 @@ struct MoeDecodeArgs {
 // hidden, width and shared_width multiples of 8; weights 16-byte aligned.
 bool moe_decode_fits(const MoeDecodeArgs& a);
 
-std::string moe_decode_cuda(const MoeDecodeArgs& a, Stream stream = nullptr);
+Status moe_decode_cuda(const MoeDecodeArgs& a, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -14,34 +14,35 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
 // x: [tokens, hidden] bf16; router: [E, hidden] fp32; logits: [tokens, E] fp32.
-std::string router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+Status router_logits_cuda(const void* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
                                Stream stream = nullptr);
 // The same with x in fp32 (as the fp32 CPU reference routes).
-std::string router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
+Status router_logits_f32_cuda(const float* x, int tokens, int hidden, const float* router, int n_experts, float* logits,
                                    Stream stream = nullptr);
 
 // expert: [tokens * top_k] (moe_route_cuda's output). Pairs whose expert is outside
 // [first_expert, first_expert + n_experts) (another tensor-parallel rank's) are left out of the sort
 // and get pair_pos -1. n_experts <= 1024.
-std::string moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
+Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int first_expert, int n_experts,
                           std::int32_t* offsets, std::int32_t* sorted_token, std::int32_t* pair_pos,
                           Stream stream = nullptr);
 
 // y[p][n] = sum_k x[row(p)][k] * w[e][n][k] for each expert e < n_experts and each p in
 // [offsets[e], offsets[e + 1]); row(p) = gather[p] when gather is given, else p. bf16 in and out,
 // fp32 sums. w: [n_experts, n, k]; k must be a multiple of 8 and rows 16-byte aligned.
-std::string grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
+Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr);
 
 // out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
-std::string moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                              int hidden, const void* add, void* out, Stream stream = nullptr);
 // The same with add and out in fp32 (the sum is not rounded to bf16 before the fp32 residual).
-std::string moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+Status moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                                  int hidden, const float* add, float* out, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

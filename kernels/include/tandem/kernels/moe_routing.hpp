@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -25,10 +26,10 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
-// Which settings are usable; a message naming the bad one, or nullptr.
+// Which settings are usable: Ok, or an Error naming the bad one.
 // (E divisible by n_group, at least 2 experts per group, topk_group <= n_group, 1 <= top_k <= the
 // experts in topk_group groups, E <= 1024.)
-const char* check_moe_routing(const MoeRouting& m);
+Status check_moe_routing(const MoeRouting& m);
 
 // One token, from its sigmoid scores: top_k expert ids and weights.
 void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correction_bias, std::int32_t* expert,
@@ -37,13 +38,13 @@ void moe_route_cpu(const MoeRouting& m, const float* scores, const float* correc
 // CUDA back end for `tokens` tokens from their router logits ([tokens, E] fp32): the sigmoid (taken
 // in fp64 and rounded to fp32, like sigmoid_cpu) and the selection. One warp per token. expert and
 // weight are [tokens, top_k]. All pointers are device buffers.
-std::string moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
+Status moe_route_cuda(const MoeRouting& m, const float* router_logits, const float* correction_bias, int tokens,
                            std::int32_t* expert, float* weight, Stream stream = nullptr);
 
 // The router's logits and the routing in one launch, one block per token (for decode steps, where
 // the separate router logits have a few warps' work): logits = x (fp32 [tokens, hidden]) .
 // router^T (fp32 [E, hidden]) in fp32, then as moe_route_cuda. hidden must be a multiple of 8.
-std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
+Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream = nullptr);
 
@@ -54,7 +55,7 @@ std::string moe_router_route_cuda(const MoeRouting& m, const float* x, int hidde
 // equal that kernel followed by moe_router_route_cuda on its fp32 output. It keeps the token's
 // row and the routing scores in shared memory: a model takes it only where that fits (below).
 // CPU reference: the add, rmsnorm_cpu, linear_cpu, sigmoid_cpu and moe_route_cpu.
-std::string moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
+Status moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
                                        int hidden, const float* router, const float* correction_bias, int tokens, void* h,
                                        std::int32_t* expert, float* weight, Stream stream = nullptr);
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -40,7 +41,7 @@ float kv_roundtrip_cpu(DType kv, float x, float scale);
 
 // Writes n_tokens new keys and values ([n, kv_heads, qk_dim] / [n, kv_heads, v_dim] of type `act`,
 // f32 or bf16) into the slots slot_mapping[t] (a negative slot is skipped: padding). Device buffers.
-std::string write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
+Status write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, const std::int32_t* slot_mapping,
                           const PagedKvLayout& l, void* k_cache, void* v_cache, Stream stream = nullptr);
 
 // Workspace paged_attention_cuda needs to split the keys of contexts up to max_context (the
@@ -59,7 +60,7 @@ size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvL
 // That kernel reads token_seq, token_pos and block_tables before waiting on the kernel launched
 // before it (programmatic launch), to ask L2 for its rows early: they must not be written by that
 // kernel (a step's inputs come from a host copy before its first kernel).
-std::string paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
+Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
                                  const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
                                  int max_blocks_per_seq, float scale, void* out, int max_context = 0,
@@ -89,7 +90,7 @@ struct MlaQueryRope {
 
 // paged_attention_cuda for a call that paged_attention_mla_fits, the queries' last rope.dim entries
 // taken from `rope` (q's are not read); rope.dim even, qk_dim - rope.dim a multiple of 8.
-std::string paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
+Status paged_attention_mla_rope_cuda(const void* q, int n_tokens, const std::int32_t* token_seq,
                                           const std::int32_t* token_pos, int q_heads, const PagedKvLayout& l,
                                           const void* k_cache, const std::int32_t* block_tables, int max_blocks_per_seq,
                                           float scale, const MlaQueryRope& rope, void* out, int max_context,

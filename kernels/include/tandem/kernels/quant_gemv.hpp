@@ -21,6 +21,7 @@
 
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/kernels/moe_decode.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -54,10 +55,10 @@ struct QuantGemvArgs {
 };
 
 bool quant_gemv_fits(const QuantGemvArgs& a);
-std::string quant_gemv_cuda(const QuantGemvArgs& a, Stream stream = nullptr);
+Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream = nullptr);
 
 // Every matrix of w into bf16 [count * rows][in] at y (the dense layout of the stack).
-std::string quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream = nullptr);
+Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream = nullptr);
 
 // moe_decode_cuda (moe_decode.hpp) over quantised experts: a.gate_up / down / shared_* are ignored,
 // the stacks below are read instead, all of one format. gate_up: [E * 2] matrices [width][hidden]
@@ -68,6 +69,6 @@ struct MoeDecodeQuant {
   QuantMatrices gate_up, down, shared_gate_up, shared_down;
 };
 bool moe_decode_quant_fits(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
-std::string moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream = nullptr);
+Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

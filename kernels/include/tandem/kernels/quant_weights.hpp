@@ -21,6 +21,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -52,15 +53,15 @@ void linear_nvfp4_cpu(const float* x, const std::uint8_t* packed, const std::uin
 // accumulation. Any rows; the kernels are shaped for decode (rows up to a few dozen): each warp
 // owns output features and streams their packed weights once per 8 rows. `in` must be a
 // multiple of 16.
-std::string linear_fp8_block_cuda(DType xt, const void* x, const std::uint8_t* w, const float* scale_inv, float* y,
+Status linear_fp8_block_cuda(DType xt, const void* x, const std::uint8_t* w, const float* scale_inv, float* y,
                                   int rows, int in, int out, Stream stream = nullptr);
-std::string linear_nvfp4_cuda(DType xt, const void* x, const std::uint8_t* packed, const std::uint8_t* scales,
+Status linear_nvfp4_cuda(DType xt, const void* x, const std::uint8_t* packed, const std::uint8_t* scales,
                               float global_scale, float* y, int rows, int in, int out, Stream stream = nullptr);
 
 // CUDA dequantisation into a bf16 [out][in] scratch (for the dense GEMM at prefill sizes).
-std::string dequant_fp8_block_cuda(const std::uint8_t* w, const float* scale_inv, int out, int in,
+Status dequant_fp8_block_cuda(const std::uint8_t* w, const float* scale_inv, int out, int in,
                                    std::uint16_t* y_bf16, Stream stream = nullptr);
-std::string dequant_nvfp4_cuda(const std::uint8_t* packed, const std::uint8_t* scales, float global_scale, int out,
+Status dequant_nvfp4_cuda(const std::uint8_t* packed, const std::uint8_t* scales, float global_scale, int out,
                                int in, std::uint16_t* y_bf16, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

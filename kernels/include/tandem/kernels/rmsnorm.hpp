@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -13,9 +14,9 @@ void rmsnorm_cpu(const float* x, const float* w, float* y, int rows, int n, floa
 // True when this build has the CUDA back end and a CUDA device is visible.
 bool cuda_device_present();
 
-// CUDA back end on host buffers (copies in and out); returns an empty string on success,
-// otherwise what failed. In a build without CUDA it says so.
-std::string rmsnorm_cuda(const float* x, const float* w, float* y, int rows, int n, float eps);
+// CUDA back end on host buffers (copies in and out); Ok, or what failed (the CUDA call, file and
+// line). In a build without CUDA it says so.
+Status rmsnorm_cuda(const float* x, const float* w, float* y, int rows, int n, float eps);
 
 // Fused residual add, as every decoder layer after the first does it:
 //   x[r] += residual[r];  y[r] = rmsnorm(x[r]) * w
@@ -26,8 +27,8 @@ void rmsnorm_residual_cpu(float* x, const float* residual, const float* w, float
                           bool bf16 = false);
 
 // CUDA back end on device buffers of type `t` (f32 or bf16; w has the same type), enqueued on
-// `stream`. One block per row, fp32 arithmetic. Returns "" or what was wrong (bad type, launch).
-std::string rmsnorm_residual_cuda(DType t, void* x, const void* residual, const void* w, void* y, int rows, int n,
+// `stream`. One block per row, fp32 arithmetic. Returns Ok or what was wrong (bad type, launch).
+Status rmsnorm_residual_cuda(DType t, void* x, const void* residual, const void* w, void* y, int rows, int n,
                                   float eps, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
@@ -34,7 +35,7 @@ void rope_tokens_cpu(float* x, int tokens, long token_stride, int heads, int hea
 // CUDA back end, the same operation on device buffers of type `t` (f32 or bf16); inv_freq (fp32,
 // rot_dim/2 entries) and pos (tokens entries) are device buffers too. One thread per pair; the angle
 // is pos * inv_freq in fp32 and its cosine and sine are taken in fp64, as the CPU reference does.
-std::string rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
+Status rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
                       const float* inv_freq, const int* pos, RopeLayout layout, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tandem/result.hpp"
+
 namespace tandem::kernels {
 
 struct SamplingParams {
@@ -17,7 +19,7 @@ struct Sampled {
   float logprob = 0.0f;
 };
 
-// Which params are usable; a message naming the bad one, or nullptr when all are.
-const char* check_sampling_params(const SamplingParams& p);
+// Which params are usable: Ok, or an Error naming the bad one.
+Status check_sampling_params(const SamplingParams& p);
 
 }  // namespace tandem::kernels

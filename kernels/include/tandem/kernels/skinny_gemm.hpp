@@ -6,13 +6,14 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::kernels {
 
 // Whether skinny_gemm_cuda takes these operands (shape and alignment).
 bool skinny_gemm_fits(const void* x, long ldx, const void* w, int in);
 
-std::string skinny_gemm_cuda(const void* x, long ldx, int rows, const void* w, int in, int out, const void* bias, void* y,
+Status skinny_gemm_cuda(const void* x, long ldx, int rows, const void* w, int in, int out, const void* bias, void* y,
                              long ldy, DType y_type, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

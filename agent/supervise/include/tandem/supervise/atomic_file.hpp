@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "tandem/supervise/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::supervise {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tandem/manifest.hpp"
-#include "tandem/supervise/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::supervise {
 

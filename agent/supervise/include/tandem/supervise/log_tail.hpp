@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tandem/supervise/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::supervise {
 

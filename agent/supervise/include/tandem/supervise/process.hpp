@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/supervise/result.hpp"
+#include "tandem/result.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem::supervise {

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "tandem/supervise/result.hpp"
+#include "tandem/result.hpp"
 #include "tandem/units.hpp"
 
 namespace tandem::supervise {

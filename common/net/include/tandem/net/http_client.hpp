@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::net {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::net {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 #include "tandem/net/router.hpp"
 
 namespace tandem::net {

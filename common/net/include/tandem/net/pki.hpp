@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tandem/net/result.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::net {
 

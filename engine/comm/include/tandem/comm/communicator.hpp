@@ -16,8 +16,6 @@
 
 namespace tandem::comm {
 
-using Status = Result<Ok>;
-
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -44,11 +44,11 @@ class DeviceDrafter {
   // Device bytes of one token's context rows over all drafter layers (sizing).
   virtual std::uint64_t context_bytes_per_token() const = 0;
   // The context pool, with the target pool's geometry; before anything else.
-  virtual model::Status make_pool(std::int32_t num_blocks, int block_size) = 0;
+  virtual tandem::Status make_pool(std::int32_t num_blocks, int block_size) = 0;
   // Context rows for every token of the target's last step (`work`: that step's items, in order).
-  virtual model::Status add_context(std::span<const model::PagedWork> work) = 0;
+  virtual tandem::Status add_context(std::span<const model::PagedWork> work) = 0;
   // Proposals for several sequences in one forward; `logits`: also return every row's logits.
-  virtual model::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) = 0;
+  virtual tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) = 0;
 };
 
 }  // namespace tandem::spec

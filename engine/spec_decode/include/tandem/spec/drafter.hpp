@@ -20,8 +20,8 @@
 
 namespace tandem::spec {
 
-using model::Result;
-using model::Status;
+using tandem::Result;
+using tandem::Status;
 
 class Drafter {
  public:

@@ -1,6 +1,6 @@
 // Jinja2 subset for chat templates: parse once, render many times with nlohmann::json values.
 //
-// Errors are values (Result), never exceptions or crashes: a bad template or a runtime failure
+// Errors are values (tandem::Result), never exceptions or crashes: a bad template or a runtime failure
 // (undefined method, raise_exception(), wrong type) comes back as an Error with the template name,
 // line and column, so the server can answer 400 with a message the operator can act on.
 #pragma once
@@ -15,40 +15,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/result.hpp"
+
 namespace tandem::tmpl {
 
-struct Error {
-  enum class Kind {
-    syntax,   // the template does not parse
-    runtime,  // rendering failed (type error, undefined method, ...)
-    raised,   // the template called raise_exception(message); message is the template's text
-    io,       // a template source could not be read
-  };
-  Kind kind = Kind::runtime;
-  std::string template_name;
-  int line = 0;    // 1-based; 0 when no position applies
-  int column = 0;  // 1-based, in bytes
-  std::string message;
-
-  // "name:line:column: message" (position left out when unknown).
-  std::string str() const;
+// Template failures are the project's Error (tandem/result.hpp): `where` is "name:line:column" (the
+// position left out when unknown, "<template>" for an unnamed one), `code` the ErrorKind, and
+// text() reads "name:line:column: message".
+enum class ErrorKind {
+  syntax = 1,   // the template does not parse
+  runtime = 2,  // rendering failed (type error, undefined method, ...)
+  raised = 3,   // the template called raise_exception(message); message is the template's text
+  io = 4,       // a template source could not be read
 };
-
-// A value or an Error. Small on purpose: C++20 has no std::expected.
-template <class T>
-class Result {
- public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}      // NOLINT
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() { return std::get<0>(v_); }
-  const T& value() const { return std::get<0>(v_); }
-  const Error& error() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, Error> v_;
-};
+inline ErrorKind kind_of(const Error& e) { return static_cast<ErrorKind>(e.code); }
+// A template Error; line 0 when no position applies (column is 1-based, in bytes).
+Error template_error(ErrorKind kind, const std::string& name, std::string message, int line, int column);
 
 struct Options {
   // transformers compiles chat templates with trim_blocks=True, lstrip_blocks=True.

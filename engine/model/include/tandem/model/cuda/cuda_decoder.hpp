@@ -19,6 +19,7 @@
 
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/model/cuda/quant_weight.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/moe_decode.hpp"
@@ -41,28 +42,24 @@ constexpr k::DType kBf16 = k::DType::bf16;
 // is fewer bytes than dequantising the whole projection into bf16 and running cuBLASLt on it.
 constexpr int kQuantDecodeTokens = 32;
 
-inline std::string cuda_error(cudaError_t e, const char* what) {
-  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
-}
-
 // The first error of a sequence of enqueued operations.
 struct FirstError {
-  std::string message;
-  void operator()(std::string e) {
-    if (message.empty() && !e.empty()) message = std::move(e);
+  Status status;
+  void operator()(Status s) {
+    if (status.ok() && !s.ok()) status = std::move(s);
   }
-  bool ok() const { return message.empty(); }
+  bool ok() const { return status.ok(); }
 };
 
 // step_greedy's sampling inputs for `rows` logit rows: temperature 0 (argmax) and zero uniforms.
-inline std::string init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms, std::size_t rows) {
+inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms, std::size_t rows) {
   std::vector<k::SamplingParams> greedy(rows);
   for (auto& g : greedy) g.temperature = 0.f;
-  if (auto e = cuda_error(cudaMemcpy(params.get(), greedy.data(), rows * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(params.get(), greedy.data(), rows * sizeof(k::SamplingParams), cudaMemcpyHostToDevice),
                           "sampling params");
-      !e.empty())
+      !e)
     return e;
-  return cuda_error(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
+  return TANDEM_CUDA_STATUS(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
 }
 
 // Each projection is either a bf16 buffer or, when the checkpoint stores it quantised (fp8 block-
@@ -124,7 +121,7 @@ class GlmDecoderCuda : public CudaModel {
     if (host_in_) cudaFreeHost(host_in_);
   }
 
-  std::string load(const Checkpoint& ck);
+  Status load(const Checkpoint& ck);
 
   KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_}; }
 
@@ -170,18 +167,18 @@ class GlmDecoderCuda : public CudaModel {
   virtual const detail::TensorNames& names() const = 0;
   // The paged-attention layout of `layer`'s part of the pool (its scale among them).
   virtual k::PagedKvLayout attn_layout(int layer = 0) const = 0;
-  // Why the attention's shape cannot run on the device ("" when it can).
-  virtual std::string attention_shape_error() const = 0;
+  // Why the attention's shape cannot run on the device (Ok when it can).
+  virtual Status attention_shape_error() const = 0;
   // Layer l's attention weights (w_in .. and what the subclass adds) onto the device; bytes counted
   // through alloc_bf16.
-  virtual std::string load_attention(Uploader& up, int l, Layer& a) = 0;
+  virtual Status load_attention(Uploader& up, int l, Layer& a) = 0;
   // After every weight is on the device (derived weights; the stream is idle).
-  virtual std::string finish_load() { return {}; }
+  virtual Status finish_load() { return {}; }
   // The attention's own activation buffers for t_cap_ tokens (fused_, q_ and attn_ are the base's).
-  virtual std::string allocate_attention() { return {}; }
+  virtual Status allocate_attention() { return {}; }
   // attention(h_) of layer l for the step's T tokens into the fp32 delta_, the new cache rows into
   // the pool; (while measuring_, their amax into kv_amax_[l]; the trace's latent point: the rows).
-  virtual std::string attention(int l, const Layer& a, int T, int max_context) = 0;
+  virtual Status attention(int l, const Layer& a, int T, int max_context) = 0;
 
   // The paged-attention layout's common part: the pool's type, block size and layer l's scale.
   k::PagedKvLayout pool_layout(int layer) const {
@@ -192,12 +189,12 @@ class GlmDecoderCuda : public CudaModel {
     return l;
   }
 
-  std::string alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
+  Status alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
 
   // Layer l's MLP (its shared experts when `shared`): gate and up (width rows each) into one
   // [2 * width, hidden] buffer (or a stack of 2, quantised, when the checkpoint stores them so and
   // `quantised` allows it), and down.
-  std::string load_mlp(Uploader& up, int l, bool shared, int width, Mlp& m, bool quantised = true);
+  Status load_mlp(Uploader& up, int l, bool shared, int width, Mlp& m, bool quantised = true);
 
   // The plan of a projection of `parts`: uploaded into q when kept quantised (true), else nothing
   // is uploaded (false) and the caller uploads it in bf16. Counts its bytes and notes the decision.
@@ -207,9 +204,9 @@ class GlmDecoderCuda : public CudaModel {
   // both in one format); false when the layer is loaded in bf16.
   Result<bool> load_quant_experts(const Checkpoint& ck, int l, Layer& a);
 
-  std::string load_weights(const Checkpoint& ck);
+  Status load_weights(const Checkpoint& ck);
 
-  std::string allocate_activations();
+  Status allocate_activations();
 
   // --- one step ------------------------------------------------------------------------------
 
@@ -228,34 +225,34 @@ class GlmDecoderCuda : public CudaModel {
   Result<int> run(std::span<const PagedWork> work);
   // The items' R rows of a buffer of per-row results (rows of row_bytes) to the host, through
   // pick_; stream-ordered (the caller synchronises).
-  std::string item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what);
+  Status item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what);
 
   // Captures the graph of a step of B sequences with `per` tokens each (1: decode; n: verifying
   // blocks of n), every token's logits.
-  std::string capture(int B, int per);
+  Status capture(int B, int per);
 
   // fp8 KV with calculated scales: the first step runs once to measure each layer's latent amax
   // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
-  std::string calibrate(int T, int R, int max_context);
+  Status calibrate(int T, int R, int max_context);
 
   // Sums `rows` rows of `width` entries of b (fp32, or bf16) over the ranks; nothing at one rank.
-  std::string all_reduce(DeviceBuffer& b, int rows, int width = 0, k::DType type = k::DType::f32);
+  Status all_reduce(DeviceBuffer& b, int rows, int width = 0, k::DType type = k::DType::f32);
   bool sharded() const { return tp_size_ > 1; }
   // The part of `width` this rank holds (MLP widths), checked against the kernels' alignment.
   Result<Range> width_slice(int width, const std::string& what) const;
 
   // A plain (unbatched, nn.Linear) product: gemv (or the older few-rows kernel) at decode sizes,
   // else cuBLASLt.
-  std::string gemm(const k::GemmArgs& g);
+  Status gemm(const k::GemmArgs& g);
 
   // The same product over a weight that may be kept quantised (q.on()): up to kQuantDecodeTokens
   // rows dequantise in registers (quant_gemv.hpp); more dequantise into wscratch_ and take gemm().
   // g.w is ignored when q is on.
-  std::string qgemm(k::GemmArgs g, const QuantWeight& q);
+  Status qgemm(k::GemmArgs g, const QuantWeight& q);
   // quant_gemv_cuda over T rows, kGemvMaxRows at a time (v.rows: the first launch's).
-  std::string quant_gemv(k::QuantGemvArgs v, int T);
+  Status quant_gemv(k::QuantGemvArgs v, int T);
   // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
-  std::string dequant(const QuantWeight& q);
+  Status dequant(const QuantWeight& q);
 
   // Whether a step of T tokens takes the decode-sized kernels, which are batch-invariant (a token's
   // result does not depend on the step's other tokens: CudaOptions::invariant_tokens).
@@ -282,16 +279,16 @@ class GlmDecoderCuda : public CudaModel {
   }
 
   // The whole forward of T tokens (R logit rows) on the stream; no host synchronisation.
-  std::string enqueue(int T, int R, int max_context);
+  Status enqueue(int T, int R, int max_context);
 
-  std::string mlp(const Mlp& m, int T, void* out);
+  Status mlp(const Mlp& m, int T, void* out);
 
   // The residual stream x_ now holds the output of `layer`: copy it into its capture columns.
-  std::string capture_layer(int layer, int T);
+  Status capture_layer(int layer, int T);
 
   // moe(a, T, true) also does the post-attention residual add and norm (folded into the router's
   // launch); only when moe_decodes(a, T), the decode-sized path.
-  std::string moe(const Layer& a, int T, bool fold_norm = false);
+  Status moe(const Layer& a, int T, bool fold_norm = false);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
   // (The decode kernels index the layer's whole expert stack: a rank holding a slice of the experts
   // takes the grouped path, which leaves other ranks' experts out.)
@@ -310,7 +307,7 @@ class GlmDecoderCuda : public CudaModel {
 
   // step_traced's copies (cuda_glm4_moe_lite_trace.cpp): nothing unless a traced step runs.
   enum class TracePoint { latent, after_attention, after_ffn, routing };
-  std::string trace(TracePoint what, int layer, int T);
+  Status trace(TracePoint what, int layer, int T);
   std::vector<float> kv_scales_;  // per layer
   bool calibrate_ = false, measuring_ = false;
   DeviceBuffer kv_amax_;  // per layer, fp32, while measuring

@@ -10,6 +10,7 @@
 
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/model/safetensors.hpp"
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/model/shard.hpp"
 
 namespace tandem::model::cuda {
@@ -30,14 +31,16 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  // "" or why not (the size in the message).
-  std::string allocate(std::size_t bytes, const std::string& what) {
+  // Ok, or why not (the size in the message).
+  Status allocate(std::size_t bytes, const std::string& what) {
     reset();
     if (bytes == 0) return {};
-    if (cudaMalloc(&p_, bytes) != cudaSuccess) {
+    if (auto e = TANDEM_CUDA_STATUS(cudaMalloc(&p_, bytes),
+                                    "cannot allocate " + std::to_string(bytes >> 20) + " MiB of device memory for " + what);
+        !e) {
       (void)cudaGetLastError();
       p_ = nullptr;
-      return "cannot allocate " + std::to_string(bytes >> 20) + " MiB of device memory for " + what;
+      return e;
     }
     bytes_ = bytes;
     return {};
@@ -64,14 +67,14 @@ class Uploader {
 
   // `count` bf16 entries at element `at` of dst from tensor `name` of `shape` (count = its size).
   void bf16(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape) {
-    if (!error_.empty()) return;
+    if (!status_) return;
     const TensorInfo* t = ck_.find(name);
     if (t && t->dtype == "BF16" && t->shape == shape) {
       put(dst, at * 2, t->data, t->nbytes, name);
       return;
     }
     auto v = ck_.read(name, shape);
-    if (!v) return fail(v.error().message);
+    if (!v) return fail(v.error());
     bf16_from(dst, at, v.value(), name);
   }
   // A tensor-parallel rank's slice (shard.hpp): rows [r.begin, r.end) of the first dimension (of a
@@ -79,7 +82,7 @@ class Uploader {
   // rows are copied straight from the memory map; anything else is read whole (one tensor at a
   // time, never the checkpoint) and sliced on the host.
   void bf16_rows(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range r) {
-    if (!error_.empty()) return;
+    if (!status_) return;
     const TensorInfo* t = ck_.find(name);
     const std::size_t row = shape.empty() || shape[0] == 0 ? 0 : elements(shape) / static_cast<std::size_t>(shape[0]);
     if (t && t->dtype == "BF16" && t->shape == shape) {
@@ -88,16 +91,16 @@ class Uploader {
       return;
     }
     auto v = ck_.read(name, shape);
-    if (!v) return fail(v.error().message);
+    if (!v) return fail(v.error());
     bf16_from(dst, at, std::vector<float>(v->begin() + static_cast<long>(row * static_cast<std::size_t>(r.begin)),
                                           v->begin() + static_cast<long>(row * static_cast<std::size_t>(r.end))),
               name);
   }
   void bf16_cols(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range c) {
-    if (!error_.empty()) return;
-    if (shape.size() != 2) return fail("uploading columns of " + name + ": not a 2-D tensor");
+    if (!status_) return;
+    if (shape.size() != 2) return fail(Error{"uploading columns of " + name + ": not a 2-D tensor"});
     auto v = ck_.read(name, shape);
-    if (!v) return fail(v.error().message);
+    if (!v) return fail(v.error());
     std::vector<float> out(static_cast<std::size_t>(shape[0]) * static_cast<std::size_t>(c.size()));
     for (int64_t i = 0; i < shape[0]; ++i)
       std::copy(v->begin() + i * shape[1] + c.begin, v->begin() + i * shape[1] + c.end, out.begin() + i * c.size());
@@ -109,25 +112,25 @@ class Uploader {
     put(dst, at * 2, h.data(), h.size() * 2, what);
   }
   void f32(DeviceBuffer& dst, const std::string& name, const std::vector<int64_t>& shape) {
-    if (!error_.empty()) return;
+    if (!status_) return;
     auto v = ck_.read(name, shape);
-    if (!v) return fail(v.error().message);
+    if (!v) return fail(v.error());
     put(dst, 0, v->data(), v->size() * 4, name);
   }
   // The tensor's values rounded to bf16 (the model's weight precision), stored as fp32 for a kernel
   // that wants fp32 operands.
   void f32_as_bf16(DeviceBuffer& dst, const std::string& name, const std::vector<int64_t>& shape) {
-    if (!error_.empty()) return;
+    if (!status_) return;
     auto v = ck_.read(name, shape);
-    if (!v) return fail(v.error().message);
+    if (!v) return fail(v.error());
     for (auto& x : *v) x = kernels::round_bf16(x);
     put(dst, 0, v->data(), v->size() * 4, name);
   }
-  void fail(std::string message) {
-    if (error_.empty()) error_ = std::move(message);
+  void fail(Status s) {
+    if (status_ && !s) status_ = std::move(s);
   }
-  const std::string& error() const { return error_; }
-  bool ok() const { return error_.empty(); }
+  const Error& error() const { return status_.error(); }  // only when !ok()
+  bool ok() const { return status_.ok(); }
   const Checkpoint& checkpoint() const { return ck_; }
 
  private:
@@ -137,12 +140,11 @@ class Uploader {
     return n;
   }
   void put(DeviceBuffer& dst, std::size_t byte_at, const void* src, std::size_t n, const std::string& what) {
-    if (byte_at + n > dst.bytes()) return fail("uploading " + what + ": it does not fit its device buffer");
-    if (cudaMemcpy(static_cast<char*>(dst.get()) + byte_at, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-      fail("uploading " + what + ": " + cudaGetErrorString(cudaGetLastError()));
+    if (byte_at + n > dst.bytes()) return fail(Error{"uploading " + what + ": it does not fit its device buffer"});
+    fail(TANDEM_CUDA_STATUS(cudaMemcpy(static_cast<char*>(dst.get()) + byte_at, src, n, cudaMemcpyHostToDevice), "uploading " + what));
   }
   const Checkpoint& ck_;
-  std::string error_;
+  Status status_;
 };
 
 }  // namespace tandem::model::cuda

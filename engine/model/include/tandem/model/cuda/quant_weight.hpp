@@ -12,6 +12,7 @@
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/model/quant_plan.hpp"
+#include "tandem/result.hpp"
 
 namespace tandem::model::cuda {
 
@@ -36,6 +37,6 @@ struct QuantWeight {
 
 // Uploads `parts` (all of `format`, quantised) into q; names what failed. Host-side conversions:
 // fp8 block scales stored in bf16 become fp32 (the kernels read fp32).
-std::string upload_quant(QuantWeight& q, const Checkpoint& ck, WeightFormat format, std::span<const StoredWeight> parts);
+Status upload_quant(QuantWeight& q, const Checkpoint& ck, WeightFormat format, std::span<const StoredWeight> parts);
 
 }  // namespace tandem::model::cuda

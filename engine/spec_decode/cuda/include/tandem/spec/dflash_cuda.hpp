@@ -22,7 +22,7 @@ struct DFlashCudaOptions {
 // target's capture of the drafter's layers (CudaModel::set_capture). `target` must outlive it.
 // Refused by name: drafters with input_embedding_scale / output_multiplier other than 1 or a
 // logit soft cap (the CPU drafter has them; no published DFlash drafter uses them).
-model::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir,
+tandem::Result<std::unique_ptr<DeviceDrafter>> load_dflash_cuda(const std::filesystem::path& drafter_dir,
                                                                model::CudaModel& target, const DFlashCudaOptions& options);
 
 }  // namespace tandem::spec
