@@ -17,10 +17,10 @@ constexpr int kWarps = 4;
 // NT, U or the launch's row count: lane l adds chunks l, l + 32, l + 64, .. (one fmaf chain per
 // chunk), then the warp's fixed butterfly. So a row's result does not depend on how many rows share
 // the launch (a decode row, a verification's rows and a prefill chunk's rows agree bit for bit):
-// the engine's greedy output with a drafter equals plain greedy output (engine/spec/README.md).
+// the engine's greedy output with a drafter equals plain greedy output (engine/spec_decode/README.md).
 // The groups of NT rows run side by side, each block reading its weight rows (from L2 after the
 // first): one group after another in a warp made a 48-row step cost six decode steps (H100, run
-// 1 of engine/spec/bench/results/h100-dflash-2026-12-06.md).
+// 1 of engine/spec_decode/bench/results/h100-dflash-2026-12-06.md).
 // The weights do not depend on the kernel before this one (only x does), so the first pass's
 // weight loads are issued before waiting for it (programmatic dependent launch): the weight
 // stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was

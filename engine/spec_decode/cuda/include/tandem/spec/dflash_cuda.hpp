@@ -1,5 +1,5 @@
 // The DFlash drafter on the GPU (tandem_spec_cuda, built with the CUDA back end): the same math as
-// the CPU drafter (dflash_drafter.cpp; notes in engine/spec/README.md) on the CUDA kernels
+// the CPU drafter (dflash_drafter.cpp; notes in engine/spec_decode/README.md) on the CUDA kernels
 // (cuBLASLt GEMMs, RMSNorm, rotary, SiLU-and-mul, paged attention), batched over sequences, reading
 // the target's captured hidden states and sharing its embedding and LM head on the device.
 #pragma once
