@@ -22,7 +22,7 @@ namespace {
 using LogFn = std::function<void(const std::string&)>;
 
 // max_model_len defaults to the model's context and may not exceed it; the batch limits are >= 1.
-model::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
+tandem::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
   if (cfg.max_model_len == 0) cfg.max_model_len = d.max_position_embeddings;
   if (cfg.max_model_len <= 1) return error("`max_model_len` must be at least 2, got " + std::to_string(cfg.max_model_len));
   if (d.max_position_embeddings > 0 && cfg.max_model_len > d.max_position_embeddings)
@@ -36,7 +36,7 @@ model::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
 // A model with recurrent layers: its per-sequence state slots come out of the budget first, and
 // the paged pool (attention rows only) gets the rest; no page size has to fit both. Narrows
 // flags.kv_cache_memory, may turn prefix caching off, and appends the start-up lines to `lines`.
-model::Status reserve_recurrent_states(const model::Model& model, EngineConfig& cfg, PoolFlags& flags,
+tandem::Status reserve_recurrent_states(const model::Model& model, EngineConfig& cfg, PoolFlags& flags,
                                        std::vector<std::string>& lines) {
   HybridPoolInputs in;
   in.layout = model.kv_layout();
@@ -70,7 +70,7 @@ model::Status reserve_recurrent_states(const model::Model& model, EngineConfig& 
 }
 
 // The pool's geometry under the config's flags (and a hybrid model's state reservation).
-model::Result<kv::PoolSize> size_pool(const model::Model& model, EngineConfig& cfg, std::vector<std::string>& lines) {
+tandem::Result<kv::PoolSize> size_pool(const model::Model& model, EngineConfig& cfg, std::vector<std::string>& lines) {
   PoolFlags flags;
   flags.kv_cache_dtype = cfg.kv_cache_dtype;
   flags.model_dtype = model.config().decoder().dtype;
@@ -85,7 +85,7 @@ model::Result<kv::PoolSize> size_pool(const model::Model& model, EngineConfig& c
 
 // A CPU drafter goes with a CPU pool, a device drafter with a device pool; never both; a device
 // drafter on a recurrent model needs state restore; num_speculative_tokens within the drafter's reach.
-model::Status check_drafters(const model::Model& model, const EngineConfig& cfg) {
+tandem::Status check_drafters(const model::Model& model, const EngineConfig& cfg) {
   if (cfg.drafter && model.kv_on_device())
     return error("a drafter on the CPU cannot serve a model whose KV cache is on its device: give a device drafter "
                  "(EngineConfig::device_drafter)");
@@ -103,7 +103,7 @@ model::Status check_drafters(const model::Model& model, const EngineConfig& cfg)
 // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
 // its rows in fp32, so it holds 4 / that many times the bytes the line reports. Untouched pages
 // of the pool are never committed, which keeps a generous budget cheap in practice.
-model::Result<std::unique_ptr<model::PagedKvPool>> make_pool(model::Model& model, const EngineConfig& cfg,
+tandem::Result<std::unique_ptr<model::PagedKvPool>> make_pool(model::Model& model, const EngineConfig& cfg,
                                                              const kv::PoolSize& size,
                                                              const std::vector<std::string>& lines, const LogFn& log) {
   std::unique_ptr<model::PagedKvPool> pool;
@@ -127,7 +127,7 @@ model::Result<std::unique_ptr<model::PagedKvPool>> make_pool(model::Model& model
 
 // The drafter's context rows, in the same blocks as the target's KV: on the device (inside the
 // device drafter; null here) or a CPU pool of its own. Null without a drafter.
-model::Result<std::unique_ptr<model::PagedKvPool>> make_draft_pool(const EngineConfig& cfg, const kv::PoolSize& size,
+tandem::Result<std::unique_ptr<model::PagedKvPool>> make_draft_pool(const EngineConfig& cfg, const kv::PoolSize& size,
                                                                    const LogFn& log) {
   if (!cfg.drafter && !cfg.device_drafter) return std::unique_ptr<model::PagedKvPool>();
   const int max_draft = cfg.drafter ? cfg.drafter->max_draft() : cfg.device_drafter->max_draft();
@@ -154,7 +154,7 @@ model::Result<std::unique_ptr<model::PagedKvPool>> make_draft_pool(const EngineC
 }
 
 // Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
-model::Status announce_pool(model::Model& model, const EngineConfig& cfg, const kv::PoolSize& size) {
+tandem::Status announce_pool(model::Model& model, const EngineConfig& cfg, const kv::PoolSize& size) {
   RankMessage m;
   m.op = RankOp::pool;
   m.num_blocks = static_cast<std::int32_t>(size.num_blocks);

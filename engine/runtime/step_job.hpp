@@ -59,7 +59,7 @@ void run_job(const JobContext& ctx, Job& job);
 
 // Under tensor parallelism: tells the worker ranks a device step before the head runs it (they run
 // the same one: its collectives pair up). Empty: one rank.
-using AnnounceStep = std::function<model::Status(std::span<const model::PagedWork>)>;
+using AnnounceStep = std::function<tandem::Status(std::span<const model::PagedWork>)>;
 
 // Every job of one step of a device model (Model::step on its device pool), sampled; a failure is
 // every job's.

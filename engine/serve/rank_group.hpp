@@ -30,7 +30,7 @@ tandem::Result<std::unique_ptr<comm::TcpCommunicator>> make_rank_group(const Ser
 // over the group, set on the model, whichever transport the rendezvous chose (logged there); the
 // ranks' steps run eagerly (why: rank_group.cpp). Keep it alive as long
 // as the model. Null for CPU ranks and a group of one.
-model::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
+tandem::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(comm::TcpCommunicator& group, model::Model& m,
                                                                              const std::function<void(const std::string&)>& log);
 
 std::string group_fingerprint(const ServeConfig& cfg, const std::filesystem::path& model_dir);

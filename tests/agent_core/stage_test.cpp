@@ -361,7 +361,7 @@ TEST_CASE("stage: backups of verified stages are released on request; the budget
   worker.write(kShard, "old shard, the bytes only the backup holds once replaced");
   auto core = sandbox::open_core(worker_options(worker, local_source(head)));
   auto a = core->apply("stage", "op-first");
-  REQUIRE_MESSAGE(a.ok(), a.error().message());
+  REQUIRE_MESSAGE(a.ok(), a.error().text());
   REQUIRE(core->verify("op-first").ok());
   CHECK(worker.exists("/var/lib/tandemd/stage-backups/op-first"));
 
@@ -373,24 +373,24 @@ TEST_CASE("stage: backups of verified stages are released on request; the budget
   auto tight = sandbox::open_core(tight_opts);
   auto refused = tight->check("stage");
   REQUIRE_FALSE(refused.ok());
-  const std::string why = refused.error().message();
+  const std::string why = refused.error().text();
   CHECK_MESSAGE(why.find("kept by earlier stages") != std::string::npos, why);
   CHECK_MESSAGE(why.find("over stage.backup_budget 16 bytes") != std::string::npos, why);
-  CHECK(refused.error().evidence["backup_kept_bytes"] == 56);
+  CHECK(tandem::agent::evidence(refused.error())["backup_kept_bytes"] == 56);
 
   // An unverified op keeps its backups (it may need undoing); "keep" keeps the named one.
   auto b = core->apply("stage", "op-second");
-  REQUIRE_MESSAGE(b.ok(), b.error().message());
+  REQUIRE_MESSAGE(b.ok(), b.error().text());
   const std::uint64_t second_backup = 3 * (1 << 20) + 5;  // the first stage's shard, replaced again
   auto fits_second_opts = worker_options(worker, local_source(head));
   fits_second_opts.stage->backup_budget = second_backup;
   auto fits_second = sandbox::open_core(fits_second_opts);
   auto both = fits_second->check("stage");
   REQUIRE_FALSE(both.ok());  // both ops' backups are kept: over the budget
-  CHECK(both.error().evidence["backup_kept_bytes"] == 56 + second_backup);
+  CHECK(tandem::agent::evidence(both.error())["backup_kept_bytes"] == 56 + second_backup);
 
   auto kept = core->release_stage({});
-  REQUIRE_MESSAGE(kept.ok(), kept.error().message());
+  REQUIRE_MESSAGE(kept.ok(), kept.error().text());
   CHECK((*kept)["released"].size() == 1);
   CHECK((*kept)["released"][0]["op_id"] == "op-first");
   CHECK((*kept)["freed_bytes"] == 56);
@@ -404,7 +404,7 @@ TEST_CASE("stage: backups of verified stages are released on request; the budget
 
   // With the first released, the same budget holds what is left.
   auto now = fits_second->check("stage");
-  REQUIRE_MESSAGE(now.ok(), now.error().message());
+  REQUIRE_MESSAGE(now.ok(), now.error().text());
   CHECK((*now)["backup_kept_bytes"] == second_backup);
 
   // A released op is passed by: undo_incomplete undoes only the second, back to the first's files.
@@ -413,7 +413,7 @@ TEST_CASE("stage: backups of verified stages are released on request; the budget
   CHECK((*undo_first)["evidence"]["released"] == true);
   CHECK((*undo_first)["evidence"]["restored"] == 0);
   auto u = core->undo_incomplete();
-  REQUIRE_MESSAGE(u.ok(), u.error().message());
+  REQUIRE_MESSAGE(u.ok(), u.error().text());
   CHECK((*u)["undone"].size() == 1);
   CHECK(worker.read(kShard) == std::string(3 * (1 << 20) + 5, 'n'));
 }
@@ -450,20 +450,20 @@ TEST_CASE("stage: stage.files lands a source path under another name, only with 
     CHECK(f.sha256 == pin);
     auto core = sandbox::open_core(worker_for(pin));
     auto a = core->apply("stage", "op-files");
-    REQUIRE_MESSAGE(a.ok(), a.error().message());
+    REQUIRE_MESSAGE(a.ok(), a.error().text());
     CHECK(worker.read(target) == "fresh build");
     CHECK(worker.mode(target) == 0755);
     CHECK_FALSE(worker.exists("/opt/build/tandem-serve"));
     REQUIRE(core->verify("op-files").ok());
     auto u = core->undo("op-files");
-    REQUIRE_MESSAGE(u.ok(), u.error().message());
+    REQUIRE_MESSAGE(u.ok(), u.error().text());
     CHECK_FALSE(worker.exists(target));
   }
   SUBCASE("the source's copy differs from the pin: nothing is listed, nothing lands") {
     const std::string pin(64, 'a');
     auto l = source_for(pin)->list();
     REQUIRE_FALSE(l.ok());
-    CHECK(l.error().message().find("but the manifest pins " + pin + " (staged to " + target + ")") != std::string::npos);
+    CHECK(l.error().text().find("but the manifest pins " + pin + " (staged to " + target + ")") != std::string::npos);
     auto core = sandbox::open_core(worker_for(pin));
     auto a = core->apply("stage", "op-files-bad");
     REQUIRE_FALSE(a.ok());
@@ -476,6 +476,6 @@ TEST_CASE("stage: stage.files lands a source path under another name, only with 
     auto core = sandbox::open_core(o);
     auto c = core->check("stage");
     REQUIRE_FALSE(c.ok());
-    CHECK(c.error().message().find("refused: the source lists it as") != std::string::npos);
+    CHECK(c.error().text().find("refused: the source lists it as") != std::string::npos);
   }
 }

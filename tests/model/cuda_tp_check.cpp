@@ -64,7 +64,7 @@ class Batch {
   }
   // One step: the whole prompt (first call) or the last token of each sequence; rows [batch, V].
   // The next tokens are the rows' greedy choices, or forced[b] (teacher forcing).
-  model::Result<std::vector<float>> step(const std::int32_t* forced = nullptr) {
+  tandem::Result<std::vector<float>> step(const std::int32_t* forced = nullptr) {
     std::vector<model::PagedWork> work;
     for (std::size_t b = 0; b < tokens_.size(); ++b) {
       const auto& t = tokens_[b];
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
                                ref.logits.size() != ref.tokens.size() * static_cast<std::size_t>(V)))
     return std::fprintf(stderr, "%s: the reference %s does not match this run's shape\n", me.c_str(), a.reference.c_str()), 2;
   // The checked runs: free-running, then (with a reference) fed the reference's tokens.
-  auto decode = [&](bool forced, int first_block) -> model::Result<Run> {
+  auto decode = [&](bool forced, int first_block) -> tandem::Result<Run> {
     Run run;
     Batch batch(m, a.batch, first_block, kBlocksEach);
     for (int s = 0; s <= a.steps; ++s) {
