@@ -10,6 +10,7 @@
 #   tandem-bench-cuda    batch 1 / 4 / 16 decode of the 2 B random model against its floor
 # Usage (repository root on the GPU machine): OUT=dir bash deploy/gpu-verify.sh [CHECK ...]
 # (no CHECK: all of them; names as in the list above).
+# Exits non-zero when any check fails (on 2026-12-06: cuda_model_check's six NVFP4-rewrite lines, issue 22).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-.}
@@ -23,6 +24,7 @@ export LD_LIBRARY_PATH=$b/serve/lib:/usr/local/cuda/lib64${nccl:+:$(dirname "$nc
 export NCCL_NVLS_ENABLE=0
 wanted=" ${*:-gpu_check cuda_model_check glm5_next_cuda_check cuda_spec_check gpu_hybrid_serve.py tandem-bench-cuda} "
 summary=$out/summary.txt
+failed=0  # checks that exited non-zero: the script's exit status says whether any did
 : >"$summary"
 
 # run_check NAME SECONDS COMMAND...: runs it into $out/NAME.txt, records its exit status and last line.
@@ -34,6 +36,7 @@ run_check() {
   local rc=$?
   printf '%-24s exit %3d  %4d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -v '^\s*$' "$out/$name.txt" | tail -1 | cut -c1-100)" |
     tee -a "$summary"
+  [ "$rc" -eq 0 ] || failed=$((failed + 1))
 }
 check() {  # the same, for a check that was asked for (its name in the list above)
   [[ $wanted == *" $1 "* ]] && run_check "$@"
@@ -60,3 +63,5 @@ if [[ $wanted == *" tandem-bench-cuda "* ]]; then
 fi
 echo "## summary"
 cat "$summary"
+echo "checks failed: $failed"
+[ "$failed" -eq 0 ]
