@@ -81,10 +81,8 @@ net::Response stage_chunk(Daemon& d, const net::Request& req) {
   return r;
 }
 
-}  // namespace
-
-net::Router make_router(Daemon& d) {
-  net::Router r;
+// Manifest, steps, ops and the journal: the operation lifecycle.
+void add_operation_routes(net::Router& r, Daemon& d) {
   r.on("GET", "/v1/health", [&d](const net::Request&) { return to_response(d.health()); });
   r.on_json("PUT", "/v1/manifest", [&d](const net::Request&, const json& body) {
     std::string yaml;
@@ -131,6 +129,10 @@ net::Router make_router(Daemon& d) {
   r.on("GET", "/v1/journal", [&d](const net::Request& req) {
     return to_response(d.journal(req.query_param("op_id").value_or("")));
   });
+}
+
+// The engine process: start, wait for ready, stop, status and log.
+void add_engine_routes(net::Router& r, Daemon& d) {
   r.on_json("POST", "/v1/engine/start", [&d](const net::Request&, const json& body) {
     std::string op;
     if (auto bad = need_string(body, "op_id", op)) return *bad;
@@ -152,6 +154,10 @@ net::Router make_router(Daemon& d) {
     if (auto bad = query_size(req, "lines", 10000, lines)) return *bad;
     return to_response(d.engine_log(lines));
   });
+}
+
+// The dead-man switch and the rollback it triggers.
+void add_deadman_routes(net::Router& r, Daemon& d) {
   r.on_json("POST", "/v1/deadman/arm", [&d](const net::Request&, const json& body) {
     std::string op;
     if (auto bad = need_string(body, "op_id", op)) return *bad;
@@ -168,6 +174,10 @@ net::Router make_router(Daemon& d) {
     if (auto bad = need_string(body, "op_id", op)) return *bad;
     return to_response(d.rollback_start(op));
   });
+}
+
+// Stage source (served to peers too), stage progress and gates.
+void add_stage_and_gate_routes(net::Router& r, Daemon& d) {
   // Served to the other nodes' agents too (main.cpp's peer prefix); the daemon checks the CN.
   r.on("GET", "/v1/stage/source/list", [&d](const net::Request& req) { return to_response(d.stage_source_list(req.client_cn)); });
   r.on("GET", "/v1/stage/source/chunk", [&d](const net::Request& req) { return stage_chunk(d, req); });
@@ -177,6 +187,17 @@ net::Router make_router(Daemon& d) {
     if (auto bad = need_string(body, "gate", gate)) return *bad;
     return to_response(d.gate_run(gate));
   });
+}
+
+}  // namespace
+
+net::Router make_router(Daemon& d) {
+  net::Router r;
+  // Registered in this order: operation, engine, dead-man, then stage source and gate routes.
+  add_operation_routes(r, d);
+  add_engine_routes(r, d);
+  add_deadman_routes(r, d);
+  add_stage_and_gate_routes(r, d);
   return r;
 }
 
