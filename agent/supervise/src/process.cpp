@@ -146,6 +146,8 @@ Result<Child> spawn(const SpawnOptions& o) {
   return r;
 }
 
+// long-function: the child's code between fork and execve must stay async-signal-safe and in one
+// place (no allocation, no locks), so everything it needs is built just above the fork, in this body.
 Result<Child> spawn_to_fd(const SpawnOptions& o, int output_fd) {
   if (o.argv.empty() || o.argv[0].empty() || o.argv[0][0] != '/')
     return Error{"spawn: argv[0] must be an absolute path, got '" + (o.argv.empty() ? "" : o.argv[0]) + "'"};
