@@ -33,6 +33,7 @@ void fail_all(std::vector<Job>& jobs, const std::string& why) {
 
 }  // namespace
 
+// long-function: a speculative step's numbered phases (draft, verify, context, accept, rewind) share per-job state.
 void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::vector<Job>& jobs, const AnnounceStep& announce) {
   const int V = m.vocab_size();
   const size_t Vs = static_cast<size_t>(V);

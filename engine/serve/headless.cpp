@@ -19,6 +19,7 @@
 
 namespace tandem::engine::serve {
 
+// long-function: the headless startup and shutdown sequence (group, load, heartbeat, worker, signals), in order.
 int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::function<void(const std::string&)>& log,
                  const NameSettings& name_settings) {
   StartupPhases phases;

@@ -48,6 +48,7 @@ __global__ void write_kv_kernel(const T* k, const T* v, int n, const std::int32_
 // Block (token, kv head g, tile of up to GT of g's query heads, split): the keys of the split,
 // [split * per_split, its end), in the warps' stride. Each key's K and V are loaded once into
 // registers (PER_LANE entries per lane) and used for every query head of the tile.
+// long-function: each key's K/V stay in registers for every head of the tile, then the warps merge in shared memory.
 template <class T, class KV, int PER_LANE, int GT>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* q, const std::int32_t* token_seq, const std::int32_t* token_pos, int q_heads,

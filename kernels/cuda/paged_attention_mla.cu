@@ -103,6 +103,7 @@ struct Args {
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
 // [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
+// long-function: queries, then per chunk rows/scores/softmax/values, then merge: one smem carve-up and barrier chain.
 template <class KV, int MT, int PB>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   constexpr int R = MT * 16;

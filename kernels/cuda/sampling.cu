@@ -95,6 +95,7 @@ __device__ void keep_through(const float* l, std::uint8_t* keep, int V, std::uin
   __syncthreads();
 }
 
+// long-function: a row's passes (log-softmax, temperature, top-k/p, min-p, draw) share a block's Scratch and barriers.
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int V, const SamplingParams* params, const double* uniform,
                               Sampled* out, std::uint8_t* keep_all) {
   __shared__ Scratch s;

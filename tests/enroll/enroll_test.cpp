@@ -146,6 +146,7 @@ json parse(const std::string& s) { return json::parse(s, nullptr, false); }
 
 }  // namespace
 
+// long-function: one end-to-end enroll scenario: files, modes and bytes, keys kept home, then the agent answers.
 TEST_CASE("enroll installs tandemd with its certificates on both nodes, verifies every file and proves the agent answers") {
   Lab lab(2);
   lab.trust_all();

@@ -109,6 +109,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
+// long-function: a TP check script, read top to bottom: flags, rank group, load, checked runs, then timing.
 int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {

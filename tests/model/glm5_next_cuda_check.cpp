@@ -187,6 +187,7 @@ void check_kda(Glm5NextConfig c, const std::string& name) {
                                       std::to_string(es) + " (<= 1e-4)");
 }
 
+// long-function: one DSA layer checked in the order it runs: inputs, indexer selection, then attention vs the CPU.
 void check_dsa(Glm5NextConfig c, const std::string& name) {
   const int kp = c.index_kpool, D = c.index_head_dim, IH = c.index_n_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
   const int width = det::dsa_row_width(c), n = 37, block = 8, blocks = (n + block - 1) / block;
@@ -407,6 +408,7 @@ void check_rollback(dcuda::Glm5NextCuda& m, const Sequence& q) {
         "rollback: keep, verify 4 tokens, restore, advance 1: state and next logits bit-identical to never seeing the block");
 }
 
+// long-function: a check script per model dir: load, one token per step vs goldens, all prompts in one step, states.
 void check_model(const fs::path& dir) {
   std::printf("## model: %s\n", dir.filename().c_str());
   std::vector<Sequence> seqs;

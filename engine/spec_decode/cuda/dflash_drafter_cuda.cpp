@@ -201,6 +201,7 @@ class DFlashCuda final : public DeviceDrafter {
 };
 
 
+// long-function: the config checks the CUDA drafter needs, then a flat upload list of its weights, in order.
 Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
     return Error{"input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
@@ -371,6 +372,7 @@ Status DFlashCuda::enqueue_context(int T) {
   return err.status;
 }
 
+// long-function: a proposal's staging, eager run or graph capture/replay per shape, then the drafts read back.
 tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, bool want_logits) {
   if (pool_.empty()) return error("drafter: make_pool first");
   const int S = static_cast<int>(items.size());

@@ -170,6 +170,7 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Lay
   return true;
 }
 
+// long-function: a flat upload list, one tensor after another in checkpoint order, then the step-cost totals.
 Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);

@@ -91,6 +91,7 @@ Status GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t
   return err.status;
 }
 
+// long-function: a step's staging (buckets, graph padding, tables, one input copy), then eager run or graph replay.
 Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   if (pool_.empty()) return error("CUDA model: make_device_pool first");
   const int S = static_cast<int>(work.size());
@@ -391,6 +392,7 @@ Status GlmDecoderCuda::capture_layer(int layer, int T) {
   return err.status;
 }
 
+// long-function: one layer's MLA launches, in the order they run and are marked for profiling (in_proj .. out_proj).
 Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context) {
   FirstError err;
   auto* fused = fused_.as<std::uint16_t>();

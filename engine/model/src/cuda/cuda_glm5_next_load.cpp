@@ -97,6 +97,7 @@ Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int width, Glm5M
   return {};
 }
 
+// long-function: one layer's flat upload list, one tensor per line in checkpoint order; split, it only scatters.
 Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
   const DecoderConfig& d = c_.d;
   auto name = [&](Tensor t) { return names_(t, l); };
