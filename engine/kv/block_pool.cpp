@@ -6,6 +6,7 @@
 namespace tandem::engine::kv {
 
 BlockPool::BlockPool(std::int32_t num_blocks, int block_size) : block_size_(block_size) {
+  // Invariant, not input: Engine::start validates block_size (pool_plan) and sizes num_blocks first.
   if (num_blocks < 0 || block_size <= 0) throw std::invalid_argument("BlockPool: bad geometry");
   blocks_.resize(static_cast<size_t>(num_blocks));
   free_.reserve(static_cast<size_t>(num_blocks));
@@ -41,6 +42,7 @@ void BlockPool::retain(BlockId b) {
 
 void BlockPool::release(BlockId b) {
   Block& blk = blocks_[static_cast<size_t>(b)];
+  // Invariant: only KvManager releases, once per block it holds; a double release is a bug here.
   if (blk.refs <= 0) throw std::logic_error("BlockPool: release of a free block " + std::to_string(b));
   if (--blk.refs > 0) return;
   if (blk.cached) {

@@ -22,6 +22,7 @@ KvManager::KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache,
     : pool_(num_blocks, block_size), states_(state_slots), prefix_cache_(prefix_cache) {}
 
 std::optional<int> KvManager::admit(SeqId id, std::span<const Token> prompt, bool use_prefix_cache) {
+  // Invariant: sequence ids come from the engine's own counter, never from a request.
   if (seqs_.count(id)) throw std::logic_error("KvManager: sequence admitted twice");
   Seq seq;
   if (states_.num_slots() > 0) {
@@ -67,6 +68,7 @@ bool KvManager::reserve(SeqId id, int n) {
 
 void KvManager::advance(SeqId id, std::span<const Token> tokens, int new_len) {
   Seq& s = seqs_.at(id);
+  // Invariant: the scheduler advances only within what reserve() granted and the tokens it holds.
   if (new_len > static_cast<int>(s.blocks.size()) * block_size() || new_len > static_cast<int>(tokens.size()))
     throw std::logic_error("KvManager: advance beyond reserved blocks or known tokens");
   s.written = new_len;

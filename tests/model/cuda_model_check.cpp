@@ -567,9 +567,8 @@ int main(int argc, char** argv) {
     for (const char* f : kFixtures) run_fixture(f, "auto", 1e-2);
     return failures ? 1 : 0;
   }
-  std::string why;
-  if (!cuda_model_available(&why)) {
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
+  if (auto there = cuda_model_available(); !there) {
+    std::printf("skipped: no CUDA device (%s)\n", there.error().text().c_str());
     return 77;
   }
   for (const char* f : kFixtures) {

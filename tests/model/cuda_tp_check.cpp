@@ -127,8 +127,7 @@ int main(int argc, char** argv) {
     else if (k == "--time") a.time = std::stoi(v);
     else return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
   }
-  std::string why;
-  if (!model::cuda_model_available(&why)) return std::printf("skip: %s\n", why.c_str()), 77;
+  if (auto there = model::cuda_model_available(); !there) return std::printf("skip: %s\n", there.error().text().c_str()), 77;
   if (a.model.empty()) return std::fprintf(stderr, "--model DIR is required\n"), 2;
   const std::string me = "rank " + std::to_string(a.rank) + "/" + std::to_string(a.ranks);
 

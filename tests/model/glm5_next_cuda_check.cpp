@@ -555,9 +555,8 @@ void check_model(const fs::path& dir) {
 int main(int argc, char** argv) {
   fs::path fixtures = TANDEM_FIXTURES;
   if (argc > 1) fixtures = argv[1];
-  std::string why;
-  if (!cuda_model_available(&why)) {
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
+  if (auto there = cuda_model_available(); !there) {
+    std::printf("skipped: no CUDA device (%s)\n", there.error().text().c_str());
     return 77;
   }
   const fs::path dir = fixtures / "glm5_next_text";

@@ -327,9 +327,8 @@ void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string why;
-  if (!model::cuda_model_available(&why)) {
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
+  if (auto there = model::cuda_model_available(); !there) {
+    std::printf("skipped: no CUDA device (%s)\n", there.error().text().c_str());
     return 77;
   }
   fs::path pair = TANDEM_PAIR;

@@ -11,12 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "tandem/kernels/cuda_check.hpp"
+
 namespace tandem::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string cuda_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
 std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
   std::string s = ncclGetErrorString(r);
@@ -78,8 +78,7 @@ class NcclGroup final : public NcclCommunicator {
   Status rendezvous() override {
     if (comm_ || host_) return Ok{};
     if (broken_) return *broken_;
-    if (cudaError_t e = cudaSetDevice(o_.device); e != cudaSuccess)
-      return Error{"CUDA device " + std::to_string(o_.device) + ": " + cuda_text(e)};
+    if (auto s = TANDEM_CUDA_STATUS(cudaSetDevice(o_.device), "CUDA device " + std::to_string(o_.device)); !s) return s;
     if (auto s = control_->rendezvous(); !s) return s.error();
     if (auto s = choose_transport(); !s) return s;
     if (host_) return Ok{};
@@ -121,14 +120,15 @@ class NcclGroup final : public NcclCommunicator {
     if (data.empty() || size() == 1) return Ok{};
     if (host_) return control_->all_reduce_sum(data);
     float* dev = nullptr;
-    if (cudaError_t e = cudaMalloc(&dev, data.size_bytes()); e != cudaSuccess)
-      return Error{"all-reduce staging buffer: " + cuda_text(e)};
+    if (auto s = TANDEM_CUDA_STATUS(cudaMalloc(&dev, data.size_bytes()), "all-reduce staging buffer"); !s) return s;
     Status s = [&]() -> Status {
-      if (cudaError_t e = cudaMemcpy(dev, data.data(), data.size_bytes(), cudaMemcpyHostToDevice); e != cudaSuccess)
-        return Error{"all-reduce: copy to device: " + cuda_text(e)};
+      if (auto c = TANDEM_CUDA_STATUS(cudaMemcpy(dev, data.data(), data.size_bytes(), cudaMemcpyHostToDevice), "all-reduce: copy to device");
+          !c)
+        return c;
       if (auto st = all_reduce_sum_device(dev, data.size(), DeviceDType::f32, nullptr); !st) return st;
-      if (cudaError_t e = cudaMemcpy(data.data(), dev, data.size_bytes(), cudaMemcpyDeviceToHost); e != cudaSuccess)
-        return Error{"all-reduce: copy from device: " + cuda_text(e)};
+      if (auto c = TANDEM_CUDA_STATUS(cudaMemcpy(data.data(), dev, data.size_bytes(), cudaMemcpyDeviceToHost), "all-reduce: copy from device");
+          !c)
+        return c;
       return Ok{};
     }();
     cudaFree(dev);
@@ -161,8 +161,7 @@ class NcclGroup final : public NcclCommunicator {
     auto st = static_cast<cudaStream_t>(stream);
     if (size() == 1) {
       const std::size_t bytes = count * (dtype == DeviceDType::bf16 ? 2 : 4);
-      if (cudaError_t e = cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, st); e != cudaSuccess)
-        return Error{"all-gather: " + cuda_text(e)};
+      if (auto c = TANDEM_CUDA_STATUS(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, st), "all-gather"); !c) return c;
       return wait_stream("all-gather", st);
     }
     if (host_) return host_collective("all-gather", const_cast<void*>(send), recv, count, dtype, st);
@@ -180,8 +179,9 @@ class NcclGroup final : public NcclCommunicator {
   // Every rank's GPU UUID and wish over the TCP group; the same decision on every rank.
   Status choose_transport() {
     cudaDeviceProp prop{};
-    if (cudaError_t e = cudaGetDeviceProperties(&prop, o_.device); e != cudaSuccess)
-      return fail("reading CUDA device " + std::to_string(o_.device) + "'s UUID: " + cuda_text(e));
+    if (auto c = TANDEM_CUDA_STATUS(cudaGetDeviceProperties(&prop, o_.device), "reading CUDA device " + std::to_string(o_.device) + "'s UUID");
+        !c)
+      return fail(std::move(c).error());
     constexpr std::size_t kWidth = 17;  // 16 UUID bytes, then the transport asked for
     std::vector<float> mine(kWidth);
     for (int i = 0; i < 16; ++i) mine[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<unsigned char>(prop.uuid.bytes[i]));
@@ -220,12 +220,12 @@ class NcclGroup final : public NcclCommunicator {
     if (bytes > pinned_bytes_) {
       if (pinned_) cudaFreeHost(pinned_);
       pinned_ = nullptr, pinned_bytes_ = 0;
-      if (cudaError_t e = cudaMallocHost(&pinned_, bytes); e != cudaSuccess) return fail(std::string(what) + ": pinned buffer: " + cuda_text(e));
+      if (auto c = TANDEM_CUDA_STATUS(cudaMallocHost(&pinned_, bytes), std::string(what) + ": pinned buffer"); !c) return fail(std::move(c).error());
       pinned_bytes_ = bytes;
     }
-    if (cudaError_t e = cudaMemcpyAsync(pinned_, data, bytes, cudaMemcpyDeviceToHost, st); e != cudaSuccess)
-      return fail(std::string(what) + ": copy to host: " + cuda_text(e));
-    if (cudaError_t e = cudaStreamSynchronize(st); e != cudaSuccess) return fail(std::string(what) + ": " + cuda_text(e));
+    if (auto c = TANDEM_CUDA_STATUS(cudaMemcpyAsync(pinned_, data, bytes, cudaMemcpyDeviceToHost, st), std::string(what) + ": copy to host"); !c)
+      return fail(std::move(c).error());
+    if (auto c = TANDEM_CUDA_STATUS(cudaStreamSynchronize(st), what); !c) return fail(std::move(c).error());
     std::vector<float> widened;
     std::span<float> values(static_cast<float*>(pinned_), count);
     if (dtype == DeviceDType::bf16) {
@@ -252,14 +252,16 @@ class NcclGroup final : public NcclCommunicator {
       src = narrowed.data();
     }
     // Pageable sources (the gather's, the bf16 ones) copy synchronously; the pinned one is waited for.
-    if (cudaError_t e = cudaMemcpyAsync(dst, src, result.size() * elem, cudaMemcpyHostToDevice, st); e != cudaSuccess)
-      return fail(std::string(what) + ": copy to device: " + cuda_text(e));
-    if (cudaError_t e = cudaStreamSynchronize(st); e != cudaSuccess) return fail(std::string(what) + ": " + cuda_text(e));
+    if (auto c = TANDEM_CUDA_STATUS(cudaMemcpyAsync(dst, src, result.size() * elem, cudaMemcpyHostToDevice, st), std::string(what) + ": copy to device");
+        !c)
+      return fail(std::move(c).error());
+    if (auto c = TANDEM_CUDA_STATUS(cudaStreamSynchronize(st), what); !c) return fail(std::move(c).error());
     return Ok{};
   }
 
-  Status fail(const std::string& message) {
-    if (!broken_) broken_ = Error{message};
+  Status fail(const std::string& message) { return fail(Error{message}); }
+  Status fail(Error error) {
+    if (!broken_) broken_ = std::move(error);
     if (comm_) ncclCommAbort(comm_), comm_ = nullptr;
     return *broken_;
   }
@@ -293,7 +295,7 @@ class NcclGroup final : public NcclCommunicator {
       if (state == ncclSuccess) {
         cudaError_t e = cudaStreamQuery(stream);
         if (e == cudaSuccess) return Ok{};
-        if (e != cudaErrorNotReady) return fail(what + ": " + cuda_text(e));
+        if (e != cudaErrorNotReady) return fail(TANDEM_CUDA_STATUS(e, what).error());
       }
       if (Clock::now() > deadline)
         return fail(what + " did not finish within " + seconds(o_.control.peer_timeout) + " (a peer rank is gone or stalled)");

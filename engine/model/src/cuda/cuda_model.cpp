@@ -1,6 +1,7 @@
 // load_cuda_model (dispatch on model_type), the device's KV budget, and whether a device is there.
 #include <cuda_runtime.h>
 
+#include "tandem/kernels/cuda_check.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
 
@@ -15,24 +16,24 @@ Result<std::unique_ptr<CudaModel>> load_glm5_next_cuda(ModelConfig config, const
                                                        const CudaOptions& options);
 }  // namespace cuda
 
-bool cuda_model_available(std::string* why_not) {
+Status cuda_model_available() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    if (why_not) *why_not = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is visible";
+  if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return Error{std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)};
   }
-  return true;
+  if (n == 0) return Error{"no CUDA device is visible"};
+  return Ok{};
 }
 
 Result<std::uint64_t> cuda_kv_budget(int device, double gpu_memory_utilization) {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return error("--gpu-memory-utilization must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
   std::size_t free = 0, total = 0;
-  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess)
-    return error(std::string("cannot read the memory of CUDA device ") + std::to_string(device) + ": " +
-                 cudaGetErrorString(cudaGetLastError()));
+  const std::string what = "cannot read the memory of CUDA device " + std::to_string(device);
+  if (auto set = TANDEM_CUDA_STATUS(cudaSetDevice(device), what); !set) return set.error();
+  if (auto info = TANDEM_CUDA_STATUS(cudaMemGetInfo(&free, &total), what); !info) return info.error();
   const double allowed = gpu_memory_utilization * static_cast<double>(total);
   const double in_use = static_cast<double>(total - free);
   if (allowed <= in_use)
@@ -49,8 +50,7 @@ Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& 
 
 Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& dir, const CudaOptions& options,
                                                    comm::Communicator& comm) {
-  std::string why;
-  if (!cuda_model_available(&why)) return error("--device cuda: " + why);
+  if (auto there = cuda_model_available(); !there) return there.error().with_context("--device cuda");
   auto config = load_config(dir);
   if (!config) return config.error();
   // Sharded on the GPU so far: glm4_moe_lite and glm4_moe (heads, MLP widths, whole experts,

@@ -84,9 +84,9 @@ inline float fp8_kv_scale_from_amax(float amax) {
 // buffers of a model already loaded included), as vLLM's --gpu-memory-utilization means it.
 Result<std::uint64_t> cuda_kv_budget(int device, double gpu_memory_utilization);
 
-// True when this build has the CUDA model (always, where this header's library is built) and a
-// device is visible.
-bool cuda_model_available(std::string* why_not);
+// Ok when this build has the CUDA model (always, where this header's library is built) and a
+// device is visible; else an Error saying why not.
+Status cuda_model_available();
 
 // What a decode step must read from device memory, for the bandwidth floor of the benchmark.
 struct DecodeBytes {
