@@ -119,32 +119,28 @@ tandem::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfi
   return model::load_model(cfg.model, group);
 }
 
-tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
-                           std::function<void(const std::string&)> on_fatal) {
-  if (auto why = unsupported(cfg)) return error(*why);
-  const fs::path dir = cfg.model;
-  Loaded out;
-  out.startup = std::make_shared<StartupPhases>();
-  StartupPhases& phases = *out.startup;
+namespace {
 
-  auto group = make_rank_group(cfg, dir, log);
-  if (!group) return group.error();
-  comm::TcpCommunicator& comm = *group.value();
-  out.group = std::move(group).value();
+// The target model (and, on the GPU, its DFlash drafter: loaded before the KV budget is measured,
+// so it counts as memory in use).
+struct Target {
   std::unique_ptr<model::Model> model;
-  // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
-  const auto spec_config = cfg.speculative_config.empty() ? nlohmann::json() : nlohmann::json::parse(cfg.speculative_config);
   std::shared_ptr<spec::DeviceDrafter> device_drafter;
-  std::uint64_t target_kv_per_token = 0;
+  std::uint64_t kv_per_token = 0;  // the device model's KV bytes per token (0 on the CPU)
+};
+
+tandem::Result<Target> load_target(const ServeConfig& cfg, const fs::path& dir,
+                                   [[maybe_unused]] const nlohmann::json& spec_config, comm::TcpCommunicator& comm,
+                                   StartupPhases& phases) {
+  Target t;
 #ifdef TANDEM_HAVE_CUDA_MODEL
   if (cfg.device == "cuda") {
     const model::CudaOptions o = cuda_options(cfg, spec_config);
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
     phases.mark("weights_loaded", "target model onto the GPU");
-    target_kv_per_token = m.value()->kv_bytes_per_token();
+    t.kv_per_token = m.value()->kv_bytes_per_token();
     if (!spec_config.is_null()) {
-      // The drafter goes onto the device before the KV budget is measured, so it counts as in use.
       spec::DFlashCudaOptions d;
       d.max_num_seqs = o.max_num_seqs;
       d.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -152,26 +148,29 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
       d.enforce_eager = cfg.enforce_eager;
       auto drafter = spec::load_dflash_cuda(spec_config.at("model").get<std::string>(), *m.value(), d);
       if (!drafter) return error("`speculative_config`: " + drafter.error().message);
-      device_drafter = std::move(drafter).value();
+      t.device_drafter = std::move(drafter).value();
       phases.mark("drafter_loaded", "DFlash drafter onto the GPU");
     }
-    model = std::move(m).value();
+    t.model = std::move(m).value();
+    return t;
   }
 #endif
-  if (!model) {
-    auto m = model::load_model(dir, comm);
-    if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
-    model = std::move(m).value();
-    phases.mark("weights_loaded", "target model into host memory");
-  }
+  auto m = model::load_model(dir, comm);
+  if (!m) return error("loading the model from " + dir.string() + ": " + m.error().message);
+  t.model = std::move(m).value();
+  phases.mark("weights_loaded", "target model into host memory");
+  return t;
+}
 
+// The tokenizer, the chat template and the API options that come from the flags.
+tandem::Status load_text_side(const ServeConfig& cfg, const fs::path& dir, const model::Model& model, Loaded& out,
+                              const std::function<void(const std::string&)>& log) {
   auto tok = tokenizer::Tokenizer::load(dir / "tokenizer.json");
   if (!tok) return error("loading the tokenizer of " + dir.string() + ": " + tok.error().message);
   out.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
-  if (static_cast<int>(out.tokenizer->vocab_size()) > model->vocab_size())
+  if (static_cast<int>(out.tokenizer->vocab_size()) > model.vocab_size())
     return error("the tokenizer of " + dir.string() + " has " + std::to_string(out.tokenizer->vocab_size()) +
-                 " ids but the model's vocab_size is " + std::to_string(model->vocab_size()));
-
+                 " ids but the model's vocab_size is " + std::to_string(model.vocab_size()));
   if (!cfg.chat_template.empty()) {
     auto t = tmpl::ChatTemplate::from_file(cfg.chat_template);
     if (!t) return error("`chat_template` " + cfg.chat_template + ": " + t.error().text());
@@ -193,8 +192,14 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
   if (!cfg.default_chat_template_kwargs.empty())
     out.options.default_template_kwargs = nlohmann::ordered_json::parse(cfg.default_chat_template_kwargs);
 
+  return Ok{};
+}
+
+// The engine's limits and the KV budget (split with the device drafter's context rows).
+tandem::Result<runtime::EngineConfig> engine_config(const ServeConfig& cfg, const model::Model& model, const Target& t,
+                                                    const std::function<void(const std::string&)>& log) {
   runtime::EngineConfig ec;
-  const int model_max = model->config().decoder().max_position_embeddings;
+  const int model_max = model.config().decoder().max_position_embeddings;
   ec.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len : model_max;
   if (ec.max_model_len > model_max && model_max > 0)
     return error("`max_model_len` " + std::to_string(ec.max_model_len) + " is more than the model's max_position_embeddings " +
@@ -203,54 +208,93 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
   ec.block_size = cfg.block_size;
   // The CUDA pool stores bf16 unless fp8 is asked for, whatever the checkpoint's dtype.
   const bool fp8 = cfg.kv_cache_dtype.rfind("fp8", 0) == 0;
-  ec.kv_cache_dtype = model->kv_on_device() && !fp8 ? "bfloat16" : cfg.kv_cache_dtype;
+  ec.kv_cache_dtype = model.kv_on_device() && !fp8 ? "bfloat16" : cfg.kv_cache_dtype;
   // ... except a model whose device pool keeps fp32 rows (glm5_next's DSA pool in this version):
   // the pool is sized at the bytes the model really stores per token.
-  if (const auto l = model->kv_layout(); model->kv_on_device() && !fp8 && l.n_layers > 0 && l.row_width > 0 &&
-                                         target_kv_per_token == std::uint64_t{4} * static_cast<std::uint64_t>(l.n_layers) * static_cast<std::uint64_t>(l.row_width))
+  if (const auto l = model.kv_layout(); model.kv_on_device() && !fp8 && l.n_layers > 0 && l.row_width > 0 &&
+                                        t.kv_per_token == std::uint64_t{4} * static_cast<std::uint64_t>(l.n_layers) *
+                                                              static_cast<std::uint64_t>(l.row_width))
     ec.kv_cache_dtype = "float32";
   ec.gpu_memory_utilization = cfg.gpu_memory_utilization;
-  auto budget = kv_budget(cfg, *model, ec.max_model_len, log);
+  auto budget = kv_budget(cfg, model, ec.max_model_len, log);
   if (!budget) return error("sizing the KV pool: " + budget.error().message);
   ec.kv_cache_memory = budget.value();
-  if (device_drafter && ec.kv_cache_memory && target_kv_per_token > 0) {
+  if (t.device_drafter && ec.kv_cache_memory && t.kv_per_token > 0) {
     // The drafter's context rows take the same blocks: what the budget holds beyond the recurrent
     // state slots (which the engine takes out of it whole) is split between both pools.
-    const double share = static_cast<double>(target_kv_per_token) /
-                         static_cast<double>(target_kv_per_token + device_drafter->context_bytes_per_token());
-    const std::uint64_t slots = state_slot_bytes(cfg, *model);
+    const double share = static_cast<double>(t.kv_per_token) /
+                         static_cast<double>(t.kv_per_token + t.device_drafter->context_bytes_per_token());
+    const std::uint64_t slots = state_slot_bytes(cfg, model);
     if (*ec.kv_cache_memory > slots)
       ec.kv_cache_memory = slots + static_cast<std::uint64_t>(static_cast<double>(*ec.kv_cache_memory - slots) * share);
   }
+  return ec;
+}
+
+// The DFlash drafter's part of the engine config: the device one loaded with the target, or the
+// CPU one loaded now (after the tokenizer, template and KV budget).
+tandem::Status attach_drafter(const nlohmann::json& spec_config, const fs::path& dir, const Target& t,
+                              runtime::EngineConfig& ec, StartupPhases& phases,
+                              const std::function<void(const std::string&)>& log) {
+  const auto& device_drafter = t.device_drafter;
+  const model::Model& model = *t.model;
+  const fs::path drafter_dir = spec_config.at("model").get<std::string>();
+  if (device_drafter) {
+    ec.device_drafter = device_drafter;
+  } else {
+    auto drafter = spec::load_dflash(drafter_dir, dir, model.config());
+    if (!drafter) return error("`speculative_config`: " + drafter.error().message);
+    ec.drafter = std::move(drafter).value();
+    phases.mark("drafter_loaded", "DFlash drafter into host memory (tokenizer, template and KV budget before it)");
+  }
+  ec.num_speculative_tokens = spec_config.at("num_speculative_tokens").get<int>();
+  const std::vector<int>& layers = device_drafter ? device_drafter->target_layers() : ec.drafter->target_layers();
+  const int max_draft = device_drafter ? device_drafter->max_draft() : ec.drafter->max_draft();
+  log("DFlash drafter " + drafter_dir.string() + (device_drafter ? " (on the GPU)" : " (on the CPU)") + ": reads target layers " + [&] {
+    std::string s;
+    for (int l : layers) s += (s.empty() ? "" : ",") + std::to_string(l);
+    return s;
+  }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(max_draft) +
+      " per step (fewer per request when its acceptance is low)");
+  return Ok{};
+}
+
+}  // namespace
+
+tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
+                           std::function<void(const std::string&)> on_fatal) {
+  if (auto why = unsupported(cfg)) return error(*why);
+  const fs::path dir = cfg.model;
+  Loaded out;
+  out.startup = std::make_shared<StartupPhases>();
+  StartupPhases& phases = *out.startup;
+
+  auto group = make_rank_group(cfg, dir, log);
+  if (!group) return group.error();
+  comm::TcpCommunicator& comm = *group.value();
+  out.group = std::move(group).value();
+  // serve_flags checked the shape: {"method":"dflash","model":DIR,"num_speculative_tokens":N}.
+  const auto spec_config = cfg.speculative_config.empty() ? nlohmann::json() : nlohmann::json::parse(cfg.speculative_config);
+  auto target = load_target(cfg, dir, spec_config, comm, phases);
+  if (!target) return target.error();
+  Target& t = target.value();
+  if (auto s = load_text_side(cfg, dir, *t.model, out, log); !s) return s.error();
+  auto config = engine_config(cfg, *t.model, t, log);
+  if (!config) return config.error();
+  runtime::EngineConfig& ec = config.value();
   ec.log = log;
   ec.on_fatal = std::move(on_fatal);
   if (!spec_config.is_null()) {
-    const fs::path drafter_dir = spec_config.at("model").get<std::string>();
-    if (device_drafter) {
-      ec.device_drafter = device_drafter;
-    } else {
-      auto drafter = spec::load_dflash(drafter_dir, dir, model->config());
-      if (!drafter) return error("`speculative_config`: " + drafter.error().message);
-      ec.drafter = std::move(drafter).value();
-      phases.mark("drafter_loaded", "DFlash drafter into host memory (tokenizer, template and KV budget before it)");
-    }
-    ec.num_speculative_tokens = spec_config.at("num_speculative_tokens").get<int>();
-    const std::vector<int>& layers = device_drafter ? device_drafter->target_layers() : ec.drafter->target_layers();
-    const int max_draft = device_drafter ? device_drafter->max_draft() : ec.drafter->max_draft();
-    log("DFlash drafter " + drafter_dir.string() + (device_drafter ? " (on the GPU)" : " (on the CPU)") + ": reads target layers " + [&] {
-      std::string s;
-      for (int l : layers) s += (s.empty() ? "" : ",") + std::to_string(l);
-      return s;
-    }() + ", drafts up to " + std::to_string(ec.num_speculative_tokens) + " of " + std::to_string(max_draft) +
-        " per step (fewer per request when its acceptance is low)");
+    if (auto s = attach_drafter(spec_config, dir, t, ec, phases, log); !s) return s.error();
+  } else {
+    phases.note("drafter_loaded", "n/a", "no --speculative-config");
   }
-  if (spec_config.is_null()) phases.note("drafter_loaded", "n/a", "no --speculative-config");
   if (auto s = comm.rendezvous(); !s) return error(s.error().message);  // a group of one: at once
-  auto wired = wire_device_all_reduce(comm, *model, log);
+  auto wired = wire_device_all_reduce(comm, *t.model, log);
   if (!wired) return wired.error();
   out.device_all_reduce = std::move(wired).value();
   if (cfg.nnodes > 1) phases.mark("ranks_met", std::to_string(cfg.nnodes) + " ranks at the rendezvous");
-  auto engine = runtime::Engine::start(std::move(model), ec);
+  auto engine = runtime::Engine::start(std::move(t.model), ec);
   if (!engine) return error("starting the engine: " + engine.error().message);
   out.engine = std::move(engine).value();
   phases.mark("kv_pool_sized", ec.kv_cache_memory ? format_size(*ec.kv_cache_memory) + " budget" : std::string("engine default"));
