@@ -129,7 +129,7 @@ struct Target {
   std::uint64_t kv_per_token = 0;  // the device model's KV bytes per token (0 on the CPU)
 };
 
-tandem::Result<Target> load_target(const ServeConfig& cfg, const fs::path& dir,
+tandem::Result<Target> load_target([[maybe_unused]] const ServeConfig& cfg, const fs::path& dir,
                                    [[maybe_unused]] const nlohmann::json& spec_config, comm::TcpCommunicator& comm,
                                    StartupPhases& phases) {
   Target t;

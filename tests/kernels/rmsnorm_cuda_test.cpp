@@ -5,11 +5,15 @@
 #include <string>
 #include <vector>
 
+#if __has_include(<cuda_runtime.h>)  // a build without the CUDA toolkit (CI) has no cuda_check.hpp to test
 #include "tandem/kernels/cuda_check.hpp"
+#define TANDEM_TEST_CUDA_CHECK 1
+#endif
 #include "tandem/kernels/rmsnorm.hpp"
 
 int main() {
   using namespace tandem::kernels;
+#ifdef TANDEM_TEST_CUDA_CHECK
   // The CUDA check's Error (no device needed): the call as written, CUDA's name for the error, and
   // the file's last component with the line.
   const auto failed = cuda_status(cudaErrorInvalidValue, "cudaMemcpy(dst, src, n, kind)", "copy x", "/src/kernels/cuda/gemv.cu", 88);
@@ -19,6 +23,7 @@ int main() {
     return 1;
   }
   if (!cuda_status(cudaSuccess, "cudaFree(p)", "", __FILE__, __LINE__)) return 1;
+#endif
   if (!cuda_device_present()) {
     std::puts("SKIP: no CUDA device on this machine (GPU checks run on the GPU machine via the device tool)");
     return 77;
