@@ -48,7 +48,7 @@ int rollback(const RollbackOpts& o) {
   rows.push_back("controller");
   std::FILE* out = as_json ? stderr : stdout;
   ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, 0);
-  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}};
+  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}, nullptr};
   if (fresh && !ctx.record({{"event", "bind.begin"}, {"kind", "rollback"}, {"manifest_sha256", s.sha256},
                             {"manifest_file", display_name(o.manifest)}, {"steps", 0}})) {
     std::cerr << "tandemctl rollback: cannot write the journal in " << s.bind_dir << "\n";
