@@ -184,7 +184,8 @@ cp "$base/rank0-agent.log" "$base/rank1-agent.log" "$out/" 2>/dev/null
 # 6. Teardown: the old lane and both agents stopped, nothing left on the GPU.
 "$repo/deploy/local-bind.sh" "$bundle/bin" --down > "$out/down.log" 2>&1
 sleep 2
-left=$(pgrep -af "tandem(-serve|d) .*$base/" || true)
+# From /proc, not pgrep: a bare machine may lack procps (then local-bind.sh's pkill left them too).
+left=$(for c in /proc/[0-9]*/cmdline; do { tr '\0' ' ' < "$c"; } 2>/dev/null; echo; done | grep -E "tandem(-serve|d) .*$base/" || true)
 [ -z "$left" ] && check "teardown" 1 "no tandem-serve or tandemd of $base left" || check "teardown" 0 "still running: $left"
 [ "$device" = cuda ] && check "GPU memory after teardown" info "$(gpu_used) used ($gpu_before before the bind)"
 
