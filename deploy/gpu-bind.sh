@@ -81,6 +81,7 @@ if [ "$device" = cpu ]; then
 fi
 "$ctl" validate "$manifest" > "$out/validate.txt" 2>&1 && check "manifest valid" 1 "$(cat "$out/validate.txt")" ||
   check "manifest valid" 0 "$(cat "$out/validate.txt")"
+check "binaries" info "$("$bundle/bin/tandem-serve" --version 2>&1 | head -1); $("$ctl" --version 2>&1 | head -1)"
 [ "$device" = cuda ] && check "device" info "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 gpu_before=$(gpu_used)
 
