@@ -48,7 +48,7 @@ except Exception as e: print("ERROR " + str(e))
 EOF
 }
 gpu_apps() { nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1; }
-gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | head -1; }
+gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | head -1 | grep . || echo "unknown"; }
 cron_line() { grep -m1 '18888/health' "$base/rank$1/etc/crontab" 2>/dev/null; }
 prompt='#include <stdio.h>
 int main('
@@ -108,6 +108,7 @@ check "bind steps" "$( [[ "$steps" == *"all done" ]] && echo 1 || echo 0)" "${st
 
 # 4. Both ranks run on the configured device (their logs through the agents; nvidia-smi).
 "$ctl" status "$manifest" --pki-dir "$pki" --state-dir "$state" -o json > "$out/status-bound.json" 2>&1
+pids=()
 for r in 0 1; do
   "$ctl" logs "rank$r" "$manifest" -n 10000 --pki-dir "$pki" --state-dir "$state" > "$out/rank$r.log" 2>&1
   pid=$(json_get "$out/status-bound.json" "[n for n in d['nodes'] if n['node'] == 'rank$r'][0]['engine']['pid']")
@@ -121,7 +122,7 @@ for r in 0 1; do
     grep -q 'device all-reduce' "$out/rank$r.log" && check "rank$r on the CPU" 0 "its log names a device all-reduce" ||
       check "rank$r on the CPU" 1 "pid ${pid:-?}; no GPU group in its log"
   fi
-  eval "pid$r=\${pid:-none}"
+  pids[r]=${pid:-none}
 done
 if [ "$device" = cuda ]; then
   grep -q 'KV pool storage: on the device' "$out/rank0.log" && check "head KV pool on the GPU" 1 "$(grep -m1 -o 'KV pool storage: on the device.*' "$out/rank0.log")" ||
@@ -130,10 +131,10 @@ if [ "$device" = cuda ]; then
   # In a container the driver may list no processes (another PID namespace): then the logs above are the evidence.
   if grep -qE '^[0-9]+,' "$out/nvidia-smi-bound.txt"; then
     both=1
-    for p in "$pid0" "$pid1"; do grep -qE "^$p," "$out/nvidia-smi-bound.txt" || both=0; done
+    for p in "${pids[@]}"; do grep -qE "^$p," "$out/nvidia-smi-bound.txt" || both=0; done
     # PIDs of another namespace: then the two ranks' binaries by name.
     [ $both = 1 ] || [ "$(grep -c "tandem/local/rank[01]/usr/local/bin/tandem-serve" "$out/nvidia-smi-bound.txt")" -ge 2 ] && both=1
-    check "nvidia-smi lists both ranks" $both "$(tr '\n' ';' < "$out/nvidia-smi-bound.txt") (rank pids $pid0, $pid1)"
+    check "nvidia-smi lists both ranks" $both "$(tr '\n' ';' < "$out/nvidia-smi-bound.txt") (rank pids ${pids[0]}, ${pids[1]})"
   else
     check "nvidia-smi lists both ranks" info "it lists no compute processes here ($(head -1 "$out/nvidia-smi-bound.txt")); GPU memory used $gpu_before before the bind, $(gpu_used) bound"
   fi
@@ -174,8 +175,10 @@ fi
 old_text=$(complete "$prompt" 16)
 [[ "$old_text" != ERROR* ]] && [ "$old_text" != '""' ] && check "old lane answers" 1 "TP1 greedy: $old_text" ||
   check "old lane answers" 0 "$old_text"
-[ "$old_text" = "$new_text" ] && check "same greedy text, TP2 lane and TP1 old lane" info "identical (16 tokens)" ||
-  check "same greedy text, TP2 lane and TP1 old lane" info "they differ (TP2 is within the numeric bar of TP1, not bit-equal; a near-tie departs)"
+if [[ "$old_text" != ERROR* ]] && [[ "$new_text" != ERROR* ]]; then
+  [ "$old_text" = "$new_text" ] && check "same greedy text, TP2 lane and TP1 old lane" info "identical (16 tokens)" ||
+    check "same greedy text, TP2 lane and TP1 old lane" info "they differ (TP2 is within the numeric bar of TP1, not bit-equal; a near-tie departs)"
+fi
 c=$(cron_line 0)
 [ -n "$c" ] && [[ "$c" != \#* ]] && check "hygiene undone: the crontab job is back" 1 "$c" || check "hygiene undone: the crontab job is back" 0 "'$c'"
 cp "$base/old-lane.log" "$out/old-lane.log" 2>/dev/null
