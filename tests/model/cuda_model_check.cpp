@@ -364,7 +364,7 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
     ties_line += (ties_line.empty() ? "" : "; ") + std::string("sequence ") + std::to_string(ties.size() - 1) + ": " +
                  tie_str(ties.back()) + " (with its greedy run: " + tie_str(greedy_ties.back()) + ")";
   }
-  std::printf("  info first routing near-ties of the bf16-weight reference (margin <= %.0e x the largest |choice|): %s\n",
+  std::printf("  info first routing near-ties of the bf16-weight reference (margin <= %.4g x the largest |choice|): %s\n",
               tolerance, ties_line.c_str());
   if (reference_only) return;
   CudaOptions opt;
