@@ -3,11 +3,10 @@
 
 #include "tandem/kernels/glue.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
 namespace {
 
-using kernels::round_bf16;
 
 // 1 / sqrt(mean(x[0:n]^2) + eps), summed in fp64.
 double rms_scale(const float* x, int n, float eps) {
@@ -64,4 +63,4 @@ void gather_rows_cpu(const float* src, int width, const std::int32_t* rows, int 
     for (int i = 0; i < width; ++i) dst[static_cast<long>(r) * width + i] = src[static_cast<long>(rows[r]) * width + i];
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -3,7 +3,7 @@
 
 #include "tandem/kernels/gqa.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
 void head_rmsnorm_cpu(float* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const float* q_w,
                       const float* k_w, float eps) {
@@ -14,8 +14,8 @@ void head_rmsnorm_cpu(float* x, long ld, int tokens, int q_heads, int k_heads, i
       double s = 0;
       for (int i = 0; i < head_dim; ++i) s += static_cast<double>(row[i]) * row[i];
       const double scale = 1.0 / std::sqrt(s / head_dim + eps);
-      for (int i = 0; i < head_dim; ++i) row[i] = kernels::round_bf16(static_cast<float>(row[i] * scale * w[i]));
+      for (int i = 0; i < head_dim; ++i) row[i] = round_bf16(static_cast<float>(row[i] * scale * w[i]));
     }
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -4,7 +4,7 @@
 #include "common.cuh"
 #include "tandem/kernels/capture.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 namespace {
 
 __global__ void rows_to_bf16_kernel(const float* x, int width, __nv_bfloat16* dst, long ldd) {
@@ -15,10 +15,10 @@ __global__ void rows_to_bf16_kernel(const float* x, int width, __nv_bfloat16* ds
 
 }  // namespace
 
-Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream) {
+Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, Stream stream) {
   if (rows <= 0) return {};
   rows_to_bf16_kernel<<<rows, 256, 0, stream>>>(x, width, reinterpret_cast<__nv_bfloat16*>(dst), ldd);
   return TANDEM_CUDA_LAUNCHED("hidden-state capture");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -8,13 +8,13 @@
 #include "common.cuh"
 #include "tandem/kernels/glm5_next.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 namespace {
 
-using kernels::cuda::bf16;
-using kernels::cuda::block_max;
-using kernels::cuda::block_sum;
-using kernels::cuda::warp_sum;
+using cuda::bf16;
+using cuda::block_max;
+using cuda::block_sum;
+using cuda::warp_sum;
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 
@@ -440,14 +440,14 @@ __global__ void moe_combine_f32_kernel(const float* pair_out, const float* weigh
 }  // namespace
 
 Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
-                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream) {
   if (rows == 0 || out == 0) return {};
   const dim3 grid(rows, (out + 7) / 8);
-  if (w_type == kernels::DType::bf16)
+  if (w_type == DType::bf16)
     linear_f32_kernel<bf16><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const bf16*>(w), ldw, row_expert,
                                                       expert_stride, out, y, ldy);
-  else if (w_type == kernels::DType::f32)
+  else if (w_type == DType::f32)
     linear_f32_kernel<float><<<grid, 256, 0, stream>>>(x, ldx, gather, in, static_cast<const float*>(w), ldw, row_expert,
                                                        expert_stride, out, y, ldy);
   else
@@ -592,4 +592,4 @@ Status clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, 
   return TANDEM_CUDA_LAUNCHED("clamped_silu_and_mul_kernel");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -6,13 +6,13 @@
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/launch.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 namespace {
 
-using kernels::cuda::bf16;
-using kernels::cuda::block_sum_in_order;
-using kernels::cuda::row_rms_scale;
-using kernels::cuda::warp_max;
+using cuda::bf16;
+using cuda::block_sum_in_order;
+using cuda::row_rms_scale;
+using cuda::warp_max;
 
 __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* w, bf16* y, long ldy, float eps) {
   __shared__ float part[32];
@@ -28,7 +28,7 @@ __device__ __forceinline__ float widen(float v) { return v; }
 
 template <class D>
 __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
-  kernels::cuda::pdl_begin();
+  cuda::pdl_begin();
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
   const D* dr = delta + static_cast<long>(blockIdx.x) * n;
@@ -87,7 +87,7 @@ __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_
 // row's write into the pool. 256 threads, the sums in rmsnorm_rows_kernel's order.
 template <class KV>
 __global__ void latent_prep_kernel(LatentPrep p) {
-  kernels::cuda::pdl_begin();
+  cuda::pdl_begin();
   __shared__ float part[32];
   const int t = blockIdx.x;
   const bf16* row = static_cast<const bf16*>(p.fused) + t * p.ld;
@@ -128,7 +128,7 @@ constexpr int kAbsorbThreads = 128, kAbsorbTokens = 4;
 __global__ void absorb_query_kernel(const bf16* q, int tokens, int heads, int nope, int rope_dim, const bf16* kv_b,
                                     long kvb_stride, int lora_kv, const float* inv_freq, const std::int32_t* token_pos,
                                     bool interleaved, bf16* qattn) {
-  kernels::cuda::pdl_begin();
+  cuda::pdl_begin();
   const int h = blockIdx.x, tiles = gridDim.y - 1;
   const int qk = nope + rope_dim, width = lora_kv + rope_dim;
   const long q_row = static_cast<long>(heads) * qk, o_row = static_cast<long>(heads) * width;
@@ -175,31 +175,31 @@ __global__ void transpose_kb_kernel(const bf16* kv_b, int nope, int vd, int lora
 
 }  // namespace
 
-Status transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream) {
+Status transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, Stream stream) {
   transpose_kb_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(nope)), 256, 0, stream>>>(
       static_cast<const bf16*>(kv_b), nope, vd, lora_kv, static_cast<bf16*>(kb_t));
   return TANDEM_CUDA_LAUNCHED("transpose_kb_kernel");
 }
 
-Status latent_prep(const LatentPrep& p, kernels::Stream stream) {
+Status latent_prep(const LatentPrep& p, Stream stream) {
   if (p.tokens == 0) return {};
   if (p.rope_dim % 2 != 0) return Error{"latent_prep: odd rope dimension"};
   const dim3 grid(static_cast<unsigned>(p.tokens), 2);
   cudaError_t e;
-  if (p.cache_type == kernels::DType::bf16) e = kernels::cuda::launch_pdl(latent_prep_kernel<bf16>, grid, dim3(256), 0, stream, p);
-  else if (p.cache_type == kernels::DType::fp8_e4m3)
-    e = kernels::cuda::launch_pdl(latent_prep_kernel<__nv_fp8_storage_t>, grid, dim3(256), 0, stream, p);
+  if (p.cache_type == DType::bf16) e = cuda::launch_pdl(latent_prep_kernel<bf16>, grid, dim3(256), 0, stream, p);
+  else if (p.cache_type == DType::fp8_e4m3)
+    e = cuda::launch_pdl(latent_prep_kernel<__nv_fp8_storage_t>, grid, dim3(256), 0, stream, p);
   else return Error{"latent_prep: the cache must be bf16 or fp8_e4m3"};
   return TANDEM_CUDA_STATUS(e, "launch latent_prep_kernel");
 }
 
 Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
                          int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
-                         bool products, kernels::Stream stream) {
+                         bool products, Stream stream) {
   if (tokens == 0) return {};
   if (rope_dim % 2 != 0) return Error{"absorb_query: odd rope dimension"};
   const int tiles = products ? (lora_kv + kAbsorbThreads - 1) / kAbsorbThreads : 0;
-  const cudaError_t e = kernels::cuda::launch_pdl(
+  const cudaError_t e = cuda::launch_pdl(
       absorb_query_kernel, dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles + 1)), dim3(kAbsorbThreads), 0, stream,
       static_cast<const bf16*>(q), tokens, heads, nope, rope_dim, static_cast<const bf16*>(kv_b), kvb_stride, lora_kv, inv_freq,
       token_pos, interleaved, static_cast<bf16*>(qattn));
@@ -207,37 +207,37 @@ Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim
 }
 
 Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
-                         kernels::Stream stream) {
+                         Stream stream) {
   if (rows == 0) return {};
   rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
                                                 static_cast<bf16*>(y), ldy, eps);
   return TANDEM_CUDA_LAUNCHED("rmsnorm_rows_kernel");
 }
 
-Status add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
-                        float eps, kernels::Stream stream, float* y32) {
+Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, Stream stream, float* y32) {
   if (rows == 0) return {};
   // A programmatic launch like the decode kernels around it, so that the next one's weight loads
   // may start while this runs (an ordinary launch in between would serialise them).
   const cudaError_t e =
-      delta_type == kernels::DType::f32
-          ? kernels::cuda::launch_pdl(add_rmsnorm_kernel<float>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+      delta_type == DType::f32
+          ? cuda::launch_pdl(add_rmsnorm_kernel<float>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
                                       static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps)
-          : kernels::cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+          : cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
                                       static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps);
   return TANDEM_CUDA_STATUS(e, "launch add_rmsnorm_kernel");
 }
 
 Status latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
                                const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
-                               int block_size, kernels::DType cache_type, float scale, void* cache,
-                               kernels::Stream stream) {
+                               int block_size, DType cache_type, float scale, void* cache,
+                               Stream stream) {
   if (tokens == 0) return {};
-  if (cache_type == kernels::DType::bf16)
+  if (cache_type == DType::bf16)
     latent_cache_write_kernel<bf16><<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, token_seq,
                                                                token_pos, block_tables, max_blocks, block_size, scale,
                                                                static_cast<bf16*>(cache));
-  else if (cache_type == kernels::DType::fp8_e4m3)
+  else if (cache_type == DType::fp8_e4m3)
     latent_cache_write_kernel<__nv_fp8_storage_t><<<tokens, 128, 0, stream>>>(
         static_cast<const bf16*>(src), ld, width, token_seq, token_pos, block_tables, max_blocks, block_size, scale,
         static_cast<__nv_fp8_storage_t*>(cache));
@@ -246,16 +246,16 @@ Status latent_cache_write(const void* src, long ld, int tokens, int width, const
   return TANDEM_CUDA_LAUNCHED("latent_cache_write_kernel");
 }
 
-Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream) {
+Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, Stream stream) {
   if (tokens == 0) return {};
   latent_amax_kernel<<<tokens, 128, 0, stream>>>(static_cast<const bf16*>(src), ld, width, amax);
   return TANDEM_CUDA_LAUNCHED("latent_amax_kernel");
 }
 
-Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream) {
+Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, Stream stream) {
   if (n == 0) return {};
   gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
   return TANDEM_CUDA_LAUNCHED("gather_rows_kernel");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -4,10 +4,10 @@
 #include "common.cuh"
 #include "tandem/kernels/gqa.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 namespace {
 
-using kernels::cuda::bf16;
+using cuda::bf16;
 
 // Block (t, h): one warp normalises head h of token t (a head is a few hundred entries at most).
 __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, const bf16* q_w, const bf16* k_w, float eps) {
@@ -19,7 +19,7 @@ __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, cons
     const float v = __bfloat162float(row[i]);
     s += v * v;
   }
-  s = kernels::cuda::warp_sum(s);
+  s = cuda::warp_sum(s);
   const float r = rsqrtf(s / static_cast<float>(dim) + eps);
   for (int i = threadIdx.x; i < dim; i += 32) row[i] = __float2bfloat16_rn(__bfloat162float(row[i]) * r * __bfloat162float(w[i]));
 }
@@ -27,7 +27,7 @@ __global__ void head_rmsnorm_kernel(bf16* x, long ld, int q_heads, int dim, cons
 }  // namespace
 
 Status head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
-                         const void* k_w, float eps, kernels::Stream stream) {
+                         const void* k_w, float eps, Stream stream) {
   if (tokens < 0 || q_heads <= 0 || k_heads <= 0 || head_dim <= 0 || q_heads + k_heads > 65535)
     return Error{"head_rmsnorm: tokens >= 0, heads in (0, 65535] and head_dim > 0"};
   if (tokens == 0) return {};
@@ -37,4 +37,4 @@ Status head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int 
   return TANDEM_CUDA_LAUNCHED("head_rmsnorm");
 }
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

@@ -11,7 +11,7 @@
 namespace gpu_check {
 
 namespace k = tandem::kernels;
-namespace g = tandem::model::cuda;
+namespace g = tandem::kernels;
 
 namespace {
 

@@ -38,6 +38,7 @@
 using namespace tandem::model;
 namespace fs = std::filesystem;
 namespace dcuda = tandem::model::cuda;
+namespace kern = tandem::kernels;
 namespace det = tandem::model::detail;
 
 namespace {
@@ -128,13 +129,13 @@ void check_hc(const Glm5NextConfig& c) {
   }
   Dev<float> d_streams(streams), d_fn(w.fn), d_base(w.base), d_scale(w.scale), d_y(y);
   Dev<float> d_col(collapsed.size()), d_post(post.size()), d_comb(comb.size());
-  dcuda::HcShape s;
+  kern::HcShape s;
   s.hc = hc, s.hidden = H, s.sinkhorn_iters = c.hc_sinkhorn_iters;
   s.rms_eps = static_cast<float>(c.d.rms_norm_eps), s.hc_eps = static_cast<float>(c.hc_eps);
-  if (!ran(dcuda::hc_collapse_cuda(s, d_streams.p, T, d_fn.p, d_base.p, d_scale.p, d_col.p, d_post.p, d_comb.p, nullptr),
+  if (!ran(kern::hc_collapse_cuda(s, d_streams.p, T, d_fn.p, d_base.p, d_scale.p, d_col.p, d_post.p, d_comb.p, nullptr),
            "hc_collapse_cuda"))
     return;
-  if (!ran(dcuda::hc_expand_cuda(s, d_streams.p, T, d_y.p, d_post.p, d_comb.p, nullptr), "hc_expand_cuda")) return;
+  if (!ran(kern::hc_expand_cuda(s, d_streams.p, T, d_y.p, d_post.p, d_comb.p, nullptr), "hc_expand_cuda")) return;
   const double e1 = rel_error(d_col.host(), collapsed), e2 = rel_error(d_post.host(), post), e3 = rel_error(d_comb.host(), comb);
   const double e4 = rel_error(d_streams.host(), expanded);
   check(std::max({e1, e2, e3, e4}) <= 1e-4, "hyper-connections (hc " + std::to_string(hc) + ", " + std::to_string(c.hc_sinkhorn_iters) +
@@ -171,14 +172,14 @@ void check_kda(Glm5NextConfig c, const std::string& name) {
   Dev<float> d_conv(w.conv), d_alog(w.a_log), d_dt(w.dt_bias), d_norm(w.o_norm);
   Dev<std::int32_t> d_begin(std::vector<std::int32_t>{0, lens[0], T}), d_slot(std::vector<std::int32_t>{slots[0], slots[1]});
   Dev<std::int32_t> d_reset(std::vector<std::int32_t>{resets[0], resets[1]});
-  dcuda::KdaShape s;
+  kern::KdaShape s;
   s.heads = heads, s.head_dim = hd, s.conv_kernel = K;
   s.lower_bound_set = c.linear_lower_bound.has_value(), s.lower_bound = static_cast<float>(c.linear_lower_bound.value_or(0));
   s.rms_eps = static_cast<float>(c.d.rms_norm_eps);
-  dcuda::KdaIo io;
+  kern::KdaIo io;
   io.u = d_u.p, io.ld_u = 3 * qk, io.g_raw = d_g.p, io.ld_g = qk, io.beta_raw = d_beta.p, io.ld_beta = heads;
   io.gate_raw = d_gate.p, io.ld_gate = qk, io.o = d_o.p, io.ld_o = qk;
-  if (!ran(dcuda::kda_recurrent_cuda(s, {d_conv.p, d_alog.p, d_dt.p, d_norm.p}, io, 2, d_begin.p, d_slot.p, d_reset.p, d_state.p,
+  if (!ran(kern::kda_recurrent_cuda(s, {d_conv.p, d_alog.p, d_dt.p, d_norm.p}, io, 2, d_begin.p, d_slot.p, d_reset.p, d_state.p,
                                      sf, 0, nullptr),
            "kda_recurrent_cuda"))
     return;
@@ -213,11 +214,11 @@ void check_dsa(Glm5NextConfig c, const std::string& name) {
   Dev<float> d_pool(pool), d_iq(iq), d_iw(iw), d_ape(w.kpool_ape), d_scores(static_cast<size_t>(T * max_pools));
   Dev<std::int32_t> d_table(table), d_seq(std::vector<std::int32_t>(static_cast<size_t>(T), 0)), d_pos(at);
   Dev<std::int32_t> d_chosen(static_cast<size_t>(T * max_pools)), d_sel(static_cast<size_t>(T * max_sel)), d_n(static_cast<size_t>(T));
-  dcuda::DsaPool p{d_pool.p, width, d_table.p, blocks, block};
-  dcuda::DsaShape s;
+  kern::DsaPool p{d_pool.p, width, d_table.p, blocks, block};
+  kern::DsaShape s;
   s.lora_kv = L, s.rope = R, s.index_heads = IH, s.index_dim = D, s.index_topk = c.index_topk, s.kpool = kp;
   s.select_tail = c.index_kpool_always_select_tail;
-  if (!ran(dcuda::dsa_select_cuda(s, p, d_iq.p, IH * D, d_iw.p, d_ape.p, T, d_seq.p, d_pos.p, d_scores.p, d_chosen.p, max_pools,
+  if (!ran(kern::dsa_select_cuda(s, p, d_iq.p, IH * D, d_iw.p, d_ape.p, T, d_seq.p, d_pos.p, d_scores.p, d_chosen.p, max_pools,
                                   d_sel.p, d_n.p, max_sel, nullptr),
            "dsa_select_cuda"))
     return;
@@ -288,7 +289,7 @@ void check_dsa(Glm5NextConfig c, const std::string& name) {
                                    static_cast<int>(sel.size()), out.data() + t * heads * L, a, scale);
   }
   Dev<float> d_qlat(qlat), d_qall(qall), d_out(out.size());
-  if (!ran(dcuda::dsa_attention_cuda(s, p, heads, d_qlat.p, d_qall.p + 8, heads * (8 + R), 8 + R, T, d_seq.p, d_sel.p, d_n.p,
+  if (!ran(kern::dsa_attention_cuda(s, p, heads, d_qlat.p, d_qall.p + 8, heads * (8 + R), 8 + R, T, d_seq.p, d_sel.p, d_n.p,
                                      max_sel, scale, d_out.p, nullptr),
            "dsa_attention_cuda"))
     return;
@@ -304,14 +305,14 @@ void check_swiglu(float limit) {
   std::vector<float> want(static_cast<size_t>(rows * d));
   det::clamped_silu_and_mul_cpu(gu.data(), want.data(), rows, d, limit);
   Dev<std::uint16_t> d_gu(bits), d_y(want.size());
-  if (!ran(dcuda::clamped_silu_and_mul_cuda(d_gu.p, d_y.p, rows, d, limit, nullptr), "clamped_silu_and_mul_cuda")) return;
+  if (!ran(kern::clamped_silu_and_mul_cuda(d_gu.p, d_y.p, rows, d, limit, nullptr), "clamped_silu_and_mul_cuda")) return;
   const auto y = d_y.host();
   std::vector<float> got(y.size());
   for (size_t i = 0; i < y.size(); ++i) got[i] = tandem::kernels::bf16_to_float(y[i]);
   const double e = rel_error(got, want);
   // The fp32 twin (the model's) on the same inputs.
   Dev<float> d_gu32(gu), d_y32(want.size());
-  if (!ran(dcuda::clamped_silu_and_mul_f32_cuda(d_gu32.p, d_y32.p, rows, d, limit, nullptr), "clamped_silu_and_mul_f32_cuda")) return;
+  if (!ran(kern::clamped_silu_and_mul_f32_cuda(d_gu32.p, d_y32.p, rows, d, limit, nullptr), "clamped_silu_and_mul_f32_cuda")) return;
   const double e32 = rel_error(d_y32.host(), want);
   check(e <= 8e-3 && e32 <= 1e-6, "clamped SwiGLU (limit " + std::to_string(limit) + "): bf16 out " + std::to_string(e) +
                                        " (<= 8e-3), fp32 " + std::to_string(e32) + " (<= 1e-6)");
@@ -333,7 +334,7 @@ void check_products() {
   Dev<float> d_x(x), d_y(want.size());
   Dev<std::uint16_t> d_w(wb);
   Dev<std::int32_t> d_g(gather), d_e(expert);
-  if (!ran(dcuda::linear_f32_cuda(d_x.p, in, d_g.p, rows, in, d_w.p, tandem::kernels::DType::bf16, in, d_e.p, out * in, out, d_y.p,
+  if (!ran(kern::linear_f32_cuda(d_x.p, in, d_g.p, rows, in, d_w.p, tandem::kernels::DType::bf16, in, d_e.p, out * in, out, d_y.p,
                                   out, nullptr),
            "linear_f32_cuda"))
     return;
@@ -360,8 +361,8 @@ void check_products() {
     }
   Dev<float> d_q(q), d_lat(lat), d_ql(qlat.size()), d_v(vals.size());
   Dev<std::uint16_t> d_kvb(kvbb);
-  if (!ran(dcuda::absorb_query_cuda(d_q.p, heads * qk, qk, T, heads, nope, vd, L, d_kvb.p, d_ql.p, nullptr), "absorb_query_cuda")) return;
-  if (!ran(dcuda::absorb_values_cuda(d_lat.p, T, heads, nope, vd, L, d_kvb.p, d_v.p, nullptr), "absorb_values_cuda")) return;
+  if (!ran(kern::absorb_query_cuda(d_q.p, heads * qk, qk, T, heads, nope, vd, L, d_kvb.p, d_ql.p, nullptr), "absorb_query_cuda")) return;
+  if (!ran(kern::absorb_values_cuda(d_lat.p, T, heads, nope, vd, L, d_kvb.p, d_v.p, nullptr), "absorb_values_cuda")) return;
   const double e2 = rel_error(d_ql.host(), qlat), e3 = rel_error(d_v.host(), vals);
   check(std::max({e1, e2, e3}) <= 1e-5, "fp32-activation products: gathered rows of per-row experts " + std::to_string(e1) +
                                             ", absorbed query " + std::to_string(e2) + ", absorbed values " + std::to_string(e3) +

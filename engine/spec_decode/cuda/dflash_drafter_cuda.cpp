@@ -307,7 +307,7 @@ Status DFlashCuda::write_kv(int l, int T) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
   err(gemm(linear(h_.get(), H_, a.k, k_.get(), T, H_, kvw_)));
-  err(model::cuda::rmsnorm_rows(k_.get(), hd_, T * kvh_, hd_, a.k_norm.get(), k_.get(), hd_, eps(), stream_));
+  err(kernels::rmsnorm_rows(k_.get(), hd_, T * kvh_, hd_, a.k_norm.get(), k_.get(), hd_, eps(), stream_));
   err(k::rope_cuda(kBf16, k_.get(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
   err(gemm(linear(h_.get(), H_, a.v, v_.get(), T, H_, kvw_)));
   err(k::write_kv_cuda(kBf16, k_.get(), v_.get(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
@@ -367,7 +367,7 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
 Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
-  err(model::cuda::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
+  err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
   return err.status;
 }
@@ -462,20 +462,20 @@ Status DFlashCuda::enqueue(int T, int R, int max_context) {
   err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
-    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
     err(gemm(linear(h_.get(), H_, a.q, q_.get(), T, H_, qw_)));
-    err(model::cuda::rmsnorm_rows(q_.get(), hd_, T * nh_, hd_, a.q_norm.get(), q_.get(), hd_, eps(), stream_));
+    err(kernels::rmsnorm_rows(q_.get(), hd_, T * nh_, hd_, a.q_norm.get(), q_.get(), hd_, eps(), stream_));
     err(k::rope_cuda(kBf16, q_.get(), T, qw_, nh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
     err(write_kv(l, T));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     err(gemm(linear(attn_.get(), qw_, a.o, delta_.get(), T, qw_, H_)));
-    err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
+    err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
     err(gate_up_silu(a.gate_up, T));
     err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
   }
-  err(model::cuda::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
-  err(model::cuda::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
+  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
+  err(kernels::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
   k::GemmArgs head;
   head.rows = R, head.in = H_, head.out = V_;
   head.x = head_in_.get(), head.ldx = H_, head.w = target_.lm_head_device(), head.ldw = H_;

@@ -96,7 +96,7 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     err(gemm(in));
     mark("attn qkv_proj", 2.0 * in_rows_ * H_);
     if (c_.use_qk_norm) {
-      err(head_rmsnorm(fused, in_rows_, T, heads_, kv_heads_, D_, a.q_norm.get(), a.k_norm.get(),
+      err(kernels::head_rmsnorm(fused, in_rows_, T, heads_, kv_heads_, D_, a.q_norm.get(), a.k_norm.get(),
                        static_cast<float>(c_.d.rms_norm_eps), stream_));
       mark("attn qk norm", 4.0 * T * (heads_ + kv_heads_) * D_);
     }
@@ -106,12 +106,12 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
     mark("attn rope (q, k)", 4.0 * T * (heads_ + kv_heads_) * rope_);
     std::uint16_t* kv_rows = fused + q_rows_;  // [k | v] of each token: the cache row
     err(trace(TracePoint::latent, l, T));
-    if (measuring_) err(latent_amax(kv_rows, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
+    if (measuring_) err(kernels::latent_amax(kv_rows, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
     char* k_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
     char* v_pool = k_pool + layer_bytes_ / 2;  // the layer's part: K slots, then V slots (width_ = 2 kv_w_)
     const float scale = kv_scales_[static_cast<std::size_t>(l)];
     for (int part = 0; part < 2; ++part)
-      err(latent_cache_write(kv_rows + part * kv_w_, in_rows_, T, kv_w_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_,
+      err(kernels::latent_cache_write(kv_rows + part * kv_w_, in_rows_, T, kv_w_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_,
                              kv_type_, scale, part == 0 ? k_pool : v_pool, stream_));
     mark("attn cache write (k, v)", T * (2.0 * width_ + static_cast<double>(width_) * k::dtype_bytes(kv_type_)));
     // The kernel reads the queries as [T, heads, D] rows.

@@ -418,7 +418,7 @@ Status Glm4MoeLiteCuda::finish_load() {
     for (Layer& a : layers_) {
       const std::size_t n = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(lora_kv_) * static_cast<std::size_t>(nope_);
       if (auto e = a.kb_t.allocate(n * 2, "kv_b key part, transposed"); !e) return e;
-      if (auto e = transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e) return e;
+      if (auto e = kernels::transpose_kb(a.kv_b.get(), heads_, nope_, vd_, lora_kv_, a.kb_t.get(), stream_); !e) return e;
     }
   return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "transposing kv_b");
 }

@@ -224,7 +224,7 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   }
   if (regather) {
     const int width = static_cast<int>(capture_layers_.size()) * H_;
-    err(gather_rows(captured_.get(), width, in_rows(), T, capture_tmp_.get(), stream_));
+    err(kernels::gather_rows(captured_.get(), width, in_rows(), T, capture_tmp_.get(), stream_));
     err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(captured_.get(), capture_tmp_.get(), static_cast<std::size_t>(T) * static_cast<std::size_t>(width) * 2,
                                    cudaMemcpyDeviceToDevice, stream_),
                    "captured rows"));
@@ -338,7 +338,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     // x += delta (the embedding, or the last FFN's output); h = rmsnorm(x)
     // The first layer adds the embedding rows (bf16), the others the last FFN's output (fp32).
-    err(add_rmsnorm(x_.as<float>(), l == 0 ? embed_rows_.get() : delta_.get(), l == 0 ? kBf16 : k::DType::f32,
+    err(kernels::add_rmsnorm(x_.as<float>(), l == 0 ? embed_rows_.get() : delta_.get(), l == 0 ? kBf16 : k::DType::f32,
                     a.input_norm.get(), h_.get(), T, H_, eps, stream_));
     mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
@@ -348,15 +348,17 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     // The router's launch does the add and norm, where the row fits its shared memory.
     const bool fold_norm = a.moe && moe_decodes(a, T) && k::moe_norm_router_route_fits(H_, E_, d_.moe.n_group);
     if (!fold_norm) {
-      err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
+      err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, a.post_norm.get(), h_.get(), T, H_, eps, stream_,
                       a.moe ? h32_.as<float>() : nullptr));
       mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     }
-    err(trace(TracePoint::after_attention, l, T));
+    // With fold_norm the router's launch adds the attention's output: moe traces the residual then.
+    if (fold_norm) trace_layer_ = l;
+    else err(trace(TracePoint::after_attention, l, T));
     err(a.moe ? moe(a, T, fold_norm) : mlp(a.dense, T, delta_.get()));
     err(all_reduce(delta_, T));
   }
-  err(add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
+  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
   err(trace(TracePoint::after_ffn, d.num_hidden_layers - 1, T));
   err(capture_layer(d.num_hidden_layers - 1, T));
@@ -364,7 +366,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     // Every token a logits row (T == R: decode) means the rows in order: no gather.
     const void* rows = h_.get();
     if (R != T) {
-      err(gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
+      err(kernels::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
       rows = head_in_.get();
     }
     // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
@@ -387,7 +389,7 @@ Status GlmDecoderCuda::capture_layer(int layer, int T) {
   const int n = static_cast<int>(capture_layers_.size());
   for (int j = 0; j < n; ++j)
     if (capture_layers_[static_cast<std::size_t>(j)] == layer)
-      err(rows_to_bf16(x_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_,
+      err(kernels::rows_to_bf16(x_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_,
                        static_cast<long>(n) * H_, stream_));
   return err.status;
 }
@@ -407,20 +409,27 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
   if (few(T)) {
     // The LoRA norms, the key's rotation and the latent's write into the pool: one launch.
-    LatentPrep p;
+    kernels::LatentPrep p;
     p.fused = fused, p.ld = in_rows_, p.tokens = T, p.lora_q = lora_q_, p.kv_at = q_rows_, p.lora_kv = lora_kv_;
     p.rope_dim = rope_, p.q_norm = a.q_a_norm.get(), p.qlat = qlat_.get(), p.kv_norm = a.kv_a_norm.get();
     p.eps = kLoraNormEps, p.inv_freq = inv_freq_.as<float>(), p.interleaved = c_.rope_interleave;
     p.token_seq = in_seq(), p.token_pos = in_pos(), p.block_tables = in_tables(), p.max_blocks = max_blocks_;
     p.block_size = block_size_, p.cache_type = kv_type_, p.scale = kv_scales_[static_cast<std::size_t>(l)], p.cache = layer_pool;
-    err(latent_prep(p, stream_));
+    err(kernels::latent_prep(p, stream_));
     mark("attn latent prep (norms, rope, cache write)", 2.0 * T * in_rows_ * 2 + T * kv_row);
+    if (trace_) {
+      // The cache row latent_prep wrote, for the trace: the unfused glue on the latent part of the
+      // fused rows, which nothing reads after latent_prep (the same roundings: glue.hpp).
+      err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
+      err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+      err(trace(TracePoint::latent, l, T));
+    }
     if (lora_q_ > 0) {
       err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
       mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
     }
   } else if (lora_q_ > 0) {
-    err(rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
+    err(kernels::rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
     mark("attn q_a norm", 4.0 * T * lora_q_);
     err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
     mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
@@ -433,13 +442,13 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   }
   if (!few(T)) {
     // The latent row: rmsnorm(c), rope(kr), into the pool.
-    err(rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
+    err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
     mark("attn kv_a norm", 4.0 * T * lora_kv_);
     err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
     mark("attn rope (key)", 4.0 * T * rope_);
     err(trace(TracePoint::latent, l, T));
-    if (measuring_) err(latent_amax(latent, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
-    err(latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
+    if (measuring_) err(kernels::latent_amax(latent, in_rows_, T, width_, kv_amax_.as<float>() + l, stream_));
+    err(kernels::latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
                            kv_scales_[static_cast<std::size_t>(l)], layer_pool, stream_));
     mark("attn cache write", T * (2.0 * width_ + kv_row));
   }
@@ -463,12 +472,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
     if (!rope_in_attention) {
-      err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
+      err(kernels::absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
                        c_.rope_interleave, qattn, false, stream_));
       mark("attn rope (query)", 4.0 * T * heads_ * rope_);
     }
   } else if (few(T)) {
-    err(absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
+    err(kernels::absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
                      c_.rope_interleave, qattn, true, stream_));
     mark("attn absorb query (+ rope)", 2.0 * heads_ * nope_ * lora_kv_);
   } else {
@@ -598,6 +607,8 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                                    expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
       mark("moe router + route", router);
     }
+    if (fold_norm) err(trace(TracePoint::after_attention, trace_layer_, T));
+    err(trace(TracePoint::routing, -1, T));
     if (!quantised) {
       err(k::moe_decode_cuda(dec, stream_));
       mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);

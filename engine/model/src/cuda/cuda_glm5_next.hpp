@@ -135,7 +135,7 @@ class Glm5NextCuda final : public CudaModel {
 
   // y = x W^T: fp32 x and y, bf16 W [out, in].
   Status lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
-  DsaPool pool_of(int slot) const;
+  kernels::DsaPool pool_of(int slot) const;
 
   const Glm5NextConfig& c_;
   CudaOptions opt_;

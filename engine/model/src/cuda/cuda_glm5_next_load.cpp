@@ -40,7 +40,7 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (opt_.kv_cache_dtype == "fp8" || opt_.kv_cache_dtype == "fp8_e4m3")
     return Error{"the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented"};
   if (d.attention_bias) return Error{"attention_bias is not implemented for glm5_next on CUDA yet"};
-  if (hc_ < 1 || hc_ > kMaxHc) return Error{"hc_mult must be in [1, 8] on CUDA"};
+  if (hc_ < 1 || hc_ > kernels::kMaxHc) return Error{"hc_mult must be in [1, 8] on CUDA"};
   if (lhd_ > 1024) return Error{"linear_head_dim must be at most 1024 on CUDA"};
   if (ih_ > 64) return Error{"index_n_heads must be at most 64 on CUDA"};
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};

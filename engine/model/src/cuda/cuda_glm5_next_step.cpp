@@ -125,11 +125,11 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
 }
 
 Status Glm5NextCuda::lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy) {
-  return linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+  return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
 }
 
-DsaPool Glm5NextCuda::pool_of(int slot) const {
-  DsaPool p;
+kernels::DsaPool Glm5NextCuda::pool_of(int slot) const {
+  kernels::DsaPool p;
   p.rows = pool_.as<float>() + static_cast<long>(slot) * static_cast<long>(layer_rows_) * width_;
   p.width = width_;
   p.tables = in_tables();
@@ -142,17 +142,17 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
-  err(hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_));
+  err(kernels::hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_));
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Glm5Layer& L = layers_[static_cast<std::size_t>(l)];
     err(sublayer(L.attn_hc, L.input_norm, T, 0, L, S));
     err(sublayer(L.ffn_hc, L.post_norm, T, 1, L, S));
     if (!capture_layers_.empty()) err(capture_layer(l, T));
   }
-  err(hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
-  err(rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  err(kernels::hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
+  err(kernels::rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
   if (R > 0)
-    err(linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
+    err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
                         stream_));
   return err.status;
 }
@@ -164,25 +164,25 @@ Status Glm5NextCuda::capture_layer(int layer, int T) {
   bool meaned = false;
   for (int j = 0; j < n; ++j) {
     if (capture_layers_[static_cast<std::size_t>(j)] != layer) continue;
-    if (!meaned) err(hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
+    if (!meaned) err(kernels::hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
     meaned = true;
-    err(rows_to_bf16(mean_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_, static_cast<long>(n) * H_,
+    err(kernels::rows_to_bf16(mean_.as<float>(), H_, T, captured_.as<std::uint16_t>() + static_cast<long>(j) * H_, static_cast<long>(n) * H_,
                      stream_));
   }
   return err.status;
 }
 
 Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
-  HcShape s;
+  kernels::HcShape s;
   s.hc = hc_, s.hidden = H_, s.sinkhorn_iters = c_.hc_sinkhorn_iters;
   s.rms_eps = static_cast<float>(c_.d.rms_norm_eps), s.hc_eps = static_cast<float>(c_.hc_eps);
   FirstError err;
-  err(hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
+  err(kernels::hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
                        post_.as<float>(), comb_.as<float>(), stream_));
-  err(rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
   else err(ffn(L, T));
-  err(hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
+  err(kernels::hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
   return err.status;
 }
 
@@ -192,26 +192,26 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
   err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
   err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
-  KdaShape s;
+  kernels::KdaShape s;
   s.heads = lh_, s.head_dim = lhd_, s.conv_kernel = c_.linear_conv_kernel_dim;
   s.lower_bound_set = c_.linear_lower_bound.has_value();
   s.lower_bound = static_cast<float>(c_.linear_lower_bound.value_or(0.0));
   s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
-  KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
-  KdaIo io;
+  kernels::KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
+  kernels::KdaIo io;
   io.u = proj, io.ld_u = kda_in_;
   io.g_raw = graw_.as<float>(), io.ld_g = lqk_;
   io.beta_raw = proj + 3 * lqk_ + 2 * lhd_, io.ld_beta = kda_in_;
   io.gate_raw = gate_.as<float>(), io.ld_gate = lqk_;
   io.o = kout_.as<float>(), io.ld_o = lqk_;
-  err(kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
+  err(kernels::kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
   err(lin(kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
   return err.status;
 }
 
 Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   FirstError err;
-  DsaShape s;
+  kernels::DsaShape s;
   s.lora_q = lora_q_, s.lora_kv = lora_kv_, s.rope = rope_;
   s.index_heads = ih_, s.index_dim = id_, s.index_topk = c_.index_topk, s.kpool = c_.index_kpool;
   s.select_tail = c_.index_kpool_always_select_tail, s.indexer = L.indexer;
@@ -219,22 +219,22 @@ Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   const int P = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
   float* proj = dproj_.as<float>();
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, P, proj, P));
-  const DsaPool pool = pool_of(L.slot);
-  DsaNorms norms{L.q_a_norm.as<float>(), L.kv_a_norm.as<float>(), L.k_norm.as<float>(), L.k_norm_bias.as<float>()};
-  err(dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_));
+  const kernels::DsaPool pool = pool_of(L.slot);
+  kernels::DsaNorms norms{L.q_a_norm.as<float>(), L.kv_a_norm.as<float>(), L.k_norm.as<float>(), L.k_norm_bias.as<float>()};
+  err(kernels::dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_));
   const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
   float* q = qall_.as<float>();
   err(lin(qr_.as<float>(), lora_q_, T, lora_q_, L.q_all, q_rows, q, q_all_));
   if (L.indexer)
-    err(dsa_select_cuda(s, pool, q + heads_ * qk_, q_all_, iw_.as<float>(), L.kpool_ape.as<float>(), T, in_seq(), in_pos(),
+    err(kernels::dsa_select_cuda(s, pool, q + heads_ * qk_, q_all_, iw_.as<float>(), L.kpool_ape.as<float>(), T, in_seq(), in_pos(),
                         scores_.as<float>(), chosen_.as<std::int32_t>(), max_pools_, sel_.as<std::int32_t>(),
                         sel_n_.as<std::int32_t>(), max_sel_, stream_));
   // Absorbed query: q_nope[h] . W_kb[h]; the values come out of the attended latent through W_v[h].
-  err(absorb_query_cuda(q, q_all_, qk_, T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), qlat_.as<float>(), stream_));
+  err(kernels::absorb_query_cuda(q, q_all_, qk_, T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), qlat_.as<float>(), stream_));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  err(dsa_attention_cuda(s, pool, heads_, qlat_.as<float>(), q + nope_, q_all_, qk_, T, in_seq(), sel_.as<std::int32_t>(),
+  err(kernels::dsa_attention_cuda(s, pool, heads_, qlat_.as<float>(), q + nope_, q_all_, qk_, T, in_seq(), sel_.as<std::int32_t>(),
                          sel_n_.as<std::int32_t>(), max_sel_, scale, olat_.as<float>(), stream_));
-  err(absorb_values_cuda(olat_.as<float>(), T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), attn_.as<float>(), stream_));
+  err(kernels::absorb_values_cuda(olat_.as<float>(), T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), attn_.as<float>(), stream_));
   err(lin(attn_.as<float>(), static_cast<long>(heads_) * vd_, T, heads_ * vd_, L.o, H_, y_.as<float>(), H_));
   return err.status;
 }
@@ -242,7 +242,7 @@ Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
 Status Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out) {
   FirstError err;
   err(lin(h_.as<float>(), H_, T, H_, m.gate_up, 2 * m.width, mlp_gu_.as<float>(), 2 * m.width));
-  err(clamped_silu_and_mul_f32_cuda(mlp_gu_.as<float>(), mlp_act_.as<float>(), T, m.width, swiglu_limit_, stream_));
+  err(kernels::clamped_silu_and_mul_f32_cuda(mlp_gu_.as<float>(), mlp_act_.as<float>(), T, m.width, swiglu_limit_, stream_));
   err(lin(mlp_act_.as<float>(), m.width, T, m.width, m.down, H_, out, H_));
   return err.status;
 }
@@ -259,18 +259,18 @@ Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
   const int P = T * K_;
   const long expert = static_cast<long>(I_) * H_;
   FirstError err;
-  err(linear_f32_cuda(h_.as<float>(), H_, nullptr, T, H_, L.router.get(), k::DType::f32, H_, nullptr, 0, E_,
+  err(kernels::linear_f32_cuda(h_.as<float>(), H_, nullptr, T, H_, L.router.get(), k::DType::f32, H_, nullptr, 0, E_,
                       router_logits_.as<float>(), E_, stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), L.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
-  err(linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
+  err(kernels::linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
                       expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
-  err(clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));
-  err(linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
+  err(kernels::clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));
+  err(kernels::linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
                       expert, H_, moe_out_.as<float>(), H_, stream_));
   const bool shared = L.shared.width > 0;
   if (shared) err(mlp(L.shared, T, shared_out_.as<float>()));
-  err(moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,
+  err(kernels::moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,
                            y_.as<float>(), stream_));
   return err.status;
 }

@@ -8,11 +8,11 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/result.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
 // dst[r * ldd + i] = bf16(x[r * width + i]) for r < rows, i < width. Device buffers.
-Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, kernels::Stream stream);
+Status rows_to_bf16(const float* x, int width, int rows, std::uint16_t* dst, long ldd, Stream stream);
 // CPU reference (kernels/cpu/capture.cpp): the same bf16 bit patterns.
 void rows_to_bf16_cpu(const float* x, int width, int rows, std::uint16_t* dst, long ldd);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

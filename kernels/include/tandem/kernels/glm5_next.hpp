@@ -16,9 +16,8 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/result.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
-using kernels::Stream;
 
 // ---- glue -------------------------------------------------------------------------------------
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (fp32 x and w); into y_f32 and/or y_bf16 (either may
@@ -137,7 +136,7 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
 //   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
 // w_type: bf16 or f32.
 Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
-                            kernels::DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
+                            DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream);
 // MLA absorption per head h of kv_b ([heads * (nope + vd), lora_kv] bf16):
 //   q_lat[t][h][d] = sum_n q[t][h * head_stride + n] * kv_b[h * (nope + vd) + n][d]      (n < nope)
@@ -156,4 +155,4 @@ Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, i
 Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

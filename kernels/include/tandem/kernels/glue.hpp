@@ -12,11 +12,11 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/result.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
 // y[r][i] = x[r][i] / sqrt(mean(x[r]^2) + eps) * w[i]; rows at strides ldx / ldy (y may be x).
 Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
-                         kernels::Stream stream);
+                         Stream stream);
 void rmsnorm_rows_cpu(const float* x, long ldx, int rows, int n, const float* w, float* y, long ldy, float eps);
 
 // The residual stream in fp32: x[r] += delta[r] (fp32, or bf16 for the embedding rows);
@@ -24,8 +24,8 @@ void rmsnorm_rows_cpu(const float* x, long ldx, int rows, int n, const float* w,
 // bf16 rounding out of what piles up across layers.
 // With y32, the normalised rows also in fp32 (the MoE router's input: a choice between near-tied
 // experts should not hang on bf16's rounding of its input).
-Status add_rmsnorm(float* x, const void* delta, kernels::DType delta_type, const void* w, void* y, int rows, int n,
-                        float eps, kernels::Stream stream, float* y32 = nullptr);
+Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
+                        float eps, Stream stream, float* y32 = nullptr);
 void add_rmsnorm_cpu(float* x, const float* delta, const float* w, float* y, int rows, int n, float eps,
                      float* y32 = nullptr);
 
@@ -34,19 +34,19 @@ void add_rmsnorm_cpu(float* x, const float* delta, const float* w, float* y, int
 // bf16 or as fp8_e4m3 of x / scale.
 Status latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,
                                const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
-                               int block_size, kernels::DType cache_type, float scale, void* cache,
-                               kernels::Stream stream);
+                               int block_size, DType cache_type, float scale, void* cache,
+                               Stream stream);
 // The bf16 cache's reference (fp8's conversion is write_kv's, checked by gpu_check's conversions).
 void latent_cache_write_cpu(const float* src, long ld, int tokens, int width, const std::int32_t* token_seq,
                             const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
                             int block_size, float* cache);
 
 // *amax = max(*amax, max |src[t][i]|) over tokens t and i < width (rows at stride ld); *amax >= 0.
-Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, kernels::Stream stream);
+Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, Stream stream);
 float latent_amax_cpu(const float* src, long ld, int tokens, int width, float amax);
 
 // dst[i] = src[rows[i]] (width entries each).
-Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, kernels::Stream stream);
+Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, Stream stream);
 void gather_rows_cpu(const float* src, int width, const std::int32_t* rows, int n, float* dst);
 
 // The MLA glue between the input projection and the attention, one launch for what rmsnorm_rows
@@ -67,11 +67,11 @@ struct LatentPrep {
   bool interleaved = false;
   const std::int32_t *token_seq = nullptr, *token_pos = nullptr, *block_tables = nullptr;
   int max_blocks = 0, block_size = 0;
-  kernels::DType cache_type = kernels::DType::bf16;
+  DType cache_type = DType::bf16;
   float scale = 1.f;
   void* cache = nullptr;
 };
-Status latent_prep(const LatentPrep& p, kernels::Stream stream);
+Status latent_prep(const LatentPrep& p, Stream stream);
 
 // The absorbed query for a few tokens, one launch for the batched cuBLASLt product, the copy of the
 // rope entries and their rotation: per token t and head h,
@@ -81,10 +81,10 @@ Status latent_prep(const LatentPrep& p, kernels::Stream stream);
 // products = false: the rope entries alone (the products then come from gemv over kb_t below).
 Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim, const void* kv_b, long kvb_stride,
                          int lora_kv, const float* inv_freq, const std::int32_t* token_pos, bool interleaved, void* qattn,
-                         bool products, kernels::Stream stream);
+                         bool products, Stream stream);
 
 // kb_t[h][j][d] = kv_b[h * (nope + vd) + d][j] for d < nope, j < lora_kv: W_kb with its rows along
 // nope, so the absorbed query is a gemv (a warp per output streams one contiguous row).
-Status transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, kernels::Stream stream);
+Status transpose_kb(const void* kv_b, int heads, int nope, int vd, int lora_kv, void* kb_t, Stream stream);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels

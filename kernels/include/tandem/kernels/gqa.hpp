@@ -7,14 +7,14 @@
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/result.hpp"
 
-namespace tandem::model::cuda {
+namespace tandem::kernels {
 
 // For each token t (rows at stride ld) the q_heads + k_heads adjacent heads of head_dim entries
 // from x + t * ld: head h <- rmsnorm(head h) * (h < q_heads ? q_w : k_w), sums in fp32.
 Status head_rmsnorm(void* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const void* q_w,
-                         const void* k_w, float eps, kernels::Stream stream);
+                         const void* k_w, float eps, Stream stream);
 // CPU reference (kernels/cpu/gqa.cpp): fp32 buffers of bf16 values, fp64 sums, rounded to bf16.
 void head_rmsnorm_cpu(float* x, long ld, int tokens, int q_heads, int k_heads, int head_dim, const float* q_w,
                       const float* k_w, float eps);
 
-}  // namespace tandem::model::cuda
+}  // namespace tandem::kernels
