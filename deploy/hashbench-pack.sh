@@ -35,9 +35,8 @@ tree=${HASHBENCH_TREE:-/tmp/hashbench-tree}
 rm -rf "$tree"
 bench() { "$here/lib/ld-linux-x86-64.so.2" --library-path "$here/lib" "$here/tandem-hash-bench" "$@"; }
 bench "$tree" --make "$((2 * cores)):512" > /dev/null   # write the tree (and warm the cache)
-bench "$tree" --json > "$out/hash.json"
 { echo "# hash throughput, $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo; echo '```'; bench "$tree"; echo '```'; } > "$out/hash.md"
+  echo; echo '```'; bench "$tree" --json-out "$out/hash.json"; echo '```'; } > "$out/hash.md"
 cat "$out/hash.md"
 rm -rf "$tree"
 EOF

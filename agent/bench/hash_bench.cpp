@@ -3,7 +3,8 @@
 // the machine's cores; the largest file alone (SHA-256 is sequential within a file: one core's
 // rate is that file's ceiling); and SHA-256 of memory alone (the CPU's ceiling, no reads). A
 // program that prints a table (and --json), not a test: numbers depend on the disk, the page cache
-// and the load. --make N:MIB first writes N files of MIB MiB of pseudo-random bytes into DIR.
+// and the load. --make N:MIB first writes N files of MIB MiB of pseudo-random bytes into DIR;
+// --json-out FILE writes the same run's JSON beside the printed table.
 #include <openssl/crypto.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -93,18 +94,21 @@ std::string largest_file(const std::string& dir, std::uint64_t& size) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::cerr << "usage: tandem-hash-bench DIR [--make N:MIB] [--json]\n"
+    std::cerr << "usage: tandem-hash-bench DIR [--make N:MIB] [--json | --json-out FILE]\n"
                  "Hashes every file under DIR with the agent's hash_paths (no cache) at 1, 2, 4, ... threads\n"
                  "up to the cores, then the largest file alone, and prints GB/s beside SHA-256 of memory.\n"
-                 "--make N:MIB writes N files of MIB MiB into DIR first. Run it twice for a warm page cache.\n";
+                 "--make N:MIB writes N files of MIB MiB into DIR first; --json-out also writes the JSON to\n"
+                 "FILE beside the table. Run it twice for a warm page cache.\n";
     return argc < 2 ? 2 : 0;
   }
   const std::string dir = argv[1];
   bool as_json = false;
+  std::string json_out;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     unsigned n = 0, mib = 0;
     if (a == "--json") as_json = true;
+    else if (a == "--json-out" && i + 1 < argc) json_out = argv[++i];
     else if (a == "--make" && i + 1 < argc && std::sscanf(argv[++i], "%u:%u", &n, &mib) == 2 && n > 0 && mib > 0) {
       if (!make_tree(dir, n, mib)) {
         std::cerr << "tandem-hash-bench: cannot write the tree under " << dir << ": " << std::strerror(errno) << "\n";
@@ -156,6 +160,14 @@ int main(int argc, char** argv) {
   json one{{"path", big}, {"bytes", big_size}, {"seconds", big_secs}, {"gb_per_s", static_cast<double>(big_size) / 1e9 / big_secs}};
   json out{{"dir", real}, {"cores", cores}, {"sha_extensions", tandem::agent::cpu_has_sha_extensions()},
            {"openssl", OpenSSL_version(OPENSSL_VERSION)}, {"rows", rows}, {"one_file", one}};
+  if (!json_out.empty()) {
+    std::FILE* f = std::fopen(json_out.c_str(), "w");
+    const std::string text = out.dump(2) + "\n";
+    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
+      std::cerr << "tandem-hash-bench: cannot write " << json_out << "\n";
+      return 1;
+    }
+  }
   if (as_json) {
     std::cout << out.dump(2) << "\n";
     return 0;

@@ -75,9 +75,13 @@ void StagePush::Pushers::serve(StagePush& push, const AgentClient& a) {
       (void)conn->request("POST", "/v1/stage/push/fail", json{{"id", id}, {"error", bytes.error().text()}}.dump(), 10s);
       continue;
     }
-    const std::uint64_t n = bytes->size();
-    auto put = conn->request("PUT", "/v1/stage/push/chunk?id=" + std::to_string(id), *bytes, 60s);
-    if (put && put->status == 200) bytes_ += n;
+    // A link that flaps mid-upload gets the same bytes again (the agent takes a want's bytes
+    // once and refuses a second copy); a lasting cut leaves the want to the agent's bound.
+    for (int attempt = 1; attempt <= 3 && !stop_; ++attempt) {
+      auto put = conn->request("PUT", "/v1/stage/push/chunk?id=" + std::to_string(id), *bytes, 60s);
+      if (put) break;  // an answer, even a refusal (the want timed out): the agent has decided
+      std::this_thread::sleep_for(attempt * 200ms);
+    }
   }
 }
 

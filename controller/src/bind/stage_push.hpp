@@ -36,12 +36,10 @@ class StagePush {
     ~Pushers();
     Pushers(const Pushers&) = delete;
     Pushers& operator=(const Pushers&) = delete;
-    std::uint64_t bytes() const { return bytes_; }
 
    private:
     void serve(StagePush& push, const AgentClient& a);
     std::atomic<bool> stop_{false};
-    std::atomic<std::uint64_t> bytes_{0};
     std::vector<std::thread> threads_;
   };
 
