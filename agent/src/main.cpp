@@ -99,9 +99,10 @@ struct ServeArgs {
   // The stage source routes answer other nodes' agents too; the daemon checks their CN there.
   so.peer_prefix = "/v1/stage/source/";
   so.threads = a.threads;
-  // A pushed stage chunk (stage.from: controller) is a request body of up to 64 MiB. Only clients
-  // of this cluster's CA get that far, and the controller routes take only the controller's CN.
-  so.body_limit = tandem::agent::kMaxStageRead + (1 << 20);
+  // A pushed stage chunk (stage.from: controller) is a request body of up to 64 MiB, and a pushed
+  // listing of a large model more than 1 MiB; every other request keeps the 1 MiB limit.
+  so.large_body_prefix = "/v1/stage/push/";
+  so.large_body_limit = tandem::agent::kMaxStageRead + (1 << 20);
   auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
   if (!server) {
     spdlog::error("{}", server.error().message);
