@@ -135,7 +135,7 @@ void add_stage_command(CLI::App& app) {
       "stage or bind runs again. The backups are kept until a later bind succeeds (its disarm frees those of\n"
       "earlier binds' stages) or --release-backups frees them all (those of `tandemctl stage` runs too);\n"
       "stage.backup_budget bounds them, checked at preflight.\n"
-      "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
+      "Exit 0 when every node is equal to the source; 1 a manifest without a stage section; 3 a failure.");
   cmd->callback([o] { std::exit(stage(*o)); });
 }
 
