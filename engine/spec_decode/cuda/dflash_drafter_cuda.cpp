@@ -143,6 +143,7 @@ class DFlashCuda final : public DeviceDrafter {
   // kGemvRows rows, where cuBLASLt's tiles leave the GPU mostly idle and cost a launch of several
   // microseconds each; cuBLASLt above (prefill chunks' context rows).
   static constexpr int kGemvRows = 64;
+  static constexpr std::size_t kOneUploadBytes = 64 * 1024;
   Status gemm(const k::GemmArgs& g) {
     if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= kGemvRows && !g.bias) {
       const k::GemvArgs v = as_gemv(g);
@@ -425,9 +426,16 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   }
   const int real_rows = graph ? S * n_all : R;
   FirstError err;
-  for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
-  upload(host, in_rows(), static_cast<std::size_t>(R), err);
-  upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
+  // One copy of the staged inputs up to the last table where that span is small (each copy costs
+  // microseconds of host time whatever its size, and a proposal is short), else one per field.
+  const std::size_t span = offset(in_tables()) + static_cast<std::size_t>(B) * mb;
+  if (span * 4 <= kOneUploadBytes) {
+    upload(host, in_tok(), span, err);
+  } else {
+    for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
+    upload(host, in_rows(), static_cast<std::size_t>(R), err);
+    upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
+  }
   if (graph) {
     if (auto g = graphs_.find({B, n_all}); g != graphs_.end()) {
       err(TANDEM_CUDA_STATUS(cudaGraphLaunch(g->second, stream_), "drafter graph launch"));

@@ -31,12 +31,37 @@ namespace tandem::model::cuda {
 Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work) {
   auto rows = run(work);
   if (!rows) return rows.error();
-  std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
+  const std::size_t n = static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_);
   FirstError err;
+  if (host_logits_for(n)) {
+    err(item_rows_to_host(host_logits_, logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
+    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    if (!err.ok()) return err.status.error();
+    return std::vector<float>(host_logits_, host_logits_ + n);
+  }
+  std::vector<float> out(n);
   err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
   err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
   if (!err.ok()) return err.status.error();
   return out;
+}
+
+bool GlmDecoderCuda::host_logits_for(std::size_t n) {
+  if (n <= host_logits_floats_) return true;
+  if (n * 4 > kHostLogitsBytes) return false;
+  // Grown to a power of two of rows' worth, so a few steps of rising size do not each reallocate.
+  std::size_t want = static_cast<std::size_t>(V_);
+  while (want < n) want *= 2;
+  want = std::min(want, kHostLogitsBytes / 4);
+  if (host_logits_) cudaFreeHost(host_logits_);
+  host_logits_ = nullptr, host_logits_floats_ = 0;
+  void* p = nullptr;
+  if (cudaMallocHost(&p, want * 4) != cudaSuccess) {
+    (void)cudaGetLastError();  // the pageable copy serves instead
+    return false;
+  }
+  host_logits_ = static_cast<float*>(p), host_logits_floats_ = want;
+  return true;
 }
 
 Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {

@@ -119,6 +119,7 @@ class GlmDecoderCuda : public CudaModel {
     for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_in_) cudaFreeHost(host_in_);
+    if (host_logits_) cudaFreeHost(host_logits_);
   }
 
   Status load(const Checkpoint& ck);
@@ -355,6 +356,14 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer argmax_keys_, moe_decode_act_;
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
+  // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
+  // a verification returns every row (48 x V floats at batch 6), and a copy into pageable memory
+  // goes through the driver's bounce buffer at a fraction of the link's speed.
+  static constexpr std::size_t kHostLogitsBytes = std::size_t{64} << 20;
+  float* host_logits_ = nullptr;
+  std::size_t host_logits_floats_ = 0;
+  // host_logits_ holding at least n floats (false: over the cap or no pinned memory; use pageable).
+  bool host_logits_for(std::size_t n);
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
   std::vector<int> pick_;  // the last run()'s item rows among its graph's rows; empty: the first R
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
