@@ -35,6 +35,7 @@ void print_op_profile(model::CudaModel& target, std::span<const model::PagedWork
   tandem::bench::EventTimer timer;
   timer.queue_ahead = true;
   target.set_enforce_eager(true);
+  for (int i = 0; i < 2; ++i) must(target.step(decode), "decode"), must(target.step(verify), "verify");  // eager warm-up
   target.set_op_timer(&timer);
   auto ops_of = [&](std::span<const model::PagedWork> work, const char* what) {
     timer.ops.clear();
