@@ -459,12 +459,6 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
     mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
-  if (lora_q_ == 0) {
-    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
-                                     static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
-                   "query copy"));
-    mark("attn query copy", 4.0 * T * static_cast<double>(qw));
-  }
   if (!few(T)) {
     // The latent row: rmsnorm(c), rope(kr), into the pool.
     err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
@@ -483,7 +477,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   auto* qattn = qattn_.as<std::uint16_t>();
   k::GemvArgs ab;  // over kb_t: [heads][lora_kv][nope]
   ab.rows = T, ab.in = nope_, ab.out = lora_kv_, ab.groups = heads_;
-  ab.x = q_.get(), ab.ldx = qw, ab.x_group = qk_;
+  // Without a query LoRA the query is the first qw entries of the fused rows: the gemv and the
+  // attention's rope read it there (no copy into q_) where the rope is done in the attention.
+  const bool q_in_fused = lora_q_ == 0;
+  const std::uint16_t* q_src = q_in_fused ? fused : q_.as<std::uint16_t>();
+  const long q_ld = q_in_fused ? in_rows_ : qw;
+  ab.x = q_src, ab.ldx = q_ld, ab.x_group = qk_;
   ab.w = a.kb_t.get(), ab.ldw = nope_, ab.w_group = static_cast<long>(lora_kv_) * nope_;
   ab.y = qattn, ab.ldy = static_cast<long>(heads_) * width_, ab.y_group = width_;
   // The MLA decode kernel rotates the query's rope part itself as it loads the queries (one launch
@@ -493,6 +492,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   const int mla_tokens = std::min(T, k::kMlaDecodeMaxTokens);
   const bool rope_in_attention = few(T) && !a.kb_t.empty() && k::gemv_fits(ab) &&
                                  k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
+  if (q_in_fused && !rope_in_attention) {  // the other paths read the query from q_
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
+                                     static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
+                   "query copy"));
+    mark("attn query copy", 4.0 * T * static_cast<double>(qw));
+  }
   if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
@@ -526,12 +531,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
   if (rope_in_attention) {
     k::MlaQueryRope r;
-    r.src = q_.as<std::uint16_t>() + nope_, r.ld = qw, r.head_stride = qk_, r.dim = rope_;
+    r.src = q_src + nope_, r.ld = q_ld, r.head_stride = qk_, r.dim = rope_;
     r.inv_freq = inv_freq_.as<float>(), r.interleaved = c_.rope_interleave;
     const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
     for (int t0 = 0; t0 < T && err.ok(); t0 += mla_tokens) {
       k::MlaQueryRope rt = r;
-      rt.src = q_.as<std::uint16_t>() + static_cast<long>(t0) * qw + nope_;
+      rt.src = q_src + static_cast<long>(t0) * q_ld + nope_;
       err(k::paged_attention_mla_rope_cuda(qattn + t0 * q_row, std::min(mla_tokens, T - t0), in_seq() + t0, in_pos() + t0, heads_,
                                            attn_layout(l), layer_pool, in_tables(), max_blocks_, scale, rt,
                                            olat_.as<std::uint16_t>() + t0 * o_row, max_context, attn_ws_.get(), attn_ws_.bytes(),
