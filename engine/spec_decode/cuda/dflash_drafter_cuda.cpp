@@ -89,7 +89,7 @@ class DFlashCuda final : public DeviceDrafter {
 
  private:
   struct Layer {
-    DeviceBuffer in_norm, post_norm, q, k, v, o, q_norm, k_norm, gate_up, down;
+    DeviceBuffer in_norm, post_norm, q, kv, o, q_norm, k_norm, gate_up, down;  // kv: [k_proj; v_proj]
   };
 
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
@@ -185,7 +185,10 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, k_, v_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  DeviceBuffer x_, delta_, h_, q_, kv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  // Keys and values of t_cap_ rows each, the values after the keys (one gemv writes both).
+  std::uint16_t* keys() const { return kv_.as<std::uint16_t>(); }
+  std::uint16_t* values() const { return keys() + static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(kvw_); }
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
   std::int32_t num_blocks_ = 0;
@@ -235,8 +238,12 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
     tensor(a.in_norm, p + "input_layernorm.weight", {H});
     tensor(a.post_norm, p + "post_attention_layernorm.weight", {H});
     tensor(a.q, p + "self_attn.q_proj.weight", {qw_, H});
-    tensor(a.k, p + "self_attn.k_proj.weight", {kvw_, H});
-    tensor(a.v, p + "self_attn.v_proj.weight", {kvw_, H});
+    // k and v fused into one [2 kvw, H] weight (k rows first): one gemv of two groups writes both.
+    if (auto e = a.kv.allocate(static_cast<std::size_t>(2 * kvw_ * H) * 2, p + "kv"); !e) return e;
+    used.insert(p + "self_attn.k_proj.weight");
+    used.insert(p + "self_attn.v_proj.weight");
+    up.bf16(a.kv, 0, p + "self_attn.k_proj.weight", {kvw_, H});
+    up.bf16(a.kv, static_cast<std::size_t>(kvw_ * H), p + "self_attn.v_proj.weight", {kvw_, H});
     tensor(a.o, p + "self_attn.o_proj.weight", {H, qw_});
     tensor(a.q_norm, p + "self_attn.q_norm.weight", {hd});
     tensor(a.k_norm, p + "self_attn.k_norm.weight", {hd});
@@ -269,8 +276,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
       {&delta_, T * h * 2, "drafter delta"},
       {&h_, T * h * 2, "drafter normed"},
       {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
-      {&k_, T * static_cast<std::size_t>(kvw_) * 2, "drafter keys"},
-      {&v_, T * static_cast<std::size_t>(kvw_) * 2, "drafter values"},
+      {&kv_, 2 * T * static_cast<std::size_t>(kvw_) * 2, "drafter keys and values"},
       {&attn_, T * static_cast<std::size_t>(qw_) * 2, "drafter attention out"},
       {&gu_, T * 2 * static_cast<std::size_t>(I_) * 2, "drafter gate_up"},
       {&act_, T * static_cast<std::size_t>(I_) * 2, "drafter act"},
@@ -307,11 +313,20 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
 Status DFlashCuda::write_kv(int l, int T) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
-  err(gemm(linear(h_.get(), H_, a.k, k_.get(), T, H_, kvw_)));
-  err(kernels::rmsnorm_rows(k_.get(), hd_, T * kvh_, hd_, a.k_norm.get(), k_.get(), hd_, eps(), stream_));
-  err(k::rope_cuda(kBf16, k_.get(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
-  err(gemm(linear(h_.get(), H_, a.v, v_.get(), T, H_, kvw_)));
-  err(k::write_kv_cuda(kBf16, k_.get(), v_.get(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
+  k::GemmArgs kg = linear(h_.get(), H_, a.kv, keys(), T, H_, kvw_);
+  k::GemvArgs kv = as_gemv(kg);
+  kv.groups = 2, kv.w_group = static_cast<long>(kvw_) * H_, kv.y_group = values() - keys();  // x_group 0: the same rows
+  if (T <= kGemvRows && k::gemv_fits(kv)) {
+    err(k::gemv_cuda(kv, stream_));
+  } else {
+    k::GemmArgs vg = kg;
+    vg.w = a.kv.as<std::uint16_t>() + static_cast<std::size_t>(kvw_) * static_cast<std::size_t>(H_), vg.y = values();
+    err(gemm(kg));
+    err(gemm(vg));
+  }
+  err(kernels::rmsnorm_rows(keys(), hd_, T * kvh_, hd_, a.k_norm.get(), keys(), hd_, eps(), stream_));
+  err(k::rope_cuda(kBf16, keys(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
+  err(k::write_kv_cuda(kBf16, keys(), values(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
   return err.status;
 }
 
