@@ -4,7 +4,7 @@
 //               streams = hc(ffn_hc,  streams, x -> ffn(rmsnorm(x)))            dense or MoE by mlp_layer_types
 //   logits = lm_head(rmsnorm(mean of the streams))
 // where hc(w, streams, f) collapses the streams into f's input and spreads f's output back
-// (glm5_next_parts.hpp). KDA layers keep their state in the sequence's recurrent state (layer
+// (kernels::hc_collapse_cpu / hc_expand_cpu). KDA layers keep their state in the sequence's recurrent state (layer
 // after layer, kda_state_floats each); DSA layers cache rows in their own slots (KvLayout counts
 // DSA layers only: a KDA layer caches nothing per token). Weights are read under "model." (text
 // checkpoints) or "model.language_model." (the multimodal wrapper's).
@@ -13,6 +13,7 @@
 
 #include "ffn.hpp"
 #include "glm5_next_parts.hpp"
+#include "tandem/kernels/glm5_next.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 #include "tandem/model/model.hpp"
 #include "weights.hpp"
@@ -57,7 +58,7 @@ class Glm5Next final : public Model {
       if (L.linear) {
         load_kda(w, names, l, L.kda);
         L.state_at = state_floats_;
-        state_floats_ += kda_state_floats(c_);
+        state_floats_ += k::kda_state_floats(kda_shape(c_));
       } else {
         load_dsa(w, names, l, !c_.indexer_is_shared[static_cast<size_t>(l)], L.dsa);
         L.slot = dsa++;
@@ -83,50 +84,37 @@ class Glm5Next final : public Model {
     const float eps = static_cast<float>(d.rms_norm_eps);
     const size_t n = static_cast<size_t>(T) * static_cast<size_t>(H), width = static_cast<size_t>(hc) * static_cast<size_t>(H);
     std::vector<float> streams(static_cast<size_t>(T) * width), x(n), h(n), y(n);
-    for (int t = 0; t < T; ++t)
-      for (int i = 0; i < hc; ++i)
-        std::copy_n(embed_.data() + static_cast<long>(tokens[static_cast<size_t>(t)]) * H, H,
-                    streams.data() + static_cast<long>(t) * static_cast<long>(width) + static_cast<long>(i) * H);
+    k::hc_embed_cpu(embed_.data(), tokens.data(), T, hc, H, streams.data());
     const size_t n_capture = capture ? capture->layers.size() : 0;
     if (capture) capture->rows.assign(n * n_capture, 0.f);
-    auto mean_of_streams = [&](float* out) {
-      for (int t = 0; t < T; ++t)
-        for (int e = 0; e < H; ++e) {
-          double acc = 0;
-          for (int i = 0; i < hc; ++i) acc += streams[static_cast<size_t>(t) * width + static_cast<size_t>(i * H + e)];
-          out[static_cast<size_t>(t * H + e)] = static_cast<float>(acc / hc);
-        }
-    };
-    std::vector<HcMix> mix(static_cast<size_t>(T));
+    const k::HcShape hs = hc_shape(c_);
+    std::vector<float> post(static_cast<size_t>(T * hc)), comb(static_cast<size_t>(T * hc * hc));
     Selection selection;  // the previous DSA layer's, for a shared one
     auto sublayer = [&](const HyperConnection& w, const std::vector<float>& norm, auto&& f) {
-      for (int t = 0; t < T; ++t)
-        hc_collapse(w, c_, streams.data() + static_cast<long>(t) * static_cast<long>(width), x.data() + static_cast<long>(t) * H,
-                    mix[static_cast<size_t>(t)]);
+      k::hc_collapse_cpu(hs, streams.data(), T, w.fn.data(), w.base.data(), w.scale.data(), x.data(), post.data(), comb.data());
       k::rmsnorm_cpu(x.data(), norm.data(), h.data(), T, H, eps);
       f(h.data(), y.data());
-      for (int t = 0; t < T; ++t)
-        hc_expand(c_, mix[static_cast<size_t>(t)], y.data() + static_cast<long>(t) * H,
-                  streams.data() + static_cast<long>(t) * static_cast<long>(width));
+      k::hc_expand_cpu(hs, streams.data(), T, y.data(), post.data(), comb.data());
     };
+    const long kda_floats = k::kda_state_floats(kda_shape(c_));
     for (int l = 0; l < d.num_hidden_layers; ++l) {
       const Layer& L = layers_[static_cast<size_t>(l)];
       sublayer(L.attn_hc, L.input_norm, [&](const float* in, float* out) {
-        if (L.linear) return kda_forward(L.kda, c_, in, T, state.subspan(static_cast<size_t>(L.state_at), static_cast<size_t>(kda_state_floats(c_))), out);
+        if (L.linear) return kda_forward(L.kda, c_, in, T, state.subspan(static_cast<size_t>(L.state_at), static_cast<size_t>(kda_floats)), out);
         dsa_forward(L.dsa, c_, in, T, first, cache, L.slot, selection, out);
       });
       sublayer(L.ffn_hc, L.post_attention_norm, [&](const float* in, float* out) { ffn_forward(L.ffn, d, in, out, T); });
       // A drafter reads layer l's output as the head would read the last one: the streams' mean.
       for (size_t c = 0; c < n_capture; ++c) {
         if (capture->layers[c] != l) continue;
-        mean_of_streams(y.data());
+        k::hc_mean_cpu(streams.data(), T, hc, H, y.data());
         for (int t = 0; t < T; ++t)
           std::copy_n(y.data() + static_cast<long>(t) * H, H,
                       capture->rows.data() + static_cast<long>((static_cast<size_t>(t) * n_capture + c) * static_cast<size_t>(H)));
       }
     }
     // The head sees the plain mean of the streams.
-    mean_of_streams(x.data());
+    k::hc_mean_cpu(streams.data(), T, hc, H, x.data());
     k::rmsnorm_cpu(x.data(), final_norm_.data(), h.data(), T, H, eps);
     return h;
   }

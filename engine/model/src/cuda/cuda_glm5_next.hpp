@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "../tensor_names.hpp"
+#include "tensor_names.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/glm5_next.hpp"
@@ -96,8 +96,7 @@ class Glm5NextCuda final : public CudaModel {
   Status keep_states(std::span<const int> slots) override { return copy_states(slots, true); }
   Status restore_states(std::span<const int> slots) override { return copy_states(slots, false); }
 
-  // For the check program: the device's recurrent state of `slot` (state_floats floats).
-  Result<std::vector<float>> recurrent_state(int slot) const;
+  Result<std::vector<float>> recurrent_state(int slot) const override;
 
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {

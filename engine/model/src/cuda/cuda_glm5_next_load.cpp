@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../glm5_next_parts.hpp"
+#include "glm5_next_parts.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -138,7 +138,7 @@ Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5L
     if (auto e = alloc_f32(up, L.dt_bias, name(Tensor::kda_dt_bias), {lqk_}); !e) return e;
     if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e) return e;
     L.state_at = state_floats_;
-    state_floats_ += detail::kda_state_floats(c_);
+    state_floats_ += kernels::kda_state_floats(detail::kda_shape(c_));
   } else {
     L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
     L.slot = n_dsa_++;

@@ -14,6 +14,7 @@
 
 #include "tandem/kernels/capture.hpp"
 #include "cuda_glm5_next.hpp"
+#include "glm5_next_parts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/kernels/cuda_check.hpp"
@@ -173,9 +174,7 @@ Status Glm5NextCuda::capture_layer(int layer, int T) {
 }
 
 Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
-  kernels::HcShape s;
-  s.hc = hc_, s.hidden = H_, s.sinkhorn_iters = c_.hc_sinkhorn_iters;
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps), s.hc_eps = static_cast<float>(c_.hc_eps);
+  const kernels::HcShape s = detail::hc_shape(c_);
   FirstError err;
   err(kernels::hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
                        post_.as<float>(), comb_.as<float>(), stream_));
@@ -192,11 +191,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
   err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
   err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
-  kernels::KdaShape s;
-  s.heads = lh_, s.head_dim = lhd_, s.conv_kernel = c_.linear_conv_kernel_dim;
-  s.lower_bound_set = c_.linear_lower_bound.has_value();
-  s.lower_bound = static_cast<float>(c_.linear_lower_bound.value_or(0.0));
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  const kernels::KdaShape s = detail::kda_shape(c_);
   kernels::KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
   kernels::KdaIo io;
   io.u = proj, io.ld_u = kda_in_;
@@ -211,11 +206,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
 
 Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   FirstError err;
-  kernels::DsaShape s;
-  s.lora_q = lora_q_, s.lora_kv = lora_kv_, s.rope = rope_;
-  s.index_heads = ih_, s.index_dim = id_, s.index_topk = c_.index_topk, s.kpool = c_.index_kpool;
-  s.select_tail = c_.index_kpool_always_select_tail, s.indexer = L.indexer;
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  const kernels::DsaShape s = detail::dsa_shape(c_, L.indexer);
   const int P = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
   float* proj = dproj_.as<float>();
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, P, proj, P));

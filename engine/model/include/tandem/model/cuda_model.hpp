@@ -171,6 +171,15 @@ class CudaModel : public Model {
   // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).
   virtual kernels::Stream stream() const = 0;
 
+  // --- a test seam, for the checks of a model with recurrent states (glm5_next_cuda_check) ---
+  // The recurrent state of state slot `slot` copied off the device (kv_layout().state_floats
+  // floats: every KDA layer's, in layer order), after the steps enqueued so far; an error for a
+  // model without states.
+  virtual Result<std::vector<float>> recurrent_state(int slot) const {
+    (void)slot;
+    return error("this model keeps no recurrent state");
+  }
+
  protected:
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}
 };
