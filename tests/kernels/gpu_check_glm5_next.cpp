@@ -4,7 +4,8 @@
 // hyper-connections, the KDA recurrence (two sequences, one resumed from a state, one reset), the
 // indexer's selection (the CPU's scores and tail, with a top-k that leaves pools out; equal scores
 // may pick other pools than the CPU's torch.topk order), attention over the selected latents, the
-// clamped SwiGLU, the fp32-activation products, the streams' embedding and mean, the MoE combine.
+// clamped SwiGLU, the fp32-activation products, the streams' embedding and mean, the MoE combine,
+// the fp32 RMSNorm and bf16 conversions, and the DSA layer's input preparation.
 // Errors here are max|gpu - cpu| / max|cpu| (the measure these bars were set in), noted per row.
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/glm5_next.hpp"
 #include "tandem/kernels/linear.hpp"
+#include "tandem/kernels/rmsnorm.hpp"
 
 namespace gpu_check {
 
@@ -83,6 +85,46 @@ void streams_embed_mean(std::vector<Row>& rows) {
   for (size_t i = 0; i < got.size(); ++i) differ += got[i] != streams[i];
   rows.push_back({"hc_embed", "6 tokens x 4 streams x 64", "bf16 -> f32", 0, -1, differ, "exact"});
   push(rows, "hc_mean", "6 tokens x 4 streams x 64", rel_to_max(d_mean.get(), mean), 1e-6);
+}
+
+// The fp32 glue: strided RMSNorm into fp32 and bf16 (rmsnorm_cpu is its reference), and the
+// bf16 <-> fp32 row copies (the CPU's conversions, bit for bit).
+void glue_f32(std::vector<Row>& rows) {
+  const int n_rows = 5, n = 96;
+  const long ldx = 128, ldy = 100, ldb = 112;
+  const auto x = normal(sz(n_rows * ldx), 2.f, 75), w = normal(sz(n), 1.f, 76);
+  std::vector<float> packed(sz(n_rows * n)), want(sz(n_rows * n));
+  for (int r = 0; r < n_rows; ++r) std::copy_n(x.data() + r * ldx, n, packed.data() + r * n);
+  k::rmsnorm_cpu(packed.data(), w.data(), want.data(), n_rows, n, 1e-5f);
+  Dev<float> d_x(x), d_w(w), d_y(std::vector<float>(sz(n_rows * ldy), 0.f));
+  Dev<std::uint16_t> d_b(std::vector<std::uint16_t>(sz(n_rows * ldb), 0));
+  op_ok(k::rms_norm_f32(d_x.p(), ldx, n_rows, n, d_w.p(), 1e-5f, d_y.p(), ldy, d_b.p(), ldb, nullptr));
+  const auto y = d_y.get();
+  const auto b = d_b.get();
+  std::vector<float> got(want.size()), got_b(want.size()), want_b(want.size());
+  for (int r = 0; r < n_rows; ++r)
+    for (int i = 0; i < n; ++i) {
+      got[sz(r * n + i)] = y[sz(r * ldy + i)];
+      got_b[sz(r * n + i)] = k::bf16_to_float(b[sz(r * ldb + i)]);
+      want_b[sz(r * n + i)] = k::round_bf16(want[sz(r * n + i)]);
+    }
+  push(rows, "rms_norm_f32", "5 x 96 of rows of 128, fp32 out", rel_to_max(got, want), 1e-5);
+  rows.push_back({"rms_norm_f32", "5 x 96 of rows of 128, bf16 out", "bf16", max_rel_error(got_b, want_b), limit_for(DType::bf16), 0, ""});
+
+  Dev<std::uint16_t> d_h(std::vector<std::uint16_t>(sz(n_rows * ldb), 0));
+  Dev<float> d_back(std::vector<float>(sz(n_rows * ldy), 0.f));
+  op_ok(k::to_bf16(d_x.p(), ldx, n_rows, n, d_h.p(), ldb, nullptr));
+  op_ok(k::to_f32(d_h.p(), ldb, n_rows, n, d_back.p(), ldy, nullptr));
+  const auto h = d_h.get();
+  const auto back = d_back.get();
+  long differ = 0;
+  for (int r = 0; r < n_rows; ++r)
+    for (int i = 0; i < n; ++i) {
+      const std::uint16_t want_bits = k::bf16_from_float(x[sz(r * ldx + i)]);
+      differ += h[sz(r * ldb + i)] != want_bits;
+      differ += back[sz(r * ldy + i)] != k::bf16_to_float(want_bits);
+    }
+  rows.push_back({"to_bf16+to_f32", "5 x 96, strided rows", "f32 <-> bf16", 0, -1, differ, "bit patterns"});
 }
 
 void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, std::uint32_t seed) {
@@ -206,6 +248,31 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
   push(rows, "dsa_attention", name + ", 3 heads over the selection", rel_to_max(d_out.get(), out), 1e-4);
 }
 
+// dsa_prepare: one fused projection per token into the query's normed LoRA, the pool row and the
+// index weights, on a full (indexer) layer and on a shared one (its rows' indexer part zero).
+void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint32_t seed) {
+  s.indexer = indexer;
+  const int D = s.index_dim, width = s.lora_kv + s.rope + 2 * D, T = 6, block = 4, blocks = 3;
+  const long ld = s.lora_q + s.lora_kv + s.rope + 2 * D + s.index_heads;
+  const auto proj = normal(sz(T * ld), 1.5f, seed);
+  const auto qn = normal(sz(s.lora_q), 1.f, seed + 1), kvn = normal(sz(s.lora_kv), 1.f, seed + 2);
+  const auto kn = normal(sz(D), 1.f, seed + 3), kb = normal(sz(D), 0.3f, seed + 4);
+  const std::vector<std::int32_t> table = {2, 0, 1}, seq(sz(T), 0), pos = {0, 1, 5, 6, 9, 10};
+  std::vector<float> pool(sz(blocks * block * width), 0.f), qr(sz(T * s.lora_q)), iw(sz(T * s.index_heads), 0.f);
+  const k::DsaPool host{pool.data(), width, table.data(), blocks, block};
+  k::dsa_prepare_cpu(s, {qn.data(), kvn.data(), kn.data(), kb.data()}, proj.data(), ld, T, seq.data(), pos.data(), host,
+                     qr.data(), iw.data());
+  Dev<float> d_proj(proj), d_qn(qn), d_kvn(kvn), d_kn(kn), d_kb(kb);
+  Dev<float> d_pool(std::vector<float>(pool.size(), 0.f)), d_qr(qr.size()), d_iw(std::vector<float>(iw.size(), 0.f));
+  Dev<std::int32_t> d_table(table), d_seq(seq), d_pos(pos);
+  const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
+  op_ok(k::dsa_prepare_cuda(s, {d_qn.p(), d_kvn.p(), d_kn.p(), d_kb.p()}, d_proj.p(), ld, T, d_seq.p(), d_pos.p(), dev, d_qr.p(),
+                            d_iw.p(), nullptr));
+  const double err = std::max({rel_to_max(d_qr.get(), qr), rel_to_max(d_pool.get(), pool), rel_to_max(d_iw.get(), iw)});
+  push(rows, "dsa_prepare", std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope) +
+                                "; qr, pool rows, index weights", err, 1e-4);
+}
+
 void clamped_swiglu(std::vector<Row>& rows, float limit) {
   const int n_rows = 7, d = 40;
   auto gu = normal(sz(n_rows * 2 * d), 2.f, 81);
@@ -276,6 +343,7 @@ void check_glm5_next(std::vector<Row>& rows) {
   hyper_connections(rows, 4, 20, 61);
   hyper_connections(rows, 3, 5, 64);
   streams_embed_mean(rows);
+  glue_f32(rows);
   k::KdaShape fixture;
   fixture.heads = 2, fixture.head_dim = 16, fixture.conv_kernel = 4;
   fixture.lower_bound_set = true, fixture.lower_bound = -5.f, fixture.rms_eps = 1e-5f;
@@ -290,6 +358,8 @@ void check_glm5_next(std::vector<Row>& rows) {
   k::DsaShape single = sparse;
   single.kpool = 1, single.index_topk = 10, single.rope = 8;
   dsa(rows, single, "kpool 1, top-k 10, rope 8", 131);
+  dsa_prepare(rows, sparse, true, 141);
+  dsa_prepare(rows, single, false, 151);
   clamped_swiglu(rows, 1.5f);
   clamped_swiglu(rows, INFINITY);
   products(rows);

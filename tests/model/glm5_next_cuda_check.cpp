@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bf16_checkpoint.hpp"
+#include "check_program.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/model/safetensors.hpp"
@@ -27,23 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int failures = 0;
-void check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-double rel_error(const float* ours, const float* ref, size_t n) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(ours[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-double rel_error(const std::vector<float>& ours, const std::vector<float>& ref) {
-  return ours.size() == ref.size() ? rel_error(ours.data(), ref.data(), ours.size()) : INFINITY;
-}
+using check_program::check;
+using check_program::failures;
+using check_program::rel_error;
 
 std::string sci(double x) {
   char b[32];

@@ -82,15 +82,7 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
   const int kv_w = e.kv_width;
   const std::vector<float>& kv = e.kv;
   const std::vector<float>& keys = e.keys;
-  k::AttentionShape shape;
-  shape.q_heads = shape.kv_heads = heads;
-  shape.qk_dim = qk;
-  shape.v_dim = vd;
-  shape.q_stride = shape.k_stride = heads * qk;
-  shape.q_head_stride = shape.k_head_stride = qk;
-  shape.v_stride = kv_w;
-  shape.v_head_stride = nope + vd;
-  shape.out_stride = heads * vd;
+  const k::AttentionShape shape = e.attention_shape(heads, qk, nope, vd);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
   std::vector<float> attn(static_cast<size_t>(rows) * static_cast<size_t>(heads * vd));
   std::vector<float> sel_k, sel_v;
