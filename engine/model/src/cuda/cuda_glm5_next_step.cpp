@@ -61,19 +61,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   std::vector<bool> slot_used(static_cast<std::size_t>(s_cap_), false);
   for (const PagedWork& w : work) {
     const int n = static_cast<int>(w.tokens.size());
-    const int end = w.start + n;
-    if (w.start < 0 || end > max_len_)
-      return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) + " exceed max-model-len " +
-                   std::to_string(max_len_));
-    const int need = (end + block_size_ - 1) / block_size_;
-    if (static_cast<int>(w.block_table.size()) < need)
-      return error("CUDA step: the sequence needs " + std::to_string(need) + " blocks, the table has " +
-                   std::to_string(w.block_table.size()));
-    for (int b = 0; b < need; ++b)
-      if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks_)
-        return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
-    for (auto id : w.tokens)
-      if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (auto bad = check_work_item(w, max_len_, block_size_, num_blocks_, V_); !bad) return bad.error();
     if (state_floats_ > 0) {
       if (w.state_slot < 0 || w.state_slot >= s_cap_)
         return error("CUDA step: " + config().model_type + " keeps a recurrent state per sequence; PagedWork::state_slot must be in [0, " +
