@@ -26,7 +26,8 @@ void l2normalise(float* x, int n, double scale) {
 
 const float* pool_row(const DsaPool& p, int seq, int pos) {
   const long slot =
-      static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size + pos % p.block_size;
+      static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
+      pos % p.block_size;
   return p.rows + slot * p.width;
 }
 
@@ -37,7 +38,8 @@ const float* pool_row(const DsaPool& p, int seq, int pos) {
 void hc_embed_cpu(const float* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams) {
   for (int t = 0; t < tokens; ++t)
     for (int i = 0; i < hc; ++i)
-      std::copy_n(table + static_cast<long>(ids[t]) * hidden, hidden, streams + (static_cast<long>(t) * hc + i) * hidden);
+      std::copy_n(table + static_cast<long>(ids[t]) * hidden, hidden,
+                  streams + (static_cast<long>(t) * hc + i) * hidden);
 }
 
 void hc_mean_cpu(const float* streams, int tokens, int hc, int hidden, float* out) {
@@ -177,7 +179,8 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
     const double rate = std::exp(static_cast<double>(w.a_log[i / hd]));
     const double gi = static_cast<double>(g_raw[i]) + w.dt_bias[i];
     const double softplus = gi > 20.0 ? gi : std::log(1.0 + std::exp(gi));
-    g[at(i)] = static_cast<float>(s.lower_bound_set ? static_cast<double>(s.lower_bound) * sigmoid(rate * gi) : -rate * softplus);
+    g[at(i)] = static_cast<float>(s.lower_bound_set ? static_cast<double>(s.lower_bound) * sigmoid(rate * gi)
+                                                    : -rate * softplus);
   }
   // Delta rule, per head.
   for (int h = 0; h < heads; ++h) {
@@ -195,7 +198,8 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
       for (int j = 0; j < hd; ++j) kv_mem[at(j)] += static_cast<double>(Sh[i * hd + j]) * kh[i];
     for (int j = 0; j < hd; ++j) delta[at(j)] = (vh[j] - kv_mem[at(j)]) * b;
     for (int i = 0; i < hd; ++i)
-      for (int j = 0; j < hd; ++j) Sh[i * hd + j] = static_cast<float>(Sh[i * hd + j] + static_cast<double>(kh[i]) * delta[at(j)]);
+      for (int j = 0; j < hd; ++j)
+        Sh[i * hd + j] = static_cast<float>(Sh[i * hd + j] + static_cast<double>(kh[i]) * delta[at(j)]);
     for (int j = 0; j < hd; ++j) {
       double acc = 0;
       for (int i = 0; i < hd; ++i) acc += static_cast<double>(Sh[i * hd + j]) * qh[i];
@@ -209,7 +213,8 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
     for (int j = 0; j < hd; ++j) ss += static_cast<double>(oh[j]) * oh[j];
     const double inv = 1.0 / std::sqrt(ss / hd + static_cast<double>(s.rms_eps));
     for (int j = 0; j < hd; ++j)
-      oh[j] = static_cast<float>(static_cast<float>(oh[j] * inv) * static_cast<double>(w.o_norm[j]) * sigmoid(gate_raw[h * hd + j]));
+      oh[j] = static_cast<float>(static_cast<float>(oh[j] * inv) * static_cast<double>(w.o_norm[j]) *
+                                 sigmoid(gate_raw[h * hd + j]));
   }
 }
 
@@ -276,8 +281,8 @@ float dsa_pool_score_cpu(const DsaShape& s, const double* pool_key, const float*
   return static_cast<float>(score);
 }
 
-std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double>& pools, const float* iq, const float* iw,
-                                     const std::int32_t* pos, int n, int i) {
+std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double>& pools, const float* iq,
+                                     const float* iw, const std::int32_t* pos, int n, int i) {
   const int kp = s.kpool, D = s.index_dim, P = static_cast<int>(pools.size()) / D;
   // Every pool the cache holds, complete or not, as torch.topk sees them: (score, pool) in pool
   // order, the lowest float where the query may not use the pool (incomplete, or its last token
@@ -297,7 +302,9 @@ std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double
   // k * 64 <= n) ordering by "greater score". Equal scores are common (the ReLU makes many exactly
   // 0), and which of them win is that algorithm's choice, so the same algorithm makes it here.
   const size_t budget = std::min(candidates.size(), static_cast<size_t>(s.index_topk / kp));
-  const auto greater = [](const std::pair<float, long>& a, const std::pair<float, long>& b) { return a.first > b.first; };
+  const auto greater = [](const std::pair<float, long>& a, const std::pair<float, long>& b) {
+    return a.first > b.first;
+  };
   if (budget > 0 && budget * 64 <= candidates.size())
     std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(budget), candidates.end(), greater);
   else if (budget > 0)
@@ -328,12 +335,14 @@ void absorb_query_cpu(const float* q, long ld_q, long head_stride, int tokens, i
       for (int d = 0; d < lora_kv; ++d) {
         double a = 0;
         for (int n = 0; n < nope; ++n)
-          a += static_cast<double>(q[t * ld_q + h * head_stride + n]) * kv_b[(static_cast<long>(h) * (nope + vd) + n) * lora_kv + d];
+          a += static_cast<double>(q[t * ld_q + h * head_stride + n]) *
+               kv_b[(static_cast<long>(h) * (nope + vd) + n) * lora_kv + d];
         q_lat[(static_cast<long>(t) * heads + h) * lora_kv + d] = static_cast<float>(a);
       }
 }
 
-void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const float* kv_b, float* out) {
+void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const float* kv_b,
+                       float* out) {
   for (int t = 0; t < tokens; ++t)
     for (int h = 0; h < heads; ++h)
       for (int v = 0; v < vd; ++v) {
@@ -355,8 +364,8 @@ void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, f
   }
 }
 
-void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden, const float* add,
-                         float* y) {
+void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                         const float* add, float* y) {
   for (int t = 0; t < tokens; ++t)
     for (int e = 0; e < hidden; ++e) {
       float acc = 0.f;

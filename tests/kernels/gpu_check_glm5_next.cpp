@@ -54,16 +54,18 @@ void hyper_connections(std::vector<Row>& rows, int hc, int iters, std::uint32_t 
   const std::vector<float> scale = {0.7f, 1.3f, 0.9f};
   const auto streams = normal(sz(T * hc * H), 1.f, seed + 2), y = normal(sz(T * H), 1.f, seed + 3);
   std::vector<float> collapsed(sz(T * H)), post(sz(T * hc)), comb(sz(T * hc * hc)), expanded = streams;
-  k::hc_collapse_cpu(s, streams.data(), T, fn.data(), base.data(), scale.data(), collapsed.data(), post.data(), comb.data());
+  k::hc_collapse_cpu(s, streams.data(), T, fn.data(), base.data(), scale.data(), collapsed.data(), post.data(),
+                     comb.data());
   k::hc_expand_cpu(s, expanded.data(), T, y.data(), post.data(), comb.data());
   Dev<float> d_streams(streams), d_fn(fn), d_base(base), d_scale(scale), d_y(y);
   Dev<float> d_col(collapsed.size()), d_post(post.size()), d_comb(comb.size());
-  op_ok(k::hc_collapse_cuda(s, d_streams.p(), T, d_fn.p(), d_base.p(), d_scale.p(), d_col.p(), d_post.p(), d_comb.p(), nullptr));
+  op_ok(k::hc_collapse_cuda(s, d_streams.p(), T, d_fn.p(), d_base.p(), d_scale.p(), d_col.p(), d_post.p(), d_comb.p(),
+                            nullptr));
   op_ok(k::hc_expand_cuda(s, d_streams.p(), T, d_y.p(), d_post.p(), d_comb.p(), nullptr));
   const double err = std::max({rel_to_max(d_col.get(), collapsed), rel_to_max(d_post.get(), post),
                                rel_to_max(d_comb.get(), comb), rel_to_max(d_streams.get(), expanded)});
-  push(rows, "hc_collapse+expand", "hc " + std::to_string(hc) + " x 64, " + std::to_string(iters) + " Sinkhorn, 5 tokens", err,
-       1e-4);
+  push(rows, "hc_collapse+expand",
+       "hc " + std::to_string(hc) + " x 64, " + std::to_string(iters) + " Sinkhorn, 5 tokens", err, 1e-4);
 }
 
 void streams_embed_mean(std::vector<Row>& rows) {
@@ -109,7 +111,8 @@ void glue_f32(std::vector<Row>& rows) {
       want_b[sz(r * n + i)] = k::round_bf16(want[sz(r * n + i)]);
     }
   push(rows, "rms_norm_f32", "5 x 96 of rows of 128, fp32 out", rel_to_max(got, want), 1e-5);
-  rows.push_back({"rms_norm_f32", "5 x 96 of rows of 128, bf16 out", "bf16", max_rel_error(got_b, want_b), limit_for(DType::bf16), 0, ""});
+  rows.push_back({"rms_norm_f32", "5 x 96 of rows of 128, bf16 out", "bf16", max_rel_error(got_b, want_b),
+                  limit_for(DType::bf16), 0, ""});
 
   Dev<std::uint16_t> d_h(std::vector<std::uint16_t>(sz(n_rows * ldb), 0));
   Dev<float> d_back(std::vector<float>(sz(n_rows * ldy), 0.f));
@@ -146,18 +149,19 @@ void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, 
     float* st = state.data() + slots[q] * sf;
     if (resets[q]) std::fill(st, st + sf, 0.f);
     for (int i = 0; i < lens[q]; ++i, ++t)
-      k::kda_token_cpu(s, w, u.data() + t * 3 * qk, g.data() + t * qk, beta.data() + t * heads, gate.data() + t * qk, st,
-                       o.data() + t * qk);
+      k::kda_token_cpu(s, w, u.data() + t * 3 * qk, g.data() + t * qk, beta.data() + t * heads, gate.data() + t * qk,
+                       st, o.data() + t * qk);
   }
   Dev<float> d_u(u), d_g(g), d_beta(beta), d_gate(gate), d_o(o.size());
   Dev<float> d_conv(conv), d_alog(a_log), d_dt(dt_bias), d_norm(o_norm);
-  Dev<std::int32_t> d_begin(std::vector<std::int32_t>{0, lens[0], T}), d_slot(std::vector<std::int32_t>{slots[0], slots[1]});
+  Dev<std::int32_t> d_begin(std::vector<std::int32_t>{0, lens[0], T}),
+      d_slot(std::vector<std::int32_t>{slots[0], slots[1]});
   Dev<std::int32_t> d_reset(std::vector<std::int32_t>{resets[0], resets[1]});
   k::KdaIo io;
   io.u = d_u.p(), io.ld_u = 3 * qk, io.g_raw = d_g.p(), io.ld_g = qk, io.beta_raw = d_beta.p(), io.ld_beta = heads;
   io.gate_raw = d_gate.p(), io.ld_gate = qk, io.o = d_o.p(), io.ld_o = qk;
-  op_ok(k::kda_recurrent_cuda(s, {d_conv.p(), d_alog.p(), d_dt.p(), d_norm.p()}, io, 2, d_begin.p(), d_slot.p(), d_reset.p(),
-                              d_state.p(), sf, 0, nullptr));
+  op_ok(k::kda_recurrent_cuda(s, {d_conv.p(), d_alog.p(), d_dt.p(), d_norm.p()}, io, 2, d_begin.p(), d_slot.p(),
+                              d_reset.p(), d_state.p(), sf, 0, nullptr));
   const double err = std::max(rel_to_max(d_o.get(), o), rel_to_max(d_state.get(), state));
   push(rows, "kda_recurrent", name + "; outputs, all slots' states", err, 1e-4);
 }
@@ -181,14 +185,15 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
   const auto iq = normal(sz(T * IH * D), 1.f, seed + 2), iw = normal(sz(T * IH), 1.f, seed + 3);
   std::vector<std::vector<int>> want;
   for (int t = 0; t < T; ++t)
-    want.push_back(k::dsa_select_keys_cpu(s, keys, iq.data() + t * IH * D, iw.data() + t * IH, pos.data(), n, at[sz(t)]));
+    want.push_back(
+        k::dsa_select_keys_cpu(s, keys, iq.data() + t * IH * D, iw.data() + t * IH, pos.data(), n, at[sz(t)]));
   const int max_sel = s.index_topk + kp, max_pools = n / kp + 1;
   Dev<float> d_pool(pool), d_iq(iq), d_iw(iw), d_ape(ape), d_scores(sz(T * max_pools));
   Dev<std::int32_t> d_table(table), d_seq(std::vector<std::int32_t>(sz(T), 0)), d_pos(at);
   Dev<std::int32_t> d_chosen(sz(T * max_pools)), d_sel(sz(T * max_sel)), d_n(sz(T));
   const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
-  op_ok(k::dsa_select_cuda(s, dev, d_iq.p(), IH * D, d_iw.p(), d_ape.p(), T, d_seq.p(), d_pos.p(), d_scores.p(), d_chosen.p(),
-                           max_pools, d_sel.p(), d_n.p(), max_sel, nullptr));
+  op_ok(k::dsa_select_cuda(s, dev, d_iq.p(), IH * D, d_iw.p(), d_ape.p(), T, d_seq.p(), d_pos.p(), d_scores.p(),
+                           d_chosen.p(), max_pools, d_sel.p(), d_n.p(), max_sel, nullptr));
   const auto got_sel = d_sel.get();
   const auto got_n = d_n.get();
   // The GPU breaks equal pool scores by pool order, the CPU as torch.topk's CPU kernel does, so a
@@ -197,8 +202,11 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
   auto split = [&](int t, const std::vector<int>& sel, std::vector<float>& scores, std::vector<int>& tail) {
     const int visible = at[sz(t)] + 1, tail_at = kp > 1 && s.select_tail ? visible - visible % kp : visible;
     for (int j : sel) {
-      if (j >= tail_at) tail.push_back(j);
-      else if (j % kp == 0) scores.push_back(k::dsa_pool_score_cpu(s, keys.data() + static_cast<long>(j / kp) * D, iq.data() + t * IH * D, iw.data() + t * IH));
+      if (j >= tail_at)
+        tail.push_back(j);
+      else if (j % kp == 0)
+        scores.push_back(k::dsa_pool_score_cpu(s, keys.data() + static_cast<long>(j / kp) * D, iq.data() + t * IH * D,
+                                               iw.data() + t * IH));
     }
     std::sort(scores.begin(), scores.end());
   };
@@ -215,8 +223,9 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
     left_out += at[sz(t)] + 1 - static_cast<int>(wnt.size());
   }
   rows.push_back({"dsa_select", name + ", 10 queries of 37 keys", "f32 -> ids", 0, -1, T - equivalent,
-                  std::to_string(same) + "/" + std::to_string(T) + " the very same keys (equal scores may pick other pools), " +
-                      std::to_string(left_out) + " visible keys left out"});
+                  std::to_string(same) + "/" + std::to_string(T) +
+                      " the very same keys (equal scores may pick other pools), " + std::to_string(left_out) +
+                      " visible keys left out"});
 
   // Attention over the selected latents: per head, q = [q_lat (L), q_rope (R)] against rows [c, kr],
   // values c. The reference attends over the keys the GPU selected (which may differ from the CPU's
@@ -243,8 +252,8 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
                      out.data() + t * heads * L, a, scale);
   }
   Dev<float> d_qlat(qlat), d_qall(qall), d_out(out.size());
-  op_ok(k::dsa_attention_cuda(s, dev, heads, d_qlat.p(), d_qall.p() + 8, heads * (8 + R), 8 + R, T, d_seq.p(), d_sel.p(), d_n.p(),
-                              max_sel, scale, d_out.p(), nullptr));
+  op_ok(k::dsa_attention_cuda(s, dev, heads, d_qlat.p(), d_qall.p() + 8, heads * (8 + R), 8 + R, T, d_seq.p(),
+                              d_sel.p(), d_n.p(), max_sel, scale, d_out.p(), nullptr));
   push(rows, "dsa_attention", name + ", 3 heads over the selection", rel_to_max(d_out.get(), out), 1e-4);
 }
 
@@ -266,11 +275,13 @@ void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint3
   Dev<float> d_pool(std::vector<float>(pool.size(), 0.f)), d_qr(qr.size()), d_iw(std::vector<float>(iw.size(), 0.f));
   Dev<std::int32_t> d_table(table), d_seq(seq), d_pos(pos);
   const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
-  op_ok(k::dsa_prepare_cuda(s, {d_qn.p(), d_kvn.p(), d_kn.p(), d_kb.p()}, d_proj.p(), ld, T, d_seq.p(), d_pos.p(), dev, d_qr.p(),
-                            d_iw.p(), nullptr));
+  op_ok(k::dsa_prepare_cuda(s, {d_qn.p(), d_kvn.p(), d_kn.p(), d_kb.p()}, d_proj.p(), ld, T, d_seq.p(), d_pos.p(), dev,
+                            d_qr.p(), d_iw.p(), nullptr));
   const double err = std::max({rel_to_max(d_qr.get(), qr), rel_to_max(d_pool.get(), pool), rel_to_max(d_iw.get(), iw)});
-  push(rows, "dsa_prepare", std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope) +
-                                "; qr, pool rows, index weights", err, 1e-4);
+  push(rows, "dsa_prepare",
+       std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope) +
+           "; qr, pool rows, index weights",
+       err, 1e-4);
 }
 
 void clamped_swiglu(std::vector<Row>& rows, float limit) {
@@ -302,11 +313,13 @@ void products(std::vector<Row>& rows) {
   const std::vector<std::int32_t> gather = {0, 0, 3, 1, 2, 3}, expert = {2, 0, 1, 1, 2, 0};
   std::vector<float> want(sz(n_rows * out));
   for (int r = 0; r < n_rows; ++r)
-    k::linear_cpu(x.data() + gather[sz(r)] * in, w.data() + expert[sz(r)] * out * in, nullptr, want.data() + r * out, 1, in, out);
+    k::linear_cpu(x.data() + gather[sz(r)] * in, w.data() + expert[sz(r)] * out * in, nullptr, want.data() + r * out, 1,
+                  in, out);
   Dev<float> d_x(x), d_y(want.size());
   Dev<std::uint16_t> d_w(wb);
   Dev<std::int32_t> d_g(gather), d_e(expert);
-  op_ok(k::linear_f32_cuda(d_x.p(), in, d_g.p(), n_rows, in, d_w.p(), DType::bf16, in, d_e.p(), out * in, out, d_y.p(), out, nullptr));
+  op_ok(k::linear_f32_cuda(d_x.p(), in, d_g.p(), n_rows, in, d_w.p(), DType::bf16, in, d_e.p(), out * in, out, d_y.p(),
+                           out, nullptr));
   push(rows, "linear_f32", "6 gathered rows of 3 experts, 40 -> 24", rel_to_max(d_y.get(), want), 1e-5);
   // Absorption: kv_b [heads * (nope + vd), L].
   const int T = 3, heads = 2, nope = 5, vd = 4, L = 8, qk = 7;
@@ -328,10 +341,11 @@ void products(std::vector<Row>& rows) {
   const auto add = normal(sz(tokens * hidden), 1.f, 98);
   for (const bool with_add : {false, true}) {
     std::vector<float> y(sz(tokens * hidden));
-    k::moe_combine_f32_cpu(pair_out.data(), weight.data(), tokens, top_k, hidden, with_add ? add.data() : nullptr, y.data());
+    k::moe_combine_f32_cpu(pair_out.data(), weight.data(), tokens, top_k, hidden, with_add ? add.data() : nullptr,
+                           y.data());
     Dev<float> d_pairs(pair_out), d_weight(weight), d_add(add), d_out(y.size());
-    op_ok(k::moe_combine_f32_cuda(d_pairs.p(), d_weight.p(), tokens, top_k, hidden, with_add ? d_add.p() : nullptr, d_out.p(),
-                                  nullptr));
+    op_ok(k::moe_combine_f32_cuda(d_pairs.p(), d_weight.p(), tokens, top_k, hidden, with_add ? d_add.p() : nullptr,
+                                  d_out.p(), nullptr));
     push(rows, "moe_combine_f32", std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : ""),
          rel_to_max(d_out.get(), y), 1e-5);
   }

@@ -217,7 +217,8 @@ class NcclGroup final : public NcclCommunicator {
     if (dtype == DeviceDType::bf16) {
       widened.resize(count);
       const auto* b = static_cast<const std::uint16_t*>(pinned_);
-      for (std::size_t i = 0; i < count; ++i) widened[i] = kernels::bf16_to_float(b[i]);  // the device's conversions, exactly
+      for (std::size_t i = 0; i < count; ++i)
+        widened[i] = kernels::bf16_to_float(b[i]);  // the device's conversions, exactly
       values = widened;
     }
     std::vector<float> out;

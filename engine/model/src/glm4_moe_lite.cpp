@@ -114,7 +114,8 @@ class Glm4MoeLite final : public Decoder {
     // A rank may hold no heads (more ranks than heads): it still caches the latent rows above,
     // and contributes nothing but, on rank 0, o_proj's bias.
     if (heads > 0)
-      k::attention_cpu(q.data(), pos + first, rows, e.keys.data(), e.kv.data() + nope, pos, S, attn.data(), shape, scale);
+      k::attention_cpu(q.data(), pos + first, rows, e.keys.data(), e.kv.data() + nope, pos, S, attn.data(), shape,
+                       scale);
     k::linear_cpu(attn.data(), a.o.data(), a.o_bias.empty() ? nullptr : a.o_bias.data(), out, rows, heads * vd, H);
   }
 

@@ -91,7 +91,8 @@ class Glm5Next final : public Model {
     std::vector<float> post(static_cast<size_t>(T * hc)), comb(static_cast<size_t>(T * hc * hc));
     Selection selection;  // the previous DSA layer's, for a shared one
     auto sublayer = [&](const HyperConnection& w, const std::vector<float>& norm, auto&& f) {
-      k::hc_collapse_cpu(hs, streams.data(), T, w.fn.data(), w.base.data(), w.scale.data(), x.data(), post.data(), comb.data());
+      k::hc_collapse_cpu(hs, streams.data(), T, w.fn.data(), w.base.data(), w.scale.data(), x.data(), post.data(),
+                         comb.data());
       k::rmsnorm_cpu(x.data(), norm.data(), h.data(), T, H, eps);
       f(h.data(), y.data());
       k::hc_expand_cpu(hs, streams.data(), T, y.data(), post.data(), comb.data());
@@ -100,7 +101,9 @@ class Glm5Next final : public Model {
     for (int l = 0; l < d.num_hidden_layers; ++l) {
       const Layer& L = layers_[static_cast<size_t>(l)];
       sublayer(L.attn_hc, L.input_norm, [&](const float* in, float* out) {
-        if (L.linear) return kda_forward(L.kda, c_, in, T, state.subspan(static_cast<size_t>(L.state_at), static_cast<size_t>(kda_floats)), out);
+        if (L.linear)
+          return kda_forward(L.kda, c_, in, T,
+                             state.subspan(static_cast<size_t>(L.state_at), static_cast<size_t>(kda_floats)), out);
         dsa_forward(L.dsa, c_, in, T, first, cache, L.slot, selection, out);
       });
       sublayer(L.ffn_hc, L.post_attention_norm, [&](const float* in, float* out) { ffn_forward(L.ffn, d, in, out, T); });

@@ -53,19 +53,21 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
   const KvRows cached = cache.rows(slot);
   const int S = cache.length();
   const k::DsaShape dsa = dsa_shape(c, w.indexer);
-  const k::DsaPool pool{cached.base, cached.row_width, cached.block_table, (S + cached.block_size - 1) / cached.block_size,
-                        cached.block_size};
+  const k::DsaPool pool{cached.base, cached.row_width, cached.block_table,
+                        (S + cached.block_size - 1) / cached.block_size, cached.block_size};
   std::vector<std::int32_t> seq(static_cast<size_t>(rows), 0), index(static_cast<size_t>(rows));
   for (int t = 0; t < rows; ++t) index[static_cast<size_t>(t)] = first + t;
-  std::vector<float> qr(static_cast<size_t>(rows) * static_cast<size_t>(lora_q)), iw(static_cast<size_t>(rows) * static_cast<size_t>(ih));
-  k::dsa_prepare_cpu(dsa, {w.q_a_norm.data(), w.kv_a_norm.data(), bias(w.k_norm), bias(w.k_norm_bias)}, proj.data(), ld_proj,
-                     rows, seq.data(), index.data(), pool, qr.data(), iw.data());
+  std::vector<float> qr(static_cast<size_t>(rows) * static_cast<size_t>(lora_q)),
+      iw(static_cast<size_t>(rows) * static_cast<size_t>(ih));
+  k::dsa_prepare_cpu(dsa, {w.q_a_norm.data(), w.kv_a_norm.data(), bias(w.k_norm), bias(w.k_norm_bias)}, proj.data(),
+                     ld_proj, rows, seq.data(), index.data(), pool, qr.data(), iw.data());
   std::vector<float> q(static_cast<size_t>(rows) * static_cast<size_t>(heads * qk));
   std::vector<float> iq(static_cast<size_t>(rows) * static_cast<size_t>(ih * id));
   for (int t = 0; t < rows; ++t) {
     const float* qrt = qr.data() + static_cast<long>(t) * lora_q;
     k::linear_cpu(qrt, w.q_b.data(), nullptr, q.data() + static_cast<long>(t) * heads * qk, 1, lora_q, heads * qk);
-    if (w.indexer) k::linear_cpu(qrt, w.wq_b.data(), nullptr, iq.data() + static_cast<long>(t) * ih * id, 1, lora_q, ih * id);
+    if (w.indexer)
+      k::linear_cpu(qrt, w.wq_b.data(), nullptr, iq.data() + static_cast<long>(t) * ih * id, 1, lora_q, ih * id);
   }
 
   const std::span<const int> pos = cache.positions();
@@ -73,8 +75,9 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
     const auto pools = k::dsa_pool_keys_cpu(dsa, pool, 0, w.kpool_ape.data(), S);
     selection.assign(static_cast<size_t>(rows), {});
     for (int t = 0; t < rows; ++t)
-      selection[static_cast<size_t>(t)] = k::dsa_select_keys_cpu(dsa, pools, iq.data() + static_cast<long>(t) * ih * id,
-                                                                  iw.data() + static_cast<long>(t) * ih, pos.data(), S, first + t);
+      selection[static_cast<size_t>(t)] =
+          k::dsa_select_keys_cpu(dsa, pools, iq.data() + static_cast<long>(t) * ih * id,
+                                 iw.data() + static_cast<long>(t) * ih, pos.data(), S, first + t);
   }
 
   // Keys and values of every cached token (kv_b of the latent; the reference path does not absorb it).

@@ -47,7 +47,8 @@ kernels::KdaShape kda_shape(const Glm5NextConfig& c);
 // out = kda(x) for `rows` consecutive new tokens [rows, hidden]; `state` (kda_state_floats) is
 // advanced over them, token by token (kernels::kda_token_cpu), so any split of a sequence into
 // calls gives the same bits.
-void kda_forward(const KdaLayer& w, const Glm5NextConfig& c, const float* x, int rows, std::span<float> state, float* out);
+void kda_forward(const KdaLayer& w, const Glm5NextConfig& c, const float* x, int rows, std::span<float> state,
+                 float* out);
 
 // ---- DSA sparse attention -------------------------------------------------------------------
 struct DsaLayer {

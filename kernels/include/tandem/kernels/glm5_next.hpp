@@ -141,8 +141,8 @@ Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, 
 // tokens (positions pos[0..n)) attends to, equal scores broken as torch.topk's CPU kernel breaks them.
 std::vector<double> dsa_pool_keys_cpu(const DsaShape& s, const DsaPool& pool, int seq, const float* kpool_ape, int n);
 float dsa_pool_score_cpu(const DsaShape& s, const double* pool_key, const float* iq, const float* iw);
-std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double>& pools, const float* iq, const float* iw,
-                                     const std::int32_t* pos, int n, int i);
+std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double>& pools, const float* iq,
+                                     const float* iw, const std::int32_t* pos, int n, int i);
 // Absorbed attention over the selected rows, per token and head: score_j = (q_lat . c_j +
 // q_rope . kr_j) * scale, out_lat = softmax . c_j. q_lat [tokens, heads, lora_kv] (ld per token:
 // heads * lora_kv); q_rope: the rope part of each head's query (q + t * ld_q + h * head_stride);
@@ -172,7 +172,8 @@ Status absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int
 // CPU references, kv_b as fp32 (the bf16 values widened).
 void absorb_query_cpu(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd, int lora_kv,
                       const float* kv_b, float* q_lat);
-void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const float* kv_b, float* out);
+void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const float* kv_b,
+                       float* out);
 
 // ---- MoE --------------------------------------------------------------------------------------
 // y[r] = silu(min(gate, limit)) * clamp(up, -limit, limit) on rows [gate (d) | up (d)]; bf16.
@@ -185,7 +186,7 @@ Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int toke
 // CPU references: the fp32 form of both clamped SwiGLUs (on bf16 inputs the bf16 kernel's output
 // is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine.
 void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
-void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden, const float* add,
-                         float* y);
+void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                         const float* add, float* y);
 
 }  // namespace tandem::kernels

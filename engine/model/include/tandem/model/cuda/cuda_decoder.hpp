@@ -57,15 +57,16 @@ struct FirstError {
 inline Status check_work_item(const PagedWork& w, int max_len, int block_size, int num_blocks, int vocab) {
   const int end = w.start + static_cast<int>(w.tokens.size());
   if (w.start < 0 || end > max_len)
-    return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) + " exceed max-model-len " +
-                 std::to_string(max_len));
+    return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) +
+                 " exceed max-model-len " + std::to_string(max_len));
   const int need = (end + block_size - 1) / block_size;
   if (need > static_cast<int>(w.block_table.size()))
-    return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) + " blocks, the table has " +
-                 std::to_string(w.block_table.size()));
+    return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) +
+                 " blocks, the table has " + std::to_string(w.block_table.size()));
   for (int b = 0; b < need; ++b)
     if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks)
-      return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
+      return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) +
+                   " is outside the pool");
   for (auto id : w.tokens)
     if (id < 0 || id >= vocab) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
   return Ok{};
