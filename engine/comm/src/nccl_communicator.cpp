@@ -188,7 +188,7 @@ class NcclGroup final : public NcclCommunicator {
     }
     if (want_host && want_nccl) return fail("the ranks disagree on the device transport: one asked for nccl, another for host");
     if (!shared.empty() && want_nccl)
-      return fail("--tp-transport nccl, but " + shared + ": NCCL refuses two ranks on one GPU (use host or auto)");
+      return fail("`tp_transport` nccl, but " + shared + ": NCCL refuses two ranks on one GPU (use host or auto)");
     if (shared.empty() && !want_host) return Ok{};
     host_ = true;
     transport_ = "host-staged over the TCP group (" + (want_host ? std::string("asked for") : shared) +
