@@ -157,9 +157,9 @@ Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5L
   return {};
 }
 
-// long-function: one KDA layer's flat upload list, one tensor per line in checkpoint order.
-// This rank's heads kda_heads_: rows [h0 * head_dim, h1 * head_dim) of every per-channel tensor
-// (the conv's three parts q, k, v each), rows [h0, h1) of the per-head ones, o's matching columns.
+// One KDA layer's upload list, one tensor per line in checkpoint order. This rank's heads
+// kda_heads_: rows [h0 * head_dim, h1 * head_dim) of every per-channel tensor (the conv's three
+// parts q, k, v each), rows [h0, h1) of the per-head ones, o's matching columns.
 Status Glm5NextCuda::load_kda(Uploader& up, int l, Glm5Layer& L) {
   auto name = [&](Tensor t) { return names_(t, l); };
   const std::size_t h = static_cast<std::size_t>(H_), qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
@@ -202,8 +202,8 @@ Status Glm5NextCuda::load_kda(Uploader& up, int l, Glm5Layer& L) {
   return {};
 }
 
-// long-function: one DSA layer's flat upload list, one tensor per line in checkpoint order.
-// This rank's heads dsa_heads_: their rows of q_b and kv_b, o's matching columns; the rest whole.
+// One DSA layer's upload list, one tensor per line in checkpoint order. This rank's heads
+// dsa_heads_: their rows of q_b and kv_b, o's matching columns; the rest whole.
 Status Glm5NextCuda::load_dsa(Uploader& up, int l, Glm5Layer& L) {
   auto name = [&](Tensor t) { return names_(t, l); };
   const std::size_t h = static_cast<std::size_t>(H_);
