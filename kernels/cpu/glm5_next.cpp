@@ -375,4 +375,11 @@ void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens,
     }
 }
 
+void moe_local_experts_cpu(std::int32_t* expert, int pairs, int first, int count) {
+  for (int p = 0; p < pairs; ++p) {
+    const int e = expert[p] - first;
+    expert[p] = e >= 0 && e < count ? e : -1;
+  }
+}
+
 }  // namespace tandem::kernels

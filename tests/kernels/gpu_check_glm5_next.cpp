@@ -4,7 +4,8 @@
 // hyper-connections, the KDA recurrence (two sequences, one resumed from a state, one reset), the
 // indexer's selection (the CPU's scores and tail, with a top-k that leaves pools out; equal scores
 // may pick other pools than the CPU's torch.topk order), attention over the selected latents, the
-// clamped SwiGLU, the fp32-activation products, the streams' embedding and mean, the MoE combine,
+// clamped SwiGLU, the fp32-activation products, the streams' embedding and mean, the MoE combine and
+// local-expert renumbering,
 // the fp32 RMSNorm and bf16 conversions, and the DSA layer's input preparation.
 // Errors here are max|gpu - cpu| / max|cpu| (the measure these bars were set in), noted per row.
 #include <algorithm>
@@ -349,6 +350,15 @@ void products(std::vector<Row>& rows) {
     push(rows, "moe_combine_f32", std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : ""),
          rel_to_max(d_out.get(), y), 1e-5);
   }
+  // Tensor parallel: the pairs routed to this rank's experts [3, 6) renumbered, the others -1.
+  std::vector<std::int32_t> pairs = {0, 3, 5, 6, 7, 4, 2, 3, 5, 1};
+  Dev<std::int32_t> d_pairs(pairs);
+  op_ok(k::moe_local_experts_cuda(d_pairs.p(), static_cast<int>(pairs.size()), 3, 3, nullptr));
+  k::moe_local_experts_cpu(pairs.data(), static_cast<int>(pairs.size()), 3, 3);
+  const auto got = d_pairs.get();
+  long differ = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) differ += got[i] != pairs[i];
+  rows.push_back({"moe_local_experts", "10 pairs, experts [3, 6) of 8", "ids", 0, -1, differ, ""});
 }
 
 }  // namespace

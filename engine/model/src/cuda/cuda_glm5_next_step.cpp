@@ -9,10 +9,13 @@
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
 // Every product takes fp32 activations (linear_f32_cuda and friends, tandem/kernels/glm5_next.hpp): with
 // bf16 GEMM inputs through cuBLASLt the fixture's logits were 2.6e-2 off transformers'.
+// Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
+// places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
 #include <cmath>
 
 #include "tandem/kernels/capture.hpp"
+#include "tandem/kernels/embedding.hpp"
 #include "cuda_glm5_next.hpp"
 #include "glm5_next_parts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
@@ -104,6 +107,10 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     if (w.logits && !w.all_logits) rows[r++] = t - 1;
   }
   begin[S] = t;
+  // Vocabulary-parallel: the ids in this rank's embedding rows (the others fall outside and embed as zeros).
+  std::int32_t* local = tables + static_cast<std::size_t>(s_cap_) * mb;  // in_local()'s host side
+  if (sharded())
+    for (int i = 0; i < t; ++i) local[i] = tok[i] - vocab_.begin;
   // The whole staging area in one copy (synchronous: the host buffer is reused by the next step).
   if (auto e = TANDEM_CUDA_STATUS(cudaMemcpyAsync(inputs_.get(), host_in_.data(), in_ints_ * 4, cudaMemcpyHostToDevice, stream_),
                           "step inputs");
@@ -131,7 +138,7 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
-  err(kernels::hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_));
+  err(embed(T));
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Glm5Layer& L = layers_[static_cast<std::size_t>(l)];
     err(sublayer(L.attn_hc, L.input_norm, T, 0, L, S));
@@ -140,9 +147,37 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
   }
   err(kernels::hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
   err(kernels::rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
-  if (R > 0)
-    err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
-                        stream_));
+  if (R > 0) err(lm_head_rows(R));
+  return err.status;
+}
+
+Status Glm5NextCuda::reduce(void* b, int rows, int width, k::DType type) {
+  if (!sharded()) return Ok{};
+  if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
+  return all_reduce_->all_reduce_sum(b, static_cast<std::size_t>(rows) * static_cast<std::size_t>(width), type, stream_);
+}
+
+// Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
+// are summed, which is exact (one term is not zero); the sum is then spread into the streams.
+Status Glm5NextCuda::embed(int T) {
+  if (!sharded()) return kernels::hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_);
+  FirstError err;
+  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, in_local(), T, embed_rows_.get(), stream_));
+  err(reduce(embed_rows_.get(), T, H_, kBf16));
+  err(kernels::hc_embed_cuda(embed_rows_.get(), iota_.as<std::int32_t>(), T, hc_, H_, streams_.as<float>(), stream_));
+  return err.status;
+}
+
+// Vocabulary-parallel: each rank writes its columns of zeroed rows and the ranks' rows are summed:
+// the gather of the logits (exact: every entry has one term), through the same seam.
+Status Glm5NextCuda::lm_head_rows(int R) {
+  FirstError err;
+  if (sharded())
+    err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
+                           "zero logits"));
+  err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, vocab_.size(),
+                               logits_.as<float>() + vocab_.begin, V_, stream_));
+  err(reduce(logits_.get(), R, V_, k::DType::f32));
   return err.status;
 }
 
@@ -169,6 +204,7 @@ Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T,
   err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
   else err(ffn(L, T));
+  err(reduce(y_.get(), T, H_, k::DType::f32));  // this rank's heads', width's or experts' share
   err(kernels::hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
   return err.status;
 }
@@ -179,7 +215,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
   err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
   err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
-  const kernels::KdaShape s = detail::kda_shape(c_);
+  const kernels::KdaShape s = kda_shape();
   kernels::KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
   kernels::KdaIo io;
   io.u = proj, io.ld_u = kda_in_;
@@ -242,6 +278,7 @@ Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
                       router_logits_.as<float>(), E_, stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), L.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
+  if (sharded()) err(kernels::moe_local_experts_cuda(expert_.as<std::int32_t>(), P, experts_.begin, experts_.size(), stream_));
   err(kernels::linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
                       expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
   err(kernels::clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));

@@ -53,12 +53,8 @@ Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& 
   if (auto there = cuda_model_available(); !there) return there.error().with_context("`device` cuda");
   auto config = load_config(dir);
   if (!config) return config.error();
-  // Sharded on the GPU so far: glm4_moe_lite and glm4_moe (heads, MLP widths, whole experts,
-  // vocabulary; their partial sums go through the DeviceAllReduce the caller sets once the group is
-  // joined). glm5_next's decoder is not split yet.
-  if (comm.size() > 1 && config->model_type != "glm4_moe_lite" && config->model_type != "glm4_moe")
-    return error("tensor parallelism on the GPU shards glm4_moe_lite and glm4_moe so far; " + config->model_type + " at " +
-                 std::to_string(comm.size()) + " ranks runs on `device` cpu");
+  // Every CUDA decoder shards (shard.hpp: heads, MLP widths, whole experts, vocabulary); the
+  // partial sums go through the DeviceAllReduce the caller sets once the group is joined.
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
   if (config->model_type == "glm4_moe_lite") return cuda::load_glm4_moe_lite_cuda(std::move(config).value(), ck.value(), comm, options);

@@ -158,7 +158,8 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
 // a plain kernel, fp32 sums (one warp per output; slow for long prefills):
 //   y[r][o] = sum_i x[g(r)][i] * W_e(r)[o][i]    g(r) = gather ? gather[r] : r;
 //   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
-// w_type: bf16 or f32.
+// w_type: bf16 or f32. A row whose row_expert is negative (another tensor-parallel rank's expert)
+// is written as zeros.
 Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
                             DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream);
@@ -183,10 +184,14 @@ Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, i
 // y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
 Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream);
+// Tensor parallel: expert[p] -= first for the pairs routed to this rank's experts [first, first +
+// count), -1 for the others (linear_f32_cuda then gives them zero rows).
+Status moe_local_experts_cuda(std::int32_t* expert, int pairs, int first, int count, Stream stream);
 // CPU references: the fp32 form of both clamped SwiGLUs (on bf16 inputs the bf16 kernel's output
-// is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine.
+// is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine; the local experts.
 void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
 void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                          const float* add, float* y);
+void moe_local_experts_cpu(std::int32_t* expert, int pairs, int first, int count);
 
 }  // namespace tandem::kernels

@@ -14,7 +14,7 @@
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
-// Tensor parallelism (glm4_moe_lite, glm4_moe; glm5_next runs one rank): a rank loads only its
+// Tensor parallelism (glm4_moe_lite, glm4_moe, glm5_next): a rank loads only its
 // slice (shard.hpp: heads, MLP widths, whole routed experts, vocabulary rows) and sums its partials
 // (embedding rows, attention and FFN outputs, its logits columns) through the DeviceAllReduce the
 // caller sets once the group is joined (CommAllReduce: NCCL, or host-staged for ranks on one GPU).
