@@ -4,16 +4,19 @@
 # BUNDLE holds cuda_tp_check and serve/ (tandem-serve and its libraries), as packed by
 # deploy/gpu-prepare.sh --tp; OUT gets the logs, tp.json and tp.md. Two ranks share the GPU, so the
 # rendezvous picks the host-staged transport by itself (same GPU UUID; --tp-transport auto).
-#   1. each glm4_moe_lite and glm4_moe fixture (and the DFlash pair's target) at TP2 vs TP1: logits within the
-#      CUDA bar (1e-2), greedy tokens identical (cuda_tp_check), and the per-step cost of the
-#      host-staged all-reduce at batch 1 and 16 (a test transport: TCP through the host)
-#   2. compute-sanitizer memcheck of both ranks (when the machine has it)
-#   3. tandem-serve --device cuda: worker then head, greedy completion equal to one rank's; kill -9
-#      of either rank mid-decode ends the other within 10 s, naming the lost peer
+#   1. each fixture (glm4_moe_lite, its variant, glm4_moe, glm5_next_text, the sparse one; and the
+#      DFlash pair's target) at TP2 vs TP1: logits within the CUDA bar (1e-2), greedy tokens
+#      identical (cuda_tp_check; a differing row is listed with TP1's top-two gap), and the per-step
+#      cost of the host-staged all-reduce at batch 1 and 16 (a test transport: TCP through the host)
+#   2. compute-sanitizer memcheck of both ranks (when the machine has it), per TP_MEMCHECK model
+#   3. kill -9 of either rank of cuda_tp_check mid-decode (TP_KILL models): the other ends within
+#      10 s with an error naming the lost peer
+#   4. tandem-serve --device cuda: worker then head, greedy completion equal to one rank's; kill -9
+#      of either rank mid-decode ends the other within 10 s, naming the lost peer (TP_SERVE=0: skipped)
+# TP_MODELS, TP_MEMCHECK and TP_KILL (space-separated model directories) narrow a run to some fixtures.
 # Two GPUs (the NCCL run, a separate issue): TP_GPUS="0 1" puts rank r of the checks on GPU r
 # (CUDA_VISIBLE_DEVICES), and the rendezvous then picks NCCL (distinct UUIDs).
-# Exits non-zero when any check fails. The glm5_next_text fixtures are not sharded on the GPU yet:
-# the script records their refusal.
+# Exits non-zero when any check fails.
 set -u
 bundle=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
@@ -23,8 +26,20 @@ export LD_LIBRARY_PATH=$bundle/serve/lib:${LD_LIBRARY_PATH:-}
 failures=0
 results=()
 note() { echo "$*" | tee -a "$out/tp.md"; }
+ended_within() {  # pid seconds -> 0 when it exited in time
+  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  return 1
+}
 fail() { note "FAIL $*"; failures=$((failures + 1)); }
 port=29700
+finish() {  # tp.json: the timing runs and the summary
+  python3 - "$out" <<'EOF'
+import glob, json, os, sys
+out = sys.argv[1]
+runs = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "*.tp[12].json")))}
+json.dump({"runs": runs, "summary": open(os.path.join(out, "tp.md")).read()}, open(os.path.join(out, "tp.json"), "w"), indent=2)
+EOF
+}
 read -r -a gpus <<< "${TP_GPUS:-}"
 on() {  # rank command...: the rank's GPU when TP_GPUS names one
   local r=$1
@@ -37,7 +52,8 @@ note "# GPU tensor parallelism on one GPU ($(nvidia-smi --query-gpu=name --forma
 note ""
 note "| model | TP2 vs TP1 logits, teacher-forced (worst rel. error) | greedy token per row = TP1's (+ at TP1 near-ties) | free-running greedy identical | transport | step ms TP1 b1/b16 | step ms TP2 b1/b16 | all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|"
-models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe models/dflash-pair/target)
+glm5=(tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse)
+read -r -a models <<< "${TP_MODELS:-tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe ${glm5[*]} models/dflash-pair/target}"
 for m in "${models[@]}"; do
   name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
@@ -67,30 +83,66 @@ EOF
 )"
   fi
 done
-for m in tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse; do
-  port=$((port + 1))
-  timeout 60 "$check" --model "$m" --ranks 2 --rank 1 --port $port > /dev/null 2>&1 &
-  timeout 60 "$check" --model "$m" --ranks 2 --rank 0 --port $port > "$out/refused.log" 2>&1
-  wait
-  note "| $m | not sharded on the GPU yet: $(grep -o 'tensor parallelism on the GPU shards[^;]*' "$out/refused.log" | head -1) | | | | | | |"
-done
 note ""
 
-# Memcheck: both ranks of the first fixture under compute-sanitizer, checks only.
+# Memcheck: both ranks of each TP_MEMCHECK model under compute-sanitizer, checks only.
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-if [ -n "$sanitizer" ]; then
-  m=tests/model/fixtures/glm4_moe_lite
+read -r -a memcheck <<< "${TP_MEMCHECK:-tests/model/fixtures/glm4_moe_lite ${glm5[*]}}"
+for m in "${memcheck[@]}"; do
+  [ -n "$sanitizer" ] || { note "memcheck: compute-sanitizer is not on this machine"; break; }
+  name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
-  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 1 --port $port --steps 3 --time 0 > "$out/memcheck.rank1.log" 2>&1 &
+  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 1 --port $port --steps 3 --time 0 > "$out/memcheck.$name.rank1.log" 2>&1 &
   w=$!
-  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 0 --port $port --steps 3 --time 0 > "$out/memcheck.rank0.log" 2>&1
+  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 0 --port $port --steps 3 --time 0 > "$out/memcheck.$name.rank0.log" 2>&1
   rc0=$?
   wait $w
   rc1=$?
-  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]; then note "memcheck ($m, TP2 host-staged, both ranks): clean ($(grep -h 'ERROR SUMMARY' "$out"/memcheck.rank*.log | tr '\n' ' '))"
-  else fail "memcheck (rank 0 rc $rc0, rank 1 rc $rc1): $(grep -h 'ERROR SUMMARY\|Invalid' "$out"/memcheck.rank*.log | head -4)"; fi
-else
-  note "memcheck: compute-sanitizer is not on this machine"
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]; then note "memcheck ($m, TP2 host-staged, both ranks): clean ($(grep -h 'ERROR SUMMARY' "$out"/memcheck.$name.rank*.log | tr '\n' ' '))"
+  else fail "memcheck $m (rank 0 rc $rc0, rank 1 rc $rc1): $(grep -h 'ERROR SUMMARY\|Invalid\|error' "$out"/memcheck.$name.rank*.log | head -4)"; fi
+done
+
+# kill -9 of either rank of the check mid-decode: the other rank's step fails on the lost link and
+# it exits (3) within 10 s, its message naming the peer ("rank 0 at ..." / "rank 1 at ...").
+read -r -a killed <<< "${TP_KILL-${glm5[*]}}"
+for m in "${killed[@]}"; do
+  name=$(echo "$m" | tr '/' '_')
+  for victim in 1 0; do
+    port=$((port + 1))
+    other=$((1 - victim))
+    klog() { echo "$out/kill.$name.$victim.rank$1.log"; }
+    pids=()
+    for r in 1 0; do  # env execs the check, so the pid is the rank's own
+      env ${gpus[$r]:+CUDA_VISIBLE_DEVICES=${gpus[$r]}} "$check" --model "$m" --ranks 2 --rank $r --port $port --time 0 --hold 60 \
+        > "$(klog $r)" 2>&1 &
+      pids[$r]=$!
+    done
+    for _ in $(seq 1 300); do  # both ranks decoding (at most 30 s)
+      grep -q "decoding until killed" "$(klog 0)" && grep -q "decoding until killed" "$(klog 1)" && break
+      sleep 0.1
+    done
+    sleep 0.3
+    kill -9 "${pids[$victim]}"
+    t0=$(date +%s.%N)
+    if ended_within "${pids[$other]}" 10; then
+      took=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+      wait "${pids[$other]}"
+      rc=$?
+      said=$(grep -m1 "decoding ended" "$(klog $other)" | cut -c1-260)
+      if [ $rc -eq 3 ] && echo "$said" | grep -q "rank $victim at"; then note "kill -9 of rank $victim of $m mid-decode: rank $other ended after ${took} s (rc 3): $said"
+      else fail "kill -9 of rank $victim of $m: rank $other ended (rc $rc) without naming rank $victim: $(tail -2 "$(klog $other)")"; fi
+    else
+      fail "kill -9 of rank $victim of $m: rank $other still runs after 10 s"; kill -9 "${pids[$other]}"
+    fi
+    wait 2>/dev/null
+  done
+done
+note ""
+if [ "${TP_SERVE:-1}" = 0 ]; then
+  note "failures: $failures"
+  finish
+  [ $failures -eq 0 ]
+  exit
 fi
 
 # tandem-serve at TP2 on the GPU.
@@ -123,10 +175,6 @@ start_pair() {  # tag [extra flags for both ranks]
   head=$!
   api=$ap
   wait_healthy $ap $head "the head ($tag)"
-}
-ended_within() {  # pid seconds -> 0 when it exited in time
-  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  return 1
 }
 
 port=$((port + 1))
@@ -186,10 +234,5 @@ done
 
 note ""
 note "failures: $failures"
-python3 - "$out" <<'EOF'
-import glob, json, os, sys
-out = sys.argv[1]
-runs = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "*.tp[12].json")))}
-json.dump({"runs": runs, "summary": open(os.path.join(out, "tp.md")).read()}, open(os.path.join(out, "tp.json"), "w"), indent=2)
-EOF
+finish
 [ $failures -eq 0 ]

@@ -209,7 +209,7 @@ class DFlashCuda final : public DeviceDrafter {
 Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
     return Error{"input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
-           "them (run this drafter with --device cpu)"};
+           "them (run this drafter with `device` cpu)"};
   if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return Error{"mask_token_id is outside the vocabulary"};
   if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return Error{"the paged-attention kernel needs 1..8 query heads per KV head"};
   if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return Error{"hidden_size, intermediate_size and head_dim must be multiples of 8"};

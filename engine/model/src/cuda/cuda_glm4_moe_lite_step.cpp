@@ -127,18 +127,8 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   for (const PagedWork& w : work) {
     const int n = static_cast<int>(w.tokens.size());
     if (n == 0) return error("CUDA step: an item without tokens");
+    if (auto bad = check_work_item(w, max_len_, block_size_, num_blocks_, V_); !bad) return bad.error();
     const int end = w.start + n;
-    if (w.start < 0 || end > max_len_)
-      return error("CUDA step: positions up to " + std::to_string(end) + " exceed max-model-len " + std::to_string(max_len_));
-    const int need = (end + block_size_ - 1) / block_size_;
-    if (need > static_cast<int>(w.block_table.size()))
-      return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) + " blocks, the table has " +
-                   std::to_string(w.block_table.size()));
-    for (int b = 0; b < need; ++b)
-      if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks_)
-        return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
-    for (auto id : w.tokens)
-      if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
     T += n, R += w.all_logits ? n : w.logits ? 1 : 0, max_context = std::max(max_context, end);
     decode = decode && n == 1 && (w.logits || w.all_logits);
   }

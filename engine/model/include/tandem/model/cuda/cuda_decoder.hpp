@@ -51,6 +51,27 @@ struct FirstError {
   bool ok() const { return status.ok(); }
 };
 
+// What every CUDA model checks of one item of a step before staging it: its positions within
+// max_len, blocks enough in its table and each inside the pool of num_blocks, its token ids inside
+// the vocabulary. The error names the limit it broke.
+inline Status check_work_item(const PagedWork& w, int max_len, int block_size, int num_blocks, int vocab) {
+  const int end = w.start + static_cast<int>(w.tokens.size());
+  if (w.start < 0 || end > max_len)
+    return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) +
+                 " exceed max-model-len " + std::to_string(max_len));
+  const int need = (end + block_size - 1) / block_size;
+  if (need > static_cast<int>(w.block_table.size()))
+    return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) +
+                 " blocks, the table has " + std::to_string(w.block_table.size()));
+  for (int b = 0; b < need; ++b)
+    if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks)
+      return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) +
+                   " is outside the pool");
+  for (auto id : w.tokens)
+    if (id < 0 || id >= vocab) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
+  return Ok{};
+}
+
 // step_greedy's sampling inputs for `rows` logit rows: temperature 0 (argmax) and zero uniforms.
 inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms, std::size_t rows) {
   std::vector<k::SamplingParams> greedy(rows);
