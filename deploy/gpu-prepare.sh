@@ -38,10 +38,11 @@ pack() {
   ls -la "build-deps/$name"
 }
 # The shared libraries BINARY needs beyond glibc (whose parts must match the machine's own), the
-# C++ runtime, CUDA and NCCL, which the GPU machine has.
+# C++ runtime, CUDA and NCCL, which the GPU machine has. None left is no error: grep's status 1
+# would otherwise fail the pipeline (pipefail) and end the script without a word.
 needed_libs() {
   ldd "$1" | awk '/=> \// {print $3}' |
-    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart'
+    { grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' || [ $? = 1 ]; }
 }
 copy_serve() {
   mkdir -p build-deps/serve/lib
