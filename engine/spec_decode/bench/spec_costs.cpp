@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "../../bench/event_timer.hpp"
+#include "event_timer.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 
