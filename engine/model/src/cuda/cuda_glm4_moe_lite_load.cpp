@@ -31,9 +31,11 @@ Status GlmDecoderCuda::load(const Checkpoint& ck) {
     return Error{"the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8"};
   if (auto e = attention_shape_error(); !e) return e;
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
-  if (heads_ == 0)
-    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) + " attention heads leave rank " +
-                 std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks"};
+  // From the head count every rank shares, so each refuses (not only the empty one, whose peers
+  // would load and then fail on a lost peer without the reason).
+  if (all_heads_ < tp_size_)
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) +
+                 " attention heads leave a rank none; use at most " + std::to_string(all_heads_) + " ranks"};
   if (auto e = load_weights(ck); !e) return e;
   return allocate_activations();
 }
