@@ -12,7 +12,7 @@
 # (no CHECK: all of them; names as in the list above).
 # Exits non-zero when any check fails.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1  # no set -e here: every check runs, failures are counted
 all="gpu_check cuda_model_check glm5_next_cuda_check cuda_spec_check gpu_hybrid_serve.py tandem-bench-cuda"
 wanted=" ${*:-$all} "
 # A misspelt name would run nothing and pass: refuse it before spending the device call.
