@@ -58,7 +58,7 @@ if [ "${1:-}" = --tp ]; then
 fi
 if [ "${1:-}" = --bind ]; then
   ninja -C "$serve_build" -j "${JOBS:-2}" tandemctl tandemd tandem-serve
-  "$serve_build/engine/tandem-serve" --version | grep -q "CUDA sm_$arch" ||
+  "$serve_build/engine/tandem-serve" --version | grep "CUDA sm_$arch" >/dev/null ||
     { echo "gpu-prepare.sh --bind: $serve_build/engine/tandem-serve is not built for CUDA sm_$arch" >&2; exit 1; }
   stage=$(mktemp -d)/bundle
   mkdir -p "$stage/bin" "$stage/lib"
