@@ -94,6 +94,7 @@ model::CudaOptions cuda_options(const ServeConfig& cfg, const nlohmann::json& sp
   o.max_model_len = cfg.max_model_len;
   o.enforce_eager = cfg.enforce_eager;
   o.invariant_tokens = cfg.batch_invariant_tokens;
+  o.reduction_groups = cfg.nnodes > 1 ? 1 : std::max(cfg.reduction_groups, 1);  // (a rank of a group: the group's, implied)
   // A verification asks for the logits of every token of its block (on every rank: workers run it).
   if (!spec_config.is_null())
     o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
@@ -138,7 +139,9 @@ tandem::Result<Target> load_target([[maybe_unused]] const ServeConfig& cfg, cons
     const model::CudaOptions o = cuda_options(cfg, spec_config);
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
-    phases.mark("weights_loaded", "target model onto the GPU");
+    phases.mark("weights_loaded", o.reduction_groups > 1 ? "target model onto the GPU, summing as " + std::to_string(o.reduction_groups) +
+                                                             " tensor-parallel ranks do (`reduction_groups`)"
+                                                       : std::string("target model onto the GPU"));
     t.kv_per_token = m.value()->kv_bytes_per_token();
     if (!spec_config.is_null()) {
       spec::DFlashCudaOptions d;
@@ -230,6 +233,21 @@ tandem::Result<runtime::EngineConfig> engine_config(const ServeConfig& cfg, cons
   }
   return ec;
 }
+
+}  // namespace
+
+tandem::Result<std::int64_t> own_kv_blocks(const ServeConfig& cfg, const model::Model& model,
+                                          const std::function<void(const std::string&)>& log) {
+  Target t;  // no drafter: a worker's budget is all KV rows
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  if (const auto* cuda = dynamic_cast<const model::CudaModel*>(&model)) t.kv_per_token = cuda->kv_bytes_per_token();
+#endif
+  auto ec = engine_config(cfg, model, t, log);
+  if (!ec) return ec.error();
+  return runtime::pool_blocks(model, ec.value());
+}
+
+namespace {
 
 // The DFlash drafter's part of the engine config: the device one loaded with the target, or the
 // CPU one loaded now (after the tokenizer, template and KV budget).

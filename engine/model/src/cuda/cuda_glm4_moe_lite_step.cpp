@@ -269,7 +269,7 @@ Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
 }
 
 Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
-  if (!sharded()) return Ok{};
+  if (!multi_rank()) return Ok{};
   if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width > 0 ? width : H_);
   auto s = all_reduce_->all_reduce_sum(b.get(), n, type, stream_);
@@ -329,8 +329,8 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   FirstError err;
   // Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
   // are summed, which is exact (one term is not zero).
-  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, sharded() ? in_local_tokens() : in_tokens(), T, embed_rows_.get(),
-                        stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), multi_rank() ? vocab_.size() : V_, H_, multi_rank() ? in_local_tokens() : in_tokens(), T,
+                        embed_rows_.get(), stream_));
   err(all_reduce(embed_rows_, T, H_, kBf16));
   err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
@@ -343,8 +343,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     if (l > 0) err(capture_layer(l - 1, T));
-    err(attention(l, a, T, max_context));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return attention(l, slice, T, max_context); }));
     // The router's launch does the add and norm, where the row fits its shared memory.
     const bool fold_norm = a.moe && moe_decodes(a, T) && k::moe_norm_router_route_fits(H_, E_, d_.moe.n_group);
     if (!fold_norm) {
@@ -353,8 +352,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
       mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     }
     err(trace(TracePoint::after_attention, l, T));
-    err(a.moe ? moe(a, T, fold_norm) : mlp(a.dense, T, delta_.get()));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return slice.moe ? moe(slice, T, fold_norm) : mlp(slice.dense, T, delta_.get()); }));
   }
   err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
@@ -369,13 +367,17 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     }
     // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
     // is the gather of the logits (exact: every entry has one term), through the same seam.
-    if (sharded())
+    // (Reduction groups: each slice's columns, as that rank writes them; together every column.)
+    if (multi_rank())
       err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                      "zero logits"));
-    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_, vocab_.size());
-    g.ldy = V_;
-    g.y_type = k::DType::f32;
-    err(gemm(g));
+    err(for_each_slice([&] {
+      k::GemmArgs g = linear(rows, slices_ > 1 ? slice_head_ : head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_,
+                             vocab_.size());
+      g.ldy = V_;
+      g.y_type = k::DType::f32;
+      return gemm(g);
+    }));
     err(all_reduce(logits_, R, V_));
     mark("lm_head", 2.0 * vocab_.size() * H_ + 4.0 * R * V_);
   }
