@@ -43,6 +43,7 @@ Status GlmDecoderCuda::load(const Checkpoint& ck) {
       return Error{"reduction groups " + std::to_string(slices_) + " do not divide the " + std::to_string(all_heads_) +
                    " attention heads (each group's slice must have the same shape)"};
     parked_.resize(static_cast<std::size_t>(slices_));
+    for (Parked& p : parked_) p.kv_scales = kv_scales_;
   }
   if (auto e = load_weights(ck); !e) return e;
   return allocate_activations();
@@ -52,8 +53,10 @@ void GlmDecoderCuda::use_slice(int s) {
   if (slices_ == 1 || s == slice_) return;
   Parked& from = parked_[static_cast<std::size_t>(slice_)];
   from.layers = std::move(layers_), from.head = std::move(slice_head_), from.pool = std::move(pool_);
+  from.kv_amax = std::move(kv_amax_), from.kv_scales = std::move(kv_scales_);
   Parked& to = parked_[static_cast<std::size_t>(s)];
   layers_ = std::move(to.layers), slice_head_ = std::move(to.head), pool_ = std::move(to.pool);
+  kv_amax_ = std::move(to.kv_amax), kv_scales_ = std::move(to.kv_scales);
   slice_ = tp_rank_ = s;
   vocab_ = split(V_, s, slices_);
   experts_ = split(E_, s, slices_);

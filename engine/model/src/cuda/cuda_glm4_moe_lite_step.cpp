@@ -254,16 +254,26 @@ Status GlmDecoderCuda::capture(int B, int per) {
 Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   const std::size_t L = kv_scales_.size();
   FirstError err;
-  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  // (Each slice of reduction groups measures its own rows, as its rank would.)
+  err(for_each_slice([&] {
+    FirstError e;
+    if (kv_amax_.empty()) e(kv_amax_.allocate(L * 4, "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+    return e.status;
+  }));
   measuring_ = true;
   err(enqueue(T, R, max_context));
   measuring_ = false;
-  std::vector<float> amax(L);
-  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  err(for_each_slice([&] {
+    FirstError e;
+    std::vector<float> amax(L);
+    e(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+    if (e.ok())
+      for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+    return e.status;
+  }));
   if (!err.ok()) return err.status;
-  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
   calibrate_ = false;
   return {};
 }

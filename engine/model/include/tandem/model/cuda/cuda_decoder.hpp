@@ -127,7 +127,8 @@ class GlmDecoderCuda : public CudaModel {
 
   Status load(const Checkpoint& ck);
 
-  KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_}; }
+  // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
+  KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_ * slices_}; }
 
   Status make_device_pool(std::int32_t num_blocks, int block_size) override;
 
@@ -142,7 +143,7 @@ class GlmDecoderCuda : public CudaModel {
   std::vector<std::string> quantised_tensors() const override { return quantised_tensors_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
-  std::vector<float> kv_scales() const override { return kv_scales_; }
+  std::vector<float> kv_scales() const override { return kv_scales_; }  // (slice 0's with reduction groups)
   std::uint64_t kv_bytes_per_token() const override {  // (one pool per slice with reduction groups)
     return static_cast<std::uint64_t>(slices_) * static_cast<std::uint64_t>(d_.num_hidden_layers) * static_cast<std::uint64_t>(width_) *
            static_cast<std::uint64_t>(k::dtype_bytes(kv_type_));
@@ -289,7 +290,8 @@ class GlmDecoderCuda : public CudaModel {
   }
   struct Parked {
     std::vector<Layer> layers;
-    DeviceBuffer head, pool;
+    DeviceBuffer head, pool, kv_amax;
+    std::vector<float> kv_scales;  // (a rank measures fp8 scales over its own cache rows)
   };
   int ranks_ = 1, slices_ = 1, slice_ = 0;  // slices_ > 1: reduction groups at one rank; slice_: current
   std::vector<Parked> parked_;               // per slice (the current one's moved into the members)
