@@ -42,7 +42,7 @@ on() {  # rank command...: the rank's GPU when TP_GPUS names one
 note "# GPU tensor parallelism on one GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 note ""
 skip() { case " ${GPU_TP_SKIP:-} " in *" $1 "*) return 0 ;; esac; return 1; }
-note "| model | TP2 vs plain TP1 logits, teacher-forced (worst rel. error; bar 1e-2) | TP2 greedy per row = plain TP1's (+ near-ties) | TP2 = TP1 with 2 groups, bit for bit (free-running tokens; teacher-forced tokens; logit rows free + forced) | TP1 2 groups vs plain (worst rel. error) | step ms TP1 plain b1/b16: eager, graphs | step ms TP1 2 groups b1/b16: eager, graphs | step ms TP2 b1/b16 (eager) | host-staged all-reduce ms/step b1/b16 |"
+note "| model | TP2 vs plain TP1 logits, teacher-forced (worst rel. error; bar 1e-2) | TP2 greedy per row = plain TP1's (+ near-ties) | TP2 = TP1 with 2 groups, bit for bit (free-running tokens; teacher-forced tokens; logit rows free + forced) | TP1 2 groups vs plain (worst rel. error) | step ms TP1 plain b1/b16: eager, graphs | step ms TP1 2 groups b1/b16: eager, graphs | step ms TP2 b1/b16 (eager over host-staged) | host-staged all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|---|"
 models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe models/dflash-pair/target)
 check1() {  # tag model args...: a one-rank run of cuda_tp_check into $out/$name.$tag.{log,json}
@@ -53,6 +53,8 @@ check1() {  # tag model args...: a one-rank run of cuda_tp_check into $out/$name
   grep -E "ok  |FAIL" "$out/$name.$tag.log" | sed "s|^|  [$tag] |"
   if [ $rc -ne 0 ]; then fail "$m $tag (rc $rc): $(grep -E 'FAIL|error' "$out/$name.$tag.log" | tail -3)"; return 1; fi
 }
+tp2_graphs=()  # two GPUs (NCCL): TP2 decodes from CUDA graphs, its collectives captured
+[ -n "${TP_GPUS:-}" ] && tp2_graphs=(--eager 0)
 for m in "${models[@]}"; do
   name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
@@ -61,10 +63,10 @@ for m in "${models[@]}"; do
   check1 groups2 "$m" --groups 2 --reference "$out/$name.tp1.bin" --out "$out/$name.groups2.bin" || continue
   check1 groups2-graphs "$m" --groups 2 --eager 0 --reference "$out/$name.tp1.bin" --identical "$out/$name.groups2.bin"
   on 1 "$check" --model "$m" --ranks 2 --rank 1 --port $port --transport auto --reference "$out/$name.tp1.bin" \
-    --identical "$out/$name.groups2.bin" > "$out/$name.rank1.log" 2>&1 &
+    --identical "$out/$name.groups2.bin" "${tp2_graphs[@]}" > "$out/$name.rank1.log" 2>&1 &
   w=$!
   on 0 "$check" --model "$m" --ranks 2 --rank 0 --port $port --transport auto --reference "$out/$name.tp1.bin" \
-    --identical "$out/$name.groups2.bin" --timing "$out/$name.tp2.json" > "$out/$name.rank0.log" 2>&1
+    --identical "$out/$name.groups2.bin" "${tp2_graphs[@]}" --timing "$out/$name.tp2.json" > "$out/$name.rank0.log" 2>&1
   rc0=$?
   wait $w
   rc1=$?

@@ -34,7 +34,7 @@ Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work)
   std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
   FirstError err;
   err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   return out;
 }
@@ -52,7 +52,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
     mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
-    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    err(sync());
     if (!err.ok()) return err.status.error();
     std::vector<std::int32_t> ids;
     for (const auto& s : got) ids.push_back(s.token);
@@ -63,7 +63,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
   }
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   std::vector<std::int32_t> ids;
   for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
@@ -128,10 +128,12 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // sequence that owns only the scratch block (table row B), so it writes and reads nothing of a
   // real one; the kernels are batch-invariant, so the real tokens' results are those of an eager
   // step. pick_ then names the graph's logit rows that are the items' rows.
-  bool graph = decode && !opt_.enforce_eager;
+  // (At TP > 1 only over a transport whose collectives can be captured: NCCL, not host-staged.)
+  const bool graphs = !opt_.enforce_eager && (!multi_rank() || (all_reduce_ && all_reduce_->capturable()));
+  bool graph = decode && graphs;
   int per = 1;  // tokens of each sequence in a graph step
   pick_.clear();
-  if (!decode && !opt_.enforce_eager) {
+  if (!decode && graphs) {
     int n = 0;
     bool fits = true;
     for (const PagedWork& w : work) {
@@ -276,6 +278,11 @@ Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   if (!err.ok()) return err.status;
   calibrate_ = false;
   return {};
+}
+
+Status GlmDecoderCuda::sync() {
+  if (multi_rank() && all_reduce_) return all_reduce_->wait(stream_);
+  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step");
 }
 
 Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {

@@ -38,6 +38,11 @@ class DeviceAllReduce {
  public:
   virtual ~DeviceAllReduce() = default;
   virtual Status all_reduce_sum(void* data, std::size_t count, kernels::DType type, kernels::Stream stream) = 0;
+  // Whether all_reduce_sum may be captured in a CUDA graph (NCCL; not the host-staged transport,
+  // which synchronises the stream).
+  virtual bool capturable() const = 0;
+  // Waits for the stream's work, collectives included, failing (not hanging) on a lost peer.
+  virtual Status wait(kernels::Stream stream) = 0;
 };
 
 struct CudaOptions {

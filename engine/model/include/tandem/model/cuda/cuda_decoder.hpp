@@ -244,6 +244,9 @@ class GlmDecoderCuda : public CudaModel {
   // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
   Status calibrate(int T, int R, int max_context);
 
+  // Waits for the stream: at TP > 1 through the all-reduce's wait (a lost peer fails the step
+  // instead of hanging it, graph replays included).
+  Status sync();
   // Sums `rows` rows of `width` entries of b (fp32, or bf16) over the ranks; nothing at one rank.
   Status all_reduce(DeviceBuffer& b, int rows, int width = 0, k::DType type = k::DType::f32);
   // Whether layers compute slices (heads, widths, experts of tp_rank_ of tp_size_): at TP > 1, and
