@@ -139,9 +139,7 @@ tandem::Result<Target> load_target([[maybe_unused]] const ServeConfig& cfg, cons
     const model::CudaOptions o = cuda_options(cfg, spec_config);
     auto m = model::load_cuda_model(dir, o, comm);
     if (!m) return error("loading the model from " + dir.string() + " onto the GPU: " + m.error().message);
-    phases.mark("weights_loaded", o.reduction_groups > 1 ? "target model onto the GPU, summing as " + std::to_string(o.reduction_groups) +
-                                                             " tensor-parallel ranks do (`reduction_groups`)"
-                                                       : std::string("target model onto the GPU"));
+    phases.mark("weights_loaded", "target model onto the GPU");
     t.kv_per_token = m.value()->kv_bytes_per_token();
     if (!spec_config.is_null()) {
       spec::DFlashCudaOptions d;
@@ -296,6 +294,10 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
   auto target = load_target(cfg, dir, spec_config, comm, phases);
   if (!target) return target.error();
   Target& t = target.value();
+  if (cfg.device == "cuda" && cfg.nnodes == 1 && cfg.reduction_groups > 1)
+    log("reduction groups: each layer summed as " + std::to_string(cfg.reduction_groups) +
+        " tensor-parallel ranks sum it (each rank's slice apart, added in rank order): greedy output equals TP" +
+        std::to_string(cfg.reduction_groups) + "'s bit for bit");
   if (auto s = load_text_side(cfg, dir, *t.model, out, log); !s) return s.error();
   auto config = engine_config(cfg, *t.model, t, log);
   if (!config) return config.error();
