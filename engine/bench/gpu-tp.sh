@@ -41,7 +41,6 @@ on() {  # rank command...: the rank's GPU when TP_GPUS names one
 : > "$out/tp.md"
 note "# GPU tensor parallelism on one GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
 note ""
-later=()  # notes printed after the table
 skip() { case " ${GPU_TP_SKIP:-} " in *" $1 "*) return 0 ;; esac; return 1; }
 note "| model | TP2 vs plain TP1 logits, teacher-forced (worst rel. error; bar 1e-2) | TP2 greedy per row = plain TP1's (+ near-ties) | TP2 = TP1 with 2 groups, bit for bit (free-running tokens; teacher-forced tokens; logit rows free + forced) | TP1 2 groups vs plain (worst rel. error) | step ms TP1 plain b1/b16: eager, graphs | step ms TP1 2 groups b1/b16: eager, graphs | step ms TP2 b1/b16 (eager over host-staged) | host-staged all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|---|"
@@ -52,12 +51,6 @@ check1() {  # tag model args...: a one-rank run of cuda_tp_check into $out/$name
   "$check" --model "$m" --ranks 1 --timing "$out/$name.$tag.json" "$@" > "$out/$name.$tag.log" 2>&1
   local rc=$?
   grep -E "ok  |FAIL" "$out/$name.$tag.log" | sed "s|^|  [$tag] |"
-  # glm4_moe's GQA attention splits its keys by the step's longest context, which a graph takes as
-  # max-model-len: its graph steps are not bit-identical to eager ones (not batch-invariant yet).
-  if [ $rc -eq 1 ] && [ "${tag%-graphs}" != "$tag" ] && grep -q '"model_type": *"glm4_moe"' "$m/config.json"; then
-    later+=("note: $m $tag: graph steps differ from eager ones (GQA attention's key split follows the longest context): $(grep FAIL "$out/$name.$tag.log" | head -1)")
-    return 0
-  fi
   if [ $rc -ne 0 ]; then fail "$m $tag (rc $rc): $(grep -E 'FAIL|error' "$out/$name.$tag.log" | tail -3)"; return 1; fi
 }
 tp2_graphs=()  # two GPUs (NCCL): TP2 decodes from CUDA graphs, its collectives captured
@@ -109,7 +102,6 @@ for m in tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text
   note "| $m | not sharded on the GPU yet: $(grep -o 'tensor parallelism on the GPU shards[^;]*' "$out/refused.log" | head -1) | | | | | | | |"
 done
 note ""
-for line in "${later[@]}"; do note "$line"; done
 
 # tandem-serve at TP2 on the GPU.
 target=models/dflash-pair/target
