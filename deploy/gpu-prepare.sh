@@ -16,6 +16,9 @@
 # With --spec it builds only what engine/spec_decode/bench/gpu-dflash.sh runs (cuda_spec_check,
 # tandem_spec_bench and tandem-serve, in $SERVE_BUILD: no stand-alone trees) and packs them the same
 # way into build-deps/spec-bundle.tar.xz.
+# With --bind it builds tandemctl, tandemd and tandem-serve ($SERVE_BUILD, configured with CUDA) and
+# packs them, stripped, into bin/ and the shared libraries the three need beyond glibc, CUDA and NCCL
+# (libssh, pcre2, ICU, ...) into lib/ of build-deps/bind-bundle.tar.xz, for deploy/gpu-bind.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
@@ -34,18 +37,38 @@ pack() {
   tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >"build-deps/$name"
   ls -la "build-deps/$name"
 }
+# The shared libraries BINARY needs beyond glibc (whose parts must match the machine's own), the
+# C++ runtime, CUDA and NCCL, which the GPU machine has.
+needed_libs() {
+  ldd "$1" | awk '/=> \// {print $3}' |
+    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart'
+}
 copy_serve() {
   mkdir -p build-deps/serve/lib
   strip -o build-deps/serve/tandem-serve "$serve_build/engine/tandem-serve"
-  ldd "$serve_build/engine/tandem-serve" | awk '/=> \// {print $3}' |
-    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' |
-    xargs -r -I{} cp -L {} build-deps/serve/lib/
+  needed_libs "$serve_build/engine/tandem-serve" | xargs -r -I{} cp -L {} build-deps/serve/lib/
 }
 # With --tp: cuda_tp_check and tandem-serve for engine/bench/gpu-tp.sh, into build-deps/tp-bundle.tar.xz.
 if [ "${1:-}" = --tp ]; then
   ninja -C "$serve_build" -j "${JOBS:-2}" cuda_tp_check tandem-serve
   copy_serve
   pack tp-bundle.tar.xz "$serve_build/tests/model/cuda_tp_check"
+  exit 0
+fi
+if [ "${1:-}" = --bind ]; then
+  ninja -C "$serve_build" -j "${JOBS:-2}" tandemctl tandemd tandem-serve
+  "$serve_build/engine/tandem-serve" --version | grep -q "CUDA sm_$arch" ||
+    { echo "gpu-prepare.sh --bind: $serve_build/engine/tandem-serve is not built for CUDA sm_$arch" >&2; exit 1; }
+  stage=$(mktemp -d)/bundle
+  mkdir -p "$stage/bin" "$stage/lib"
+  for t in controller/tandemctl agent/tandemd engine/tandem-serve; do
+    strip -o "$stage/bin/$(basename "$t")" "$serve_build/$t"
+    needed_libs "$serve_build/$t" | xargs -r -I{} cp -L {} "$stage/lib/"
+  done
+  strip --strip-unneeded "$stage"/lib/*.so*
+  tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >build-deps/bind-bundle.tar.xz
+  rm -rf "$(dirname "$stage")"
+  ls -la build-deps/bind-bundle.tar.xz
   exit 0
 fi
 if [ "${1:-}" = --spec ]; then

@@ -10,7 +10,7 @@
 #   tandem-bench-cuda    batch 1 / 4 / 16 decode of the 2 B random model against its floor
 # Usage (repository root on the GPU machine): OUT=dir bash deploy/gpu-verify.sh [CHECK ...]
 # (no CHECK: all of them; names as in the list above).
-# Exits non-zero when any check fails (on 2026-12-06: cuda_model_check's six NVFP4-rewrite lines, issue 22).
+# Exits non-zero when any check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-.}

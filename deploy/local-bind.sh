@@ -8,8 +8,10 @@
 #
 #   deploy/local-bind.sh BUILD_DIR          tear down any previous local run, then bind
 #   deploy/local-bind.sh BUILD_DIR --down   stop the local lane and both agents
-# MANIFEST=FILE binds FILE instead of the embedded default (deploy/soak.sh uses it); it must name
-# the same nodes, paths and ports.
+# BUILD_DIR is a build tree, or a folder holding tandemctl, tandemd and tandem-serve side by side
+# (a bundle's bin/, as deploy/gpu-bind.sh passes on a machine that cannot build).
+# MANIFEST=FILE binds FILE instead of the embedded default (deploy/soak.sh uses it; deploy/gpu-bind.sh
+# passes manifests/local-cuda.yaml); it must name the same nodes, paths and ports.
 set -euo pipefail
 
 build=$(cd "${1:?usage: local-bind.sh BUILD_DIR [--down]}" && pwd)
@@ -42,7 +44,11 @@ if [ "$mode" = "--down" ]; then
 fi
 
 step "installing tandemctl, tandemd and tandem-serve into $bin"
-install -m 0755 "$build/controller/tandemctl" "$build/agent/tandemd" "$build/engine/tandem-serve" "$bin/"
+if [ -x "$build/tandemctl" ]; then
+  install -m 0755 "$build/tandemctl" "$build/tandemd" "$build/tandem-serve" "$bin/"
+else
+  install -m 0755 "$build/controller/tandemctl" "$build/agent/tandemd" "$build/engine/tandem-serve" "$bin/"
+fi
 
 step "a fresh sandbox under $base (previous local run stopped)"
 down

@@ -80,6 +80,35 @@ TEST_CASE("the embedded default: two ranks on loopback with sandboxed roots and 
   CHECK(m.gates.spec_metrics);
 }
 
+// deploy/gpu-bind.sh hands this manifest to deploy/local-bind.sh, which builds the sandboxes, the
+// model copy and the agents for local.yaml's nodes, paths and ports: they must be the same.
+TEST_CASE("the local bind's GPU twin: the embedded default's nodes and paths, ranks and old lane on cuda") {
+  Manifest cpu = load_ok("manifests/local.yaml");
+  Manifest gpu = load_ok("manifests/local-cuda.yaml");
+  REQUIRE(gpu.nodes.size() == cpu.nodes.size());
+  for (size_t i = 0; i < gpu.nodes.size(); ++i) {
+    CHECK(gpu.nodes[i].name == cpu.nodes[i].name);
+    CHECK(gpu.nodes[i].address == cpu.nodes[i].address);
+    CHECK(gpu.nodes[i].root == cpu.nodes[i].root);
+    CHECK(gpu.nodes[i].agent_port == cpu.nodes[i].agent_port);
+  }
+  CHECK(gpu.engine.binary == cpu.engine.binary);
+  CHECK(gpu.engine.model_dir == cpu.engine.model_dir);
+  CHECK(gpu.engine.serve.port == cpu.engine.serve.port);
+  CHECK(gpu.engine.rendezvous.port == cpu.engine.rendezvous.port);
+  CHECK(gpu.rollback.verify.url == cpu.rollback.verify.url);
+  CHECK(gpu.engine.serve.device == "cuda");
+  CHECK(gpu.engine.serve.tensor_parallel_size == 2);
+  // Two ranks share the card: a fixed pool each, not a share of the card the first rank would take.
+  CHECK(gpu.engine.serve.kv_cache_memory == std::optional<std::uint64_t>(256ull << 20));
+  // The agents start the ranks with a clean environment: the bundle's libraries come through it.
+  CHECK(gpu.engine.env.at("LD_LIBRARY_PATH") == "/var/lib/tandem/local/lib");
+  REQUIRE(gpu.rollback.commands.size() == 1);
+  const std::string old_lane = gpu.rollback.commands[0].run.back();
+  CHECK(old_lane.find("LD_LIBRARY_PATH=/var/lib/tandem/local/lib ") != std::string::npos);
+  CHECK(old_lane.find("--device cuda") != std::string::npos);
+}
+
 TEST_CASE("defaults fill what a minimal manifest leaves out") {
   const char* text = R"(apiVersion: tandem/v1
 kind: Bind

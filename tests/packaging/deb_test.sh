@@ -146,7 +146,7 @@ install() {
   if [ -x "$build/controller/tandemctl" ]; then
     sr_exec tandemctl --version -o json | jq -e '.version' >/dev/null || fail "tandemctl --version -o json is not JSON with a version"
     local m
-    for m in local.yaml two-spark-dflash.yaml; do
+    for m in local.yaml local-cuda.yaml two-spark-dflash.yaml; do
       sr_exec tandemctl validate "/usr/share/tandem/manifests/$m" >/dev/null || fail "tandemctl validate /usr/share/tandem/manifests/$m failed in the root"
     done
     ok "in the root: $v; tandemctl --version -o json; the shipped manifests validate"

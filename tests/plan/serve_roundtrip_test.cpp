@@ -138,6 +138,7 @@ TEST_CASE("round trip: the seed bind's argv parses in tandem-serve with the mani
 }
 
 TEST_CASE("round trip: the embedded local manifest") { check_round_trip(load("manifests/local.yaml", true)); }
+TEST_CASE("round trip: the local manifest's GPU twin") { check_round_trip(load("manifests/local-cuda.yaml", true)); }
 
 TEST_CASE("round trip: three ranks, a many-digit utilization, a millisecond timeout and a nested kwargs map") {
   Manifest m = load(R"(apiVersion: tandem/v1

@@ -368,7 +368,9 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
                       a.moe ? h32_.as<float>() : nullptr));
       mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     }
-    err(trace(TracePoint::after_attention, l, T));
+    // With fold_norm the router's launch adds the attention's output: moe traces the residual then.
+    if (fold_norm) trace_layer_ = l;
+    else err(trace(TracePoint::after_attention, l, T));
     err(reduce(l, T, [&](const Layer& slice) { return slice.moe ? moe(slice, T, fold_norm) : mlp(slice.dense, T, delta_.get()); }));
   }
   err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
@@ -434,6 +436,13 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     p.block_size = block_size_, p.cache_type = kv_type_, p.scale = kv_scales_[static_cast<std::size_t>(l)], p.cache = layer_pool;
     err(kernels::latent_prep(p, stream_));
     mark("attn latent prep (norms, rope, cache write)", 2.0 * T * in_rows_ * 2 + T * kv_row);
+    if (trace_) {
+      // The cache row latent_prep wrote, for the trace: the unfused glue on the latent part of the
+      // fused rows, which nothing reads after latent_prep (the same roundings: glue.hpp).
+      err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
+      err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+      err(trace(TracePoint::latent, l, T));
+    }
     if (lora_q_ > 0) {
       err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
       mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
@@ -617,6 +626,8 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                                    expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
       mark("moe router + route", router);
     }
+    if (fold_norm) err(trace(TracePoint::after_attention, trace_layer_, T));
+    err(trace(TracePoint::routing, -1, T));
     if (!quantised) {
       err(k::moe_decode_cuda(dec, stream_));
       mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);

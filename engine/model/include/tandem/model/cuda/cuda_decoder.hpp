@@ -318,12 +318,14 @@ class GlmDecoderCuda : public CudaModel {
 
   // Whether a step of T tokens takes the decode-sized kernels, which are batch-invariant (a token's
   // result does not depend on the step's other tokens: CudaOptions::invariant_tokens).
-  // (Not while tracing or measuring the fp8 scales: those read the unfused glue's intermediate rows.)
-  bool few(int T) const { return opt_.decode_kernels && T <= opt_.invariant_tokens && !measuring_ && !trace_; }
+  // (Not while measuring the fp8 scales: that reads the unfused glue's intermediate rows. A traced
+  // step takes them, as the step it retraces did: a trace that took other kernels could route a
+  // routing near-tie the other way than the step it is meant to explain.)
+  bool few(int T) const { return opt_.decode_kernels && T <= opt_.invariant_tokens && !measuring_; }
   // Tokens the decode-sized kernels' buffers hold (moe_decode's activations).
   int few_cap() const { return std::max(k::kMoeDecodeTokens, std::min(t_cap_, opt_.invariant_tokens)); }
   // The same for quantised projections (kQuantDecodeTokens).
-  bool few_quant(int T) const { return opt_.decode_kernels && T <= kQuantDecodeTokens && !measuring_ && !trace_; }
+  bool few_quant(int T) const { return opt_.decode_kernels && T <= kQuantDecodeTokens && !measuring_; }
 
   // The weight bytes an op over q reads: q's own when it is kept quantised, else bf16's.
   static double weight_read(const QuantWeight& q, double bf16_bytes) { return q.on() ? static_cast<double>(q.bytes()) : bf16_bytes; }
