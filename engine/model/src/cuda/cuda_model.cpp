@@ -59,6 +59,9 @@ Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& 
   if (comm.size() > 1 && config->model_type != "glm4_moe_lite" && config->model_type != "glm4_moe")
     return error("tensor parallelism on the GPU shards glm4_moe_lite and glm4_moe so far; " + config->model_type + " at " +
                  std::to_string(comm.size()) + " ranks runs on --device cpu");
+  if (options.reduction_groups > 1 && config->model_type != "glm4_moe_lite" && config->model_type != "glm4_moe")
+    return error("reduction groups (`reduction_groups` " + std::to_string(options.reduction_groups) +
+                 ") sum as the GPU's tensor-parallel ranks do, which shard glm4_moe_lite and glm4_moe so far, not " + config->model_type);
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
   if (config->model_type == "glm4_moe_lite") return cuda::load_glm4_moe_lite_cuda(std::move(config).value(), ck.value(), comm, options);
