@@ -2,9 +2,9 @@
 # Every GPU check of the tree in one device call, on the binaries `deploy/gpu-prepare.sh --bundle`
 # packed (build-deps/bundle.tar.xz, carried). Each check writes its whole output under $OUT and a
 # line to $OUT/summary.txt; the summary is printed at the end.
-#   gpu_check            every CUDA kernel against its CPU reference, then under memcheck
+#   gpu_check            every CUDA kernel (glm5_next's included) against its CPU reference, then under memcheck
 #   cuda_model_check     the GLM decoders against the fixtures (and their fp8 / NVFP4 rewrites)
-#   glm5_next_cuda_check glm5_next's kernels and model, both fixtures, device rollback
+#   glm5_next_cuda_check glm5_next's model, both fixtures, device rollback
 #   cuda_spec_check      DFlash on the GPU against the CPU reference, on models/dflash-pair
 #   gpu_hybrid_serve.py  glm5_next served over HTTP: state slots, a random drafter
 #   tandem-bench-cuda    batch 1 / 4 / 16 decode of the 2 B random model against its floor

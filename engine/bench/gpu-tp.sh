@@ -4,22 +4,28 @@
 # BUNDLE holds cuda_tp_check and serve/ (tandem-serve and its libraries), as packed by
 # deploy/gpu-prepare.sh --tp; OUT gets the logs, tp.json and tp.md. Two ranks share the GPU, so the
 # rendezvous picks the host-staged transport by itself (same GPU UUID; --tp-transport auto).
-#   1. each glm4_moe_lite and glm4_moe fixture (and the DFlash pair's target), cuda_tp_check:
-#      TP1 plain (eager, then CUDA graphs: bit-identical to eager); TP1 with 2 reduction groups
-#      (eager, then graphs), TP1 in the mode TP2 matches; TP2: logits within the CUDA bar (1e-2) of
-#      plain TP1's, greedy tokens and logits bit-identical to TP1 with 2 groups (free-running and
-#      teacher-forced); the step times of each (the mode's cost) and the host-staged all-reduce's
+#   1. each fixture (glm4_moe_lite, its variant, glm4_moe, glm5_next_text, the sparse one; and the
+#      DFlash pair's target), cuda_tp_check: TP1 plain (eager, then CUDA graphs: bit-identical to
+#      eager); TP2: logits within the CUDA bar (1e-2) of plain TP1's (a differing row is listed with
+#      TP1's top-two gap); for glm4_moe_lite / glm4_moe also TP1 with 2 reduction groups (eager, then
+#      graphs), the mode TP2 matches: TP2's greedy tokens and logits bit-identical to it (free-running
+#      and teacher-forced); step times of each (the mode's cost) and the host-staged all-reduce's
 #      per-step cost at batch 1 and 16 (a test transport: TCP through the host)
-#   2. tandem-serve --device cuda: TP2 (worker then head) greedy 48 tokens identical to TP1
-#      --reduction-groups 2 (graphs on), and DFlash at TP2 (drafter on the head) identical to it;
-#      the first tokens also equal plain TP1's; each rank sizes its KV pool from its own flags
-#      (the worker given less here) and the group takes the smallest
-#   3. compute-sanitizer memcheck of TP1 with 2 groups and of both TP2 ranks (when the machine has it)
-#   4. kill -9 of either rank mid-decode ends the other within 10 s, naming the lost peer
-# GPU_TP_SKIP="memcheck kill" leaves those parts out (a short device budget). Two GPUs (the NCCL
-# run, a separate issue): TP_GPUS="0 1" puts rank r of the checks on GPU r (CUDA_VISIBLE_DEVICES),
-# and the rendezvous then picks NCCL (distinct UUIDs). Exits non-zero when any check fails. The
-# glm5_next_text fixtures are not sharded on the GPU yet: the script records their refusal.
+#   2. compute-sanitizer memcheck of both ranks (when the machine has it), per TP_MEMCHECK model,
+#      and of TP1 with 2 groups where the model has them
+#   3. kill -9 of either rank of cuda_tp_check mid-decode (TP_KILL models): the other ends within
+#      10 s with an error naming the lost peer
+#   4. tandem-serve --device cuda (TP_SERVE=0: skipped): TP2 (worker then head) greedy 48 tokens
+#      identical to TP1 --reduction-groups 2 (graphs on), and DFlash at TP2 (drafter on the head)
+#      identical to it; the first tokens also equal plain TP1's; each rank sizes its KV pool from its
+#      own flags (the worker given less here) and the group takes the smallest; kill -9 of either
+#      rank mid-decode ends the other within 10 s, naming the lost peer
+# TP_MODELS, TP_MEMCHECK and TP_KILL (space-separated model directories) narrow a run to some
+# fixtures; GPU_TP_SKIP="kill" leaves the serve kills out (a short device budget).
+# Two GPUs (the NCCL run, a separate issue): TP_GPUS="0 1" puts rank r of the checks on GPU r
+# (CUDA_VISIBLE_DEVICES), and the rendezvous then picks NCCL (distinct UUIDs); TP2 then decodes
+# from CUDA graphs with its collectives captured.
+# Exits non-zero when any check fails.
 set -u
 bundle=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
@@ -29,8 +35,20 @@ export LD_LIBRARY_PATH=$bundle/serve/lib:${LD_LIBRARY_PATH:-}
 failures=0
 results=()
 note() { echo "$*" | tee -a "$out/tp.md"; }
+ended_within() {  # pid seconds -> 0 when it exited in time
+  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  return 1
+}
 fail() { note "FAIL $*"; failures=$((failures + 1)); }
 port=29700
+finish() {  # tp.json: the timing runs and the summary
+  python3 - "$out" <<'EOF'
+import glob, json, os, sys
+out = sys.argv[1]
+runs = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "*.json"))) if not p.endswith("tp.json")}
+json.dump({"runs": runs, "summary": open(os.path.join(out, "tp.md")).read()}, open(os.path.join(out, "tp.json"), "w"), indent=2)
+EOF
+}
 read -r -a gpus <<< "${TP_GPUS:-}"
 on() {  # rank command...: the rank's GPU when TP_GPUS names one
   local r=$1
@@ -44,7 +62,9 @@ note ""
 skip() { case " ${GPU_TP_SKIP:-} " in *" $1 "*) return 0 ;; esac; return 1; }
 note "| model | TP2 vs plain TP1 logits, teacher-forced (worst rel. error; bar 1e-2) | TP2 greedy per row = plain TP1's (+ near-ties) | TP2 = TP1 with 2 groups, bit for bit (free-running tokens; teacher-forced tokens; logit rows free + forced) | TP1 2 groups vs plain (worst rel. error) | step ms TP1 plain b1/b16: eager, graphs | step ms TP1 2 groups b1/b16: eager, graphs | step ms TP2 b1/b16 (eager over host-staged) | host-staged all-reduce ms/step b1/b16 |"
 note "|---|---|---|---|---|---|---|---|---|"
-models=(tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe models/dflash-pair/target)
+glm5=(tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse)
+read -r -a models <<< "${TP_MODELS:-tests/model/fixtures/glm4_moe_lite tests/model/fixtures/glm4_moe_lite_variant tests/model/fixtures/glm4_moe ${glm5[*]} models/dflash-pair/target}"
+has_groups() { ! grep -q '"model_type": *"glm5_next' "$1/config.json"; }  # models with reduction groups
 check1() {  # tag model args...: a one-rank run of cuda_tp_check into $out/$name.$tag.{log,json}
   local tag=$1 m=$2
   shift 2
@@ -59,14 +79,18 @@ for m in "${models[@]}"; do
   name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
   check1 tp1 "$m" --out "$out/$name.tp1.bin" || continue
-  check1 tp1-graphs "$m" --eager 0 --identical "$out/$name.tp1.bin"
-  check1 groups2 "$m" --groups 2 --reference "$out/$name.tp1.bin" --out "$out/$name.groups2.bin" || continue
-  check1 groups2-graphs "$m" --groups 2 --eager 0 --reference "$out/$name.tp1.bin" --identical "$out/$name.groups2.bin"
+  same=()  # TP2 bit for bit against TP1 with 2 groups (glm5_next has none: the bar only)
+  if has_groups "$m"; then
+    check1 tp1-graphs "$m" --eager 0 --identical "$out/$name.tp1.bin"
+    check1 groups2 "$m" --groups 2 --reference "$out/$name.tp1.bin" --out "$out/$name.groups2.bin" || continue
+    check1 groups2-graphs "$m" --groups 2 --eager 0 --reference "$out/$name.tp1.bin" --identical "$out/$name.groups2.bin"
+    same=(--identical "$out/$name.groups2.bin" "${tp2_graphs[@]}")
+  fi
   on 1 "$check" --model "$m" --ranks 2 --rank 1 --port $port --transport auto --reference "$out/$name.tp1.bin" \
-    --identical "$out/$name.groups2.bin" "${tp2_graphs[@]}" > "$out/$name.rank1.log" 2>&1 &
+    "${same[@]}" > "$out/$name.rank1.log" 2>&1 &
   w=$!
   on 0 "$check" --model "$m" --ranks 2 --rank 0 --port $port --transport auto --reference "$out/$name.tp1.bin" \
-    --identical "$out/$name.groups2.bin" "${tp2_graphs[@]}" --timing "$out/$name.tp2.json" > "$out/$name.rank0.log" 2>&1
+    "${same[@]}" --timing "$out/$name.tp2.json" > "$out/$name.rank0.log" 2>&1
   rc0=$?
   wait $w
   rc1=$?
@@ -87,21 +111,80 @@ def pair(d, key="decode_step_ms"):
 rows = b.get("rows", 0)
 print("| %s | %.2e | %d / %d (+%d) | %s: %d / %d; %d / %d; %d + %d / %d + %d | %.2e | %s, %s | %s, %s | %s | %s |" % (
     m, b.get("worst_relative_error", float("nan")), b.get("rows_greedy_agree", 0), rows, b.get("rows_near_tie", 0),
-    "identical" if b.get("identical_ok") else "DIFFERENT", b.get("identical_free_tokens", 0), b.get("tokens", 0),
+    "identical" if b.get("identical_ok") else "no reduction groups" if "identical_ok" not in b else "DIFFERENT", b.get("identical_free_tokens", 0), b.get("tokens", 0),
     b.get("identical_forced_tokens", 0), rows, b.get("identical_free_logit_rows", 0), b.get("identical_forced_logit_rows", 0), rows, rows,
     g.get("worst_relative_error", float("nan")), pair(a), pair(e), pair(g), pair(gg), pair(b), pair(b, "all_reduce_ms_per_step")))
 EOF
 )"
   fi
 done
-for m in tests/model/fixtures/glm5_next_text tests/model/fixtures/glm5_next_text_sparse; do
+note ""
+
+# Memcheck: both ranks of each TP_MEMCHECK model under compute-sanitizer, checks only.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+read -r -a memcheck <<< "${TP_MEMCHECK:-tests/model/fixtures/glm4_moe_lite ${glm5[*]}}"
+for m in "${memcheck[@]}"; do
+  [ -n "$sanitizer" ] || { note "memcheck: compute-sanitizer is not on this machine"; break; }
+  name=$(echo "$m" | tr '/' '_')
   port=$((port + 1))
-  timeout 60 "$check" --model "$m" --ranks 2 --rank 1 --port $port > /dev/null 2>&1 &
-  timeout 60 "$check" --model "$m" --ranks 2 --rank 0 --port $port > "$out/refused.log" 2>&1
-  wait
-  note "| $m | not sharded on the GPU yet: $(grep -o 'tensor parallelism on the GPU shards[^;]*' "$out/refused.log" | head -1) | | | | | | | |"
+  rcg=0
+  if has_groups "$m"; then
+    "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 1 --groups 2 --steps 3 --time 0 > "$out/memcheck.$name.groups2.log" 2>&1
+    rcg=$?
+  fi
+  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 1 --port $port --steps 3 --time 0 > "$out/memcheck.$name.rank1.log" 2>&1 &
+  w=$!
+  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 0 --port $port --steps 3 --time 0 > "$out/memcheck.$name.rank0.log" 2>&1
+  rc0=$?
+  wait $w
+  rc1=$?
+  if [ $rcg -eq 0 ] && [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]; then
+    note "memcheck ($m, TP2 host-staged, both ranks$(has_groups "$m" && echo '; TP1 with 2 groups')): clean ($(grep -h 'ERROR SUMMARY' "$out"/memcheck.$name.*.log | tr '\n' ' '))"
+  else fail "memcheck $m (groups rc $rcg, rank 0 rc $rc0, rank 1 rc $rc1): $(grep -h 'ERROR SUMMARY\|Invalid\|error' "$out"/memcheck.$name.*.log | head -4)"; fi
+done
+
+# kill -9 of either rank of the check mid-decode: the other rank's step fails on the lost link and
+# it exits (3) within 10 s, its message naming the peer ("rank 0 at ..." / "rank 1 at ...").
+read -r -a killed <<< "${TP_KILL-${glm5[*]}}"
+for m in "${killed[@]}"; do
+  name=$(echo "$m" | tr '/' '_')
+  for victim in 1 0; do
+    port=$((port + 1))
+    other=$((1 - victim))
+    klog() { echo "$out/kill.$name.$victim.rank$1.log"; }
+    pids=()
+    for r in 1 0; do  # env execs the check, so the pid is the rank's own
+      env ${gpus[$r]:+CUDA_VISIBLE_DEVICES=${gpus[$r]}} "$check" --model "$m" --ranks 2 --rank $r --port $port --time 0 --hold 60 \
+        > "$(klog $r)" 2>&1 &
+      pids[$r]=$!
+    done
+    for _ in $(seq 1 300); do  # both ranks decoding (at most 30 s)
+      grep -q "decoding until killed" "$(klog 0)" && grep -q "decoding until killed" "$(klog 1)" && break
+      sleep 0.1
+    done
+    sleep 0.3
+    kill -9 "${pids[$victim]}"
+    t0=$(date +%s.%N)
+    if ended_within "${pids[$other]}" 10; then
+      took=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+      wait "${pids[$other]}"
+      rc=$?
+      said=$(grep -m1 "decoding ended" "$(klog $other)" | cut -c1-260)
+      if [ $rc -eq 3 ] && echo "$said" | grep -q "rank $victim at"; then note "kill -9 of rank $victim of $m mid-decode: rank $other ended after ${took} s (rc 3): $said"
+      else fail "kill -9 of rank $victim of $m: rank $other ended (rc $rc) without naming rank $victim: $(tail -2 "$(klog $other)")"; fi
+    else
+      fail "kill -9 of rank $victim of $m: rank $other still runs after 10 s"; kill -9 "${pids[$other]}"
+    fi
+    wait 2>/dev/null
+  done
 done
 note ""
+if [ "${TP_SERVE:-1}" = 0 ]; then
+  note "failures: $failures"
+  finish
+  [ $failures -eq 0 ]
+  exit
+fi
 
 # tandem-serve at TP2 on the GPU.
 target=models/dflash-pair/target
@@ -135,10 +218,6 @@ start_pair() {  # tag [extra flags for both ranks]
   head=$!
   api=$ap
   wait_healthy $ap $head "the head ($tag)"
-}
-ended_within() {  # pid seconds -> 0 when it exited in time
-  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  return 1
 }
 serve_one() {  # tag port max_tokens [flags]: one rank's greedy completions, "first|text" (4 tokens, then max_tokens)
   local tag=$1 p=$2 n=$3 pid
@@ -193,28 +272,6 @@ else
   fail "serve: the TP2 DFlash pair did not start: $(tail -3 "$out"/serve-dflash-*.log)"
 fi
 
-# Memcheck: TP1 with 2 groups, and both TP2 ranks, of the first fixture, checks only.
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-if skip memcheck; then
-  note "memcheck: left out (GPU_TP_SKIP)"
-elif [ -n "$sanitizer" ]; then
-  m=tests/model/fixtures/glm4_moe_lite
-  port=$((port + 1))
-  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 1 --groups 2 --steps 3 --time 0 > "$out/memcheck.groups2.log" 2>&1
-  rcg=$?
-  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 1 --port $port --steps 3 --time 0 > "$out/memcheck.rank1.log" 2>&1 &
-  w=$!
-  "$sanitizer" --tool memcheck --error-exitcode 9 "$check" --model $m --ranks 2 --rank 0 --port $port --steps 3 --time 0 > "$out/memcheck.rank0.log" 2>&1
-  rc0=$?
-  wait $w
-  rc1=$?
-  if [ $rcg -eq 0 ] && [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]; then
-    note "memcheck ($m: TP1 with 2 groups; TP2 host-staged, both ranks): clean ($(grep -h 'ERROR SUMMARY' "$out"/memcheck.*.log | tr '\n' ' '))"
-  else fail "memcheck (groups rc $rcg, rank 0 rc $rc0, rank 1 rc $rc1): $(grep -h 'ERROR SUMMARY\|Invalid' "$out"/memcheck.*.log | head -4)"; fi
-else
-  note "memcheck: compute-sanitizer is not on this machine"
-fi
-
 for victim in worker head; do
   if skip kill; then note "kill -9 of the $victim: left out (GPU_TP_SKIP)"; continue; fi
   if ! start_pair kill-$victim; then fail "serve: the TP2 pair did not start for the kill of the $victim"; continue; fi
@@ -238,10 +295,5 @@ done
 
 note ""
 note "failures: $failures"
-python3 - "$out" <<'EOF'
-import glob, json, os, sys
-out = sys.argv[1]
-runs = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "*.json"))) if not p.endswith("tp.json")}
-json.dump({"runs": runs, "summary": open(os.path.join(out, "tp.md")).read()}, open(os.path.join(out, "tp.json"), "w"), indent=2)
-EOF
+finish
 [ $failures -eq 0 ]

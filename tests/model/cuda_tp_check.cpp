@@ -16,9 +16,14 @@
 // eagerly for a run with graphs): the free-running tokens and logits equal G's bit for bit, and the
 // teacher-forced ones G.forced's where both ran one.
 // --eager 0 replays CUDA graphs for decode steps (at one rank, or over NCCL; the host-staged
-// all-reduce cannot be captured, so its ranks stay eager). Both times the decode step at batch 1 and 16 and, at TP > 1, the device all-reduce
-// itself at the sizes a step sums (hidden rows, logits rows), into --timing (JSON). Exit 0: all
-// checks passed; 1: one failed; 2: could not run; 77: no CUDA device. --time 0 leaves the timing out.
+// all-reduce cannot be captured, so its ranks stay eager). Both times the decode step at batch 1
+// and 16 and, at TP > 1, the device all-reduce itself at the sizes a step sums (hidden rows,
+// logits rows), into --timing (JSON). Exit 0: all checks passed; 1: one failed; 2: could not run;
+// 77: no CUDA device. --time 0 leaves the timing out.
+// --hold S then keeps decoding fresh batches for S seconds (after a line "decoding until killed" on
+// stderr): gpu-tp.sh kills one rank with -9 there, and the other must end within seconds with an
+// error naming the lost peer (exit 3).
+// Models with a recurrent state (glm5_next) get state slot b for sequence b of a batch.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,7 +49,7 @@ namespace {
 
 struct Args {
   std::string model, out, reference, identical, timing, transport = "host";
-  int ranks = 1, rank = 0, port = 0, steps = 12, batch = 4, time = 1;  // --time 0: checks only (memcheck)
+  int ranks = 1, rank = 0, port = 0, steps = 12, batch = 4, time = 1, hold = 0;  // --time 0: checks only (memcheck)
   int groups = 1, eager = 1;
 };
 
@@ -75,7 +80,8 @@ class Batch {
     for (std::size_t b = 0; b < tokens_.size(); ++b) {
       const auto& t = tokens_[b];
       const int start = started_ ? static_cast<int>(t.size()) - 1 : 0;
-      work.push_back({std::span<const std::int32_t>(t).subspan(static_cast<std::size_t>(start)), start, tables_[b], true});
+      work.push_back({std::span<const std::int32_t>(t).subspan(static_cast<std::size_t>(start)), start, tables_[b], true,
+                      static_cast<int>(b)});
     }
     started_ = true;
     auto rows = m_.step(work);
@@ -145,6 +151,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::stoi(v);
     else if (k == "--batch") a.batch = std::stoi(v);
     else if (k == "--time") a.time = std::stoi(v);
+    else if (k == "--hold") a.hold = std::stoi(v);
     else return std::fprintf(stderr, "unknown flag %s\n", k.c_str()), 2;
   }
   if (auto there = model::cuda_model_available(); !there) return std::printf("skip: %s\n", there.error().text().c_str()), 77;
@@ -238,7 +245,12 @@ int main(int argc, char** argv) {
       } else {
         std::vector<float> sorted(theirs, theirs + V);
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-        near_ties += (sorted[0] - sorted[1]) <= kBar * scale;
+        const bool tie = (sorted[0] - sorted[1]) <= kBar * scale;
+        near_ties += tie;
+        if (a.rank == 0)
+          std::printf("  note row %zu (step %zu, sequence %zu): TP2 token %d, TP1 token %d; TP1's top two %.4g apart, %s\n", r,
+                      r / static_cast<std::size_t>(a.batch), r % static_cast<std::size_t>(a.batch), forced.tokens[r], ref.tokens[r],
+                      static_cast<double>(sorted[0] - sorted[1]), tie ? "a near-tie (within the bar)" : "NOT a near-tie");
       }
     }
     std::size_t same = 0;
@@ -322,5 +334,17 @@ int main(int argc, char** argv) {
                 group ? (", all-reduce per step " + std::to_string(j["all_reduce_ms_per_step"].get<double>()) + " ms").c_str() : "");
   }
   if (a.rank == 0 && !a.timing.empty()) std::ofstream(a.timing) << result.dump(2) << "\n";
+  if (a.hold > 0) {
+    std::fprintf(stderr, "[%s] decoding until killed (at most %d s)\n", me.c_str(), a.hold);
+    const auto t0 = Clock::now();
+    while (ms_since(t0) < a.hold * 1000.0) {
+      Batch b(m, a.batch, 0, kBlocksEach);
+      for (int s = 0; s <= a.steps; ++s)
+        if (auto r = b.step(); !r) {
+          std::fprintf(stderr, "[%s] decoding ended after %.1f s: %s\n", me.c_str(), ms_since(t0) / 1000.0, r.error().message.c_str());
+          return 3;
+        }
+    }
+  }
   return failures ? 1 : 0;
 }

@@ -129,11 +129,8 @@ int bind(BindOpts o) {
   } else {
     run.bind_id = ctl::new_bind_id();
   }
-  std::vector<std::string> rows;
-  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
-  rows.push_back("controller");
-  std::FILE* out = as_json ? stderr : stdout;
-  ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
+  const auto shown = ctl::session_progress(s, as_json, true, static_cast<int>(plan.steps.size()));
+  ctl::Progress& progress = *shown;
   ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {},
                        terminal_confirmation(o, s, progress)};
   if (resumed) {

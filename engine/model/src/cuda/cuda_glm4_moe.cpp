@@ -14,8 +14,8 @@
 // caches only its kv heads; the qk norms are per head dimension, replicated.
 #include <cmath>
 
-#include "../decoder.hpp"
-#include "../tensor_names.hpp"
+#include "decoder.hpp"
+#include "tensor_names.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/gqa.hpp"

@@ -6,8 +6,8 @@
 // projections fused into one) and buffers.
 #include <algorithm>
 
-#include "../decoder.hpp"
-#include "../tensor_names.hpp"
+#include "decoder.hpp"
+#include "tensor_names.hpp"
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"

@@ -14,7 +14,7 @@
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
-// Tensor parallelism (glm4_moe_lite, glm4_moe; glm5_next runs one rank): a rank loads only its
+// Tensor parallelism (glm4_moe_lite, glm4_moe, glm5_next): a rank loads only its
 // slice (shard.hpp: heads, MLP widths, whole routed experts, vocabulary rows) and sums its partials
 // (embedding rows, attention and FFN outputs, its logits columns) through the DeviceAllReduce the
 // caller sets once the group is joined (CommAllReduce: NCCL, or host-staged for ranks on one GPU).
@@ -181,6 +181,15 @@ class CudaModel : public Model {
   virtual const void* lm_head_device() const = 0;
   // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).
   virtual kernels::Stream stream() const = 0;
+
+  // --- a test seam, for the checks of a model with recurrent states (glm5_next_cuda_check) ---
+  // The recurrent state of state slot `slot` copied off the device (kv_layout().state_floats
+  // floats: every KDA layer's, in layer order), after the steps enqueued so far; an error for a
+  // model without states.
+  virtual Result<std::vector<float>> recurrent_state(int slot) const {
+    (void)slot;
+    return error("this model keeps no recurrent state");
+  }
 
  protected:
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}

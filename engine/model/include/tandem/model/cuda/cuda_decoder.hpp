@@ -52,6 +52,27 @@ struct FirstError {
   bool ok() const { return status.ok(); }
 };
 
+// What every CUDA model checks of one item of a step before staging it: its positions within
+// max_len, blocks enough in its table and each inside the pool of num_blocks, its token ids inside
+// the vocabulary. The error names the limit it broke.
+inline Status check_work_item(const PagedWork& w, int max_len, int block_size, int num_blocks, int vocab) {
+  const int end = w.start + static_cast<int>(w.tokens.size());
+  if (w.start < 0 || end > max_len)
+    return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) +
+                 " exceed max-model-len " + std::to_string(max_len));
+  const int need = (end + block_size - 1) / block_size;
+  if (need > static_cast<int>(w.block_table.size()))
+    return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) +
+                 " blocks, the table has " + std::to_string(w.block_table.size()));
+  for (int b = 0; b < need; ++b)
+    if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks)
+      return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) +
+                   " is outside the pool");
+  for (auto id : w.tokens)
+    if (id < 0 || id >= vocab) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
+  return Ok{};
+}
+
 // step_greedy's sampling inputs for `rows` logit rows: temperature 0 (argmax) and zero uniforms.
 inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms, std::size_t rows) {
   std::vector<k::SamplingParams> greedy(rows);
@@ -123,6 +144,7 @@ class GlmDecoderCuda : public CudaModel {
     for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_in_) cudaFreeHost(host_in_);
+    if (host_logits_) cudaFreeHost(host_logits_);
   }
 
   Status load(const Checkpoint& ck);
@@ -417,6 +439,14 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer argmax_keys_, moe_decode_act_;
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
+  // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
+  // a verification returns every row (48 x V floats at batch 6), and a copy into pageable memory
+  // goes through the driver's bounce buffer at a fraction of the link's speed.
+  static constexpr std::size_t kHostLogitsBytes = std::size_t{64} << 20;
+  float* host_logits_ = nullptr;
+  std::size_t host_logits_floats_ = 0;
+  // host_logits_ holding at least n floats (false: over the cap or no pinned memory; use pageable).
+  bool host_logits_for(std::size_t n);
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
   std::vector<int> pick_;  // the last run()'s item rows among its graph's rows; empty: the first R
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]

@@ -117,6 +117,15 @@ class Uploader {
     if (!v) return fail(v.error());
     put(dst, 0, v->data(), v->size() * 4, name);
   }
+  // Rows [r.begin, r.end) of the first dimension in fp32, at element `at` of dst (a
+  // tensor-parallel rank's slice of a vector or of a matrix's rows).
+  void f32_rows(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range r) {
+    if (!status_) return;
+    auto v = ck_.read(name, shape);
+    if (!v) return fail(v.error());
+    const std::size_t row = shape.empty() || shape[0] == 0 ? 0 : elements(shape) / static_cast<std::size_t>(shape[0]);
+    put(dst, at * 4, v->data() + row * static_cast<std::size_t>(r.begin), row * static_cast<std::size_t>(r.size()) * 4, name);
+  }
   // The tensor's values rounded to bf16 (the model's weight precision), stored as fp32 for a kernel
   // that wants fp32 operands.
   void f32_as_bf16(DeviceBuffer& dst, const std::string& name, const std::vector<int64_t>& shape) {
