@@ -31,10 +31,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/kernels/launch.hpp"
+#include "event_timer.hpp"
 #include "tandem/model/cuda_model.hpp"
 
 using namespace tandem::model;
 using Clock = std::chrono::steady_clock;
+using tandem::bench::EventTimer;
 
 namespace {
 
@@ -67,53 +69,6 @@ void fail(const std::string& what) {
   std::exit(1);
 }
 
-// The model's op marks as CUDA events; after a step, the time between a mark and the one before it
-// is charged to the later mark's op. With queue_ahead, "start" first parks the stream behind a host
-// function that sleeps, so the whole eager step is queued before the GPU starts on it.
-class EventTimer final : public OpTimer {
- public:
-  struct Op {
-    int calls = 0;
-    double us = 0, bytes = 0;
-    int order = 0;
-  };
-  bool queue_ahead = false;
-
-  ~EventTimer() override {
-    for (auto e : events_) cudaEventDestroy(e);
-  }
-  void mark(const char* op, double bytes, tandem::kernels::Stream stream) override {
-    auto* st = reinterpret_cast<cudaStream_t>(stream);
-    if (queue_ahead && std::string(op) == "start")
-      cudaLaunchHostFunc(st, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }, nullptr);
-    if (used_ == events_.size()) {
-      cudaEvent_t e;
-      cudaEventCreate(&e);
-      events_.push_back(e);
-    }
-    cudaEventRecord(events_[used_++], st);
-    marks_.push_back({op, bytes});
-  }
-  // After the step's last mark and a synchronisation: fold its marks into the totals.
-  void end_step() {
-    cudaDeviceSynchronize();
-    for (std::size_t i = 1; i < used_; ++i) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
-      auto [it, fresh] = ops.try_emplace(marks_[i].first);
-      if (fresh) it->second.order = static_cast<int>(ops.size());
-      it->second.calls += 1, it->second.us += 1e3 * ms, it->second.bytes += marks_[i].second;
-    }
-    used_ = 0;
-    marks_.clear();
-  }
-  std::map<std::string, Op> ops;
-
- private:
-  std::vector<cudaEvent_t> events_;
-  std::size_t used_ = 0;
-  std::vector<std::pair<std::string, double>> marks_;
-};
 
 }  // namespace
 
@@ -288,6 +243,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < profile; ++i) dec.step(pos++), timer.end_step();
     const auto graph_ops = timer.ops;
     m.set_op_timer(nullptr);
+    if (timer.failed_marks > 0)
+      std::printf("warning: %d op marks dropped (CUDA could not create or record an event): the profile is incomplete\n",
+                  timer.failed_marks);
 
     std::vector<std::pair<std::string, EventTimer::Op>> rows(eager_ops.begin(), eager_ops.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });

@@ -112,8 +112,9 @@ int serve(const tandem::engine::ServeConfig& cfg) {
 int main(int argc, char** argv) {
   if (auto rc = tandem::cli::handle_version(argc, argv, "tandem-serve", /*cuda=*/true)) return *rc;
   CLI::App app{
-      "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching, DFlash speculative decoding, "
-      "tensor parallelism with one rank per process: TCP between CPU ranks; --device cuda runs one rank on a GPU).\n"
+      "tandem-serve: OpenAI-compatible GLM inference server (paged KV, continuous batching, DFlash speculative "
+      "decoding, tensor parallelism with one rank per process: TCP between CPU ranks; --device cuda puts each rank "
+      "on a GPU, its partial sums through NCCL, or host-staged when ranks share a GPU).\n"
       "Two ranks: start the worker first (--nnodes 2 --node-rank 1 --headless --master-addr HEAD --master-port P), then "
       "the head (--nnodes 2 --node-rank 0 --master-addr HEAD --master-port P); both with --tensor-parallel-size 2.\n"
       "Takes the vLLM flags of a `vllm serve` recipe so an operator's recipe carries over.\n"

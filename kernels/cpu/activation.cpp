@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "tandem/kernels/activation.hpp"
@@ -9,6 +10,14 @@ void swiglu_cpu(const float* gate, const float* up, float* y, long n) {
     const double g = gate[i];
     y[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
+}
+
+void clamped_swiglu_cpu(float* gate, float* up, float* y, long n, float limit) {
+  for (long i = 0; i < n; ++i) {
+    gate[i] = std::min(gate[i], limit);
+    up[i] = std::clamp(up[i], -limit, limit);
+  }
+  swiglu_cpu(gate, up, y, n);
 }
 
 void sigmoid_cpu(const float* x, float* y, long n) {

@@ -384,6 +384,10 @@ __global__ void linear_f32_kernel(const float* x, long ldx, const std::int32_t* 
                                   const std::int32_t* row_expert, long expert_stride, int out, float* y, long ldy) {
   const int r = blockIdx.x, o = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (o >= out) return;
+  if (row_expert && row_expert[r] < 0) {  // another tensor-parallel rank's expert: a zero row
+    if (lane == 0) y[static_cast<long>(r) * ldy + o] = 0.f;
+    return;
+  }
   const float* xr = x + static_cast<long>(gather ? gather[r] : r) * ldx;
   const W* wr = w + (row_expert ? static_cast<long>(row_expert[r]) * expert_stride : 0L) + static_cast<long>(o) * ldw;
   float acc = 0.f;
@@ -437,7 +441,20 @@ __global__ void moe_combine_f32_kernel(const float* pair_out, const float* weigh
   }
 }
 
+__global__ void moe_local_experts_kernel(std::int32_t* expert, int pairs, int first, int count) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int e = expert[p] - first;
+  expert[p] = e >= 0 && e < count ? e : -1;
+}
+
 }  // namespace
+
+Status moe_local_experts_cuda(std::int32_t* expert, int pairs, int first, int count, Stream stream) {
+  if (pairs == 0) return {};
+  moe_local_experts_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(expert, pairs, first, count);
+  return TANDEM_CUDA_LAUNCHED("moe_local_experts_kernel");
+}
 
 Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
                             DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,

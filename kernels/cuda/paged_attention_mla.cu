@@ -88,7 +88,7 @@ __device__ __forceinline__ void stage(const uint2& raw, bf16* dst, fp8) {
 struct Args {
   const bf16* q;
   const std::int32_t *token_seq, *token_pos, *block_tables;
-  int q_heads, qk_dim, v_dim, block_size, max_blocks, per_split;
+  int q_heads, qk_dim, v_dim, block_size, max_blocks, per_split, splits;
   float score_scale, kv_scale;  // softmax scale x row scale; row scale alone (for the output)
   const bf16* rope_src;  // nullptr: q holds whole rows; else the last rope_dim entries come from here
   long rope_ld, rope_head;
@@ -120,220 +120,230 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   float* l_s = m_s + R;
   float* c_s = l_s + R;
 
-  const int token = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  // Block (token, y) takes splits y, y + gridDim.y, ..: a split's partial is the same whichever
+  // block computes it, and a graph step (splits over max-model-len) of many tokens then launches
+  // a few blocks a token instead of one per split, most of them past the context.
+  const int token = blockIdx.x, splits = a.splits;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int pos = a.token_pos[token];
-  const int begin = split * a.per_split, end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + a.per_split);
+  auto begin_of = [&](int split) { return split * a.per_split; };
+  auto end_of = [&](int split) { return split == splits - 1 ? pos + 1 : min(pos + 1, begin_of(split) + a.per_split); };
   const long row0 = static_cast<long>(token) * a.q_heads;  // this token's first (token, head) row
   const KV* cache = static_cast<const KV*>(a.cache);
   const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
   // The step's inputs (positions, tables) were copied before the step's first kernel, and a row
-  // asked into L2 cannot be stale (L2 is where the writes land): so this split's rows are
+  // asked into L2 cannot be stale (L2 is where the writes land): so this block's rows are
   // requested before waiting for the query's kernel (programmatic launch), overlapping its tail.
   {
     const int lines = static_cast<int>((a.qk_dim * sizeof(KV) + 127) / 128);
-    for (int i = threadIdx.x; i < (end - begin) * lines; i += kThreads) {
-      const int j = begin + i / lines;
-      const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(cache + slot * a.qk_dim) + 128 * (i % lines)));
+    for (int split = blockIdx.y; split < splits; split += gridDim.y) {
+      const int begin = begin_of(split), end = end_of(split);
+      for (int i = threadIdx.x; i < (end - begin) * lines; i += kThreads) {
+        const int j = begin + i / lines;
+        const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(cache + slot * a.qk_dim) + 128 * (i % lines)));
+      }
     }
   }
   cuda::pdl_begin();
-  if (begin >= end) {  // a split past this token's context: an empty partial
-    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
-      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-      pr[0] = -INFINITY, pr[1] = 0.f;
-    }
-    return;
-  }
-
-  // The token's queries (zero rows past q_heads), all of a thread's loads issued together; they
-  // land in shared memory with the first chunk's rows. With rope_src the rope part is rotated
-  // there, while the rows' loads are in flight. Columns up to qk16 (qk_dim rounded up to the
-  // mma's 16) are zero in the queries and the rows.
-  const int qk16 = (a.qk_dim + 15) / 16 * 16;
-  const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
-  const int qv = rope_at / 8;
-  uint4 qraw[kQLoads];
-#pragma unroll
-  for (int u = 0; u < kQLoads; ++u) {
-    const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
-    qraw[u] = make_uint4(0, 0, 0, 0);
-    if (h < a.q_heads) qraw[u] = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
-  }
-
-  float acc[MT][8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
-  const int d_warp = warp * 64;  // this warp's value columns
-
-  const int pieces = a.qk_dim / kE;
-  for (int c0 = begin; c0 < end; c0 += kChunk) {
-    const int n = min(kChunk, end - c0);
-    __syncthreads();  // the last chunk's rows and probabilities are no longer read
-    Raw<PB> raw[kLoads];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
-      if (r < n) {
-        const int j = c0 + r;
-        const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        raw[u] = *reinterpret_cast<const Raw<PB>*>(cache + slot * a.qk_dim + kE * c);
+  for (int split = blockIdx.y; split < splits; split += gridDim.y) {
+    const int begin = begin_of(split), end = end_of(split);
+    if (begin >= end) {  // a split past this token's context: an empty partial
+      for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+        float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+        pr[0] = -INFINITY, pr[1] = 0.f;
       }
+      continue;
     }
-    if (c0 == begin) {
-#pragma unroll
-      for (int u = 0; u < kQLoads; ++u) {
-        const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
-        if (h < R) *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = qraw[u];
+
+    // The token's queries (zero rows past q_heads), all of a thread's loads issued together; they
+    // land in shared memory with the first chunk's rows. With rope_src the rope part is rotated
+    // there, while the rows' loads are in flight. Columns up to qk16 (qk_dim rounded up to the
+    // mma's 16) are zero in the queries and the rows.
+    const int qk16 = (a.qk_dim + 15) / 16 * 16;
+    const int rope_at = a.rope_src ? a.qk_dim - a.rope_dim : a.qk_dim;
+    const int qv = rope_at / 8;
+    uint4 qraw[kQLoads];
+  #pragma unroll
+    for (int u = 0; u < kQLoads; ++u) {
+      const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+      qraw[u] = make_uint4(0, 0, 0, 0);
+      if (h < a.q_heads) qraw[u] = *reinterpret_cast<const uint4*>(a.q + (row0 + h) * a.qk_dim + 8 * c);
+    }
+
+    float acc[MT][8][4];
+  #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+  #pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+  #pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+    const int d_warp = warp * 64;  // this warp's value columns
+
+    const int pieces = a.qk_dim / kE;
+    for (int c0 = begin; c0 < end; c0 += kChunk) {
+      const int n = min(kChunk, end - c0);
+      __syncthreads();  // the last chunk's rows and probabilities are no longer read
+      Raw<PB> raw[kLoads];
+  #pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+        if (r < n) {
+          const int j = c0 + r;
+          const long slot = static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+          raw[u] = *reinterpret_cast<const Raw<PB>*>(cache + slot * a.qk_dim + kE * c);
+        }
+      }
+      if (c0 == begin) {
+  #pragma unroll
+        for (int u = 0; u < kQLoads; ++u) {
+          const int i = threadIdx.x + u * kThreads, h = i / qv, c = i % qv;
+          if (h < R) *reinterpret_cast<uint4*>(qs + h * kRow + 8 * c) = qraw[u];
+        }
+        if (qk16 > a.qk_dim)
+          for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
+        if (a.rope_src) {
+          const int half = a.rope_dim / 2;
+          const float p = static_cast<float>(pos);
+          for (int e = threadIdx.x; e < R * half; e += kThreads) {
+            const int h = e / half, i = e % half;
+            bf16* y = qs + h * kRow + rope_at;
+            if (h >= a.q_heads) {
+              y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+              continue;
+            }
+            const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+            const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+            const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+            double sn, cs;
+            sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+            y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
+            y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+          }
+        }
+        for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
+      }
+  #pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
+        if (r >= kChunk) break;
+        bf16* dst = ks + r * kRow + kE * c;
+        if (r < n) {
+          stage(raw[u], dst, KV{});
+        } else {
+  #pragma unroll
+          for (int e = 0; e < kE; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
+        }
       }
       if (qk16 > a.qk_dim)
-        for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
-      if (a.rope_src) {
-        const int half = a.rope_dim / 2;
-        const float p = static_cast<float>(pos);
-        for (int e = threadIdx.x; e < R * half; e += kThreads) {
-          const int h = e / half, i = e % half;
-          bf16* y = qs + h * kRow + rope_at;
-          if (h >= a.q_heads) {
-            y[i] = y[i + half] = __float2bfloat16_rn(0.f);
-            continue;
-          }
-          const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
-          const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
-          const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
-          double sn, cs;
-          sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
-          y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
-          y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+        for (int r = threadIdx.x; r < kChunk; r += kThreads) *reinterpret_cast<uint4*>(ks + r * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
+      __syncthreads();
+
+      // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
+      for (int tile = warp; tile < MT * 4; tile += kWarps) {
+        const int mt = tile / 4, nt = tile % 4;
+        const bf16* qa = qs + (mt * 16 + g) * kRow + 2 * t;
+        const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
+        float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        int kk = 0;
+        for (; kk + 32 <= qk16; kk += 32) {
+          const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+          const int k2 = kk + 16;
+          const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
+          mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
         }
+        if (kk < qk16) {
+          const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
+          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+        }
+        const int col = nt * 8 + 2 * t;
+        float* s0 = ss + (mt * 16 + g) * kSRow + col;
+        float* s1 = s0 + 8 * kSRow;
+        s0[0] = col < n ? (c[0][0] + c[1][0]) * a.score_scale : -INFINITY;
+        s0[1] = col + 1 < n ? (c[0][1] + c[1][1]) * a.score_scale : -INFINITY;
+        s1[0] = col < n ? (c[0][2] + c[1][2]) * a.score_scale : -INFINITY;
+        s1[1] = col + 1 < n ? (c[0][3] + c[1][3]) * a.score_scale : -INFINITY;
       }
-      for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int i = threadIdx.x + u * kThreads, r = i / pieces, c = i % pieces;
-      if (r >= kChunk) break;
-      bf16* dst = ks + r * kRow + kE * c;
-      if (r < n) {
-        stage(raw[u], dst, KV{});
-      } else {
-#pragma unroll
-        for (int e = 0; e < kE; e += 8) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0, 0, 0, 0);
-      }
-    }
-    if (qk16 > a.qk_dim)
-      for (int r = threadIdx.x; r < kChunk; r += kThreads) *reinterpret_cast<uint4*>(ks + r * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
-    __syncthreads();
+      __syncthreads();
 
-    // Scores: tile (mt, nt) = heads 16 mt.., rows 8 nt..; two accumulator chains halve the mma latency chain.
-    for (int tile = warp; tile < MT * 4; tile += kWarps) {
-      const int mt = tile / 4, nt = tile % 4;
-      const bf16* qa = qs + (mt * 16 + g) * kRow + 2 * t;
-      const bf16* kb = ks + (nt * 8 + g) * kRow + 2 * t;
-      float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      int kk = 0;
-      for (; kk + 32 <= qk16; kk += 32) {
-        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
-        const int k2 = kk + 16;
-        const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
-        mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
+      // Online softmax, a warp per head and a lane per row of the chunk.
+      for (int h = warp; h < R; h += kWarps) {
+        const float s = ss[h * kSRow + lane];
+        const float m_old = m_s[h], m_new = fmaxf(m_old, cuda::warp_max(s));
+        const float p = s == -INFINITY ? 0.f : expf(s - m_new);
+        const float correction = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+        const float sum = cuda::warp_sum(p);
+        const bf16 hi = __float2bfloat16_rn(p);
+        ph[h * kPRow + lane] = hi;
+        pl[h * kPRow + lane] = __float2bfloat16_rn(p - __bfloat162float(hi));
+        if (lane == 0) m_s[h] = m_new, l_s[h] = l_s[h] * correction + sum, c_s[h] = correction;
       }
-      if (kk < qk16) {
-        const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-        mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
-      }
-      const int col = nt * 8 + 2 * t;
-      float* s0 = ss + (mt * 16 + g) * kSRow + col;
-      float* s1 = s0 + 8 * kSRow;
-      s0[0] = col < n ? (c[0][0] + c[1][0]) * a.score_scale : -INFINITY;
-      s0[1] = col + 1 < n ? (c[0][1] + c[1][1]) * a.score_scale : -INFINITY;
-      s1[0] = col < n ? (c[0][2] + c[1][2]) * a.score_scale : -INFINITY;
-      s1[1] = col + 1 < n ? (c[0][3] + c[1][3]) * a.score_scale : -INFINITY;
-    }
-    __syncthreads();
+      __syncthreads();
 
-    // Online softmax, a warp per head and a lane per row of the chunk.
-    for (int h = warp; h < R; h += kWarps) {
-      const float s = ss[h * kSRow + lane];
-      const float m_old = m_s[h], m_new = fmaxf(m_old, cuda::warp_max(s));
-      const float p = s == -INFINITY ? 0.f : expf(s - m_new);
-      const float correction = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
-      const float sum = cuda::warp_sum(p);
-      const bf16 hi = __float2bfloat16_rn(p);
-      ph[h * kPRow + lane] = hi;
-      pl[h * kPRow + lane] = __float2bfloat16_rn(p - __bfloat162float(hi));
-      if (lane == 0) m_s[h] = m_new, l_s[h] = l_s[h] * correction + sum, c_s[h] = correction;
-    }
-    __syncthreads();
-
-    // Values: acc = acc * correction + P V over this warp's columns (rows past n have p = 0, V = 0).
-    if (d_warp < a.v_dim) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const float c_lo = c_s[mt * 16 + g], c_hi = c_s[mt * 16 + g + 8];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] *= c_lo, acc[mt][nt][1] *= c_lo, acc[mt][nt][2] *= c_hi, acc[mt][nt][3] *= c_hi;
-      }
-      for (int k0 = 0; k0 < n; k0 += 16) {
-        std::uint32_t ahi[MT][4], alo[MT][4];
-#pragma unroll
+      // Values: acc = acc * correction + P V over this warp's columns (rows past n have p = 0, V = 0).
+      if (d_warp < a.v_dim) {
+  #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          const int r = (mt * 16 + g) * kPRow + k0 + 2 * t;
-          ahi[mt][0] = ld32(ph + r), ahi[mt][1] = ld32(ph + r + 8 * kPRow), ahi[mt][2] = ld32(ph + r + 8),
-          ahi[mt][3] = ld32(ph + r + 8 * kPRow + 8);
-          alo[mt][0] = ld32(pl + r), alo[mt][1] = ld32(pl + r + 8 * kPRow), alo[mt][2] = ld32(pl + r + 8),
-          alo[mt][3] = ld32(pl + r + 8 * kPRow + 8);
+          const float c_lo = c_s[mt * 16 + g], c_hi = c_s[mt * 16 + g + 8];
+  #pragma unroll
+          for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] *= c_lo, acc[mt][nt][1] *= c_lo, acc[mt][nt][2] *= c_hi, acc[mt][nt][3] *= c_hi;
         }
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          if (d_warp + nt * 8 >= a.v_dim) break;
-          const bf16* vb = ks + (k0 + 2 * t) * kRow + d_warp + nt * 8 + g;
-          const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
-#pragma unroll
+        for (int k0 = 0; k0 < n; k0 += 16) {
+          std::uint32_t ahi[MT][4], alo[MT][4];
+  #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            mma(acc[mt][nt], ahi[mt], b0, b1);
-            mma(acc[mt][nt], alo[mt], b0, b1);
+            const int r = (mt * 16 + g) * kPRow + k0 + 2 * t;
+            ahi[mt][0] = ld32(ph + r), ahi[mt][1] = ld32(ph + r + 8 * kPRow), ahi[mt][2] = ld32(ph + r + 8),
+            ahi[mt][3] = ld32(ph + r + 8 * kPRow + 8);
+            alo[mt][0] = ld32(pl + r), alo[mt][1] = ld32(pl + r + 8 * kPRow), alo[mt][2] = ld32(pl + r + 8),
+            alo[mt][3] = ld32(pl + r + 8 * kPRow + 8);
+          }
+  #pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            if (d_warp + nt * 8 >= a.v_dim) break;
+            const bf16* vb = ks + (k0 + 2 * t) * kRow + d_warp + nt * 8 + g;
+            const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
+  #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma(acc[mt][nt], ahi[mt], b0, b1);
+              mma(acc[mt][nt], alo[mt], b0, b1);
+            }
           }
         }
       }
     }
-  }
 
-  // The result (one split), or this split's partial for the combine.
-  if (d_warp < a.v_dim) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int h = mt * 16 + g + 8 * half;
-        if (h >= a.q_heads) continue;
-        const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const int col = d_warp + nt * 8 + 2 * t;
-          if (col >= a.v_dim) break;
-          const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
-          if (!a.combine) {
-            *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
-          } else {
-            float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-            *reinterpret_cast<float2*>(pr + 2 + col) = make_float2(x, y);
+    // The result (one split), or this split's partial for the combine.
+    if (d_warp < a.v_dim) {
+  #pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+  #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int h = mt * 16 + g + 8 * half;
+          if (h >= a.q_heads) continue;
+          const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+  #pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            const int col = d_warp + nt * 8 + 2 * t;
+            if (col >= a.v_dim) break;
+            const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
+            if (!a.combine) {
+              *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
+            } else {
+              float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+              *reinterpret_cast<float2*>(pr + 2 + col) = make_float2(x, y);
+            }
           }
         }
       }
     }
-  }
-  if (a.combine)
-    for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
-      float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
-      pr[0] = m_s[h], pr[1] = l_s[h];
-    }
+    if (a.combine)
+      for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
+        float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
+        pr[0] = m_s[h], pr[1] = l_s[h];
+      }
+  }  // split
 }
 
 // Block (token-head row, 64 value columns): out = sum_s o_s w_s / sum_s l_s w_s, w_s = e^(m_s - M);
@@ -385,6 +395,14 @@ int splits_for(int n_tokens, int max_context, int split_keys) {
   if (max_context <= kChunk) return 1;
   const int per = per_split_for(n_tokens, max_context);
   return (max_context + per - 1) / per;
+}
+
+// Blocks a token gets: every split its own while the step's tokens x splits fill the GPU about
+// twice (a decode, a short verification), else fewer, each taking several splits in turn (a split
+// past the context costs a few stores, where a block of its own costs a launch slot of an SM).
+int blocks_per_token(int n_tokens, int splits) {
+  const int want = (2 * multiprocessors() + n_tokens - 1) / std::max(n_tokens, 1);
+  return std::max(1, std::min(splits, want));
 }
 
 // Whether the splits leave partials for the combine kernel: always with a fixed split size (one
@@ -448,7 +466,8 @@ Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, con
     a.rope_dim = rope->dim, a.inv_freq = rope->inv_freq, a.interleaved = rope->interleaved;
   }
   a.cache = k_cache, a.out = static_cast<bf16*>(out), a.part = static_cast<float*>(workspace);
-  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(splits));
+  a.splits = splits;
+  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(blocks_per_token(n_tokens, splits)));
   const int mt = (q_heads + 15) / 16;
   cudaError_t e;
   if (l.dtype == DType::bf16)

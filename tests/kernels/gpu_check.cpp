@@ -23,10 +23,10 @@ int main() {
     const char* name;
     void (*run)(std::vector<Row>&);
   };
-  for (const Group g : {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling},
-                        Group{"moe", check_moe}, Group{"attention", check_attention},
-                        Group{"gemm", check_gemm},
-                        Group{"quant", check_quant}, Group{"decode", check_decode}, Group{"glue", check_glue}}) {
+  for (const Group g :
+       {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
+        Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
+        Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"glm5_next", check_glm5_next}}) {
     try {
       g.run(rows);
     } catch (const std::exception& e) {

@@ -42,6 +42,7 @@
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "bf16_checkpoint.hpp"
+#include "check_program.hpp"
 #include "quantized_checkpoint.hpp"
 #include "reference_trace.hpp"
 
@@ -50,20 +51,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int failures = 0;
-void check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-double rel_error(const float* ours, const float* ref, int n) {
-  double diff = 0, scale = 0;
-  for (int i = 0; i < n; ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(ours[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+using check_program::check;
+using check_program::failures;
+using check_program::rel_error;
 
 struct Sequence {
   std::vector<int32_t> ids, greedy;

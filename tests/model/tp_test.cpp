@@ -1,6 +1,8 @@
 // Tensor parallelism on the CPU path: each golden fixture split over 2 ranks, and the MLA ones over
 // 3 (real TCP on loopback, one thread per rank; 3 makes every split uneven), gives transformers' logits within the
-// golden tolerance and TP1's within float round-off, and the same greedy tokens.
+// golden tolerance and TP1's within float round-off, and the same greedy tokens. The glm5_next
+// fixtures (2 linear-attention heads) split over 2: KDA heads and their state, MLA heads, the
+// replicated indexer, experts and vocabulary.
 #include <doctest/doctest.h>
 
 #include "../comm/tp_group.hpp"
@@ -38,7 +40,8 @@ RankRun run_rank(tandem::comm::Communicator& c, const std::string& fixture, cons
 }  // namespace
 
 TEST_CASE("TP2 and TP3 equal TP1 and transformers on the golden fixtures") {
-  for (const std::string fixture : {"glm4_moe", "glm4_moe_lite", "glm4_moe_lite_variant"}) {
+  for (const std::string fixture :
+       {"glm4_moe", "glm4_moe_lite", "glm4_moe_lite_variant", "glm5_next_text", "glm5_next_text_sparse"}) {
     const auto doc = read_json(fixture_dir(fixture) / "golden.json");
     const auto ids = doc["sequences"][0]["input_ids"].get<std::vector<int32_t>>();
     const auto expect_greedy = doc["sequences"][0]["greedy"].get<std::vector<int32_t>>();
@@ -49,8 +52,10 @@ TEST_CASE("TP2 and TP3 equal TP1 and transformers on the golden fixtures") {
     REQUIRE_MESSAGE(tp1.error.empty(), tp1.error);
     const int V = static_cast<int>(tp1.logits.size() / ids.size());
 
-    // glm4_moe has 2 key/value heads: at most 2 ranks (the next case shows the refusal).
-    const std::vector<int> sizes = fixture == "glm4_moe" ? std::vector<int>{2} : std::vector<int>{2, 3};
+    // glm4_moe has 2 key/value heads, glm5_next 2 linear-attention heads: at most 2 ranks (the
+    // next cases show the refusals).
+    const bool two = fixture == "glm4_moe" || fixture.starts_with("glm5_next");
+    const std::vector<int> sizes = two ? std::vector<int>{2} : std::vector<int>{2, 3};
     for (int size : sizes) {
       auto ranks = tandem::comm::test::run_group<RankRun>(
           size, [&](tandem::comm::Communicator& c) { return run_rank(c, fixture, ids, static_cast<int>(expect_greedy.size())); },
@@ -83,4 +88,21 @@ TEST_CASE("a GQA model with fewer key/value heads than ranks is refused with the
       },
       [](const std::string& e) { return e; });
   for (const auto& e : out) CHECK(e.find("num_key_value_heads 2 is less than the tensor-parallel size 3") != std::string::npos);
+}
+
+TEST_CASE("glm5_next with fewer linear-attention heads than ranks is refused with the reason") {
+  // The glm5_next_text fixture has 2 linear-attention heads.
+  auto out = tandem::comm::test::run_group<std::string>(
+      3,
+      [](tandem::comm::Communicator& c) {
+        auto m = load_model(fixture_dir("glm5_next_text"), c);
+        return m ? std::string("loaded") : m.error().message;
+      },
+      [](const std::string& e) { return e; });
+  // shard.hpp's split of 2 heads over 3 ranks leaves rank 0 none; every rank refuses, not only
+  // that one (the others would otherwise load and then fail on a lost peer, without the reason).
+  REQUIRE(out.size() == 3);
+  for (const auto& e : out)
+    CHECK(e.find("3 tensor-parallel ranks over 2 linear-attention heads leave a rank none; use at most 2 ranks") !=
+          std::string::npos);
 }

@@ -129,11 +129,8 @@ int bind(BindOpts o) {
   } else {
     run.bind_id = ctl::new_bind_id();
   }
-  std::vector<std::string> rows;
-  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
-  rows.push_back("controller");
-  std::FILE* out = as_json ? stderr : stdout;
-  ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
+  const auto shown = ctl::session_progress(s, as_json, true, static_cast<int>(plan.steps.size()));
+  ctl::Progress& progress = *shown;
   auto push = ctl::open_stage_push(s, o.dirs);
   if (!push) {
     std::cerr << "tandemctl bind: " << push.error().message << "\n";

@@ -43,11 +43,8 @@ int rollback(const RollbackOpts& o) {
   } else {
     run.bind_id = ctl::new_bind_id();
   }
-  std::vector<std::string> rows;
-  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
-  rows.push_back("controller");
-  std::FILE* out = as_json ? stderr : stdout;
-  ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, 0);
+  const auto shown = ctl::session_progress(s, as_json, true, 0);
+  ctl::Progress& progress = *shown;
   ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}, nullptr};
   if (fresh && !ctx.record({{"event", "bind.begin"}, {"kind", "rollback"}, {"manifest_sha256", s.sha256},
                             {"manifest_file", display_name(o.manifest)}, {"steps", 0}})) {

@@ -64,10 +64,8 @@ int stage(const StageOpts& o) {
   plan.steps.clear();
   for (const auto& st : full.steps)
     if (st.phase == "preflight" || st.phase == "stage") plan.steps.push_back(st);
-  std::vector<std::string> rows;
-  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
-  std::FILE* out = as_json ? stderr : stdout;
-  ctl::Progress progress(ctl::Progress::pick(as_json, out), out, rows, static_cast<int>(plan.steps.size()));
+  const auto shown = ctl::session_progress(s, as_json, false, static_cast<int>(plan.steps.size()));
+  ctl::Progress& progress = *shown;
   // Op ids of their own ("stage-<time>-<step>"), never a bind's: nothing is written to the bind
   // journal, so a later bind starts fresh and finds the files equal.
   ctl::BindRun run;

@@ -64,4 +64,12 @@ Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& 
   return s;
 }
 
+std::unique_ptr<Progress> session_progress(const Session& s, bool as_json, bool controller_row, int total) {
+  std::vector<std::string> rows;
+  for (const Node* n : s.m.start_order()) rows.push_back(n->name);
+  if (controller_row) rows.push_back("controller");
+  std::FILE* out = as_json ? stderr : stdout;
+  return std::make_unique<Progress>(Progress::pick(as_json, out), out, std::move(rows), total);
+}
+
 }  // namespace tandem::ctl

@@ -9,6 +9,7 @@
 
 #include "bind/agent_client.hpp"
 #include "bind/bind_journal.hpp"
+#include "bind/progress_display.hpp"
 #include "cli_common.hpp"
 #include "bind/stage_push.hpp"
 #include "bind/state_lock.hpp"
@@ -45,6 +46,11 @@ void add_stage_root_option(CLI::App* cmd, ControllerDirs& dirs);
 Result<std::shared_ptr<StagePush>> open_stage_push(const Session& s, const ControllerDirs& dirs);
 
 Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb);
+
+// The progress display of a verb over the session's nodes (rows in start order, then a
+// "controller" row where the verb has steps of its own), on stdout, or on stderr under --output
+// json; `total`: the steps to come.
+std::unique_ptr<Progress> session_progress(const Session& s, bool as_json, bool controller_row, int total);
 
 using tandem::sha256_hex;  // common/include/tandem/sha256.hpp
 

@@ -36,6 +36,8 @@ class FramedSocket {
   // Receives one frame; `expect` other than the frame's kind is a protocol error.
   Result<Frame> receive(FrameKind expect, std::chrono::milliseconds timeout);
   const std::string& peer() const { return peer_; }
+  // Once the peer has said who it is (its hello), later errors name it so.
+  void rename(std::string peer) { peer_ = std::move(peer); }
   // Data the peer has not acknowledged for `limit` ends the connection (TCP_USER_TIMEOUT). A cut
   // link gives no error of its own: writes keep landing in the kernel's buffer, so a head that
   // only sends (heartbeats to an idle worker) would never notice it lost its worker.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tandem/kernels/cuda_check.hpp"
+#include "tandem/kernels/dtype.hpp"
 
 namespace tandem::comm {
 namespace {
@@ -28,21 +29,6 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
 }
 
 ncclDataType_t nccl_type(DeviceDType t) { return t == DeviceDType::bf16 ? ncclBfloat16 : ncclFloat32; }
-
-// bf16 <-> fp32 for the host-staged sum (round to nearest even, as the device converts).
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
 
 std::string uuid_text(const float* bytes) {
   std::string s;
@@ -149,11 +135,25 @@ class NcclGroup final : public NcclCommunicator {
     if (broken_) return *broken_;
     if (size() == 1 || count == 0) return Ok{};
     auto st = static_cast<cudaStream_t>(stream);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (auto c = TANDEM_CUDA_STATUS(cudaStreamIsCapturing(st, &capture), "all-reduce"); !c) return c;
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    if (host_ && capturing) return Error{"all-reduce: the host-staged transport cannot be captured in a CUDA graph (run eagerly)"};
     if (host_) return host_collective("all-reduce", data, nullptr, count, dtype, st);
     if (!comm_) return Error{"all-reduce before the group was joined (rendezvous)"};
     ncclResult_t r = ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, st);
     if (r != ncclSuccess && r != ncclInProgress) return fail("all-reduce: " + nccl_text(r, comm_));
+    // Captured: nothing runs until a replay (the stream cannot be queried now); the non-blocking
+    // communicator only has to finish enqueuing.
+    if (capturing) return wait_async("capturing an all-reduce", o_.control.peer_timeout);
     return wait_stream("all-reduce", st);
+  }
+
+  Status wait_device(void* stream) override {
+    if (broken_) return *broken_;
+    auto st = static_cast<cudaStream_t>(stream);
+    if (host_ || !comm_) return TANDEM_CUDA_STATUS(cudaStreamSynchronize(st), "device step");
+    return wait_stream("device step", st);
   }
 
   Status all_gather_device(const void* send, void* recv, std::size_t count, DeviceDType dtype, void* stream) override {
@@ -202,7 +202,7 @@ class NcclGroup final : public NcclCommunicator {
     }
     if (want_host && want_nccl) return fail("the ranks disagree on the device transport: one asked for nccl, another for host");
     if (!shared.empty() && want_nccl)
-      return fail("--tp-transport nccl, but " + shared + ": NCCL refuses two ranks on one GPU (use host or auto)");
+      return fail("`tp_transport` nccl, but " + shared + ": NCCL refuses two ranks on one GPU (use host or auto)");
     if (shared.empty() && !want_host) return Ok{};
     host_ = true;
     transport_ = "host-staged over the TCP group (" + (want_host ? std::string("asked for") : shared) +
@@ -231,7 +231,8 @@ class NcclGroup final : public NcclCommunicator {
     if (dtype == DeviceDType::bf16) {
       widened.resize(count);
       const auto* b = static_cast<const std::uint16_t*>(pinned_);
-      for (std::size_t i = 0; i < count; ++i) widened[i] = bf16_to_float(b[i]);
+      for (std::size_t i = 0; i < count; ++i)
+        widened[i] = kernels::bf16_to_float(b[i]);  // the device's conversions, exactly
       values = widened;
     }
     std::vector<float> out;
@@ -248,7 +249,7 @@ class NcclGroup final : public NcclCommunicator {
     std::vector<std::uint16_t> narrowed;
     if (dtype == DeviceDType::bf16) {
       narrowed.resize(result.size());
-      for (std::size_t i = 0; i < result.size(); ++i) narrowed[i] = float_to_bf16(result[i]);
+      for (std::size_t i = 0; i < result.size(); ++i) narrowed[i] = kernels::bf16_from_float(result[i]);
       src = narrowed.data();
     }
     // Pageable sources (the gather's, the bf16 ones) copy synchronously; the pinned one is waited for.

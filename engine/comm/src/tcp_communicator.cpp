@@ -204,6 +204,7 @@ class TcpGroup final : public TcpCommunicator {
         return fail(Error{"rendezvous: refused the " + peer + ": " + why});
       }
       log("rendezvous: rank " + std::to_string(rank) + " joined from " + peer.substr(8));
+      link->rename("rank " + std::to_string(rank) + " at " + peer.substr(8));  // a lost link names the rank
       link->limit_unacked(unacked_limit());
       peers_[static_cast<size_t>(rank)] = std::move(link);
       ++joined;

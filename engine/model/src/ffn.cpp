@@ -74,26 +74,9 @@ static void mlp_add(const float* gate_w, const float* up_w, const float* down_w,
   o.resize(static_cast<size_t>(hidden));
   k::linear_cpu(x, gate_w, nullptr, g.data(), 1, hidden, width);
   k::linear_cpu(x, up_w, nullptr, u.data(), 1, hidden, width);
-  for (int i = 0; i < width; ++i) {
-    const auto at = static_cast<size_t>(i);
-    g[at] = std::min(g[at], limit);
-    u[at] = std::clamp(u[at], -limit, limit);
-  }
-  k::swiglu_cpu(g.data(), u.data(), g.data(), width);
+  k::clamped_swiglu_cpu(g.data(), u.data(), g.data(), width, limit);
   k::linear_cpu(g.data(), down_w, nullptr, o.data(), 1, width, hidden);
   for (int i = 0; i < hidden; ++i) y[i] += scale * o[static_cast<size_t>(i)];
-}
-
-void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit) {
-  std::vector<float> g(static_cast<size_t>(d)), u(static_cast<size_t>(d));
-  for (int r = 0; r < rows; ++r) {
-    const float* row = gate_up + static_cast<long>(r) * 2 * d;
-    for (int i = 0; i < d; ++i) {
-      g[static_cast<size_t>(i)] = std::min(row[i], limit);
-      u[static_cast<size_t>(i)] = std::clamp(row[d + i], -limit, limit);
-    }
-    k::swiglu_cpu(g.data(), u.data(), y + static_cast<long>(r) * d, d);
-  }
 }
 
 void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows) {

@@ -35,11 +35,6 @@ struct Ffn {
 void load_ffn(WeightReader& w, const TensorNames& names, int layer, const DecoderConfig& d, bool moe, int rank, int ranks,
               Ffn& out);
 
-// glm5_next's clamped SwiGLU on a fused gate_up row ([gate (d) | up (d)] per row):
-// y = silu(min(gate, limit)) * clamp(up, -limit, limit); the CPU reference of the CUDA kernel
-// clamped_silu_and_mul (ffn_forward applies the same clamp inline).
-void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
-
 // y = ffn(x) for `rows` tokens of d.hidden_size floats (this rank's part of it).
 void ffn_forward(const Ffn& f, const DecoderConfig& d, const float* x, float* y, int rows);
 

@@ -108,25 +108,14 @@ class Glm4MoeLite final : public Decoder {
     const int S = cache.length();
     const KvRows cached = cache.rows(layer);
     const MlaExpanded e = mla_expand(cached, S, a.kv_b, heads, nope, width - lora_kv, vd, lora_kv);
-    const int kv_w = e.kv_width;
-    const std::vector<float>& kv = e.kv;
-    const std::vector<float>& keys = e.keys;
-
-    k::AttentionShape shape;
-    shape.q_heads = shape.kv_heads = heads;
-    shape.qk_dim = qk;
-    shape.v_dim = vd;
-    shape.q_stride = shape.k_stride = heads * qk;
-    shape.q_head_stride = shape.k_head_stride = qk;
-    shape.v_stride = kv_w;
-    shape.v_head_stride = nope + vd;
-    shape.out_stride = heads * vd;
+    const k::AttentionShape shape = e.attention_shape(heads, qk, nope, vd);
     std::vector<float> attn(static_cast<size_t>(rows) * static_cast<size_t>(heads * vd));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
     // A rank may hold no heads (more ranks than heads): it still caches the latent rows above,
     // and contributes nothing but, on rank 0, o_proj's bias.
     if (heads > 0)
-      k::attention_cpu(q.data(), pos + first, rows, keys.data(), kv.data() + nope, pos, S, attn.data(), shape, scale);
+      k::attention_cpu(q.data(), pos + first, rows, e.keys.data(), e.kv.data() + nope, pos, S, attn.data(), shape,
+                       scale);
     k::linear_cpu(attn.data(), a.o.data(), a.o_bias.empty() ? nullptr : a.o_bias.data(), out, rows, heads * vd, H);
   }
 

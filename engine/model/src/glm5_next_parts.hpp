@@ -1,5 +1,7 @@
-// The three parts of a glm5_next_text layer that the GLM-4 decoders do not have, each on the CPU
-// op layer in fp32 (fp64 sums), following transformers 5.17's modeling_glm5_next:
+// The three parts of a glm5_next_text layer that the GLM-4 decoders do not have, their weights and
+// forward passes on the CPU op layer in fp32 (fp64 sums), following transformers 5.17's
+// modeling_glm5_next; the math of each lives in kernels (tandem/kernels/glm5_next.hpp: the *_cpu
+// references of the CUDA kernels), the shapes those take from the config are made here:
 //   hyper-connections  hc_mult copies ("streams") of the hidden state; before each sublayer a
 //                      learned, input-dependent mix collapses them into its input, after it the
 //                      output is spread back and the streams are mixed by a Sinkhorn-normalised
@@ -12,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "tandem/kernels/glm5_next.hpp"
 #include "tandem/model/config.hpp"
 #include "tandem/model/kv_cache.hpp"
 
@@ -24,15 +27,9 @@ struct HyperConnection {
   std::vector<float> scale;  // [3]: pre, post, comb
 };
 
-// The mix of one token: its sublayer input (pre-weighted sum of the streams), `post` [hc] (how
-// much of the sublayer output each stream gets) and `comb` [hc x hc] (stream mixer).
-struct HcMix {
-  std::vector<float> post, comb;
-};
-// streams: [hc, hidden] of one token; collapsed: [hidden].
-void hc_collapse(const HyperConnection& w, const Glm5NextConfig& c, const float* streams, float* collapsed, HcMix& mix);
-// streams[i] <- post[i] * y + sum_j comb[j][i] * streams[j]
-void hc_expand(const Glm5NextConfig& c, const HcMix& mix, const float* y, float* streams);
+// The kernels' shape of the hyper-connections (each sublayer collapses with hc_collapse_cpu and
+// expands with hc_expand_cpu).
+kernels::HcShape hc_shape(const Glm5NextConfig& c);
 
 // ---- KDA linear attention -------------------------------------------------------------------
 struct KdaLayer {
@@ -45,19 +42,13 @@ struct KdaLayer {
   std::vector<float> o_norm;             // [head_dim]
   std::vector<float> o;                  // [hidden, heads * head_dim]
 };
-// Floats of one KDA layer's state: the conv's last kernel-1 inputs and one [head_dim x head_dim]
-// matrix per head.
-long kda_state_floats(const Glm5NextConfig& c);
+// The kernels' shape of a KDA layer (its state: kernels::kda_state_floats of it).
+kernels::KdaShape kda_shape(const Glm5NextConfig& c);
 // out = kda(x) for `rows` consecutive new tokens [rows, hidden]; `state` (kda_state_floats) is
-// advanced over them, token by token, so any split of a sequence into calls gives the same bits.
-void kda_forward(const KdaLayer& w, const Glm5NextConfig& c, const float* x, int rows, std::span<float> state, float* out);
-// One token after its projections (what kda_forward does between them, and the CPU reference of
-// the CUDA kernel kda_recurrent_cuda): u = [q_proj x | k_proj x | v_proj x], g_raw = f_b(f_a x)
-// (before dt_bias), beta_raw = b_proj x (before the sigmoid), gate_raw = g_b(g_a x); reads conv,
-// a_log, dt_bias and o_norm of w; advances `state` (kda_state_floats) and writes the gated, normed
-// o [heads * head_dim] (o_proj's input).
-void kda_token(const KdaLayer& w, const Glm5NextConfig& c, const float* u, const float* g_raw, const float* beta_raw,
-               const float* gate_raw, float* state, float* o);
+// advanced over them, token by token (kernels::kda_token_cpu), so any split of a sequence into
+// calls gives the same bits.
+void kda_forward(const KdaLayer& w, const Glm5NextConfig& c, const float* x, int rows, std::span<float> state,
+                 float* out);
 
 // ---- DSA sparse attention -------------------------------------------------------------------
 struct DsaLayer {
@@ -72,16 +63,11 @@ struct DsaLayer {
 int dsa_row_width(const Glm5NextConfig& c);
 // The keys each new token attends to (cache indices, ascending); handed to a following "shared" layer.
 using Selection = std::vector<std::vector<int>>;
+// The kernels' shape of a DSA layer (indexer: a full layer).
+kernels::DsaShape dsa_shape(const Glm5NextConfig& c, bool indexer);
 // out = attention(x) for the `rows` new tokens at cache indices first..first+rows-1 of `layer`
 // (cache slot `slot`); fills their cache rows. Reads `selection` on a shared layer, writes it on
-// a full one.
-// The indexer's parts (CPU references of dsa_select_cuda): the pool keys of the complete pools among
-// the first n cached tokens ([n / index_kpool, index_head_dim]) and the keys the query at cache
-// index i attends to (iq [index heads, index_head_dim], weights [index heads] already scaled by
-// 1/sqrt(index heads); pos: the cached tokens' positions).
-std::vector<double> dsa_pool_keys(const DsaLayer& w, const Glm5NextConfig& c, const KvRows& rows, int n);
-std::vector<int> dsa_select_keys(const Glm5NextConfig& c, const std::vector<double>& pools, const float* iq, const float* weights,
-                                 std::span<const int> pos, int i);
+// a full one (kernels::dsa_prepare_cpu, dsa_pool_keys_cpu, dsa_select_keys_cpu).
 void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int rows, int first, KvSequence& cache,
                  int slot, Selection& selection, float* out);
 

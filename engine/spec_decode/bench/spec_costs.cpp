@@ -1,10 +1,12 @@
 #include "spec_costs.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
 
+#include "event_timer.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 
@@ -23,6 +25,48 @@ double mean_seconds(int warmup, int iters, F&& f) {
 template <class R>
 void must(const R& r, const char* what) {
   if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().message);
+}
+
+// Where a decode step's and a verification's device time goes: `steps` eager steps of each with a
+// CUDA event after every op (queued behind a host wait, so the ops run back to back as in a graph;
+// an op's time is its kernels plus its launch gap), per op and step, side by side.
+void print_op_profile(model::CudaModel& target, std::span<const model::PagedWork> decode, std::span<const model::PagedWork> verify,
+                      int batch, int k, int steps) {
+  tandem::bench::EventTimer timer;
+  timer.queue_ahead = true;
+  target.set_enforce_eager(true);
+  for (int i = 0; i < 2; ++i) must(target.step(decode), "decode"), must(target.step(verify), "verify");  // eager warm-up
+  target.set_op_timer(&timer);
+  auto ops_of = [&](std::span<const model::PagedWork> work, const char* what) {
+    timer.ops.clear();
+    for (int i = 0; i < steps; ++i) must(target.step(work), what), timer.end_step();
+    return timer.ops;
+  };
+  const auto dec = ops_of(decode, "profiled decode");
+  const auto ver = ops_of(verify, "profiled verify");
+  target.set_op_timer(nullptr);
+  target.set_enforce_eager(false);
+  if (timer.failed_marks > 0)
+    std::printf("warning: %d op marks dropped (CUDA could not create or record an event): the profile is incomplete\n",
+                timer.failed_marks);
+  std::vector<std::pair<std::string, double>> rows;
+  double td = 0, tv = 0;
+  for (const auto& [op, o] : ver) rows.push_back({op, o.us / steps}), tv += o.us / steps;
+  for (const auto& [op, o] : dec) {
+    td += o.us / steps;
+    if (!ver.count(op)) rows.push_back({op, 0.0});
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::printf("\nOp profile, batch %d: a decode step (%d rows) vs a verification (%d rows), eager, %d steps each, us per step\n\n"
+              "| op | decode us | verify us | verify - decode |\n|---|---|---|---|\n",
+              batch, batch, batch * (k + 1), steps);
+  for (const auto& [op, us] : rows) {
+    const auto d = dec.find(op);
+    const double du = d == dec.end() ? 0.0 : d->second.us / steps;
+    std::printf("| %s | %.1f | %.1f | %+.1f |\n", op.c_str(), du, us, us - du);
+  }
+  std::printf("| total | %.1f | %.1f | %+.1f |\n", td, tv, tv - td);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -119,6 +163,7 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
   std::printf("| batch %d, k %d | ratios to t_plain: verify %.2fx (goal <= 1.3x), mixed verify %.2fx, proposal %.2fx (goal <= 0.3x) |\n",
               batch, k, t_verify / t_plain, t_mixed / t_plain, t_draft / t_plain);
   std::fflush(stdout);
+  print_op_profile(target, decode, verify, batch, k, 20);
 }
 
 }  // namespace tandem::spec::bench

@@ -89,7 +89,7 @@ class DFlashCuda final : public DeviceDrafter {
 
  private:
   struct Layer {
-    DeviceBuffer in_norm, post_norm, q, k, v, o, q_norm, k_norm, gate_up, down;
+    DeviceBuffer in_norm, post_norm, q, kv, o, q_norm, k_norm, gate_up, down;  // kv: [k_proj; v_proj]
   };
 
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
@@ -143,6 +143,7 @@ class DFlashCuda final : public DeviceDrafter {
   // kGemvRows rows, where cuBLASLt's tiles leave the GPU mostly idle and cost a launch of several
   // microseconds each; cuBLASLt above (prefill chunks' context rows).
   static constexpr int kGemvRows = 64;
+  static constexpr std::size_t kOneUploadBytes = 64 * 1024;
   Status gemm(const k::GemmArgs& g) {
     if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && g.rows <= kGemvRows && !g.bias) {
       const k::GemvArgs v = as_gemv(g);
@@ -184,7 +185,10 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, k_, v_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  DeviceBuffer x_, delta_, h_, q_, kv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  // Keys and values of t_cap_ rows each, the values after the keys (one gemv writes both).
+  std::uint16_t* keys() const { return kv_.as<std::uint16_t>(); }
+  std::uint16_t* values() const { return keys() + static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(kvw_); }
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
   std::int32_t num_blocks_ = 0;
@@ -205,7 +209,7 @@ class DFlashCuda final : public DeviceDrafter {
 Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.input_embedding_scale != 1.0 || c_.output_multiplier != 1.0 || c_.final_logit_softcapping > 0)
     return Error{"input_embedding_scale, output_multiplier or final_logit_softcapping is set: the CUDA drafter does not apply "
-           "them (run this drafter with --device cpu)"};
+           "them (run this drafter with `device` cpu)"};
   if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return Error{"mask_token_id is outside the vocabulary"};
   if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return Error{"the paged-attention kernel needs 1..8 query heads per KV head"};
   if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return Error{"hidden_size, intermediate_size and head_dim must be multiples of 8"};
@@ -234,8 +238,12 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
     tensor(a.in_norm, p + "input_layernorm.weight", {H});
     tensor(a.post_norm, p + "post_attention_layernorm.weight", {H});
     tensor(a.q, p + "self_attn.q_proj.weight", {qw_, H});
-    tensor(a.k, p + "self_attn.k_proj.weight", {kvw_, H});
-    tensor(a.v, p + "self_attn.v_proj.weight", {kvw_, H});
+    // k and v fused into one [2 kvw, H] weight (k rows first): one gemv of two groups writes both.
+    if (auto e = a.kv.allocate(static_cast<std::size_t>(2 * kvw_ * H) * 2, p + "kv"); !e) return e;
+    used.insert(p + "self_attn.k_proj.weight");
+    used.insert(p + "self_attn.v_proj.weight");
+    up.bf16(a.kv, 0, p + "self_attn.k_proj.weight", {kvw_, H});
+    up.bf16(a.kv, static_cast<std::size_t>(kvw_ * H), p + "self_attn.v_proj.weight", {kvw_, H});
     tensor(a.o, p + "self_attn.o_proj.weight", {H, qw_});
     tensor(a.q_norm, p + "self_attn.q_norm.weight", {hd});
     tensor(a.k_norm, p + "self_attn.k_norm.weight", {hd});
@@ -268,8 +276,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
       {&delta_, T * h * 2, "drafter delta"},
       {&h_, T * h * 2, "drafter normed"},
       {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
-      {&k_, T * static_cast<std::size_t>(kvw_) * 2, "drafter keys"},
-      {&v_, T * static_cast<std::size_t>(kvw_) * 2, "drafter values"},
+      {&kv_, 2 * T * static_cast<std::size_t>(kvw_) * 2, "drafter keys and values"},
       {&attn_, T * static_cast<std::size_t>(qw_) * 2, "drafter attention out"},
       {&gu_, T * 2 * static_cast<std::size_t>(I_) * 2, "drafter gate_up"},
       {&act_, T * static_cast<std::size_t>(I_) * 2, "drafter act"},
@@ -306,11 +313,20 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
 Status DFlashCuda::write_kv(int l, int T) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
-  err(gemm(linear(h_.get(), H_, a.k, k_.get(), T, H_, kvw_)));
-  err(kernels::rmsnorm_rows(k_.get(), hd_, T * kvh_, hd_, a.k_norm.get(), k_.get(), hd_, eps(), stream_));
-  err(k::rope_cuda(kBf16, k_.get(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
-  err(gemm(linear(h_.get(), H_, a.v, v_.get(), T, H_, kvw_)));
-  err(k::write_kv_cuda(kBf16, k_.get(), v_.get(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
+  k::GemmArgs kg = linear(h_.get(), H_, a.kv, keys(), T, H_, kvw_);
+  k::GemvArgs kv = as_gemv(kg);
+  kv.groups = 2, kv.w_group = static_cast<long>(kvw_) * H_, kv.y_group = values() - keys();  // x_group 0: the same rows
+  if (T <= kGemvRows && k::gemv_fits(kv)) {
+    err(k::gemv_cuda(kv, stream_));
+  } else {
+    k::GemmArgs vg = kg;
+    vg.w = a.kv.as<std::uint16_t>() + static_cast<std::size_t>(kvw_) * static_cast<std::size_t>(H_), vg.y = values();
+    err(gemm(kg));
+    err(gemm(vg));
+  }
+  err(kernels::rmsnorm_rows(keys(), hd_, T * kvh_, hd_, a.k_norm.get(), keys(), hd_, eps(), stream_));
+  err(k::rope_cuda(kBf16, keys(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
+  err(k::write_kv_cuda(kBf16, keys(), values(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
   return err.status;
 }
 
@@ -425,9 +441,16 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   }
   const int real_rows = graph ? S * n_all : R;
   FirstError err;
-  for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
-  upload(host, in_rows(), static_cast<std::size_t>(R), err);
-  upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
+  // One copy of the staged inputs up to the last table where that span is small (each copy costs
+  // microseconds of host time whatever its size, and a proposal is short), else one per field.
+  const std::size_t span = offset(in_tables()) + static_cast<std::size_t>(B) * mb;
+  if (span * 4 <= kOneUploadBytes) {
+    upload(host, in_tok(), span, err);
+  } else {
+    for (std::int32_t* d : {in_tok(), in_pos(), in_mask(), in_seq(), in_slot()}) upload(host, d, static_cast<std::size_t>(T), err);
+    upload(host, in_rows(), static_cast<std::size_t>(R), err);
+    upload(host, in_tables(), static_cast<std::size_t>(B) * mb, err);
+  }
   if (graph) {
     if (auto g = graphs_.find({B, n_all}); g != graphs_.end()) {
       err(TANDEM_CUDA_STATUS(cudaGraphLaunch(g->second, stream_), "drafter graph launch"));

@@ -31,12 +31,37 @@ namespace tandem::model::cuda {
 Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work) {
   auto rows = run(work);
   if (!rows) return rows.error();
-  std::vector<float> out(static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_));
+  const std::size_t n = static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_);
   FirstError err;
+  if (host_logits_for(n)) {
+    err(item_rows_to_host(host_logits_, logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
+    err(sync());
+    if (!err.ok()) return err.status.error();
+    return std::vector<float>(host_logits_, host_logits_ + n);
+  }
+  std::vector<float> out(n);
   err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   return out;
+}
+
+bool GlmDecoderCuda::host_logits_for(std::size_t n) {
+  if (n <= host_logits_floats_) return true;
+  if (n * 4 > kHostLogitsBytes) return false;
+  // Grown to a power of two of rows' worth, so a few steps of rising size do not each reallocate.
+  std::size_t want = static_cast<std::size_t>(V_);
+  while (want < n) want *= 2;
+  want = std::min(want, kHostLogitsBytes / 4);
+  if (host_logits_) cudaFreeHost(host_logits_);
+  host_logits_ = nullptr, host_logits_floats_ = 0;
+  void* p = nullptr;
+  if (cudaMallocHost(&p, want * 4) != cudaSuccess) {
+    (void)cudaGetLastError();  // the pageable copy serves instead
+    return false;
+  }
+  host_logits_ = static_cast<float*>(p), host_logits_floats_ = want;
+  return true;
 }
 
 Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
@@ -52,7 +77,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
     mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
-    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    err(sync());
     if (!err.ok()) return err.status.error();
     std::vector<std::int32_t> ids;
     for (const auto& s : got) ids.push_back(s.token);
@@ -63,7 +88,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
   }
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   std::vector<std::int32_t> ids;
   for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
@@ -102,18 +127,8 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   for (const PagedWork& w : work) {
     const int n = static_cast<int>(w.tokens.size());
     if (n == 0) return error("CUDA step: an item without tokens");
+    if (auto bad = check_work_item(w, max_len_, block_size_, num_blocks_, V_); !bad) return bad.error();
     const int end = w.start + n;
-    if (w.start < 0 || end > max_len_)
-      return error("CUDA step: positions up to " + std::to_string(end) + " exceed max-model-len " + std::to_string(max_len_));
-    const int need = (end + block_size_ - 1) / block_size_;
-    if (need > static_cast<int>(w.block_table.size()))
-      return error("CUDA step: " + std::to_string(end) + " tokens need " + std::to_string(need) + " blocks, the table has " +
-                   std::to_string(w.block_table.size()));
-    for (int b = 0; b < need; ++b)
-      if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks_)
-        return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
-    for (auto id : w.tokens)
-      if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
     T += n, R += w.all_logits ? n : w.logits ? 1 : 0, max_context = std::max(max_context, end);
     decode = decode && n == 1 && (w.logits || w.all_logits);
   }
@@ -128,10 +143,12 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // sequence that owns only the scratch block (table row B), so it writes and reads nothing of a
   // real one; the kernels are batch-invariant, so the real tokens' results are those of an eager
   // step. pick_ then names the graph's logit rows that are the items' rows.
-  bool graph = decode && !opt_.enforce_eager;
+  // (At TP > 1 only over a transport whose collectives can be captured: NCCL, not host-staged.)
+  const bool graphs = !opt_.enforce_eager && (!multi_rank() || (all_reduce_ && all_reduce_->capturable()));
+  bool graph = decode && graphs;
   int per = 1;  // tokens of each sequence in a graph step
   pick_.clear();
-  if (!decode && !opt_.enforce_eager) {
+  if (!decode && graphs) {
     int n = 0;
     bool fits = true;
     for (const PagedWork& w : work) {
@@ -254,22 +271,37 @@ Status GlmDecoderCuda::capture(int B, int per) {
 Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   const std::size_t L = kv_scales_.size();
   FirstError err;
-  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  // (Each slice of reduction groups measures its own rows, as its rank would.)
+  err(for_each_slice([&] {
+    FirstError e;
+    if (kv_amax_.empty()) e(kv_amax_.allocate(L * 4, "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+    return e.status;
+  }));
   measuring_ = true;
   err(enqueue(T, R, max_context));
   measuring_ = false;
-  std::vector<float> amax(L);
-  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  err(for_each_slice([&] {
+    FirstError e;
+    std::vector<float> amax(L);
+    e(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+    if (e.ok())
+      for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+    return e.status;
+  }));
   if (!err.ok()) return err.status;
-  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
   calibrate_ = false;
   return {};
 }
 
+Status GlmDecoderCuda::sync() {
+  if (multi_rank() && all_reduce_) return all_reduce_->wait(stream_);
+  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step");
+}
+
 Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
-  if (!sharded()) return Ok{};
+  if (!multi_rank()) return Ok{};
   if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width > 0 ? width : H_);
   auto s = all_reduce_->all_reduce_sum(b.get(), n, type, stream_);
@@ -329,8 +361,8 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   FirstError err;
   // Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
   // are summed, which is exact (one term is not zero).
-  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, sharded() ? in_local_tokens() : in_tokens(), T, embed_rows_.get(),
-                        stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), multi_rank() ? vocab_.size() : V_, H_, multi_rank() ? in_local_tokens() : in_tokens(), T,
+                        embed_rows_.get(), stream_));
   err(all_reduce(embed_rows_, T, H_, kBf16));
   err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
@@ -343,8 +375,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     if (l > 0) err(capture_layer(l - 1, T));
-    err(attention(l, a, T, max_context));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return attention(l, slice, T, max_context); }));
     // The router's launch does the add and norm, where the row fits its shared memory.
     const bool fold_norm = a.moe && moe_decodes(a, T) && k::moe_norm_router_route_fits(H_, E_, d_.moe.n_group);
     if (!fold_norm) {
@@ -355,8 +386,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     // With fold_norm the router's launch adds the attention's output: moe traces the residual then.
     if (fold_norm) trace_layer_ = l;
     else err(trace(TracePoint::after_attention, l, T));
-    err(a.moe ? moe(a, T, fold_norm) : mlp(a.dense, T, delta_.get()));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return slice.moe ? moe(slice, T, fold_norm) : mlp(slice.dense, T, delta_.get()); }));
   }
   err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
@@ -371,13 +401,17 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     }
     // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
     // is the gather of the logits (exact: every entry has one term), through the same seam.
-    if (sharded())
+    // (Reduction groups: each slice's columns, as that rank writes them; together every column.)
+    if (multi_rank())
       err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                      "zero logits"));
-    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_, vocab_.size());
-    g.ldy = V_;
-    g.y_type = k::DType::f32;
-    err(gemm(g));
+    err(for_each_slice([&] {
+      k::GemmArgs g = linear(rows, slices_ > 1 ? slice_head_ : head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_,
+                             vocab_.size());
+      g.ldy = V_;
+      g.y_type = k::DType::f32;
+      return gemm(g);
+    }));
     err(all_reduce(logits_, R, V_));
     mark("lm_head", 2.0 * vocab_.size() * H_ + 4.0 * R * V_);
   }
@@ -434,12 +468,6 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
     mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
-  if (lora_q_ == 0) {
-    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
-                                     static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
-                   "query copy"));
-    mark("attn query copy", 4.0 * T * static_cast<double>(qw));
-  }
   if (!few(T)) {
     // The latent row: rmsnorm(c), rope(kr), into the pool.
     err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
@@ -458,7 +486,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   auto* qattn = qattn_.as<std::uint16_t>();
   k::GemvArgs ab;  // over kb_t: [heads][lora_kv][nope]
   ab.rows = T, ab.in = nope_, ab.out = lora_kv_, ab.groups = heads_;
-  ab.x = q_.get(), ab.ldx = qw, ab.x_group = qk_;
+  // Without a query LoRA the query is the first qw entries of the fused rows: the gemv and the
+  // attention's rope read it there (no copy into q_) where the rope is done in the attention.
+  const bool q_in_fused = lora_q_ == 0;
+  const std::uint16_t* q_src = q_in_fused ? fused : q_.as<std::uint16_t>();
+  const long q_ld = q_in_fused ? in_rows_ : qw;
+  ab.x = q_src, ab.ldx = q_ld, ab.x_group = qk_;
   ab.w = a.kb_t.get(), ab.ldw = nope_, ab.w_group = static_cast<long>(lora_kv_) * nope_;
   ab.y = qattn, ab.ldy = static_cast<long>(heads_) * width_, ab.y_group = width_;
   // The MLA decode kernel rotates the query's rope part itself as it loads the queries (one launch
@@ -468,6 +501,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   const int mla_tokens = std::min(T, k::kMlaDecodeMaxTokens);
   const bool rope_in_attention = few(T) && !a.kb_t.empty() && k::gemv_fits(ab) &&
                                  k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
+  if (q_in_fused && !rope_in_attention) {  // the other paths read the query from q_
+    err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
+                                     static_cast<std::size_t>(qw) * 2, static_cast<std::size_t>(T), cudaMemcpyDeviceToDevice, stream_),
+                   "query copy"));
+    mark("attn query copy", 4.0 * T * static_cast<double>(qw));
+  }
   if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
@@ -501,12 +540,12 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
   if (rope_in_attention) {
     k::MlaQueryRope r;
-    r.src = q_.as<std::uint16_t>() + nope_, r.ld = qw, r.head_stride = qk_, r.dim = rope_;
+    r.src = q_src + nope_, r.ld = q_ld, r.head_stride = qk_, r.dim = rope_;
     r.inv_freq = inv_freq_.as<float>(), r.interleaved = c_.rope_interleave;
     const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
     for (int t0 = 0; t0 < T && err.ok(); t0 += mla_tokens) {
       k::MlaQueryRope rt = r;
-      rt.src = q_.as<std::uint16_t>() + static_cast<long>(t0) * qw + nope_;
+      rt.src = q_src + static_cast<long>(t0) * q_ld + nope_;
       err(k::paged_attention_mla_rope_cuda(qattn + t0 * q_row, std::min(mla_tokens, T - t0), in_seq() + t0, in_pos() + t0, heads_,
                                            attn_layout(l), layer_pool, in_tables(), max_blocks_, scale, rt,
                                            olat_.as<std::uint16_t>() + t0 * o_row, max_context, attn_ws_.get(), attn_ws_.bytes(),

@@ -15,8 +15,22 @@
 //     capture buffer; a verification asks every row's logits (up to max_logit_rows); keep_states /
 //     restore_states copy slots' recurrent states to and from a second buffer on the device;
 //   - the recurrence walks each sequence's tokens one by one in one kernel per layer, the indexer
-//     scores every visible pool per query (quadratic ranks for its top-k), steps run eagerly (no
-//     CUDA graphs), and one rank only.
+//     scores every visible pool per query (quadratic ranks for its top-k), and steps run eagerly
+//     (no CUDA graphs).
+// Tensor parallel (shard.hpp, the split the GLM-4 decoders use): a rank loads only its slice --
+//   KDA    whole linear-attention heads: their rows of q/k/v, f_b, g_b, b, their conv channels,
+//          a_log and dt_bias, o's matching input columns, and only their part of the recurrent
+//          state (f_a, g_a and o_norm, shared by all heads, are replicated);
+//   DSA    whole MLA heads: their rows of q_b and kv_b, o's matching columns; q_a, kv_a and their
+//          norms are replicated, so every rank caches the whole latent row; the indexer is
+//          replicated whole (its top-k reads every index head's score, and every rank must select
+//          the same keys: the inputs are identical after each all-reduce);
+//   FFN    MLP and shared-expert width (gate/up rows, down columns), whole routed experts (the
+//          router replicated: every rank routes alike; another rank's pairs give zero rows);
+//   vocab  embedding and LM-head rows.
+// The hyper-connections, norms and the streams are replicated. The partial sums meet in one place,
+// reduce(): the embedding rows, each sublayer's output before the streams take it, and the logits
+// columns (each rank writes its own into zeroed rows, so that sum is exact).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -25,7 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "../tensor_names.hpp"
+#include "glm5_next_parts.hpp"
+#include "tensor_names.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/kernels/glm5_next.hpp"
@@ -86,18 +101,18 @@ class Glm5NextCuda final : public CudaModel {
   std::uint64_t kv_bytes_per_token() const override {
     return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
   }
-  void set_all_reduce(DeviceAllReduce*) override {}
+  void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
   Status set_capture(std::vector<int> layers) override;
   const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
-  const void* embedding_device() const override { return embed_.get(); }
-  const void* lm_head_device() const override { return head_.get(); }
+  // A tensor-parallel rank: the whole copies kept for a drafter (CudaOptions::drafter_vocab), or null.
+  const void* embedding_device() const override { return sharded() ? full_embed_.get() : embed_.get(); }
+  const void* lm_head_device() const override { return sharded() ? full_head_.get() : head_.get(); }
   kernels::Stream stream() const override { return stream_; }
   bool restores_states() const override { return state_floats_ > 0; }
   Status keep_states(std::span<const int> slots) override { return copy_states(slots, true); }
   Status restore_states(std::span<const int> slots) override { return copy_states(slots, false); }
 
-  // For the check program: the device's recurrent state of `slot` (state_floats floats).
-  Result<std::vector<float>> recurrent_state(int slot) const;
+  Result<std::vector<float>> recurrent_state(int slot) const override;
 
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
@@ -109,7 +124,10 @@ class Glm5NextCuda final : public CudaModel {
   Status alloc_bf16(DeviceBuffer& b, std::size_t n, const std::string& what);
   Status alloc_f32(Uploader& up, DeviceBuffer& b, const std::string& name, const std::vector<int64_t>& shape);
   // Layer l's MLP, or its shared experts when `shared`.
-  Status load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m);
+  Status load_mlp(Uploader& up, int l, bool shared, int full_width, Glm5Mlp& m);
+  Status load_kda(Uploader& up, int l, Glm5Layer& L);
+  Status load_dsa(Uploader& up, int l, Glm5Layer& L);
+  Status load_experts(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status allocate_activations();
 
@@ -121,14 +139,27 @@ class Glm5NextCuda final : public CudaModel {
   std::int32_t* in_reset() const { return in_slot() + s_cap_; }      // [s_cap]
   std::int32_t* in_rows() const { return in_reset() + s_cap_; }      // [r_cap]
   std::int32_t* in_tables() const { return in_rows() + r_cap_; }     // [s_cap * max_blocks]
+  std::int32_t* in_local() const { return in_tables() + static_cast<long>(s_cap_) * max_blocks_; }  // [t_cap]: ids in this rank's vocab rows
 
   Result<int> run(std::span<const PagedWork> work);
   Status enqueue(int T, int S, int R);
   Status sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S);
   Status kda(const Glm5Layer& L, int T, int S);
+  // The KDA kernels' shape at this rank's heads (kda_heads_); its state is kda_state_floats of it.
+  kernels::KdaShape kda_shape() const {
+    kernels::KdaShape s = detail::kda_shape(c_);
+    s.heads = lh_;
+    return s;
+  }
   Status dsa(const Glm5Layer& L, int T);
   Status ffn(const Glm5Layer& L, int T);
   Status mlp(const Glm5Mlp& m, int T, float* out);
+  Status embed(int T);
+  Status lm_head_rows(int R);
+  // The one place partial sums meet (tensor parallel): an in-place sum over the ranks of `rows`
+  // rows of `width` entries of b; nothing at one rank.
+  Status reduce(void* b, int rows, int width, kernels::DType type);
+  bool sharded() const { return tp_size_ > 1; }
   Status capture_layer(int layer, int T);
   Status copy_states(std::span<const int> slots, bool keep);
   Status allocate_kept_states();  // Ok or why not; once
@@ -146,13 +177,20 @@ class Glm5NextCuda final : public CudaModel {
   int lh_ = 0, lhd_ = 0, lqk_ = 0, kda_in_ = 0, ih_ = 0, id_ = 0, dsa_in_ = 0, q_all_ = 0;
   int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0, max_sel_ = 0, max_pools_ = 0;
   int n_dsa_ = 0;
-  long state_floats_ = 0;
+  long state_floats_ = 0;  // this rank's: its KDA heads' part of each KDA layer's state
+  // Tensor parallel: this rank's DSA heads (heads_ of all_heads_), KDA heads (lh_ of all_lh_),
+  // vocabulary rows and routed experts.
+  int tp_rank_ = 0, tp_size_ = 1, all_heads_ = 0, all_lh_ = 0;
+  Range dsa_heads_, kda_heads_, vocab_, experts_;
+  DeviceAllReduce* all_reduce_ = nullptr;
   float swiglu_limit_ = 0;
   cudaStream_t stream_ = nullptr;
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
 
-  DeviceBuffer embed_, final_norm_, head_;
+  DeviceBuffer embed_, final_norm_, head_;   // this rank's vocabulary rows
+  DeviceBuffer full_embed_, full_head_;       // whole, for a drafter on a tensor-parallel rank
+  DeviceBuffer embed_rows_, iota_;            // tensor parallel: the summed embedding rows (bf16), 0..t_cap-1
   std::vector<Glm5Layer> layers_;
 
   DeviceBuffer pool_, state_, kept_state_;  // kept_state_: keep_states' copies, allocated on first use

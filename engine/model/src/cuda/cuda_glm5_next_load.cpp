@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../glm5_next_parts.hpp"
+#include "glm5_next_parts.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm5_next.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -17,15 +17,22 @@ using detail::Tensor;
 Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt)
     : CudaModel(std::move(config), comm), c_(std::get<Glm5NextConfig>(this->config().arch)), opt_(opt) {
   const DecoderConfig& d = c_.d;
-  H_ = d.hidden_size, V_ = d.vocab_size, hc_ = c_.hc_mult, heads_ = d.num_attention_heads;
+  tp_rank_ = comm.rank(), tp_size_ = comm.size();
+  all_heads_ = d.num_attention_heads, all_lh_ = c_.linear_num_heads;
+  E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
+  V_ = d.vocab_size;
+  dsa_heads_ = split(all_heads_, tp_rank_, tp_size_);
+  kda_heads_ = split(all_lh_, tp_rank_, tp_size_);
+  vocab_ = split(V_, tp_rank_, tp_size_);
+  experts_ = split(E_, tp_rank_, tp_size_);
+  H_ = d.hidden_size, hc_ = c_.hc_mult, heads_ = dsa_heads_.size();
   nope_ = c_.qk_nope_head_dim, rope_ = c_.qk_rope_head_dim, qk_ = c_.qk_head_dim(), vd_ = c_.v_head_dim;
   lora_q_ = c_.q_lora_rank, lora_kv_ = c_.kv_lora_rank, width_ = detail::dsa_row_width(c_);
-  lh_ = c_.linear_num_heads, lhd_ = c_.linear_head_dim, lqk_ = lh_ * lhd_;
+  lh_ = kda_heads_.size(), lhd_ = c_.linear_head_dim, lqk_ = lh_ * lhd_;
   kda_in_ = 3 * lqk_ + 2 * lhd_ + lh_;
   ih_ = c_.index_n_heads, id_ = c_.index_head_dim;
   dsa_in_ = lora_q_ + lora_kv_ + rope_ + 2 * id_ + ih_;
   q_all_ = heads_ * qk_ + ih_ * id_;
-  E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
   max_len_ = opt.max_model_len > 0 ? opt.max_model_len : d.max_position_embeddings;
   t_cap_ = std::max(opt.max_num_batched_tokens, opt.max_num_seqs);
   s_cap_ = opt.max_num_seqs;
@@ -45,27 +52,50 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (ih_ > 64) return Error{"index_n_heads must be at most 64 on CUDA"};
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
+  // Every rank must hold at least one head of each attention kind: an empty slice would leave a
+  // KDA layer without state or a DSA layer without queries on that rank. Decided from the head
+  // counts, not this rank's slice, so every rank refuses with the reason (a refusal on the empty
+  // rank alone would leave the others loaded, to fail later on a lost peer).
+  const bool any_kda = std::find(c_.layer_is_linear.begin(), c_.layer_is_linear.end(), true) != c_.layer_is_linear.end();
+  const bool any_dsa = std::find(c_.layer_is_linear.begin(), c_.layer_is_linear.end(), false) != c_.layer_is_linear.end();
+  const bool dsa_short = any_dsa && all_heads_ < tp_size_;
+  if (dsa_short || (any_kda && all_lh_ < tp_size_))
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " +
+                 (dsa_short ? std::to_string(all_heads_) + " attention heads"
+                            : std::to_string(all_lh_) + " linear-attention heads") +
+                 " leave a rank none; use at most " + std::to_string(dsa_short ? all_heads_ : all_lh_) + " ranks"};
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
   if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
   Uploader up(ck);
   const detail::TensorNames& text = detail::TensorNames::glm5_next();
   const detail::TensorNames wrapped = text.with_root("model.language_model.");
   names_ = ck.has(wrapped(Tensor::embed)) ? wrapped : text;
-  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(V_);
+  // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
-  up.bf16(embed_, 0, names_(Tensor::embed), {V_, H_});
+  up.bf16_rows(embed_, 0, names_(Tensor::embed), {V_, H_}, vocab_);
   if (auto e = alloc_f32(up, final_norm_, names_(Tensor::final_norm), {H_}); !e) return e;
   if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
-  up.bf16(head_, 0, names_(Tensor::lm_head), {V_, H_});
+  up.bf16_rows(head_, 0, names_(Tensor::lm_head), {V_, H_}, vocab_);
+  std::uint64_t drafter_bytes = 0;  // the whole copies a drafter reads, not the step
+  if (sharded() && opt_.drafter_vocab) {
+    const std::size_t all = static_cast<std::size_t>(V_) * h;
+    drafter_bytes = 2 * all * 2;
+    if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e) return e;
+    up.bf16(full_embed_, 0, names_(Tensor::embed), {V_, H_});
+    if (auto e = alloc_bf16(full_head_, all, "lm_head (whole, for the drafter)"); !e) return e;
+    up.bf16(full_head_, 0, names_(Tensor::lm_head), {V_, H_});
+  }
   layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l)
     if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e) return e;
   if (!up.ok()) return up.error();
   // A decode step reads every weight but the routed experts once, and each expert chosen by any token.
+  // (A tensor-parallel rank counts its own weights: the experts it holds.)
   const std::uint64_t expert = std::uint64_t{6} * static_cast<std::uint64_t>(I_) * h;
   decode_bytes_.per_expert = expert;
   decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
-  decode_bytes_.fixed = weight_bytes_ - static_cast<std::uint64_t>(decode_bytes_.moe_layers) * static_cast<std::uint64_t>(E_) * expert;
+  decode_bytes_.fixed = weight_bytes_ - drafter_bytes - static_cast<std::uint64_t>(decode_bytes_.moe_layers) * static_cast<std::uint64_t>(experts_.size()) * expert;
   return allocate_activations();
 }
 
@@ -83,25 +113,30 @@ Status Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string&
   return {};
 }
 
-Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int width, Glm5Mlp& m) {
+// Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
+Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Glm5Mlp& m) {
+  const Range cols = split(full_width, tp_rank_, tp_size_);
+  const int width = cols.size();
   m.width = width;
+  if (width == 0)
+    return Error{"layer " + std::to_string(l) + ": " + std::to_string(tp_size_) + " tensor-parallel ranks over an MLP width of " +
+                 std::to_string(full_width) + " leave rank " + std::to_string(tp_rank_) + " none"};
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const std::string gate = names_(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
                     up_name = names_(shared ? Tensor::shared_up : Tensor::mlp_up, l),
                     down = names_(shared ? Tensor::shared_down : Tensor::mlp_down, l);
   if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
   if (auto e = alloc_bf16(m.down, n, down); !e) return e;
-  up.bf16(m.gate_up, 0, gate, {width, H_});
-  up.bf16(m.gate_up, n, up_name, {width, H_});
-  up.bf16(m.down, 0, down, {H_, width});
+  up.bf16_rows(m.gate_up, 0, gate, {full_width, H_}, cols);
+  up.bf16_rows(m.gate_up, n, up_name, {full_width, H_}, cols);
+  if (sharded()) up.bf16_cols(m.down, 0, down, {H_, full_width}, cols);
+  else up.bf16(m.down, 0, down, {H_, width});
   return {};
 }
 
-// long-function: one layer's flat upload list, one tensor per line in checkpoint order; split, it only scatters.
 Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
   const DecoderConfig& d = c_.d;
   auto name = [&](Tensor t) { return names_(t, l); };
-  const std::size_t h = static_cast<std::size_t>(H_);
   const int mix = (2 + hc_) * hc_;
   if (auto e = alloc_f32(up, L.input_norm, name(Tensor::input_norm), {H_}); !e) return e;
   if (auto e = alloc_f32(up, L.post_norm, name(Tensor::post_attention_norm), {H_}); !e) return e;
@@ -116,89 +151,126 @@ Status Glm5NextCuda::load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5L
     if (auto e = alloc_f32(up, n.hc->scale, name(n.scale), {3}); !e) return e;
   }
   L.linear = c_.layer_is_linear[static_cast<std::size_t>(l)];
-  if (L.linear) {
-    const std::size_t qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
-    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b");
-        !e)
-      return e;
-    up.bf16(L.w_in, 0, name(Tensor::kda_q), {lqk_, H_});
-    up.bf16(L.w_in, qk * h, name(Tensor::kda_k), {lqk_, H_});
-    up.bf16(L.w_in, 2 * qk * h, name(Tensor::kda_v), {lqk_, H_});
-    up.bf16(L.w_in, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
-    up.bf16(L.w_in, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
-    up.bf16(L.w_in, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {lh_, H_});
-    if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e) return e;
-    up.bf16(L.f_b, 0, name(Tensor::kda_f_b), {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e) return e;
-    up.bf16(L.g_b, 0, name(Tensor::kda_g_b), {lqk_, lhd_});
-    if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e) return e;
-    up.bf16(L.o, 0, name(Tensor::kda_o), {H_, lqk_});
-    if (auto e = alloc_f32(up, L.conv, name(Tensor::kda_conv), {3 * lqk_, 1, c_.linear_conv_kernel_dim}); !e) return e;
-    if (auto e = alloc_f32(up, L.a_log, name(Tensor::kda_a_log), {lh_}); !e) return e;
-    if (auto e = alloc_f32(up, L.dt_bias, name(Tensor::kda_dt_bias), {lqk_}); !e) return e;
-    if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e) return e;
-    L.state_at = state_floats_;
-    state_floats_ += detail::kda_state_floats(c_);
-  } else {
-    L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
-    L.slot = n_dsa_++;
-    const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
-    if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's");
-        !e)
-      return e;
-    std::size_t at = 0;
-    auto put = [&](Tensor t, int n) {
-      up.bf16(L.w_in, at, name(t), {n, H_});
-      at += static_cast<std::size_t>(n) * h;
-    };
-    put(Tensor::q_a, lora_q_);
-    put(Tensor::kv_a, lora_kv_ + rope_);
-    const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
-    if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b));
-        !e)
-      return e;
-    up.bf16(L.q_all, 0, name(Tensor::q_b), {heads_ * qk_, lora_q_});
-    if (L.indexer) {
-      put(Tensor::index_wk, id_);
-      put(Tensor::index_kpool_gate, id_);
-      put(Tensor::index_weights, ih_);
-      up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
-              {ih_ * id_, lora_q_});
-      if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e) return e;
-      if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e) return e;
-      if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e) return e;
-    }
-    if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e) return e;
-    if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e) return e;
-    const int kvb_rows = heads_ * (nope_ + vd_);
-    if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b));
-        !e)
-      return e;
-    up.bf16(L.kv_b, 0, name(Tensor::kv_b), {kvb_rows, lora_kv_});
-    if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
-    up.bf16(L.o, 0, name(Tensor::o), {H_, heads_ * vd_});
-  }
+  if (auto e = L.linear ? load_kda(up, l, L) : load_dsa(up, l, L); !e) return e;
   L.moe = d.layer_is_moe[static_cast<std::size_t>(l)];
   if (!L.moe) return load_mlp(up, l, false, d.intermediate_size, L.dense);
-  const std::size_t expert = static_cast<std::size_t>(I_) * h;
-  if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e) return e;
-  if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e) return e;
-  if (auto e = alloc_bf16(L.experts_gate_up, static_cast<std::size_t>(E_) * 2 * expert, name(Tensor::experts_gate_up)); !e)
-    return e;
-  if (auto e = alloc_bf16(L.experts_down, static_cast<std::size_t>(E_) * expert, name(Tensor::experts_down)); !e) return e;
-  if (ck.has(name(Tensor::experts_gate_up))) {
-    up.bf16(L.experts_gate_up, 0, name(Tensor::experts_gate_up), {E_, 2 * I_, H_});
-    up.bf16(L.experts_down, 0, name(Tensor::experts_down), {E_, H_, I_});
-  } else {
-    for (int e = 0; e < E_ && up.ok(); ++e) {
-      const std::size_t at = static_cast<std::size_t>(e) * expert;
-      up.bf16(L.experts_gate_up, 2 * at, names_(Tensor::expert_gate, l, e), {I_, H_});
-      up.bf16(L.experts_gate_up, 2 * at + expert, names_(Tensor::expert_up, l, e), {I_, H_});
-      up.bf16(L.experts_down, at, names_(Tensor::expert_down, l, e), {H_, I_});
-    }
-  }
+  if (auto e = load_experts(up, ck, l, L); !e) return e;
   decode_bytes_.moe_layers += 1;
   if (d.moe.n_shared_experts > 0) return load_mlp(up, l, true, I_ * d.moe.n_shared_experts, L.shared);
+  return {};
+}
+
+// One KDA layer's upload list, one tensor per line in checkpoint order. This rank's heads
+// kda_heads_: rows [h0 * head_dim, h1 * head_dim) of every per-channel tensor (the conv's three
+// parts q, k, v each), rows [h0, h1) of the per-head ones, o's matching columns.
+Status Glm5NextCuda::load_kda(Uploader& up, int l, Glm5Layer& L) {
+  auto name = [&](Tensor t) { return names_(t, l); };
+  const std::size_t h = static_cast<std::size_t>(H_), qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
+  const int all_qk = all_lh_ * lhd_, K = c_.linear_conv_kernel_dim;
+  const Range heads = kda_heads_, channels{heads.begin * lhd_, heads.end * lhd_};
+  if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b"); !e)
+    return e;
+  up.bf16_rows(L.w_in, 0, name(Tensor::kda_q), {all_qk, H_}, channels);
+  up.bf16_rows(L.w_in, qk * h, name(Tensor::kda_k), {all_qk, H_}, channels);
+  up.bf16_rows(L.w_in, 2 * qk * h, name(Tensor::kda_v), {all_qk, H_}, channels);
+  up.bf16(L.w_in, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
+  up.bf16(L.w_in, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
+  up.bf16_rows(L.w_in, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {all_lh_, H_}, heads);
+  if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e) return e;
+  up.bf16_rows(L.f_b, 0, name(Tensor::kda_f_b), {all_qk, lhd_}, channels);
+  if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e) return e;
+  up.bf16_rows(L.g_b, 0, name(Tensor::kda_g_b), {all_qk, lhd_}, channels);
+  if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e) return e;
+  if (sharded()) up.bf16_cols(L.o, 0, name(Tensor::kda_o), {H_, all_qk}, channels);
+  else up.bf16(L.o, 0, name(Tensor::kda_o), {H_, lqk_});
+  const std::string conv = name(Tensor::kda_conv);
+  const std::size_t conv_n = 3 * qk * static_cast<std::size_t>(K);
+  weight_bytes_ += conv_n * 4;
+  if (auto e = L.conv.allocate(conv_n * 4, conv); !e) return e;
+  for (int part = 0; part < 3; ++part)  // q, k, v channels
+    up.f32_rows(L.conv, static_cast<std::size_t>(part) * qk * static_cast<std::size_t>(K), conv, {3 * all_qk, 1, K},
+                Range{part * all_qk + channels.begin, part * all_qk + channels.end});
+  auto sliced = [&](DeviceBuffer& b, Tensor t, int all, Range r) -> Status {
+    weight_bytes_ += static_cast<std::uint64_t>(r.size()) * 4;
+    if (auto e = b.allocate(static_cast<std::size_t>(r.size()) * 4, name(t)); !e) return e;
+    up.f32_rows(b, 0, name(t), {all}, r);
+    return {};
+  };
+  if (auto e = sliced(L.a_log, Tensor::kda_a_log, all_lh_, heads); !e) return e;
+  if (auto e = sliced(L.dt_bias, Tensor::kda_dt_bias, all_qk, channels); !e) return e;
+  if (auto e = alloc_f32(up, L.o_norm, name(Tensor::kda_o_norm), {lhd_}); !e) return e;
+  L.state_at = state_floats_;
+  state_floats_ += kernels::kda_state_floats(kda_shape());  // this rank's heads' state, the CPU layout
+  return {};
+}
+
+// One DSA layer's upload list, one tensor per line in checkpoint order. This rank's heads
+// dsa_heads_: their rows of q_b and kv_b, o's matching columns; the rest whole.
+Status Glm5NextCuda::load_dsa(Uploader& up, int l, Glm5Layer& L) {
+  auto name = [&](Tensor t) { return names_(t, l); };
+  const std::size_t h = static_cast<std::size_t>(H_);
+  const Range mine = dsa_heads_;
+  auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
+  L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
+  L.slot = n_dsa_++;
+  const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
+  if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's"); !e)
+    return e;
+  std::size_t at = 0;
+  auto put = [&](Tensor t, int n) {
+    up.bf16(L.w_in, at, name(t), {n, H_});
+    at += static_cast<std::size_t>(n) * h;
+  };
+  put(Tensor::q_a, lora_q_);
+  put(Tensor::kv_a, lora_kv_ + rope_);
+  const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
+  if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b)); !e)
+    return e;
+  up.bf16_rows(L.q_all, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
+  if (L.indexer) {
+    put(Tensor::index_wk, id_);
+    put(Tensor::index_kpool_gate, id_);
+    put(Tensor::index_weights, ih_);
+    up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
+            {ih_ * id_, lora_q_});
+    if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e) return e;
+    if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e) return e;
+    if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e) return e;
+  }
+  if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e) return e;
+  if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e) return e;
+  const int kvb_rows = heads_ * (nope_ + vd_);
+  if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b)); !e)
+    return e;
+  up.bf16_rows(L.kv_b, 0, name(Tensor::kv_b), {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
+  if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
+  if (sharded()) up.bf16_cols(L.o, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
+  else up.bf16(L.o, 0, name(Tensor::o), {H_, heads_ * vd_});
+  return {};
+}
+
+// The router and its bias whole (every rank routes alike); this rank's whole experts experts_.
+Status Glm5NextCuda::load_experts(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L) {
+  auto name = [&](Tensor t) { return names_(t, l); };
+  const std::size_t expert = static_cast<std::size_t>(I_) * static_cast<std::size_t>(H_), held = static_cast<std::size_t>(experts_.size());
+  if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e) return e;
+  if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e) return e;
+  if (held == 0)
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(E_) + " routed experts leave rank " +
+                 std::to_string(tp_rank_) + " none"};
+  if (auto e = alloc_bf16(L.experts_gate_up, held * 2 * expert, name(Tensor::experts_gate_up)); !e) return e;
+  if (auto e = alloc_bf16(L.experts_down, held * expert, name(Tensor::experts_down)); !e) return e;
+  if (ck.has(name(Tensor::experts_gate_up))) {
+    up.bf16_rows(L.experts_gate_up, 0, name(Tensor::experts_gate_up), {E_, 2 * I_, H_}, experts_);
+    up.bf16_rows(L.experts_down, 0, name(Tensor::experts_down), {E_, H_, I_}, experts_);
+    return {};
+  }
+  for (int e = experts_.begin; e < experts_.end && up.ok(); ++e) {
+    const std::size_t at = static_cast<std::size_t>(e - experts_.begin) * expert;
+    up.bf16(L.experts_gate_up, 2 * at, names_(Tensor::expert_gate, l, e), {I_, H_});
+    up.bf16(L.experts_gate_up, 2 * at + expert, names_(Tensor::expert_up, l, e), {I_, H_});
+    up.bf16(L.experts_down, at, names_(Tensor::expert_down, l, e), {H_, I_});
+  }
   return {};
 }
 
@@ -264,6 +336,13 @@ Status Glm5NextCuda::allocate_activations() {
   for (std::size_t p = 0; p < P; ++p) pair_token[p] = static_cast<std::int32_t>(p / static_cast<std::size_t>(std::max(K_, 1)));
   if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(pair_token_.get(), pair_token.data(), P * 4, cudaMemcpyHostToDevice), "pair tokens"); !e)
     return e;
+  if (sharded()) {  // the summed embedding rows, spread into the streams by row index (iota_)
+    if (auto e = embed_rows_.allocate(T * h * 2, "embedding rows"); !e) return e;
+    if (auto e = iota_.allocate(T * 4, "row indices"); !e) return e;
+    std::vector<std::int32_t> iota(T);
+    for (std::size_t t = 0; t < T; ++t) iota[t] = static_cast<std::int32_t>(t);
+    if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(iota_.get(), iota.data(), T * 4, cudaMemcpyHostToDevice), "row indices"); !e) return e;
+  }
   return init_greedy_sampling(sample_params_, uniform_, R);
 }
 
@@ -276,7 +355,7 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
   if (auto e = pool_.allocate(bytes, "the KV pool"); !e)
     return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
-  in_ints_ = 3 * static_cast<std::size_t>(t_cap_) + 3 * static_cast<std::size_t>(s_cap_) + 1 + static_cast<std::size_t>(r_cap_) +
+  in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + 3 * static_cast<std::size_t>(s_cap_) + 1 + static_cast<std::size_t>(r_cap_) +
              static_cast<std::size_t>(s_cap_) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e) return e.error();
   host_in_.assign(in_ints_, 0);

@@ -9,11 +9,15 @@
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
 // Every product takes fp32 activations (linear_f32_cuda and friends, tandem/kernels/glm5_next.hpp): with
 // bf16 GEMM inputs through cuBLASLt the fixture's logits were 2.6e-2 off transformers'.
+// Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
+// places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
 #include <cmath>
 
 #include "tandem/kernels/capture.hpp"
+#include "tandem/kernels/embedding.hpp"
 #include "cuda_glm5_next.hpp"
+#include "glm5_next_parts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/kernels/cuda_check.hpp"
@@ -60,19 +64,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   std::vector<bool> slot_used(static_cast<std::size_t>(s_cap_), false);
   for (const PagedWork& w : work) {
     const int n = static_cast<int>(w.tokens.size());
-    const int end = w.start + n;
-    if (w.start < 0 || end > max_len_)
-      return error("CUDA step: positions " + std::to_string(w.start) + ".." + std::to_string(end) + " exceed max-model-len " +
-                   std::to_string(max_len_));
-    const int need = (end + block_size_ - 1) / block_size_;
-    if (static_cast<int>(w.block_table.size()) < need)
-      return error("CUDA step: the sequence needs " + std::to_string(need) + " blocks, the table has " +
-                   std::to_string(w.block_table.size()));
-    for (int b = 0; b < need; ++b)
-      if (w.block_table[static_cast<std::size_t>(b)] < 0 || w.block_table[static_cast<std::size_t>(b)] >= num_blocks_)
-        return error("CUDA step: block id " + std::to_string(w.block_table[static_cast<std::size_t>(b)]) + " is outside the pool");
-    for (auto id : w.tokens)
-      if (id < 0 || id >= V_) return error("CUDA step: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (auto bad = check_work_item(w, max_len_, block_size_, num_blocks_, V_); !bad) return bad.error();
     if (state_floats_ > 0) {
       if (w.state_slot < 0 || w.state_slot >= s_cap_)
         return error("CUDA step: " + config().model_type + " keeps a recurrent state per sequence; PagedWork::state_slot must be in [0, " +
@@ -115,6 +107,10 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     if (w.logits && !w.all_logits) rows[r++] = t - 1;
   }
   begin[S] = t;
+  // Vocabulary-parallel: the ids in this rank's embedding rows (the others fall outside and embed as zeros).
+  std::int32_t* local = tables + static_cast<std::size_t>(s_cap_) * mb;  // in_local()'s host side
+  if (sharded())
+    for (int i = 0; i < t; ++i) local[i] = tok[i] - vocab_.begin;
   // The whole staging area in one copy (synchronous: the host buffer is reused by the next step).
   if (auto e = TANDEM_CUDA_STATUS(cudaMemcpyAsync(inputs_.get(), host_in_.data(), in_ints_ * 4, cudaMemcpyHostToDevice, stream_),
                           "step inputs");
@@ -142,7 +138,7 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
   const DecoderConfig& d = c_.d;
   const float eps = static_cast<float>(d.rms_norm_eps);
   FirstError err;
-  err(kernels::hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_));
+  err(embed(T));
   for (int l = 0; l < d.num_hidden_layers && err.ok(); ++l) {
     const Glm5Layer& L = layers_[static_cast<std::size_t>(l)];
     err(sublayer(L.attn_hc, L.input_norm, T, 0, L, S));
@@ -151,9 +147,37 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
   }
   err(kernels::hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
   err(kernels::rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
-  if (R > 0)
-    err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, V_, logits_.as<float>(), V_,
-                        stream_));
+  if (R > 0) err(lm_head_rows(R));
+  return err.status;
+}
+
+Status Glm5NextCuda::reduce(void* b, int rows, int width, k::DType type) {
+  if (!sharded()) return Ok{};
+  if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
+  return all_reduce_->all_reduce_sum(b, static_cast<std::size_t>(rows) * static_cast<std::size_t>(width), type, stream_);
+}
+
+// Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
+// are summed, which is exact (one term is not zero); the sum is then spread into the streams.
+Status Glm5NextCuda::embed(int T) {
+  if (!sharded()) return kernels::hc_embed_cuda(embed_.get(), in_tokens(), T, hc_, H_, streams_.as<float>(), stream_);
+  FirstError err;
+  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, in_local(), T, embed_rows_.get(), stream_));
+  err(reduce(embed_rows_.get(), T, H_, kBf16));
+  err(kernels::hc_embed_cuda(embed_rows_.get(), iota_.as<std::int32_t>(), T, hc_, H_, streams_.as<float>(), stream_));
+  return err.status;
+}
+
+// Vocabulary-parallel: each rank writes its columns of zeroed rows and the ranks' rows are summed:
+// the gather of the logits (exact: every entry has one term), through the same seam.
+Status Glm5NextCuda::lm_head_rows(int R) {
+  FirstError err;
+  if (sharded())
+    err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
+                           "zero logits"));
+  err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, vocab_.size(),
+                               logits_.as<float>() + vocab_.begin, V_, stream_));
+  err(reduce(logits_.get(), R, V_, k::DType::f32));
   return err.status;
 }
 
@@ -173,15 +197,14 @@ Status Glm5NextCuda::capture_layer(int layer, int T) {
 }
 
 Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S) {
-  kernels::HcShape s;
-  s.hc = hc_, s.hidden = H_, s.sinkhorn_iters = c_.hc_sinkhorn_iters;
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps), s.hc_eps = static_cast<float>(c_.hc_eps);
+  const kernels::HcShape s = detail::hc_shape(c_);
   FirstError err;
   err(kernels::hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
                        post_.as<float>(), comb_.as<float>(), stream_));
   err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
   else err(ffn(L, T));
+  err(reduce(y_.get(), T, H_, k::DType::f32));  // this rank's heads', width's or experts' share
   err(kernels::hc_expand_cuda(s, streams_.as<float>(), T, y_.as<float>(), post_.as<float>(), comb_.as<float>(), stream_));
   return err.status;
 }
@@ -192,11 +215,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
   err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
   err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
-  kernels::KdaShape s;
-  s.heads = lh_, s.head_dim = lhd_, s.conv_kernel = c_.linear_conv_kernel_dim;
-  s.lower_bound_set = c_.linear_lower_bound.has_value();
-  s.lower_bound = static_cast<float>(c_.linear_lower_bound.value_or(0.0));
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  const kernels::KdaShape s = kda_shape();
   kernels::KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
   kernels::KdaIo io;
   io.u = proj, io.ld_u = kda_in_;
@@ -211,11 +230,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
 
 Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   FirstError err;
-  kernels::DsaShape s;
-  s.lora_q = lora_q_, s.lora_kv = lora_kv_, s.rope = rope_;
-  s.index_heads = ih_, s.index_dim = id_, s.index_topk = c_.index_topk, s.kpool = c_.index_kpool;
-  s.select_tail = c_.index_kpool_always_select_tail, s.indexer = L.indexer;
-  s.rms_eps = static_cast<float>(c_.d.rms_norm_eps);
+  const kernels::DsaShape s = detail::dsa_shape(c_, L.indexer);
   const int P = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
   float* proj = dproj_.as<float>();
   err(lin(h_.as<float>(), H_, T, H_, L.w_in, P, proj, P));
@@ -263,6 +278,7 @@ Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
                       router_logits_.as<float>(), E_, stream_));
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), L.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
+  if (sharded()) err(kernels::moe_local_experts_cuda(expert_.as<std::int32_t>(), P, experts_.begin, experts_.size(), stream_));
   err(kernels::linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
                       expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
   err(kernels::clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));

@@ -10,6 +10,9 @@ namespace tandem::kernels {
 
 // CPU reference; y may alias gate or up.
 void swiglu_cpu(const float* gate, const float* up, float* y, long n);
+// glm5_next's clamped form: gate clamped to <= limit and up to [-limit, limit] (in place) first;
+// limit infinity: swiglu_cpu. y may alias gate or up.
+void clamped_swiglu_cpu(float* gate, float* up, float* y, long n, float limit);
 
 // Logistic sigmoid, elementwise; y may alias x. (The MoE router scores experts with it.)
 void sigmoid_cpu(const float* x, float* y, long n);

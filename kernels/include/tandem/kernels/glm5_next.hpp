@@ -1,17 +1,17 @@
-// The kernels glm5_next_text needs on CUDA beyond the op layer's, each the GPU twin of a CPU
-// function of the reference path (named beside it) and compared with it by glm5_next_cuda_check:
-//   hyper-connections  hc_collapse_cuda / hc_expand_cuda        hc_collapse / hc_expand (glm5_next_hc.cpp)
-//   KDA                kda_recurrent_cuda                       kda_token (glm5_next_kda.cpp)
-//   DSA                dsa_select_cuda                          dsa_pool_keys + dsa_select_keys (glm5_next_dsa.cpp)
-//                      dsa_attention_cuda                       attention_cpu over the selected latents
-//   MoE                clamped_silu_and_mul_cuda                clamped_silu_and_mul_cpu (ffn.cpp)
-// plus glue (row norms in fp32, conversions, the streams' embedding and mean, the DSA row write).
+// The kernels glm5_next_text needs on CUDA beyond the op layer's, each with its CPU reference beside
+// it (the *_cpu functions, kernels/cpu/glm5_next.cpp; the model's CPU path runs on them, and
+// tests/kernels/gpu_check_glm5_next.cpp compares each kernel with its reference). Where the
+// reference is an op of the layer already it is named here instead:
+//   rms_norm_f32 rmsnorm_cpu (rmsnorm.hpp)    to_bf16 / to_f32 round_bf16 (dtype.hpp)
+//   linear_f32   linear_cpu (linear.hpp)      dsa_attention     attention_cpu (attention.hpp) over the selected rows
 // First version, correct before fast: fp32 activations and state, one block per token (or per
-// sequence and head for the recurrence, which walks its tokens one by one). All pointers are
-// device buffers; "bf16" pointers hold __nv_bfloat16. nvcc compiles this header as C++17.
+// sequence and head for the recurrence, which walks its tokens one by one). All pointers of the
+// CUDA functions are device buffers, of the CPU ones host memory; "bf16" pointers hold
+// __nv_bfloat16. nvcc compiles this header as C++17.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tandem/kernels/dtype.hpp"
 #include "tandem/result.hpp"
@@ -32,6 +32,9 @@ Status hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int
                           Stream stream);
 // out[t] = mean over the hc streams of token t.
 Status hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float* out, Stream stream);
+// CPU references (an fp32 table for hc_embed; hc_mean sums in fp64).
+void hc_embed_cpu(const float* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams);
+void hc_mean_cpu(const float* streams, int tokens, int hc, int hidden, float* out);
 
 // ---- hyper-connections ------------------------------------------------------------------------
 struct HcShape {
@@ -47,6 +50,9 @@ Status hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, cons
 // streams[t][i] = post[t][i] * y[t] + sum_j comb[t][j][i] * streams[t][j].
 Status hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
                            const float* comb, Stream stream);
+void hc_collapse_cpu(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
+                     const float* scale, float* collapsed, float* post, float* comb);
+void hc_expand_cpu(const HcShape& s, float* streams, int tokens, const float* y, const float* post, const float* comb);
 
 // ---- KDA linear attention ---------------------------------------------------------------------
 struct KdaShape {
@@ -80,6 +86,13 @@ struct KdaIo {
 Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences,
                                const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset,
                                float* state, long state_stride, long layer_at, Stream stream);
+// Floats of one layer's state of one sequence: the conv's last conv_kernel - 1 inputs u, oldest
+// first, then one [head_dim (key) x head_dim (value)] matrix S per head.
+long kda_state_floats(const KdaShape& s);
+// The CPU reference, one token: the kernel's work for one token of a sequence whose state (one
+// layer's, kda_state_floats) is `state`; u, g_raw, beta_raw, gate_raw as a row of KdaIo; writes o.
+void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const float* g_raw, const float* beta_raw,
+                   const float* gate_raw, float* state, float* o);
 
 // ---- DSA sparse attention ---------------------------------------------------------------------
 // The paged pool of one DSA layer: fp32 rows of `width` = kv_lora + rope + 2 * index_head_dim
@@ -108,6 +121,9 @@ struct DsaNorms {
 Status dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
                              float* qr, float* iw, Stream stream);
+void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
+                     const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool, float* qr,
+                     float* iw);
 // The keys each token attends to (positions, ascending) into sel [tokens, max_sel], their count into
 // sel_n: the best index_topk / kpool complete pools the token sees (score = sum_h iw[h] *
 // relu(iq_h . poolkey / sqrt(index_dim)); among equal scores the earlier pool: NOT the CPU
@@ -119,6 +135,14 @@ Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, 
                             const float* kpool_ape, int tokens, const std::int32_t* token_seq,
                             const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
                             std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream);
+// The CPU reference in its parts: the pool keys of the complete pools among the first n tokens of
+// sequence seq ([n / kpool, index_dim], fp64); one pool's score for a query (iq [index_heads *
+// index_dim], iw [index_heads]); and the keys (ascending) the query at index i of the n cached
+// tokens (positions pos[0..n)) attends to, equal scores broken as torch.topk's CPU kernel breaks them.
+std::vector<double> dsa_pool_keys_cpu(const DsaShape& s, const DsaPool& pool, int seq, const float* kpool_ape, int n);
+float dsa_pool_score_cpu(const DsaShape& s, const double* pool_key, const float* iq, const float* iw);
+std::vector<int> dsa_select_keys_cpu(const DsaShape& s, const std::vector<double>& pools, const float* iq,
+                                     const float* iw, const std::int32_t* pos, int n, int i);
 // Absorbed attention over the selected rows, per token and head: score_j = (q_lat . c_j +
 // q_rope . kr_j) * scale, out_lat = softmax . c_j. q_lat [tokens, heads, lora_kv] (ld per token:
 // heads * lora_kv); q_rope: the rope part of each head's query (q + t * ld_q + h * head_stride);
@@ -134,7 +158,8 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
 // a plain kernel, fp32 sums (one warp per output; slow for long prefills):
 //   y[r][o] = sum_i x[g(r)][i] * W_e(r)[o][i]    g(r) = gather ? gather[r] : r;
 //   W_e = w + (row_expert ? row_expert[r] : 0) * expert_stride  ([out, in] rows of ldw)
-// w_type: bf16 or f32.
+// w_type: bf16 or f32. A row whose row_expert is negative (another tensor-parallel rank's expert)
+// is written as zeros.
 Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int rows, int in, const void* w,
                             DType w_type, long ldw, const std::int32_t* row_expert, long expert_stride, int out,
                             float* y, long ldy, Stream stream);
@@ -145,6 +170,11 @@ Status absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens
                               int lora_kv, const void* kv_b, float* q_lat, Stream stream);
 Status absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
                                float* out, Stream stream);
+// CPU references, kv_b as fp32 (the bf16 values widened).
+void absorb_query_cpu(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd, int lora_kv,
+                      const float* kv_b, float* q_lat);
+void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const float* kv_b,
+                       float* out);
 
 // ---- MoE --------------------------------------------------------------------------------------
 // y[r] = silu(min(gate, limit)) * clamp(up, -limit, limit) on rows [gate (d) | up (d)]; bf16.
@@ -154,5 +184,14 @@ Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, i
 // y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
 Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
                                  const float* add, float* y, Stream stream);
+// Tensor parallel: expert[p] -= first for the pairs routed to this rank's experts [first, first +
+// count), -1 for the others (linear_f32_cuda then gives them zero rows).
+Status moe_local_experts_cuda(std::int32_t* expert, int pairs, int first, int count, Stream stream);
+// CPU references: the fp32 form of both clamped SwiGLUs (on bf16 inputs the bf16 kernel's output
+// is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine; the local experts.
+void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
+void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
+                         const float* add, float* y);
+void moe_local_experts_cpu(std::int32_t* expert, int pairs, int first, int count);
 
 }  // namespace tandem::kernels

@@ -14,7 +14,7 @@
 // Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
-// Tensor parallelism (glm4_moe_lite, glm4_moe; glm5_next runs one rank): a rank loads only its
+// Tensor parallelism (glm4_moe_lite, glm4_moe, glm5_next): a rank loads only its
 // slice (shard.hpp: heads, MLP widths, whole routed experts, vocabulary rows) and sums its partials
 // (embedding rows, attention and FFN outputs, its logits columns) through the DeviceAllReduce the
 // caller sets once the group is joined (CommAllReduce: NCCL, or host-staged for ranks on one GPU).
@@ -38,6 +38,11 @@ class DeviceAllReduce {
  public:
   virtual ~DeviceAllReduce() = default;
   virtual Status all_reduce_sum(void* data, std::size_t count, kernels::DType type, kernels::Stream stream) = 0;
+  // Whether all_reduce_sum may be captured in a CUDA graph (NCCL; not the host-staged transport,
+  // which synchronises the stream).
+  virtual bool capturable() const = 0;
+  // Waits for the stream's work, collectives included, failing (not hanging) on a lost peer.
+  virtual Status wait(kernels::Stream stream) = 0;
 };
 
 struct CudaOptions {
@@ -67,6 +72,12 @@ struct CudaOptions {
                                         // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
+  int reduction_groups = 1;             // glm4_moe_lite / glm4_moe: one rank computes as a tensor-parallel
+                                        // group of this many ranks does (cuda_decoder.hpp, reduce()): each rank's
+                                        // slice of every layer with that rank's kernels and shapes, the
+                                        // slices' partial sums added in rank order as the all-reduce adds
+                                        // them, so its greedy output equals TP-N's bit for bit (N = 2; more
+                                        // where the transport sums in rank order). At N ranks: 1 or N
 };
 
 // fp8_e4m3 KV rows store x / scale. A calculated scale (vLLM's --calculate-kv-scales: from the amax of
@@ -170,6 +181,15 @@ class CudaModel : public Model {
   virtual const void* lm_head_device() const = 0;
   // The stream steps run on (a drafter enqueues on it, so its work orders after the step's).
   virtual kernels::Stream stream() const = 0;
+
+  // --- a test seam, for the checks of a model with recurrent states (glm5_next_cuda_check) ---
+  // The recurrent state of state slot `slot` copied off the device (kv_layout().state_floats
+  // floats: every KDA layer's, in layer order), after the steps enqueued so far; an error for a
+  // model without states.
+  virtual Result<std::vector<float>> recurrent_state(int slot) const {
+    (void)slot;
+    return error("this model keeps no recurrent state");
+  }
 
  protected:
   CudaModel(ModelConfig config, comm::Communicator& comm) : Model(std::move(config), comm) {}
