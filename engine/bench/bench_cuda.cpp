@@ -73,13 +73,14 @@ void fail(const std::string& what) {
 }  // namespace
 
 // B sequences prefilled with random prompts of `prompt` tokens, then decoded one greedy token a step.
+// Sequence s reads and advances recurrent-state slot s (models with one, glm5_next; others ignore it).
 struct Decoder {
   template <class Ids>
   Decoder(CudaModel& model, int B, int prompt, const std::vector<std::vector<int32_t>>& tables, Ids&& random_ids)
       : m(model), tables_(tables), last(static_cast<size_t>(B)) {
     for (int s = 0; s < B; ++s) {
       const auto ids = random_ids(prompt);
-      PagedWork w{ids, 0, tables[static_cast<size_t>(s)], true};
+      PagedWork w{ids, 0, tables[static_cast<size_t>(s)], true, s};
       auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
       if (!out) fail("prefill: " + out.error().message);
       last[static_cast<size_t>(s)] = out.value();
@@ -87,7 +88,7 @@ struct Decoder {
   }
   void step(int position) {
     work.clear();
-    for (size_t s = 0; s < last.size(); ++s) work.push_back({last[s], position, tables_[s], true});
+    for (size_t s = 0; s < last.size(); ++s) work.push_back({last[s], position, tables_[s], true, static_cast<int>(s)});
     auto out = m.step_greedy(work);
     if (!out) fail("decode: " + out.error().message);
     for (size_t s = 0; s < last.size(); ++s) last[s] = {out.value()[s]};
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
   const int prefill_runs = 3;
   for (int r = 0; r <= prefill_runs; ++r) {
     const auto ids = random_ids(prompt);
-    PagedWork w{ids, 0, tables[0], true};
+    PagedWork w{ids, 0, tables[0], true, 0};
     const auto t0 = Clock::now();
     auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
     if (!out) fail("prefill: " + out.error().message);
