@@ -4,9 +4,12 @@
 //
 // First version, correct before fast:
 //   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
-//   - activations fp32 everywhere (the hc_mult streams, the recurrent state, every product's
-//     input): the products run in a plain kernel (linear_f32_cuda; cuBLASLt with bf16 inputs was
-//     2.6e-2 off the fixture), the routed experts per (token, expert) pair;
+//   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
+//     either rounds its input to bf16 and runs the decode-sized gemv (cuBLASLt above
+//     invariant_tokens rows) into fp32, or keeps the fp32 input in a plain kernel (linear_f32_cuda):
+//     rounding every product's input moved the fixture's logits 2.6e-2, so the ones the fixtures'
+//     bar needs stay fp32 (kGlm5Fp32Default; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring);
+//     the routed experts run per (token, expert) pair in the fp32 kernel;
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
@@ -15,8 +18,12 @@
 //     capture buffer; a verification asks every row's logits (up to max_logit_rows); keep_states /
 //     restore_states copy slots' recurrent states to and from a second buffer on the device;
 //   - the recurrence walks each sequence's tokens one by one in one kernel per layer, the indexer
-//     scores every visible pool per query (quadratic ranks for its top-k), and steps run eagerly
-//     (no CUDA graphs).
+//     scores every visible pool per query (quadratic ranks for its top-k);
+//   - decode steps (one token per sequence, each with logits) replay a CUDA graph captured per
+//     batch bucket (the next power of two) at its first use, as the GLM decoder does; padding
+//     sequences own no tokens of the recurrence (no state slot is read or written) and one token
+//     each whose DSA rows go to a scratch block past the pool's. At TP > 1 only over a transport
+//     whose collectives can be captured (NCCL); a host-staged one stays eager.
 // Tensor parallel (shard.hpp, the split the GLM-4 decoders use): a rank loads only its slice --
 //   KDA    whole linear-attention heads: their rows of q/k/v, f_b, g_b, b, their conv channels,
 //          a_log and dt_bias, o's matching input columns, and only their part of the recurrent
@@ -35,6 +42,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +55,15 @@
 #include "tandem/model/cuda_model.hpp"
 
 namespace tandem::model::cuda {
+
+// The dense products, each in bf16 or fp32 inputs (the routed experts' are always fp32).
+enum class Glm5Product { kda_in, kda_gates, kda_o, dsa_in, dsa_q, dsa_o, mlp_gate_up, mlp_down, shared_gate_up, shared_down, lm_head, count };
+// The products kept in fp32 unless TANDEM_GLM5_FP32_PRODUCTS names others ("all", "none" or a
+// comma-separated list of glm5_product_name()s).
+extern const char* const kGlm5Fp32Default;
+const char* glm5_product_name(Glm5Product p);
+// The set a list names (a bit per product), or why not.
+Result<unsigned> glm5_fp32_products(const std::string& list);
 
 struct Glm5Hc {
   DeviceBuffer fn, base, scale;  // fp32
@@ -80,6 +97,7 @@ class Glm5NextCuda final : public CudaModel {
  public:
   Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const CudaOptions& opt);
   ~Glm5NextCuda() override {
+    for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -91,7 +109,7 @@ class Glm5NextCuda final : public CudaModel {
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
-  void set_enforce_eager(bool) override {}  // always eager in this version
+  void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
   // The trace's rows are glm4_moe_lite's (one residual stream, an MLA latent row per layer); the
   // hyper-connection streams and KDA layers have no place in it yet.
   Result<StepTrace> step_traced(std::span<const PagedWork>) override {
@@ -142,7 +160,12 @@ class Glm5NextCuda final : public CudaModel {
   std::int32_t* in_local() const { return in_tables() + static_cast<long>(s_cap_) * max_blocks_; }  // [t_cap]: ids in this rank's vocab rows
 
   Result<int> run(std::span<const PagedWork> work);
+  // The forward of T tokens of S sequences (R logit rows) on the stream; no host synchronisation,
+  // no allocation (a graph captures it).
   Status enqueue(int T, int S, int R);
+  // Captures the graph of a decode step of B sequences (B tokens, every row's logits).
+  Status capture(int B);
+  void drop_graphs();
   Status sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T, int which, const Glm5Layer& L, int S);
   Status kda(const Glm5Layer& L, int T, int S);
   // The KDA kernels' shape at this rank's heads (kda_heads_); its state is kda_state_floats of it.
@@ -153,7 +176,7 @@ class Glm5NextCuda final : public CudaModel {
   }
   Status dsa(const Glm5Layer& L, int T);
   Status ffn(const Glm5Layer& L, int T);
-  Status mlp(const Glm5Mlp& m, int T, float* out);
+  Status mlp(const Glm5Mlp& m, int T, float* out, bool shared = false);
   Status embed(int T);
   Status lm_head_rows(int R);
   // The one place partial sums meet (tensor parallel): an in-place sum over the ranks of `rows`
@@ -164,8 +187,11 @@ class Glm5NextCuda final : public CudaModel {
   Status copy_states(std::span<const int> slots, bool keep);
   Status allocate_kept_states();  // Ok or why not; once
 
-  // y = x W^T: fp32 x and y, bf16 W [out, in].
-  Status lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy);
+  // y = x W^T: fp32 x and y, bf16 W [out, in]; in fp32 or on x rounded to bf16 as product p is
+  // (fp32_). xb: x already rounded (rows of ldxb), or null to round it here into xb_.
+  Status lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
+             const void* xb = nullptr, long ldxb = 0);
+  bool fp32(Glm5Product p) const { return (fp32_ >> static_cast<unsigned>(p)) & 1u; }
   kernels::DsaPool pool_of(int slot) const;
 
   const Glm5NextConfig& c_;
@@ -184,7 +210,11 @@ class Glm5NextCuda final : public CudaModel {
   Range dsa_heads_, kda_heads_, vocab_, experts_;
   DeviceAllReduce* all_reduce_ = nullptr;
   float swiglu_limit_ = 0;
+  unsigned fp32_ = 0;  // the products kept in fp32, a bit per Glm5Product
+  std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS (load() refuses it)
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than invariant_tokens rows
+  std::map<int, cudaGraphExec_t> graphs_;  // decode steps, by batch bucket
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
 
@@ -201,6 +231,7 @@ class Glm5NextCuda final : public CudaModel {
   int block_size_ = 0, max_blocks_ = 0;
 
   DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
+  DeviceBuffer hb_, xb_;  // bf16: h_ rounded (every sublayer's norm writes both); a product's input rounded
   DeviceBuffer kproj_, graw_, gate_, kout_;
   DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
   DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;

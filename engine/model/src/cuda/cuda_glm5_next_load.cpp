@@ -3,6 +3,7 @@
 // needs, the DSA pool and the recurrent-state slots.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "glm5_next_parts.hpp"
 #include "capture_buffer.hpp"
@@ -40,10 +41,15 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   max_sel_ = c_.index_topk + c_.index_kpool;
   max_pools_ = max_len_ / std::max(c_.index_kpool, 1) + 1;
   swiglu_limit_ = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : INFINITY;
+  const char* fp32 = std::getenv("TANDEM_GLM5_FP32_PRODUCTS");
+  auto products = glm5_fp32_products(fp32 ? fp32 : kGlm5Fp32Default);
+  if (products) fp32_ = products.value();
+  else fp32_error_ = products.error().with_context("TANDEM_GLM5_FP32_PRODUCTS").message;
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {
   const DecoderConfig& d = c_.d;
+  if (!fp32_error_.empty()) return Error{fp32_error_};
   if (opt_.kv_cache_dtype == "fp8" || opt_.kv_cache_dtype == "fp8_e4m3")
     return Error{"the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented"};
   if (d.attention_bias) return Error{"attention_bias is not implemented for glm5_next on CUDA yet"};
@@ -66,6 +72,9 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
                  " leave a rank none; use at most " + std::to_string(dsa_short ? all_heads_ : all_lh_) + " ranks"};
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
   if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
+  auto gemm = k::GemmRunner::create();
+  if (!gemm) return gemm.error().with_context("cuBLASLt");
+  gemm_ = std::move(gemm).value();
   Uploader up(ck);
   const detail::TensorNames& text = detail::TensorNames::glm5_next();
   const detail::TensorNames wrapped = text.with_root("model.language_model.");
@@ -280,6 +289,9 @@ Status Glm5NextCuda::allocate_activations() {
   std::size_t mlp_width = 1;
   for (const Glm5Layer& L : layers_)
     mlp_width = std::max({mlp_width, static_cast<std::size_t>(L.dense.width), static_cast<std::size_t>(L.shared.width)});
+  // The widest input a bf16 product rounds into xb_ (the LM head's rows are gathered there too).
+  const std::size_t widest = std::max({h, mlp_width, static_cast<std::size_t>(std::max(lqk_, 1)), static_cast<std::size_t>(lhd_),
+                                       static_cast<std::size_t>(lora_q_), static_cast<std::size_t>(heads_ * vd_)});
   struct Want {
     DeviceBuffer* b;
     std::size_t bytes;
@@ -292,6 +304,8 @@ Status Glm5NextCuda::allocate_activations() {
       {&post_, T * static_cast<std::size_t>(hc_) * 4, "hc post"},
       {&comb_, T * static_cast<std::size_t>(hc_ * hc_) * 4, "hc comb"},
       {&h_, T * h * 4, "normed"},
+      {&hb_, T * h * 2, "normed (bf16)"},
+      {&xb_, std::max(T, R) * widest * 2, "product input (bf16)"},
       {&y_, T * h * 4, "sublayer out"},
       {&kproj_, T * static_cast<std::size_t>(std::max(kda_in_, 1)) * 4, "KDA projections"},
       {&graw_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA forget gate"},
@@ -327,6 +341,10 @@ Status Glm5NextCuda::allocate_activations() {
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  // A padding token of a graph step (run()) reads rows of the recurrence's output it never wrote:
+  // zeros, not whatever the allocation held.
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemset(kout_.get(), 0, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4), "KDA out"); !e)
+    return e;
   if (state_floats_ > 0) {
     const std::size_t bytes = S * static_cast<std::size_t>(state_floats_) * 4;
     if (auto e = state_.allocate(bytes, "recurrent state"); !e) return e;
@@ -348,10 +366,12 @@ Status Glm5NextCuda::allocate_activations() {
 
 Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) return error("CUDA KV pool: no blocks");
+  drop_graphs();  // they read the pool and the inputs being replaced
   block_size_ = block_size;
   num_blocks_ = num_blocks;
   max_blocks_ = (max_len_ + block_size - 1) / block_size;
-  layer_rows_ = static_cast<std::size_t>(num_blocks) * static_cast<std::size_t>(block_size);
+  // One block more than asked: the scratch block padding sequences of a graph step write (run()).
+  layer_rows_ = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size);
   const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
   if (auto e = pool_.allocate(bytes, "the KV pool"); !e)
     return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
@@ -368,6 +388,7 @@ Status Glm5NextCuda::set_capture(std::vector<int> layers) {
   if (auto e = allocate_capture(captured_, layers, c_.d.num_hidden_layers, t_cap_, H_); !e) return e.error();
   if (auto e = allocate_kept_states(); !e) return e.error();
   capture_layers_ = std::move(layers);
+  drop_graphs();  // captured before: without the copies (or with the old ones)
   return Ok{};
 }
 

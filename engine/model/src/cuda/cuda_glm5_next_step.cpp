@@ -1,5 +1,5 @@
-// glm5_next_text on CUDA, one step (eager): inputs staged, then per layer, for T tokens of every
-// sequence of the step at once,
+// glm5_next_text on CUDA, one step: inputs staged, then (eagerly, or replayed from the CUDA graph
+// of a decode step's batch bucket) per layer, for T tokens of every sequence of the step at once,
 //   attention sublayer   x, post, comb = hc_collapse(streams); h = rmsnorm(x)
 //                        y = KDA(h) (recurrent state of each sequence's slot) or DSA(h) (pool rows)
 //                        streams = hc_expand(streams, y, post, comb)
@@ -7,8 +7,8 @@
 // and logits = lm_head(rmsnorm(mean of the streams)) for the rows asked for. DSA runs absorbed:
 // the query is projected into the latent space per head (kv_b's key part), attends to the cached
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
-// Every product takes fp32 activations (linear_f32_cuda and friends, tandem/kernels/glm5_next.hpp): with
-// bf16 GEMM inputs through cuBLASLt the fixture's logits were 2.6e-2 off transformers'.
+// The dense products take bf16 inputs (gemv, cuBLASLt) or fp32 ones (linear_f32_cuda), per product
+// (Glm5Product, lin()): with every input in bf16 the fixture's logits were 2.6e-2 off transformers'.
 // Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
 // places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
@@ -16,6 +16,7 @@
 
 #include "tandem/kernels/capture.hpp"
 #include "tandem/kernels/embedding.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "cuda_glm5_next.hpp"
 #include "glm5_next_parts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
@@ -55,12 +56,15 @@ Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const Page
   return ids;
 }
 
+// long-function: a step's checks, its staging (graph padding, tables, one input copy), then an eager
+// run or a graph replay.
 Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   if (pool_.empty()) return error("CUDA model: make_device_pool first");
   const int S = static_cast<int>(work.size());
   if (S == 0) return 0;
   if (S > s_cap_) return error("CUDA step: " + std::to_string(S) + " sequences, more than max-num-seqs " + std::to_string(s_cap_));
   int T = 0, R = 0;
+  bool decode = true;
   std::vector<bool> slot_used(static_cast<std::size_t>(s_cap_), false);
   for (const PagedWork& w : work) {
     const int n = static_cast<int>(w.tokens.size());
@@ -75,11 +79,18 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     }
     if ((w.logits || w.all_logits) && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
     T += n, R += w.all_logits ? n : w.logits ? 1 : 0;
+    decode = decode && n == 1 && (w.logits || w.all_logits);
   }
   if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
   if (R > r_cap_)
     return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
                  " a step holds (CudaOptions::max_logit_rows)");
+  // A decode step replays its bucket's graph: B sequences, the S real ones first (their tokens and
+  // logit rows 0..S-1), then padding sequences of token 0 at position 0 whose tables name only the
+  // scratch block (num_blocks_) and whose recurrence ranges are empty (begin = S: no state slot is
+  // read or reset). (At TP > 1 only where the all-reduce can be captured: NCCL, not host-staged.)
+  const bool graph = decode && !opt_.enforce_eager && (!sharded() || (all_reduce_ && all_reduce_->capturable()));
+  const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
 
   std::int32_t* tok = host_in_.data();
   std::int32_t* pos = tok + t_cap_;
@@ -106,7 +117,12 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     }
     if (w.logits && !w.all_logits) rows[r++] = t - 1;
   }
-  begin[S] = t;
+  for (int s = S; s < B; ++s) {  // padding (graph steps)
+    std::fill(tables + static_cast<std::size_t>(s) * mb, tables + static_cast<std::size_t>(s + 1) * mb, num_blocks_);
+    begin[s] = T, slot[s] = 0, reset[s] = 0;
+    tok[t] = 0, pos[t] = 0, seq[t] = s, rows[r++] = t, ++t;
+  }
+  begin[B] = T;
   // Vocabulary-parallel: the ids in this rank's embedding rows (the others fall outside and embed as zeros).
   std::int32_t* local = tables + static_cast<std::size_t>(s_cap_) * mb;  // in_local()'s host side
   if (sharded())
@@ -116,12 +132,111 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
                           "step inputs");
       !e)
     return e.error();
-  if (auto e = enqueue(T, S, R); !e) return e.error().with_context("CUDA step");
+  FirstError err;
+  if (!graph) {
+    err(enqueue(T, S, R));
+  } else if (auto it = graphs_.find(B); it != graphs_.end()) {
+    err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "graph launch"));
+  } else {
+    // First step of this bucket: run it eagerly (which also plans any cuBLASLt product), then
+    // capture the same enqueue for the steps after it.
+    err(enqueue(B, B, B));
+    if (err.ok()) err(capture(B));
+  }
+  if (!err.ok()) return err.status.error().with_context("CUDA step");
   return R;
 }
 
-Status Glm5NextCuda::lin(const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy) {
-  return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+Status Glm5NextCuda::capture(int B) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  FirstError err;
+  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
+  if (!err.ok()) return err.status;
+  err(enqueue(B, B, B));
+  err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end capture"));
+  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
+  if (g) cudaGraphDestroy(g);
+  if (!err.ok()) return err.status.error().with_context("capturing the decode graph of " + std::to_string(B) + " sequences");
+  graphs_[B] = exec;
+  return {};
+}
+
+void Glm5NextCuda::drop_graphs() {
+  for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+// The products whose bf16 inputs moved the fixtures' logits past their bar (measured per product
+// with glm5_next_cuda_check: engine/bench/results/).
+const char* const kGlm5Fp32Default = "none";
+
+// Named so that a measurement can pick them (TANDEM_GLM5_FP32_PRODUCTS).
+const char* glm5_product_name(Glm5Product p) {
+  switch (p) {
+    case Glm5Product::kda_in: return "kda_in";
+    case Glm5Product::kda_gates: return "kda_gates";
+    case Glm5Product::kda_o: return "kda_o";
+    case Glm5Product::dsa_in: return "dsa_in";
+    case Glm5Product::dsa_q: return "dsa_q";
+    case Glm5Product::dsa_o: return "dsa_o";
+    case Glm5Product::mlp_gate_up: return "mlp_gate_up";
+    case Glm5Product::mlp_down: return "mlp_down";
+    case Glm5Product::shared_gate_up: return "shared_gate_up";
+    case Glm5Product::shared_down: return "shared_down";
+    case Glm5Product::lm_head: return "lm_head";
+    case Glm5Product::count: break;
+  }
+  return "?";
+}
+
+Result<unsigned> glm5_fp32_products(const std::string& list) {
+  const unsigned n = static_cast<unsigned>(Glm5Product::count);
+  if (list == "all") return (1u << n) - 1;
+  if (list == "none" || list.empty()) return 0u;
+  unsigned set = 0;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, end - at);
+    unsigned i = 0;
+    while (i < n && name != glm5_product_name(static_cast<Glm5Product>(i))) ++i;
+    if (i == n) {
+      std::string known;
+      for (unsigned j = 0; j < n; ++j) known += std::string(j ? ", " : "") + glm5_product_name(static_cast<Glm5Product>(j));
+      return error("no product \"" + name + "\" (all, none, or a comma-separated list of: " + known + ")");
+    }
+    set |= 1u << i;
+    at = end + 1;
+  }
+  return set;
+}
+
+Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
+                         const void* xb, long ldxb) {
+  if (rows == 0) return {};
+  if (fp32(p)) return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+  FirstError err;
+  if (!xb) {
+    err(kernels::to_bf16(x, ldx, rows, in, xb_.get(), in, stream_));
+    xb = xb_.get(), ldxb = in;
+  }
+  // Decode-sized steps through gemv (batch-invariant: a token's result whatever shares the step),
+  // as the GLM decoder's gemm() does; more rows, or operands gemv does not take, through cuBLASLt.
+  if (opt_.decode_kernels && rows <= opt_.invariant_tokens) {
+    k::GemvArgs v;
+    v.rows = rows, v.in = in, v.out = out;
+    v.x = xb, v.ldx = ldxb, v.w = w.get(), v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
+    if (k::gemv_fits(v)) {
+      err(k::gemv_cuda(v, stream_));
+      return err.status;
+    }
+  }
+  k::GemmArgs g;
+  g.rows = rows, g.in = in, g.out = out;
+  g.x = xb, g.ldx = ldxb, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
+  err(gemm_->run(g, stream_));
+  return err.status;
 }
 
 kernels::DsaPool Glm5NextCuda::pool_of(int slot) const {
@@ -146,7 +261,7 @@ Status Glm5NextCuda::enqueue(int T, int S, int R) {
     if (!capture_layers_.empty()) err(capture_layer(l, T));
   }
   err(kernels::hc_mean_cuda(streams_.as<float>(), T, hc_, H_, mean_.as<float>(), stream_));
-  err(kernels::rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  err(kernels::rms_norm_f32(mean_.as<float>(), H_, T, H_, final_norm_.as<float>(), eps, h_.as<float>(), H_, hb_.get(), H_, stream_));
   if (R > 0) err(lm_head_rows(R));
   return err.status;
 }
@@ -175,8 +290,13 @@ Status Glm5NextCuda::lm_head_rows(int R) {
   if (sharded())
     err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                            "zero logits"));
-  err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, vocab_.size(),
-                               logits_.as<float>() + vocab_.begin, V_, stream_));
+  float* y = logits_.as<float>() + vocab_.begin;
+  if (fp32(Glm5Product::lm_head)) {
+    err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, vocab_.size(), y, V_, stream_));
+  } else {  // the rows asked for, already rounded by the final norm
+    err(kernels::gather_rows(hb_.get(), H_, in_rows(), R, xb_.get(), stream_));
+    err(lin(Glm5Product::lm_head, nullptr, 0, R, H_, head_, vocab_.size(), y, V_, xb_.get(), H_));
+  }
   err(reduce(logits_.get(), R, V_, k::DType::f32));
   return err.status;
 }
@@ -201,7 +321,7 @@ Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T,
   FirstError err;
   err(kernels::hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
                        post_.as<float>(), comb_.as<float>(), stream_));
-  err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, nullptr, 0, stream_));
+  err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, hb_.get(), H_, stream_));
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));
   else err(ffn(L, T));
   err(reduce(y_.get(), T, H_, k::DType::f32));  // this rank's heads', width's or experts' share
@@ -212,9 +332,9 @@ Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T,
 Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   FirstError err;
   float* proj = kproj_.as<float>();
-  err(lin(h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_));
-  err(lin(proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
-  err(lin(proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
+  err(lin(Glm5Product::kda_in, h_.as<float>(), H_, T, H_, L.w_in, kda_in_, proj, kda_in_, hb_.get(), H_));
+  err(lin(Glm5Product::kda_gates, proj + 3 * lqk_, kda_in_, T, lhd_, L.f_b, lqk_, graw_.as<float>(), lqk_));
+  err(lin(Glm5Product::kda_gates, proj + 3 * lqk_ + lhd_, kda_in_, T, lhd_, L.g_b, lqk_, gate_.as<float>(), lqk_));
   const kernels::KdaShape s = kda_shape();
   kernels::KdaWeights w{L.conv.as<float>(), L.a_log.as<float>(), L.dt_bias.as<float>(), L.o_norm.as<float>()};
   kernels::KdaIo io;
@@ -224,7 +344,7 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   io.gate_raw = gate_.as<float>(), io.ld_gate = lqk_;
   io.o = kout_.as<float>(), io.ld_o = lqk_;
   err(kernels::kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
-  err(lin(kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
+  err(lin(Glm5Product::kda_o, kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
   return err.status;
 }
 
@@ -233,13 +353,13 @@ Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   const kernels::DsaShape s = detail::dsa_shape(c_, L.indexer);
   const int P = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
   float* proj = dproj_.as<float>();
-  err(lin(h_.as<float>(), H_, T, H_, L.w_in, P, proj, P));
+  err(lin(Glm5Product::dsa_in, h_.as<float>(), H_, T, H_, L.w_in, P, proj, P, hb_.get(), H_));
   const kernels::DsaPool pool = pool_of(L.slot);
   kernels::DsaNorms norms{L.q_a_norm.as<float>(), L.kv_a_norm.as<float>(), L.k_norm.as<float>(), L.k_norm_bias.as<float>()};
   err(kernels::dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_));
   const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
   float* q = qall_.as<float>();
-  err(lin(qr_.as<float>(), lora_q_, T, lora_q_, L.q_all, q_rows, q, q_all_));
+  err(lin(Glm5Product::dsa_q, qr_.as<float>(), lora_q_, T, lora_q_, L.q_all, q_rows, q, q_all_));
   if (L.indexer)
     err(kernels::dsa_select_cuda(s, pool, q + heads_ * qk_, q_all_, iw_.as<float>(), L.kpool_ape.as<float>(), T, in_seq(), in_pos(),
                         scores_.as<float>(), chosen_.as<std::int32_t>(), max_pools_, sel_.as<std::int32_t>(),
@@ -250,15 +370,16 @@ Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   err(kernels::dsa_attention_cuda(s, pool, heads_, qlat_.as<float>(), q + nope_, q_all_, qk_, T, in_seq(), sel_.as<std::int32_t>(),
                          sel_n_.as<std::int32_t>(), max_sel_, scale, olat_.as<float>(), stream_));
   err(kernels::absorb_values_cuda(olat_.as<float>(), T, heads_, nope_, vd_, lora_kv_, L.kv_b.get(), attn_.as<float>(), stream_));
-  err(lin(attn_.as<float>(), static_cast<long>(heads_) * vd_, T, heads_ * vd_, L.o, H_, y_.as<float>(), H_));
+  err(lin(Glm5Product::dsa_o, attn_.as<float>(), static_cast<long>(heads_) * vd_, T, heads_ * vd_, L.o, H_, y_.as<float>(), H_));
   return err.status;
 }
 
-Status Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out) {
+Status Glm5NextCuda::mlp(const Glm5Mlp& m, int T, float* out, bool shared) {
   FirstError err;
-  err(lin(h_.as<float>(), H_, T, H_, m.gate_up, 2 * m.width, mlp_gu_.as<float>(), 2 * m.width));
+  err(lin(shared ? Glm5Product::shared_gate_up : Glm5Product::mlp_gate_up, h_.as<float>(), H_, T, H_, m.gate_up, 2 * m.width,
+          mlp_gu_.as<float>(), 2 * m.width, hb_.get(), H_));
   err(kernels::clamped_silu_and_mul_f32_cuda(mlp_gu_.as<float>(), mlp_act_.as<float>(), T, m.width, swiglu_limit_, stream_));
-  err(lin(mlp_act_.as<float>(), m.width, T, m.width, m.down, H_, out, H_));
+  err(lin(shared ? Glm5Product::shared_down : Glm5Product::mlp_down, mlp_act_.as<float>(), m.width, T, m.width, m.down, H_, out, H_));
   return err.status;
 }
 
@@ -285,7 +406,7 @@ Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
   err(kernels::linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
                       expert, H_, moe_out_.as<float>(), H_, stream_));
   const bool shared = L.shared.width > 0;
-  if (shared) err(mlp(L.shared, T, shared_out_.as<float>()));
+  if (shared) err(mlp(L.shared, T, shared_out_.as<float>(), true));
   err(kernels::moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,
                            y_.as<float>(), stream_));
   return err.status;
