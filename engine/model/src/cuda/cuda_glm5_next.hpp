@@ -8,7 +8,8 @@
 //     either rounds its input to bf16 and runs the decode-sized gemv (cuBLASLt above
 //     invariant_tokens rows) into fp32, or keeps the fp32 input in a plain kernel (linear_f32_cuda):
 //     rounding every product's input moved the fixture's logits 2.6e-2, so the ones the fixtures'
-//     bar needs stay fp32 (kGlm5Fp32Default; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring);
+//     bars need stay fp32 (kGlm5Fp32Default: all but the output projections kda_o, dsa_o,
+//     mlp_down and shared_down; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring);
 //     the routed experts run per (token, expert) pair in the fp32 kernel;
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
