@@ -25,7 +25,24 @@ constexpr int kWarps = 4;
 // weight loads are issued before waiting for it (programmatic dependent launch): the weight
 // stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was
 // measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.)
-template <int NT, int U, class OutT, bool SILU>
+// 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
+// load, fp32 x two.
+__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, *reinterpret_cast<const uint4*>(x)); }
+__device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
+  const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
+  const float xs[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fw = __bfloat1622float2(wp[i]);
+    s = fmaf(fw.x, xs[2 * i], s);
+    s = fmaf(fw.y, xs[2 * i + 1], s);
+  }
+  return s;
+}
+
+template <int NT, int U, class OutT, bool SILU, class XT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -48,11 +65,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   if (live) load_pass(lane);
   cuda::pdl_begin();
   if (!live) return;
-  const bf16* xg = static_cast<const bf16*>(a.x) + g * a.x_group;
+  const XT* xg = static_cast<const XT*>(a.x) + g * a.x_group;
   {
     const int r0 = static_cast<int>(blockIdx.y) * NT;
     const int nr = min(NT, a.rows - r0);
-    const bf16* xr = xg + static_cast<long>(r0) * a.ldx;
+    const XT* xr = xg + static_cast<long>(r0) * a.ldx;
     float acc[NT], up[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
@@ -65,9 +82,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           if (t >= nr) break;
-          const uint4 xv = *reinterpret_cast<const uint4*>(xr + t * a.ldx + 8 * c);
-          acc[t] += cuda::dot8(wv[u], xv);
-          if (SILU) up[t] += cuda::dot8(uv[u], xv);
+          const XT* xc = xr + t * a.ldx + 8 * c;
+          acc[t] += dot8x(wv[u], xc);
+          if (SILU) up[t] += dot8x(uv[u], xc);
         }
       }
     }
@@ -80,21 +97,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   }
 }
 
-template <int NT, class OutT, bool SILU>
+template <int NT, class OutT, bool SILU, class XT>
 cudaError_t launch(const GemvArgs& a, Stream stream) {
   constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
   const long rows = static_cast<long>(a.groups) * a.out;
-  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU>,
+  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU, XT>,
                           dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
                           dim3(kWarps * 32), 0, stream, a);
 }
 
-template <class OutT, bool SILU>
+template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
-  if (a.rows <= 1) return launch<1, OutT, SILU>(a, stream);
-  if (a.rows <= 2) return launch<2, OutT, SILU>(a, stream);
-  if (a.rows <= 4) return launch<4, OutT, SILU>(a, stream);
-  return launch<8, OutT, SILU>(a, stream);
+  if (a.rows <= 1) return launch<1, OutT, SILU, XT>(a, stream);
+  if (a.rows <= 2) return launch<2, OutT, SILU, XT>(a, stream);
+  if (a.rows <= 4) return launch<4, OutT, SILU, XT>(a, stream);
+  return launch<8, OutT, SILU, XT>(a, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -110,8 +127,12 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.in <= 0 || a.out <= 0 || a.groups <= 0) return Error{"gemv: bad shape"};
   if (!gemv_fits(a)) return Error{"gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w"};
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
+  if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
   cudaError_t e;
-  if (a.silu_mul) e = launch_rows<bf16, true>(a, stream);
+  if (a.x_type == DType::f32) {
+    if (a.silu_mul || a.y_type != DType::f32) return Error{"gemv: fp32 x takes an fp32 result and no silu_mul"};
+    e = launch_rows<float, false, float>(a, stream);
+  } else if (a.silu_mul) e = launch_rows<bf16, true>(a, stream);
   else if (a.y_type == DType::bf16) e = launch_rows<bf16, false>(a, stream);
   else if (a.y_type == DType::f32) e = launch_rows<float, false>(a, stream);
   else return Error{"gemv: the result must be bf16 or fp32"};

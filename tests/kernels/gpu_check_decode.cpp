@@ -1,5 +1,5 @@
 // The decode-sized kernels against their CPU references: gemv (plain, bias, fp32 out, per-head
-// groups, gate_up fused with SiLU), the MoE decode pair (chosen experts and shared experts), the
+// groups, gate_up fused with SiLU, fp32 activations), the MoE decode pair (chosen experts and shared experts), the
 // router fused with the routing, and the many-block greedy argmax.
 #include <cstdio>
 #include <span>
@@ -27,10 +27,12 @@ std::vector<float> silu_mul(const std::vector<float>& gu, int rows, int d) {
 }
 
 // y[r][g][o] = x[r][g] . w[g][o] (+ b); silu: out = width of a [2 * width] gate_up per group.
-void gemv(std::vector<Row>& rows, int m, int groups, int in, int out, bool bias, bool silu, DType y_type) {
+// x_type f32: unrounded fp32 activations (glm5_next), the reference's own input.
+void gemv(std::vector<Row>& rows, int m, int groups, int in, int out, bool bias, bool silu, DType y_type,
+          DType x_type = DType::bf16) {
   const int wrows = silu ? 2 * out : out;
   const long xw = static_cast<long>(groups) * in, yw = static_cast<long>(groups) * out;
-  const auto x = as_stored(DType::bf16, normal(sz(m * xw), 1.f, 51));
+  const auto x = x_type == DType::f32 ? normal(sz(m * xw), 1.f, 51) : as_stored(DType::bf16, normal(sz(m * xw), 1.f, 51));
   const auto w = as_stored(DType::bf16, normal(sz(static_cast<long>(groups) * wrows * in), 0.05f, 52));
   const auto b = as_stored(y_type, normal(sz(yw), 0.5f, 53));
   std::vector<float> ref(sz(m * yw)), xg(sz(static_cast<long>(m) * in)), yg(sz(static_cast<long>(m) * wrows));
@@ -43,19 +45,20 @@ void gemv(std::vector<Row>& rows, int m, int groups, int in, int out, bool bias,
     for (int r = 0; r < m; ++r)
       for (int o = 0; o < out; ++o) ref[sz(r * yw + static_cast<long>(g) * out + o)] = yo[sz(static_cast<long>(r) * out + o)];
   }
-  DevAct dx(DType::bf16, x), dw(DType::bf16, w), db(y_type, b), dy(y_type, sz(m * yw));
+  DevAct dx(x_type, x), dw(DType::bf16, w), db(y_type, b), dy(y_type, sz(m * yw));
   k::GemvArgs a;
   a.rows = m, a.in = in, a.out = out, a.groups = groups;
   a.x = dx.p(), a.ldx = xw, a.x_group = in, a.w = dw.p(), a.ldw = in, a.w_group = static_cast<long>(wrows) * in;
   a.bias = bias ? db.p() : nullptr, a.y = dy.p(), a.ldy = yw, a.y_group = out, a.y_type = y_type;
-  a.silu_mul = silu, a.up_offset = out;
+  a.silu_mul = silu, a.up_offset = out, a.x_type = x_type;
   op_ok(k::gemv_cuda(a, nullptr));
   char s[96];
   std::snprintf(s, sizeof s, "%d x %d -> %d%s%s%s", m, in, out, groups > 1 ? " per group" : "", bias ? " +bias" : "",
                 silu ? " silu(gate)*up" : "");
   if (groups > 1) std::snprintf(s + std::strlen(s), sizeof s - std::strlen(s), ", %d groups", groups);
-  rows.push_back({"gemv", s, y_type == DType::f32 ? "bf16->fp32" : "bf16",
-                  max_rel_error(dy.get(), y_type == DType::f32 ? ref : as_stored(DType::bf16, ref)), limit_for(DType::bf16), 0, ""});
+  rows.push_back({"gemv", s, x_type == DType::f32 ? "fp32 x, bf16 w->fp32" : y_type == DType::f32 ? "bf16->fp32" : "bf16",
+                  max_rel_error(dy.get(), y_type == DType::f32 ? ref : as_stored(DType::bf16, ref)), limit_for(x_type == DType::f32 ? DType::f32 : DType::bf16),
+                  0, ""});
 }
 
 // Token t's experts are (t * 5 + j * 3) % E (distinct for E >= 3 * top_k).
@@ -202,6 +205,10 @@ void check_decode(std::vector<Row>& rows) {
   gemv(rows, 2, 20, 512, 256, false, false, DType::bf16);     // the values: per head of kv_b
   gemv(rows, 1, 1, 2048, 768, false, true, DType::bf16);      // shared expert gate_up + SiLU
   gemv(rows, 5, 1, 64, 48, false, true, DType::bf16);         // fixture-sized, odd rows
+  // fp32 activations (glm5_next's products that keep them): fp32 sums of exact products.
+  gemv(rows, 1, 1, 2048, 1344, false, false, DType::f32, DType::f32);
+  gemv(rows, 7, 1, 5120, 2048, false, false, DType::f32, DType::f32);
+  gemv(rows, 3, 1, 64, 130, false, false, DType::f32, DType::f32);  // fixture-sized
   moe(rows, 1, 32, 4, 2048, 768, 768);
   moe(rows, 4, 8, 3, 64, 32, 64);
   moe(rows, 3, 6, 2, 64, 24, 0);

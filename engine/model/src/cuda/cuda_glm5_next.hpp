@@ -5,8 +5,8 @@
 // First version, correct before fast:
 //   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
 //   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
-//     either rounds its input to bf16 and runs the decode-sized gemv (cuBLASLt above
-//     invariant_tokens rows) into fp32, or keeps the fp32 input in a plain kernel (linear_f32_cuda):
+//     runs the decode-sized gemv up to invariant_tokens rows, into fp32, on its fp32 input or on
+//     that input rounded to bf16 (above: the plain fp32 kernel linear_f32_cuda, or cuBLASLt):
 //     rounding every product's input moved the fixture's logits 2.6e-2, so the ones the fixtures'
 //     bars need stay fp32 (kGlm5Fp32Default: all but the output projections kda_o, dsa_o,
 //     mlp_down and shared_down; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring);

@@ -7,8 +7,8 @@
 // and logits = lm_head(rmsnorm(mean of the streams)) for the rows asked for. DSA runs absorbed:
 // the query is projected into the latent space per head (kv_b's key part), attends to the cached
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
-// The dense products take bf16 inputs (gemv, cuBLASLt) or fp32 ones (linear_f32_cuda), per product
-// (Glm5Product, lin()): with every input in bf16 the fixture's logits were 2.6e-2 off transformers'.
+// The dense products take bf16 inputs or fp32 ones, per product (Glm5Product, lin()): with every
+// input in bf16 the fixture's logits were 2.6e-2 off transformers'.
 // Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
 // places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
@@ -219,22 +219,26 @@ Result<unsigned> glm5_fp32_products(const std::string& list) {
 Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
                          const void* xb, long ldxb) {
   if (rows == 0) return {};
-  if (fp32(p)) return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+  // Decode-sized steps through gemv (batch-invariant: a token's result whatever shares the step),
+  // as the GLM decoder's gemm() does: on the fp32 rows themselves, or rounded to bf16; more rows, or
+  // operands gemv does not take, through linear_f32_cuda (fp32) or cuBLASLt (bf16).
+  const bool few = opt_.decode_kernels && rows <= opt_.invariant_tokens;
+  k::GemvArgs v;
+  v.rows = rows, v.in = in, v.out = out, v.w = w.get(), v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
+  if (fp32(p)) {
+    v.x = x, v.ldx = ldx, v.x_type = k::DType::f32;
+    if (few && k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
+    return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+  }
   FirstError err;
   if (!xb) {
     err(kernels::to_bf16(x, ldx, rows, in, xb_.get(), in, stream_));
     xb = xb_.get(), ldxb = in;
   }
-  // Decode-sized steps through gemv (batch-invariant: a token's result whatever shares the step),
-  // as the GLM decoder's gemm() does; more rows, or operands gemv does not take, through cuBLASLt.
-  if (opt_.decode_kernels && rows <= opt_.invariant_tokens) {
-    k::GemvArgs v;
-    v.rows = rows, v.in = in, v.out = out;
-    v.x = xb, v.ldx = ldxb, v.w = w.get(), v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
-    if (k::gemv_fits(v)) {
-      err(k::gemv_cuda(v, stream_));
-      return err.status;
-    }
+  v.x = xb, v.ldx = ldxb;
+  if (few && k::gemv_fits(v)) {
+    err(k::gemv_cuda(v, stream_));
+    return err.status;
   }
   k::GemmArgs g;
   g.rows = rows, g.in = in, g.out = out;
@@ -295,8 +299,9 @@ Status Glm5NextCuda::lm_head_rows(int R) {
     err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                            "zero logits"));
   float* y = logits_.as<float>() + vocab_.begin;
-  if (fp32(Glm5Product::lm_head)) {
-    err(kernels::linear_f32_cuda(h_.as<float>(), H_, in_rows(), R, H_, head_.get(), kBf16, H_, nullptr, 0, vocab_.size(), y, V_, stream_));
+  if (fp32(Glm5Product::lm_head)) {  // the rows asked for into mean_ (free after the final norm); an fp32 row is 2 H bf16's bits
+    err(kernels::gather_rows(h_.get(), 2 * H_, in_rows(), R, mean_.get(), stream_));
+    err(lin(Glm5Product::lm_head, mean_.as<float>(), H_, R, H_, head_, vocab_.size(), y, V_));
   } else {  // the rows asked for, already rounded by the final norm
     err(kernels::gather_rows(hb_.get(), H_, in_rows(), R, xb_.get(), stream_));
     err(lin(Glm5Product::lm_head, nullptr, 0, R, H_, head_, vocab_.size(), y, V_, xb_.get(), H_));

@@ -10,6 +10,8 @@
 //   y[r][g * y_group + o] = sum_i x[r][g * x_group + i] * w[g * w_group + o * ldw + i]  (+ bias[g * out + o])
 // With silu_mul, each output row o is the gated pair of weight rows o and o + up_offset:
 //   y[r][o] = silu(W[o] x[r]) * (W[o + up_offset] x[r])       (gate_up fused with the activation)
+// x may be fp32 (glm5_next's products that need unrounded activations): the same kernel, reading
+// 32 bytes of x per 16 bytes of weights, the weights still read once.
 // CPU reference: linear_cpu (and silu_and_mul_cpu). All pointers are device buffers.
 #pragma once
 #include <string>
@@ -27,8 +29,9 @@ struct GemvArgs {
   int rows = 1;              // x rows, >= 1
   int in = 0, out = 0;       // per group
   int groups = 1;
-  const void* x = nullptr;   // bf16
+  const void* x = nullptr;   // of x_type
   long ldx = 0, x_group = 0;
+  DType x_type = DType::bf16;  // bf16, or f32 (then an fp32 y and no silu_mul)
   const void* w = nullptr;   // bf16
   long ldw = 0, w_group = 0;
   const void* bias = nullptr;  // [groups * out] of y's type (bf16 or fp32), or nullptr
