@@ -20,7 +20,7 @@ import torch
 # (the repository root) when this file was copied elsewhere.
 for root in (os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."), os.getcwd()):
     sys.path.insert(0, os.path.join(root, "tests", "model", "reference"))
-from make_glm5_next_fixtures import text_causal_lm_class  # noqa: E402  (the text checkpoint's shape)
+from make_glm5_next_fixtures import build_config, text_causal_lm_class  # noqa: E402  (the text checkpoint's shape)
 
 
 def params(config):
@@ -44,12 +44,14 @@ def main():
     n = default.num_hidden_layers
     cfg["num_hidden_layers"] = args.layers
     for k, v in list(cfg.items()):  # per-layer lists (layer kinds, MLP kinds, indexer kinds)
-        if isinstance(v, list) and len(v) == n:
+        if k.endswith("_types") and isinstance(v, list) and len(v) == n:
             cfg[k] = v[: args.layers]
     cfg["architectures"] = ["Glm5NextTextCausalLM"]
     cfg["dtype"] = "bfloat16"
-    config = Glm5NextTextConfig(**{k: v for k, v in cfg.items() if k not in ("model_type", "transformers_version")})
-    while params(config) > args.max_params and config.n_routed_experts > 2 * config.num_experts_per_tok:
+    config = build_config({k: v for k, v in cfg.items() if k not in ("model_type", "transformers_version")}, sys.stdout)
+    # Halved while the groups still divide the experts and top-k finds enough of them.
+    while (params(config) > args.max_params and config.n_routed_experts // 2 >= 2 * config.num_experts_per_tok and
+           (config.n_routed_experts // 2) % max(config.n_group or 1, 1) == 0):
         config.n_routed_experts //= 2
     shape["scaled"] = {"num_hidden_layers": config.num_hidden_layers, "n_routed_experts": config.n_routed_experts,
                        "layer_types": getattr(config, "layer_types", None),
