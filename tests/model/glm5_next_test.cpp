@@ -2,11 +2,13 @@
 // Chunked prefill must give the bits of a one-shot prefill (the state is advanced token by token,
 // so any split is the same arithmetic), and a snapshot/restore around rejected draft tokens must
 // leave the cache bit for bit as if they had never been seen. Also: the config's errors, and the
-// state that a store without a recurrent part cannot hold.
+// state that a store without a recurrent part cannot hold; and the names of the products the CUDA
+// model may keep in fp32.
 #include <doctest/doctest.h>
 
 #include <cstring>
 
+#include "glm5_next_products.hpp"
 #include "tandem/model/config.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/model/paged_kv.hpp"
@@ -198,4 +200,23 @@ TEST_CASE("glm5_next config: the text stack is read from text_config or flat, an
   expect_error(bad, "hc_fancy");
   nlohmann::json vis = {{"model_type", "glm5_next"}, {"text_config", {{"model_type", "glm4_moe"}}}};
   expect_error(vis, "text_config has model_type");
+}
+
+TEST_CASE("glm5_next: the CUDA model's fp32 products are named and parsed") {
+  using detail::Glm5Product;
+  const unsigned n = static_cast<unsigned>(Glm5Product::count);
+  auto bit = [](Glm5Product p) { return 1u << static_cast<unsigned>(p); };
+  CHECK(detail::glm5_fp32_products("all").value() == (1u << n) - 1);
+  CHECK(detail::glm5_fp32_products("none").value() == 0u);
+  CHECK(detail::glm5_fp32_products("lm_head,kda_o").value() == (bit(Glm5Product::lm_head) | bit(Glm5Product::kda_o)));
+  for (unsigned i = 0; i < n; ++i)  // every name parses back to its own bit
+    CHECK(detail::glm5_fp32_products(detail::glm5_product_name(static_cast<Glm5Product>(i))).value() == 1u << i);
+  // The default keeps all but the output projections (engine/bench/results/glm5-next-bf16-inputs-2026-12-06.md).
+  const unsigned bf16 = bit(Glm5Product::kda_o) | bit(Glm5Product::dsa_o) | bit(Glm5Product::mlp_down) | bit(Glm5Product::shared_down);
+  CHECK(detail::glm5_fp32_products(detail::kGlm5Fp32Default).value() == (((1u << n) - 1) & ~bf16));
+  auto bad = detail::glm5_fp32_products("kda_in,attention");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("no product \"attention\"") != std::string::npos);
+  CHECK(bad.error().message.find("shared_down") != std::string::npos);  // the names it knows
+  CHECK_FALSE(detail::glm5_fp32_products("kda_in,").ok());                // an empty name
 }

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "glm5_next_parts.hpp"
+#include "glm5_next_products.hpp"
 #include "tensor_names.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
 #include "tandem/model/cuda/device_buffer.hpp"
@@ -57,14 +58,7 @@
 
 namespace tandem::model::cuda {
 
-// The dense products, each in bf16 or fp32 inputs (the routed experts' are always fp32).
-enum class Glm5Product { kda_in, kda_gates, kda_o, dsa_in, dsa_q, dsa_o, mlp_gate_up, mlp_down, shared_gate_up, shared_down, lm_head, count };
-// The products kept in fp32 unless TANDEM_GLM5_FP32_PRODUCTS names others ("all", "none" or a
-// comma-separated list of glm5_product_name()s).
-extern const char* const kGlm5Fp32Default;
-const char* glm5_product_name(Glm5Product p);
-// The set a list names (a bit per product), or why not.
-Result<unsigned> glm5_fp32_products(const std::string& list);
+using detail::Glm5Product;
 
 struct Glm5Hc {
   DeviceBuffer fn, base, scale;  // fp32

@@ -42,7 +42,7 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   max_pools_ = max_len_ / std::max(c_.index_kpool, 1) + 1;
   swiglu_limit_ = d.swiglu_limit ? static_cast<float>(*d.swiglu_limit) : INFINITY;
   const char* fp32 = std::getenv("TANDEM_GLM5_FP32_PRODUCTS");
-  auto products = glm5_fp32_products(fp32 ? fp32 : kGlm5Fp32Default);
+  auto products = detail::glm5_fp32_products(fp32 ? fp32 : detail::kGlm5Fp32Default);
   if (products) fp32_ = products.value();
   else fp32_error_ = products.error().with_context("TANDEM_GLM5_FP32_PRODUCTS").message;
 }
