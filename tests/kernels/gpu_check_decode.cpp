@@ -7,6 +7,7 @@
 #include "gpu_check.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/moe_routing.hpp"
@@ -168,6 +169,19 @@ void norm_router_route(std::vector<Row>& rows, const k::MoeRouting& m, int token
                   "ids and x exact"});
   rows.push_back({"moe_norm_router_route", s, "bf16 h", max_rel_error(dh.get(), as_stored(DType::bf16, y)),
                   limit_for(DType::bf16), 0, ""});
+  // The decoder takes the fused kernel at a few tokens and add_rmsnorm + moe_router_route beyond:
+  // a decode row and a verification row must agree bit for bit, so the two paths must.
+  Dev<float> ux(x), uy32(x.size()), uw(weight.size());
+  DevAct uh(DType::bf16, x.size());
+  Dev<std::int32_t> ue(expert.size());
+  op_ok(k::add_rmsnorm(ux.p(), ddelta.p(), DType::f32, dnorm.p(), uh.p(), tokens, hidden, eps, nullptr, uy32.p()));
+  op_ok(k::moe_router_route_cuda(m, uy32.p(), hidden, drouter.p(), dbias.p(), tokens, ue.p(), uw.p()));
+  long unequal = 0;
+  const auto fw = dw.get(), gw = uw.get(), fh = dh.get(), gh = uh.get();
+  const auto gue = ue.get();
+  for (size_t i = 0; i < expert.size(); ++i) unequal += ge[i] != gue[i] || fw[i] != gw[i];
+  for (size_t i = 0; i < x.size(); ++i) unequal += fh[i] != gh[i];
+  rows.push_back({"moe_norm_router_route", s, "= add_rmsnorm + router", 0, -1, unequal, "ids, weights, h bitwise"});
 }
 
 // Random logits with the maximum planted twice (the first must win), rows of V entries.
@@ -210,6 +224,11 @@ void check_decode(std::vector<Row>& rows) {
   router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 5, 64);
   norm_router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
   norm_router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 3, 64);
+  // A cluster of 8 blocks a token, a warp an expert (glm4_moe_lite's router); several experts a
+  // warp, with expert groups; experts past a whole round of the cluster's warps.
+  norm_router_route(rows, k::MoeRouting{64, 1, 1, 4, true, 1.8f}, 2, 2048);
+  norm_router_route(rows, k::MoeRouting{256, 8, 4, 8, true, 2.5f}, 3, 1024);
+  norm_router_route(rows, k::MoeRouting{160, 1, 1, 6, true, 1.f}, 1, 5120);
   argmax(rows, 1, 151552);
   argmax(rows, 5, 384);
 }
