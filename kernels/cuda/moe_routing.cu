@@ -182,11 +182,21 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
   float* xr = x + static_cast<long>(token) * hidden;
   const float* dr = delta + static_cast<long>(token) * hidden;
+  // Eight entries' loads at a time, then their stores (add_rmsnorm_kernel's batching, same order).
+  constexpr int kBatch = 8;
   float s = 0.f;
-  for (int i = threadIdx.x; i < hidden; i += kNormThreads) {
-    const float v = xr[i] + dr[i];
-    xs[i] = v;
-    s += v * v;
+  for (int i0 = threadIdx.x; i0 < hidden; i0 += kBatch * kNormThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      v[j] = i < hidden ? xr[i] + dr[i] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      if (i < hidden) xs[i] = v[j], s += v[j] * v[j];
+    }
   }
   s = cuda::warp_sum(s);
   if (lane == 0) part[warp] = s;
@@ -195,10 +205,21 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   for (int i = 0; i < kWarps; ++i) total += part[i];
   const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
   cuda::bf16* hr = h + static_cast<long>(token) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += kNormThreads) {
-    const float v = xs[i] * r * __bfloat162float(norm_w[i]);
-    if (rank == 0) hr[i] = __float2bfloat16_rn(v);
-    xs[i] = v;
+  for (int i0 = threadIdx.x; i0 < hidden; i0 += kBatch * kNormThreads) {
+    float g[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      g[j] = i < hidden ? __bfloat162float(norm_w[i]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      if (i >= hidden) break;
+      const float v = xs[i] * r * g[j];
+      if (rank == 0) hr[i] = __float2bfloat16_rn(v);
+      xs[i] = v;
+    }
   }
   __syncthreads();
   float* logits0 = cluster.map_shared_rank(logits, 0);  // the first block's logits
@@ -220,7 +241,19 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   if (warp == 0) {
     route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
   } else {
-    for (int i = threadIdx.x - 32; i < hidden; i += kNormThreads - 32) xr[i] = xr[i] + dr[i];  // the same fp32 add as above
+    // The same fp32 add as above; the loads of a round issued before its stores.
+    constexpr int kOthers = kNormThreads - 32;
+    for (int i0 = threadIdx.x - 32; i0 < hidden; i0 += kBatch * kOthers) {
+      float v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = i0 + j * kOthers;
+        v[j] = i < hidden ? xr[i] + dr[i] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (i0 + j * kOthers < hidden) xr[i0 + j * kOthers] = v[j];
+    }
   }
 #endif
 }
