@@ -103,6 +103,28 @@ void moe(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, int w
   rows.push_back({"moe_decode", s, "bf16->fp32", max_rel_error(dout.get(), ref), limit_for(DType::bf16), 0, ""});
 }
 
+// A row's result must not depend on how many rows share the launch (decode vs verification rows):
+// the first of m rows alone (one row: several weight rows a warp where rows are short) against the
+// same row among m (one weight row a warp), bit for bit.
+void gemv_rows_agree(std::vector<Row>& rows, int m, int groups, int in, int out) {
+  const long xw = static_cast<long>(groups) * in, yw = static_cast<long>(groups) * out;
+  DevAct dx(DType::bf16, normal(sz(m * xw), 1.f, 54)), dw(DType::bf16, normal(sz(static_cast<long>(groups) * out * in), 0.05f, 55));
+  DevAct all(DType::f32, sz(m * yw)), one(DType::f32, sz(yw));
+  k::GemvArgs a;
+  a.in = in, a.out = out, a.groups = groups, a.x = dx.p(), a.ldx = xw, a.x_group = in, a.w = dw.p(), a.ldw = in;
+  a.w_group = static_cast<long>(out) * in, a.ldy = yw, a.y_group = out, a.y_type = DType::f32;
+  a.rows = m, a.y = all.p();
+  op_ok(k::gemv_cuda(a, nullptr));
+  a.rows = 1, a.y = one.p();
+  op_ok(k::gemv_cuda(a, nullptr));
+  const auto ya = all.get(), y1 = one.get();
+  long differ = 0;
+  for (long i = 0; i < yw; ++i) differ += ya[sz(i)] != y1[sz(i)];
+  char s[96];
+  std::snprintf(s, sizeof s, "row 0 of %d vs alone: %d x %d -> %d, %d groups", m, 1, in, out, groups);
+  rows.push_back({"gemv", s, "bf16->fp32", 0, -1, differ, "bit for bit"});
+}
+
 // The CPU reference of the router kernels: fp32 logits of each row, sigmoid, moe_route_cpu.
 void route_cpu(const k::MoeRouting& m, const std::vector<float>& x, const std::vector<float>& router, const std::vector<float>& bias,
                int tokens, int hidden, std::vector<std::int32_t>& expert, std::vector<float>& weight) {
@@ -216,6 +238,12 @@ void check_decode(std::vector<Row>& rows) {
   gemv(rows, 2, 20, 512, 256, false, false, DType::bf16);     // the values: per head of kv_b
   gemv(rows, 1, 1, 2048, 768, false, true, DType::bf16);      // shared expert gate_up + SiLU
   gemv(rows, 5, 1, 64, 48, false, true, DType::bf16);         // fixture-sized, odd rows
+  gemv(rows, 1, 20, 192, 512, false, false, DType::bf16);     // absorbed query: 4 short rows a warp
+  gemv(rows, 1, 1, 768, 5120, false, false, DType::bf16);     // q_b: 2 rows a warp
+  gemv(rows, 2, 3, 96, 37, true, false, DType::f32);          // a last warp with fewer rows than it takes
+  gemv_rows_agree(rows, 5, 20, 192, 512);
+  gemv_rows_agree(rows, 6, 1, 768, 640);
+  gemv_rows_agree(rows, 3, 3, 96, 37);
   moe(rows, 1, 32, 4, 2048, 768, 768);
   moe(rows, 4, 8, 3, 64, 32, 64);
   moe(rows, 3, 6, 2, 64, 24, 0);
