@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # dec22 helper's device run (issue 22): checks of the branch's binaries (gpu_check, cuda_model_check,
 # then both under memcheck) and batch 1/6/16 decode of main's binaries (before) and the branch's
-# (after) in the same run, then the per-op profile of both. Unpacked from build-deps/dec22/bins.tar.xz.
+# (after) in the same run, each intermediate commit's benchmark alone (mid/COMMIT), then the per-op
+# profile of both. Unpacked from build-deps/dec22/bins.tar.xz:
+#   run: tar -C /tmp -xJf build-deps/dec22/bins.tar.xz && bash /tmp/dec22/go.sh   (carry that file)
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -32,6 +34,14 @@ hf_bench.write_model('$model'); print('benchmark model ready in %.1f s' % (time.
         --json "$out/$side-$kv.json" | grep -E "^\|"
     done
   done
+  # Each commit of the branch on its own (kv auto, graphs): which change gave what.
+  for m in "$D"/mid/*/; do
+    [ -x "$m/tandem-bench-cuda" ] || continue
+    echo "## commit $(basename "$m") alone, kv auto, graphs, batches 1,6,16 ($SECONDS s)"
+    timeout 100 "$m/tandem-bench-cuda" "$model" --modes graphs --batches 1,6,16 --json "$out/mid-$(basename "$m").json" | grep -E "^\|"
+  done
+  echo "## after without programmatic launch (--pdl 0), kv auto, graphs ($SECONDS s)"
+  timeout 100 "$A/tandem-bench-cuda" "$model" --pdl 0 --modes graphs --batches 1,6,16 --json "$out/after-nopdl.json" | grep -E "^\|"
   for side in after before; do
     bin=$B; [ $side = after ] && bin=$A
     echo "## $side, --profile $steps ($SECONDS s)"
@@ -40,7 +50,9 @@ hf_bench.write_model('$model'); print('benchmark model ready in %.1f s' % (time.
     echo "exit $?"; grep -E "^\||Graph" "$out/$side-profile.txt" | head -30
   done
   echo "## before / after (graphs)"
-  python3 engine/bench/compare.py before="$out/before-auto.json" after="$out/after-auto.json" | tee "$out/compare.md"
+  mids=(); for j in "$out"/mid-*.json; do [ -f "$j" ] && mids+=("$(basename "$j" .json)=$j"); done
+  python3 engine/bench/compare.py before="$out/before-auto.json" "${mids[@]}" "after, no PDL"="$out/after-nopdl.json" \
+    after="$out/after-auto.json" | tee "$out/compare.md"
   python3 engine/bench/compare.py "before fp8 KV"="$out/before-fp8_e4m3.json" "after fp8 KV"="$out/after-fp8_e4m3.json" \
     | tee "$out/compare-fp8.md"
   echo "## gpu_check under compute-sanitizer memcheck, after ($SECONDS s)"
