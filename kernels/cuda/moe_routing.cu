@@ -154,6 +154,50 @@ constexpr int kNormThreads = 256, kClusterMax = 8;
 
 int norm_router_cluster(int n_experts) { return std::min(kClusterMax, (n_experts + kNormThreads / 32 - 1) / (kNormThreads / 32)); }
 
+// The row pieces of norm_router_route_kernel, each issuing a round of kBatch entries' loads before
+// its stores (which the compiler must take as possibly aliasing them): one memory latency a round,
+// not one an entry. Entries first, first + stride, ..; every sum in add_rmsnorm_kernel's order.
+constexpr int kBatch = 8;
+
+// xs = xr + dr; returns this thread's sum of squares.
+__device__ __forceinline__ float add_rows(const float* xr, const float* dr, int hidden, float* xs, int first, int stride) {
+  float s = 0.f;
+  for (int i0 = first; i0 < hidden; i0 += kBatch * stride) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * stride;
+      v[j] = i < hidden ? xr[i] + dr[i] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * stride;
+      if (i < hidden) xs[i] = v[j], s += v[j] * v[j];
+    }
+  }
+  return s;
+}
+
+// xs = xs * r * norm_w, and also into hr (bf16) unless it is null.
+__device__ __forceinline__ void normalise_row(float* xs, int hidden, float r, const cuda::bf16* norm_w, cuda::bf16* hr) {
+  for (int i0 = threadIdx.x; i0 < hidden; i0 += kBatch * kNormThreads) {
+    float g[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      g[j] = i < hidden ? __bfloat162float(norm_w[i]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kNormThreads;
+      if (i >= hidden) break;
+      const float v = xs[i] * r * g[j];
+      if (hr) hr[i] = __float2bfloat16_rn(v);
+      xs[i] = v;
+    }
+  }
+}
+
 // Grid (cluster blocks, tokens), cluster (cluster blocks, 1, 1), 256 threads.
 __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRouting m, float* x, const float* delta,
                                                                           const cuda::bf16* norm_w, float eps, int hidden,
@@ -182,45 +226,14 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   unsigned char* taken = reinterpret_cast<unsigned char*>(score + 2 * E + G);
   float* xr = x + static_cast<long>(token) * hidden;
   const float* dr = delta + static_cast<long>(token) * hidden;
-  // Eight entries' loads at a time, then their stores (add_rmsnorm_kernel's batching, same order).
-  constexpr int kBatch = 8;
-  float s = 0.f;
-  for (int i0 = threadIdx.x; i0 < hidden; i0 += kBatch * kNormThreads) {
-    float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = i0 + j * kNormThreads;
-      v[j] = i < hidden ? xr[i] + dr[i] : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = i0 + j * kNormThreads;
-      if (i < hidden) xs[i] = v[j], s += v[j] * v[j];
-    }
-  }
+  float s = add_rows(xr, dr, hidden, xs, threadIdx.x, kNormThreads);
   s = cuda::warp_sum(s);
   if (lane == 0) part[warp] = s;
   __syncthreads();
   float total = 0.f;
   for (int i = 0; i < kWarps; ++i) total += part[i];
   const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
-  cuda::bf16* hr = h + static_cast<long>(token) * hidden;
-  for (int i0 = threadIdx.x; i0 < hidden; i0 += kBatch * kNormThreads) {
-    float g[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = i0 + j * kNormThreads;
-      g[j] = i < hidden ? __bfloat162float(norm_w[i]) : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = i0 + j * kNormThreads;
-      if (i >= hidden) break;
-      const float v = xs[i] * r * g[j];
-      if (rank == 0) hr[i] = __float2bfloat16_rn(v);
-      xs[i] = v;
-    }
-  }
+  normalise_row(xs, hidden, r, norm_w, rank == 0 ? h + static_cast<long>(token) * hidden : nullptr);
   __syncthreads();
   float* logits0 = cluster.map_shared_rank(logits, 0);  // the first block's logits
   for (int e = rank * kWarps + warp; e < E; e += kWarps * blocks) {
@@ -241,19 +254,8 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   if (warp == 0) {
     route_token(m, logits, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
   } else {
-    // The same fp32 add as above; the loads of a round issued before its stores.
-    constexpr int kOthers = kNormThreads - 32;
-    for (int i0 = threadIdx.x - 32; i0 < hidden; i0 += kBatch * kOthers) {
-      float v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = i0 + j * kOthers;
-        v[j] = i < hidden ? xr[i] + dr[i] : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (i0 + j * kOthers < hidden) xr[i0 + j * kOthers] = v[j];
-    }
+    // The same fp32 add as above, now into x itself (the sums are not needed again).
+    add_rows(xr, dr, hidden, xr, threadIdx.x - 32, kNormThreads - 32);
   }
 #endif
 }
