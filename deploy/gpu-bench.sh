@@ -5,7 +5,8 @@
 # compute-sanitizer memcheck; the benchmark model (engine/bench/hf_bench.py writes it) and
 # transformers' numbers on it; tandem-bench-cuda on it (bf16 KV, then fp8 KV); one Markdown table.
 # Everything lands in ${OUT:-.}: gpu-bench.txt (this log), check.txt, memcheck.txt, hf.json,
-# tandem.json, tandem-fp8.json, table.md, serve.log (or build.log). deploy/gpu-prepare.sh fills
+# tandem.json, tandem-fp8.json, profile.txt + profile.json (tandem-bench-cuda --profile: the batch-1
+# step's time per op), table.md, serve.log (or build.log). deploy/gpu-prepare.sh fills
 # build-deps/ (headers, prebuilt binaries, tandem-serve) on the build machine; carry it along.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +70,10 @@ verdict() {
   echo "## tandem-bench-cuda, fp8_e4m3 KV ($SECONDS s)"
   check tandem-bench-cuda-fp8-kv timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" \
     --kv-cache-dtype fp8_e4m3 --json "$outdir/tandem-fp8.json"
+  echo "## profile: where a batch-1 decode step's time goes, per op (CUDA events), then graph replays ($SECONDS s)"
+  check tandem-bench-cuda-profile timeout 100 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" \
+    --batches 1 --modes graphs --profile "${PROFILE_STEPS:-20}" --json "$outdir/profile.json" >"$outdir/profile.txt" 2>&1
+  sed -n '/^Profile/,$p' "$outdir/profile.txt"
   echo "## the same, dense GEMMs all through cuBLASLt (--skinny-rows 0), CUDA graphs ($SECONDS s)"
   timeout 60 "$bin/tandem-bench-cuda" "$model" --prompt "$prompt" --decode "$decode" --skinny-rows 0 --modes graphs \
     --batches 1,16 | grep -E '^\|'

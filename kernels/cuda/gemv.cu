@@ -25,6 +25,11 @@ constexpr int kWarps = 4;
 // weight loads are issued before waiting for it (programmatic dependent launch): the weight
 // stream overlaps the previous kernel's tail. (Asking L2 for the rest of the row as well was
 // measured slower on an H200: run 8 of engine/bench/results/h200-2026-12-03.md.)
+// RW: weight rows per warp. A short row (in <= 1024) gives a lane only a few of the U loads one
+// pass allows; a warp then takes RW rows side by side (U / RW loads each, the same count in flight),
+// so a launch has RW times fewer blocks: one wave of blocks, whose loads are all issued before the
+// wait, instead of a tail wave that starts its loads only after it (absorbed query, q_b, values).
+// Each row's sum is built as with RW = 1 (lane l: chunks l, l + 32, ..; the same butterfly).
 // 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
 // load, fp32 x two.
 __device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, *reinterpret_cast<const uint4*>(x)); }
@@ -42,39 +47,51 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   return s;
 }
 
-template <int NT, int U, class OutT, bool SILU, class XT>
+template <int NT, int U, int RW, class OutT, bool SILU, class XT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
-  const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const long first = (static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   const int lane = threadIdx.x % 32;
-  const bool live = row < static_cast<long>(a.groups) * a.out;
-  const int g = live ? static_cast<int>(row / a.out) : 0, o = live ? static_cast<int>(row % a.out) : 0;
-  const bf16* wg = static_cast<const bf16*>(a.w) + g * a.w_group + o * a.ldw;
-  const bf16* wu = wg + a.up_offset * a.ldw;
+  const long total = static_cast<long>(a.groups) * a.out;
   const int chunks = a.in / 8;
-  uint4 wv[U], uv[U];
+  const bf16 *wg[RW], *wu[RW];
+  int g[RW], o[RW];
+#pragma unroll
+  for (int k = 0; k < RW; ++k) {
+    const long row = first + k;
+    const bool live = row < total;
+    g[k] = live ? static_cast<int>(row / a.out) : -1, o[k] = live ? static_cast<int>(row % a.out) : 0;
+    wg[k] = static_cast<const bf16*>(a.w) + (live ? g[k] : 0) * a.w_group + o[k] * a.ldw;
+    wu[k] = wg[k] + a.up_offset * a.ldw;
+  }
+  uint4 wv[RW][U], uv[RW][U];
   auto load_pass = [&](int c0) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + 32 * u;
-      if (c < chunks) {
-        wv[u] = cuda::load_nc16(wg + 8 * c);
-        if (SILU) uv[u] = cuda::load_nc16(wu + 8 * c);
-      }
-    }
-  };
-  if (live) load_pass(lane);
-  cuda::pdl_begin();
-  if (!live) return;
-  const XT* xg = static_cast<const XT*>(a.x) + g * a.x_group;
-  {
-    const int r0 = static_cast<int>(blockIdx.y) * NT;
-    const int nr = min(NT, a.rows - r0);
-    const XT* xr = xg + static_cast<long>(r0) * a.ldx;
-    float acc[NT], up[NT];
+    for (int k = 0; k < RW; ++k)
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
-    for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
-      if (c0 != lane) load_pass(c0);
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + 32 * u;
+        if (g[k] >= 0 && c < chunks) {
+          wv[k][u] = cuda::load_nc16(wg[k] + 8 * c);
+          if (SILU) uv[k][u] = cuda::load_nc16(wu[k] + 8 * c);
+        }
+      }
+  };
+  load_pass(lane);
+  cuda::pdl_begin();
+  if (g[0] < 0) return;
+  const int r0 = static_cast<int>(blockIdx.y) * NT;
+  const int nr = min(NT, a.rows - r0);
+  float acc[RW][NT], up[RW][NT];
+#pragma unroll
+  for (int k = 0; k < RW; ++k)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[k][t] = 0.f, up[k][t] = 0.f;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
+    if (c0 != lane) load_pass(c0);
+#pragma unroll
+    for (int k = 0; k < RW; ++k) {
+      if (g[k] < 0) break;
+      const XT* xr = static_cast<const XT*>(a.x) + g[k] * a.x_group + static_cast<long>(r0) * a.ldx;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + 32 * u;
@@ -83,27 +100,44 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
         for (int t = 0; t < NT; ++t) {
           if (t >= nr) break;
           const XT* xc = xr + t * a.ldx + 8 * c;
-          acc[t] += dot8x(wv[u], xc);
-          if (SILU) up[t] += dot8x(uv[u], xc);
+          acc[k][t] += dot8x(wv[k][u], xc);
+          if (SILU) up[k][t] += dot8x(uv[k][u], xc);
         }
       }
     }
-    // Lane t writes x row r0 + t's result.
-    float mine = cuda::warp_rows_result<NT, SILU>(acc, up);
+  }
+  // Lane t writes x row r0 + t's result of each of the warp's rows.
+#pragma unroll
+  for (int k = 0; k < RW; ++k) {
+    if (g[k] < 0) break;
+    float mine = cuda::warp_rows_result<NT, SILU>(acc[k], up[k]);
     if (lane < nr) {
+      const long row = first + k;
       if (!SILU && a.bias) mine += cuda::to_float(static_cast<const OutT*>(a.bias)[row]);
-      static_cast<OutT*>(a.y)[(r0 + lane) * a.ldy + g * a.y_group + o] = cuda::from_float<OutT>(mine);
+      static_cast<OutT*>(a.y)[(r0 + lane) * a.ldy + g[k] * a.y_group + o[k]] = cuda::from_float<OutT>(mine);
     }
   }
 }
 
+template <int NT, int U, int RW, class OutT, bool SILU, class XT>
+cudaError_t launch_with(const GemvArgs& a, Stream stream) {
+  const long rows = static_cast<long>(a.groups) * a.out, warps = (rows + RW - 1) / RW;
+  return cuda::launch_pdl(gemv_kernel<NT, U, RW, OutT, SILU, XT>,
+                          dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
+                          dim3(kWarps * 32), 0, stream, a);
+}
+
+// Several rows a warp only where one pass of 8 loads a lane covers them (NT <= 2, no SiLU: the
+// 8-load configuration), chosen by the shape alone.
 template <int NT, class OutT, bool SILU, class XT>
 cudaError_t launch(const GemvArgs& a, Stream stream) {
-  constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
-  const long rows = static_cast<long>(a.groups) * a.out;
-  return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU, XT>,
-                          dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
-                          dim3(kWarps * 32), 0, stream, a);
+  if constexpr (NT <= 2 && !SILU) {
+    if (a.in <= 32 * 8 * 2) return launch_with<NT, 2, 4, OutT, SILU, XT>(a, stream);
+    if (a.in <= 32 * 8 * 4) return launch_with<NT, 4, 2, OutT, SILU, XT>(a, stream);
+    return launch_with<NT, 8, 1, OutT, SILU, XT>(a, stream);
+  } else {
+    return launch_with<NT, 4, 1, OutT, SILU, XT>(a, stream);
+  }
 }
 
 template <class OutT, bool SILU, class XT = bf16>

@@ -28,25 +28,61 @@ __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* 
 __device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float widen(float v) { return v; }
 
+// Entries per thread whose loads are issued together: a loop that stores into x between its loads
+// (which the compiler must assume may alias) waits one memory latency per entry, eight of them for
+// a 2048-wide row: most of this kernel's time at batch 1. The sums keep their order.
+constexpr int kBatch = 8;
+
+// The first round's norm weights are constant: loaded before waiting for delta's kernel.
 template <class D>
 __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
+  const int step = static_cast<int>(blockDim.x);
+  float g0[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * step;
+    g0[j] = i < n ? __bfloat162float(w[i]) : 0.f;
+  }
   cuda::pdl_begin();
   __shared__ float part[32];
   float* xr = x + static_cast<long>(blockIdx.x) * n;
   const D* dr = delta + static_cast<long>(blockIdx.x) * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] + widen(dr[i]);
-    xr[i] = v;
-    s += v * v;
+  for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * step) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * step;
+      v[j] = i < n ? xr[i] + widen(dr[i]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * step;
+      if (i < n) {
+        xr[i] = v[j];
+        s += v[j] * v[j];
+      }
+    }
   }
   const float r = rsqrtf(block_sum_in_order(s, part) / static_cast<float>(n) + eps);
   float* y32r = y32 ? y32 + static_cast<long>(blockIdx.x) * n : nullptr;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] * r * __bfloat162float(w[i]);
-    yr[i] = __float2bfloat16_rn(v);
-    if (y32r) y32r[i] = v;
+  for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * step) {
+    float v[kBatch], g[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * step;
+      v[j] = i < n ? xr[i] : 0.f;
+      g[j] = i0 == static_cast<int>(threadIdx.x) ? g0[j] : i < n ? __bfloat162float(w[i]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * step;
+      if (i >= n) break;
+      const float o = v[j] * r * g[j];
+      yr[i] = __float2bfloat16_rn(o);
+      if (y32r) y32r[i] = o;
+    }
   }
 }
 
@@ -92,37 +128,70 @@ __global__ void add_f32_kernel(float* y, const float* x, std::size_t n) {
 
 // Block (t, 0): the query LoRA's norm; block (t, 1): the latent's norm, the key's rotation and the
 // row's write into the pool. 256 threads, the sums in rmsnorm_rows_kernel's order.
+// The pool slot comes from the step's inputs (positions, tables), copied before the step's first
+// kernel: it is looked up before waiting for the input projection (programmatic launch).
 template <class KV>
 __global__ void latent_prep_kernel(LatentPrep p) {
-  cuda::pdl_begin();
   __shared__ float part[32];
   const int t = blockIdx.x;
   const bf16* row = static_cast<const bf16*>(p.fused) + t * p.ld;
   const bool query = blockIdx.y == 0;
-  if (query && p.lora_q == 0) return;
+  int pos = 0;
+  long slot = 0;
+  if (!query) {
+    pos = p.token_pos[t];
+    slot = static_cast<long>(p.block_tables[static_cast<long>(p.token_seq[t]) * p.max_blocks + pos / p.block_size]) * p.block_size +
+           pos % p.block_size;
+  }
   const int n = query ? p.lora_q : p.lora_kv;
-  const bf16* x = query ? row : row + p.kv_at;
   const bf16* w = static_cast<const bf16*>(query ? p.q_norm : p.kv_norm);
+  // The norm's first round of weights, constant, also before the wait (kBatch entries a thread).
+  const int step = static_cast<int>(blockDim.x);
+  float g0[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * step;
+    g0[j] = i < n ? __bfloat162float(w[i]) : 0.f;
+  }
+  // And the key's first round of rotations (pos and the frequencies are known; fp64 sincos is slow).
+  const int half = p.rope_dim / 2;
+  double sn0 = 0.0, cs0 = 0.0;
+  if (!query && static_cast<int>(threadIdx.x) < half)
+    sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[threadIdx.x]), &sn0, &cs0);
+  cuda::pdl_begin();
+  if (query && p.lora_q == 0) return;
+  const bf16* x = query ? row : row + p.kv_at;
   const float r = row_rms_scale(x, n, p.eps, part);
+  // x * r * w, rounded to bf16, into y (the query's LoRA row) or through store into the pool row
+  // (kv): a round's loads before its stores, which may alias them.
+  auto normalised = [&](auto put) {
+    for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * step) {
+      float v[kBatch], g[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = i0 + j * step;
+        v[j] = i < n ? __bfloat162float(x[i]) : 0.f;
+        g[j] = i0 == static_cast<int>(threadIdx.x) ? g0[j] : i < n ? __bfloat162float(w[i]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (i0 + j * step < n) put(i0 + j * step, __float2bfloat16_rn(v[j] * r * g[j]));
+    }
+  };
   if (query) {
     bf16* y = static_cast<bf16*>(p.qlat) + static_cast<long>(t) * p.lora_q;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]));
+    normalised([&](int i, bf16 v) { y[i] = v; });
     return;
   }
-  const int pos = p.token_pos[t], width = p.lora_kv + p.rope_dim;
-  const long slot = static_cast<long>(p.block_tables[static_cast<long>(p.token_seq[t]) * p.max_blocks + pos / p.block_size]) *
-                        p.block_size + pos % p.block_size;
+  const int width = p.lora_kv + p.rope_dim;
   KV* out = static_cast<KV*>(p.cache) + slot * width;
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    store<KV>(out + i, __bfloat162float(__float2bfloat16_rn(__bfloat162float(x[i]) * r * __bfloat162float(w[i]))), p.scale);
+  normalised([&](int i, bf16 v) { store<KV>(out + i, __bfloat162float(v), p.scale); });
   const bf16* kr = x + p.lora_kv;
-  const int half = p.rope_dim / 2;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {  // as rope_kernel
     const float a = __bfloat162float(p.interleaved ? kr[2 * i] : kr[i]);
     const float b = __bfloat162float(p.interleaved ? kr[2 * i + 1] : kr[i + half]);
-    const float angle = static_cast<float>(pos) * p.inv_freq[i];
-    double sn, cs;
-    sincos(static_cast<double>(angle), &sn, &cs);
+    double sn = sn0, cs = cs0;
+    if (i != static_cast<int>(threadIdx.x)) sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[i]), &sn, &cs);
     store<KV>(out + p.lora_kv + i, __bfloat162float(__float2bfloat16_rn(static_cast<float>(a * cs - b * sn))), p.scale);
     store<KV>(out + p.lora_kv + i + half, __bfloat162float(__float2bfloat16_rn(static_cast<float>(b * cs + a * sn))), p.scale);
   }

@@ -16,27 +16,35 @@ constexpr int kWarps = 4, kLoads = 8;
 using moe_rows::act_width;
 
 // Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
-// shared experts (shared_width rows).
+// shared experts (shared_width rows). The shared experts' rows depend on no earlier kernel, so
+// their first loads are issued before waiting for the router (programmatic dependent launch); a
+// routed row needs the router's choice, so it waits first.
 __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, long aw) {
-  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width)) return;
-  const moe_rows::GateUpRow row = moe_rows::gate_up_row(a, warp);
+  const bool live = warp < a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
+  const moe_rows::GateUpRow row = live ? moe_rows::gate_up_row(a, warp) : moe_rows::GateUpRow{0, 0, 0, true};
   const int n = row.routed ? a.width : a.shared_width;
-  const bf16* w = row.routed ? static_cast<const bf16*>(a.gate_up) +
-                                   static_cast<long>(a.expert[row.t * a.top_k + row.slot]) * 2 * a.width * a.hidden
-                             : static_cast<const bf16*>(a.shared_gate_up);
-  const bf16* gate = w + static_cast<long>(row.o) * a.hidden;
-  const bf16* up = w + static_cast<long>(n + row.o) * a.hidden;
-  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
-  float g = 0.f, u = 0.f;
   const int chunks = a.hidden / 8;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads) {
-    uint4 gv[kLoads], uv[kLoads];
+  const bf16 *gate = nullptr, *up = nullptr;
+  uint4 gv[kLoads], uv[kLoads];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kLoads; ++i)
       if (c0 + 32 * i < chunks) gv[i] = cuda::load_nc16(gate + 8 * (c0 + 32 * i)), uv[i] = cuda::load_nc16(up + 8 * (c0 + 32 * i));
+  };
+  auto rows_of = [&](const bf16* w) { gate = w + static_cast<long>(row.o) * a.hidden, up = w + static_cast<long>(n + row.o) * a.hidden; };
+  if (live && !row.routed) rows_of(static_cast<const bf16*>(a.shared_gate_up)), load_pass(lane);
+  cuda::pdl_begin();
+  if (!live) return;
+  if (row.routed) {
+    rows_of(static_cast<const bf16*>(a.gate_up) + static_cast<long>(a.expert[row.t * a.top_k + row.slot]) * 2 * a.width * a.hidden);
+    load_pass(lane);
+  }
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
+  float g = 0.f, u = 0.f;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       if (c0 + 32 * i >= chunks) break;
@@ -49,19 +57,21 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
 
 // Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
 // (slot by slot) so that every lane has kLoads loads in flight whatever the width.
+// The first pass's weight loads are issued before waiting for gate_up's activations: the router's
+// choice and weights they need were written by the kernel before gate_up, which had finished
+// before gate_up's blocks passed their wait, and so before this kernel could start (read from L2,
+// past L1, which an earlier layer's launch may hold stale).
 __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long aw) {
-  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<long>(a.tokens) * a.hidden) return;
-  const int t = static_cast<int>(warp / a.hidden), o = static_cast<int>(warp % a.hidden);
+  const bool live = warp < static_cast<long>(a.tokens) * a.hidden;
+  const int t = live ? static_cast<int>(warp / a.hidden) : 0, o = live ? static_cast<int>(warp % a.hidden) : 0;
   const int per = a.width / 8, routed = a.top_k * per, total = routed + a.shared_width / 8;
   const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
-  float acc = 0.f;
-  for (int c0 = lane; c0 < total; c0 += 32 * kLoads) {
-    uint4 wv[kLoads];
-    float scale[kLoads];
-    const bf16* xp[kLoads];
+  uint4 wv[kLoads];
+  float scale[kLoads];
+  const bf16* xp[kLoads];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int c = c0 + 32 * i;
@@ -69,10 +79,10 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long
       const bf16* w;
       if (c < routed) {
         const int slot = c / per, cc = c % per;
-        const long e = a.expert[t * a.top_k + slot];
+        const long e = __ldcg(a.expert + t * a.top_k + slot);
         w = static_cast<const bf16*>(a.down) + (e * a.hidden + o) * a.width + 8 * cc;
         xp[i] = act + slot * aw + 8 * cc;
-        scale[i] = a.weight[t * a.top_k + slot];
+        scale[i] = __ldcg(a.weight + t * a.top_k + slot);
       } else {
         const int cc = c - routed;
         w = static_cast<const bf16*>(a.shared_down) + static_cast<long>(o) * a.shared_width + 8 * cc;
@@ -81,6 +91,13 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long
       }
       wv[i] = cuda::load_nc16(w);
     }
+  };
+  if (live) load_pass(lane);
+  cuda::pdl_begin();
+  if (!live) return;
+  float acc = 0.f;
+  for (int c0 = lane; c0 < total; c0 += 32 * kLoads) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       if (c0 + 32 * i >= total) break;

@@ -18,29 +18,35 @@ using quant::kLoads;
 using moe_rows::act_width;
 
 // Warp (t, slot, o): slots 0 .. top_k - 1 are token t's experts (width rows each), slot top_k the
-// shared experts (shared_width rows).
+// shared experts (shared_width rows). As in moe_decode.cu, the shared experts' first loads are
+// issued before waiting for the router (programmatic launch), a routed row's after.
 template <QuantFormat F>
 __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
-  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width)) return;
-  const moe_rows::GateUpRow row = moe_rows::gate_up_row(a, warp);
+  const bool live = warp < a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
+  const moe_rows::GateUpRow row = live ? moe_rows::gate_up_row(a, warp) : moe_rows::GateUpRow{0, 0, 0, true};
   const int o = row.o;
-  // matrix index of the gate rows; the up rows are the next matrix
-  const long gate = row.routed ? 2L * a.expert[row.t * a.top_k + row.slot] : 0;
   const QuantMatrices w = row.routed ? q.gate_up : q.shared_gate_up;
-  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
-  float g = 0.f, u = 0.f;
   const int chunks = a.hidden / 16;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
-    quant::Chunk gc[kLoads<F>], uc[kLoads<F>];
+  long gate = 0;  // matrix index of the gate rows; the up rows are the next matrix
+  quant::Chunk gc[kLoads<F>], uc[kLoads<F>];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kLoads<F>; ++i)
       if (c0 + 32 * i < chunks) {
         gc[i] = quant::load_chunk<F>(w, gate, o, 16 * (c0 + 32 * i));
         uc[i] = quant::load_chunk<F>(w, gate + 1, o, 16 * (c0 + 32 * i));
       }
+  };
+  if (live && !row.routed) load_pass(lane);
+  cuda::pdl_begin();
+  if (!live) return;
+  if (row.routed) gate = 2L * a.expert[row.t * a.top_k + row.slot], load_pass(lane);
+  const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(row.t) * a.hidden;
+  float g = 0.f, u = 0.f;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int i = 0; i < kLoads<F>; ++i) {
       if (c0 + 32 * i >= chunks) break;
@@ -56,30 +62,29 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, M
 }
 
 // Warp (t, o): the weighted sum over token t's slots of their down rows o, as one stream of chunks
-// (slot by slot) so that every lane has kLoads loads in flight whatever the width.
+// (slot by slot) so that every lane has kLoads loads in flight whatever the width. The first
+// pass's loads go before the wait, as in moe_decode.cu (the router's choice read from L2).
 template <QuantFormat F>
 __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
-  cuda::pdl_begin();
   const long warp = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<long>(a.tokens) * a.hidden) return;
-  const int t = static_cast<int>(warp / a.hidden), o = static_cast<int>(warp % a.hidden);
+  const bool live = warp < static_cast<long>(a.tokens) * a.hidden;
+  const int t = live ? static_cast<int>(warp / a.hidden) : 0, o = live ? static_cast<int>(warp % a.hidden) : 0;
   const int per = a.width / 16, routed = a.top_k * per, total = routed + a.shared_width / 16;
   const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
-  float acc = 0.f;
-  for (int c0 = lane; c0 < total; c0 += 32 * kLoads<F>) {
-    quant::Chunk wc[kLoads<F>];
-    float weight[kLoads<F>];
-    const bf16* xp[kLoads<F>];
+  quant::Chunk wc[kLoads<F>];
+  float weight[kLoads<F>];
+  const bf16* xp[kLoads<F>];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kLoads<F>; ++i) {
       const int c = c0 + 32 * i;
       if (c >= total) break;
       if (c < routed) {
         const int slot = c / per, cc = c % per;
-        wc[i] = quant::load_chunk<F>(q.down, a.expert[t * a.top_k + slot], o, 16 * cc);
+        wc[i] = quant::load_chunk<F>(q.down, __ldcg(a.expert + t * a.top_k + slot), o, 16 * cc);
         xp[i] = act + slot * aw + 16 * cc;
-        weight[i] = a.weight[t * a.top_k + slot];
+        weight[i] = __ldcg(a.weight + t * a.top_k + slot);
       } else {
         const int cc = c - routed;
         wc[i] = quant::load_chunk<F>(q.shared_down, 0, o, 16 * cc);
@@ -87,6 +92,13 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, MoeD
         weight[i] = 1.f;
       }
     }
+  };
+  if (live) load_pass(lane);
+  cuda::pdl_begin();
+  if (!live) return;
+  float acc = 0.f;
+  for (int c0 = lane; c0 < total; c0 += 32 * kLoads<F>) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int i = 0; i < kLoads<F>; ++i) {
       if (c0 + 32 * i >= total) break;

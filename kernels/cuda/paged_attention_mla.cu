@@ -37,7 +37,8 @@ constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, 
 constexpr int kSRow = kChunk + 1;           // fp32 scores per head
 constexpr int kPRow = kChunk + 8;           // bf16 probabilities per head, conflict-free fragment loads
 using cuda::kMaxSplits;
-constexpr int kCombineDims = 64, kCombineGroups = 4;  // combine: 64 columns x 4 groups over the splits
+constexpr int kCombineDims = 64, kCombineGroups = 4;
+constexpr int kRotations = 64;              // query rotations computed before the wait, at most  // combine: 64 columns x 4 groups over the splits
 
 size_t shared_bytes(int mt) {
   const size_t r = static_cast<size_t>(mt) * 16;
@@ -145,6 +146,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
       }
     }
   }
+  // The query's rotations depend only on the position: computed (fp64 sincos, slow) before the wait
+  // too, once for all heads, where there are at most kRotations of them.
+  __shared__ double rot[2][kRotations];
+  const int rot_half = a.rope_src ? a.rope_dim / 2 : 0;
+  const bool rot_early = rot_half <= kRotations;
+  if (rot_early)
+    for (int i = threadIdx.x; i < rot_half; i += kThreads)
+      sincos(static_cast<double>(static_cast<float>(pos) * a.inv_freq[i]), &rot[0][i], &rot[1][i]);
   cuda::pdl_begin();
   for (int split = blockIdx.y; split < splits; split += gridDim.y) {
     const int begin = begin_of(split), end = end_of(split);
@@ -216,7 +225,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
             const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
             const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
             double sn, cs;
-            sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+            if (rot_early) sn = rot[0][i], cs = rot[1][i];  // (the chunk loop's barrier made them visible)
+            else sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
             y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
             y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
           }

@@ -7,6 +7,7 @@
 #include "gpu_check.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/moe_routing.hpp"
@@ -105,6 +106,28 @@ void moe(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, int w
   rows.push_back({"moe_decode", s, "bf16->fp32", max_rel_error(dout.get(), ref), limit_for(DType::bf16), 0, ""});
 }
 
+// A row's result must not depend on how many rows share the launch (decode vs verification rows):
+// the first of m rows alone (one row: several weight rows a warp where rows are short) against the
+// same row among m (one weight row a warp), bit for bit.
+void gemv_rows_agree(std::vector<Row>& rows, int m, int groups, int in, int out) {
+  const long xw = static_cast<long>(groups) * in, yw = static_cast<long>(groups) * out;
+  DevAct dx(DType::bf16, normal(sz(m * xw), 1.f, 54)), dw(DType::bf16, normal(sz(static_cast<long>(groups) * out * in), 0.05f, 55));
+  DevAct all(DType::f32, sz(m * yw)), one(DType::f32, sz(yw));
+  k::GemvArgs a;
+  a.in = in, a.out = out, a.groups = groups, a.x = dx.p(), a.ldx = xw, a.x_group = in, a.w = dw.p(), a.ldw = in;
+  a.w_group = static_cast<long>(out) * in, a.ldy = yw, a.y_group = out, a.y_type = DType::f32;
+  a.rows = m, a.y = all.p();
+  op_ok(k::gemv_cuda(a, nullptr));
+  a.rows = 1, a.y = one.p();
+  op_ok(k::gemv_cuda(a, nullptr));
+  const auto ya = all.get(), y1 = one.get();
+  long differ = 0;
+  for (long i = 0; i < yw; ++i) differ += ya[sz(i)] != y1[sz(i)];
+  char s[96];
+  std::snprintf(s, sizeof s, "row 0 of %d vs alone: %d x %d -> %d, %d groups", m, 1, in, out, groups);
+  rows.push_back({"gemv", s, "bf16->fp32", 0, -1, differ, "bit for bit"});
+}
+
 // The CPU reference of the router kernels: fp32 logits of each row, sigmoid, moe_route_cpu.
 void route_cpu(const k::MoeRouting& m, const std::vector<float>& x, const std::vector<float>& router, const std::vector<float>& bias,
                int tokens, int hidden, std::vector<std::int32_t>& expert, std::vector<float>& weight) {
@@ -171,6 +194,19 @@ void norm_router_route(std::vector<Row>& rows, const k::MoeRouting& m, int token
                   "ids and x exact"});
   rows.push_back({"moe_norm_router_route", s, "bf16 h", max_rel_error(dh.get(), as_stored(DType::bf16, y)),
                   limit_for(DType::bf16), 0, ""});
+  // The decoder takes the fused kernel at a few tokens and add_rmsnorm + moe_router_route beyond:
+  // a decode row and a verification row must agree bit for bit, so the two paths must.
+  Dev<float> ux(x), uy32(x.size()), uw(weight.size());
+  DevAct uh(DType::bf16, x.size());
+  Dev<std::int32_t> ue(expert.size());
+  op_ok(k::add_rmsnorm(ux.p(), ddelta.p(), DType::f32, dnorm.p(), uh.p(), tokens, hidden, eps, nullptr, uy32.p()));
+  op_ok(k::moe_router_route_cuda(m, uy32.p(), hidden, drouter.p(), dbias.p(), tokens, ue.p(), uw.p()));
+  long unequal = 0;
+  const auto fw = dw.get(), gw = uw.get(), fh = dh.get(), gh = uh.get();
+  const auto gue = ue.get();
+  for (size_t i = 0; i < expert.size(); ++i) unequal += ge[i] != gue[i] || fw[i] != gw[i];
+  for (size_t i = 0; i < x.size(); ++i) unequal += fh[i] != gh[i];
+  rows.push_back({"moe_norm_router_route", s, "= add_rmsnorm + router", 0, -1, unequal, "ids, weights, h bitwise"});
 }
 
 // Random logits with the maximum planted twice (the first must win), rows of V entries.
@@ -209,6 +245,12 @@ void check_decode(std::vector<Row>& rows) {
   gemv(rows, 1, 1, 2048, 1344, false, false, DType::f32, DType::f32);
   gemv(rows, 7, 1, 5120, 2048, false, false, DType::f32, DType::f32);
   gemv(rows, 3, 1, 64, 130, false, false, DType::f32, DType::f32);  // fixture-sized
+  gemv(rows, 1, 20, 192, 512, false, false, DType::bf16);     // absorbed query: 4 short rows a warp
+  gemv(rows, 1, 1, 768, 5120, false, false, DType::bf16);     // q_b: 2 rows a warp
+  gemv(rows, 2, 3, 96, 37, true, false, DType::f32);          // a last warp with fewer rows than it takes
+  gemv_rows_agree(rows, 5, 20, 192, 512);
+  gemv_rows_agree(rows, 6, 1, 768, 640);
+  gemv_rows_agree(rows, 3, 3, 96, 37);
   moe(rows, 1, 32, 4, 2048, 768, 768);
   moe(rows, 4, 8, 3, 64, 32, 64);
   moe(rows, 3, 6, 2, 64, 24, 0);
@@ -217,6 +259,11 @@ void check_decode(std::vector<Row>& rows) {
   router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 5, 64);
   norm_router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
   norm_router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 3, 64);
+  // A cluster of 8 blocks a token, a warp an expert (glm4_moe_lite's router); several experts a
+  // warp, with expert groups; experts past a whole round of the cluster's warps.
+  norm_router_route(rows, k::MoeRouting{64, 1, 1, 4, true, 1.8f}, 2, 2048);
+  norm_router_route(rows, k::MoeRouting{256, 8, 4, 8, true, 2.5f}, 3, 1024);
+  norm_router_route(rows, k::MoeRouting{160, 1, 1, 6, true, 1.f}, 1, 5120);
   argmax(rows, 1, 151552);
   argmax(rows, 5, 384);
 }

@@ -54,12 +54,14 @@ Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, co
 // normalised row. The sums run in the model's add_rmsnorm order (256 threads), so the numbers
 // equal that kernel followed by moe_router_route_cuda on its fp32 output. It keeps the token's
 // row and the routing scores in shared memory: a model takes it only where that fits (below).
+// Each token gets a cluster of up to 8 blocks (sm_90 thread-block clusters) that split the router's
+// rows between them, so the router is read at more than one SM's share of L2 bandwidth.
 // CPU reference: the add, rmsnorm_cpu, linear_cpu, sigmoid_cpu and moe_route_cpu.
 Status moe_norm_router_route_cuda(const MoeRouting& m, float* x, const float* delta, const void* norm_w, float eps,
                                        int hidden, const float* router, const float* correction_bias, int tokens, void* h,
                                        std::int32_t* expert, float* weight, Stream stream = nullptr);
 
-// Shared memory of one moe_norm_router_route_cuda block: the row (hidden floats), logits, scores
+// Shared memory of each moe_norm_router_route_cuda block: the row (hidden floats), logits, scores
 // and chosen scores (3 E floats), the group scores (n_group floats) and E taken-flags.
 constexpr std::size_t moe_norm_router_route_smem(int hidden, int n_experts, int n_group) {
   return sizeof(float) * (static_cast<std::size_t>(hidden) + 3 * static_cast<std::size_t>(n_experts) + static_cast<std::size_t>(n_group)) +
