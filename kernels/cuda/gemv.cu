@@ -1,5 +1,6 @@
 // The decode-sized product (gemv.hpp): one warp per output row, weights streamed with 16-byte
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
+#include <algorithm>
 #include <cstdint>
 
 #include "common.cuh"
@@ -80,20 +81,43 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   }
 }
 
+template <int NT, bool SILU>
+constexpr int kLoadsPerLane = (NT <= 2 && !SILU) ? 8 : 4;
+
 template <int NT, class OutT, bool SILU>
 cudaError_t launch(const GemvArgs& a, Stream stream) {
-  constexpr int U = (NT <= 2 && !SILU) ? 8 : 4;
+  constexpr int U = kLoadsPerLane<NT, SILU>;
   const long rows = static_cast<long>(a.groups) * a.out;
   return cuda::launch_pdl(gemv_kernel<NT, U, OutT, SILU>,
                           dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
                           dim3(kWarps * 32), 0, stream, a);
 }
 
+// Blocks of gemv_kernel<NT, ..> the whole GPU holds at once (registers decide), asked once.
+template <int NT, class OutT, bool SILU>
+long resident_blocks() {
+  static const long n = [] {
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<NT, kLoadsPerLane<NT, SILU>, OutT, SILU>, kWarps * 32, 0);
+    return static_cast<long>(std::max(sms, 1)) * std::max(per_sm, 1);
+  }();
+  return n;
+}
+
+// x rows per warp: the fewest whose grid still fits one wave of resident blocks. A warp's time
+// grows with its rows (an 8-row `mlp down` of the DFlash pair's target cost 2.3x a 1-row one with
+// the same 96 blocks: engine/bench/results/h100-verify21-2026-12-06.md), while more blocks cost
+// little until they need a second wave. A row's sum is the same whatever NT (gemv_kernel), so the
+// choice never changes a result.
 template <class OutT, bool SILU>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
-  if (a.rows <= 1) return launch<1, OutT, SILU>(a, stream);
-  if (a.rows <= 2) return launch<2, OutT, SILU>(a, stream);
-  if (a.rows <= 4) return launch<4, OutT, SILU>(a, stream);
+  const long per_row = (static_cast<long>(a.groups) * a.out + kWarps - 1) / kWarps;  // blocks per grid row
+  auto fits = [&](int nt, long resident) { return per_row * ((a.rows + nt - 1) / nt) <= resident; };
+  if (a.rows <= 1 || fits(1, resident_blocks<1, OutT, SILU>())) return launch<1, OutT, SILU>(a, stream);
+  if (a.rows <= 2 || fits(2, resident_blocks<2, OutT, SILU>())) return launch<2, OutT, SILU>(a, stream);
+  if (a.rows <= 4 || fits(4, resident_blocks<4, OutT, SILU>())) return launch<4, OutT, SILU>(a, stream);
   return launch<8, OutT, SILU>(a, stream);
 }
 
