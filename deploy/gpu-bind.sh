@@ -39,10 +39,10 @@ except Exception: sys.exit(0)
 print(v if isinstance(v,str) else json.dumps(v))' "$@"
 }
 complete() {  # PROMPT MAX_TOKENS -> the greedy completion's text
-  python3 - "$1" "$2" <<'EOF'
+  python3 - "$1" "$2" "$api" <<'EOF'
 import json, sys, urllib.request
 body = {"model": "tiny-glm", "prompt": sys.argv[1], "max_tokens": int(sys.argv[2]), "temperature": 0}
-req = urllib.request.Request("http://127.0.0.1:18888/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+req = urllib.request.Request(sys.argv[3] + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
 try: print(json.dumps(json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"]))
 except Exception as e: print("ERROR " + str(e))
 EOF
@@ -118,6 +118,9 @@ for r in 0 1; do
     [ -n "$line" ] || line=$(grep -m1 -o 'tensor parallel on the GPU (`tp_transport` [a-z]*' "$out/rank$r.log")
     [ -n "$line" ] && check "rank$r on the GPU" 1 "pid ${pid:-?}; its log: '$line'" ||
       check "rank$r on the GPU" 0 "its log has no GPU group: $(grep -m2 -iE 'error|device' "$out/rank$r.log")"
+  elif [ ! -s "$out/rank$r.log" ]; then
+    # An empty log proves nothing about the device (tandemctl logs failed, or the rank never ran).
+    check "rank$r on the CPU" 0 "no log from tandemctl logs rank$r"
   else
     grep -q 'device all-reduce' "$out/rank$r.log" && check "rank$r on the CPU" 0 "its log names a device all-reduce" ||
       check "rank$r on the CPU" 1 "pid ${pid:-?}; no GPU group in its log"

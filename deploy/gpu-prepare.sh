@@ -38,10 +38,11 @@ pack() {
   ls -la "build-deps/$name"
 }
 # The shared libraries BINARY needs beyond glibc (whose parts must match the machine's own), the
-# C++ runtime, CUDA and NCCL, which the GPU machine has.
+# C++ runtime, CUDA and NCCL, which the GPU machine has. None left is no error: grep's status 1
+# would otherwise fail the pipeline (pipefail) and end the script without a word.
 needed_libs() {
   ldd "$1" | awk '/=> \// {print $3}' |
-    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart'
+    { grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so|/cuda/|libnccl|libcublas|libcudart' || [ $? = 1 ]; }
 }
 copy_serve() {
   mkdir -p build-deps/serve/lib
@@ -57,7 +58,7 @@ if [ "${1:-}" = --tp ]; then
 fi
 if [ "${1:-}" = --bind ]; then
   ninja -C "$serve_build" -j "${JOBS:-2}" tandemctl tandemd tandem-serve
-  "$serve_build/engine/tandem-serve" --version | grep -q "CUDA sm_$arch" ||
+  "$serve_build/engine/tandem-serve" --version | grep "CUDA sm_$arch" >/dev/null ||
     { echo "gpu-prepare.sh --bind: $serve_build/engine/tandem-serve is not built for CUDA sm_$arch" >&2; exit 1; }
   stage=$(mktemp -d)/bundle
   mkdir -p "$stage/bin" "$stage/lib"

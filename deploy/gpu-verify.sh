@@ -12,7 +12,13 @@
 # (no CHECK: all of them; names as in the list above).
 # Exits non-zero when any check fails.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1  # no set -e here: every check runs, failures are counted
+all="gpu_check cuda_model_check glm5_next_cuda_check cuda_spec_check gpu_hybrid_serve.py tandem-bench-cuda"
+wanted=" ${*:-$all} "
+# A misspelt name would run nothing and pass: refuse it before spending the device call.
+for name in "$@"; do
+  [[ " $all " == *" $name "* ]] || { echo "gpu-verify.sh: no check named '$name' (checks: $all)" >&2; exit 2; }
+done
 out=${OUT:-.}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
@@ -22,7 +28,6 @@ b=$tmp/bundle
 nccl=$(find /usr /opt "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)" -name 'libnccl.so*' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$b/serve/lib:/usr/local/cuda/lib64${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NVLS_ENABLE=0
-wanted=" ${*:-gpu_check cuda_model_check glm5_next_cuda_check cuda_spec_check gpu_hybrid_serve.py tandem-bench-cuda} "
 summary=$out/summary.txt
 failed=0  # checks that exited non-zero: the script's exit status says whether any did
 : >"$summary"

@@ -5,7 +5,7 @@
 # 127.0.0.1, worker on 127.0.0.2) and, where network namespaces can be made (root), across the veth
 # pair of tests/cluster/netns.sh (the worker pulls over the fabric). Beside it, `cp -r` and `scp -r`
 # (a private sshd, same cipher defaults as the operator's) of the same tree, and the hash
-# throughput of one node (tandem-hash-bench: hash_paths at 1..N threads, and memory alone).
+# throughput of one node (tandem-hash-bench: hash_paths at 1, 2, 4 .. N threads, one file alone, memory alone).
 # Writes DIR/stage-bench-<commit>.md and .json (default: agent/bench/results). A program, not a
 # test: it takes a minute or two and its numbers depend on this machine's load.
 set -euo pipefail
@@ -207,6 +207,9 @@ md += ["", "Hashing one tree (tandem-hash-bench: hash_paths, no cache; memory al
        "| threads | seconds | tree GB/s (wall) | GB per CPU-second | memory GB/s (wall) |", "|---|---|---|---|---|"]
 for r in hashing["rows"]:
   md.append(f"| {r['threads']} | {r['seconds']:.2f} | {r['gb_per_s']:.2f} | {r['gb_per_cpu_s']:.2f} | {r['memory_gb_per_s']:.2f} |")
+one = hashing["one_file"]
+md += ["", f"One file alone (SHA-256 is sequential within a file, so one core's rate): {one['bytes'] >> 20} MiB at "
+       f"{one['gb_per_s']:.2f} GB/s. SHA extensions: {'yes' if hashing['sha_extensions'] else 'no'} ({hashing['openssl']})."]
 load = open("/proc/loadavg").read().split()[:3]
 md += ["", f"Load average when written: {' '.join(load)} on {doc['cores']} cores (other sessions share this machine)."]
 doc["loadavg"] = load

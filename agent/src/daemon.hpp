@@ -2,6 +2,7 @@
 // parser as tandemctl, stored in the state dir so a restart keeps it), and the three things that
 // act on the node: the hygiene core (journaled steps), the rank supervisor and the dead-man.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <variant>
 
 #include "tandem/agent/agent_core.hpp"
+#include "tandem/agent/pushed_source.hpp"
 #include "tandem/manifest.hpp"
 #include "tandem/supervise/deadman.hpp"
 #include "tandem/supervise/rank_supervisor.hpp"
@@ -76,6 +78,13 @@ class Daemon {
   // The running stage's bytes and files (what tandemctl shows as progress); not under mu_.
   Outcome stage_progress() const;
 
+  // stage.from: controller (pushed_source.hpp): the controller's listing, the chunks this node's
+  // stage asks for and their bytes. Not under mu_: the stage's apply holds it while it waits.
+  Outcome stage_push_listing(const nlohmann::json& listing);
+  Outcome stage_push_take(std::chrono::milliseconds wait);
+  Outcome stage_push_chunk(std::uint64_t id, std::string bytes);
+  Outcome stage_push_fail(std::uint64_t id, const std::string& why);
+
   const DaemonOptions& options() const { return opts_; }
 
  private:
@@ -102,6 +111,7 @@ class Daemon {
   mutable std::mutex snapshot_mu_;
   std::shared_ptr<const Manifest> snapshot_;  // manifest_ for readers that must not wait on mu_
   std::shared_ptr<agent::StageProgress> stage_progress_ = std::make_shared<agent::StageProgress>();
+  std::shared_ptr<agent::PushedStageSource> pushed_ = std::make_shared<agent::PushedStageSource>();
 };
 
 }  // namespace tandem::agentd

@@ -53,7 +53,8 @@ struct ServeArgs {
   std::string listen = "0.0.0.0:7443";
   std::string pki_dir = "/etc/tandem/pki";
   std::vector<std::string> allow;
-  unsigned threads = 4;
+  // A pushed stage holds one for its apply and up to stage.parallel for its chunks at once.
+  unsigned threads = 8;
 };
 
 // `tandemd serve`: open the daemon, listen with mutual TLS, serve until SIGTERM or SIGINT.
@@ -98,6 +99,10 @@ struct ServeArgs {
   // The stage source routes answer other nodes' agents too; the daemon checks their CN there.
   so.peer_prefix = "/v1/stage/source/";
   so.threads = a.threads;
+  // A pushed stage chunk (stage.from: controller) is a request body of up to 64 MiB, and a pushed
+  // listing of a large model more than 1 MiB; every other request keeps the 1 MiB limit.
+  so.large_body_prefix = "/v1/stage/push/";
+  so.large_body_limit = tandem::agent::kMaxStageRead + (1 << 20);
   auto server = tandem::net::HttpsServer::start(so, tandem::agentd::make_router(*daemon));
   if (!server) {
     spdlog::error("{}", server.error().message);

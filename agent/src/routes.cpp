@@ -182,6 +182,29 @@ void add_stage_and_gate_routes(net::Router& r, Daemon& d) {
   r.on("GET", "/v1/stage/source/list", [&d](const net::Request& req) { return to_response(d.stage_source_list(req.client_cn)); });
   r.on("GET", "/v1/stage/source/chunk", [&d](const net::Request& req) { return stage_chunk(d, req); });
   r.on("GET", "/v1/stage/progress", [&d](const net::Request&) { return to_response(d.stage_progress()); });
+  // stage.from: controller (the controller only: these are not under the peer prefix).
+  // PUT /v1/stage/push/listing {entries}; POST /v1/stage/push/take {wait_ms} -> {want|null};
+  // PUT /v1/stage/push/chunk?id=N with the bytes; POST /v1/stage/push/fail {id, error}.
+  r.on_json("PUT", "/v1/stage/push/listing", [&d](const net::Request&, const json& body) {
+    return to_response(d.stage_push_listing(body));
+  });
+  r.on_json("POST", "/v1/stage/push/take", [&d](const net::Request&, const json& body) {
+    double wait_ms = 250;
+    if (auto bad = number_in(body, "wait_ms", 0, 5000, wait_ms)) return *bad;
+    return to_response(d.stage_push_take(std::chrono::milliseconds(static_cast<long long>(wait_ms))));
+  });
+  r.on("PUT", "/v1/stage/push/chunk", [&d](const net::Request& req) {
+    std::uint64_t id = 0;
+    if (auto bad = query_u64(req, "id", id)) return *bad;
+    return to_response(d.stage_push_chunk(id, req.body));
+  });
+  r.on_json("POST", "/v1/stage/push/fail", [&d](const net::Request&, const json& body) {
+    double id = 0;
+    std::string why;
+    if (auto bad = number_in(body, "id", 0, 9e15, id)) return *bad;
+    if (auto bad = need_string(body, "error", why)) return *bad;
+    return to_response(d.stage_push_fail(static_cast<std::uint64_t>(id), why));
+  });
   r.on_json("POST", "/v1/gates/run", [&d](const net::Request&, const json& body) {
     std::string gate;
     if (auto bad = need_string(body, "gate", gate)) return *bad;

@@ -10,6 +10,7 @@ using nlohmann::json;
 
 Result<std::unique_ptr<agent::AgentCore>> Daemon::core_for(const std::string& step) {
   if (step != "stage" || !manifest_->stage) return open_core(*manifest_, opts_);
+  if (manifest_->stage->from == Stage::From::controller) return open_core(*manifest_, opts_, pushed_, stage_progress_);
   auto source = RemoteStageSource::create(*manifest_, opts_.node, net::PkiLayout{opts_.pki_dir});
   if (!source) return source.error();
   return open_core(*manifest_, opts_, *source, stage_progress_);
@@ -23,6 +24,8 @@ std::variant<std::shared_ptr<const Manifest>, Outcome> Daemon::source_manifest(c
   }
   if (!m) return Outcome::fail(409, "no manifest yet: the controller sends it at preflight");
   if (!m->stage) return Outcome::fail(404, "the manifest '" + m->name + "' has no stage section; nothing is served");
+  if (m->stage->from == Stage::From::controller)
+    return Outcome::fail(409, "the manifest '" + m->name + "' stages from the controller (stage.from: controller); no agent serves its files");
   if (m->head().name != opts_.node)
     return Outcome::fail(409, "node '" + opts_.node + "' is not the stage source (the head, '" + m->head().name + "', is)");
   bool known = client_cn == "controller";
@@ -63,5 +66,35 @@ Outcome Daemon::stage_source_chunk(const std::string& client_cn, const agent::So
 }
 
 Outcome Daemon::stage_progress() const { return Outcome::ok(stage_progress_->to_json()); }
+
+Outcome Daemon::stage_push_listing(const json& listing) {
+  std::shared_ptr<const Manifest> m;
+  {
+    std::lock_guard lock(snapshot_mu_);
+    m = snapshot_;
+  }
+  if (!m) return Outcome::fail(409, "no manifest yet: the controller sends it at preflight");
+  if (!m->stage || m->stage->from != Stage::From::controller)
+    return Outcome::fail(409, "the manifest '" + m->name + "' does not stage from the controller (stage.from); refusing a pushed listing");
+  auto l = agent::SourceListing::from_json(listing);
+  if (!l) return Outcome::fail(400, "the pushed listing: " + l.error().text());
+  pushed_->set_listing(std::move(*l));
+  return Outcome::ok({{"accepted", true}});
+}
+
+Outcome Daemon::stage_push_take(std::chrono::milliseconds wait) {
+  auto w = pushed_->take(wait);
+  return Outcome::ok({{"want", w ? w->to_json() : json(nullptr)}});
+}
+
+Outcome Daemon::stage_push_chunk(std::uint64_t id, std::string bytes) {
+  if (auto p = pushed_->put(id, std::move(bytes)); !p) return Outcome::fail(409, p.error().text());
+  return Outcome::ok({{"accepted", true}});
+}
+
+Outcome Daemon::stage_push_fail(std::uint64_t id, const std::string& why) {
+  if (auto p = pushed_->fail(id, why); !p) return Outcome::fail(409, p.error().text());
+  return Outcome::ok({{"accepted", true}});
+}
 
 }  // namespace tandem::agentd

@@ -437,8 +437,8 @@ void read_stage(Context& ctx, MapReader& top, Manifest& m) {
   Stage st;
   st.mark = r.mark();
   std::string from = "head";
-  // The only source built: the head's agent. Naming it keeps manifests explicit and leaves room.
-  r.one_of("from", from, {"head"});
+  r.one_of("from", from, {"head", "controller"});
+  st.from = from == "controller" ? Stage::From::controller : Stage::From::head;
   std::vector<std::string> items;
   if (r.str_list("items", items, true) && r.has("items")) {
     YAML::Node list = r.value("items");

@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < profile; ++i) dec.step(pos++), timer.end_step();
     const auto graph_ops = timer.ops;
     m.set_op_timer(nullptr);
+    if (timer.failed_marks > 0)
+      std::printf("warning: %d op marks dropped (CUDA could not create or record an event): the profile is incomplete\n",
+                  timer.failed_marks);
 
     std::vector<std::pair<std::string, EventTimer::Op>> rows(eager_ops.begin(), eager_ops.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });

@@ -27,6 +27,7 @@ class EventTimer final : public model::OpTimer {
     int order = 0;
   };
   bool queue_ahead = false;
+  int failed_marks = 0;  // marks dropped because CUDA could not create or record an event
 
   ~EventTimer() override {
     for (auto e : events_) cudaEventDestroy(e);
@@ -35,12 +36,14 @@ class EventTimer final : public model::OpTimer {
     auto* st = reinterpret_cast<cudaStream_t>(stream);
     if (queue_ahead && std::string(op) == "start")
       cudaLaunchHostFunc(st, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }, nullptr);
+    // A failed event would leave a hole in the step's timeline: drop the mark, count the failure.
     if (used_ == events_.size()) {
       cudaEvent_t e;
-      cudaEventCreate(&e);
+      if (cudaEventCreate(&e) != cudaSuccess) return void(++failed_marks);
       events_.push_back(e);
     }
-    cudaEventRecord(events_[used_++], st);
+    if (cudaEventRecord(events_[used_], st) != cudaSuccess) return void(++failed_marks);
+    ++used_;
     marks_.push_back({op, bytes});
   }
   // After the step's last mark and a synchronisation: fold its marks into the totals.

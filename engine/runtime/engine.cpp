@@ -1,4 +1,5 @@
 // Engine lifecycle, submission, cancellation and metrics. The worker's step is engine_step.cpp.
+#include "kv_agreement.hpp"
 #include "engine.hpp"
 
 #include <algorithm>
@@ -153,7 +154,8 @@ tandem::Result<std::unique_ptr<model::PagedKvPool>> make_draft_pool(const Engine
   return std::move(dp).value();
 }
 
-// Worker ranks mirror this pool: same blocks, same tables, their own heads' rows.
+// Worker ranks mirror this pool: same tables, their own heads' rows; the message carries rank 0's
+// own count (its flags' share; a worker without flags of its own takes it), agreed on next.
 tandem::Status announce_pool(model::Model& model, const EngineConfig& cfg, const kv::PoolSize& size) {
   RankMessage m;
   m.op = RankOp::pool;
@@ -166,6 +168,14 @@ tandem::Status announce_pool(model::Model& model, const EngineConfig& cfg, const
 
 }  // namespace
 
+Result<std::int64_t> pool_blocks(const model::Model& model, EngineConfig cfg) {
+  if (auto s = check_lengths(model.config().decoder(), cfg); !s) return s.error();
+  std::vector<std::string> lines;
+  auto size = size_pool(model, cfg, lines);
+  if (!size) return size.error();
+  return size->num_blocks;
+}
+
 Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> model, EngineConfig cfg) {
   if (!model) return error("engine: no model");
   if (auto s = check_lengths(model->config().decoder(), cfg); !s) return s.error();
@@ -174,12 +184,19 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   if (!size) return size.error();
   const LogFn log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (auto s = check_drafters(*model, cfg); !s) return s.error();
+  if (model->comm().size() > 1) {
+    // The worker ranks size their own pools from their own flags; the group takes the smallest.
+    if (auto s = announce_pool(*model, cfg, *size); !s) return s.error();
+    auto agreed = agree_kv_blocks(model->comm(), size->num_blocks, log);
+    if (!agreed) return agreed.error();
+    size->num_blocks = agreed.value();
+    size->tokens = size->num_blocks * cfg.block_size;
+    if (size->max_model_len > 0) size->requests_at_max_len = static_cast<double>(size->tokens) / size->max_model_len;
+  }
   auto pool = make_pool(*model, cfg, *size, hybrid_lines, log);
   if (!pool) return pool.error();
   auto draft_pool = make_draft_pool(cfg, *size, log);
   if (!draft_pool) return draft_pool.error();
-  if (model->comm().size() > 1)
-    if (auto s = announce_pool(*model, cfg, *size); !s) return s.error();
 
   sched::SchedulerConfig sc;
   sc.max_num_seqs = cfg.max_num_seqs;

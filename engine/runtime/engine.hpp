@@ -200,4 +200,8 @@ class Engine {
   std::thread worker_;  // last: starts after everything above exists
 };
 
+// The KV blocks `cfg` allows `model` (what Engine::start would size before the group agrees):
+// a worker rank's own count (WorkerOptions::own_kv_blocks).
+Result<std::int64_t> pool_blocks(const model::Model& model, EngineConfig cfg);
+
 }  // namespace tandem::engine::runtime

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "kv_agreement.hpp"
 #include "rank_messages.hpp"
 #include "tandem/model/paged_kv.hpp"
 
@@ -28,19 +29,26 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
         log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
         return tandem::Ok{};
       case RankOp::pool: {
+        std::int64_t mine = msg->num_blocks;
+        if (o.own_kv_blocks) {
+          auto own = o.own_kv_blocks(msg->block_size);
+          if (!own) return error("sizing this rank's KV pool: " + own.error().message);
+          mine = own.value();
+        }
+        auto agreed = agree_kv_blocks(comm, mine, log);
+        if (!agreed) return agreed.error();
+        const auto blocks = static_cast<std::int32_t>(agreed.value());
         if (model.kv_on_device()) {
-          if (auto s = model.make_device_pool(msg->num_blocks, msg->block_size); !s)
-            return error("the device KV pool rank 0 asked for: " + s.error().message);
-          log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
-              " tokens on the device, as on rank 0");
+          if (auto s = model.make_device_pool(blocks, msg->block_size); !s) return error("the device KV pool: " + s.error().message);
+          log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg->block_size) + " tokens on the device");
           pooled = true;
           break;
         }
-        auto p = model::PagedKvPool::create(model.kv_layout(), msg->num_blocks, msg->block_size);
-        if (!p) return error("the KV pool rank 0 asked for: " + p.error().message);
+        auto p = model::PagedKvPool::create(model.kv_layout(), blocks, msg->block_size);
+        if (!p) return error("the KV pool: " + p.error().message);
         pool = std::move(p).value();
-        log("KV pool: " + std::to_string(msg->num_blocks) + " blocks of " + std::to_string(msg->block_size) +
-            " tokens, as on rank 0 (" + std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows on this rank)");
+        log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg->block_size) + " tokens (" +
+            std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows on this rank)");
         break;
       }
       case RankOp::device_step: {

@@ -81,6 +81,11 @@ int run_headless(const ServeConfig& cfg, const sigset_t& signals, const std::fun
       if (auto d = tandem::parse_duration(cfg.peer_timeout))
         wo.head_silence = std::max(std::chrono::milliseconds(3000), std::chrono::duration_cast<std::chrono::milliseconds>(*d) / 3);
       wo.log = log;
+      wo.own_kv_blocks = [&](int block_size) {
+        ServeConfig own = cfg;
+        own.block_size = block_size;  // rank 0's (the fingerprint makes them equal)
+        return own_kv_blocks(own, *model.value(), log);
+      };
       s = runtime::run_worker_rank(*model.value(), wo);
     }
     {

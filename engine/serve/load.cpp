@@ -94,6 +94,7 @@ model::CudaOptions cuda_options(const ServeConfig& cfg, const nlohmann::json& sp
   o.max_model_len = cfg.max_model_len;
   o.enforce_eager = cfg.enforce_eager;
   o.invariant_tokens = cfg.batch_invariant_tokens;
+  o.reduction_groups = cfg.nnodes > 1 ? 1 : std::max(cfg.reduction_groups, 1);  // (a rank of a group: the group's, implied)
   // A verification asks for the logits of every token of its block (on every rank: workers run it).
   if (!spec_config.is_null())
     o.max_logit_rows = cfg.max_num_seqs * (1 + spec_config.at("num_speculative_tokens").get<int>());
@@ -231,6 +232,21 @@ tandem::Result<runtime::EngineConfig> engine_config(const ServeConfig& cfg, cons
   return ec;
 }
 
+}  // namespace
+
+tandem::Result<std::int64_t> own_kv_blocks(const ServeConfig& cfg, const model::Model& model,
+                                          const std::function<void(const std::string&)>& log) {
+  Target t;  // no drafter: a worker's budget is all KV rows
+#ifdef TANDEM_HAVE_CUDA_MODEL
+  if (const auto* cuda = dynamic_cast<const model::CudaModel*>(&model)) t.kv_per_token = cuda->kv_bytes_per_token();
+#endif
+  auto ec = engine_config(cfg, model, t, log);
+  if (!ec) return ec.error();
+  return runtime::pool_blocks(model, ec.value());
+}
+
+namespace {
+
 // The DFlash drafter's part of the engine config: the device one loaded with the target, or the
 // CPU one loaded now (after the tokenizer, template and KV budget).
 tandem::Status attach_drafter(const nlohmann::json& spec_config, const fs::path& dir, const Target& t,
@@ -278,6 +294,10 @@ tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(con
   auto target = load_target(cfg, dir, spec_config, comm, phases);
   if (!target) return target.error();
   Target& t = target.value();
+  if (cfg.device == "cuda" && cfg.nnodes == 1 && cfg.reduction_groups > 1)
+    log("reduction groups: each layer summed as " + std::to_string(cfg.reduction_groups) +
+        " tensor-parallel ranks sum it (each rank's slice apart, added in rank order): greedy output equals TP" +
+        std::to_string(cfg.reduction_groups) + "'s bit for bit");
   if (auto s = load_text_side(cfg, dir, *t.model, out, log); !s) return s.error();
   auto config = engine_config(cfg, *t.model, t, log);
   if (!config) return config.error();

@@ -35,6 +35,11 @@ struct Loaded {
 // A headless worker rank's slice (--device cpu: host memory; cuda: the GPU), not joined yet.
 tandem::Result<std::unique_ptr<model::Model>> load_worker_model(const ServeConfig& cfg, comm::Communicator& group);
 
+// The KV blocks a worker rank's own flags allow (`kv_cache_memory`, or `gpu_memory_utilization`
+// of its device now that its slice is loaded); the group takes the smallest (kv_agreement.hpp).
+tandem::Result<std::int64_t> own_kv_blocks(const ServeConfig& cfg, const model::Model& model,
+                                          const std::function<void(const std::string&)>& log);
+
 tandem::Result<Loaded> load(const ServeConfig& cfg, const std::function<void(const std::string&)>& log,
                            std::function<void(const std::string&)> on_fatal = {});
 

@@ -45,12 +45,16 @@ tandem::Result<std::shared_ptr<model::DeviceAllReduce>> wire_device_all_reduce(c
   if (!devices) return model::error("a CUDA model at " + std::to_string(group.size()) + " ranks needs the GPU group (NCCL or host-staged)");
   auto ar = std::make_shared<model::CommAllReduce>(*devices);
   cuda->set_all_reduce(ar.get());
-  // Steps run eagerly under either transport: the host-staged one synchronises the stream, and the
-  // NCCL one waits for each collective by polling the stream and NCCL's async errors (how a lost
-  // peer becomes an error instead of a hang), which a graph replay would not do.
-  cuda->set_enforce_eager(true);
-  log(devices->host_staged() ? "CUDA graphs off: the host-staged all-reduce synchronises the stream (a test transport)"
-                             : "CUDA graphs off under GPU tensor parallelism: each NCCL collective is watched for a lost peer");
+  // The host-staged all-reduce synchronises the stream, so its steps run eagerly. NCCL's
+  // collectives are captured into the decode graphs; an eager collective, and a whole replayed
+  // step, is waited for by polling the stream and NCCL's async errors (how a lost peer becomes an
+  // error instead of a hang).
+  if (devices->host_staged()) {
+    cuda->set_enforce_eager(true);
+    log("CUDA graphs off: the host-staged all-reduce synchronises the stream (a test transport)");
+  } else {
+    log("CUDA graphs as configured under NCCL: its collectives are captured, each step is watched for a lost peer");
+  }
   return std::shared_ptr<model::DeviceAllReduce>(std::move(ar));
 #else
   (void)group, (void)m, (void)log;

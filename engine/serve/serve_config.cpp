@@ -28,6 +28,7 @@ nlohmann::ordered_json ServeConfig::to_json() const {
                                                       : nlohmann::ordered_json(*parse_size(kv_cache_memory))},
           {"enforce_eager", enforce_eager},
           {"batch_invariant_tokens", batch_invariant_tokens},
+          {"reduction_groups", reduction_groups},
           {"chat_template", chat_template},
           {"tool_call_parser", tool_call_parser},
           {"enable_auto_tool_choice", enable_auto_tool_choice},

@@ -28,6 +28,10 @@ struct ServeConfig {
   // CUDA steps of up to this many tokens take the batch-invariant decode-sized kernels
   // (model::CudaOptions::invariant_tokens): greedy output with a drafter then equals plain greedy.
   int batch_invariant_tokens = 2048;
+  // CUDA: compute as a tensor-parallel group of this many ranks sums (model::CudaOptions::
+  // reduction_groups), so one rank's greedy output equals TP-N's bit for bit. 0: 1 at one rank,
+  // the group's size at N ranks (the only values a rank of a group takes).
+  int reduction_groups = 0;
   std::string chat_template;
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;

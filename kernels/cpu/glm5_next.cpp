@@ -24,7 +24,8 @@ void l2normalise(float* x, int n, double scale) {
   for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv);
 }
 
-const float* pool_row(const DsaPool& p, int seq, int pos) {
+// Writable: dsa_prepare_cpu writes the rows it reads back elsewhere (DsaPool::rows is float*).
+float* pool_row(const DsaPool& p, int seq, int pos) {
   const long slot =
       static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
       pos % p.block_size;
@@ -226,7 +227,7 @@ void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, lo
   const int D = s.index_dim;
   for (int t = 0; t < tokens; ++t) {
     const float* p = proj + static_cast<long>(t) * ld_proj;
-    float* row = const_cast<float*>(pool_row(pool, token_seq[t], token_pos[t]));
+    float* row = pool_row(pool, token_seq[t], token_pos[t]);
     rmsnorm_cpu(p, n.q_a_norm, qr + static_cast<long>(t) * s.lora_q, 1, s.lora_q, s.rms_eps);
     const float* c = p + s.lora_q;
     rmsnorm_cpu(c, n.kv_a_norm, row, 1, s.lora_kv, s.rms_eps);

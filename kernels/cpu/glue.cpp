@@ -58,6 +58,10 @@ float latent_amax_cpu(const float* src, long ld, int tokens, int width, float am
   return amax;
 }
 
+void add_f32_cpu(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
 void gather_rows_cpu(const float* src, int width, const std::int32_t* rows, int n, float* dst) {
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < width; ++i) dst[static_cast<long>(r) * width + i] = src[static_cast<long>(rows[r]) * width + i];

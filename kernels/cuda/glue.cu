@@ -1,4 +1,6 @@
 #include <cuda_bf16.h>
+
+#include <algorithm>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -81,6 +83,11 @@ __global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_
   const bf16* s = src + static_cast<long>(rows[blockIdx.x]) * width;
   bf16* d = dst + static_cast<long>(blockIdx.x) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
+}
+
+__global__ void add_f32_kernel(float* y, const float* x, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    y[i] = __fadd_rn(y[i], x[i]);  // no contraction with anything around it
 }
 
 // Block (t, 0): the query LoRA's norm; block (t, 1): the latent's norm, the key's rotation and the
@@ -256,6 +263,13 @@ Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, 
   if (n == 0) return {};
   gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
   return TANDEM_CUDA_LAUNCHED("gather_rows_kernel");
+}
+
+Status add_f32(float* y, const float* x, std::size_t n, Stream stream) {
+  if (n == 0) return {};
+  const std::size_t blocks = std::min<std::size_t>((n + 255) / 256, 4096);
+  add_f32_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(y, x, n);
+  return TANDEM_CUDA_LAUNCHED("add_f32_kernel");
 }
 
 }  // namespace tandem::kernels

@@ -261,6 +261,29 @@ TEST_CASE("a node certificate cannot drive another agent: only the controller is
   auto put = c.client("node-a").request(c.endpoint(), "PUT", "/v1/manifest", nlohmann::json{{"yaml", c.manifest()}}.dump());
   REQUIRE(put.ok());
   CHECK(put->status == 403);
+  // Nor push stage chunks (stage.from: controller): those routes are the controller's alone.
+  auto chunk = c.client("node-a").request(c.endpoint(), "PUT", "/v1/stage/push/chunk?id=1", "bytes");
+  REQUIRE(chunk.ok());
+  CHECK(chunk->status == 403);
+}
+
+TEST_CASE("stage push routes: large chunks reach the handler, which takes only what a stage asked for") {
+  Cluster c;
+  c.start();
+  REQUIRE(c.call("PUT", "/v1/manifest", {{"yaml", c.manifest()}}).first == 200);
+  // 2 MiB: over the 1 MiB limit of every other route, under the push routes' 65 MiB.
+  auto big = c.client().request(c.endpoint(), "PUT", "/v1/stage/push/chunk?id=7", std::string(2 << 20, 'x'));
+  REQUIRE(big.ok());
+  CHECK(big->status == 409);
+  CHECK(big->body.find("no reader waits for pushed chunk 7") != std::string::npos);
+  auto [st, body] = c.call("POST", "/v1/stage/push/take", {{"wait_ms", 0}});
+  CHECK(st == 200);
+  CHECK(body["want"].is_null());
+  CHECK(c.call("POST", "/v1/stage/push/take", {{"wait_ms", 60000}}).first == 400);
+  // This manifest has no stage section: a pushed listing is refused.
+  auto [ls, lb] = c.call("PUT", "/v1/stage/push/listing", {{"entries", nlohmann::json::array()}});
+  CHECK(ls == 409);
+  CHECK(lb["error"].get<std::string>().find("does not stage from the controller") != std::string::npos);
 }
 
 TEST_CASE("cron disabled over HTTPS survives kill -9 of the agent and is undone byte for byte") {

@@ -92,7 +92,7 @@ struct Fixture {
     REQUIRE(journal);
     BindRun run;
     for (const auto& r : failed_bind_records(plan, id)) fold(run, r);
-    BindContext ctx{m, "", plan, agents, *journal, run, progress, "/nonexistent", false, {}, {}};
+    BindContext ctx{m, "", plan, agents, *journal, run, progress, "/nonexistent", false, {}, {}, nullptr};
     json report = build_report(ctx, "rolled_back", 0);
     std::filesystem::remove_all(journal->dir());
     return report;
@@ -187,7 +187,7 @@ TEST_CASE("report: a dead-man whose arm and disarm both failed (agent down) stil
   REQUIRE(journal);
   BindRun run;
   for (const auto& r : recs) fold(run, r);
-  BindContext ctx{f.m, "", f.plan, f.agents, *journal, run, f.progress, "/nonexistent", false, {}, {}};
+  BindContext ctx{f.m, "", f.plan, f.agents, *journal, run, f.progress, "/nonexistent", false, {}, {}, nullptr};
   const json report = build_report(ctx, "rollback_failed", 0);
   std::filesystem::remove_all(journal->dir());
   CHECK(report["deadman"].empty());  // nothing armed, so no times to show

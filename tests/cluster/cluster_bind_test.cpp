@@ -5,7 +5,9 @@
 // bind must fail within the rendezvous timeout and put the old lane back, crontabs byte for byte
 // and no rank left running in either namespace. The same for a link cut mid-rendezvous (the worker
 // up and waiting, tandemctl stopped there by its fault hook) and under a serving lane (both ranks
-// must end on their own within seconds; rollback restores).
+// must end on their own within seconds; rollback restores). Last, the fabric cut during the
+// bind's stage phase: the bind stops naming the node and the file, nothing lands half-written, and
+// the next bind resumes from the last recorded chunk.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <doctest/doctest.h>
@@ -85,7 +87,8 @@ struct BindLab {
   fs::path state = c.dir / "ctl-state";
   std::string crontab;
 
-  BindLab() {
+  // `extra`: more manifest sections (a `stage:`), appended as they are.
+  explicit BindLab(const std::string& extra = "") {
     auto m = run({TANDEM_SERVE_BIN, "--write-demo-model", model.string()});
     REQUIRE_MESSAGE(m.status == 0, m.err);
     crontab = "SHELL=/bin/sh\n*/5 * * * * root curl -sf localhost:" + std::to_string(kServePort) +
@@ -119,7 +122,7 @@ struct BindLab {
         "gates: {serve_timeout: 90s, health: false, models: false, chat: false, tool_call: false, json: false}\n"
         "deadman: {delay: 10m, backend: agent}\n"
         "rollback:\n  commands:\n    - {on: head, timeout: 30s, run: [/bin/sh, -c, '" + old_lane() + "']}\n"
-        "  verify: {url: 'http://" + a + ":" + std::to_string(kServePort) + "/health', timeout: 60s}\n");
+        "  verify: {url: 'http://" + a + ":" + std::to_string(kServePort) + "/health', timeout: 60s}\n" + extra);
     auto pki = run({TANDEMCTL_BIN, "pki", "init", c.pki.string(), c.manifest.string()});
     REQUIRE_MESSAGE(pki.status == 0, pki.err);
   }
@@ -315,4 +318,70 @@ TEST_CASE("the fabric cut mid-rendezvous, and under a serving lane: no rank outl
     CHECK(rolled.status == 0);
     lab.require_restored();
   }
+}
+
+TEST_CASE("the fabric cut during the bind's stage phase: the bind names node and file; the next bind resumes") {
+  BindLab lab("stage: {items: [model], chunk: 64KiB, rate_limit: 512KiB}\n");
+  NetnsCluster& c = lab.c;
+  std::string blob(3 << 20, '\0');
+  std::uint32_t x = 2026;
+  for (auto& ch : blob) ch = static_cast<char>((x = x * 1664525u + 1013904223u) >> 24);
+  spit(c.root("node-a") / "models/tiny/blob.bin", blob);  // only the head has it: the worker pulls it
+  auto enrolled = lab.enroll();
+  REQUIRE_MESSAGE(enrolled.status == 0, enrolled.err);
+  lab.start_old_lane();
+
+  const fs::path partial = c.root("node-b") / "models/tiny/.blob.bin.tandem-partial";
+  const fs::path log = c.dir / "stage-cut-bind.log";
+  const pid_t ctl = ::fork();
+  REQUIRE(ctl >= 0);
+  if (ctl == 0) {
+    ::unsetenv("SSH_AUTH_SOCK");
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string m = c.manifest.string(), st = lab.state.string(), pki = c.pki.string();
+    ::execl(TANDEMCTL_BIN, TANDEMCTL_BIN, "bind", m.c_str(), "--yes", "--state-dir", st.c_str(), "--pki-dir", pki.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto size_of = [](const fs::path& p) {
+    std::error_code ec;
+    const auto n = fs::file_size(p, ec);
+    return ec ? std::uintmax_t{0} : n;
+  };
+  for (int i = 0; i < 1200 && size_of(partial) < (256 << 10); ++i) std::this_thread::sleep_for(50ms);
+  REQUIRE_MESSAGE(size_of(partial) >= (256 << 10), slurp(log));
+  for (const char* ns : {"NS_A", "NS_B"}) REQUIRE(run({"/usr/sbin/ip", "-n", c.env[ns], "link", "set", "fab0", "down"}).status == 0);
+  const int rc = exit_code_of(ctl);
+  const std::string failed = slurp(log);
+  INFO("bind with the fabric cut mid-stage:\n" << failed);
+  CHECK(rc == 3);
+  // The step's node, the file, and the source it could not reach.
+  CHECK(failed.find("stage.files") != std::string::npos);
+  CHECK(failed.find("node-b") != std::string::npos);
+  CHECK(failed.find("/models/tiny/blob.bin") != std::string::npos);
+  CHECK(failed.find("head node-a (" + c.env["A_FABRIC"] + ":") != std::string::npos);
+  CHECK_FALSE(fs::exists(c.root("node-b") / "models/tiny/blob.bin"));  // nothing half-written in place
+  const std::uintmax_t kept = size_of(partial);
+  CHECK(kept >= 256u << 10);  // the verified chunks stay beside it through the rollback
+  lab.require_restored();
+
+  for (const char* ns : {"NS_A", "NS_B"}) REQUIRE(run({"/usr/sbin/ip", "-n", c.env[ns], "link", "set", "fab0", "up"}).status == 0);
+  std::this_thread::sleep_for(1s);
+  auto bound = lab.ctl({"bind", c.manifest.string(), "--yes", "--state-dir", lab.state.string(), "-o", "json"});
+  INFO("the next bind:\n" << bound.out << bound.err);
+  REQUIRE(bound.status == 0);
+  const json report = json::parse(slurp(json::parse(bound.out)["report"]["json"].get<std::string>()));
+  json ev;
+  for (const auto& s : report["steps"])
+    if (s["action"] == "stage.files") ev = s["evidence"]["apply"];
+  REQUIRE_MESSAGE(ev.is_object(), report.dump(1));
+  CHECK(ev["resumed_bytes"].get<std::uint64_t>() >= kept - kept % (64 << 10));
+  CHECK(ev["bytes"].get<std::uint64_t>() < 3u << 20);  // the recorded chunks did not cross again
+  CHECK(slurp(c.root("node-b") / "models/tiny/blob.bin") == blob);
+  auto rolled = lab.bind_ctl("rollback");
+  INFO("rollback:\n" << rolled.out << rolled.err);
+  CHECK(rolled.status == 0);
+  lab.require_restored();
 }

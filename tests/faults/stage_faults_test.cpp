@@ -368,3 +368,93 @@ TEST_CASE("stage: bind: the backups' room is checked at preflight; the refusal n
   REQUIRE(c.ctl({"bind", c.manifest_path(), "--yes"}, out) == 0);
   CHECK(slurp(c.root(1) / kBlob) == slurp(c.root(0) / kBlob));
 }
+
+// stage.from: controller: tandemctl pushes from its own machine (--stage-root) to every node, the
+// head too, in the chunks each agent asks for. The same faults: kill -9 of the controller or of an
+// agent mid-file, and the next run resumes from the last recorded chunk.
+namespace {
+
+// The controller's copy of the model (the head's, plus `blob`), under <dir>/ctl-root.
+std::string controller_root(const Cluster& c, const std::string& blob) {
+  const fs::path r = c.dir / "ctl-root";
+  fs::create_directories(r / "models");
+  fs::copy(c.root(0) / "models/tiny", r / "models/tiny", fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  write(r / kBlob, blob);
+  return r.string();
+}
+
+}  // namespace
+
+TEST_CASE("stage: from controller: kill -9 of the controller mid-push; the next stage resumes, every node gets the bytes") {
+  Cluster c(staged_cluster(", from: controller, rate_limit: 1MiB"));
+  const std::string blob = random_bytes(3 << 20, 21);
+  const std::string root = controller_root(c, blob);
+  write(c.root(0) / kBlob, "the head's older blob");
+  write(c.root(1) / kBlob, "the worker's older blob");
+  const pid_t ctl = c.ctl_background({"stage", c.manifest_path(), "--stage-root", root}, c.dir / "stage.log");
+  wait_partial(c, 512 << 10);  // the worker first: workers before the head
+  ::kill(ctl, SIGKILL);
+  ::waitpid(ctl, nullptr, 0);
+  const std::uint64_t kept = size_of(c.root(1) / kPartial);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");  // nothing half-written in place
+
+  // The worker's agent gives up on the chunk nobody pushes within its bound; meanwhile the new
+  // stage's preflight waits for it, then resumes from the recorded chunks.
+  std::string out;
+  const int rc = c.ctl({"stage", c.manifest_path(), "-o", "json", "--stage-root", root}, out, true);
+  INFO(out << slurp(c.dir / "ctl.err") << slurp(c.dir / "stage.log"));
+  REQUIRE(rc == 0);
+  const json ev = stage_evidence(out);
+  CHECK(ev["resumed_bytes"].get<std::uint64_t>() >= kept - kept % (64 << 10));
+  CHECK(ev["bytes"].get<std::uint64_t>() < 3u << 20);  // the recorded chunks did not cross again
+  CHECK(slurp(c.root(1) / kBlob) == blob);
+  CHECK(slurp(c.root(0) / kBlob) == blob);  // the head is staged too
+  CHECK_FALSE(fs::exists(c.root(1) / kPartial));
+
+  c.start_old_lane();
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+  CHECK(slurp(c.root(0) / kBlob) == "the head's older blob");
+}
+
+TEST_CASE("stage: from controller: kill -9 of the worker's agent mid-push, restarted; the stage resumes the chunks") {
+  Cluster c(staged_cluster(", from: controller, rate_limit: 1MiB"));
+  const std::string blob = random_bytes(3 << 20, 22);
+  const std::string root = controller_root(c, blob);
+  const pid_t ctl = c.ctl_background({"stage", c.manifest_path(), "-o", "json", "--stage-root", root}, c.dir / "stage.log");
+  wait_partial(c, 512 << 10);
+  c.restart_agent(1);
+  const int rc = wait_exit(ctl);
+  std::string out = slurp(c.dir / "stage.log");
+  INFO(out);
+  if (rc != 0) {  // the controller gave up before the agent was back: the next stage resumes
+    REQUIRE(c.ctl({"stage", c.manifest_path(), "-o", "json", "--stage-root", root}, out, true) == 0);
+  }
+  const json ev = stage_evidence(out);
+  CHECK(ev["resumed_bytes"].get<std::uint64_t>() >= 512u << 10);
+  CHECK(slurp(c.root(1) / kBlob) == blob);
+  CHECK(slurp(c.root(0) / kBlob) == blob);
+  CHECK_FALSE(fs::exists(c.root(1) / kPartial));
+}
+
+TEST_CASE("stage: bind from controller: kill -9 of the controller mid-push; the resumed bind binds on the pushed bytes") {
+  Cluster c(staged_cluster(", from: controller, rate_limit: 2MiB"));
+  const std::string blob = random_bytes(2 << 20, 23);
+  const std::string root = controller_root(c, blob);
+  write(c.root(1) / kBlob, "the worker's older blob");
+  c.start_old_lane();
+  const pid_t ctl = c.ctl_background({"bind", c.manifest_path(), "--yes", "--stage-root", root}, c.dir / "bind.log");
+  wait_partial(c, 256 << 10);
+  ::kill(ctl, SIGKILL);
+  ::waitpid(ctl, nullptr, 0);
+  std::string out;
+  const int rc = c.ctl({"bind", c.manifest_path(), "--yes", "--stage-root", root}, out);
+  INFO(out << slurp(c.dir / "bind.log"));
+  REQUIRE(rc == 0);
+  CHECK(out.find("resuming bind") != std::string::npos);
+  CHECK(slurp(c.root(1) / kBlob) == blob);
+  CHECK(slurp(c.root(0) / kBlob) == blob);
+  CHECK(c.ranks(1).size() == 1);
+  REQUIRE(c.ctl({"rollback", c.manifest_path()}, out) == 0);
+  CHECK(slurp(c.root(1) / kBlob) == "the worker's older blob");
+}

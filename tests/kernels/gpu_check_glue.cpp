@@ -112,6 +112,15 @@ void gather_and_capture(std::vector<Row>& rows) {
   long differ = 0;
   for (size_t i = 0; i < out.size(); ++i) differ += got[i] != out[i];
   rows.push_back({"rows_to_bf16", "9 x 300 into rows of 1000", "f32 -> bf16", 0, -1, differ, "bit patterns"});
+
+  // Two partials summed as a tensor-parallel all-reduce sums them: every entry bit for bit.
+  const std::size_t n = 70000;
+  auto a = normal(n, 3.f, 32);
+  const auto b = normal(n, 3.f, 33);
+  Dev<float> da(a), db(b);
+  op_ok(g::add_f32(da.p(), db.p(), n, nullptr));
+  g::add_f32_cpu(a.data(), b.data(), n);
+  rows.push_back({"add_f32", "70000 entries", "f32", 0, -1, count_differ(da.get(), a), "bit for bit"});
 }
 
 }  // namespace

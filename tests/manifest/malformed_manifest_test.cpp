@@ -805,6 +805,11 @@ TEST_CASE("stage: defaults, then every key checked") {
   CHECK_FALSE(st.rate_limit);
   CHECK_FALSE(st.prune);
   CHECK(st.backup_budget == 8ull << 30);
+  CHECK(st.from == Stage::From::head);
+  auto pushed = load_manifest_text(kGood + "stage:\n  from: controller\n", "m.yaml");
+  REQUIRE(pushed.manifest);
+  CHECK(pushed.manifest->stage->from == Stage::From::controller);
+  CHECK(errors_of(kGood + "stage:\n  from: [controller]\n").find("m.yaml:43:9: 'stage.from'") == 0);
   const auto paths = r.manifest->staged_paths();
   REQUIRE(paths.size() == 2);  // binary and model_dir; no pins, no drafter in the base manifest
   CHECK(paths[0].path == "/opt/tandem/bin/tandem-serve");
@@ -826,7 +831,7 @@ TEST_CASE("stage: defaults, then every key checked") {
 
   CHECK(errors_of(kGood + "stage:\n  from: laptop\n  items: [binary, model, binary, weights, drafter]\n  parallel: 0\n"
                           "  chunk: 1KiB\n  rate_limit: 10\n  prunee: true\n") ==
-        "m.yaml:43:9: 'stage.from' is 'laptop'; expected one of: head\n"
+        "m.yaml:43:9: 'stage.from' is 'laptop'; expected one of: head, controller\n"
         "m.yaml:44:3: 'stage.items' names drafter but engine.drafter_dir (or speculative_config.model) is not set; "
         "expected only items the engine section names\n"
         "m.yaml:44:26: 'stage.items[2]' names 'binary' twice\n"

@@ -17,11 +17,14 @@ inline void check(bool ok, const std::string& what) {
   if (!ok) ++failures;
 }
 
-// max|ours - ref| / max|ref| over n entries (max|ours - ref| where ref is all zeros).
+// max|ours - ref| / max|ref| over n entries (max|ours - ref| where ref is all zeros); infinite
+// where one side is NaN and the other is not (std::max would drop a NaN difference, so logits a
+// kernel left all NaN would otherwise measure 0 and pass).
 template <class N>
 double rel_error(const float* ours, const float* ref, N n) {
   double diff = 0, scale = 0;
   for (N i = 0; i < n; ++i) {
+    if (std::isnan(ours[i]) != std::isnan(ref[i])) return INFINITY;
     diff = std::max(diff, static_cast<double>(std::fabs(ours[i] - ref[i])));
     scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
   }

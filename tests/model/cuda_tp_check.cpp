@@ -1,19 +1,25 @@
 // The CUDA decoder split over tensor-parallel ranks against itself at one rank, on the same device
 // (engine/bench/gpu-tp.sh runs it: one process per rank, two ranks sharing one GPU through the
-// host-staged transport). Each run decodes the same batch greedily, eagerly:
-//   --ranks 1 --out F           TP1: writes every step's logits and tokens to F
-//   --ranks 2 --rank R --port P TP2 with --reference F (both ranks read it), two passes:
-//     teacher-forced            fed TP1's tokens, so every row is comparable: relative error
-//                               max|tp2 - tp1| / max|tp1| per row within the CUDA bar (1e-2, as
+// host-staged transport). Each run decodes the same batch greedily:
+//   --ranks 1 [--groups N] --out F  TP1, plain or computing as N ranks do (CudaOptions::
+//                                   reduction_groups): writes every step's logits and tokens to F
+//                                   (and, with --reference, its teacher-forced pass to F.forced)
+//   --ranks 2 --rank R --port P     TP2
+// With --reference F (plain TP1's run; every rank reads it), two passes:
+//     teacher-forced            fed F's tokens, so every row is comparable: relative error
+//                               max|ours - F| / max|F| per row within the CUDA bar (1e-2, as
 //                               cuda_model_check holds the device to), and each row's greedy token
-//                               TP1's, except where TP1's top two are within the bar (a near-tie:
-//                               the ranks' partial sums are added in another order than one rank's
-//                               sum, so TP2 is within the bar of TP1, not bit-equal; counted apart)
-//     free-running              its own greedy tokens: how many equal TP1's (reported; a near-tie
-//                               departs the rest of its sequence)
-// and both times the decode step at batch 1 and 16 and, at TP > 1, the device all-reduce itself
-// at the sizes a step sums (hidden rows, logits rows), into --timing (JSON). Exit 0: all checks
-// passed; 1: one failed; 2: could not run; 77: no CUDA device. --time 0 leaves the timing out.
+//                               F's, except where F's top two are within the bar (a near-tie: TP2
+//                               adds the ranks' partial sums in another order than plain TP1)
+//     free-running              its own greedy tokens: how many equal F's (reported)
+// With --identical G (a run in the matching mode: TP1 with --groups 2 for TP2, or the same mode
+// eagerly for a run with graphs): the free-running tokens and logits equal G's bit for bit, and the
+// teacher-forced ones G.forced's where both ran one.
+// --eager 0 replays CUDA graphs for decode steps (at one rank, or over NCCL; the host-staged
+// all-reduce cannot be captured, so its ranks stay eager). Both times the decode step at batch 1
+// and 16 and, at TP > 1, the device all-reduce itself at the sizes a step sums (hidden rows,
+// logits rows), into --timing (JSON). Exit 0: all checks passed; 1: one failed; 2: could not run;
+// 77: no CUDA device. --time 0 leaves the timing out.
 // --hold S then keeps decoding fresh batches for S seconds (after a line "decoding until killed" on
 // stderr): gpu-tp.sh kills one rank with -9 there, and the other must end within seconds with an
 // error naming the lost peer (exit 3).
@@ -42,8 +48,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model, out, reference, timing, transport = "host";
+  std::string model, out, reference, identical, timing, transport = "host";
   int ranks = 1, rank = 0, port = 0, steps = 12, batch = 4, time = 1, hold = 0;  // --time 0: checks only (memcheck)
+  int groups = 1, eager = 1;
 };
 
 struct Run {
@@ -110,6 +117,17 @@ bool read_run(const std::string& path, Run& r) {
   return static_cast<bool>(f);
 }
 
+// How many of a's rows (of `width` entries, or tokens at width 1) equal b's exactly (== per entry:
+// a rank's logits are 0 + x after the vocabulary gather, so -0 and +0 compare equal).
+template <class T>
+std::size_t rows_equal(const std::vector<T>& a, const std::vector<T>& b, std::size_t width) {
+  std::size_t same = 0;
+  for (std::size_t r = 0; r * width < std::min(a.size(), b.size()); ++r)
+    same += std::equal(a.begin() + static_cast<long>(r * width), a.begin() + static_cast<long>((r + 1) * width),
+                       b.begin() + static_cast<long>(r * width));
+  return same;
+}
+
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 }  // namespace
@@ -122,6 +140,9 @@ int main(int argc, char** argv) {
     if (k == "--model") a.model = v;
     else if (k == "--out") a.out = v;
     else if (k == "--reference") a.reference = v;
+    else if (k == "--identical") a.identical = v;
+    else if (k == "--groups") a.groups = std::stoi(v);
+    else if (k == "--eager") a.eager = std::stoi(v);
     else if (k == "--timing") a.timing = v;
     else if (k == "--transport") a.transport = v;
     else if (k == "--ranks") a.ranks = std::stoi(v);
@@ -156,7 +177,8 @@ int main(int argc, char** argv) {
 
   model::CudaOptions opt;
   opt.max_num_seqs = 16, opt.max_num_batched_tokens = 256, opt.max_model_len = 256;
-  opt.enforce_eager = true;  // the same eager steps at both sizes (host-staged collectives cannot be captured)
+  opt.enforce_eager = a.eager != 0;  // (host-staged collectives cannot be captured: those ranks run eagerly)
+  opt.reduction_groups = a.ranks == 1 ? a.groups : 1;
   auto loaded = model::load_cuda_model(a.model, opt, comm);
   if (!loaded) return std::fprintf(stderr, "%s: loading %s: %s\n", me.c_str(), a.model.c_str(), loaded.error().message.c_str()), 2;
   model::CudaModel& m = *loaded.value();
@@ -195,12 +217,16 @@ int main(int argc, char** argv) {
 
   int failures = 0;
   nlohmann::json result = {{"model", a.model}, {"ranks", a.ranks}, {"transport", group ? group->transport() : "none (one rank)"},
-                           {"batch", a.batch}, {"steps", a.steps}};
+                           {"batch", a.batch}, {"steps", a.steps}, {"reduction_groups", a.ranks > 1 ? a.ranks : a.groups},
+                           {"graphs", !a.eager && (!group || !group->host_staged())}};
   if (a.rank == 0 && !a.out.empty() && !write_run(a.out, run)) return std::fprintf(stderr, "cannot write %s\n", a.out.c_str()), 2;
+  Run forced;
   if (!a.reference.empty()) {
     auto forced_run = decode(true, a.batch * kBlocksEach);
     if (!forced_run) return std::fprintf(stderr, "%s: teacher-forced: %s\n", me.c_str(), forced_run.error().message.c_str()), 2;
-    const Run& forced = forced_run.value();
+    forced = std::move(forced_run).value();
+    if (a.rank == 0 && !a.out.empty() && !write_run(a.out + ".forced", forced))
+      return std::fprintf(stderr, "cannot write %s.forced\n", a.out.c_str()), 2;
     constexpr double kBar = 1e-2;
     double worst = 0;
     std::size_t agree = 0, near_ties = 0;
@@ -242,13 +268,40 @@ int main(int argc, char** argv) {
     result["rows_near_tie"] = near_ties, result["free_running_identical"] = same, result["tokens"] = run.tokens.size();
     result["logits_ok"] = logits_ok, result["tokens_ok"] = tokens_ok;
   }
+  if (!a.identical.empty()) {
+    // Bit for bit against the run in the matching mode: free-running, then teacher-forced.
+    Run same_free, same_forced;
+    if (!read_run(a.identical, same_free) || same_free.tokens.size() != run.tokens.size() || same_free.logits.size() != run.logits.size())
+      return std::fprintf(stderr, "%s: %s does not match this run's shape\n", me.c_str(), a.identical.c_str()), 2;
+    const bool with_forced = !forced.tokens.empty();
+    if (with_forced && (!read_run(a.identical + ".forced", same_forced) || same_forced.tokens.size() != forced.tokens.size() ||
+                        same_forced.logits.size() != forced.logits.size()))
+      return std::fprintf(stderr, "%s: %s.forced does not match this run's shape\n", me.c_str(), a.identical.c_str()), 2;
+    const std::size_t rows = run.tokens.size(), v = static_cast<std::size_t>(V);
+    const std::size_t free_tokens = rows_equal(run.tokens, same_free.tokens, 1), free_logits = rows_equal(run.logits, same_free.logits, v);
+    const std::size_t forced_tokens = with_forced ? rows_equal(forced.tokens, same_forced.tokens, 1) : 0;
+    const std::size_t forced_logits = with_forced ? rows_equal(forced.logits, same_forced.logits, v) : 0;
+    const bool ok = free_tokens == rows && free_logits == rows && (!with_forced || (forced_tokens == rows && forced_logits == rows));
+    if (a.rank == 0) {
+      std::printf("  %s bit-identical to %s: free-running tokens %zu / %zu, logit rows %zu / %zu", ok ? "ok  " : "FAIL",
+                  a.identical.c_str(), free_tokens, rows, free_logits, rows);
+      if (with_forced) std::printf("; teacher-forced tokens %zu / %zu, logit rows %zu / %zu", forced_tokens, rows, forced_logits, rows);
+      std::printf("\n");
+    }
+    failures += !ok;
+    result["identical_to"] = a.identical, result["identical_ok"] = ok, result["identical_free_tokens"] = free_tokens;
+    result["identical_free_logit_rows"] = free_logits, result["identical_forced"] = with_forced;
+    result["identical_forced_tokens"] = forced_tokens, result["identical_forced_logit_rows"] = forced_logits;
+  }
 
   // Timing: decode steps at batch 1 and 16 (fresh sequences past a prefill), and the collectives.
   int first = 2 * a.batch * kBlocksEach;
   for (int B : a.time ? std::vector<int>{1, kMaxBatch} : std::vector<int>{}) {
     Batch t(m, B, first, kBlocksEach);
     first += B * kBlocksEach;
-    if (auto r = t.step(); !r) return std::fprintf(stderr, "%s: timing prefill: %s\n", me.c_str(), r.error().message.c_str()), 2;
+    // The prefill, and a first decode step (which captures the graph of this batch when graphs are on).
+    for (int w = 0; w < 2; ++w)
+      if (auto r = t.step(); !r) return std::fprintf(stderr, "%s: timing warm-up: %s\n", me.c_str(), r.error().message.c_str()), 2;
     constexpr int kSteps = 30;
     const auto t0 = Clock::now();
     for (int s = 0; s < kSteps; ++s)

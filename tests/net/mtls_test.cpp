@@ -332,6 +332,26 @@ TEST_CASE("mtls: a body over the limit gets 413 and the handler never runs") {
     REQUIRE(res.ok());
     CHECK(res->status == 200);
   }
+  SUBCASE("a larger limit for one prefix only (an agent's pushed stage chunks)") {
+    ServerOptions o = server_options();
+    o.body_limit = 100;
+    o.large_body_prefix = "/v1/size";
+    o.large_body_limit = 1000;
+    Harness h(o);
+    auto res = h.call(client_options(controller_files()), "POST", "/v1/size", std::string(1000, 'x'));
+    REQUIRE(res.ok());
+    CHECK(res->status == 200);
+    CHECK(body_of(*res)["size"] == 1000);
+    res = h.call(client_options(controller_files()), "POST", "/v1/size", std::string(1001, 'x'));
+    REQUIRE(res.ok());
+    CHECK(res->status == 413);
+    CHECK(body_of(*res)["error"] == "request body exceeds the limit of 1000 bytes");
+    res = h.call(client_options(controller_files()), "POST", "/v1/value", std::string(101, 'x'));
+    REQUIRE(res.ok());
+    CHECK(res->status == 413);
+    CHECK(body_of(*res)["error"] == "request body exceeds the limit of 100 bytes");
+    CHECK(h.state.calls == 1);
+  }
 }
 
 TEST_CASE("mtls: bad JSON gets 400 naming the position, and the state is unchanged") {

@@ -266,3 +266,18 @@ TEST_CASE("seed bind: stage runs on the worker only, after every dead-man is arm
   // The two config pins live in the model and drafter dirs: they travel with them, not twice.
   CHECK(files == "/opt/tandem/bin/tandem-serve, /opt/glm53/chat-template-mm.jinja, /models/glm53-target/*, /models/dflash2-draft/*");
 }
+
+TEST_CASE("stage from the controller: every node, the head too, is checked and staged, workers first") {
+  Manifest m = load_file("manifests/two-spark-dflash.yaml");
+  m.stage->from = Stage::From::controller;
+  Plan p = make_plan(m);
+  auto stages = where(p, [](const Step& s) { return s.action == Action::stage_files; });
+  auto checks = where(p, [](const Step& s) { return s.action == Action::stage_check; });
+  REQUIRE(stages.size() == 2);
+  REQUIRE(checks.size() == 2);
+  CHECK(p.steps[stages[0]].node == "spark2");
+  CHECK(p.steps[stages[1]].node == "spark1");
+  CHECK(p.steps[stages[1]].summary.find("equal to the controller's") != std::string::npos);
+  for (const auto& [k, v] : p.steps[stages[1]].details)
+    if (k == "source") CHECK(v.find("--stage-root") != std::string::npos);
+}

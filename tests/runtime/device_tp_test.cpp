@@ -36,7 +36,12 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   CHECK(cut.error().message.find("malformed") != std::string::npos);
 }
 
-TEST_CASE("TP2 on the device path: the worker runs the head's batched steps and the outputs equal TP1's") {
+namespace {
+
+// TP2 on the device path over the glm4_moe_lite fixture's golden prompts: "" when rank r's outputs
+// equal TP1's and it ran cleanly, else what went wrong. worker_blocks > 0: the KV blocks the
+// worker's own flags allow (WorkerOptions::own_kv_blocks); logs[r]: rank r's log lines.
+std::vector<std::string> run_tp2(std::int64_t worker_blocks, std::vector<std::vector<std::string>>& logs) {
   const std::string fixture = "glm4_moe_lite";
   const auto g = golden(fixture);
   constexpr int kTokens = 8;
@@ -45,23 +50,29 @@ TEST_CASE("TP2 on the device path: the worker runs the head's batched steps and 
     auto one = load(fixture);
     for (const auto& s : g) {
       auto o = tandem::model::greedy_generate(*one, s.prompt, kTokens);
-      REQUIRE(o.ok());
+      if (!o) return {"TP1: " + o.error().message, ""};
       expect.push_back(o.value());
     }
   }
-  const auto ranks = tandem::comm::test::run_group<std::string>(
+  logs.assign(2, {});
+  return tandem::comm::test::run_group<std::string>(
       2,
       [&](tandem::comm::Communicator& c) -> std::string {
+        auto& lines = logs[static_cast<std::size_t>(c.rank())];
         auto inner = tandem::model::load_model(std::string(TANDEM_SOURCE_DIR) + "/tests/model/fixtures/" + fixture, c);
         if (!inner) return "loading: " + inner.error().message;
         auto model = std::make_unique<HostDeviceModel>(std::move(inner).value());
         if (c.rank() == 1) {
-          auto s = run_worker_rank(*model, WorkerOptions{});
+          WorkerOptions wo;
+          wo.log = [&lines](const std::string& l) { lines.push_back(l); };
+          if (worker_blocks > 0) wo.own_kv_blocks = [worker_blocks](int) -> tandem::Result<std::int64_t> { return worker_blocks; };
+          auto s = run_worker_rank(*model, wo);
           return s ? "" : "worker: " + s.error().message;
         }
         EngineConfig cfg;
         cfg.max_model_len = 64, cfg.max_num_seqs = 4, cfg.max_num_batched_tokens = 16, cfg.block_size = 4;
         cfg.kv_cache_memory = std::uint64_t{4} << 20;
+        cfg.log = [&lines](const std::string& l) { lines.push_back(l); };
         auto engine = Engine::start(std::move(model), cfg);
         if (!engine) return "engine: " + engine.error().message;
         Collector col;
@@ -80,6 +91,33 @@ TEST_CASE("TP2 on the device path: the worker runs the head's batched steps and 
         return diff;
       },
       [](const std::string& e) { return "group: " + e; });
+}
+
+bool logged(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("TP2 on the device path: the worker runs the head's batched steps and the outputs equal TP1's") {
+  std::vector<std::vector<std::string>> logs;
+  const auto ranks = run_tp2(0, logs);
   CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
   CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+}
+
+TEST_CASE("TP2 KV pool: each rank counts the blocks its own flags allow, and the group takes the smallest") {
+  // The worker's flags allow 40 blocks, the head's 4 MiB far more: both pools get 40, and the head
+  // schedules within them (the outputs still equal TP1's).
+  std::vector<std::vector<std::string>> logs;
+  const auto ranks = run_tp2(40, logs);
+  CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+  for (const auto& lines : logs) {
+    CHECK(logged(lines, ", rank 1 40 blocks; the group takes 40 (rank 0's block tables address every rank's pool)"));
+  }
+  CHECK(logged(logs[0], " tokens in 40 blocks of 4"));
+  CHECK(logged(logs[1], "KV pool: 40 blocks of 4 tokens on the device"));
 }

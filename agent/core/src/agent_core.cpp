@@ -10,6 +10,7 @@
 #include "tandem/agent/page_cache_step.hpp"
 #include "tandem/agent/sha_step.hpp"
 #include "tandem/agent/shm_step.hpp"
+#include "tandem/agent/stage_source.hpp"
 #include "tandem/agent/stop_step.hpp"
 
 namespace tandem::agent {
@@ -105,6 +106,9 @@ Result<json> AgentCore::apply(const std::string& name, const std::string& op_id)
     intent = *rec;
   }
   auto applied = s->apply(ctx(op_id), intent->data);
+  // A stage whose pushing controller vanished stays open (intent, no outcome) as after a crash:
+  // the resumed bind's same op id carries on from the recorded chunks; undo handles it as incomplete.
+  if (!applied && applied.error().code == kStageSourceGone) return applied.error();
   if (!applied) return fail(op_id, name, "apply", applied.error());
   auto rec = journal_->append(op_id, name, Phase::applied, *applied);
   if (!rec) return rec.error();

@@ -126,6 +126,10 @@ Result<HashReport> hash_paths(const NodeRoot& root, const std::vector<std::strin
     else to_hash.push_back(i);
   }
   report.cache_misses = to_hash.size();
+  // Largest first: one SHA-256 cannot be split across threads, so the longest file must start at
+  // once; the small ones fill the other threads around it (the tree takes max(largest, total/n)).
+  std::stable_sort(to_hash.begin(), to_hash.end(),
+                   [&](std::size_t a, std::size_t b) { return jobs[a].st.st_size > jobs[b].st.st_size; });
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> read_total{0};
   auto worker = [&] {

@@ -138,6 +138,13 @@ Result<LandResult> land_file(StageSource& src, const SourceFile& f, const std::s
       Error e = bytes.error();
       // A changed source poisons the partial; a lost link keeps it for the next run to resume.
       if (e.message.find("changed on the source") != std::string::npos) return fail(e);
+      // The operator must learn which file stopped, and how far it got: name it when the source
+      // (a lost connection says only where it was going) did not.
+      if (e.where.empty()) {
+        e.where = f.path;
+        e.message += " (at byte " + std::to_string(offset) + " of " + std::to_string(f.size) +
+                     "; the chunks before it are recorded beside the target for the next stage)";
+      }
       return e;
     }
     if (bytes->size() != want) return fail(plain_error(f.path, "the source sent " + std::to_string(bytes->size()) +

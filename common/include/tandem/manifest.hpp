@@ -182,11 +182,16 @@ struct Rollback {
   RollbackVerify verify;
 };
 
-// stage: make every other node's engine files equal to the source's, whole files only (issue 27).
-// The source is the head node: its agent serves exactly the paths named here, the others pull
-// them over mutual TLS, land each beside its target, check its SHA-256 and rename it into place.
+// stage: make the nodes' engine files equal to the source's, whole files only (issue 27). Each
+// file lands beside its target, its SHA-256 is checked and it is renamed into place. The source:
+// - head: the head's agent serves exactly the paths named here; every other node pulls them over
+//   mutual TLS;
+// - controller: tandemctl's machine holds them (under its --stage-root) and pushes them to every
+//   node, the head included (pushed_source.hpp says how an agent still drives the landing).
 struct Stage {
   enum class Item { binary, pins, model, drafter };
+  enum class From { head, controller };
+  From from = From::head;
   std::vector<Item> items;  // what is staged; default: every engine path the manifest names
   int parallel = 4;         // files in flight at once per node
   std::uint64_t chunk = 8ull << 20;  // bytes per request; resume restarts at a chunk boundary

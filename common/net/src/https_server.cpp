@@ -77,12 +77,29 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read() {
     parser_.emplace();
-    parser_->body_limit(shared_.options.body_limit);
-    arm_timer(shared_.options.io_timeout);
+    const auto& o = shared_.options;
+    // The parser refuses a Content-Length over its limit as soon as the header is in, before the
+    // target is known: the header is read under the larger limit, and on_header applies the
+    // request's own.
+    body_limit_ = o.large_body_prefix.empty() ? o.body_limit : std::max(o.body_limit, o.large_body_limit);
+    parser_->body_limit(body_limit_);
+    arm_timer(o.io_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // The header decides the body's limit: only the large-body prefix keeps the larger one.
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read(ec);
+    const auto& o = shared_.options;
+    if (std::string(parser_->get().target()).rfind(o.large_body_prefix, 0) != 0 || o.large_body_prefix.empty()) {
+      body_limit_ = o.body_limit;
+      parser_->body_limit(body_limit_);
+      const auto length = parser_->content_length();
+      if (length && *length > body_limit_) return on_read(http::error::body_limit);
+    }
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+                     [self = shared_from_this()](beast::error_code ec2, std::size_t) { self->on_read(ec2); });
   }
 
   void on_read(beast::error_code ec) {
@@ -93,8 +110,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::end_of_stream) return shutdown();
     if (ec == http::error::body_limit) {
       draining_ = true;
-      return send(Response::error(413, "request body exceeds the limit of " +
-                                           std::to_string(shared_.options.body_limit) + " bytes"),
+      return send(Response::error(413, "request body exceeds the limit of " + std::to_string(body_limit_) + " bytes"),
                   false);
     }
     if (ec.category() == http::make_error_code(http::error::bad_method).category())
@@ -183,6 +199,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const Shared& shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::size_t body_limit_ = 0;  // this request's (ServerOptions: body_limit, or large_body_limit by prefix)
   http::response<http::string_body> response_;
   std::string peer_, cn_, method_, target_;
   Clock::time_point started_;

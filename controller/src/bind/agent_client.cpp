@@ -135,6 +135,12 @@ AgentReply AgentClient::stage_progress() const { return call("GET", "/v1/stage/p
 AgentReply AgentClient::stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes) const {
   return call("POST", "/v1/stage/release", json{{"keep", keep}, {"keep_prefixes", keep_prefixes}}, std::chrono::minutes(2));
 }
+AgentReply AgentClient::stage_push_listing(const json& listing) const {
+  return call("PUT", "/v1/stage/push/listing", listing, std::chrono::minutes(2));
+}
+std::unique_ptr<net::KeptConnection> AgentClient::keep_connection() const {
+  return std::make_unique<net::KeptConnection>(*http_, net::Endpoint{node_.address, static_cast<std::uint16_t>(node_.agent_port), node_.name});
+}
 AgentReply AgentClient::gate_run(const std::string& gate, Millis timeout) const {
   return call("POST", "/v1/gates/run", json{{"gate", gate}}, timeout);
 }

@@ -59,6 +59,11 @@ class AgentClient {
   // Frees the backups of the node's verified stage ops other than `keep` and those whose id starts
   // with one of `keep_prefixes` (POST /v1/stage/release).
   AgentReply stage_release(const std::vector<std::string>& keep, const std::vector<std::string>& keep_prefixes = {}) const;
+  // stage.from: controller: this machine's listing, sent before the node's check and apply.
+  AgentReply stage_push_listing(const json& listing) const;
+  // A connection of its own for a pusher thread (stage_push.hpp): chunks follow each other on one
+  // TLS session. It must not outlive this client.
+  std::unique_ptr<net::KeptConnection> keep_connection() const;
   // A command gate of the manifest the agent holds, by name: {"outcome": {exit_code, output_tail, ...}}.
   AgentReply gate_run(const std::string& gate, Millis timeout) const;
 

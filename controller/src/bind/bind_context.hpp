@@ -9,6 +9,7 @@
 #include "bind_journal.hpp"
 #include "plan/plan.hpp"
 #include "progress_display.hpp"
+#include "stage_push.hpp"
 
 namespace tandem::ctl {
 
@@ -28,6 +29,8 @@ struct BindContext {
   // then the outage); false ends the bind "aborted" with nothing changed. Unset: no question
   // (not a terminal, or --yes).
   std::function<bool()> confirm_outage;
+  // stage.from: controller: this machine's files and the pushers (stage_push.hpp); else null.
+  std::shared_ptr<StagePush> stage_push;
 
   const AgentClient& agent(const std::string& node) const { return agents.at(node); }
   // Append to the journal and fold the record into `run`; a journal that cannot be written stops

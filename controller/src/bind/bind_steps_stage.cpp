@@ -1,5 +1,6 @@
-// Plan step "stage.files": the node's agent pulls the staged files from the head's agent (one
-// long apply, then verify). Meanwhile its progress endpoint is polled so the operator sees bytes,
+// Plan step "stage.files": the node's agent pulls the staged files from the head's agent, or
+// (stage.from: controller) tandemctl pushes the chunks the agent asks for (one long apply, then
+// verify). Meanwhile its progress endpoint is polled so the operator sees bytes,
 // rate and ETA on the node's row of the progress display.
 #include <atomic>
 #include <condition_variable>
@@ -36,6 +37,8 @@ std::string stage_progress_text(const json& p, double seconds) {
 }
 
 StepOutcome run_stage_check(BindContext& ctx, const Step& s) {
+  if (ctx.stage_push)
+    if (auto bad = ctx.stage_push->send_listing(ctx.agent(s.node))) return StepOutcome::failure(*bad);
   AgentReply r = ctx.agent(s.node).step_check("stage", stage_timeout());
   // r.error names the node and its address; the agent's part, the path and both byte counts.
   if (!r.ok) return StepOutcome::failure("room to stage: " + r.error, r.evidence);
@@ -53,6 +56,13 @@ StepOutcome run_stage_check(BindContext& ctx, const Step& s) {
 StepOutcome run_stage(BindContext& ctx, const Step& s) {
   const std::string op = ctx.op_for_step(s.index);
   const AgentClient& a = ctx.agent(s.node);
+  // stage.from: controller: the listing again (the agent may have restarted since its check), and
+  // pushers that serve the chunks this node's agent asks for while its apply runs.
+  std::optional<StagePush::Pushers> pushers;
+  if (ctx.stage_push) {
+    if (auto bad = ctx.stage_push->send_listing(a)) return StepOutcome::failure(*bad);
+    pushers.emplace(*ctx.stage_push, a, ctx.m.stage->parallel);
+  }
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;
@@ -76,6 +86,7 @@ StepOutcome run_stage(BindContext& ctx, const Step& s) {
   }
   cv.notify_all();
   watcher.join();
+  pushers.reset();
   if (!o.ok) return o;
   const json ev = field(o.evidence, "apply");
   char rate[48];

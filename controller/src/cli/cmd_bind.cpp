@@ -131,8 +131,13 @@ int bind(BindOpts o) {
   }
   const auto shown = ctl::session_progress(s, as_json, true, static_cast<int>(plan.steps.size()));
   ctl::Progress& progress = *shown;
+  auto push = ctl::open_stage_push(s, o.dirs);
+  if (!push) {
+    std::cerr << "tandemctl bind: " << push.error().message << "\n";
+    return kExitFailed;
+  }
   ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {},
-                       terminal_confirmation(o, s, progress)};
+                       terminal_confirmation(o, s, progress), *push};
   if (resumed) {
     int done = 0;
     for (const auto& [i, r] : ctx.run.steps) done += r.done;
@@ -164,6 +169,7 @@ void add_bind_command(CLI::App& app) {
       "Bind manifest (YAML), or a plan saved by `tandemctl plan M.yaml --out FILE` (then exactly that plan runs, and "
       "bind refuses it if the manifest, its nodes or its pins changed since). Omitted: the embedded default.");
   ctl::add_controller_options(cmd, o->dirs);
+  ctl::add_stage_root_option(cmd, o->dirs);
   cmd->footer(
       "Runs exactly the steps `tandemctl plan` prints, in order: preflight, arm the dead-men, cron and\n"
       "stop (the outage), hygiene, compare SHA-256 across ranks and pins (a mismatch stops before\n"

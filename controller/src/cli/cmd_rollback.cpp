@@ -45,7 +45,7 @@ int rollback(const RollbackOpts& o) {
   }
   const auto shown = ctl::session_progress(s, as_json, true, 0);
   ctl::Progress& progress = *shown;
-  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}};
+  ctl::BindContext ctx{s.m, s.yaml, plan, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}, nullptr};
   if (fresh && !ctx.record({{"event", "bind.begin"}, {"kind", "rollback"}, {"manifest_sha256", s.sha256},
                             {"manifest_file", display_name(o.manifest)}, {"steps", 0}})) {
     std::cerr << "tandemctl rollback: cannot write the journal in " << s.bind_dir << "\n";

@@ -70,7 +70,12 @@ int stage(const StageOpts& o) {
   // journal, so a later bind starts fresh and finds the files equal.
   ctl::BindRun run;
   run.bind_id = "stage-" + ctl::new_bind_id();
-  ctl::BindContext ctx{s.m, s.yaml, full, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}};
+  auto push = ctl::open_stage_push(s, o.dirs);
+  if (!push) {
+    std::cerr << "tandemctl stage: " << push.error().message << "\n";
+    return kExitFailed;
+  }
+  ctl::BindContext ctx{s.m, s.yaml, full, s.agents, *s.journal, run, progress, s.bind_dir, false, {}, {}, *push};
   json results = json::array();
   bool ok = true;
   for (const auto& st : plan.steps) {
@@ -92,8 +97,10 @@ int stage(const StageOpts& o) {
   if (as_json) {
     std::cout << json{{"result", ok ? "staged" : "failed"}, {"steps", results}}.dump(2) << "\n";
   } else if (ok) {
-    std::cout << "\nstaged: every node's engine files equal " << s.m.head().name
-              << "'s. `tandemctl rollback` puts the replaced files back.\n";
+    std::cout << "\nstaged: every node's engine files equal "
+              << (s.m.stage->from == Stage::From::controller ? std::string("this machine's (under --stage-root ") + o.dirs.stage_root + ")"
+                                                              : s.m.head().name + "'s")
+              << ". `tandemctl rollback` puts the replaced files back.\n";
   } else {
     std::cerr << "\nstage failed: " << results.back().value("error", "")
               << "\nrecorded chunks stay beside their targets: `tandemctl stage` or `bind` again resumes them;"
@@ -106,15 +113,18 @@ int stage(const StageOpts& o) {
 
 void add_stage_command(CLI::App& app) {
   auto o = std::make_shared<StageOpts>();
-  auto* cmd = app.add_subcommand("stage", "Copy the engine, pinned configs, model and drafter from the head to every node");
+  auto* cmd = app.add_subcommand("stage", "Copy the engine, pinned configs, model and drafter from the head (or this machine) to every node");
   add_manifest_arg(cmd, o->manifest);
   ctl::add_controller_options(cmd, o->dirs);
+  ctl::add_stage_root_option(cmd, o->dirs);
   cmd->add_flag("--release-backups", o->release,
                 "Copy nothing: free the backups every node keeps of the files earlier stages replaced "
                 "(their files stay; those stages can no longer be undone)");
   cmd->footer(
       "Runs the stage phase of `tandemctl bind` on its own: preflight on every node, then each node's\n"
-      "agent pulls the paths the manifest's `stage` section names from the head's agent over mutual TLS.\n"
+      "agent pulls the paths the manifest's `stage` section names from the head's agent over mutual TLS\n"
+      "(stage.from: controller: tandemctl pushes them from this machine, under --stage-root, to every\n"
+      "node, the head too, in the chunks each agent asks for).\n"
       "Whole files only: each lands beside its target as .NAME.tandem-partial, chunk by chunk, is\n"
       "fsynced, its SHA-256 must equal the head's, and only then is it renamed into place. Files\n"
       "already equal (size and SHA-256) are skipped; a file that changes on the head mid-transfer is\n"
@@ -123,7 +133,7 @@ void add_stage_command(CLI::App& app) {
       "stage or bind runs again. The backups are kept until a later bind succeeds (its disarm frees those of\n"
       "earlier binds' stages) or --release-backups frees them all (those of `tandemctl stage` runs too);\n"
       "stage.backup_budget bounds them, checked at preflight.\n"
-      "Exit 0 when every node is equal to the head; 1 a manifest without a stage section; 3 a failure.");
+      "Exit 0 when every node is equal to the source; 1 a manifest without a stage section; 3 a failure.");
   cmd->callback([o] { std::exit(stage(*o)); });
 }
 

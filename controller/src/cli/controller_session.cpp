@@ -25,6 +25,18 @@ void add_controller_options(CLI::App* cmd, ControllerDirs& dirs) {
       ->capture_default_str();
 }
 
+void add_stage_root_option(CLI::App* cmd, ControllerDirs& dirs) {
+  cmd->add_option("--stage-root", dirs.stage_root,
+                  "stage.from: controller: the staged paths are read on this machine under this prefix (only "
+                  "those paths; nothing else is opened)")
+      ->envname("TANDEM_STAGE_ROOT")
+      ->capture_default_str();
+}
+
+Result<std::shared_ptr<StagePush>> open_stage_push(const Session& s, const ControllerDirs& dirs) {
+  return StagePush::open(s.m, dirs.stage_root, s.bind_dir + "/stage-source-sha256-cache.json");
+}
+
 Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb) {
   auto loaded = cli::load(arg);
   if (!loaded.manifest) std::exit(cli::report_errors(loaded, arg.output));

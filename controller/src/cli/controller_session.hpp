@@ -11,6 +11,7 @@
 #include "bind/bind_journal.hpp"
 #include "bind/progress_display.hpp"
 #include "cli_common.hpp"
+#include "bind/stage_push.hpp"
 #include "bind/state_lock.hpp"
 #include "tandem/sha256.hpp"
 
@@ -19,6 +20,7 @@ namespace tandem::ctl {
 struct ControllerDirs {
   std::string state_dir;  // journal, lock, reports
   std::string pki_dir;    // ca.pem, controller.pem/.key
+  std::string stage_root = "/";  // stage.from: controller: host paths resolve under this prefix here
 };
 
 // --state-dir and --pki-dir (also $TANDEM_STATE_DIR, $TANDEM_PKI_DIR), with their defaults.
@@ -37,6 +39,12 @@ struct Session {
 
 // Loads the manifest (exits 1 with file:line:col errors if it is wrong), then the rest. With
 // `lock_verb`, takes the state lock first (a second bind while one runs is refused here).
+// --stage-root (also $TANDEM_STAGE_ROOT), for the verbs that stage (bind, stage).
+void add_stage_root_option(CLI::App* cmd, ControllerDirs& dirs);
+// The pushers' side of stage.from: controller (null for any other source), its hash cache in the
+// bind's state dir.
+Result<std::shared_ptr<StagePush>> open_stage_push(const Session& s, const ControllerDirs& dirs);
+
 Result<Session> open_session(const cli::ManifestArg& arg, const ControllerDirs& dirs, const char* lock_verb);
 
 // The progress display of a verb over the session's nodes (rows in start order, then a

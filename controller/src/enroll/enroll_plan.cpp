@@ -161,7 +161,12 @@ Result<NodePlan> plan_node(const Manifest& m, const Node& node, const Options& o
     if (!plain_path(a))
       return Error{"executable '" + a + "' cannot go into tandemd.env's --allow-exec list (absolute path without "
                    "spaces, quotes or backslashes expected)"};
-  p.listen = (is_ip_literal(node.address) ? node.address : std::string("0.0.0.0")) + ":" +
+  // The head's agent also serves the stage source to the other nodes' agents over the fabric
+  // (stage.from: head): where the fabric has an address of its own, one listening address would
+  // refuse those pulls, so it listens on every address (mutual TLS guards each one).
+  const bool serves_fabric = m.stage && m.stage->from == Stage::From::head && node.role == Role::head &&
+                             node.fabric_address != node.address;
+  p.listen = (is_ip_literal(node.address) && !serves_fabric ? node.address : std::string("0.0.0.0")) + ":" +
              std::to_string(node.agent_port);
 
   // The local side first: a missing or mismatched certificate stops before any connection.

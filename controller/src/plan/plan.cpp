@@ -73,7 +73,7 @@ class Builder {
     // for the staged files and their backups is checked before the dead-men are armed.
     if (m_.stage)
       for (const Node* n : order) {
-        if (n->role == Role::head) continue;
+        if (n->role == Role::head && m_.stage->from == Stage::From::head) continue;
         Step& s = add("preflight", n->name, Action::stage_check,
                       "check room on " + n->name + " for the files to stage and the backups of those they replace "
                       "(lists the source and compares; changes nothing)");
@@ -106,15 +106,20 @@ class Builder {
   // Before the outage: the old lane keeps serving while files stream (renames never disturb a
   // process that has the old file open), and the dead-man is already armed to put them back.
   void stage(const Node& n) {
-    if (!m_.stage || n.role == Role::head) return;
+    const bool pushed = m_.stage && m_.stage->from == Stage::From::controller;
+    if (!m_.stage || (n.role == Role::head && !pushed)) return;
     const Node& h = m_.head();
     std::vector<std::string> what;
     for (const auto& p : m_.staged_paths()) what.push_back(p.path + (p.dir ? "/*" : ""));
     Step& s = add("stage", n.name, Action::stage_files,
-                  "make " + n.name + "'s engine files equal to " + h.name + "'s: whole files pulled from its agent over "
-                  "mutual TLS, SHA-256 checked, renamed into place; equal files skipped");
+                  pushed ? "make " + n.name + "'s engine files equal to the controller's: whole files pushed by tandemctl "
+                           "over mutual TLS in the chunks the agent asks for, SHA-256 checked, renamed into place; equal "
+                           "files skipped"
+                         : "make " + n.name + "'s engine files equal to " + h.name + "'s: whole files pulled from its agent over "
+                           "mutual TLS, SHA-256 checked, renamed into place; equal files skipped");
     s.details = {{"files", join(what)},
-                 {"source", h.name + "'s agent at " + h.fabric_address + ":" + std::to_string(h.agent_port) + " (the fabric)"},
+                 {"source", pushed ? std::string("this machine (tandemctl's --stage-root), read only at the paths named here")
+                                   : h.name + "'s agent at " + h.fabric_address + ":" + std::to_string(h.agent_port) + " (the fabric)"},
                  {"parallel", std::to_string(m_.stage->parallel) + " files, chunks of " + format_size(m_.stage->chunk)},
                  {"rate", m_.stage->rate_limit ? format_size(*m_.stage->rate_limit) + "/s" : "the fabric's speed"},
                  {"backups", "replaced files kept under the agent's state dir (hard links; copies within " +

@@ -135,11 +135,25 @@ class NcclGroup final : public NcclCommunicator {
     if (broken_) return *broken_;
     if (size() == 1 || count == 0) return Ok{};
     auto st = static_cast<cudaStream_t>(stream);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (auto c = TANDEM_CUDA_STATUS(cudaStreamIsCapturing(st, &capture), "all-reduce"); !c) return c;
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    if (host_ && capturing) return Error{"all-reduce: the host-staged transport cannot be captured in a CUDA graph (run eagerly)"};
     if (host_) return host_collective("all-reduce", data, nullptr, count, dtype, st);
     if (!comm_) return Error{"all-reduce before the group was joined (rendezvous)"};
     ncclResult_t r = ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, st);
     if (r != ncclSuccess && r != ncclInProgress) return fail("all-reduce: " + nccl_text(r, comm_));
+    // Captured: nothing runs until a replay (the stream cannot be queried now); the non-blocking
+    // communicator only has to finish enqueuing.
+    if (capturing) return wait_async("capturing an all-reduce", o_.control.peer_timeout);
     return wait_stream("all-reduce", st);
+  }
+
+  Status wait_device(void* stream) override {
+    if (broken_) return *broken_;
+    auto st = static_cast<cudaStream_t>(stream);
+    if (host_ || !comm_) return TANDEM_CUDA_STATUS(cudaStreamSynchronize(st), "device step");
+    return wait_stream("device step", st);
   }
 
   Status all_gather_device(const void* send, void* recv, std::size_t count, DeviceDType dtype, void* stream) override {

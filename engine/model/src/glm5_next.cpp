@@ -51,11 +51,15 @@ class Glm5Next final : public Model {
     const auto& kinds = c_.layer_is_linear;
     const bool any_kda = std::find(kinds.begin(), kinds.end(), true) != kinds.end();
     const bool any_dsa = std::find(kinds.begin(), kinds.end(), false) != kinds.end();
-    if ((any_kda && kda_heads_.size() == 0) || (any_dsa && dsa_heads_.size() == 0))
-      return error(config().model_type + ": " + std::to_string(ranks) + " tensor-parallel ranks leave rank " + std::to_string(rank) + " no " +
-                   (any_kda && kda_heads_.size() == 0 ? "linear-attention head (of " + std::to_string(c_.linear_num_heads) + ")"
-                                                      : "attention head (of " + std::to_string(c_.d.num_attention_heads) + ")") +
-                   "; use fewer ranks");
+    // Decided from the config alone, so every rank refuses with the reason: a refusal on the one
+    // rank left without heads would leave the others loaded, to fail later on a lost peer.
+    const bool kda_short = any_kda && c_.linear_num_heads < ranks;
+    if (kda_short || (any_dsa && c_.d.num_attention_heads < ranks))
+      return error(config().model_type + ": " + std::to_string(ranks) + " tensor-parallel ranks over " +
+                   (kda_short ? std::to_string(c_.linear_num_heads) + " linear-attention heads"
+                              : std::to_string(c_.d.num_attention_heads) + " attention heads") +
+                   " leave a rank none; use at most " +
+                   std::to_string(kda_short ? c_.linear_num_heads : c_.d.num_attention_heads) + " ranks");
     WeightReader w(ck);
     const DecoderConfig& d = c_.d;
     const TensorNames& text = TensorNames::glm5_next();

@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "../../bench/event_timer.hpp"
+#include "event_timer.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 
@@ -46,6 +46,9 @@ void print_op_profile(model::CudaModel& target, std::span<const model::PagedWork
   const auto ver = ops_of(verify, "profiled verify");
   target.set_op_timer(nullptr);
   target.set_enforce_eager(false);
+  if (timer.failed_marks > 0)
+    std::printf("warning: %d op marks dropped (CUDA could not create or record an event): the profile is incomplete\n",
+                timer.failed_marks);
   std::vector<std::pair<std::string, double>> rows;
   double td = 0, tv = 0;
   for (const auto& [op, o] : ver) rows.push_back({op, o.us / steps}), tv += o.us / steps;

@@ -32,6 +32,13 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
                  "greedy output; larger steps (long prefill chunks) use cuBLASLt, which is faster there but not "
                  "invariant. Lower it to trade that exactness for prefill speed")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--reduction-groups", c.reduction_groups,
+                 "CUDA: sum each layer's output as a tensor-parallel group of this many ranks does (each rank's slice "
+                 "computed apart, the partial sums added in rank order), so that a one-rank run is bit-identical to "
+                 "a TP run of that size on the same device: what lets a TP1 run be compared bit for bit with TP-N "
+                 "(N = 2; costs extra launches, and each group's KV rows). At --tensor-parallel-size N it is N, "
+                 "the default there")
+      ->check(CLI::Range(1, 64));
   app.add_option("--chat-template", c.chat_template, "Jinja chat template file (default: the model's)");
   app.add_option("--tool-call-parser", c.tool_call_parser, "Tool-call format in model output")
       ->check(CLI::IsMember({"glm45", "glm47"}));
@@ -106,6 +113,12 @@ std::vector<std::string> check_serve_config(const ServeConfig& c) {
   if (c.tensor_parallel_size % c.nnodes != 0)
     errors.push_back("--tensor-parallel-size " + std::to_string(c.tensor_parallel_size) + " is not a multiple of --nnodes " +
                      std::to_string(c.nnodes));
+  if (c.reduction_groups > 0 && c.tensor_parallel_size > 1 && c.reduction_groups != c.tensor_parallel_size)
+    errors.push_back("--reduction-groups " + std::to_string(c.reduction_groups) + " with --tensor-parallel-size " +
+                     std::to_string(c.tensor_parallel_size) + ": a rank of a group sums as the group does; give " +
+                     std::to_string(c.tensor_parallel_size) + " or leave it out");
+  if (c.reduction_groups > 1 && c.device == "cpu")
+    errors.push_back("--reduction-groups is for --device cuda: the CPU path's tensor-parallel sums already equal one rank's");
   if (c.headless && c.node_rank == 0) errors.push_back("--headless is for worker ranks; rank 0 serves the API");
   if (!c.kv_cache_memory.empty() && !parse_size(c.kv_cache_memory))
     errors.push_back("--kv-cache-memory '" + c.kv_cache_memory + "' is not a size (bytes, or like 3GiB)");

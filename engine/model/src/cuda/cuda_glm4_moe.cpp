@@ -51,14 +51,19 @@ class Glm4MoeCuda final : public GlmDecoderCuda {
   Status attention_shape_error() const override {
     const int all_kv = c_.d.num_key_value_heads;
     if (all_kv <= 0 || all_heads_ % all_kv != 0) return Error{"num_attention_heads must be a multiple of num_key_value_heads"};
-    if (kv_heads_ == 0)
-      return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_kv) + " key/value heads leave rank " +
-                   std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_kv) + " ranks"};
+    if (all_kv < tp_size_)  // every rank decides alike (see cuda_glm4_moe_lite_load.cpp)
+      return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_kv) +
+                   " key/value heads leave a rank none; use at most " + std::to_string(all_kv) + " ranks"};
+    if (slices_ > 1 && all_kv % slices_ != 0)
+      return Error{"reduction groups " + std::to_string(slices_) + " do not divide the " + std::to_string(all_kv) +
+                   " key/value heads (each group's slice must have the same shape)"};
     if (D_ > 576) return Error{"head_dim must be at most 576 for the paged-attention kernel"};
     return {};
   }
 
   const detail::TensorNames& names() const override { return detail::TensorNames::glm4_moe(); }
+
+  void slice_changed() override { kv_mine_ = split(c_.d.num_key_value_heads, tp_rank_, tp_size_); }
 
   Status load_attention(Uploader& up, int l, Layer& a) override {
     const std::size_t h = static_cast<std::size_t>(H_), q = static_cast<std::size_t>(q_rows_), kv = static_cast<std::size_t>(kv_w_);

@@ -31,11 +31,38 @@ Status GlmDecoderCuda::load(const Checkpoint& ck) {
     return Error{"the CUDA path needs hidden_size and moe_intermediate_size to be multiples of 8"};
   if (auto e = attention_shape_error(); !e) return e;
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
-  if (heads_ == 0)
-    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) + " attention heads leave rank " +
-                 std::to_string(tp_rank_) + " none; use at most " + std::to_string(all_heads_) + " ranks"};
+  // From the head count every rank shares, so each refuses (not only the empty one, whose peers
+  // would load and then fail on a lost peer without the reason).
+  if (all_heads_ < tp_size_)
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(all_heads_) +
+                 " attention heads leave a rank none; use at most " + std::to_string(all_heads_) + " ranks"};
+  if (opt_.reduction_groups > 1 && ranks_ > 1 && opt_.reduction_groups != ranks_)
+    return Error{"reduction groups " + std::to_string(opt_.reduction_groups) + " at " + std::to_string(ranks_) +
+                 " tensor-parallel ranks: a rank's sums are the group's, so it takes 1 or " + std::to_string(ranks_)};
+  if (slices_ > 1) {
+    // The slices share the activation buffers and the attention's shapes: equal head counts.
+    if (all_heads_ % slices_ != 0)
+      return Error{"reduction groups " + std::to_string(slices_) + " do not divide the " + std::to_string(all_heads_) +
+                   " attention heads (each group's slice must have the same shape)"};
+    parked_.resize(static_cast<std::size_t>(slices_));
+    for (Parked& p : parked_) p.kv_scales = kv_scales_;
+  }
   if (auto e = load_weights(ck); !e) return e;
   return allocate_activations();
+}
+
+void GlmDecoderCuda::use_slice(int s) {
+  if (slices_ == 1 || s == slice_) return;
+  Parked& from = parked_[static_cast<std::size_t>(slice_)];
+  from.layers = std::move(layers_), from.head = std::move(slice_head_), from.pool = std::move(pool_);
+  from.kv_amax = std::move(kv_amax_), from.kv_scales = std::move(kv_scales_);
+  Parked& to = parked_[static_cast<std::size_t>(s)];
+  layers_ = std::move(to.layers), slice_head_ = std::move(to.head), pool_ = std::move(to.pool);
+  kv_amax_ = std::move(to.kv_amax), kv_scales_ = std::move(to.kv_scales);
+  slice_ = tp_rank_ = s;
+  vocab_ = split(V_, s, slices_);
+  experts_ = split(E_, s, slices_);
+  slice_changed();
 }
 
 Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
@@ -46,7 +73,8 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
   const std::size_t per_layer = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size) *
                                 static_cast<std::size_t>(width_) * static_cast<std::size_t>(k::dtype_bytes(kv_type_));
   layer_bytes_ = per_layer;
-  if (auto e = pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); !e)
+  // (One pool per slice with reduction groups: each rank's pool holds its own rows.)
+  if (auto e = for_each_slice([&] { return pool_.allocate(per_layer * static_cast<std::size_t>(d_.num_hidden_layers), "the KV pool"); }); !e)
     return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
   // Inputs: tokens, positions, sequence of each token, logit rows, block tables (+ padding rows,
   // and the scratch sequence's of a padded graph step: run()).
@@ -170,22 +198,32 @@ Result<bool> GlmDecoderCuda::load_quant_experts(const Checkpoint& ck, int l, Lay
   return true;
 }
 
-// long-function: a flat upload list, one tensor after another in checkpoint order, then the step-cost totals.
+// The embedding, final norm and LM head, every slice's layers (load_layers), then the step-cost totals.
 Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   const DecoderConfig& d = d_;
   Uploader up(ck);
   const TensorNames& names = this->names();
-  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(vocab_.size());
-  // Vocabulary-parallel: this rank's rows of the embedding and the LM head.
+  // Vocabulary-parallel: this rank's rows of the embedding and the LM head (all of them at one
+  // rank; with reduction groups each slice's LM-head rows apart too, as its rank holds them).
+  const Range rows = multi_rank() ? vocab_ : Range{0, V_};
+  const std::size_t h = static_cast<std::size_t>(H_), v = static_cast<std::size_t>(rows.size());
   if (auto e = alloc_bf16(embed_, v * h, "embed_tokens"); !e) return e;
-  up.bf16_rows(embed_, 0, names(Tensor::embed), {V_, H_}, vocab_);
+  up.bf16_rows(embed_, 0, names(Tensor::embed), {V_, H_}, rows);
   if (auto e = alloc_bf16(final_norm_, h, "norm"); !e) return e;
   up.bf16(final_norm_, 0, names(Tensor::final_norm), {H_});
   if (!d.tie_word_embeddings) {
     if (auto e = alloc_bf16(head_, v * h, "lm_head"); !e) return e;
-    up.bf16_rows(head_, 0, names(Tensor::lm_head), {V_, H_}, vocab_);
+    up.bf16_rows(head_, 0, names(Tensor::lm_head), {V_, H_}, rows);
   }
-  if (sharded() && opt_.drafter_vocab) {
+  if (slices_ > 1) {
+    auto head_rows = for_each_slice([&]() -> Status {
+      if (auto e = alloc_bf16(slice_head_, static_cast<std::size_t>(vocab_.size()) * h, "lm_head rows of a reduction group"); !e) return e;
+      up.bf16_rows(slice_head_, 0, names(d.tie_word_embeddings ? Tensor::embed : Tensor::lm_head), {V_, H_}, vocab_);
+      return Ok{};
+    });
+    if (!head_rows) return head_rows;
+  }
+  if (multi_rank() && opt_.drafter_vocab) {
     const std::size_t all = static_cast<std::size_t>(V_) * h;
     if (auto e = alloc_bf16(full_embed_, all, "embed_tokens (whole, for the drafter)"); !e) return e;
     up.bf16(full_embed_, 0, names(Tensor::embed), {V_, H_});
@@ -194,8 +232,41 @@ Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
       up.bf16(full_head_, 0, names(Tensor::lm_head), {V_, H_});
     }
   }
-  layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   std::uint64_t fixed = 0;
+  if (auto e = for_each_slice([&] { return load_layers(up, fixed); }); !e) return e;
+  if (!up.ok()) return up.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaDeviceSynchronize(), "uploading the weights"); !e) return e;  // cudaMemcpy may return early
+  if (auto e = for_each_slice([&] { return finish_load(); }); !e) return e;
+  std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
+  k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
+  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e)
+    return e;
+  // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
+  decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
+  decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
+  // The scratch larger steps dequantise a quantised projection into (the largest one).
+  std::size_t scratch = 0;
+  for (const Layer& a : layers_)
+    for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
+                                 &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
+      scratch = std::max(scratch, q->dense_elements());
+  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
+  weight_formats_.clear();
+  for (const auto& [f, n] : format_counts_)
+    weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
+  weight_formats_ += "; the embedding, the LM head, the norms and any projection not named here bf16, the routers fp32" + dense_notes_;
+  if (sharded()) weight_formats_ += "; a tensor-parallel rank keeps its slices in bf16 (quantised slices are not built)";
+  return {};
+}
+
+// long-function: a flat upload list, one tensor after another in checkpoint order, per layer (the current slice's).
+Status GlmDecoderCuda::load_layers(Uploader& up, std::uint64_t& fixed) {
+  const DecoderConfig& d = d_;
+  const Checkpoint& ck = up.checkpoint();
+  const TensorNames& names = this->names();
+  const std::size_t h = static_cast<std::size_t>(H_);
+  layers_.resize(static_cast<std::size_t>(d.num_hidden_layers));
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l) {
     Layer& a = layers_[static_cast<std::size_t>(l)];
     const std::uint64_t before = weight_bytes_;
@@ -254,30 +325,7 @@ Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
                                    ? (a.experts_gate_up_q.bytes() + a.experts_down_q.bytes()) / static_cast<std::uint64_t>(held)
                                    : 3 * expert * 2;
   }
-  if (!up.ok()) return up.error();
-  if (auto e = TANDEM_CUDA_STATUS(cudaDeviceSynchronize(), "uploading the weights"); !e) return e;  // cudaMemcpy may return early
-  if (auto e = finish_load(); !e) return e;
-  std::vector<float> inv(static_cast<std::size_t>(rope_ / 2));
-  k::rope_inv_freq(inv.data(), rope_, d.rope_theta);
-  if (auto e = inv_freq_.allocate(inv.size() * 4, "rope frequencies"); !e) return e;
-  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice), "rope"); !e)
-    return e;
-  // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
-  decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
-  decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
-  // The scratch larger steps dequantise a quantised projection into (the largest one).
-  std::size_t scratch = 0;
-  for (const Layer& a : layers_)
-    for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
-                                 &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
-      scratch = std::max(scratch, q->dense_elements());
-  if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
-  weight_formats_.clear();
-  for (const auto& [f, n] : format_counts_)
-    weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " projections " + f;
-  weight_formats_ += "; the embedding, the LM head, the norms and any projection not named here bf16, the routers fp32" + dense_notes_;
-  if (sharded()) weight_formats_ += "; a tensor-parallel rank keeps its slices in bf16 (quantised slices are not built)";
-  return {};
+  return up.ok() ? Status(Ok{}) : Status(up.error());
 }
 
 Status GlmDecoderCuda::allocate_activations() {
@@ -285,8 +333,14 @@ Status GlmDecoderCuda::allocate_activations() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), R = static_cast<std::size_t>(r_cap_);
   const std::size_t h = static_cast<std::size_t>(H_), P = T * static_cast<std::size_t>(std::max(K_, 1));
   int mlp_width = 0, shared_width = 0;
-  for (const Layer& a : layers_) mlp_width = std::max({mlp_width, a.dense.width, a.shared.width});
-  for (const Layer& a : layers_) shared_width = std::max(shared_width, a.shared.width);
+  (void)for_each_slice([&] {
+    for (const Layer& a : layers_) mlp_width = std::max({mlp_width, a.dense.width, a.shared.width});
+    for (const Layer& a : layers_) shared_width = std::max(shared_width, a.shared.width);
+    return Status(Ok{});
+  });
+  slice_delta_.resize(static_cast<std::size_t>(slices_ - 1));
+  for (DeviceBuffer& b : slice_delta_)
+    if (auto e = b.allocate(T * h * 4, "a reduction group's delta (fp32)"); !e) return e;
   struct Want {
     DeviceBuffer* b;
     std::size_t bytes;

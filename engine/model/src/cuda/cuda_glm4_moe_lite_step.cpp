@@ -35,13 +35,13 @@ Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work)
   FirstError err;
   if (host_logits_for(n)) {
     err(item_rows_to_host(host_logits_, logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    err(sync());
     if (!err.ok()) return err.status.error();
     return std::vector<float>(host_logits_, host_logits_ + n);
   }
   std::vector<float> out(n);
   err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   return out;
 }
@@ -77,7 +77,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
     mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
-    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+    err(sync());
     if (!err.ok()) return err.status.error();
     std::vector<std::int32_t> ids;
     for (const auto& s : got) ids.push_back(s.token);
@@ -88,7 +88,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
   }
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
+  err(sync());
   if (!err.ok()) return err.status.error();
   std::vector<std::int32_t> ids;
   for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
@@ -143,10 +143,12 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // sequence that owns only the scratch block (table row B), so it writes and reads nothing of a
   // real one; the kernels are batch-invariant, so the real tokens' results are those of an eager
   // step. pick_ then names the graph's logit rows that are the items' rows.
-  bool graph = decode && !opt_.enforce_eager;
+  // (At TP > 1 only over a transport whose collectives can be captured: NCCL, not host-staged.)
+  const bool graphs = !opt_.enforce_eager && (!multi_rank() || (all_reduce_ && all_reduce_->capturable()));
+  bool graph = decode && graphs;
   int per = 1;  // tokens of each sequence in a graph step
   pick_.clear();
-  if (!decode && !opt_.enforce_eager) {
+  if (!decode && graphs) {
     int n = 0;
     bool fits = true;
     for (const PagedWork& w : work) {
@@ -269,22 +271,37 @@ Status GlmDecoderCuda::capture(int B, int per) {
 Status GlmDecoderCuda::calibrate(int T, int R, int max_context) {
   const std::size_t L = kv_scales_.size();
   FirstError err;
-  if (kv_amax_.empty()) err(kv_amax_.allocate(L * 4, "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+  // (Each slice of reduction groups measures its own rows, as its rank would.)
+  err(for_each_slice([&] {
+    FirstError e;
+    if (kv_amax_.empty()) e(kv_amax_.allocate(L * 4, "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, L * 4, stream_), "KV amax"));
+    return e.status;
+  }));
   measuring_ = true;
   err(enqueue(T, R, max_context));
   measuring_ = false;
-  std::vector<float> amax(L);
-  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
-  err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+  err(for_each_slice([&] {
+    FirstError e;
+    std::vector<float> amax(L);
+    e(TANDEM_CUDA_STATUS(cudaMemcpyAsync(amax.data(), kv_amax_.get(), L * 4, cudaMemcpyDeviceToHost, stream_), "KV amax"));
+    e(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+    if (e.ok())
+      for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
+    return e.status;
+  }));
   if (!err.ok()) return err.status;
-  for (std::size_t l = 0; l < L; ++l) kv_scales_[l] = fp8_kv_scale_from_amax(amax[l]);
   calibrate_ = false;
   return {};
 }
 
+Status GlmDecoderCuda::sync() {
+  if (multi_rank() && all_reduce_) return all_reduce_->wait(stream_);
+  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step");
+}
+
 Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType type) {
-  if (!sharded()) return Ok{};
+  if (!multi_rank()) return Ok{};
   if (!all_reduce_) return Error{"tensor-parallel rank " + std::to_string(tp_rank_) + " has no device all-reduce (set_all_reduce)"};
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(width > 0 ? width : H_);
   auto s = all_reduce_->all_reduce_sum(b.get(), n, type, stream_);
@@ -344,8 +361,8 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   FirstError err;
   // Vocabulary-parallel: a rank embeds the ids in its rows (the others as zeros) and the ranks' rows
   // are summed, which is exact (one term is not zero).
-  err(k::embedding_cuda(kBf16, embed_.get(), vocab_.size(), H_, sharded() ? in_local_tokens() : in_tokens(), T, embed_rows_.get(),
-                        stream_));
+  err(k::embedding_cuda(kBf16, embed_.get(), multi_rank() ? vocab_.size() : V_, H_, multi_rank() ? in_local_tokens() : in_tokens(), T,
+                        embed_rows_.get(), stream_));
   err(all_reduce(embed_rows_, T, H_, kBf16));
   err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
   mark("embedding", act * 2 * 2 + act * 4);
@@ -358,8 +375,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
     if (l > 0) err(trace(TracePoint::after_ffn, l - 1, T));
     if (l > 0) err(capture_layer(l - 1, T));
-    err(attention(l, a, T, max_context));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return attention(l, slice, T, max_context); }));
     // The router's launch does the add and norm, where the row fits its shared memory.
     const bool fold_norm = a.moe && moe_decodes(a, T) && k::moe_norm_router_route_fits(H_, E_, d_.moe.n_group);
     if (!fold_norm) {
@@ -370,8 +386,7 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     // With fold_norm the router's launch adds the attention's output: moe traces the residual then.
     if (fold_norm) trace_layer_ = l;
     else err(trace(TracePoint::after_attention, l, T));
-    err(a.moe ? moe(a, T, fold_norm) : mlp(a.dense, T, delta_.get()));
-    err(all_reduce(delta_, T));
+    err(reduce(l, T, [&](const Layer& slice) { return slice.moe ? moe(slice, T, fold_norm) : mlp(slice.dense, T, delta_.get()); }));
   }
   err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), k::DType::f32, final_norm_.get(), h_.get(), T, H_, eps, stream_));
   mark("add_rmsnorm", act * (4 * 2 + 4 + 2));
@@ -386,13 +401,17 @@ Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
     }
     // Vocabulary-parallel: each rank writes its columns of zeroed rows, and the sum over the ranks
     // is the gather of the logits (exact: every entry has one term), through the same seam.
-    if (sharded())
+    // (Reduction groups: each slice's columns, as that rank writes them; together every column.)
+    if (multi_rank())
       err(TANDEM_CUDA_STATUS(cudaMemsetAsync(logits_.get(), 0, static_cast<std::size_t>(R) * static_cast<std::size_t>(V_) * 4, stream_),
                      "zero logits"));
-    k::GemmArgs g = linear(rows, head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_, vocab_.size());
-    g.ldy = V_;
-    g.y_type = k::DType::f32;
-    err(gemm(g));
+    err(for_each_slice([&] {
+      k::GemmArgs g = linear(rows, slices_ > 1 ? slice_head_ : head_.empty() ? embed_ : head_, logits_.as<float>() + vocab_.begin, R, H_,
+                             vocab_.size());
+      g.ldy = V_;
+      g.y_type = k::DType::f32;
+      return gemm(g);
+    }));
     err(all_reduce(logits_, R, V_));
     mark("lm_head", 2.0 * vocab_.size() * H_ + 4.0 * R * V_);
   }

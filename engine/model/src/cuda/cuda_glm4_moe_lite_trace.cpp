@@ -68,6 +68,8 @@ Status GlmDecoderCuda::trace(TracePoint what, int layer, int T) {
 }
 
 Result<StepTrace> GlmDecoderCuda::step_traced(std::span<const PagedWork> work) {
+  // (A traced point inside a layer would be one slice's, not the layer's.)
+  if (slices_ > 1) return error("step_traced: not with reduction groups (CudaOptions::reduction_groups)");
   StepTrace t;
   const bool eager = opt_.enforce_eager;
   opt_.enforce_eager = true, trace_ = &t, trace_layer_ = 0;

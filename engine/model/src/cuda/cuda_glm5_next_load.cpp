@@ -53,14 +53,17 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
   // Every rank must hold at least one head of each attention kind: an empty slice would leave a
-  // KDA layer without state or a DSA layer without queries on that rank.
+  // KDA layer without state or a DSA layer without queries on that rank. Decided from the head
+  // counts, not this rank's slice, so every rank refuses with the reason (a refusal on the empty
+  // rank alone would leave the others loaded, to fail later on a lost peer).
   const bool any_kda = std::find(c_.layer_is_linear.begin(), c_.layer_is_linear.end(), true) != c_.layer_is_linear.end();
   const bool any_dsa = std::find(c_.layer_is_linear.begin(), c_.layer_is_linear.end(), false) != c_.layer_is_linear.end();
-  if ((any_dsa && heads_ == 0) || (any_kda && lh_ == 0))
-    return Error{std::to_string(tp_size_) + " tensor-parallel ranks leave rank " + std::to_string(tp_rank_) + " no " +
-                 (any_dsa && heads_ == 0 ? "attention head (of " + std::to_string(all_heads_) + ")"
-                                         : "linear-attention head (of " + std::to_string(all_lh_) + ")") +
-                 "; use fewer ranks"};
+  const bool dsa_short = any_dsa && all_heads_ < tp_size_;
+  if (dsa_short || (any_kda && all_lh_ < tp_size_))
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " +
+                 (dsa_short ? std::to_string(all_heads_) + " attention heads"
+                            : std::to_string(all_lh_) + " linear-attention heads") +
+                 " leave a rank none; use at most " + std::to_string(dsa_short ? all_heads_ : all_lh_) + " ranks"};
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
   if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
   Uploader up(ck);

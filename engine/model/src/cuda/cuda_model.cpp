@@ -55,6 +55,10 @@ Result<std::unique_ptr<CudaModel>> load_cuda_model(const std::filesystem::path& 
   if (!config) return config.error();
   // Every CUDA decoder shards (shard.hpp: heads, MLP widths, whole experts, vocabulary); the
   // partial sums go through the DeviceAllReduce the caller sets once the group is joined.
+  // Reduction groups (one rank summing as TP-N does) are built for the GLM decoder (cuda_decoder.hpp).
+  if (options.reduction_groups > 1 && config->model_type != "glm4_moe_lite" && config->model_type != "glm4_moe")
+    return error("reduction groups (`reduction_groups` " + std::to_string(options.reduction_groups) +
+                 ": one rank summing as tensor-parallel ranks do) are built for glm4_moe_lite and glm4_moe, not " + config->model_type);
   auto ck = Checkpoint::open(dir);
   if (!ck) return ck.error();
   if (config->model_type == "glm4_moe_lite") return cuda::load_glm4_moe_lite_cuda(std::move(config).value(), ck.value(), comm, options);

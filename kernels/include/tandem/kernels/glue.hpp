@@ -6,6 +6,7 @@
 // holding the bf16 values, fp64 sums, outputs rounded to bf16 where the kernel stores bf16) is
 // declared beside it and checked against it by gpu_check.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,11 @@ float latent_amax_cpu(const float* src, long ld, int tokens, int width, float am
 // dst[i] = src[rows[i]] (width entries each).
 Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, Stream stream);
 void gather_rows_cpu(const float* src, int width, const std::int32_t* rows, int n, float* dst);
+
+// y[i] = y[i] + x[i] over n fp32 entries, one rounding each: the sum of two tensor-parallel ranks'
+// partials as their all-reduce forms it (model::CudaOptions::reduction_groups).
+Status add_f32(float* y, const float* x, std::size_t n, Stream stream);
+void add_f32_cpu(float* y, const float* x, std::size_t n);
 
 // The MLA glue between the input projection and the attention, one launch for what rmsnorm_rows
 // (twice), rope_cuda and latent_cache_write do one after another, with the same roundings: for

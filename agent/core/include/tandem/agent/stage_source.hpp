@@ -50,6 +50,11 @@ class StageSource {
   virtual Result<std::string> read(const SourceFile& f, std::uint64_t offset, std::uint64_t length) = 0;
 };
 
+// Error::code of a read whose source went away mid-stage without an answer (a controller that
+// stopped pushing: pushed_source.hpp). The stage op is then left open, as after a crash, rather
+// than recorded as failed: the same op id (a resumed bind) carries on from its partials.
+inline constexpr int kStageSourceGone = 2701;
+
 // The largest read one request may ask for (the manifest's stage.chunk is at most this).
 inline constexpr std::uint64_t kMaxStageRead = 64ull << 20;
 

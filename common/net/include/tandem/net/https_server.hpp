@@ -25,6 +25,10 @@ struct ServerOptions {
   // handlers must check Request::client_cn themselves (agent to agent: a node of the manifest).
   std::string peer_prefix{};
   std::size_t body_limit = 1024 * 1024;  // larger bodies get 413
+  // Requests whose target starts with this prefix may carry up to large_body_limit instead (an
+  // agent's pushed stage chunks); the limit is chosen once the header is read.
+  std::string large_body_prefix{};
+  std::size_t large_body_limit = 0;
   // Bounds the TLS handshake and each request read, so a silent client cannot hold a connection.
   std::chrono::milliseconds io_timeout = std::chrono::seconds(30);
   // Handlers run on these threads; a slow handler occupies one of them.

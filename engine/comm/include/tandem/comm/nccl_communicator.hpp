@@ -58,7 +58,12 @@ class NcclCommunicator : public TcpCommunicator {
   // Sum over the ranks of `count` elements at device pointer `data`, in place, on `stream` (a
   // cudaStream_t; nullptr: the default stream). Returns when the sum is done, or with the error
   // that broke the group (peer lost, timeout), after which every call fails the same way.
+  // On a stream capturing a CUDA graph (NCCL only: the host-staged sum is refused there) it is
+  // captured and returns at once; wait_device() then waits for each replay.
   virtual Status all_reduce_sum_device(void* data, std::size_t count, DeviceDType dtype, void* stream) = 0;
+  // Waits for everything enqueued on `stream` (a replayed graph's collectives among it) as the
+  // collectives wait: a lost or stalled peer is an error after the peer timeout, never a hang.
+  virtual Status wait_device(void* stream) = 0;
   // Every rank's `count` elements at `send`, concatenated in rank order into `recv` (size x count).
   virtual Status all_gather_device(const void* send, void* recv, std::size_t count, DeviceDType dtype,
                                    void* stream) = 0;

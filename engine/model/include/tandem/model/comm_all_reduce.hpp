@@ -17,6 +17,12 @@ class CommAllReduce final : public DeviceAllReduce {
     if (!s) return error(s.error().message);
     return Ok{};
   }
+  bool capturable() const override { return !group_.host_staged(); }
+  Status wait(kernels::Stream stream) override {
+    auto s = group_.wait_device(stream);
+    if (!s) return error(s.error().message);
+    return Ok{};
+  }
 
  private:
   comm::NcclCommunicator& group_;

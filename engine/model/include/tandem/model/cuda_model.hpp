@@ -38,6 +38,11 @@ class DeviceAllReduce {
  public:
   virtual ~DeviceAllReduce() = default;
   virtual Status all_reduce_sum(void* data, std::size_t count, kernels::DType type, kernels::Stream stream) = 0;
+  // Whether all_reduce_sum may be captured in a CUDA graph (NCCL; not the host-staged transport,
+  // which synchronises the stream).
+  virtual bool capturable() const = 0;
+  // Waits for the stream's work, collectives included, failing (not hanging) on a lost peer.
+  virtual Status wait(kernels::Stream stream) = 0;
 };
 
 struct CudaOptions {
@@ -67,6 +72,12 @@ struct CudaOptions {
                                         // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
+  int reduction_groups = 1;             // glm4_moe_lite / glm4_moe: one rank computes as a tensor-parallel
+                                        // group of this many ranks does (cuda_decoder.hpp, reduce()): each rank's
+                                        // slice of every layer with that rank's kernels and shapes, the
+                                        // slices' partial sums added in rank order as the all-reduce adds
+                                        // them, so its greedy output equals TP-N's bit for bit (N = 2; more
+                                        // where the transport sums in rank order). At N ranks: 1 or N
 };
 
 // fp8_e4m3 KV rows store x / scale. A calculated scale (vLLM's --calculate-kv-scales: from the amax of

@@ -22,6 +22,7 @@
 #include "tandem/kernels/cuda_check.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
+#include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/sampling_types.hpp"
@@ -122,7 +123,10 @@ class GlmDecoderCuda : public CudaModel {
     H_ = d.hidden_size, V_ = d.vocab_size, heads_ = d.num_attention_heads;
     E_ = d.moe.n_routed_experts, K_ = d.moe.num_experts_per_tok, I_ = d.moe.moe_intermediate_size;
     // This rank's slices (shard.hpp, as the CPU path splits): heads, vocabulary rows, whole experts.
+    // One rank with reduction groups computes every rank's slice of a group that size (reduce()).
+    ranks_ = comm.size();
     tp_rank_ = comm.rank(), tp_size_ = comm.size();
+    if (ranks_ == 1 && opt.reduction_groups > 1) tp_size_ = slices_ = opt.reduction_groups;
     all_heads_ = heads_;
     heads_ = split(all_heads_, tp_rank_, tp_size_).size();
     vocab_ = split(V_, tp_rank_, tp_size_);
@@ -145,7 +149,8 @@ class GlmDecoderCuda : public CudaModel {
 
   Status load(const Checkpoint& ck);
 
-  KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_}; }
+  // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
+  KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_ * slices_}; }
 
   Status make_device_pool(std::int32_t num_blocks, int block_size) override;
 
@@ -160,9 +165,9 @@ class GlmDecoderCuda : public CudaModel {
   std::vector<std::string> quantised_tensors() const override { return quantised_tensors_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
-  std::vector<float> kv_scales() const override { return kv_scales_; }
-  std::uint64_t kv_bytes_per_token() const override {
-    return static_cast<std::uint64_t>(d_.num_hidden_layers) * static_cast<std::uint64_t>(width_) *
+  std::vector<float> kv_scales() const override { return kv_scales_; }  // (slice 0's with reduction groups)
+  std::uint64_t kv_bytes_per_token() const override {  // (one pool per slice with reduction groups)
+    return static_cast<std::uint64_t>(slices_) * static_cast<std::uint64_t>(d_.num_hidden_layers) * static_cast<std::uint64_t>(width_) *
            static_cast<std::uint64_t>(k::dtype_bytes(kv_type_));
   }
   void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
@@ -170,9 +175,9 @@ class GlmDecoderCuda : public CudaModel {
 
   Status set_capture(std::vector<int> layers) override;
   const void* captured() const override { return capture_layers_.empty() ? nullptr : captured_.get(); }
-  const void* embedding_device() const override { return sharded() ? full_embed_.get() : embed_.get(); }
+  const void* embedding_device() const override { return multi_rank() ? full_embed_.get() : embed_.get(); }
   const void* lm_head_device() const override {
-    if (sharded()) return full_head_.empty() ? full_embed_.get() : full_head_.get();
+    if (multi_rank()) return full_head_.empty() ? full_embed_.get() : full_head_.get();
     return head_.empty() ? embed_.get() : head_.get();
   }
   k::Stream stream() const override { return stream_; }
@@ -194,8 +199,10 @@ class GlmDecoderCuda : public CudaModel {
   // Layer l's attention weights (w_in .. and what the subclass adds) onto the device; bytes counted
   // through alloc_bf16.
   virtual Status load_attention(Uploader& up, int l, Layer& a) = 0;
-  // After every weight is on the device (derived weights; the stream is idle).
+  // After every weight is on the device (derived weights; the stream is idle); once per slice.
   virtual Status finish_load() { return {}; }
+  // use_slice() made another slice current (tp_rank_ names it): the subclass's own slice ranges.
+  virtual void slice_changed() {}
   // The attention's own activation buffers for t_cap_ tokens (fused_, q_ and attn_ are the base's).
   virtual Status allocate_attention() { return {}; }
   // attention(h_) of layer l for the step's T tokens into the fp32 delta_, the new cache rows into
@@ -227,6 +234,8 @@ class GlmDecoderCuda : public CudaModel {
   Result<bool> load_quant_experts(const Checkpoint& ck, int l, Layer& a);
 
   Status load_weights(const Checkpoint& ck);
+  // The current slice's layers (fixed: the bytes every step reads, added to).
+  Status load_layers(Uploader& up, std::uint64_t& fixed);
 
   Status allocate_activations();
 
@@ -257,9 +266,62 @@ class GlmDecoderCuda : public CudaModel {
   // (its rows written at scale 1), the scales are set from it, and the step then runs for real.
   Status calibrate(int T, int R, int max_context);
 
+  // Waits for the stream: at TP > 1 through the all-reduce's wait (a lost peer fails the step
+  // instead of hanging it, graph replays included).
+  Status sync();
   // Sums `rows` rows of `width` entries of b (fp32, or bf16) over the ranks; nothing at one rank.
   Status all_reduce(DeviceBuffer& b, int rows, int width = 0, k::DType type = k::DType::f32);
+  // Whether layers compute slices (heads, widths, experts of tp_rank_ of tp_size_): at TP > 1, and
+  // at one rank with reduction groups.
   bool sharded() const { return tp_size_ > 1; }
+  // Whether this process is one rank of several (its embedding and LM head are vocabulary slices).
+  bool multi_rank() const { return ranks_ > 1; }
+
+  // --- reduction groups (CudaOptions::reduction_groups) ---------------------------------------
+  // A TP-N rank computes its slice of a layer's attention or FFN into delta_ (a partial sum) and the
+  // all-reduce adds the ranks' partials. One rank with N groups holds every rank's slice (its own
+  // weights, pool, LM-head rows: what that rank would load) and runs each through the same code, so
+  // each partial is bit for bit the rank's, then adds them in rank order: for N = 2 that is the
+  // all-reduce's one IEEE addition per entry, whichever transport. The replicated parts (norms, the
+  // residual stream, the router, MLA's latent) are the ranks' own computation once.
+  // part(layer) of every slice into delta_, summed: the ranks' all-reduce, or the slices' sum.
+  template <class Part>
+  Status reduce(int l, int T, Part part) {
+    if (slices_ == 1) {
+      if (auto e = part(layers_[static_cast<std::size_t>(l)]); !e) return e;
+      return all_reduce(delta_, T);
+    }
+    FirstError err;
+    for (int s = 0; s < slices_ && err.ok(); ++s) {
+      use_slice(s);
+      if (s > 0) std::swap(delta_, slice_delta_[static_cast<std::size_t>(s - 1)]);
+      err(part(layers_[static_cast<std::size_t>(l)]));
+      if (s > 0) std::swap(delta_, slice_delta_[static_cast<std::size_t>(s - 1)]);
+    }
+    use_slice(0);
+    const std::size_t n = static_cast<std::size_t>(T) * static_cast<std::size_t>(H_);
+    for (int s = 1; s < slices_ && err.ok(); ++s) err(k::add_f32(delta_.as<float>(), slice_delta_[static_cast<std::size_t>(s - 1)].as<float>(), n, stream_));
+    return err.status;
+  }
+  // Makes slice s current: its layers_, head slice, pool_, vocab_ and experts_ (the others parked).
+  void use_slice(int s);
+  // fn() with each slice current in turn (loading, sizing), slice 0 current again after.
+  template <class Fn>
+  Status for_each_slice(Fn fn) {
+    FirstError err;
+    for (int s = 0; s < slices_ && err.ok(); ++s) use_slice(s), err(fn());
+    use_slice(0);
+    return err.status;
+  }
+  struct Parked {
+    std::vector<Layer> layers;
+    DeviceBuffer head, pool, kv_amax;
+    std::vector<float> kv_scales;  // (a rank measures fp8 scales over its own cache rows)
+  };
+  int ranks_ = 1, slices_ = 1, slice_ = 0;  // slices_ > 1: reduction groups at one rank; slice_: current
+  std::vector<Parked> parked_;               // per slice (the current one's moved into the members)
+  std::vector<DeviceBuffer> slice_delta_;    // slices 1..: their partial of delta_
+  DeviceBuffer slice_head_;                  // the current slice's LM-head rows (reduction groups)
   // The part of `width` this rank holds (MLP widths), checked against the kernels' alignment.
   Result<Range> width_slice(int width, const std::string& what) const;
 

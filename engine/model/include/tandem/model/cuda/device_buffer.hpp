@@ -82,7 +82,7 @@ class Uploader {
   // rows are copied straight from the memory map; anything else is read whole (one tensor at a
   // time, never the checkpoint) and sliced on the host.
   void bf16_rows(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range r) {
-    if (!status_) return;
+    if (!status_ || !slice_fits(name, shape, 0, r)) return;
     const TensorInfo* t = ck_.find(name);
     const std::size_t row = shape.empty() || shape[0] == 0 ? 0 : elements(shape) / static_cast<std::size_t>(shape[0]);
     if (t && t->dtype == "BF16" && t->shape == shape) {
@@ -99,6 +99,7 @@ class Uploader {
   void bf16_cols(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range c) {
     if (!status_) return;
     if (shape.size() != 2) return fail(Error{"uploading columns of " + name + ": not a 2-D tensor"});
+    if (!slice_fits(name, shape, 1, c)) return;
     auto v = ck_.read(name, shape);
     if (!v) return fail(v.error());
     std::vector<float> out(static_cast<std::size_t>(shape[0]) * static_cast<std::size_t>(c.size()));
@@ -120,7 +121,7 @@ class Uploader {
   // Rows [r.begin, r.end) of the first dimension in fp32, at element `at` of dst (a
   // tensor-parallel rank's slice of a vector or of a matrix's rows).
   void f32_rows(DeviceBuffer& dst, std::size_t at, const std::string& name, const std::vector<int64_t>& shape, Range r) {
-    if (!status_) return;
+    if (!status_ || !slice_fits(name, shape, 0, r)) return;
     auto v = ck_.read(name, shape);
     if (!v) return fail(v.error());
     const std::size_t row = shape.empty() || shape[0] == 0 ? 0 : elements(shape) / static_cast<std::size_t>(shape[0]);
@@ -147,6 +148,17 @@ class Uploader {
     std::size_t n = 1;
     for (auto d : shape) n *= static_cast<std::size_t>(d);
     return n;
+  }
+  // A slice past the tensor's end would read beyond its bytes (of the memory map, or of the vector
+  // read): an error naming the tensor instead. A bad range means a shard split that disagrees
+  // with the shape passed, which only a loader's mistake makes.
+  bool slice_fits(const std::string& name, const std::vector<int64_t>& shape, std::size_t dim, Range r) {
+    if (dim < shape.size() && r.begin >= 0 && r.begin <= r.end && r.end <= shape[dim]) return true;
+    fail(Error{
+        "uploading " + name + ": slice [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") of dimension " +
+        std::to_string(dim) + " is outside " +
+        (dim < shape.size() ? "[0, " + std::to_string(shape[dim]) + ")" : std::string("the tensor's dimensions"))});
+    return false;
   }
   void put(DeviceBuffer& dst, std::size_t byte_at, const void* src, std::size_t n, const std::string& what) {
     if (byte_at + n > dst.bytes()) return fail(Error{"uploading " + what + ": it does not fit its device buffer"});
