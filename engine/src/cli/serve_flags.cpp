@@ -4,6 +4,7 @@
 
 namespace tandem::engine {
 
+// long-function: one line per `vllm serve` flag; the whole flag table reads best in one place.
 void add_serve_flags(CLI::App& app, ServeConfig& c) {
   app.add_option("model", c.model, "Hugging Face format model directory")->required();
   app.add_option("--served-model-name", c.served_model_name, "Name reported by /v1/models (default: the model path)");
