@@ -29,11 +29,13 @@ __device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float widen(float v) { return v; }
 
 template <class D>
-__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
+__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps,
+                                   const std::int32_t* pick) {
   cuda::pdl_begin();
   __shared__ float part[32];
-  float* xr = x + static_cast<long>(blockIdx.x) * n;
-  const D* dr = delta + static_cast<long>(blockIdx.x) * n;
+  const long row = pick ? pick[blockIdx.x] : blockIdx.x;  // y's row is blockIdx.x either way
+  float* xr = x + row * n;
+  const D* dr = delta + row * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -48,6 +50,25 @@ __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16
     yr[i] = __float2bfloat16_rn(v);
     if (y32r) y32r[i] = v;
   }
+}
+
+// add_rmsnorm_kernel's first layer, the embedding rows added to a zeroed x, without either apart.
+__global__ void embed_rmsnorm_kernel(const bf16* table, int vocab, const std::int32_t* ids, float* x, const bf16* w, bf16* y,
+                                     int n, float eps) {
+  cuda::pdl_begin();
+  __shared__ float part[32];
+  const std::int32_t id = ids[blockIdx.x];
+  const bf16* er = id >= 0 && id < vocab ? table + static_cast<long>(id) * n : nullptr;  // outside: a zero row
+  float* xr = x + static_cast<long>(blockIdx.x) * n;
+  bf16* yr = y + static_cast<long>(blockIdx.x) * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = 0.f + (er ? __bfloat162float(er[i]) : 0.f);
+    xr[i] = v;
+    s += v * v;
+  }
+  const float r = rsqrtf(block_sum_in_order(s, part) / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __float2bfloat16_rn(xr[i] * r * __bfloat162float(w[i]));
 }
 
 template <class KV>
@@ -222,17 +243,26 @@ Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, voi
 }
 
 Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
-                        float eps, Stream stream, float* y32) {
+                        float eps, Stream stream, float* y32, const std::int32_t* pick) {
   if (rows == 0) return {};
   // A programmatic launch like the decode kernels around it, so that the next one's weight loads
   // may start while this runs (an ordinary launch in between would serialise them).
   const cudaError_t e =
       delta_type == DType::f32
           ? cuda::launch_pdl(add_rmsnorm_kernel<float>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                                      static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps)
+                                      static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps, pick)
           : cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                                      static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps);
+                                      static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps, pick);
   return TANDEM_CUDA_STATUS(e, "launch add_rmsnorm_kernel");
+}
+
+Status embed_rmsnorm(const void* table, int vocab, const std::int32_t* ids, float* x, const void* w, void* y, int rows, int n,
+                     float eps, Stream stream) {
+  if (rows == 0) return {};
+  const cudaError_t e = cuda::launch_pdl(embed_rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream,
+                                         static_cast<const bf16*>(table), vocab, ids, x, static_cast<const bf16*>(w),
+                                         static_cast<bf16*>(y), n, eps);
+  return TANDEM_CUDA_STATUS(e, "launch embed_rmsnorm_kernel");
 }
 
 Status latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,

@@ -4,14 +4,16 @@
 //     c = hidden_norm(fc(captured features));  per layer: K = rope(k_norm(c Wk^T)), V = c Wv^T,
 //     written into the context pool at the token's own position (the target's block table).
 //   propose (the T block tokens of every drafting sequence in one forward):
-//     x = embed([anchor, mask x n]) with the target's table;  per layer (Qwen3 shape, fp32 residual):
+//     x = embed([anchor, mask x n]) with the target's table (one launch with the first norm);
+//     per layer (Qwen3 shape, fp32 residual):
 //       h = rmsnorm(x); q, k, v = h W^T (one product); q_norm / k_norm per head, rope at the block's
 //       positions and the block's K/V into the pool at positions pos .. pos + n (one launch:
 //       kernels' head_prep; scratch: see device_drafter.hpp);
 //       paged attention with every query masked at its block's last position, so it sees all
 //       context rows and its whole block (no causal mask inside the block); x += o_proj(...);
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
-//     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
+//     logits = lm_head(norm(x)) at block rows 1..n (the target's head; the norm of those rows alone),
+//     argmax on the device.
 //   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation).
 //   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
 //   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
@@ -26,7 +28,6 @@
 #include <utility>
 
 #include "tandem/kernels/activation.hpp"
-#include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/head_prep.hpp"
@@ -489,13 +490,16 @@ Status DFlashCuda::enqueue(int T, int R, int max_context) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
   mark("start");
-  err(k::embedding_cuda(kBf16, target_.embedding_device(), V_, H_, in_tok(), T, delta_.get(), stream_));
-  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
-  mark("embedding");
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
-    err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
-    mark("add_rmsnorm");
+    if (l == 0) {
+      err(kernels::embed_rmsnorm(target_.embedding_device(), V_, in_tok(), x_.as<float>(), a.in_norm.get(), h_.get(), T, H_, eps(),
+                                 stream_));
+      mark("embedding + add_rmsnorm");
+    } else {
+      err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
+      mark("add_rmsnorm");
+    }
     err(qkv_rows(l, T, true));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
@@ -509,9 +513,9 @@ Status DFlashCuda::enqueue(int T, int R, int max_context) {
     err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
     mark("down (gemv)");
   }
-  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
-  err(kernels::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
-  mark("final norm + row gather");
+  // The final norm of the R logit rows alone, gathered into head_in_.
+  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), head_in_.get(), R, H_, eps(), stream_, nullptr, in_rows()));
+  mark("final norm of the logit rows");
   k::GemmArgs head;
   head.rows = R, head.in = H_, head.out = V_;
   head.x = head_in_.get(), head.ldx = H_, head.w = target_.lm_head_device(), head.ldw = H_;
