@@ -17,6 +17,7 @@ using cuda::row_rms_scale;
 using cuda::warp_max;
 
 __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* w, bf16* y, long ldy, float eps) {
+  cuda::pdl_begin();
   __shared__ float part[32];
   const bf16* xr = x + blockIdx.x * ldx;
   bf16* yr = y + blockIdx.x * ldy;
@@ -237,9 +238,12 @@ Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim
 Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          Stream stream) {
   if (rows == 0) return {};
-  rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
-                                                static_cast<bf16*>(y), ldy, eps);
-  return TANDEM_CUDA_LAUNCHED("rmsnorm_rows_kernel");
+  // Programmatic, as add_rmsnorm: between two decode-sized products (the DFlash drafter's context
+  // rows, the MLA LoRA norms) an ordinary launch would serialise their weight loads.
+  const cudaError_t e = cuda::launch_pdl(rmsnorm_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream,
+                                         static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w), static_cast<bf16*>(y), ldy,
+                                         eps);
+  return TANDEM_CUDA_STATUS(e, "launch rmsnorm_rows_kernel");
 }
 
 Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
