@@ -156,6 +156,13 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     must(target.step(mixed), "mixed verify");
     must(drafter.add_context(mixed), "context");
   });
+  // The same steps reading back each row's greedy token instead of its logits (step_greedy): what
+  // the logits' copy to the host costs a step (V floats a row; 8 rows a block when verifying).
+  const double g_plain = mean_seconds(warmup, iters, [&] { must(target.step_greedy(decode), "greedy decode"); });
+  const double g_verify = mean_seconds(warmup, iters, [&] {
+    must(target.step_greedy(verify), "greedy verify");
+    must(drafter.add_context(verify), "context");
+  });
   // The same two target steps without CUDA graphs, for comparison (the engine replays graphs for
   // both unless --enforce-eager).
   target.set_enforce_eager(true);
@@ -184,6 +191,8 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
   // each against a plain decode step of the same batch.
   std::printf("| batch %d, k %d | ratios to t_plain: verify %.2fx (goal <= 1.3x), mixed verify %.2fx, proposal %.2fx (goal <= 0.3x) |\n",
               batch, k, t_verify / t_plain, t_mixed / t_plain, t_draft / t_plain);
+  std::printf("| batch %d, k %d | tokens read back instead of logits: t_plain %.3f ms, t_verify %.3f ms, ratio %.2fx |\n", batch, k,
+              g_plain * 1e3, g_verify * 1e3, g_verify / g_plain);
   std::fflush(stdout);
   print_op_profile(target, decode, verify, batch, k, 20);
   print_drafter_profile(*eager_drafter.value(), items, 20);
