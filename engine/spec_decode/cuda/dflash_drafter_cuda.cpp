@@ -77,6 +77,7 @@ class DFlashCuda final : public DeviceDrafter {
     for (auto& [key, exec] : context_graphs_) cudaGraphExecDestroy(exec);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
+    if (keys_host_) cudaFreeHost(keys_host_);
   }
 
   Status load(const model::Checkpoint& ck);
@@ -204,6 +205,9 @@ class DFlashCuda final : public DeviceDrafter {
   // synchronises the stream before the next add_context writes its own again.
   std::int32_t* ctx_host_ = nullptr;
   std::int32_t* prop_host_ = nullptr;
+  // The drafts' argmax keys come back through pinned memory (r_cap_ of them): a copy into pageable
+  // memory is staged by the driver, microseconds more on every proposal.
+  unsigned long long* keys_host_ = nullptr;
   bool eager_ = false;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
@@ -312,6 +316,9 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (auto e = inputs_.allocate(in_ints_ * 4, "drafter inputs"); !e) return e.error();
   for (std::int32_t** p : {&ctx_host_, &prop_host_})
     if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(p, in_ints_ * 4), "pinned drafter inputs"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&keys_host_, static_cast<std::size_t>(r_cap_) * sizeof(unsigned long long)), "pinned draft tokens");
+      !e)
+    return e.error();
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
@@ -470,8 +477,8 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   } else {
     err(enqueue(T, R, max_context));
   }
-  std::vector<unsigned long long> got(static_cast<std::size_t>(real_rows));
-  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(got.data(), argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  const std::span<const unsigned long long> got(keys_host_, static_cast<std::size_t>(real_rows));
+  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(keys_host_, argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                  stream_),
                  "draft tokens"));
   if (want_logits) {
