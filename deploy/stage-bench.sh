@@ -53,9 +53,9 @@ BYTES=$(( per * FILES << 20 ))
 "$HASH" "$W/tree" --json > "$W/hash.json"
 
 # manifest + roots + agents; $1 = head address, $2 = worker address, $3 = head fabric address,
-# $4 = a prefix to run the head's agent with, $5 = the worker's
+# $4 = the pair's directory, $5 = stage.from (empty: the worker pulls from the head's agent)
 setup_pair() {
-  local head=$1 worker=$2 fabric=$3 dir=$4
+  local head=$1 worker=$2 fabric=$3 dir=$4 from=${5:-}
   mkdir -p "$dir/head/models/bench" "$dir/worker/models" "$dir/state"
   cp "$W/tree"/* "$dir/head/models/bench/"
   HP=$(free_port) WP=$(free_port)
@@ -77,7 +77,7 @@ deadman: {delay: 70m, backend: agent}
 rollback:
   commands: [{on: head, run: [/bin/true]}]
   verify: {url: 'http://127.0.0.1:18000/health'}
-stage: {items: [model], chunk: $CHUNK}
+stage: {items: [model], chunk: $CHUNK${from:+, from: $from}}
 YAML
   "$CTL" pki init "$dir/pki" "$dir/m.yaml" > /dev/null
 }
@@ -98,17 +98,20 @@ wait_agents() {  # HEAD_ADDR WORKER_ADDR: both ports accept connections
   exit 1
 }
 
-run_stage() {  # prints: seconds mb_per_s(agent's) copied
-  rm -rf "$1/worker/models/bench"
+run_stage() {  # DIR [tandemctl flags...]; prints: seconds mb_per_s(agent's) copied
+  local dir=$1
+  shift
+  rm -rf "$dir/worker/models/bench"
   local t0 t1
   t0=$(now)
-  "$CTL" stage "$M" --pki-dir "$PKI" --state-dir "$STATE" -o json > "$1/stage.json" 2>"$1/stage.err" || {
-    echo "stage-bench: tandemctl stage failed:" >&2; cat "$1/stage.err" >&2; exit 1; }
+  "$CTL" stage "$M" --pki-dir "$PKI" --state-dir "$STATE" -o json "$@" > "$dir/stage.json" 2>"$dir/stage.err" || {
+    echo "stage-bench: tandemctl stage failed:" >&2; cat "$dir/stage.err" >&2; exit 1; }
   t1=$(now)
-  python3 - "$t0" "$t1" "$1/stage.json" <<'PY'
+  python3 - "$t0" "$t1" "$dir/stage.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[3]))
-ev = [s for s in j["steps"] if s["action"] == "stage.files"][0]["evidence"]["apply"]
+# The node that copied (a push also stages the head, whose files are already equal: skipped).
+ev = max((s["evidence"]["apply"] for s in j["steps"] if s["action"] == "stage.files"), key=lambda e: e["copied"])
 print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f} {ev["mb_per_s"]:.0f} {ev["copied"]}')
 PY
 }
@@ -154,6 +157,14 @@ start_agent head "127.0.0.1:$HP" "$L/head" "$L/head.log"
 start_agent worker "127.0.0.2:$WP" "$L/worker" "$L/worker.log"
 wait_agents 127.0.0.1 127.0.0.2
 read -r LOOP_S LOOP_AGENT_MBPS LOOP_COPIED < <(run_stage "$L")
+# The same pair with stage.from: controller: tandemctl pushes from this machine (the head's root as
+# its --stage-root) to every node; the worker's copy is the one measured.
+setup_pair 127.0.0.1 127.0.0.2 127.0.0.1 "$W/push" controller
+M=$W/push/m.yaml PKI=$W/push/pki STATE=$W/push/state
+start_agent head "127.0.0.1:$HP" "$W/push/head" "$W/push/head.log"
+start_agent worker "127.0.0.2:$WP" "$W/push/worker" "$W/push/worker.log"
+wait_agents 127.0.0.1 127.0.0.2
+read -r PUSH_S PUSH_AGENT_MBPS PUSH_COPIED < <(run_stage "$W/push" --stage-root "$W/push/head")
 rm -rf "$W/cp-dest"; sync
 t0=$(now); cp -r "$W/tree" "$W/cp-dest"; sync; t1=$(now)
 CP_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
@@ -183,6 +194,7 @@ import json, sys, platform, os
 B = $BYTES
 rows = [
   {"what": "tandemctl stage, loopback (127.0.0.1 -> 127.0.0.2)", "seconds": $LOOP_S, "agent_mb_per_s": $LOOP_AGENT_MBPS, "copied": $LOOP_COPIED},
+  {"what": "tandemctl stage, stage.from: controller, loopback (pushed to 127.0.0.2)", "seconds": $PUSH_S, "agent_mb_per_s": $PUSH_AGENT_MBPS, "copied": $PUSH_COPIED},
   {"what": "cp -r (same file system)", "seconds": $CP_S},
   {"what": "scp -r, loopback", "seconds": $SCP_LOOP_S},
 ]

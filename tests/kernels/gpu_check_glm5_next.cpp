@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../model/check_program.hpp"  // rel_error: the measure the model checks use too
 #include "gpu_check.hpp"
 #include "tandem/kernels/attention.hpp"
 #include "tandem/kernels/glm5_next.hpp"
@@ -24,17 +25,6 @@ namespace k = tandem::kernels;
 namespace {
 
 const char* kMeasure = "max|d|/max|ref|";
-
-double rel_to_max(const std::vector<float>& got, const std::vector<float>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isnan(got[i]) != std::isnan(ref[i])) return INFINITY;
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
 
 void push(std::vector<Row>& rows, const char* op, const std::string& shape, double err, double limit) {
   rows.push_back({op, shape, "f32", err, limit, 0, kMeasure});
@@ -63,8 +53,8 @@ void hyper_connections(std::vector<Row>& rows, int hc, int iters, std::uint32_t 
   op_ok(k::hc_collapse_cuda(s, d_streams.p(), T, d_fn.p(), d_base.p(), d_scale.p(), d_col.p(), d_post.p(), d_comb.p(),
                             nullptr));
   op_ok(k::hc_expand_cuda(s, d_streams.p(), T, d_y.p(), d_post.p(), d_comb.p(), nullptr));
-  const double err = std::max({rel_to_max(d_col.get(), collapsed), rel_to_max(d_post.get(), post),
-                               rel_to_max(d_comb.get(), comb), rel_to_max(d_streams.get(), expanded)});
+  const double err = std::max({check_program::rel_error(d_col.get(), collapsed), check_program::rel_error(d_post.get(), post),
+                               check_program::rel_error(d_comb.get(), comb), check_program::rel_error(d_streams.get(), expanded)});
   push(rows, "hc_collapse+expand",
        "hc " + std::to_string(hc) + " x 64, " + std::to_string(iters) + " Sinkhorn, 5 tokens", err, 1e-4);
 }
@@ -87,7 +77,7 @@ void streams_embed_mean(std::vector<Row>& rows) {
   long differ = 0;
   for (size_t i = 0; i < got.size(); ++i) differ += got[i] != streams[i];
   rows.push_back({"hc_embed", "6 tokens x 4 streams x 64", "bf16 -> f32", 0, -1, differ, "exact"});
-  push(rows, "hc_mean", "6 tokens x 4 streams x 64", rel_to_max(d_mean.get(), mean), 1e-6);
+  push(rows, "hc_mean", "6 tokens x 4 streams x 64", check_program::rel_error(d_mean.get(), mean), 1e-6);
 }
 
 // The fp32 glue: strided RMSNorm into fp32 and bf16 (rmsnorm_cpu is its reference), and the
@@ -111,7 +101,7 @@ void glue_f32(std::vector<Row>& rows) {
       got_b[sz(r * n + i)] = k::bf16_to_float(b[sz(r * ldb + i)]);
       want_b[sz(r * n + i)] = k::round_bf16(want[sz(r * n + i)]);
     }
-  push(rows, "rms_norm_f32", "5 x 96 of rows of 128, fp32 out", rel_to_max(got, want), 1e-5);
+  push(rows, "rms_norm_f32", "5 x 96 of rows of 128, fp32 out", check_program::rel_error(got, want), 1e-5);
   rows.push_back({"rms_norm_f32", "5 x 96 of rows of 128, bf16 out", "bf16", max_rel_error(got_b, want_b),
                   limit_for(DType::bf16), 0, ""});
 
@@ -163,7 +153,7 @@ void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, 
   io.gate_raw = d_gate.p(), io.ld_gate = qk, io.o = d_o.p(), io.ld_o = qk;
   op_ok(k::kda_recurrent_cuda(s, {d_conv.p(), d_alog.p(), d_dt.p(), d_norm.p()}, io, 2, d_begin.p(), d_slot.p(),
                               d_reset.p(), d_state.p(), sf, 0, nullptr));
-  const double err = std::max(rel_to_max(d_o.get(), o), rel_to_max(d_state.get(), state));
+  const double err = std::max(check_program::rel_error(d_o.get(), o), check_program::rel_error(d_state.get(), state));
   push(rows, "kda_recurrent", name + "; outputs, all slots' states", err, 1e-4);
 }
 
@@ -255,7 +245,7 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
   Dev<float> d_qlat(qlat), d_qall(qall), d_out(out.size());
   op_ok(k::dsa_attention_cuda(s, dev, heads, d_qlat.p(), d_qall.p() + 8, heads * (8 + R), 8 + R, T, d_seq.p(),
                               d_sel.p(), d_n.p(), max_sel, scale, d_out.p(), nullptr));
-  push(rows, "dsa_attention", name + ", 3 heads over the selection", rel_to_max(d_out.get(), out), 1e-4);
+  push(rows, "dsa_attention", name + ", 3 heads over the selection", check_program::rel_error(d_out.get(), out), 1e-4);
 }
 
 // dsa_prepare: one fused projection per token into the query's normed LoRA, the pool row and the
@@ -278,7 +268,7 @@ void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint3
   const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
   op_ok(k::dsa_prepare_cuda(s, {d_qn.p(), d_kvn.p(), d_kn.p(), d_kb.p()}, d_proj.p(), ld, T, d_seq.p(), d_pos.p(), dev,
                             d_qr.p(), d_iw.p(), nullptr));
-  const double err = std::max({rel_to_max(d_qr.get(), qr), rel_to_max(d_pool.get(), pool), rel_to_max(d_iw.get(), iw)});
+  const double err = std::max({check_program::rel_error(d_qr.get(), qr), check_program::rel_error(d_pool.get(), pool), check_program::rel_error(d_iw.get(), iw)});
   push(rows, "dsa_prepare",
        std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope) +
            "; qr, pool rows, index weights",
@@ -297,11 +287,11 @@ void clamped_swiglu(std::vector<Row>& rows, float limit) {
   std::vector<float> got(y.size());
   for (size_t i = 0; i < y.size(); ++i) got[i] = k::bf16_to_float(y[i]);
   const std::string shape = "7 x 40, limit " + (std::isinf(limit) ? std::string("inf") : std::to_string(limit));
-  rows.push_back({"clamped_silu_and_mul", shape, "bf16", rel_to_max(got, want), 8e-3, 0, kMeasure});
+  rows.push_back({"clamped_silu_and_mul", shape, "bf16", check_program::rel_error(got, want), 8e-3, 0, kMeasure});
   // The fp32 twin (the model's) on the same inputs.
   Dev<float> d_gu32(gu), d_y32(want.size());
   op_ok(k::clamped_silu_and_mul_f32_cuda(d_gu32.p(), d_y32.p(), n_rows, d, limit, nullptr));
-  push(rows, "clamped_silu_and_mul", shape, rel_to_max(d_y32.get(), want), 1e-6);
+  push(rows, "clamped_silu_and_mul", shape, check_program::rel_error(d_y32.get(), want), 1e-6);
 }
 
 // linear_f32_cuda with a gather and per-row experts (the routed experts' form), the MLA absorption
@@ -321,7 +311,7 @@ void products(std::vector<Row>& rows) {
   Dev<std::int32_t> d_g(gather), d_e(expert);
   op_ok(k::linear_f32_cuda(d_x.p(), in, d_g.p(), n_rows, in, d_w.p(), DType::bf16, in, d_e.p(), out * in, out, d_y.p(),
                            out, nullptr));
-  push(rows, "linear_f32", "6 gathered rows of 3 experts, 40 -> 24", rel_to_max(d_y.get(), want), 1e-5);
+  push(rows, "linear_f32", "6 gathered rows of 3 experts, 40 -> 24", check_program::rel_error(d_y.get(), want), 1e-5);
   // Absorption: kv_b [heads * (nope + vd), L].
   const int T = 3, heads = 2, nope = 5, vd = 4, L = 8, qk = 7;
   auto kvb = normal(sz(heads * (nope + vd) * L), 1.f, 93);
@@ -334,8 +324,8 @@ void products(std::vector<Row>& rows) {
   Dev<std::uint16_t> d_kvb(kvbb);
   op_ok(k::absorb_query_cuda(d_q.p(), heads * qk, qk, T, heads, nope, vd, L, d_kvb.p(), d_ql.p(), nullptr));
   op_ok(k::absorb_values_cuda(d_lat.p(), T, heads, nope, vd, L, d_kvb.p(), d_v.p(), nullptr));
-  push(rows, "absorb_query", "3 tokens, 2 heads, nope 5 -> latent 8", rel_to_max(d_ql.get(), qlat), 1e-5);
-  push(rows, "absorb_values", "3 tokens, 2 heads, latent 8 -> 4", rel_to_max(d_v.get(), vals), 1e-5);
+  push(rows, "absorb_query", "3 tokens, 2 heads, nope 5 -> latent 8", check_program::rel_error(d_ql.get(), qlat), 1e-5);
+  push(rows, "absorb_values", "3 tokens, 2 heads, latent 8 -> 4", check_program::rel_error(d_v.get(), vals), 1e-5);
   // Combine: 5 tokens of top 3 pairs, with and without the shared experts' rows added.
   const int tokens = 5, top_k = 3, hidden = 48;
   const auto pair_out = normal(sz(tokens * top_k * hidden), 1.f, 96), weight = normal(sz(tokens * top_k), 0.5f, 97);
@@ -348,7 +338,7 @@ void products(std::vector<Row>& rows) {
     op_ok(k::moe_combine_f32_cuda(d_pairs.p(), d_weight.p(), tokens, top_k, hidden, with_add ? d_add.p() : nullptr,
                                   d_out.p(), nullptr));
     push(rows, "moe_combine_f32", std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : ""),
-         rel_to_max(d_out.get(), y), 1e-5);
+         check_program::rel_error(d_out.get(), y), 1e-5);
   }
   // Tensor parallel: the pairs routed to this rank's experts [3, 6) renumbered, the others -1.
   std::vector<std::int32_t> pairs = {0, 3, 5, 6, 7, 4, 2, 3, 5, 1};

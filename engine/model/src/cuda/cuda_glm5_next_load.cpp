@@ -118,9 +118,11 @@ Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, 
   const Range cols = split(full_width, tp_rank_, tp_size_);
   const int width = cols.size();
   m.width = width;
-  if (width == 0)
+  // Decided from the full width, not this rank's slice, so every rank refuses alike (the first
+  // ranks take the remainder: a refusal on the empty last rank alone would leave the others loaded).
+  if (full_width < tp_size_)
     return Error{"layer " + std::to_string(l) + ": " + std::to_string(tp_size_) + " tensor-parallel ranks over an MLP width of " +
-                 std::to_string(full_width) + " leave rank " + std::to_string(tp_rank_) + " none"};
+                 std::to_string(full_width) + " leave a rank none; use at most " + std::to_string(full_width) + " ranks"};
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(H_);
   const std::string gate = names_(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
                     up_name = names_(shared ? Tensor::shared_up : Tensor::mlp_up, l),
@@ -255,9 +257,9 @@ Status Glm5NextCuda::load_experts(Uploader& up, const Checkpoint& ck, int l, Glm
   const std::size_t expert = static_cast<std::size_t>(I_) * static_cast<std::size_t>(H_), held = static_cast<std::size_t>(experts_.size());
   if (auto e = alloc_f32(up, L.router, name(Tensor::router), {E_, H_}); !e) return e;
   if (auto e = alloc_f32(up, L.correction_bias, name(Tensor::router_bias), {E_}); !e) return e;
-  if (held == 0)
-    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(E_) + " routed experts leave rank " +
-                 std::to_string(tp_rank_) + " none"};
+  if (E_ < tp_size_)  // from the full count, as load_mlp's width: every rank refuses alike
+    return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(E_) +
+                 " routed experts leave a rank none; use at most " + std::to_string(E_) + " ranks"};
   if (auto e = alloc_bf16(L.experts_gate_up, held * 2 * expert, name(Tensor::experts_gate_up)); !e) return e;
   if (auto e = alloc_bf16(L.experts_down, held * expert, name(Tensor::experts_down)); !e) return e;
   if (ck.has(name(Tensor::experts_gate_up))) {
