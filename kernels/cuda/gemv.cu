@@ -1,5 +1,6 @@
 // The decode-sized product (gemv.hpp): one warp per output row, weights streamed with 16-byte
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
+#include <algorithm>
 #include <cstdint>
 
 #include "common.cuh"
@@ -119,33 +120,59 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
   }
 }
 
+// One configuration of gemv_kernel: NT x rows a grid row, U loads a lane, RW weight rows a warp.
 template <int NT, int U, int RW, class OutT, bool SILU, class XT>
-cudaError_t launch_with(const GemvArgs& a, Stream stream) {
-  const long rows = static_cast<long>(a.groups) * a.out, warps = (rows + RW - 1) / RW;
-  return cuda::launch_pdl(gemv_kernel<NT, U, RW, OutT, SILU, XT>,
-                          dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT)),
-                          dim3(kWarps * 32), 0, stream, a);
-}
+struct Gemv {
+  static dim3 grid(const GemvArgs& a) {
+    const long rows = static_cast<long>(a.groups) * a.out, warps = (rows + RW - 1) / RW;
+    return dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps), static_cast<unsigned>((a.rows + NT - 1) / NT));
+  }
+  // Blocks of this configuration the whole GPU holds at once (registers decide), asked once.
+  static long resident() {
+    static const long n = [] {
+      int dev = 0, sms = 0, per_sm = 0;
+      cudaGetDevice(&dev);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<NT, U, RW, OutT, SILU, XT>, kWarps * 32, 0);
+      return static_cast<long>(std::max(sms, 1)) * std::max(per_sm, 1);
+    }();
+    return n;
+  }
+  static bool one_wave(const GemvArgs& a) {
+    const dim3 g = grid(a);
+    return static_cast<long>(g.x) * g.y <= resident();
+  }
+  static cudaError_t launch(const GemvArgs& a, Stream stream) {
+    return cuda::launch_pdl(gemv_kernel<NT, U, RW, OutT, SILU, XT>, grid(a), dim3(kWarps * 32), 0, stream, a);
+  }
+};
 
-// Several rows a warp only where one pass of 8 loads a lane covers them (NT <= 2, no SiLU: the
-// 8-load configuration), chosen by the shape alone.
-template <int NT, class OutT, bool SILU, class XT>
-cudaError_t launch(const GemvArgs& a, Stream stream) {
+// The configuration for NT x rows, handed to f: several weight rows a warp only where one pass of
+// 8 loads a lane covers them (NT <= 2, no SiLU: the 8-load configuration), chosen by the shape alone.
+template <int NT, class OutT, bool SILU, class XT, class F>
+auto with_config(const GemvArgs& a, F&& f) {
   if constexpr (NT <= 2 && !SILU) {
-    if (a.in <= 32 * 8 * 2) return launch_with<NT, 2, 4, OutT, SILU, XT>(a, stream);
-    if (a.in <= 32 * 8 * 4) return launch_with<NT, 4, 2, OutT, SILU, XT>(a, stream);
-    return launch_with<NT, 8, 1, OutT, SILU, XT>(a, stream);
+    if (a.in <= 32 * 8 * 2) return f(Gemv<NT, 2, 4, OutT, SILU, XT>{});
+    if (a.in <= 32 * 8 * 4) return f(Gemv<NT, 4, 2, OutT, SILU, XT>{});
+    return f(Gemv<NT, 8, 1, OutT, SILU, XT>{});
   } else {
-    return launch_with<NT, 4, 1, OutT, SILU, XT>(a, stream);
+    return f(Gemv<NT, 4, 1, OutT, SILU, XT>{});
   }
 }
 
+// x rows per warp: the fewest whose grid still fits one wave of resident blocks. A warp's time
+// grows with its rows (an 8-row `mlp down` of the DFlash pair's target cost 2.3x a 1-row one with
+// the same 96 blocks: engine/bench/results/h100-verify21-2026-12-06.md), while more blocks cost
+// little until they need a second wave. A row's sum is the same whatever NT (gemv_kernel), so the
+// choice never changes a result.
 template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
-  if (a.rows <= 1) return launch<1, OutT, SILU, XT>(a, stream);
-  if (a.rows <= 2) return launch<2, OutT, SILU, XT>(a, stream);
-  if (a.rows <= 4) return launch<4, OutT, SILU, XT>(a, stream);
-  return launch<8, OutT, SILU, XT>(a, stream);
+  auto fits = [&](auto config) { return config.one_wave(a); };
+  auto go = [&](auto config) { return config.launch(a, stream); };
+  if (a.rows <= 1 || with_config<1, OutT, SILU, XT>(a, fits)) return with_config<1, OutT, SILU, XT>(a, go);
+  if (a.rows <= 2 || with_config<2, OutT, SILU, XT>(a, fits)) return with_config<2, OutT, SILU, XT>(a, go);
+  if (a.rows <= 4 || with_config<4, OutT, SILU, XT>(a, fits)) return with_config<4, OutT, SILU, XT>(a, go);
+  return with_config<8, OutT, SILU, XT>(a, go);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

@@ -17,6 +17,7 @@ using cuda::row_rms_scale;
 using cuda::warp_max;
 
 __global__ void rmsnorm_rows_kernel(const bf16* x, long ldx, int n, const bf16* w, bf16* y, long ldy, float eps) {
+  cuda::pdl_begin();
   __shared__ float part[32];
   const bf16* xr = x + blockIdx.x * ldx;
   bf16* yr = y + blockIdx.x * ldy;
@@ -35,7 +36,8 @@ constexpr int kBatch = 8;
 
 // The first round's norm weights are constant: loaded before waiting for delta's kernel.
 template <class D>
-__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps) {
+__global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps,
+                                   const std::int32_t* pick) {
   const int step = static_cast<int>(blockDim.x);
   float g0[kBatch];
 #pragma unroll
@@ -45,8 +47,9 @@ __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16
   }
   cuda::pdl_begin();
   __shared__ float part[32];
-  float* xr = x + static_cast<long>(blockIdx.x) * n;
-  const D* dr = delta + static_cast<long>(blockIdx.x) * n;
+  const long row = pick ? pick[blockIdx.x] : blockIdx.x;  // y's row is blockIdx.x either way
+  float* xr = x + row * n;
+  const D* dr = delta + row * n;
   bf16* yr = y + static_cast<long>(blockIdx.x) * n;
   float s = 0.f;
   for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * step) {
@@ -84,6 +87,25 @@ __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16
       if (y32r) y32r[i] = o;
     }
   }
+}
+
+// add_rmsnorm_kernel's first layer, the embedding rows added to a zeroed x, without either apart.
+__global__ void embed_rmsnorm_kernel(const bf16* table, int vocab, const std::int32_t* ids, float* x, const bf16* w, bf16* y,
+                                     int n, float eps) {
+  cuda::pdl_begin();
+  __shared__ float part[32];
+  const std::int32_t id = ids[blockIdx.x];
+  const bf16* er = id >= 0 && id < vocab ? table + static_cast<long>(id) * n : nullptr;  // outside: a zero row
+  float* xr = x + static_cast<long>(blockIdx.x) * n;
+  bf16* yr = y + static_cast<long>(blockIdx.x) * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = 0.f + (er ? __bfloat162float(er[i]) : 0.f);
+    xr[i] = v;
+    s += v * v;
+  }
+  const float r = rsqrtf(block_sum_in_order(s, part) / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __float2bfloat16_rn(xr[i] * r * __bfloat162float(w[i]));
 }
 
 template <class KV>
@@ -285,23 +307,35 @@ Status absorb_query(const void* q, int tokens, int heads, int nope, int rope_dim
 Status rmsnorm_rows(const void* x, long ldx, int rows, int n, const void* w, void* y, long ldy, float eps,
                          Stream stream) {
   if (rows == 0) return {};
-  rmsnorm_rows_kernel<<<rows, 256, 0, stream>>>(static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w),
-                                                static_cast<bf16*>(y), ldy, eps);
-  return TANDEM_CUDA_LAUNCHED("rmsnorm_rows_kernel");
+  // Programmatic, as add_rmsnorm: between two decode-sized products (the DFlash drafter's context
+  // rows, the MLA LoRA norms) an ordinary launch would serialise their weight loads.
+  const cudaError_t e = cuda::launch_pdl(rmsnorm_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream,
+                                         static_cast<const bf16*>(x), ldx, n, static_cast<const bf16*>(w), static_cast<bf16*>(y), ldy,
+                                         eps);
+  return TANDEM_CUDA_STATUS(e, "launch rmsnorm_rows_kernel");
 }
 
 Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
-                        float eps, Stream stream, float* y32) {
+                        float eps, Stream stream, float* y32, const std::int32_t* pick) {
   if (rows == 0) return {};
   // A programmatic launch like the decode kernels around it, so that the next one's weight loads
   // may start while this runs (an ordinary launch in between would serialise them).
   const cudaError_t e =
       delta_type == DType::f32
           ? cuda::launch_pdl(add_rmsnorm_kernel<float>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                                      static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps)
+                                      static_cast<const float*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps, pick)
           : cuda::launch_pdl(add_rmsnorm_kernel<bf16>, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                                      static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps);
+                                      static_cast<const bf16*>(delta), static_cast<const bf16*>(w), static_cast<bf16*>(y), y32, n, eps, pick);
   return TANDEM_CUDA_STATUS(e, "launch add_rmsnorm_kernel");
+}
+
+Status embed_rmsnorm(const void* table, int vocab, const std::int32_t* ids, float* x, const void* w, void* y, int rows, int n,
+                     float eps, Stream stream) {
+  if (rows == 0) return {};
+  const cudaError_t e = cuda::launch_pdl(embed_rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream,
+                                         static_cast<const bf16*>(table), vocab, ids, x, static_cast<const bf16*>(w),
+                                         static_cast<bf16*>(y), n, eps);
+  return TANDEM_CUDA_STATUS(e, "launch embed_rmsnorm_kernel");
 }
 
 Status latent_cache_write(const void* src, long ld, int tokens, int width, const std::int32_t* token_seq,

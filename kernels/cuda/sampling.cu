@@ -12,6 +12,7 @@
 
 #include "common.cuh"
 #include "tandem/kernels/sampling_cuda.hpp"
+#include "tandem/kernels/launch.hpp"
 
 namespace tandem::kernels {
 namespace {
@@ -228,17 +229,44 @@ __global__ void argmax_kernel(const float* logits, int V, unsigned long long* ke
   if (threadIdx.x % 32 == 0) atomicMax(keys + blockIdx.y, best);
 }
 
+// A row small enough for one block (the grid above would give it one): the block's warps fold their
+// keys in shared memory and one thread stores the row's key, so the keys need no clearing first
+// (a launch less per step) and the kernel may start behind the logits' product (programmatic launch).
+__global__ void argmax_one_block_kernel(const float* logits, int V, unsigned long long* keys) {
+  cuda::pdl_begin();
+  __shared__ unsigned long long part[32];
+  const float* l = logits + static_cast<long>(blockIdx.x) * V;
+  unsigned long long best = 0;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) {
+    const unsigned long long k = (static_cast<unsigned long long>(order_key(l[i])) << 32) | (0xffffffffu - static_cast<unsigned>(i));
+    best = k > best ? k : best;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other > best ? other : best;
+  }
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) best = part[w] > best ? part[w] : best;
+  keys[blockIdx.x] = best;
+}
+
 }  // namespace
 
 Status argmax_rows_cuda(const float* logits, int rows, int vocab, unsigned long long* keys, Stream stream) {
   if (rows < 0 || vocab <= 0) return Error{"argmax_rows: rows must be >= 0 and vocab > 0"};
   if (rows == 0) return {};
+  const int threads = 256, per_thread = 16;
+  const int blocks = std::min(128, (vocab + threads * per_thread - 1) / (threads * per_thread));
+  if (blocks == 1)
+    return TANDEM_CUDA_STATUS(cuda::launch_pdl(argmax_one_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream,
+                                               logits, vocab, keys),
+                              "launch argmax_one_block_kernel");
   if (auto e = TANDEM_CUDA_STATUS(cudaMemsetAsync(keys, 0, sizeof(unsigned long long) * static_cast<size_t>(rows), stream),
                               "argmax_rows: clearing the keys");
       !e)
     return e;
-  const int threads = 256, per_thread = 16;
-  const int blocks = std::min(128, (vocab + threads * per_thread - 1) / (threads * per_thread));
   argmax_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(rows)), threads, 0, stream>>>(logits, vocab, keys);
   return TANDEM_CUDA_LAUNCHED("argmax_kernel");
 }

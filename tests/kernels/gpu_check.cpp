@@ -1,12 +1,14 @@
 // gpu_check: runs every CUDA kernel against its CPU reference and prints one table.
 // Exit 0 when every row passes, 1 when one fails, 77 (skipped) without a CUDA device.
+// Arguments, if any, name the groups to run (e.g. `gpu_check fused glue`); none: all of them.
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "gpu_check.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 
-int main() {
+int main(int argc, char** argv) {
   using namespace gpu_check;
   if (!tandem::kernels::cuda_device_present()) {
     std::puts("SKIP: no CUDA device on this machine (GPU checks run on the GPU machine: deploy/gpu-check.sh)");
@@ -26,7 +28,10 @@ int main() {
   for (const Group g :
        {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
         Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
-        Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"glm5_next", check_glm5_next}}) {
+        Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next}}) {
+    bool wanted = argc < 2;
+    for (int i = 1; i < argc; ++i) wanted = wanted || std::strcmp(argv[i], g.name) == 0;
+    if (!wanted) continue;
     try {
       g.run(rows);
     } catch (const std::exception& e) {

@@ -37,6 +37,7 @@ void check_gemm(std::vector<Row>& rows);
 void check_quant(std::vector<Row>& rows);
 void check_decode(std::vector<Row>& rows);
 void check_glue(std::vector<Row>& rows);
+void check_fused(std::vector<Row>& rows);
 void check_glm5_next(std::vector<Row>& rows);
 
 // Sizes are computed in long and handed to the containers through this one cast.

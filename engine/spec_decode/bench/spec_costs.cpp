@@ -69,6 +69,28 @@ void print_op_profile(model::CudaModel& target, std::span<const model::PagedWork
   std::fflush(stdout);
 }
 
+// Where an eager proposal's device time goes: `steps` proposals with a CUDA event after every op
+// of the drafter (as print_op_profile), us per proposal.
+void print_drafter_profile(spec::DeviceDrafter& drafter, std::span<const spec::DraftItem> items, int steps) {
+  tandem::bench::EventTimer timer;
+  timer.queue_ahead = true;
+  drafter.set_op_timer(&timer);
+  for (int i = 0; i < steps; ++i) must(drafter.propose(items, false), "profiled propose"), timer.end_step();
+  drafter.set_op_timer(nullptr);
+  std::vector<std::pair<std::string, tandem::bench::EventTimer::Op>> rows(timer.ops.begin(), timer.ops.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
+  std::printf("\nDrafter profile: an eager proposal of %zu x %d rows, %d proposals, us per proposal\n\n"
+              "| op | launches' marks per proposal | us |\n|---|---|---|\n",
+              items.size(), items.empty() ? 0 : items[0].n + 1, steps);
+  double total = 0;
+  for (const auto& [op, o] : rows) {
+    std::printf("| %s | %.0f | %.1f |\n", op.c_str(), static_cast<double>(o.calls) / steps, o.us / steps);
+    total += o.us / steps;
+  }
+  std::printf("| total | | %.1f |\n", total);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 // long-function: a measurement script: each device cost measured, then the table of them, in order.
@@ -134,6 +156,13 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
     must(target.step(mixed), "mixed verify");
     must(drafter.add_context(mixed), "context");
   });
+  // The same steps reading back each row's greedy token instead of its logits (step_greedy): what
+  // the logits' copy to the host costs a step (V floats a row; 8 rows a block when verifying).
+  const double g_plain = mean_seconds(warmup, iters, [&] { must(target.step_greedy(decode), "greedy decode"); });
+  const double g_verify = mean_seconds(warmup, iters, [&] {
+    must(target.step_greedy(verify), "greedy verify");
+    must(drafter.add_context(verify), "context");
+  });
   // The same two target steps without CUDA graphs, for comparison (the engine replays graphs for
   // both unless --enforce-eager).
   target.set_enforce_eager(true);
@@ -162,8 +191,11 @@ void print_costs(const std::string& target_dir, const std::string& drafter_dir, 
   // each against a plain decode step of the same batch.
   std::printf("| batch %d, k %d | ratios to t_plain: verify %.2fx (goal <= 1.3x), mixed verify %.2fx, proposal %.2fx (goal <= 0.3x) |\n",
               batch, k, t_verify / t_plain, t_mixed / t_plain, t_draft / t_plain);
+  std::printf("| batch %d, k %d | tokens read back instead of logits: t_plain %.3f ms, t_verify %.3f ms, ratio %.2fx |\n", batch, k,
+              g_plain * 1e3, g_verify * 1e3, g_verify / g_plain);
   std::fflush(stdout);
   print_op_profile(target, decode, verify, batch, k, 20);
+  print_drafter_profile(*eager_drafter.value(), items, 20);
 }
 
 }  // namespace tandem::spec::bench

@@ -4,13 +4,16 @@
 //     c = hidden_norm(fc(captured features));  per layer: K = rope(k_norm(c Wk^T)), V = c Wv^T,
 //     written into the context pool at the token's own position (the target's block table).
 //   propose (the T block tokens of every drafting sequence in one forward):
-//     x = embed([anchor, mask x n]) with the target's table;  per layer (Qwen3 shape, fp32 residual):
-//       h = rmsnorm(x); q, k, v = h W^T; q_norm / k_norm per head; rope at the block's positions;
-//       the block's K/V into the pool at positions pos .. pos + n (scratch: see device_drafter.hpp);
+//     x = embed([anchor, mask x n]) with the target's table (one launch with the first norm);
+//     per layer (Qwen3 shape, fp32 residual):
+//       h = rmsnorm(x); q, k, v = h W^T (one product); q_norm / k_norm per head, rope at the block's
+//       positions and the block's K/V into the pool at positions pos .. pos + n (one launch:
+//       kernels' head_prep; scratch: see device_drafter.hpp);
 //       paged attention with every query masked at its block's last position, so it sees all
 //       context rows and its whole block (no causal mask inside the block); x += o_proj(...);
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
-//     logits = lm_head(norm(x)) at block rows 1..n (the target's head), argmax on the device.
+//     logits = lm_head(norm(x)) at block rows 1..n (the target's head; the norm of those rows alone),
+//     argmax on the device.
 //   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation).
 //   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
 //   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
@@ -25,9 +28,9 @@
 #include <utility>
 
 #include "tandem/kernels/activation.hpp"
-#include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/glue.hpp"
+#include "tandem/kernels/head_prep.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -74,6 +77,7 @@ class DFlashCuda final : public DeviceDrafter {
     for (auto& [key, exec] : context_graphs_) cudaGraphExecDestroy(exec);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
+    if (keys_host_) cudaFreeHost(keys_host_);
   }
 
   Status load(const model::Checkpoint& ck);
@@ -86,12 +90,16 @@ class DFlashCuda final : public DeviceDrafter {
   tandem::Status make_pool(std::int32_t num_blocks, int block_size) override;
   tandem::Status add_context(std::span<const model::PagedWork> work) override;
   tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) override;
+  void set_op_timer(model::OpTimer* timer) override { timer_ = eager_ ? timer : nullptr; }
 
  private:
   struct Layer {
-    DeviceBuffer in_norm, post_norm, q, kv, o, q_norm, k_norm, gate_up, down;  // kv: [k_proj; v_proj]
+    DeviceBuffer in_norm, post_norm, qkv, o, q_norm, k_norm, gate_up, down;  // qkv: [q_proj; k_proj; v_proj]
   };
 
+  void mark(const char* op) {
+    if (timer_) timer_->mark(op, 0, stream_);
+  }
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
   k::PagedKvLayout layout() const {
     k::PagedKvLayout l;
@@ -169,8 +177,9 @@ class DFlashCuda final : public DeviceDrafter {
     return err.status;
   }
 
-  // K and V of layer l for T rows of h_ (positions in_pos, slots in_slot) into the pool.
-  Status write_kv(int l, int T);
+  // Layer l's q|k|v rows for T rows of h_ (queries false: k|v alone), then one head_prep: K and V
+  // into the pool (positions in_pos, slots in_slot), the normed, rotated queries into q_.
+  Status qkv_rows(int l, int T, bool queries);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
   Status capture(int B, int n);
@@ -185,10 +194,8 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, kv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
-  // Keys and values of t_cap_ rows each, the values after the keys (one gemv writes both).
-  std::uint16_t* keys() const { return kv_.as<std::uint16_t>(); }
-  std::uint16_t* values() const { return keys() + static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(kvw_); }
+  DeviceBuffer x_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  int qkvw() const { return qw_ + 2 * kvw_; }  // a q|k|v row's width (qkv_, Layer::qkv)
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
   std::int32_t num_blocks_ = 0;
@@ -198,10 +205,14 @@ class DFlashCuda final : public DeviceDrafter {
   // synchronises the stream before the next add_context writes its own again.
   std::int32_t* ctx_host_ = nullptr;
   std::int32_t* prop_host_ = nullptr;
+  // The drafts' argmax keys come back through pinned memory (r_cap_ of them): a copy into pageable
+  // memory is staged by the driver, microseconds more on every proposal.
+  unsigned long long* keys_host_ = nullptr;
   bool eager_ = false;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
   int target_tokens_ = 0;                                    // rows the target's capture holds
+  model::OpTimer* timer_ = nullptr;                          // eager proposals only
 };
 
 
@@ -213,6 +224,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return Error{"mask_token_id is outside the vocabulary"};
   if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return Error{"the paged-attention kernel needs 1..8 query heads per KV head"};
   if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return Error{"hidden_size, intermediate_size and head_dim must be multiples of 8"};
+  if (!k::head_prep_fits(hd_)) return Error{"the CUDA drafter needs head_dim a multiple of 32, at most 256 (kernels' head_prep)"};
   stream_ = target_.stream();
   auto gemm = k::GemmRunner::create();
   if (!gemm) return gemm.error();
@@ -237,13 +249,13 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
     const std::string p = "layers." + std::to_string(l) + ".";
     tensor(a.in_norm, p + "input_layernorm.weight", {H});
     tensor(a.post_norm, p + "post_attention_layernorm.weight", {H});
-    tensor(a.q, p + "self_attn.q_proj.weight", {qw_, H});
-    // k and v fused into one [2 kvw, H] weight (k rows first): one gemv of two groups writes both.
-    if (auto e = a.kv.allocate(static_cast<std::size_t>(2 * kvw_ * H) * 2, p + "kv"); !e) return e;
-    used.insert(p + "self_attn.k_proj.weight");
-    used.insert(p + "self_attn.v_proj.weight");
-    up.bf16(a.kv, 0, p + "self_attn.k_proj.weight", {kvw_, H});
-    up.bf16(a.kv, static_cast<std::size_t>(kvw_ * H), p + "self_attn.v_proj.weight", {kvw_, H});
+    // q, k and v as one [qw + 2 kvw, H] weight: one product writes a token's q|k|v row (a row's sum
+    // does not depend on the rows beside it); the context rows take its k|v rows alone.
+    if (auto e = a.qkv.allocate(static_cast<std::size_t>((qw_ + 2 * kvw_) * H) * 2, p + "qkv"); !e) return e;
+    for (const char* w : {"q_proj", "k_proj", "v_proj"}) used.insert(p + "self_attn." + w + ".weight");
+    up.bf16(a.qkv, 0, p + "self_attn.q_proj.weight", {qw_, H});
+    up.bf16(a.qkv, static_cast<std::size_t>(qw_ * H), p + "self_attn.k_proj.weight", {kvw_, H});
+    up.bf16(a.qkv, static_cast<std::size_t>((qw_ + kvw_) * H), p + "self_attn.v_proj.weight", {kvw_, H});
     tensor(a.o, p + "self_attn.o_proj.weight", {H, qw_});
     tensor(a.q_norm, p + "self_attn.q_norm.weight", {hd});
     tensor(a.k_norm, p + "self_attn.k_norm.weight", {hd});
@@ -276,7 +288,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
       {&delta_, T * h * 2, "drafter delta"},
       {&h_, T * h * 2, "drafter normed"},
       {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
-      {&kv_, 2 * T * static_cast<std::size_t>(kvw_) * 2, "drafter keys and values"},
+      {&qkv_, T * static_cast<std::size_t>(qkvw()) * 2, "drafter q|k|v rows"},
       {&attn_, T * static_cast<std::size_t>(qw_) * 2, "drafter attention out"},
       {&gu_, T * 2 * static_cast<std::size_t>(I_) * 2, "drafter gate_up"},
       {&act_, T * static_cast<std::size_t>(I_) * 2, "drafter act"},
@@ -304,29 +316,32 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (auto e = inputs_.allocate(in_ints_ * 4, "drafter inputs"); !e) return e.error();
   for (std::int32_t** p : {&ctx_host_, &prop_host_})
     if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(p, in_ints_ * 4), "pinned drafter inputs"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&keys_host_, static_cast<std::size_t>(r_cap_) * sizeof(unsigned long long)), "pinned draft tokens");
+      !e)
+    return e.error();
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
   return tandem::Ok{};
 }
 
-Status DFlashCuda::write_kv(int l, int T) {
+Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
+  const int skip = queries ? 0 : qw_;  // context rows: the k|v rows of the weight alone
+  k::GemmArgs g = linear(h_.get(), H_, a.qkv, qkv_.as<std::uint16_t>() + skip, T, H_, qkvw() - skip);
+  g.w = a.qkv.as<std::uint16_t>() + static_cast<std::size_t>(skip) * static_cast<std::size_t>(H_);
+  g.ldy = qkvw();
   FirstError err;
-  k::GemmArgs kg = linear(h_.get(), H_, a.kv, keys(), T, H_, kvw_);
-  k::GemvArgs kv = as_gemv(kg);
-  kv.groups = 2, kv.w_group = static_cast<long>(kvw_) * H_, kv.y_group = values() - keys();  // x_group 0: the same rows
-  if (T <= kGemvRows && k::gemv_fits(kv)) {
-    err(k::gemv_cuda(kv, stream_));
-  } else {
-    k::GemmArgs vg = kg;
-    vg.w = a.kv.as<std::uint16_t>() + static_cast<std::size_t>(kvw_) * static_cast<std::size_t>(H_), vg.y = values();
-    err(gemm(kg));
-    err(gemm(vg));
-  }
-  err(kernels::rmsnorm_rows(keys(), hd_, T * kvh_, hd_, a.k_norm.get(), keys(), hd_, eps(), stream_));
-  err(k::rope_cuda(kBf16, keys(), T, kvw_, kvh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
-  err(k::write_kv_cuda(kBf16, keys(), values(), T, in_slot(), layout(), k_pool(l), v_pool(l), stream_));
+  err(gemm(g));
+  mark("qkv (gemv)");
+  k::HeadPrep p;
+  p.qkv = qkv_.get(), p.ld = qkvw(), p.k_at = qw_, p.v_at = qw_ + kvw_;
+  p.tokens = T, p.q_heads = queries ? nh_ : 0, p.kv_heads = kvh_, p.head_dim = hd_;
+  p.q_norm = a.q_norm.get(), p.k_norm = a.k_norm.get(), p.eps = eps();
+  p.inv_freq = inv_freq_.as<float>(), p.pos = in_pos(), p.slot = in_slot();
+  p.q_out = q_.get(), p.k_cache = k_pool(l), p.v_cache = v_pool(l);
+  err(k::head_prep(p, stream_));
+  mark("head prep (norms, rope, cache write)");
   return err.status;
 }
 
@@ -384,7 +399,7 @@ Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
   err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
-  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(write_kv(l, T));
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
   return err.status;
 }
 
@@ -462,8 +477,8 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   } else {
     err(enqueue(T, R, max_context));
   }
-  std::vector<unsigned long long> got(static_cast<std::size_t>(real_rows));
-  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(got.data(), argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  const std::span<const unsigned long long> got(keys_host_, static_cast<std::size_t>(real_rows));
+  err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(keys_host_, argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                  stream_),
                  "draft tokens"));
   if (want_logits) {
@@ -481,31 +496,42 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
 Status DFlashCuda::enqueue(int T, int R, int max_context) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
-  err(k::embedding_cuda(kBf16, target_.embedding_device(), V_, H_, in_tok(), T, delta_.get(), stream_));
-  err(TANDEM_CUDA_STATUS(cudaMemsetAsync(x_.get(), 0, static_cast<std::size_t>(T) * static_cast<std::size_t>(H_) * 4, stream_), "zero"));
+  mark("start");
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
-    err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
-    err(gemm(linear(h_.get(), H_, a.q, q_.get(), T, H_, qw_)));
-    err(kernels::rmsnorm_rows(q_.get(), hd_, T * nh_, hd_, a.q_norm.get(), q_.get(), hd_, eps(), stream_));
-    err(k::rope_cuda(kBf16, q_.get(), T, qw_, nh_, hd_, hd_, inv_freq_.as<float>(), in_pos(), k::RopeLayout::half, stream_));
-    err(write_kv(l, T));
+    if (l == 0) {
+      err(kernels::embed_rmsnorm(target_.embedding_device(), V_, in_tok(), x_.as<float>(), a.in_norm.get(), h_.get(), T, H_, eps(),
+                                 stream_));
+      mark("embedding + add_rmsnorm");
+    } else {
+      err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.in_norm.get(), h_.get(), T, H_, eps(), stream_));
+      mark("add_rmsnorm");
+    }
+    err(qkv_rows(l, T, true));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    mark("paged attention");
     err(gemm(linear(attn_.get(), qw_, a.o, delta_.get(), T, qw_, H_)));
+    mark("o_proj (gemv)");
     err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, a.post_norm.get(), h_.get(), T, H_, eps(), stream_));
+    mark("add_rmsnorm");
     err(gate_up_silu(a.gate_up, T));
+    mark("gate_up + silu (gemv)");
     err(gemm(linear(act_.get(), I_, a.down, delta_.get(), T, I_, H_)));
+    mark("down (gemv)");
   }
-  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), h_.get(), T, H_, eps(), stream_));
-  err(kernels::gather_rows(h_.get(), H_, in_rows(), R, head_in_.get(), stream_));
+  // The final norm of the R logit rows alone, gathered into head_in_.
+  err(kernels::add_rmsnorm(x_.as<float>(), delta_.get(), kBf16, norm_.get(), head_in_.get(), R, H_, eps(), stream_, nullptr, in_rows()));
+  mark("final norm of the logit rows");
   k::GemmArgs head;
   head.rows = R, head.in = H_, head.out = V_;
   head.x = head_in_.get(), head.ldx = H_, head.w = target_.lm_head_device(), head.ldw = H_;
   head.y = logits_.get(), head.ldy = V_, head.y_type = k::DType::f32;
   err(gemm(head));
+  mark("lm_head (gemv)");
   // Greedy drafts (the sampled ones are drawn on the host from the logits): one argmax per row.
   err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
+  mark("argmax");
   return err.status;
 }
 

@@ -24,9 +24,15 @@ void rmsnorm_rows_cpu(const float* x, long ldx, int rows, int n, const float* w,
 // y[r] = rmsnorm(x[r]) * w (bf16), fp32 sums. Keeping x and the layers' outputs in fp32 keeps
 // bf16 rounding out of what piles up across layers.
 // With y32, the normalised rows also in fp32 (the MoE router's input: a choice between near-tied
-// experts should not hang on bf16's rounding of its input).
+// experts should not hang on bf16's rounding of its input). With pick, y's row i (and y32's) is
+// x's row pick[i] (the rows a last norm feeds to an LM head; the others stay as they were).
 Status add_rmsnorm(float* x, const void* delta, DType delta_type, const void* w, void* y, int rows, int n,
-                        float eps, Stream stream, float* y32 = nullptr);
+                        float eps, Stream stream, float* y32 = nullptr, const std::int32_t* pick = nullptr);
+// The first layer's add_rmsnorm of embedding rows: x[r] = table[ids[r]] (bf16 rows, n wide, widened;
+// an id outside [0, vocab) gives a zero row), y[r] = rmsnorm(x[r]) * w. One launch for
+// embedding_cuda, zeroing x and add_rmsnorm, rounding as they do.
+Status embed_rmsnorm(const void* table, int vocab, const std::int32_t* ids, float* x, const void* w, void* y, int rows, int n,
+                     float eps, Stream stream);
 void add_rmsnorm_cpu(float* x, const float* delta, const float* w, float* y, int rows, int n, float eps,
                      float* y32 = nullptr);
 

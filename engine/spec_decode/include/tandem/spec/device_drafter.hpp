@@ -19,6 +19,10 @@
 #include "tandem/model/model.hpp"
 #include "tandem/model/result.hpp"
 
+namespace tandem::model {
+class OpTimer;  // tandem/model/cuda_model.hpp
+}
+
 namespace tandem::spec {
 
 // One sequence's proposal: `n` tokens after `anchor`, the last committed token, which sits at
@@ -49,6 +53,9 @@ class DeviceDrafter {
   virtual tandem::Status add_context(std::span<const model::PagedWork> work) = 0;
   // Proposals for several sequences in one forward; `logits`: also return every row's logits.
   virtual tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) = 0;
+  // Per-op device timing (tandem_spec_bench --probe): an eager drafter marks the ops it enqueues,
+  // as the target does (model::OpTimer); one that replays graphs, or none given, marks nothing.
+  virtual void set_op_timer(model::OpTimer*) {}
 };
 
 }  // namespace tandem::spec
