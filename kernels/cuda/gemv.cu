@@ -160,18 +160,35 @@ auto with_config(const GemvArgs& a, F&& f) {
   }
 }
 
-// x rows per warp: the fewest whose grid still fits one wave of resident blocks. A warp's time
-// grows with its rows (an 8-row `mlp down` of the DFlash pair's target cost 2.3x a 1-row one with
-// the same 96 blocks: engine/bench/results/h100-verify21-2026-12-06.md), while more blocks cost
-// little until they need a second wave. A row's sum is the same whatever NT (gemv_kernel), so the
-// choice never changes a result.
+// The device's L2 in bytes, asked once.
+long l2_bytes() {
+  static const long n = [] {
+    int dev = 0, bytes = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev);
+    return static_cast<long>(bytes);
+  }();
+  return n;
+}
+
+// x rows per warp: the fewest whose grid still fits one wave of resident blocks, while the weight
+// re-reads stay in L2. A warp's time grows with its rows (an 8-row `mlp down` of the DFlash pair's
+// target cost 2.3x a 1-row one with the same 96 blocks: engine/bench/results/h100-verify21-2026-12-06.md),
+// while more blocks cost little until they need a second wave. But each grid row reads the
+// weights again: free for the pair's small matrices, costly for a 2 B model's at batch 6 and 16
+// (0.94x and 0.83x a step on an H100 with the wave rule alone:
+// engine/bench/results/h100-s4-merged-2026-12-06.md), so a smaller NT is taken only while its
+// grid rows times the weight bytes fit in L2. A row's sum is the same whatever NT (gemv_kernel),
+// so the choice never changes a result.
 template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
+  const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (SILU ? 2 : 1);
+  auto in_l2 = [&](int nt) { return (a.rows + nt - 1) / nt * weight_bytes <= l2_bytes(); };
   auto fits = [&](auto config) { return config.one_wave(a); };
   auto go = [&](auto config) { return config.launch(a, stream); };
-  if (a.rows <= 1 || with_config<1, OutT, SILU, XT>(a, fits)) return with_config<1, OutT, SILU, XT>(a, go);
-  if (a.rows <= 2 || with_config<2, OutT, SILU, XT>(a, fits)) return with_config<2, OutT, SILU, XT>(a, go);
-  if (a.rows <= 4 || with_config<4, OutT, SILU, XT>(a, fits)) return with_config<4, OutT, SILU, XT>(a, go);
+  if (a.rows <= 1 || (in_l2(1) && with_config<1, OutT, SILU, XT>(a, fits))) return with_config<1, OutT, SILU, XT>(a, go);
+  if (a.rows <= 2 || (in_l2(2) && with_config<2, OutT, SILU, XT>(a, fits))) return with_config<2, OutT, SILU, XT>(a, go);
+  if (a.rows <= 4 || (in_l2(4) && with_config<4, OutT, SILU, XT>(a, fits))) return with_config<4, OutT, SILU, XT>(a, go);
   return with_config<8, OutT, SILU, XT>(a, go);
 }
 

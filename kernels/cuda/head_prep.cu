@@ -31,8 +31,11 @@ __global__ void __launch_bounds__(kWarps * 32) head_prep_kernel(HeadPrep p) {
   const bf16* x = query ? row + static_cast<long>(h) * n : row + p.k_at + static_cast<long>(h) * n;
   const bf16* w = static_cast<const bf16*>(query ? p.q_norm : p.k_norm);
   float total = 0.f;
-  for (int c = 0; c < n / 32; ++c) {
-    const float v = __bfloat162float(x[32 * c + lane]);
+  // Chunk c is warp c of rmsnorm_rows; its lanes past n square nothing (0), as threads past n do
+  // there, and the warps wholly past n add 0 to its total.
+  for (int c = 0; c < (n + 31) / 32; ++c) {
+    const int i = 32 * c + lane;
+    const float v = i < n ? __bfloat162float(x[i]) : 0.f;
     float s = 0.f;
     s += v * v;
     total += cuda::warp_sum(s);
@@ -61,10 +64,10 @@ __global__ void __launch_bounds__(kWarps * 32) head_prep_kernel(HeadPrep p) {
 
 }  // namespace
 
-bool head_prep_fits(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= kMaxDim; }
+bool head_prep_fits(int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && head_dim <= kMaxDim; }
 
 Status head_prep(const HeadPrep& p, Stream stream) {
-  if (!head_prep_fits(p.head_dim)) return Error{"head_prep: head_dim must be a multiple of 32, at most 256"};
+  if (!head_prep_fits(p.head_dim)) return Error{"head_prep: head_dim must be even (rotary pairs), at most 256"};
   if (p.tokens < 0 || p.q_heads < 0 || p.kv_heads <= 0) return Error{"head_prep: tokens, q_heads >= 0 and kv_heads > 0"};
   if (p.tokens == 0) return {};
   const long items = static_cast<long>(p.tokens) * (p.q_heads + p.kv_heads);

@@ -103,6 +103,8 @@ void check_fused(std::vector<Row>& rows) {
   head_prep(rows, 8, 6, 2, 64, true);
   head_prep(rows, 48, 32, 8, 128, true);
   head_prep(rows, 5, 4, 4, 96, false);
+  head_prep(rows, 6, 4, 2, 16, true);   // under a warp (a fixture drafter's heads)
+  head_prep(rows, 3, 2, 2, 80, true);   // a partial last chunk
   embed_and_pick(rows, 8, 384, 4096);
   embed_and_pick(rows, 48, 4096, 1000);
 }

@@ -224,7 +224,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   if (c_.mask_token_id < 0 || c_.mask_token_id >= V_) return Error{"mask_token_id is outside the vocabulary"};
   if (nh_ % kvh_ != 0 || nh_ / kvh_ > 8) return Error{"the paged-attention kernel needs 1..8 query heads per KV head"};
   if (H_ % 8 != 0 || I_ % 8 != 0 || hd_ % 8 != 0) return Error{"hidden_size, intermediate_size and head_dim must be multiples of 8"};
-  if (!k::head_prep_fits(hd_)) return Error{"the CUDA drafter needs head_dim a multiple of 32, at most 256 (kernels' head_prep)"};
+  if (!k::head_prep_fits(hd_)) return Error{"the CUDA drafter needs an even head_dim of at most 256 (kernels' head_prep)"};
   stream_ = target_.stream();
   auto gemm = k::GemmRunner::create();
   if (!gemm) return gemm.error();

@@ -29,7 +29,7 @@ struct HeadPrep {
   void* k_cache = nullptr, *v_cache = nullptr;    // [slots, kv_heads * head_dim]
 };
 
-// The head sizes head_prep takes: a multiple of 32 up to 256 (a warp per head, each lane holding
+// The head sizes head_prep takes: even (rotary pairs) up to 256 (a warp per head, each lane holding
 // the entries rmsnorm_rows's threads hold, so the sums round alike).
 bool head_prep_fits(int head_dim);
 Status head_prep(const HeadPrep& p, Stream stream);
