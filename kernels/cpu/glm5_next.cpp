@@ -8,6 +8,7 @@
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/glm5_next.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
+#include "kda_parts.hpp"
 
 namespace tandem::kernels {
 
@@ -147,14 +148,12 @@ long kda_state_floats(const KdaShape& s) {
 
 // long-function: the recurrence's stages for one token (conv, l2 norms, forget gate, delta rule, gated
 // norm) in the order the model defines them, to read against transformers and the CUDA kernel.
-void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const float* g_raw, const float* beta_raw,
-                   const float* gate_raw, float* state, float* o) {
+namespace kda_detail {
+
+void token_inputs(const KdaShape& s, const KdaWeights& w, const float* u, const float* g_raw, float* history,
+                  float* mixed, float* g) {
   const int heads = s.heads, hd = s.head_dim, K = s.conv_kernel;
   const int qk = heads * hd, channels = 3 * qk;
-  float* history = state;                                  // [K - 1][channels]
-  float* S = state + static_cast<long>(K - 1) * channels;  // [heads][hd (key)][hd (value)]
-  std::vector<float> mixed(at(channels)), g(at(qk));
-  std::vector<double> kv_mem(at(hd)), delta(at(hd));
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(hd));
   // Causal conv: tap K-1 is the current token, tap j the input K-1-j tokens back.
   for (int ch = 0; ch < channels; ++ch) {
@@ -162,27 +161,51 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
     double acc = static_cast<double>(tap[K - 1]) * u[ch];
     for (int j = 0; j < K - 1; ++j) acc += static_cast<double>(tap[j]) * history[static_cast<long>(j) * channels + ch];
     const float a = static_cast<float>(acc);
-    mixed[at(ch)] = static_cast<float>(a / (1.0 + std::exp(-static_cast<double>(a))));
+    mixed[ch] = static_cast<float>(a / (1.0 + std::exp(-static_cast<double>(a))));
   }
   if (K > 1) {
     std::copy(history + channels, history + static_cast<long>(K - 1) * channels, history);
     std::copy(u, u + channels, history + static_cast<long>(K - 2) * channels);
   }
-  float* q = mixed.data();
-  float* kk = mixed.data() + qk;
-  const float* v = mixed.data() + 2 * qk;
   for (int h = 0; h < heads; ++h) {
-    l2normalise(q + h * hd, hd, q_scale);
-    l2normalise(kk + h * hd, hd, 1.0);
+    l2normalise(mixed + h * hd, hd, q_scale);
+    l2normalise(mixed + qk + h * hd, hd, 1.0);
   }
   // Forget gate (log-decay per key channel).
   for (int i = 0; i < qk; ++i) {
     const double rate = std::exp(static_cast<double>(w.a_log[i / hd]));
     const double gi = static_cast<double>(g_raw[i]) + w.dt_bias[i];
     const double softplus = gi > 20.0 ? gi : std::log(1.0 + std::exp(gi));
-    g[at(i)] = static_cast<float>(s.lower_bound_set ? static_cast<double>(s.lower_bound) * sigmoid(rate * gi)
-                                                    : -rate * softplus);
+    g[i] = static_cast<float>(s.lower_bound_set ? static_cast<double>(s.lower_bound) * sigmoid(rate * gi) : -rate * softplus);
   }
+}
+
+void out_norm(const KdaShape& s, const KdaWeights& w, const float* gate_raw, float* o) {
+  const int hd = s.head_dim;
+  for (int h = 0; h < s.heads; ++h) {
+    float* oh = o + h * hd;
+    double ss = 0;
+    for (int j = 0; j < hd; ++j) ss += static_cast<double>(oh[j]) * oh[j];
+    const double inv = 1.0 / std::sqrt(ss / hd + static_cast<double>(s.rms_eps));
+    for (int j = 0; j < hd; ++j)
+      oh[j] = static_cast<float>(static_cast<float>(oh[j] * inv) * static_cast<double>(w.o_norm[j]) *
+                                 sigmoid(gate_raw[h * hd + j]));
+  }
+}
+
+}  // namespace kda_detail
+
+void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const float* g_raw, const float* beta_raw,
+                   const float* gate_raw, float* state, float* o) {
+  const int heads = s.heads, hd = s.head_dim, K = s.conv_kernel;
+  const int qk = heads * hd, channels = 3 * qk;
+  float* S = state + static_cast<long>(K - 1) * channels;  // [heads][hd (key)][hd (value)]
+  std::vector<float> mixed(at(channels)), g(at(qk));
+  std::vector<double> kv_mem(at(hd)), delta(at(hd));
+  kda_detail::token_inputs(s, w, u, g_raw, state, mixed.data(), g.data());
+  float* q = mixed.data();
+  float* kk = mixed.data() + qk;
+  const float* v = mixed.data() + 2 * qk;
   // Delta rule, per head.
   for (int h = 0; h < heads; ++h) {
     float* Sh = S + static_cast<long>(h) * hd * hd;
@@ -207,16 +230,7 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
       o[h * hd + j] = static_cast<float>(acc);
     }
   }
-  // Gated RMSNorm per head.
-  for (int h = 0; h < heads; ++h) {
-    float* oh = o + h * hd;
-    double ss = 0;
-    for (int j = 0; j < hd; ++j) ss += static_cast<double>(oh[j]) * oh[j];
-    const double inv = 1.0 / std::sqrt(ss / hd + static_cast<double>(s.rms_eps));
-    for (int j = 0; j < hd; ++j)
-      oh[j] = static_cast<float>(static_cast<float>(oh[j] * inv) * static_cast<double>(w.o_norm[j]) *
-                                 sigmoid(gate_raw[h * hd + j]));
-  }
+  kda_detail::out_norm(s, w, gate_raw, o);
 }
 
 // ---- DSA ----------------------------------------------------------------------------------------

@@ -93,6 +93,11 @@ long kda_state_floats(const KdaShape& s);
 // layer's, kda_state_floats) is `state`; u, g_raw, beta_raw, gate_raw as a row of KdaIo; writes o.
 void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const float* g_raw, const float* beta_raw,
                    const float* gate_raw, float* state, float* o);
+// The same recurrence over `tokens` consecutive tokens of one sequence (rows of io), `chunk` tokens
+// at a time in the chunked form (kda_chunk.cpp: a triangular solve and chunk x chunk products per
+// head): the reference of a chunked prefill kernel (not written yet). Equal to kda_token_cpu token
+// by token to fp32 roundoff (the state is rounded once a chunk, not once a token).
+void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int tokens, int chunk, float* state);
 
 // ---- DSA sparse attention ---------------------------------------------------------------------
 // The paged pool of one DSA layer: fp32 rows of `width` = kv_lora + rope + 2 * index_head_dim
