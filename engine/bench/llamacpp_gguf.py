@@ -7,9 +7,11 @@ layers. llama.cpp runs that as its `deepseek2` architecture, and the llama.cpp s
 project can fetch has no glm4_moe converter, so this writes the same weights under deepseek2's
 tensor names and keys, with the snapshot's own gguf-py (PYTHONPATH=<llama.cpp>/gguf-py).
 
-What is not like for like, said where the numbers are reported: llama.cpp's deepseek2 routes
-without expert groups (the benchmark model has one group, so the same choice), rotates the rope
-part in its own layout, and the vocabulary here is synthetic (byte tokens, then placeholders: the
+Checked on the CPU (engine/bench/results/llamacpp-gguf-check-2026-12-06.md): the glm4_moe_lite
+fixture with one expert group, written by this script in f32, gives llama.cpp's greedy tokens equal
+to tandem-serve's, 12 of 12. What is not like for like: llama.cpp's deepseek2 routes without
+expert groups (with n_group > 1 the outputs part after the first tokens; the benchmark model has
+one group), and the vocabulary here is synthetic (byte tokens, one merge, placeholders: the
 benchmark feeds token ids, never text).
 
 usage: llamacpp_gguf.py MODEL_DIR OUT.gguf [--dtype bf16|f16|f32]
