@@ -175,11 +175,11 @@ long l2_bytes() {
 // re-reads stay in L2. A warp's time grows with its rows (an 8-row `mlp down` of the DFlash pair's
 // target cost 2.3x a 1-row one with the same 96 blocks: engine/bench/results/h100-verify21-2026-12-06.md),
 // while more blocks cost little until they need a second wave. But each grid row reads the
-// weights again: free for the pair's small matrices, costly for a 2 B model's at batch 6 and 16
-// (0.94x and 0.83x a step on an H100 with the wave rule alone:
-// engine/bench/results/h100-s4-merged-2026-12-06.md), so a smaller NT is taken only while its
-// grid rows times the weight bytes fit in L2. A row's sum is the same whatever NT (gemv_kernel),
-// so the choice never changes a result.
+// weights again: from L2 for the pair's small matrices, from memory once a launch's re-reads
+// outgrow L2, so a smaller NT is taken only while its grid rows times the weight bytes fit in L2.
+// (A guard by reasoning, not by a measured loss: the 2 B model's batch 6 and 16 steps read the
+// same with and without it on an H100, engine/bench/results/h100-s4-merged-2026-12-06.md.)
+// A row's sum is the same whatever NT (gemv_kernel), so the choice never changes a result.
 template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
   const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (SILU ? 2 : 1);
