@@ -12,17 +12,17 @@ src=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 arch=${CUDA_ARCH:-90}
 build=$src/build-cuda-sm$arch
-# No driver here: the executable links against the CUDA toolkit's stub libcuda (the GPU machine's
-# driver provides the real one at run time).
-# The libraries ask for libcuda.so.1 and the stub is named libcuda.so, hence the link beside it.
-stub=$(find "${CUDA_HOME:-/usr/local/cuda}/" -path '*stubs/libcuda.so' 2>/dev/null | head -1)
-[ -n "$stub" ] || { echo "llamacpp-pack: no stubs/libcuda.so under ${CUDA_HOME:-/usr/local/cuda}" >&2; exit 1; }
-stubs=$(mktemp -d)
-ln -s "$stub" "$stubs/libcuda.so.1"
+# This machine has no GPU driver: the executable links against the link-time libcuda.so that the
+# CUDA toolkit ships (in its stubs/ folder); the GPU machine's driver supplies libcuda at run time.
+# The libraries ask for the name libcuda.so.1, so a link of that name points at it.
+linklib=$(find "${CUDA_HOME:-/usr/local/cuda}/" -path '*stubs/libcuda.so' 2>/dev/null | head -1)
+[ -n "$linklib" ] || { echo "llamacpp-pack: no link-time libcuda.so (stubs/) under ${CUDA_HOME:-/usr/local/cuda}" >&2; exit 1; }
+linkdir=$(mktemp -d)
+ln -s "$linklib" "$linkdir/libcuda.so.1"
 cmake -S "$src" -B "$build" -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DCMAKE_CUDA_COMPILER="${NVCC:-/usr/local/cuda/bin/nvcc}" \
   -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache \
-  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$stubs" >/dev/null
+  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$linkdir" >/dev/null
 ninja -C "$build" -j "${JOBS:-2}" llama-bench
 stage=$(mktemp -d)/llamacpp
 mkdir -p "$stage/bin" "$stage/lib"

@@ -11,8 +11,8 @@ Checked on the CPU (engine/bench/results/llamacpp-gguf-check-2026-12-06.md): the
 fixture with one expert group, written by this script in f32, gives llama.cpp's greedy tokens equal
 to tandem-serve's, 12 of 12. What is not like for like: llama.cpp's deepseek2 routes without
 expert groups (with n_group > 1 the outputs part after the first tokens; the benchmark model has
-one group), and the vocabulary here is synthetic (byte tokens, one merge, placeholders: the
-benchmark feeds token ids, never text).
+one group), and the vocabulary here is synthetic (the 256 byte tokens, one merge, then tokens
+named <|tN|>: the benchmark feeds token ids, never text).
 
 usage: llamacpp_gguf.py MODEL_DIR OUT.gguf [--dtype bf16|f16|f32]
 """
@@ -21,10 +21,12 @@ import glob
 import json
 import os
 import re
-import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "train"))
+import hf_raw  # noqa: E402  (the raw safetensors entries and GPT-2's byte alphabet, shared with training)
 
 try:
     import gguf
@@ -59,32 +61,21 @@ F32_ALWAYS = ("_norm.weight", "ffn_gate_inp.weight", "exp_probs_b.bias")
 
 
 def read_safetensors(model_dir):
-    """name -> fp32 numpy array, for every tensor of every *.safetensors file of the directory."""
-    out = {}
+    """name -> fp32 numpy array, for every tensor of the directory's model*.safetensors (else *.safetensors)."""
     files = sorted(glob.glob(os.path.join(model_dir, "model*.safetensors"))) or \
         sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
     if not files:
         sys.exit(f"llamacpp_gguf.py: no *.safetensors in {model_dir}")
+    out = {}
     for path in files:
-        with open(path, "rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-            base = 8 + n
-            for name, info in header.items():
-                if name == "__metadata__":
-                    continue
-                a, b = info["data_offsets"]
-                f.seek(base + a)
-                raw = f.read(b - a)
-                if info["dtype"] == "BF16":
-                    x = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-                elif info["dtype"] == "F32":
-                    x = np.frombuffer(raw, dtype=np.float32)
-                elif info["dtype"] == "F16":
-                    x = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
-                else:
-                    sys.exit(f"llamacpp_gguf.py: {path}: {name} is {info['dtype']}; expected BF16, F16 or F32")
-                out[name] = x.reshape(info["shape"])
+        for name, dtype, shape, raw in hf_raw.safetensors_entries(path):
+            if dtype == "BF16":
+                x = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+            elif dtype in ("F32", "F16"):
+                x = np.frombuffer(raw, dtype=np.float32 if dtype == "F32" else np.float16).astype(np.float32)
+            else:
+                sys.exit(f"llamacpp_gguf.py: {path}: {name} is {dtype}; expected BF16, F16 or F32")
+            out[name] = x.reshape(shape)
     return out
 
 
@@ -112,15 +103,8 @@ def add(writer, name, x, dtype):
 
 
 def write_vocab(writer, vocab):
-    """Byte tokens first (GPT-2's byte-to-character table, so "\\n" tokenizes), placeholders after."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
+    """Byte tokens first (GPT-2's byte-to-character table, so "\\n" tokenizes), then <|tN|> names."""
+    chars = hf_raw.bytes_to_unicode()
     if vocab < 257:
         sys.exit(f"llamacpp_gguf.py: a vocabulary of {vocab}: the byte tokens and one merge need 257")
     # llama.cpp's BPE loader needs at least one merge: bytes 0 and 1 into token 256.

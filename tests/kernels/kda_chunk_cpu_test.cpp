@@ -5,13 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <vector>
 
+#include "../model/check_program.hpp"  // rel_error: the measure the model checks use
 #include "tandem/kernels/glm5_next.hpp"
 
 namespace k = tandem::kernels;
+using check_program::rel_error;
 
 namespace {
 
@@ -21,16 +22,6 @@ std::vector<float> normal(size_t n, float sd, unsigned seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
-}
-
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i])) return INFINITY;
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 struct Case {

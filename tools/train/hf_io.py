@@ -10,6 +10,8 @@ import struct
 
 import torch
 
+import hf_raw
+
 _DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32"}
 _TORCH = {v: k for k, v in _DTYPES.items()}
 
@@ -40,17 +42,10 @@ def write_safetensors(path, tensors):
 
 def read_safetensors(path):
     """{name: tensor} of one safetensors file written by write_safetensors (or any BF16/F16/F32 one)."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
     out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=_TORCH[e["dtype"]]) if b > a else torch.empty(0, dtype=_TORCH[e["dtype"]])
-        out[name] = t.reshape(e["shape"])
+    for name, dtype, shape, raw in hf_raw.safetensors_entries(path):
+        t = torch.frombuffer(bytearray(raw), dtype=_TORCH[dtype]) if raw else torch.empty(0, dtype=_TORCH[dtype])
+        out[name] = t.reshape(shape)
     return out
 
 
@@ -105,24 +100,11 @@ def write_json(path, doc):
 SPECIALS = ["<|endoftext|>", "<|mask|>"]
 
 
-def _bytes_to_unicode():
-    """GPT-2's byte-to-printable-character map (the ByteLevel alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
-
-
 class ByteTokenizer:
     """Fallback without `tokenizers`: one token per byte, then the special tokens."""
 
     def __init__(self):
-        self.b2u = _bytes_to_unicode()
+        self.b2u = hf_raw.bytes_to_unicode()
         self.vocab = {self.b2u[b]: b for b in range(256)}
         self.specials = {s: 256 + i for i, s in enumerate(SPECIALS)}
 
