@@ -2,10 +2,13 @@
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/rows_mma.hpp"
 
 namespace tandem::kernels {
 namespace {
@@ -194,6 +197,22 @@ cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// An experiment, off unless TANDEM_GEMV_MMA=1: the ungrouped bf16 products without bias on the
+// tensor cores (rows_mma.hpp) instead. A row's sum there depends on the inner size alone (four warps'
+// fixed slabs, each tile's columns apart), not on the rows beside it, so it is as batch-invariant
+// as this kernel, with another rounding; cuda_spec_check's bit-for-bit comparison of verified and
+// decoded rows is what tells.
+bool mma_instead(const GemvArgs& a, RowsMma& m) {
+  static const bool on = [] {
+    const char* v = std::getenv("TANDEM_GEMV_MMA");
+    return v && std::string(v) == "1";
+  }();
+  if (!on || a.groups != 1 || a.bias || a.x_type != DType::bf16) return false;
+  m.rows = a.rows, m.in = a.in, m.out = a.out, m.x = a.x, m.ldx = a.ldx, m.w = a.w, m.ldw = a.ldw;
+  m.y = a.y, m.ldy = a.ldy, m.y_type = a.y_type, m.silu = a.silu_mul, m.up_offset = a.up_offset;
+  return rows_mma_fits(m);
+}
+
 }  // namespace
 
 bool gemv_fits(const GemvArgs& a) {
@@ -206,6 +225,7 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (!gemv_fits(a)) return Error{"gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w"};
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
+  if (RowsMma m; mma_instead(a, m)) return rows_mma(m, stream);
   cudaError_t e;
   if (a.x_type == DType::f32) {
     if (a.silu_mul || a.y_type != DType::f32) return Error{"gemv: fp32 x takes an fp32 result and no silu_mul"};

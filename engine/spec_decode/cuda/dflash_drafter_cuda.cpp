@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -33,6 +34,7 @@
 #include "tandem/kernels/head_prep.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/rows_mma.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // cuda_error, FirstError
 #include "tandem/model/cuda/device_buffer.hpp"
@@ -70,6 +72,8 @@ class DFlashCuda final : public DeviceDrafter {
     r_cap_ = o.max_num_seqs * (B_ - 1);
     max_len_ = o.max_model_len > 0 ? o.max_model_len : target.config().decoder().max_position_embeddings;
     eager_ = o.enforce_eager;
+    const char* mma = std::getenv("TANDEM_DRAFTER_MMA");
+    mma_ = !(mma && std::string(mma) == "0");
     target_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   }
   ~DFlashCuda() override {
@@ -107,6 +111,10 @@ class DFlashCuda final : public DeviceDrafter {
     l.block_size = block_size_;
     l.kv_heads = kvh_;
     l.qk_dim = l.v_dim = hd_;
+    // Fixed splits of 32 keys or more (at most 64 of max-model-len): a proposal's graph is captured
+    // for max-model-len, and splits chosen for that would give a short context one or two blocks
+    // walking all of it.
+    l.fixed_split_keys = 32 * ((max_len_ / 32 + 64) / 64);
     return l;
   }
   char* k_pool(int l) const { return pool_.as<char>() + static_cast<std::size_t>(2 * l) * layer_bytes_; }
@@ -180,8 +188,27 @@ class DFlashCuda final : public DeviceDrafter {
   // Layer l's q|k|v rows for T rows of h_ (queries false: k|v alone), then one head_prep: K and V
   // into the pool (positions in_pos, slots in_slot), the normed, rotated queries into q_.
   Status qkv_rows(int l, int T, bool queries);
+  // head_prep of layer l's q|k|v rows in qkv_ (qkv_rows' second half).
+  Status prep_heads(int l, int T, bool queries);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
+  // The same forward with the products on the tensor cores and the norms folded into them
+  // (rows_mma.hpp): 5 launches a layer instead of 8, the head's argmax in its product. Taken when
+  // mma_ and the shapes fit (fused_fits).
+  Status enqueue_fused(int T, int R, int max_context);
+  bool fused_fits(int T) const;
+  k::RowsMma mma(const void* x, long ldx, const void* w, void* y, int rows, int in, int out) const {
+    k::RowsMma m;
+    m.rows = rows, m.in = in, m.out = out, m.x = x, m.ldx = ldx, m.w = w, m.ldw = in, m.y = y, m.ldy = out;
+    return m;
+  }
+  // m with its x as rmsnorm(cur + delta) * norm_w: the residual after the add goes to the other
+  // residual buffer, which becomes the current one.
+  void normed(k::RowsMma& m, const DeviceBuffer& norm_w, bool keep_residual) {
+    m.x = nullptr, m.ldx = 0;
+    m.x32 = res_[cur_]->as<float>(), m.delta = delta_.get(), m.norm_w = norm_w.get(), m.eps = eps();
+    if (keep_residual) m.x32_out = res_[1 - cur_]->as<float>(), cur_ = 1 - cur_;
+  }
   Status capture(int B, int n);
   // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
   Status enqueue_context(int T);
@@ -194,7 +221,7 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  DeviceBuffer x_, x2_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
   int qkvw() const { return qw_ + 2 * kvw_; }  // a q|k|v row's width (qkv_, Layer::qkv)
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
@@ -209,6 +236,9 @@ class DFlashCuda final : public DeviceDrafter {
   // memory is staged by the driver, microseconds more on every proposal.
   unsigned long long* keys_host_ = nullptr;
   bool eager_ = false;
+  bool mma_ = true;                        // TANDEM_DRAFTER_MMA=0: the gemv path (for comparison)
+  DeviceBuffer* res_[2] = {&x_, &x2_};     // the fused path's residual, ping-ponged
+  int cur_ = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
   int target_tokens_ = 0;                                    // rows the target's capture holds
@@ -285,6 +315,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   };
   const Want wants[] = {
       {&x_, T * h * 4, "drafter residual"},
+      {&x2_, T * h * 4, "drafter residual (second)"},
       {&delta_, T * h * 2, "drafter delta"},
       {&h_, T * h * 2, "drafter normed"},
       {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
@@ -334,6 +365,13 @@ Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
   FirstError err;
   err(gemm(g));
   mark("qkv (gemv)");
+  err(prep_heads(l, T, queries));
+  return err.status;
+}
+
+Status DFlashCuda::prep_heads(int l, int T, bool queries) {
+  const Layer& a = layers_[static_cast<std::size_t>(l)];
+  FirstError err;
   k::HeadPrep p;
   p.qkv = qkv_.get(), p.ld = qkvw(), p.k_at = qw_, p.v_at = qw_ + kvw_;
   p.tokens = T, p.q_heads = queries ? nh_ : 0, p.kv_heads = kvh_, p.head_dim = hd_;
@@ -494,6 +532,7 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
 }
 
 Status DFlashCuda::enqueue(int T, int R, int max_context) {
+  if (mma_ && fused_fits(T)) return enqueue_fused(T, R, max_context);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
   mark("start");
@@ -532,6 +571,60 @@ Status DFlashCuda::enqueue(int T, int R, int max_context) {
   // Greedy drafts (the sampled ones are drawn on the host from the logits): one argmax per row.
   err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
   mark("argmax");
+  return err.status;
+}
+
+bool DFlashCuda::fused_fits(int T) const {
+  const Layer& a = layers_.front();
+  k::RowsMma normed_probe = mma(nullptr, 0, a.gate_up.get(), act_.get(), T, H_, I_);
+  normed_probe.x32 = x_.as<float>(), normed_probe.norm_w = a.post_norm.get();
+  return k::rows_mma_fits(mma(h_.get(), H_, a.qkv.get(), qkv_.get(), T, H_, qkvw())) &&
+         k::rows_mma_fits(mma(attn_.get(), qw_, a.o.get(), delta_.get(), T, qw_, H_)) &&
+         k::rows_mma_fits(mma(act_.get(), I_, a.down.get(), delta_.get(), T, I_, H_)) && k::rows_mma_fits(normed_probe);
+}
+
+// long-function: the fused forward, one launch after another in the order of the unfused one.
+Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  FirstError err;
+  cur_ = 0;
+  mark("start");
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
+    const Layer& a = layers_[static_cast<std::size_t>(l)];
+    k::RowsMma qkv = mma(h_.get(), H_, a.qkv.get(), qkv_.get(), T, H_, qkvw());
+    if (l == 0) {
+      err(kernels::embed_rmsnorm(target_.embedding_device(), V_, in_tok(), res_[cur_]->as<float>(), a.in_norm.get(), h_.get(), T, H_,
+                                 eps(), stream_));
+      mark("embedding + add_rmsnorm");
+      // The head's argmax keys start at zero: cleared by this launch, long before the head's.
+      qkv.clear = argmax_keys_.as<unsigned long long>(), qkv.clear_words = R;
+    } else {
+      normed(qkv, a.in_norm, true);
+    }
+    err(k::rows_mma(qkv, stream_));
+    mark(l == 0 ? "qkv (mma)" : "add_rmsnorm + qkv (mma)");
+    err(prep_heads(l, T, true));
+    err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
+                                max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    mark("paged attention");
+    err(k::rows_mma(mma(attn_.get(), qw_, a.o.get(), delta_.get(), T, qw_, H_), stream_));
+    mark("o_proj (mma)");
+    k::RowsMma gu = mma(nullptr, 0, a.gate_up.get(), act_.get(), T, H_, I_);
+    gu.silu = true, gu.up_offset = I_;
+    normed(gu, a.post_norm, true);
+    err(k::rows_mma(gu, stream_));
+    mark("add_rmsnorm + gate_up + silu (mma)");
+    err(k::rows_mma(mma(act_.get(), I_, a.down.get(), delta_.get(), T, I_, H_), stream_));
+    mark("down (mma)");
+  }
+  // The final norm of the R logit rows (picked), the target's head and each row's argmax, in one.
+  k::RowsMma head = mma(nullptr, 0, target_.lm_head_device(), logits_.get(), R, H_, V_);
+  head.y_type = k::DType::f32;
+  normed(head, norm_, false);
+  head.pick = in_rows();
+  head.keys = argmax_keys_.as<unsigned long long>();
+  err(k::rows_mma(head, stream_));
+  mark("final norm + lm_head + argmax (mma)");
   return err.status;
 }
 
