@@ -114,7 +114,7 @@ class DFlashCuda final : public DeviceDrafter {
     // Fixed splits of 32 keys or more (at most 64 of max-model-len): a proposal's graph is captured
     // for max-model-len, and splits chosen for that would give a short context one or two blocks
     // walking all of it.
-    l.fixed_split_keys = 32 * ((max_len_ / 32 + 64) / 64);
+    l.fixed_split_keys = 32 * (((max_len_ + 31) / 32 + 63) / 64);
     return l;
   }
   char* k_pool(int l) const { return pool_.as<char>() + static_cast<std::size_t>(2 * l) * layer_bytes_; }
@@ -129,6 +129,11 @@ class DFlashCuda final : public DeviceDrafter {
   std::int32_t* in_slot() const { return in_seq() + t_cap_; }
   std::int32_t* in_rows() const { return in_slot() + t_cap_; }
   std::int32_t* in_tables() const { return in_rows() + r_cap_; }
+  // Context rows stage their positions and slots apart from a proposal's inputs, one after the other
+  // over the token and position fields (a proposal uploads its own before it runs): pos at
+  // ctx_pos(), the slots of `rows` staged rows right after them, so one copy uploads both.
+  std::int32_t* ctx_pos() const { return in_tok(); }
+  std::int32_t* ctx_slot(int rows) const { return in_tok() + rows; }
   std::size_t offset(const std::int32_t* device_ptr) const { return static_cast<std::size_t>(device_ptr - in_tok()); }
 
   // The slot of `pos` through `table`, or -1 (with `why`) when the table does not cover it.
@@ -188,8 +193,8 @@ class DFlashCuda final : public DeviceDrafter {
   // Layer l's q|k|v rows for T rows of h_ (queries false: k|v alone), then one head_prep: K and V
   // into the pool (positions in_pos, slots in_slot), the normed, rotated queries into q_.
   Status qkv_rows(int l, int T, bool queries);
-  // head_prep of layer l's q|k|v rows in qkv_ (qkv_rows' second half).
-  Status prep_heads(int l, int T, bool queries);
+  // head_prep of layer l's q|k|v rows in qkv_ (qkv_rows' second half) at positions pos, into slots.
+  Status prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
   // The same forward with the products on the tensor cores and the norms folded into them
@@ -365,18 +370,18 @@ Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
   FirstError err;
   err(gemm(g));
   mark("qkv (gemv)");
-  err(prep_heads(l, T, queries));
+  err(queries ? prep_heads(l, T, true, in_pos(), in_slot()) : prep_heads(l, T, false, ctx_pos(), ctx_slot(T)));
   return err.status;
 }
 
-Status DFlashCuda::prep_heads(int l, int T, bool queries) {
+Status DFlashCuda::prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) {
   const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
   k::HeadPrep p;
   p.qkv = qkv_.get(), p.ld = qkvw(), p.k_at = qw_, p.v_at = qw_ + kvw_;
   p.tokens = T, p.q_heads = queries ? nh_ : 0, p.kv_heads = kvh_, p.head_dim = hd_;
   p.q_norm = a.q_norm.get(), p.k_norm = a.k_norm.get(), p.eps = eps();
-  p.inv_freq = inv_freq_.as<float>(), p.pos = in_pos(), p.slot = in_slot();
+  p.inv_freq = inv_freq_.as<float>(), p.pos = pos, p.slot = slot;
   p.q_out = q_.get(), p.k_cache = k_pool(l), p.v_cache = v_pool(l);
   err(k::head_prep(p, stream_));
   mark("head prep (norms, rope, cache write)");
@@ -386,8 +391,8 @@ Status DFlashCuda::prep_heads(int l, int T, bool queries) {
 tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
   if (!target_.captured()) return error("drafter: the target captures no hidden states");
-  std::int32_t* pos = ctx_host_ + offset(in_pos());
-  std::int32_t* slots = ctx_host_ + offset(in_slot());
+  std::int32_t* pos = ctx_host_ + offset(ctx_pos());
+  std::int32_t* slots = ctx_host_ + t_cap_;  // moved up behind the positions once the rows are known
   int T = 0;
   std::string why;
   for (const model::PagedWork& w : work)
@@ -408,8 +413,8 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
     for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
   const int rows = graph ? Tn : T;
   FirstError err;
-  upload(ctx_host_, in_pos(), static_cast<std::size_t>(rows), err);
-  upload(ctx_host_, in_slot(), static_cast<std::size_t>(rows), err);
+  std::copy(slots, slots + rows, ctx_host_ + offset(ctx_slot(rows)));  // forward: the target is below the source
+  upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(rows), err);
   if (graph) {
     if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
       err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
@@ -435,6 +440,24 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
 
 Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
+  if (mma_) {
+    // fc on the tensor cores into fp32 rows, which each layer's k|v product normalises itself
+    // (hidden_norm folded in): a launch fewer than the product, the norm and the layers apart.
+    k::RowsMma fc = mma(target_.captured(), F_, fc_.get(), x_.get(), T, F_, H_);
+    fc.y_type = k::DType::f32;
+    k::RowsMma kv = mma(nullptr, 0, nullptr, qkv_.as<std::uint16_t>() + qw_, T, H_, 2 * kvw_);
+    kv.ldy = qkvw(), kv.x32 = x_.as<float>(), kv.norm_w = hidden_norm_.get(), kv.eps = eps();
+    kv.w = layers_.front().qkv.as<std::uint16_t>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_);
+    if (k::rows_mma_fits(fc) && k::rows_mma_fits(kv)) {
+      err(k::rows_mma(fc, stream_));
+      for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
+        kv.w = layers_[static_cast<std::size_t>(l)].qkv.as<std::uint16_t>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_);
+        err(k::rows_mma(kv, stream_));
+        err(prep_heads(l, T, false, ctx_pos(), ctx_slot(T)));
+      }
+      return err.status;
+    }
+  }
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
   err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
@@ -603,7 +626,7 @@ Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
     }
     err(k::rows_mma(qkv, stream_));
     mark(l == 0 ? "qkv (mma)" : "add_rmsnorm + qkv (mma)");
-    err(prep_heads(l, T, true));
+    err(prep_heads(l, T, true, in_pos(), in_slot()));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     mark("paged attention");
