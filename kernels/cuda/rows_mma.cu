@@ -55,18 +55,24 @@ __device__ void stage_normed(const RowsMma& a, int n_base, int rows_here, bf16* 
       continue;
     }
     const long src = (a.pick ? a.pick[r] : r) * static_cast<long>(a.in);
-    const float* x = a.x32 + src;
+    const float* x = a.x32 ? a.x32 + src : nullptr;
+    const bf16* e = nullptr;  // the embedding row (a null one: zeros)
+    if (a.table) {
+      const std::int32_t id = a.ids[a.pick ? a.pick[r] : r];
+      if (id >= 0 && id < a.vocab) e = static_cast<const bf16*>(a.table) + static_cast<long>(id) * a.in;
+    }
+    auto value = [&](int i) {
+      if (a.table) return 0.f + (e ? __bfloat162float(e[i]) : 0.f);
+      return x[i] + (d ? __bfloat162float(d[src + i]) : 0.f);
+    };
     float s = 0.f;
     for (int i = lane; i < a.in; i += 32) {
-      const float v = x[i] + (d ? __bfloat162float(d[src + i]) : 0.f);
+      const float v = value(i);
       s += v * v;
       if (a.x32_out && blockIdx.x == 0) a.x32_out[src + i] = v;
     }
     const float rs = rsqrtf(cuda::warp_sum(s) / static_cast<float>(a.in) + a.eps);
-    for (int i = lane; i < a.in; i += 32) {
-      const float v = x[i] + (d ? __bfloat162float(d[src + i]) : 0.f);
-      xr[i] = __float2bfloat16_rn(v * rs * __bfloat162float(nw[i]));
-    }
+    for (int i = lane; i < a.in; i += 32) xr[i] = __float2bfloat16_rn(value(i) * rs * __bfloat162float(nw[i]));
   }
 }
 
@@ -204,8 +210,10 @@ int sm_count() {
   return n;
 }
 
+bool normed(const RowsMma& a) { return a.x32 != nullptr || a.table != nullptr; }
+
 std::size_t smem_bytes(const RowsMma& a, int nt) {
-  return a.x32 ? static_cast<std::size_t>(nt) * 8 * static_cast<std::size_t>(a.in + kPad) * 2 : 0;
+  return normed(a) ? static_cast<std::size_t>(nt) * 8 * static_cast<std::size_t>(a.in + kPad) * 2 : 0;
 }
 
 template <int NT, bool SILU, bool NORM, class OutT>
@@ -237,9 +245,9 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 }  // namespace
 
 bool rows_mma_fits(const RowsMma& a) {
-  const bool norm = a.x32 != nullptr;
+  const bool norm = normed(a);
   return a.rows >= 1 && a.rows <= kMaxRows && a.in > 0 && a.in % 32 == 0 && a.out > 0 && a.ldw % 8 == 0 && aligned16(a.w) &&
-         (norm ? a.norm_w != nullptr && smem_bytes(a, 1) <= kMaxSmem : a.ldx % 8 == 0 && aligned16(a.x)) &&
+         (norm ? a.norm_w != nullptr && smem_bytes(a, 1) <= kMaxSmem && (!a.table || (a.ids && a.vocab > 0 && !a.x32)) : a.ldx % 8 == 0 && aligned16(a.x)) &&
          (!a.silu || a.y_type == DType::bf16) && (a.y_type == DType::bf16 || a.y_type == DType::f32);
 }
 
@@ -248,7 +256,7 @@ Status rows_mma(const RowsMma& a, Stream stream) {
     return Error{"rows_mma: needs 1..4096 rows, in a multiple of 32, strides multiples of 8, 16-byte aligned x and w, a bf16 y "
                  "with silu, and with norm rows that fit 48 KB of shared memory"};
   if (!a.y && !a.keys) return Error{"rows_mma: neither a result nor argmax keys asked"};
-  const cudaError_t e = a.x32 ? dispatch<true>(a, stream) : dispatch<false>(a, stream);
+  const cudaError_t e = normed(a) ? dispatch<true>(a, stream) : dispatch<false>(a, stream);
   return TANDEM_CUDA_STATUS(e, "launch rows_mma_kernel");
 }
 

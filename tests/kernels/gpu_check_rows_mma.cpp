@@ -91,6 +91,36 @@ void normed_head(std::vector<Row>& rows, int m, int picked, int in, int out) {
   rows.push_back({"rows_mma residual", s, "fp32", 0, -1, residual_off, "x32 + delta, exact"});
 }
 
+// The drafter's first product: embedding rows table[ids[r]] (one id outside the table: a zero row)
+// normalised in the product, the residual (the widened rows) kept.
+void embedded(std::vector<Row>& rows, int m, int vocab, int in, int out) {
+  const auto table = as_stored(DType::bf16, normal(sz(static_cast<long>(vocab) * in), 1.f, 79));
+  const auto nw = as_stored(DType::bf16, normal(sz(in), 1.f, 80));
+  const auto w = as_stored(DType::bf16, normal(sz(static_cast<long>(out) * in), 0.05f, 81));
+  std::vector<std::int32_t> ids(sz(m));
+  for (int r = 0; r < m; ++r) ids[sz(r)] = r == m / 2 ? vocab + 5 : (r * 37 + 11) % vocab;
+  std::vector<float> x(sz(static_cast<long>(m) * in), 0.f), zero(x.size(), 0.f), h(x.size()), ref(sz(static_cast<long>(m) * out));
+  for (int r = 0; r < m; ++r)
+    if (ids[sz(r)] < vocab) std::copy_n(table.begin() + static_cast<long>(ids[sz(r)]) * in, in, x.begin() + static_cast<long>(r) * in);
+  const auto want_x = x;
+  k::add_rmsnorm_cpu(x.data(), zero.data(), nw.data(), h.data(), m, in, 1e-6f);
+  h = as_stored(DType::bf16, h);
+  k::linear_cpu(h.data(), w.data(), nullptr, ref.data(), m, in, out);
+  DevAct dt(DType::bf16, table), dn(DType::bf16, nw), dw(DType::bf16, w), dy(DType::bf16, ref.size()), dxo(DType::f32, x.size());
+  Dev<std::int32_t> dids(ids);
+  k::RowsMma a;
+  a.rows = m, a.in = in, a.out = out, a.w = dw.p(), a.ldw = in, a.y = dy.p(), a.ldy = out;
+  a.table = dt.p(), a.ids = dids.p(), a.vocab = vocab, a.norm_w = dn.p(), a.eps = 1e-6f, a.x32_out = static_cast<float*>(dxo.p());
+  op_ok(k::rows_mma(a, nullptr));
+  const auto xo = dxo.get();
+  long off = 0;
+  for (size_t i = 0; i < xo.size(); ++i) off += xo[i] != want_x[i];
+  char s[96];
+  std::snprintf(s, sizeof s, "embedding of %d ids (one outside), %d -> %d", m, in, out);
+  rows.push_back({"rows_mma", s, "bf16", max_rel_error(dy.get(), as_stored(DType::bf16, ref)), 1e-2, 0, ""});
+  rows.push_back({"rows_mma residual", s, "fp32", 0, -1, off, "the embedding rows, exact"});
+}
+
 // Row r of m rows against row r alone, for the first and last rows, bit for bit.
 void rows_agree(std::vector<Row>& rows, int m, int in, int out, bool silu) {
   const int wrows = silu ? 2 * out : out;
@@ -124,6 +154,7 @@ void check_rows_mma(std::vector<Row>& rows) {
   plain(rows, 300, 256, 200, false, DType::f32);   // many rows (several tiles a block)
   normed_head(rows, 48, 42, 384, 4096);
   normed_head(rows, 8, 7, 512, 3001);
+  embedded(rows, 48, 4096, 384, 640);
   rows_agree(rows, 8, 384, 640, false);
   rows_agree(rows, 48, 384, 1152, true);
   rows_agree(rows, 300, 1152, 384, false);

@@ -198,7 +198,8 @@ class DFlashCuda final : public DeviceDrafter {
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
   // The same forward with the products on the tensor cores and the norms folded into them
-  // (rows_mma.hpp): 5 launches a layer instead of 8, the head's argmax in its product. Taken when
+  // (rows_mma.hpp): 5 launches a layer instead of 8 (the embedding in the first), the head's argmax
+  // in its product. Taken when
   // mma_ and the shapes fit (fused_fits).
   Status enqueue_fused(int T, int R, int max_context);
   bool fused_fits(int T) const;
@@ -616,16 +617,17 @@ Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
     const Layer& a = layers_[static_cast<std::size_t>(l)];
     k::RowsMma qkv = mma(h_.get(), H_, a.qkv.get(), qkv_.get(), T, H_, qkvw());
     if (l == 0) {
-      err(kernels::embed_rmsnorm(target_.embedding_device(), V_, in_tok(), res_[cur_]->as<float>(), a.in_norm.get(), h_.get(), T, H_,
-                                 eps(), stream_));
-      mark("embedding + add_rmsnorm");
+      // The embedding rows normalised in the product (embed_rmsnorm folded in), the residual kept.
+      qkv.x = nullptr, qkv.ldx = 0;
+      qkv.table = target_.embedding_device(), qkv.ids = in_tok(), qkv.vocab = V_;
+      qkv.norm_w = a.in_norm.get(), qkv.eps = eps(), qkv.x32_out = res_[cur_]->as<float>();
       // The head's argmax keys start at zero: cleared by this launch, long before the head's.
       qkv.clear = argmax_keys_.as<unsigned long long>(), qkv.clear_words = R;
     } else {
       normed(qkv, a.in_norm, true);
     }
     err(k::rows_mma(qkv, stream_));
-    mark(l == 0 ? "qkv (mma)" : "add_rmsnorm + qkv (mma)");
+    mark(l == 0 ? "embedding + rmsnorm + qkv (mma)" : "add_rmsnorm + qkv (mma)");
     err(prep_heads(l, T, true, in_pos(), in_slot()));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));

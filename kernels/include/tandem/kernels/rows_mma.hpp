@@ -8,7 +8,8 @@
 //   norm:    x is rmsnorm(x32 + delta) * norm_w of rows pick[r] (or r), computed by each block into
 //            shared memory; the blocks of the first column store x32 + delta into x32_out (the
 //            residual after the add) unless it is null. add_rmsnorm's rounding: fp32 residual,
-//            bf16 normed rows.
+//            bf16 normed rows. Or the rows are embedding rows, table[ids[r]] (bf16, zero for an id
+//            outside [0, vocab)), instead of x32 + delta: embed_rmsnorm's first layer.
 //   silu:    y[r][o] = silu(w[o] . x[r]) * (w[o + up_offset] . x[r])   (bf16 y)
 //   argmax:  keys[r] = the largest (order key of y[r][o], complement of o), folded in with
 //            atomicMax (sampling_cuda.hpp's key; argmax_key_index reads it): keys start at zero,
@@ -42,6 +43,9 @@ struct RowsMma {
   float eps = 0.f;
   float* x32_out = nullptr;
   const std::int32_t* pick = nullptr;
+  const void* table = nullptr;  // bf16 [vocab, in], with ids: the rows to normalise
+  const std::int32_t* ids = nullptr;
+  int vocab = 0;
   // argmax
   unsigned long long* keys = nullptr;
   // clear
