@@ -8,6 +8,8 @@
 #include "gpu_check.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/glue.hpp"
+#include "tandem/kernels/head_prep.hpp"
+#include "tandem/kernels/rope.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/rows_mma.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
@@ -121,6 +123,41 @@ void embedded(std::vector<Row>& rows, int m, int vocab, int in, int out) {
   rows.push_back({"rows_mma residual", s, "fp32", 0, -1, off, "the embedding rows, exact"});
 }
 
+// qkv_heads against rows_mma's product then head_prep (the unfused drafter path): queries, the
+// cache rows of keys and values at shuffled slots (one row's slot negative: no write). The product
+// differs in its adder order (no split of the inner dimension), so within bf16 rounding.
+void qkv_heads_case(std::vector<Row>& rows, int m, int in, int q_heads, int kv_heads, int hd) {
+  const int out = (q_heads + 2 * kv_heads) * hd, slots = m + 5;
+  const auto x = as_stored(DType::bf16, normal(sz(static_cast<long>(m) * in), 1.f, 82));
+  const auto w = as_stored(DType::bf16, normal(sz(static_cast<long>(out) * in), 0.05f, 83));
+  const auto qn = as_stored(DType::bf16, normal(sz(hd), 1.f, 84)), kn = as_stored(DType::bf16, normal(sz(hd), 1.f, 85));
+  std::vector<float> inv(sz(hd / 2));
+  k::rope_inv_freq(inv.data(), hd, 10000.0);
+  std::vector<std::int32_t> pos(sz(m)), slot(sz(m));
+  for (int r = 0; r < m; ++r) pos[sz(r)] = 100 + 3 * r, slot[sz(r)] = r == 1 ? -1 : (r * 7 + 2) % slots;
+  DevAct dx(DType::bf16, x), dw(DType::bf16, w), dqn(DType::bf16, qn), dkn(DType::bf16, kn), dqkv(DType::bf16, sz(static_cast<long>(m) * out));
+  Dev<float> dinv(inv);
+  Dev<std::int32_t> dpos(pos), dslot(slot);
+  const size_t qn_ = sz(static_cast<long>(m) * q_heads * hd), cn = sz(static_cast<long>(slots) * kv_heads * hd);
+  DevAct q1(DType::bf16, qn_), k1(DType::bf16, cn), v1(DType::bf16, cn), q2(DType::bf16, qn_), k2(DType::bf16, cn), v2(DType::bf16, cn);
+  k::RowsMma a;
+  a.rows = m, a.in = in, a.out = out, a.x = dx.p(), a.ldx = in, a.w = dw.p(), a.ldw = in, a.y = dqkv.p(), a.ldy = out;
+  k::HeadPrep p;
+  p.qkv = dqkv.p(), p.ld = out, p.k_at = static_cast<long>(q_heads) * hd, p.v_at = static_cast<long>(q_heads + kv_heads) * hd;
+  p.tokens = m, p.q_heads = q_heads, p.kv_heads = kv_heads, p.head_dim = hd, p.q_norm = dqn.p(), p.k_norm = dkn.p(), p.eps = 1e-6f;
+  p.inv_freq = dinv.p(), p.pos = dpos.p(), p.slot = dslot.p();
+  p.q_out = q1.p(), p.k_cache = k1.p(), p.v_cache = v1.p();
+  op_ok(k::rows_mma(a, nullptr));
+  op_ok(k::head_prep(p, nullptr));
+  p.q_out = q2.p(), p.k_cache = k2.p(), p.v_cache = v2.p();
+  op_ok(k::qkv_heads(a, p, nullptr));
+  char s[96];
+  std::snprintf(s, sizeof s, "%d rows, %d -> %d q + %d kv heads of %d", m, in, q_heads, kv_heads, hd);
+  rows.push_back({"qkv_heads queries", s, "bf16", max_rel_error(q2.get(), q1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
+  rows.push_back({"qkv_heads keys", s, "bf16", max_rel_error(k2.get(), k1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
+  rows.push_back({"qkv_heads values", s, "bf16", max_rel_error(v2.get(), v1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
+}
+
 // Row r of m rows against row r alone, for the first and last rows, bit for bit.
 void rows_agree(std::vector<Row>& rows, int m, int in, int out, bool silu) {
   const int wrows = silu ? 2 * out : out;
@@ -155,6 +192,10 @@ void check_rows_mma(std::vector<Row>& rows) {
   normed_head(rows, 48, 42, 384, 4096);
   normed_head(rows, 8, 7, 512, 3001);
   embedded(rows, 48, 4096, 384, 640);
+  qkv_heads_case(rows, 8, 384, 6, 2, 64);    // the pair's drafter, a block
+  qkv_heads_case(rows, 48, 384, 6, 2, 64);   // six blocks
+  qkv_heads_case(rows, 600, 256, 4, 2, 128);  // context rows of a prompt, head_dim 128 (two tiles a block)
+  qkv_heads_case(rows, 40, 384, 0, 2, 64);   // context rows: keys and values alone
   rows_agree(rows, 8, 384, 640, false);
   rows_agree(rows, 48, 384, 1152, true);
   rows_agree(rows, 300, 1152, 384, false);

@@ -74,6 +74,8 @@ class DFlashCuda final : public DeviceDrafter {
     eager_ = o.enforce_eager;
     const char* mma = std::getenv("TANDEM_DRAFTER_MMA");
     mma_ = !(mma && std::string(mma) == "0");
+    const char* heads = std::getenv("TANDEM_DRAFTER_FUSED_HEADS");
+    fused_heads_ = !(heads && std::string(heads) == "0");
     target_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   }
   ~DFlashCuda() override {
@@ -195,6 +197,11 @@ class DFlashCuda final : public DeviceDrafter {
   Status qkv_rows(int l, int T, bool queries);
   // head_prep of layer l's q|k|v rows in qkv_ (qkv_rows' second half) at positions pos, into slots.
   Status prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot);
+  k::HeadPrep head_prep_args(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) const;
+  // Product m of layer l's q|k|v (or k|v) rows and head_prep of them: one qkv_heads launch where it
+  // fits (and fused_heads_), else rows_mma then head_prep.
+  Status product_and_heads(int l, k::RowsMma m, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot,
+                           const char* op);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
   // The same forward with the products on the tensor cores and the norms folded into them
@@ -243,6 +250,7 @@ class DFlashCuda final : public DeviceDrafter {
   unsigned long long* keys_host_ = nullptr;
   bool eager_ = false;
   bool mma_ = true;                        // TANDEM_DRAFTER_MMA=0: the gemv path (for comparison)
+  bool fused_heads_ = true;                // TANDEM_DRAFTER_FUSED_HEADS=0: rows_mma then head_prep
   DeviceBuffer* res_[2] = {&x_, &x2_};     // the fused path's residual, ping-ponged
   int cur_ = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
@@ -378,14 +386,34 @@ Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
 }
 
 Status DFlashCuda::prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) {
-  const Layer& a = layers_[static_cast<std::size_t>(l)];
   FirstError err;
+  err(k::head_prep(head_prep_args(l, T, queries, pos, slot), stream_));
+  mark("head prep (norms, rope, cache write)");
+  return err.status;
+}
+
+k::HeadPrep DFlashCuda::head_prep_args(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) const {
+  const Layer& a = layers_[static_cast<std::size_t>(l)];
   k::HeadPrep p;
   p.qkv = qkv_.get(), p.ld = qkvw(), p.k_at = qw_, p.v_at = qw_ + kvw_;
   p.tokens = T, p.q_heads = queries ? nh_ : 0, p.kv_heads = kvh_, p.head_dim = hd_;
   p.q_norm = a.q_norm.get(), p.k_norm = a.k_norm.get(), p.eps = eps();
   p.inv_freq = inv_freq_.as<float>(), p.pos = pos, p.slot = slot;
   p.q_out = q_.get(), p.k_cache = k_pool(l), p.v_cache = v_pool(l);
+  return p;
+}
+
+Status DFlashCuda::product_and_heads(int l, k::RowsMma m, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot,
+                                     const char* op) {
+  FirstError err;
+  const k::HeadPrep p = head_prep_args(l, T, queries, pos, slot);
+  if (fused_heads_ && k::qkv_heads_fits(m, p)) {
+    err(k::qkv_heads(m, p, stream_));
+    mark(op);
+    return err.status;
+  }
+  err(k::rows_mma(m, stream_));
+  mark(op);
   err(k::head_prep(p, stream_));
   mark("head prep (norms, rope, cache write)");
   return err.status;
@@ -455,8 +483,7 @@ Status DFlashCuda::enqueue_context(int T) {
       err(k::rows_mma(fc, stream_));
       for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
         kv.w = layers_[static_cast<std::size_t>(l)].qkv.as<std::uint16_t>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_);
-        err(k::rows_mma(kv, stream_));
-        err(prep_heads(l, T, false, ctx_pos(), ctx_slot(T)));
+        err(product_and_heads(l, kv, T, false, ctx_pos(), ctx_slot(T), "hidden norm + k|v (mma)"));
       }
       return err.status;
     }
@@ -628,9 +655,8 @@ Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
     } else {
       normed(qkv, a.in_norm, true);
     }
-    err(k::rows_mma(qkv, stream_));
-    mark(l == 0 ? "embedding + rmsnorm + qkv (mma)" : "add_rmsnorm + qkv (mma)");
-    err(prep_heads(l, T, true, in_pos(), in_slot()));
+    err(product_and_heads(l, qkv, T, true, in_pos(), in_slot(),
+                          l == 0 ? "embedding + rmsnorm + qkv (mma)" : "add_rmsnorm + qkv (mma)"));
     err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
                                 max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     mark("paged attention");
