@@ -47,6 +47,8 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_heads_kernel(RowsMma a, HeadP
   };
   load_w(0);  // the weights do not depend on the kernel before
   cuda::pdl_begin();
+  if (a.clear && blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < a.clear_words; i += blockDim.x) a.clear[i] = 0ull;
   const int tiles = min(NT, (a.rows - n_base + 7) / 8);
   bf16* xs = reinterpret_cast<bf16*>(smem);
   const int lds = a.in + kPad;

@@ -150,12 +150,18 @@ void qkv_heads_case(std::vector<Row>& rows, int m, int in, int q_heads, int kv_h
   op_ok(k::rows_mma(a, nullptr));
   op_ok(k::head_prep(p, nullptr));
   p.q_out = q2.p(), p.k_cache = k2.p(), p.v_cache = v2.p();
+  Dev<unsigned long long> keys(5);  // the drafter's first launch clears the head's argmax keys
+  cuda_ok(cudaMemset(keys.p(), 0xff, sizeof(unsigned long long) * 5), "keys");
+  a.clear = keys.p(), a.clear_words = 5;
   op_ok(k::qkv_heads(a, p, nullptr));
+  long not_cleared = 0;
+  for (unsigned long long key : keys.get()) not_cleared += key != 0;
   char s[96];
   std::snprintf(s, sizeof s, "%d rows, %d -> %d q + %d kv heads of %d", m, in, q_heads, kv_heads, hd);
   rows.push_back({"qkv_heads queries", s, "bf16", max_rel_error(q2.get(), q1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
   rows.push_back({"qkv_heads keys", s, "bf16", max_rel_error(k2.get(), k1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
   rows.push_back({"qkv_heads values", s, "bf16", max_rel_error(v2.get(), v1.get()), 2e-2, 0, "vs rows_mma + head_prep"});
+  rows.push_back({"qkv_heads clear", s, "u64", 0, -1, not_cleared, "words cleared"});
 }
 
 // Row r of m rows against row r alone, for the first and last rows, bit for bit.

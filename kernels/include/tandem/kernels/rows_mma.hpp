@@ -60,8 +60,8 @@ bool rows_mma_fits(const RowsMma& a);
 Status rows_mma(const RowsMma& a, Stream stream);
 
 // A Qwen3-style attention's q|k|v product with head_prep folded in (qkv_heads.cu): the product of
-// m (x or its norm source, w, rows, in; out = (q_heads + 2 kv_heads) * head_dim; y, silu and keys
-// unused), whose w holds the rows of p's heads in order (q heads, k heads, v heads; k and v alone
+// m (x or its norm source, w, rows, in, clear; out = (q_heads + 2 kv_heads) * head_dim; y, silu and
+// keys unused), whose w holds the rows of p's heads in order (q heads, k heads, v heads; k and v alone
 // when p.q_heads is 0), then for each row and head what head_prep does with the product rounded to
 // bf16: normed, rotated queries into p.q_out, keys into p.k_cache, values into p.v_cache (p.qkv,
 // ld, k_at and v_at unused). A block per head: its warps take the head's rows whole (no split of
