@@ -501,10 +501,12 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   Drafts out;
   if (S == 0) return out;
   if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
-  bool graph = !eager_;
-  for (const DraftItem& it : items) graph = graph && it.n == items[0].n;
-  const int n_all = items[0].n;
-  graph = graph && n_all + 1 <= block_size_;  // a padding sequence's block fits the scratch block
+  // Mixed lengths (the adaptive policy at batch > 1) replay the graph of the longest: a shorter
+  // block is padded with mask tokens whose rows write the scratch block and attend only up to the
+  // block's own end (its real tokens do not see them), their drafts dropped.
+  int n_all = 0;
+  for (const DraftItem& it : items) n_all = std::max(n_all, it.n);
+  const bool graph = !eager_ && n_all + 1 <= block_size_;  // a padded block fits the scratch block
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
   std::int32_t* host = prop_host_;
   std::int32_t* tok = host + offset(in_tok());
@@ -517,6 +519,7 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int T = 0, R = 0, max_context = 0;
   std::string why;
+  std::vector<int> first_row(static_cast<std::size_t>(S));  // an item's first draft row
   for (int s = 0; s < B; ++s) {
     std::int32_t* table = tables + static_cast<std::size_t>(s) * mb;
     if (s >= S) {  // padding: a block at positions 0..n of a sequence that owns only the scratch block
@@ -536,16 +539,17 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
     const std::size_t have = std::min(mb, it.block_table.size());
     std::copy(it.block_table.begin(), it.block_table.begin() + static_cast<long>(have), table);
     std::fill(table + have, table + mb, num_blocks_);
-    for (int i = 0; i <= it.n; ++i, ++T) {
-      const long sl = slot(it.block_table, it.pos + i, why);
-      if (sl < 0) return error("drafter: " + why);
+    first_row[static_cast<std::size_t>(s)] = R;
+    for (int i = 0; i <= (graph ? n_all : it.n); ++i, ++T) {
+      long sl = num_blocks_ * block_size_ + i;  // a padding token's: the scratch block
+      if (i <= it.n && (sl = slot(it.block_table, it.pos + i, why)) < 0) return error("drafter: " + why);
       tok[T] = i == 0 ? it.anchor : c_.mask_token_id;
       pos[T] = it.pos + i, mask[T] = it.pos + it.n, seq[T] = s, slots[T] = static_cast<std::int32_t>(sl);
       if (i > 0) rows[R++] = T;
     }
     max_context = std::max(max_context, it.pos + it.n + 1);
   }
-  const int real_rows = graph ? S * n_all : R;
+  const int real_rows = graph ? S * n_all : R;  // the items' rows (padding included) at the front
   FirstError err;
   // One copy of the staged inputs up to the last table where that span is small (each copy costs
   // microseconds of host time whatever its size, and a proposal is short), else one per field.
@@ -572,15 +576,22 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(keys_host_, argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                  stream_),
                  "draft tokens"));
+  std::vector<float> logits;
   if (want_logits) {
-    out.logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
-    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
+    logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
                    "draft logits"));
   }
   err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter"));
   if (!err.ok()) return err.status.error().with_context("drafter");
-  out.tokens.reserve(got.size());
-  for (const auto key : got) out.tokens.push_back(k::argmax_key_index(key));
+  // Each item's n drafts, without the rows that padded its block.
+  const std::size_t Vs = static_cast<std::size_t>(V_);
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < items[static_cast<std::size_t>(s)].n; ++i) {
+      const std::size_t r = static_cast<std::size_t>(first_row[static_cast<std::size_t>(s)] + i);
+      out.tokens.push_back(k::argmax_key_index(got[r]));
+      if (want_logits) out.logits.insert(out.logits.end(), logits.begin() + static_cast<long>(r * Vs), logits.begin() + static_cast<long>((r + 1) * Vs));
+    }
   return out;
 }
 
