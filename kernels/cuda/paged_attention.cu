@@ -5,13 +5,9 @@
 // the split: its lanes split the head dimension for the q.k dot products (warp sums) and the value
 // accumulators, with an online softmax per query head (running max m, running denominator l).
 // The block merges its four warps; when the keys are split (few queries, long contexts: the
-// flash-decoding scheme) each split leaves (m, l, acc) in the workspace and combine_kernel merges,
-// or, with fixed splits (PagedKvLayout::fixed_split_keys), the last block of a token's splits to
-// finish merges them itself (a counter per block of splits in the workspace: no second launch).
+// flash-decoding scheme) each split leaves (m, l, acc) in the workspace and combine_kernel merges.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "common.cuh"
 #include "paged_attention_mla.hpp"
@@ -57,7 +53,7 @@ template <class T, class KV, int PER_LANE, int GT>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* q, const std::int32_t* token_seq, const std::int32_t* token_pos, int q_heads,
                            PagedKvLayout l, const KV* k_cache, const KV* v_cache, const std::int32_t* block_tables,
-                           int max_blocks, float scale, int per_split, T* out, float* part, int* counters) {
+                           int max_blocks, float scale, int per_split, T* out, float* part) {
   cuda::pdl_begin();
   constexpr int kDim = PER_LANE * 32;
   __shared__ float qs[GT][kDim];
@@ -135,31 +131,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       else pr[2 + d] = o;
     }
   }
-  if (splits == 1 || !counters) return;
-  // The last of this (token, head tile)'s splits to get here merges them, as combine_kernel does,
-  // and leaves the counter at zero for the next launch.
-  __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1) == splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float* weight = &part_acc[0][0][0];  // free after the warps' merge: kWarps * GT * kDim >= kMaxSplits floats
-  static_assert(kWarps * GT * kDim >= cuda::kMaxSplits, "the merge's weights live in part_acc");
-  for (int hh = 0; hh < nh; ++hh) {
-    const long row = static_cast<long>(token) * q_heads + h0 + hh;
-    const float* pr = part + row * splits * (l.v_dim + 2);
-    const float denom = cuda::split_weights<true>(pr, splits, l.v_dim, weight, &part_l[0][0]);
-    for (int d = threadIdx.x; d < l.v_dim; d += blockDim.x) {
-      float o = 0.f;
-      for (int s = 0; s < splits; ++s)
-        if (weight[s] != 0.f) o += __ldcg(pr + s * (l.v_dim + 2) + 2 + d) * weight[s];
-      out[row * l.v_dim + d] = cuda::from_float<T>(denom > 0.f ? o / denom : 0.f);
-    }
-    __syncthreads();  // the weights are rewritten for the next head
-  }
-  if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
 // Merges the splits of one (token, query head): out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
@@ -250,23 +221,6 @@ Status write_kv_cuda(DType act, const void* k, const void* v, int n_tokens, cons
   });
 }
 
-namespace {
-// The in-kernel merge's counters: one int per block of splits, the last kMergeCounters ints of the
-// workspace the caller gives (the same place in every call with that buffer, so each call finds
-// the zeros the one before left). Launches with more blocks of splits merge in combine_kernel.
-constexpr int kMergeCounters = 16384;
-constexpr size_t kCounterBytes = sizeof(int) * kMergeCounters;
-
-// TANDEM_ATTN_COMBINE_LAUNCH=1: fixed splits merged by combine_kernel too (for comparison).
-bool combine_launch_forced() {
-  static const bool on = [] {
-    const char* v = std::getenv("TANDEM_ATTN_COMBINE_LAUNCH");
-    return v && std::string(v) == "1";
-  }();
-  return on;
-}
-}  // namespace
-
 size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
   if (!check_layout(l, "").ok() || q_heads <= 0 || n_tokens <= 0 || q_heads % l.kv_heads != 0) return 0;
   // Absorbed MLA may take the MLA decode kernel (bf16 activations), whose splits differ: room for either.
@@ -275,7 +229,7 @@ size_t paged_attention_workspace_bytes(int n_tokens, int q_heads, const PagedKvL
   const int splits = splits_for(n_tokens, q_heads, l, max_context);
   if (splits == 1) return mla_bytes;
   return std::max<size_t>(mla_bytes, sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
-         static_cast<size_t>(l.v_dim + 2) + (l.fixed_split_keys > 0 ? kCounterBytes : 0));
+         static_cast<size_t>(l.v_dim + 2));
 }
 
 Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::int32_t* token_seq,
@@ -301,22 +255,19 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
   const int group = q_heads / l.kv_heads;
   const dim3 grid(static_cast<unsigned>(n_tokens * l.kv_heads * ((group + v.heads - 1) / v.heads)),
                   static_cast<unsigned>(splits));
-  int* counters = nullptr;  // merged in the kernel: fixed splits only (their workspace holds the counters)
-  if (splits > 1 && l.fixed_split_keys > 0 && grid.x <= static_cast<unsigned>(kMergeCounters) && !combine_launch_forced())
-    counters = reinterpret_cast<int*>(static_cast<char*>(workspace) + (workspace_bytes - kCounterBytes) / sizeof(int) * sizeof(int));
   return with_types(act, l.dtype, "paged_attention", [&](auto a, auto c) {
     using T = decltype(a);
     using KV = decltype(c);
     auto launch = [&](auto kernel) {
       return cuda::launch_pdl(kernel, grid, dim3(kWarps * 32), 0, stream, static_cast<const T*>(q), token_seq, token_pos,
                               q_heads, l, static_cast<const KV*>(k_cache), static_cast<const KV*>(v_cache), block_tables,
-                              max_blocks_per_seq, scale, per_split, static_cast<T*>(out), static_cast<float*>(workspace), counters);
+                              max_blocks_per_seq, scale, per_split, static_cast<T*>(out), static_cast<float*>(workspace));
     };
     cudaError_t e;
     if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
     else if (v.per_lane == 8) e = launch(paged_attention_kernel<T, KV, 8, 4>);
     else e = launch(paged_attention_kernel<T, KV, 18, 4>);
-    if (auto err = TANDEM_CUDA_STATUS(e, "launch paged_attention_kernel"); !err || splits == 1 || counters) return err;
+    if (auto err = TANDEM_CUDA_STATUS(e, "launch paged_attention_kernel"); !err || splits == 1) return err;
     return TANDEM_CUDA_STATUS(cuda::launch_pdl(combine_kernel<T>, dim3(static_cast<unsigned>(n_tokens * q_heads)), dim3(128), 0,
                                                stream, static_cast<const float*>(workspace), splits, l.v_dim, static_cast<T*>(out)),
                               "paged_attention combine_kernel");

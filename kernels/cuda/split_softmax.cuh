@@ -13,14 +13,11 @@ constexpr int kMaxSplits = 1024;
 
 // Fills weight[s] = w_s (0 for a split without keys, m_s = -inf) for the row whose partials start
 // at pr and returns sum_s l_s w_s to every thread of the block; it ends with the weights visible
-// to the whole block (block_sum's barriers). scratch: 32 floats of shared memory (blockDim.x / 32
-// of them used). kL2: the partials are read from L2 (written by other blocks of the same launch).
-template <bool kL2 = false>
+// to the whole block (block_sum's barriers). scratch: 32 floats of shared memory.
 __device__ __forceinline__ float split_weights(const float* pr, int splits, int v_dim, float* weight, float* scratch) {
   const long stride = v_dim + 2;
-  auto ld = [](const float* p) { return kL2 ? __ldcg(p) : *p; };
   float big = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, ld(pr + s * stride));
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) big = fmaxf(big, pr[s * stride]);
   big = warp_max(big);
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = big;
   __syncthreads();
@@ -29,9 +26,9 @@ __device__ __forceinline__ float split_weights(const float* pr, int splits, int 
   __syncthreads();
   float denom = 0.f;
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-    const float ms = ld(pr + s * stride);
+    const float ms = pr[s * stride];
     weight[s] = ms == -INFINITY ? 0.f : expf(ms - big);
-    denom += ld(pr + s * stride + 1) * weight[s];
+    denom += pr[s * stride + 1] * weight[s];
   }
   return block_sum(denom, scratch);
 }

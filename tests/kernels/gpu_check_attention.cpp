@@ -22,7 +22,6 @@ struct Config {
   DType act, kv;
   int q_heads, kv_heads, qk_dim, v_dim, block_size;
   bool decode_only;  // the 5 decode tokens alone: few blocks, so the keys are split (flash-decoding)
-  int fixed_split = 0;  // PagedKvLayout::fixed_split_keys (the splits merged in the kernel)
 };
 
 float amax(const std::vector<float>& x) {
@@ -66,7 +65,6 @@ void run(std::vector<Row>& rows, const Config& c) {
   l.kv_heads = c.kv_heads;
   l.qk_dim = c.qk_dim;
   l.v_dim = c.v_dim;
-  l.fixed_split_keys = c.fixed_split;
   if (c.kv == DType::fp8_e4m3) {  // per-tensor scales, as a calibration would give
     l.k_scale = amax(knew) / 448.f;
     l.v_scale = amax(vnew) / 448.f;
@@ -119,11 +117,8 @@ void run(std::vector<Row>& rows, const Config& c) {
   Dev<std::int32_t> dts(tseq), dtp(tpos), dtable(table);
   const size_t ws = k::paged_attention_workspace_bytes(T, c.q_heads, l, 2049);
   Dev<std::uint8_t> dws(ws);
-  cuda_ok(cudaMemset(dws.p(), 0, ws ? ws : 1), "workspace");  // fixed splits: the merge's counters start at zero
-  // Fixed splits run twice: the second call finds the counters the first left (zero) and must agree.
-  for (int pass = 0; pass < (c.fixed_split > 0 ? 2 : 1); ++pass)
-    op_ok(k::paged_attention_cuda(c.act, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, kc.p(), vc.p(), dtable.p(),
-                                  max_blocks, scale, dout.p(), 2049, dws.p(), ws));
+  op_ok(k::paged_attention_cuda(c.act, dq.p(), T, dts.p(), dtp.p(), c.q_heads, l, kc.p(), vc.p(), dtable.p(),
+                                max_blocks, scale, dout.p(), 2049, dws.p(), ws));
 
   k::AttentionShape sh;
   sh.q_heads = c.q_heads;
@@ -146,8 +141,8 @@ void run(std::vector<Row>& rows, const Config& c) {
                            seq_len[static_cast<size_t>(s)], want.data() + t * sh.out_stride, sh, scale);
   }
   char shape[96];
-  std::snprintf(shape, sizeof shape, "%s: %d/%d heads, d %d/%d, bs %d, %d q%s%s", c.name, c.q_heads, c.kv_heads,
-                c.qk_dim, c.v_dim, bs, T, ws > 0 ? ", split" : "", c.fixed_split > 0 ? " fixed, merged in kernel" : "");
+  std::snprintf(shape, sizeof shape, "%s: %d/%d heads, d %d/%d, bs %d, %d q%s", c.name, c.q_heads, c.kv_heads,
+                c.qk_dim, c.v_dim, bs, T, ws > 0 ? ", split" : "");
   rows.push_back({"paged_attention", shape, std::string(k::dtype_name(c.act)) + "/kv " + k::dtype_name(c.kv),
                   max_rel_error(dout.get(), want), limit_for(c.act), byte_differ, "mismatch: cache bytes"});
 }
@@ -253,8 +248,6 @@ void check_attention(std::vector<Row>& rows) {
   run(rows, {"decode", DType::f32, DType::fp8_e4m3, 32, 8, 128, 128, 16, true});
   run(rows, {"decode", DType::bf16, DType::bf16, 12, 4, 256, 256, 16, true});
   run(rows, {"decode mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64, true});
-  run(rows, {"dflash drafter", DType::bf16, DType::bf16, 6, 2, 64, 64, 16, false, 32});  // 2049 keys: 65 splits of 32
-  run(rows, {"decode", DType::bf16, DType::bf16, 32, 4, 128, 128, 16, true, 64});
   run_mla(rows, {DType::bf16, 20, false, true});
   run_mla(rows, {DType::fp8_e4m3, 20, false, true});
   run_mla(rows, {DType::bf16, 20, true, true});

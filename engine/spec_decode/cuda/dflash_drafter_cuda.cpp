@@ -367,8 +367,6 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
-  // Zero once: the fixed splits' in-kernel merge counts in it (paged_attention.hpp) and leaves zeros.
-  if (auto e = TANDEM_CUDA_STATUS(cudaMemset(attn_ws_.get(), 0, attn_ws_.bytes()), "drafter attention workspace"); !e) return e.error();
   return tandem::Ok{};
 }
 

@@ -38,10 +38,7 @@ struct PagedKvLayout {
   // ceil(max_context / fixed_split_keys), so a CUDA graph captured for max-model-len gives a short
   // context a few busy splits (those past a token's position return at once) instead of a few
   // blocks that each walk a long share of it (the DFlash drafter's proposals). 0: chosen by the
-  // step's shape (and MLA's split_keys does not apply to this kernel). The splits are then merged
-  // by the last block of each token's splits to finish (no second launch), counting in the last
-  // 64 KB of the workspace: those must be zero before the first call (cudaMemset the workspace
-  // once), and every call leaves them so.
+  // step's shape (and MLA's split_keys does not apply to this kernel).
   int fixed_split_keys = 0;
 };
 
