@@ -14,9 +14,13 @@
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
 //     logits = lm_head(norm(x)) at block rows 1..n (the target's head; the norm of those rows alone),
 //     argmax on the device.
-//   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation).
-//   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
-//   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
+//   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation); a
+//   proposal of kFusedFromRows rows or more takes the tensor cores instead (enqueue_fused: rows_mma
+//   with the norms, the embedding and the argmax folded in, qkv_heads with head_prep folded in).
+//   The attention splits the keys at a fixed size (layout()), so the graph captured for
+//   max-model-len serves short contexts well.
+//   A proposal replays a CUDA graph per (batch bucket, longest n), shorter blocks padded, as the
+//   target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
 //   writes only the scratch block.
 // bf16 weights and activations, fp32 accumulation and residual, as the target's CUDA path.
 #include <cuda_runtime.h>
@@ -205,9 +209,13 @@ class DFlashCuda final : public DeviceDrafter {
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
   // The same forward with the products on the tensor cores and the norms folded into them
-  // (rows_mma.hpp): 5 launches a layer instead of 8 (the embedding in the first), the head's argmax
-  // in its product. Taken when
-  // mma_ and the shapes fit (fused_fits).
+  // (rows_mma.hpp): 5 launches a layer instead of 8 (the embedding in the first), head_prep folded
+  // into the q|k|v product (qkv_heads), the head's argmax in its product. Taken when mma_, the shapes
+  // fit (fused_fits) and the proposal has kFusedFromRows rows or more: on an H100 with the pair's
+  // drafter a proposal of 8 rows (batch 1) cost 0.137 ms this way and 0.125 ms unfused, one of 48
+  // rows (batch 6) 0.200 ms against 0.233 (engine/spec_decode/bench/results/h100-spec21-2026-12-06.md):
+  // the products' k split and the folded norms cost latency that only more rows pay back.
+  static constexpr int kFusedFromRows = 17;
   Status enqueue_fused(int T, int R, int max_context);
   bool fused_fits(int T) const;
   k::RowsMma mma(const void* x, long ldx, const void* w, void* y, int rows, int in, int out) const {
@@ -467,25 +475,11 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   return tandem::Ok{};
 }
 
+// The gemv path for every size: the tensor-core one (fc into fp32 rows, the hidden norm and
+// head_prep folded into each layer's k|v product) cost 0.037 ms for a verification's 8 rows on an
+// H100 against 0.024 ms this way, and no less for 48 (spec21's run, 2026-12-06).
 Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
-  if (mma_) {
-    // fc on the tensor cores into fp32 rows, which each layer's k|v product normalises itself
-    // (hidden_norm folded in): a launch fewer than the product, the norm and the layers apart.
-    k::RowsMma fc = mma(target_.captured(), F_, fc_.get(), x_.get(), T, F_, H_);
-    fc.y_type = k::DType::f32;
-    k::RowsMma kv = mma(nullptr, 0, nullptr, qkv_.as<std::uint16_t>() + qw_, T, H_, 2 * kvw_);
-    kv.ldy = qkvw(), kv.x32 = x_.as<float>(), kv.norm_w = hidden_norm_.get(), kv.eps = eps();
-    kv.w = layers_.front().qkv.as<std::uint16_t>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_);
-    if (k::rows_mma_fits(fc) && k::rows_mma_fits(kv)) {
-      err(k::rows_mma(fc, stream_));
-      for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
-        kv.w = layers_[static_cast<std::size_t>(l)].qkv.as<std::uint16_t>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_);
-        err(product_and_heads(l, kv, T, false, ctx_pos(), ctx_slot(T), "hidden norm + k|v (mma)"));
-      }
-      return err.status;
-    }
-  }
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
   err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
@@ -594,7 +588,7 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
 }
 
 Status DFlashCuda::enqueue(int T, int R, int max_context) {
-  if (mma_ && fused_fits(T)) return enqueue_fused(T, R, max_context);
+  if (mma_ && T >= kFusedFromRows && fused_fits(T)) return enqueue_fused(T, R, max_context);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
   mark("start");
