@@ -33,7 +33,7 @@ constexpr int kWarps = 4;
 // Each row's sum is built as with RW = 1 (lane l: chunks l, l + 32, ..; the same butterfly).
 // 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
 // load, fp32 x two.
-__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, *reinterpret_cast<const uint4*>(x)); }
+__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, cuda::load16(x)); }
 __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
   const float xs[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
