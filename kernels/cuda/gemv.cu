@@ -2,6 +2,7 @@
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common.cuh"
 #include "tandem/kernels/gemv.hpp"
@@ -48,8 +49,16 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   return s;
 }
 
+// Blocks an SM must hold: 8 (64 registers a thread) for the 4-load, one-row-a-warp kernels of bf16
+// x without SiLU (4 and 8 x rows). They are memory-bound with few loads a lane in flight, so a
+// block fewer an SM is that many fewer loads in flight: at 68 registers (7 blocks) a batch-16 decode
+// step of the 2 B model took 8% longer (9926ce1, engine/bench/results/h100-bisect22-2026-12-06.md).
+// These fit 64 without spilling (ptxas -v); the 8-load, SiLU and fp32-x kernels would spill.
+template <int U, int RW, bool SILU, class XT>
+constexpr int kMinBlocks = (U == 4 && RW == 1 && !SILU && std::is_same_v<XT, bf16>) ? 8 : 1;
+
 template <int NT, int U, int RW, class OutT, bool SILU, class XT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<U, RW, SILU, XT>)) gemv_kernel(GemvArgs a) {
   const long first = (static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   const int lane = threadIdx.x % 32;
   const long total = static_cast<long>(a.groups) * a.out;
