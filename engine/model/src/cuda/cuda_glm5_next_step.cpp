@@ -92,8 +92,9 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   const bool graph = decode && !opt_.enforce_eager && (!sharded() || (all_reduce_ && all_reduce_->capturable()));
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
   // A step with a long enough prompt runs every sequence's recurrence in the chunked form; decode
-  // steps (and their graphs) and short prompts walk the tokens one by one.
-  kda_chunked_ = !graph && kda_chunk_ > 0 && longest >= kda_chunk_min_;
+  // steps (graphs or eager, so that the two stay bit-identical) and short prompts walk the tokens
+  // one by one.
+  kda_chunked_ = !decode && kda_chunk_ > 0 && longest >= kda_chunk_min_;
 
   std::int32_t* tok = host_in_.data();
   std::int32_t* pos = tok + t_cap_;
