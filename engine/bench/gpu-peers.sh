@@ -43,7 +43,8 @@ echo "## transformers compiled ($SECONDS s)"
 step hf-compiled timeout "${HF_COMPILED_S:-270}" python3 engine/bench/hf_bench.py --write "$model" --json "$out/hf-compiled.json" \
   --batches "$batches" --prefill "$prefill" --compile
 echo "## report ($SECONDS s)"
-step report python3 engine/bench/peers_report.py "$out" | tee "$out/table.md"
+step report python3 engine/bench/peers_report.py "$out" > "$out/table.md"  # (no pipe: step must run in this shell)
+cat "$out/table.md"
 echo "total $SECONDS s"
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'FAILED: %s\n' "${failed[@]}"

@@ -67,7 +67,8 @@ for fmt in fp8 nvfp4; do
   rm -rf "$work"
 done
 echo "## report ($SECONDS s)"
-step report python3 engine/bench/real_shape_report.py "$out" | tee "$out/table.md"
+step report python3 engine/bench/real_shape_report.py "$out" > "$out/table.md"  # (no pipe: step must run in this shell)
+cat "$out/table.md"
 echo "total $SECONDS s"
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'FAILED: %s\n' "${failed[@]}"
