@@ -1,7 +1,7 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
 //                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--pdl 0|1] [--profile STEPS]
-//                    [--prefill 512,32768]
+//                    [--profile-batch B] [--prefill 512,32768]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
@@ -15,7 +15,7 @@
 // then holds the longest as one sequence. The JSON file is rewritten after every measurement, so a
 // run cut short (a timeout during a long prefill) keeps what it measured. Decode graphs attend up
 // to max-model-len, which a long --prefill raises: measure decode apart (--batches none: no decode).
-// --profile STEPS: where a batch-1 decode step's time goes. STEPS eager steps with a CUDA event
+// --profile STEPS: where a decode step's time goes (batch 1, or --profile-batch B). STEPS eager steps with a CUDA event
 // after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
 // the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
 // plus its launch gap); then STEPS graph replays timed the same way (the whole forward, then the
@@ -110,7 +110,7 @@ struct Decoder {
 int main(int argc, char** argv) {
   if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16|none] [--prefill L,...] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";
-  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0;
+  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0, profile_batch = 1;
   bool decode_kernels = CudaOptions{}.decode_kernels;
   std::string modes = "graphs,eager";
   std::vector<int> batches{1, 4, 16}, prefills;
@@ -130,12 +130,14 @@ int main(int argc, char** argv) {
     else if (a == "--modes") modes = v;
     else if (a == "--decode-kernels") decode_kernels = std::stoi(v) != 0;
     else if (a == "--profile") profile = std::stoi(v);
+    else if (a == "--profile-batch") profile_batch = std::stoi(v);
     else if (a == "--pdl") tandem::kernels::set_programmatic_launch(std::stoi(v) != 0);
     else if (a == "--batches") batches = v == "none" ? std::vector<int>{} : int_list(v);
     else if (a == "--prefill") prefills = int_list(v);
     else fail("unknown flag " + a);
   }
-  int max_batch = 1, max_prefill = prompt;
+  if (profile_batch < 1) fail("--profile-batch needs a batch of at least 1");
+  int max_batch = profile > 0 ? profile_batch : 1, max_prefill = prompt;
   for (int b : batches) max_batch = std::max(max_batch, b);
   for (int p : prefills) max_prefill = std::max(max_prefill, p);
 
@@ -259,9 +261,9 @@ int main(int argc, char** argv) {
     save();
   }
   if (profile > 0) {
-    // Batch 1 from the benchmark's mean context: prefill `prompt`, decode `decode` / 2 steps, then
-    // profile `profile` steps eagerly and `profile` graph replays.
-    Decoder dec(m, 1, prompt, tables, random_ids);
+    // Batch `profile_batch` from the benchmark's mean context: prefill `prompt`, decode `decode` / 2
+    // steps, then profile `profile` steps eagerly and `profile` graph replays.
+    Decoder dec(m, profile_batch, prompt, tables, random_ids);
     int pos = prompt;
     m.set_enforce_eager(false);
     for (int i = 0; i < decode / 2; ++i) dec.step(pos++);
@@ -285,9 +287,9 @@ int main(int argc, char** argv) {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
     double total_us = 0, total_bytes = 0;
     for (const auto& [op, o] : rows) total_us += o.us / profile, total_bytes += o.bytes / profile;
-    std::printf("\nProfile: batch 1, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
+    std::printf("\nProfile: batch %d, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
                 "decode kernels %s; GB/s = bytes the op must move / its time\n\n",
-                prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
+                profile_batch, prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
     std::printf("| op | calls/step | us/step | %% | MB/step | GB/s |\n|---|---|---|---|---|---|\n");
     nlohmann::json prof;
     for (const auto& [op, o] : rows) {
@@ -304,9 +306,9 @@ int main(int argc, char** argv) {
       std::printf("%s %.1f us/step; ", op.c_str(), o.us / profile);
       prof["graph_ops"][op] = o.us / profile;
     }
-    std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n",
-                1e6 * (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / bw,
-                (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / 1e6, bw / 1e9);
+    const double floor_bytes =
+        db.weights(profile_batch) + profile_batch * (pos - profile) * static_cast<double>(m.kv_bytes_per_token());
+    std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n", 1e6 * floor_bytes / bw, floor_bytes / 1e6, bw / 1e9);
     doc["profile"] = prof;
   }
   save();
