@@ -19,6 +19,11 @@
 # With --bind it builds tandemctl, tandemd and tandem-serve ($SERVE_BUILD, configured with CUDA) and
 # packs them, stripped, into bin/ and the shared libraries the three need beyond glibc, CUDA and NCCL
 # (libssh, pcre2, ICU, ...) into lib/ of build-deps/bind-bundle.tar.xz, for deploy/gpu-bind.sh.
+# With --speed it packs issue 22's speed runs into build-deps/speed-bundle.tar.xz: tandem-bench-cuda
+# (engine/bench/gpu) and tandem-random-checkpoint ($SERVE_BUILD), stripped, in bin/, and the
+# scripts they run with in tree/ (so a GPU machine's older tree runs this one's); there:
+#   tar xJf build-deps/speed-bundle.tar.xz -C /tmp && BIN=/tmp/speed/bin bash /tmp/speed/tree/engine/bench/gpu-peers.sh OUT
+#   (or gpu-real-shape.sh OUT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
@@ -70,6 +75,24 @@ if [ "${1:-}" = --bind ]; then
   tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >build-deps/bind-bundle.tar.xz
   rm -rf "$(dirname "$stage")"
   ls -la build-deps/bind-bundle.tar.xz
+  exit 0
+fi
+if [ "${1:-}" = --speed ]; then
+  mkdir -p build-deps/include
+  cp -r /usr/include/nlohmann build-deps/include/
+  cmake -S engine/bench/gpu -B build-gpu-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DNLOHMANN_INCLUDE="$PWD/build-deps/include" >/dev/null
+  ninja -C build-gpu-bench -j "${JOBS:-2}" tandem-bench-cuda
+  ninja -C "$serve_build" -j "${JOBS:-2}" tandem-random-checkpoint
+  stage=$(mktemp -d)/speed
+  mkdir -p "$stage/bin" "$stage/tree/engine/bench"
+  strip -o "$stage/bin/tandem-bench-cuda" build-gpu-bench/tandem-bench-cuda
+  strip -o "$stage/bin/tandem-random-checkpoint" "$serve_build/engine/bench/tandem-random-checkpoint"
+  cp engine/bench/{hf_bench.py,gpu-peers.sh,gpu-real-shape.sh,peers_report.py,real_shape_report.py} "$stage/tree/engine/bench/"
+  git rev-parse --short HEAD >"$stage/COMMIT"
+  tar -C "$(dirname "$stage")" -cf - speed | xz -9e -T0 >build-deps/speed-bundle.tar.xz
+  rm -rf "$(dirname "$stage")"
+  ls -la build-deps/speed-bundle.tar.xz
   exit 0
 fi
 if [ "${1:-}" = --spec ]; then

@@ -1,5 +1,5 @@
 // The chunked form of the KDA delta rule (kda_chunk_cpu, glm5_next.hpp): the reference a chunked
-// prefill kernel will be checked against (issue 23; that kernel is not written yet). For a chunk
+// prefill kernel (kernels/cuda/kda_chunk.cu) is checked against (issue 23). For a chunk
 // of C tokens of one head, with G_t the cumulative log-decay up to token t (per key channel) and
 // S_0 the state before the chunk, the token recurrence
 //   S_t = diag(exp g_t) S_{t-1};  u_t = beta_t (v_t - S_t^T k_t);  S_t += k_t u_t^T;  o_t = S_t^T q_t
@@ -82,6 +82,9 @@ void head_chunk(const HeadChunk& c, float* S, float* o, long ld_o) {
 }
 
 }  // namespace
+
+// The CUDA form's scratch (kda_chunk.cu): per token q, k, v [3 * heads * head_dim] and the log-decays.
+long kda_chunk_scratch_floats(const KdaShape& s, int tokens) { return static_cast<long>(tokens) * 4 * s.heads * s.head_dim; }
 
 void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int tokens, int chunk, float* state) {
   const int heads = s.heads, hd = s.head_dim, qk = heads * hd, channels = 3 * qk;

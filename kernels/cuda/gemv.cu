@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "common.cuh"
 #include "tandem/kernels/gemv.hpp"
@@ -36,7 +37,7 @@ constexpr int kWarps = 4;
 // Each row's sum is built as with RW = 1 (lane l: chunks l, l + 32, ..; the same butterfly).
 // 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
 // load, fp32 x two.
-__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, *reinterpret_cast<const uint4*>(x)); }
+__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, cuda::load16(x)); }
 __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
   const float xs[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -51,8 +52,16 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   return s;
 }
 
+// Blocks an SM must hold: 8 (64 registers a thread) for the 4-load, one-row-a-warp kernels of bf16
+// x without SiLU (4 and 8 x rows). They are memory-bound with few loads a lane in flight, so a
+// block fewer an SM is that many fewer loads in flight: at 68 registers (7 blocks) a batch-16 decode
+// step of the 2 B model took 8% longer (9926ce1, engine/bench/results/h100-bisect22-2026-12-06.md).
+// These fit 64 without spilling (ptxas -v); the 8-load, SiLU and fp32-x kernels would spill.
+template <int NT, int U, int RW, bool SILU, class XT>
+constexpr int kMinBlocks = (NT <= 8 && U == 4 && RW == 1 && !SILU && std::is_same_v<XT, bf16>) ? 8 : 1;
+
 template <int NT, int U, int RW, class OutT, bool SILU, class XT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)) gemv_kernel(GemvArgs a) {
   const long first = (static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   const int lane = threadIdx.x % 32;
   const long total = static_cast<long>(a.groups) * a.out;
@@ -182,6 +191,9 @@ long l2_bytes() {
 // outgrow L2, so a smaller NT is taken only while its grid rows times the weight bytes fit in L2.
 // (A guard by reasoning, not by a measured loss: the 2 B model's batch 6 and 16 steps read the
 // same with and without it on an H100, engine/bench/results/h100-s4-merged-2026-12-06.md.)
+// 16 rows a warp past 8 when 8's re-reads outgrow L2 or its grid a wave: a batch-16 step's LM head
+// (630 MB) read twice from memory took 814 us of a 4.5 ms step on an H100, 2.6x its one read
+// (profile-v3-b16.txt of engine/bench/results/h100-bisect22-2026-12-06/).
 // A row's sum is the same whatever NT (gemv_kernel), so the choice never changes a result.
 template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
@@ -192,7 +204,8 @@ cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
   if (a.rows <= 1 || (in_l2(1) && with_config<1, OutT, SILU, XT>(a, fits))) return with_config<1, OutT, SILU, XT>(a, go);
   if (a.rows <= 2 || (in_l2(2) && with_config<2, OutT, SILU, XT>(a, fits))) return with_config<2, OutT, SILU, XT>(a, go);
   if (a.rows <= 4 || (in_l2(4) && with_config<4, OutT, SILU, XT>(a, fits))) return with_config<4, OutT, SILU, XT>(a, go);
-  return with_config<8, OutT, SILU, XT>(a, go);
+  if (a.rows <= 8 || (in_l2(8) && with_config<8, OutT, SILU, XT>(a, fits))) return with_config<8, OutT, SILU, XT>(a, go);
+  return with_config<16, OutT, SILU, XT>(a, go);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

@@ -2,10 +2,12 @@
 // after 3 warm-ups), and the bandwidth that implies against the bytes each must move. Not a check:
 // the numbers say where the first versions stand.
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "gpu_check.hpp"
 #include "tandem/kernels/activation.hpp"
+#include "tandem/kernels/glm5_next.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/quant_weights.hpp"
@@ -103,14 +105,63 @@ void quant_linear(int rows, int in, int out) {
          static_cast<double>(n) * (0.5 + 1.0 / 16) + io);
 }
 
+// KDA prefill of one sequence of `tokens` in the transformers default's shape (64 heads of 128,
+// conv 4, lower bound -5): the token-by-token kernel against the chunked one (chunk 64), both from
+// a reset state; the recurrence only (the projections around it are not timed).
+void kda_prefill(int tokens) {
+  k::KdaShape s;
+  s.heads = 64, s.head_dim = 128, s.conv_kernel = 4, s.lower_bound_set = true, s.lower_bound = -5.f;
+  const int qk = s.heads * s.head_dim;
+  const long n = static_cast<long>(tokens);
+  Dev<float> u(normal(sz(n * 3 * qk), 1.f, 11)), g(normal(sz(n * qk), 1.f, 12)), beta(normal(sz(n * s.heads), 1.f, 13));
+  Dev<float> gate(normal(sz(n * qk), 1.f, 14)), o(sz(n * qk)), state(sz(k::kda_state_floats(s)));
+  Dev<float> conv(normal(sz(3L * qk * s.conv_kernel), 0.5f, 15)), a_log(normal(sz(s.heads), 0.5f, 16));
+  Dev<float> dt(normal(sz(qk), 0.5f, 17)), norm(normal(sz(s.head_dim), 1.f, 18));
+  Dev<float> scratch(sz(k::kda_chunk_scratch_floats(s, tokens)));
+  Dev<std::int32_t> begin(std::vector<std::int32_t>{0, tokens}), slot(std::vector<std::int32_t>{0}),
+      reset(std::vector<std::int32_t>{1});
+  const k::KdaWeights w{conv.p(), a_log.p(), dt.p(), norm.p()};
+  k::KdaIo io;
+  io.u = u.p(), io.ld_u = 3 * qk, io.g_raw = g.p(), io.ld_g = qk, io.beta_raw = beta.p(), io.ld_beta = s.heads;
+  io.gate_raw = gate.p(), io.ld_gate = qk, io.o = o.p(), io.ld_o = qk;
+  const long sf = k::kda_state_floats(s);
+  char what[96];
+  std::snprintf(what, sizeof what, "kda prefill 1 x %d, 64 heads of 128: token by token", tokens);
+  const double by_token = time_us([&] {
+    ok(k::kda_recurrent_cuda(s, w, io, 1, begin.p(), slot.p(), reset.p(), state.p(), sf, 0, nullptr));
+  });
+  report(what, by_token, 0);
+  std::snprintf(what, sizeof what, "kda prefill 1 x %d, 64 heads of 128: chunks of 64", tokens);
+  const double chunked = time_us([&] {
+    ok(k::kda_chunk_cuda(s, w, io, 1, tokens, begin.p(), slot.p(), reset.p(), state.p(), sf, 0, 64, scratch.p(), nullptr));
+  });
+  report(what, chunked, 0);
+  std::printf("%-62s %10.2f x (%.0f tokens/s chunked, %.0f token by token)\n", "  speed-up", by_token / chunked,
+              tokens / chunked * 1e6, tokens / by_token * 1e6);
+  for (int chunk : {16, 32}) {  // how the cost moves with the chunk (the per-chunk part grows with it)
+    std::snprintf(what, sizeof what, "kda prefill 1 x %d, 64 heads of 128: chunks of %d", tokens, chunk);
+    report(what, time_us([&] {
+             ok(k::kda_chunk_cuda(s, w, io, 1, tokens, begin.p(), slot.p(), reset.p(), state.p(), sf, 0, chunk, scratch.p(),
+                                  nullptr));
+           }),
+           0);
+  }
+}
+
 }  // namespace
 
-int main() {
+// Arguments, if any: `kda` times only the KDA prefill.
+int main(int argc, char** argv) {
   if (!k::cuda_device_present()) {
     std::puts("SKIP: no CUDA device");
     return 77;
   }
   try {
+    if (argc > 1 && std::strcmp(argv[1], "kda") == 0) {
+      kda_prefill(512);
+      kda_prefill(32768);
+      return 0;
+    }
     const int tokens = 4096, hidden = 4096, inter = 1408;
     DevAct x(DType::bf16, normal(sz(static_cast<long>(tokens) * hidden), 1.f, 3)), r(DType::bf16, x.get()),
         w(DType::bf16, normal(sz(hidden), 1.f, 4)), y(DType::bf16, sz(static_cast<long>(tokens) * hidden));
@@ -142,6 +193,8 @@ int main() {
     quant_linear(8, 4096, 12288);
     quant_linear(16, 4096, 12288);
     quant_linear(1, 2048, 1536);
+    kda_prefill(512);
+    kda_prefill(32768);
   } catch (const std::exception& ex) {
     std::printf("FAIL: %s\n", ex.what());
     return 1;

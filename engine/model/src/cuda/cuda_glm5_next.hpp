@@ -18,7 +18,10 @@
 //     layer is the mean of the hc_mult streams (as on the CPU path), rounded to bf16 into the
 //     capture buffer; a verification asks every row's logits (up to max_logit_rows); keep_states /
 //     restore_states copy slots' recurrent states to and from a second buffer on the device;
-//   - the recurrence walks each sequence's tokens one by one in one kernel per layer, the indexer
+//   - the recurrence walks each sequence's tokens one by one in one kernel per layer, unless a
+//     sequence of the step brings at least kda_chunk_min_ tokens (TANDEM_KDA_CHUNK_MIN, default 16):
+//     then every sequence of the step runs the chunked form (kda_chunk_cuda), kda_chunk_ tokens
+//     at a time (TANDEM_KDA_CHUNK, 1..64, default 64; 0: always token by token); the indexer
 //     scores every visible pool per query (quadratic ranks for its top-k);
 //   - decode steps (one token per sequence, each with logits) replay a CUDA graph captured per
 //     batch bucket (the next power of two) at its first use, as the GLM decoder does; padding
@@ -206,7 +209,9 @@ class Glm5NextCuda final : public CudaModel {
   DeviceAllReduce* all_reduce_ = nullptr;
   float swiglu_limit_ = 0;
   unsigned fp32_ = 0;  // the products kept in fp32, a bit per Glm5Product
-  std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS (load() refuses it)
+  std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS or TANDEM_KDA_CHUNK(_MIN) (load() refuses it)
+  int kda_chunk_ = 64, kda_chunk_min_ = 16;  // the chunked recurrence (see the top of this file)
+  bool kda_chunked_ = false;                 // this step's choice (run())
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than invariant_tokens rows
   std::map<int, cudaGraphExec_t> graphs_;  // decode steps, by batch bucket
@@ -227,7 +232,7 @@ class Glm5NextCuda final : public CudaModel {
 
   DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
   DeviceBuffer hb_, xb_;  // bf16: h_ rounded (every sublayer's norm writes both); a product's input rounded
-  DeviceBuffer kproj_, graw_, gate_, kout_;
+  DeviceBuffer kproj_, graw_, gate_, kout_, kchunk_;  // kchunk_: kda_chunk_cuda's scratch
   DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
   DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer mean_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;

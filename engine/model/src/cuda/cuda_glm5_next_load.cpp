@@ -45,6 +45,17 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   auto products = detail::glm5_fp32_products(fp32 ? fp32 : detail::kGlm5Fp32Default);
   if (products) fp32_ = products.value();
   else fp32_error_ = products.error().with_context("TANDEM_GLM5_FP32_PRODUCTS").message;
+  const auto chunk_env = [this](const char* name, int lo, int hi, int& out) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+      fp32_error_ = std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'";
+    else out = static_cast<int>(x);
+  };
+  chunk_env("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_);
+  chunk_env("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_);
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {
@@ -313,6 +324,7 @@ Status Glm5NextCuda::allocate_activations() {
       {&graw_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA forget gate"},
       {&gate_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA output gate"},
       {&kout_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA out"},
+      {&kchunk_, static_cast<std::size_t>(std::max(k::kda_chunk_scratch_floats(kda_shape(), static_cast<int>(T)), 1L)) * 4, "KDA chunk scratch"},
       {&dproj_, T * static_cast<std::size_t>(dsa_in_) * 4, "DSA projections"},
       {&qr_, T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 4, "query latent"},
       {&qall_, T * static_cast<std::size_t>(q_all_) * 4, "queries"},

@@ -63,7 +63,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   const int S = static_cast<int>(work.size());
   if (S == 0) return 0;
   if (S > s_cap_) return error("CUDA step: " + std::to_string(S) + " sequences, more than max-num-seqs " + std::to_string(s_cap_));
-  int T = 0, R = 0;
+  int T = 0, R = 0, longest = 0;
   bool decode = true;
   std::vector<bool> slot_used(static_cast<std::size_t>(s_cap_), false);
   for (const PagedWork& w : work) {
@@ -78,7 +78,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
       slot_used[static_cast<std::size_t>(w.state_slot)] = true;
     }
     if ((w.logits || w.all_logits) && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
-    T += n, R += w.all_logits ? n : w.logits ? 1 : 0;
+    T += n, R += w.all_logits ? n : w.logits ? 1 : 0, longest = std::max(longest, n);
     decode = decode && n == 1 && (w.logits || w.all_logits);
   }
   if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
@@ -91,6 +91,10 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   // read or reset). (At TP > 1 only where the all-reduce can be captured: NCCL, not host-staged.)
   const bool graph = decode && !opt_.enforce_eager && (!sharded() || (all_reduce_ && all_reduce_->capturable()));
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
+  // A step with a long enough prompt runs every sequence's recurrence in the chunked form; decode
+  // steps (graphs or eager, so that the two stay bit-identical) and short prompts walk the tokens
+  // one by one.
+  kda_chunked_ = !decode && kda_chunk_ > 0 && longest >= kda_chunk_min_;
 
   std::int32_t* tok = host_in_.data();
   std::int32_t* pos = tok + t_cap_;
@@ -303,7 +307,11 @@ Status Glm5NextCuda::kda(const Glm5Layer& L, int T, int S) {
   io.beta_raw = proj + 3 * lqk_ + 2 * lhd_, io.ld_beta = kda_in_;
   io.gate_raw = gate_.as<float>(), io.ld_gate = lqk_;
   io.o = kout_.as<float>(), io.ld_o = lqk_;
-  err(kernels::kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
+  if (kda_chunked_)
+    err(kernels::kda_chunk_cuda(s, w, io, S, T, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, kda_chunk_,
+                                kchunk_.as<float>(), stream_));
+  else
+    err(kernels::kda_recurrent_cuda(s, w, io, S, in_begin(), in_slot(), in_reset(), state_.as<float>(), state_floats_, L.state_at, stream_));
   err(lin(Glm5Product::kda_o, kout_.as<float>(), lqk_, T, lqk_, L.o, H_, y_.as<float>(), H_));
   return err.status;
 }

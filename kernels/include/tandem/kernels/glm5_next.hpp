@@ -95,9 +95,19 @@ void kda_token_cpu(const KdaShape& s, const KdaWeights& w, const float* u, const
                    const float* gate_raw, float* state, float* o);
 // The same recurrence over `tokens` consecutive tokens of one sequence (rows of io), `chunk` tokens
 // at a time in the chunked form (kda_chunk.cpp: a triangular solve and chunk x chunk products per
-// head): the reference of a chunked prefill kernel (not written yet). Equal to kda_token_cpu token
-// by token to fp32 roundoff (the state is rounded once a chunk, not once a token).
+// head): the reference of kda_chunk_cuda. Equal to kda_token_cpu token by token to fp32 roundoff
+// (the state is rounded once a chunk, not once a token).
 void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int tokens, int chunk, float* state);
+// The prefill form of kda_recurrent_cuda (same sequences, slots, resets and io; `tokens` =
+// seq_begin[sequences]): each sequence's tokens `chunk` (1..kKdaMaxChunk) at a time in the chunked
+// form (kernels/cuda/kda_chunk.cu), the state carried between chunks in fp32. scratch: device
+// floats, kda_chunk_scratch_floats(s, tokens). Chunks are shortened where a block's shared memory
+// does not hold the requested size (head_dim 128 fits chunk 64 on sm_90).
+constexpr int kKdaMaxChunk = 64;
+long kda_chunk_scratch_floats(const KdaShape& s, int tokens);
+Status kda_chunk_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences, int tokens,
+                      const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset, float* state,
+                      long state_stride, long layer_at, int chunk, float* scratch, Stream stream);
 
 // ---- DSA sparse attention ---------------------------------------------------------------------
 // The paged pool of one DSA layer: fp32 rows of `width` = kv_lora + rope + 2 * index_head_dim
