@@ -37,6 +37,9 @@ pack() {
   cp -r build-deps/serve/lib/. "$stage/serve/lib/"
   for f in "$@"; do strip -o "$stage/$(basename "$f")" "$f"; done
   cp build-deps/serve/tandem-serve "$stage/serve/"
+  # The commit the binaries were built from (with "+dirty" for uncommitted changes): the GPU
+  # machine's copy of the tree may carry an older .git, so its git log does not say.
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!build-deps' || echo +dirty)" >"$stage/COMMIT"
   # xz -9e: a serve build for two architectures packs to 21 MB at xz's default level and 13.5 MB
   # so, and the tracked tree (47 MB) leaves about 20 MB of the carry.
   tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >"build-deps/$name"
