@@ -10,15 +10,9 @@ import json
 import os
 import sys
 
+from peers_report import load  # a JSON file, or None when it is missing or unreadable
+
 FORMATS = ("fp8", "nvfp4")
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def main():
