@@ -91,7 +91,7 @@ if [ "${1:-}" = --speed ]; then
   mkdir -p "$stage/bin" "$stage/tree/engine/bench"
   strip -o "$stage/bin/tandem-bench-cuda" build-gpu-bench/tandem-bench-cuda
   strip -o "$stage/bin/tandem-random-checkpoint" "$serve_build/engine/bench/tandem-random-checkpoint"
-  cp engine/bench/{hf_bench.py,gpu-peers.sh,gpu-real-shape.sh,peers_report.py,real_shape_report.py} "$stage/tree/engine/bench/"
+  cp engine/bench/{hf_bench.py,bench_step.sh,gpu-peers.sh,gpu-real-shape.sh,peers_report.py,real_shape_report.py} "$stage/tree/engine/bench/"
   git rev-parse --short HEAD >"$stage/COMMIT"
   tar -C "$(dirname "$stage")" -cf - speed | xz -9e -T0 >build-deps/speed-bundle.tar.xz
   rm -rf "$(dirname "$stage")"

@@ -17,14 +17,7 @@ model=${BENCH_MODEL_DIR:-/tmp/tandem-bench-model}
 batches=${BATCHES:-1,6,16}
 prefill=${PREFILL:-32768}
 failed=()
-step() {  # step NAME COMMAND...: run it, remember a failure
-  local name=$1 rc
-  shift
-  "$@"
-  rc=$?
-  [ "$rc" -eq 0 ] || { failed+=("$name (exit $rc)"); echo "!! $name failed: exit $rc"; }
-  return "$rc"
-}
+. engine/bench/bench_step.sh  # step NAME COMMAND...: run it, remember a failure
 {
 echo "# gpu-peers $(date -u +%Y-%m-%dT%H:%MZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -24,14 +24,7 @@ layers=${LAYERS:-47}
 batches=${BATCHES:-1,6,16}
 budget=${BUDGET_S:-330}
 failed=()
-step() {  # step NAME COMMAND...: run it, remember a failure
-  local name=$1 rc
-  shift
-  "$@"
-  rc=$?
-  [ "$rc" -eq 0 ] || { failed+=("$name (exit $rc)"); echo "!! $name failed: exit $rc"; }
-  return "$rc"
-}
+. engine/bench/bench_step.sh  # step NAME COMMAND...: run it, remember a failure
 {
 echo "# gpu-real-shape $(date -u +%Y-%m-%dT%H:%MZ), $layers layers"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
