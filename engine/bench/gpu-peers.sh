@@ -35,13 +35,5 @@ grep -E "^prefill|tandem-bench-cuda:" "$out/tandem-prefill.txt"
 echo "## transformers compiled ($SECONDS s)"
 step hf-compiled timeout "${HF_COMPILED_S:-270}" python3 engine/bench/hf_bench.py --write "$model" --json "$out/hf-compiled.json" \
   --batches "$batches" --prefill "$prefill" --compile
-echo "## report ($SECONDS s)"
-step report python3 engine/bench/peers_report.py "$out" > "$out/table.md"  # (no pipe: step must run in this shell)
-cat "$out/table.md"
-echo "total $SECONDS s"
-if [ ${#failed[@]} -gt 0 ]; then
-  printf 'FAILED: %s\n' "${failed[@]}"
-  exit 1
-fi
-echo "all steps passed"
+finish engine/bench/peers_report.py
 } 2>&1 | tee "$out/peers.txt"

@@ -59,13 +59,5 @@ for fmt in fp8 nvfp4; do
   grep -E "^prefill|tandem-bench-cuda:" "$out/$fmt-prefill.txt"
   rm -rf "$work"
 done
-echo "## report ($SECONDS s)"
-step report python3 engine/bench/real_shape_report.py "$out" > "$out/table.md"  # (no pipe: step must run in this shell)
-cat "$out/table.md"
-echo "total $SECONDS s"
-if [ ${#failed[@]} -gt 0 ]; then
-  printf 'FAILED: %s\n' "${failed[@]}"
-  exit 1
-fi
-echo "all steps passed"
+finish engine/bench/real_shape_report.py
 } 2>&1 | tee "$out/real-shape.txt"
