@@ -86,6 +86,7 @@ struct CudaOptions {
                                         // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
+                                        // (which also makes a block of 1 + k decode-class: invariant_tokens)
   int reduction_groups = 1;             // glm4_moe_lite / glm4_moe: one rank computes as a tensor-parallel
                                         // group of this many ranks does (cuda_decoder.hpp, reduce()): each rank's
                                         // slice of every layer with that rank's kernels and shapes, the
