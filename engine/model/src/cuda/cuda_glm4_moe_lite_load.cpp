@@ -5,6 +5,8 @@
 // step of the configured size needs, and the paged pool; and glm4_moe_lite's MLA weights (its input
 // projections fused into one) and buffers.
 #include <algorithm>
+#include <cstdlib>
+#include <type_traits>
 
 #include "decoder.hpp"
 #include "tensor_names.hpp"
@@ -21,7 +23,27 @@ namespace tandem::model::cuda {
 using detail::Tensor;
 using detail::TensorNames;
 
+// TANDEM_INVARIANT_TOKENS=N overrides CudaOptions::invariant_tokens and TANDEM_GROUP_PREFILL=0|1
+// group_prefill, in any program (an A/B switch on one binary: 2048 takes every prompt chunk of up
+// to 2048 tokens through the batch-invariant kernels, as every step of that size did before the
+// phase split; and a fallback if a check fails). Before the buffers are sized (few_cap()).
+Status GlmDecoderCuda::apply_env_overrides() {
+  const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return Ok{};
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+      return Error{std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'"};
+    out = static_cast<std::remove_reference_t<decltype(out)>>(x);
+    return Ok{};
+  };
+  if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
+  return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
+}
+
 Status GlmDecoderCuda::load(const Checkpoint& ck) {
+  if (auto e = apply_env_overrides(); !e) return e;
   if (cudaSetDevice(opt_.device) != cudaSuccess) return Error{"cannot use CUDA device " + std::to_string(opt_.device)};
   if (auto e = TANDEM_CUDA_STATUS(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"); !e) return e;
   auto gemm = k::GemmRunner::create();

@@ -71,10 +71,13 @@ struct CudaOptions {
                                         // prompts longer than the token budget less the step's other rows
                                         // are cut, and a drafter's verification rows take more of it), not
                                         // on other sequences. Larger: more prompt chunks invariant, slower
-                                        // prefill (the gemv reads the weights once per 8 rows)
+                                        // prefill (the gemv reads the weights once per 8 rows). The
+                                        // environment's TANDEM_INVARIANT_TOKENS overrides it at load
+                                        // (2048: every prompt chunk up to 2048 tokens invariant, as all
+                                        // steps of that size were before the phase split)
   bool group_prefill = false;           // true: every prefill-class chunk of a step in one pass (fewer
                                         // weight reads for many short prompts; a prompt's rows then also
-                                        // depend on which prompts share its step)
+                                        // depend on which prompts share its step); TANDEM_GROUP_PREFILL=1
   int step_invariant_tokens = 2048;     // glm5_next (one pass per step): steps of up to this many tokens take
                                         // the gemv (batch-invariant), larger ones cuBLASLt
   int skinny_rows = 0;                  // dense GEMMs of at most this many rows go to the few-rows kernel

@@ -151,6 +151,8 @@ class GlmDecoderCuda : public CudaModel {
   }
 
   Status load(const Checkpoint& ck);
+  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options (cuda_glm4_moe_lite_load.cpp).
+  Status apply_env_overrides();
 
   // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
   KvLayout kv_layout() const override { return {d_.num_hidden_layers, width_ * slices_}; }
