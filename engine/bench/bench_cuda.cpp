@@ -1,7 +1,8 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
 //                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--pdl 0|1] [--profile STEPS]
-//                    [--profile-batch B] [--prefill 512,32768]
+//                    [--profile-batch B] [--prefill 512,32768] [--prefill-seqs N] [--group-prefill 0|1]
+//                    [--invariant-tokens N] [--profile-prefill L]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
@@ -15,6 +16,11 @@
 // then holds the longest as one sequence. The JSON file is rewritten after every measurement, so a
 // run cut short (a timeout during a long prefill) keeps what it measured. Decode graphs attend up
 // to max-model-len, which a long --prefill raises: measure decode apart (--batches none: no decode).
+// --prefill-seqs N: each --prefill step holds N prompts of that length (N forward passes, one a
+// prompt, or one pass with --group-prefill 1: CudaOptions::group_prefill); --invariant-tokens sets
+// CudaOptions::invariant_tokens (the longest chunk that takes the batch-invariant kernels).
+// --profile-prefill L: where a prefill of one L-token prompt spends its time (3 eager steps timed
+// as --profile times a decode step).
 // --profile STEPS: where a decode step's time goes (batch 1, or --profile-batch B). STEPS eager steps with a CUDA event
 // after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
 // the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
@@ -70,6 +76,25 @@ double copy_bandwidth() {
   return 2.0 * static_cast<double>(n) * reps / (static_cast<double>(ms) / 1e3);
 }
 
+// The op timer's totals over `steps` steps as a table (slowest first) and as JSON.
+nlohmann::json op_table(const std::map<std::string, EventTimer::Op>& ops, int steps) {
+  std::vector<std::pair<std::string, EventTimer::Op>> rows(ops.begin(), ops.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+  double total_us = 0, total_bytes = 0;
+  for (const auto& [op, o] : rows) total_us += o.us / steps, total_bytes += o.bytes / steps;
+  std::printf("| op | calls/step | us/step | %% | MB/step | GB/s |\n|---|---|---|---|---|---|\n");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [op, o] : rows) {
+    const double us = o.us / steps, mb = o.bytes / steps / 1e6;
+    std::printf("| %s | %.0f | %.1f | %.1f%% | %.2f | %.0f |\n", op.c_str(), static_cast<double>(o.calls) / steps, us,
+                100.0 * us / total_us, mb, us > 0 ? mb * 1e6 / (us * 1e-6) / 1e9 : 0.0);
+    out.push_back({{"op", op}, {"calls_per_step", static_cast<double>(o.calls) / steps}, {"us_per_step", us},
+                   {"bytes_per_step", o.bytes / steps}});
+  }
+  std::printf("| **sum** | | %.1f | 100%% | %.2f | %.0f |\n", total_us, total_bytes / 1e6, total_bytes / (total_us * 1e-6) / 1e9);
+  return out;
+}
+
 void fail(const std::string& what) {
   std::fprintf(stderr, "tandem-bench-cuda: %s\n", what.c_str());
   std::exit(1);
@@ -111,7 +136,8 @@ int main(int argc, char** argv) {
   if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16|none] [--prefill L,...] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";
   int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0, profile_batch = 1;
-  bool decode_kernels = CudaOptions{}.decode_kernels;
+  bool decode_kernels = CudaOptions{}.decode_kernels, group_prefill = CudaOptions{}.group_prefill;
+  int prefill_seqs = 1, invariant_tokens = CudaOptions{}.invariant_tokens, profile_prefill = 0;
   std::string modes = "graphs,eager";
   std::vector<int> batches{1, 4, 16}, prefills;
   auto int_list = [](const std::string& v) {
@@ -134,12 +160,18 @@ int main(int argc, char** argv) {
     else if (a == "--pdl") tandem::kernels::set_programmatic_launch(std::stoi(v) != 0);
     else if (a == "--batches") batches = v == "none" ? std::vector<int>{} : int_list(v);
     else if (a == "--prefill") prefills = int_list(v);
+    else if (a == "--prefill-seqs") prefill_seqs = std::max(1, std::stoi(v));
+    else if (a == "--group-prefill") group_prefill = std::stoi(v) != 0;
+    else if (a == "--invariant-tokens") invariant_tokens = std::stoi(v);
+    else if (a == "--profile-prefill") profile_prefill = std::stoi(v);
     else fail("unknown flag " + a);
   }
   if (profile_batch < 1) fail("--profile-batch needs a batch of at least 1");
   int max_batch = profile > 0 ? profile_batch : 1, max_prefill = prompt;
   for (int b : batches) max_batch = std::max(max_batch, b);
   for (int p : prefills) max_prefill = std::max(max_prefill, p);
+  max_prefill = std::max(max_prefill, profile_prefill);
+  if (!prefills.empty()) max_batch = std::max(max_batch, prefill_seqs);
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -149,10 +181,12 @@ int main(int argc, char** argv) {
   CudaOptions opt;
   opt.kv_cache_dtype = kv;
   opt.max_num_seqs = max_batch;
-  opt.max_num_batched_tokens = max_prefill;
+  opt.max_num_batched_tokens = max_prefill * (prefills.empty() ? 1 : prefill_seqs);
   opt.max_model_len = std::max(prompt + decode + 16, max_prefill + 16);
   opt.skinny_rows = skinny;
   opt.decode_kernels = decode_kernels;
+  opt.group_prefill = group_prefill;
+  opt.invariant_tokens = invariant_tokens;
   opt.max_model_len += 2 * profile;
   const auto t_load = Clock::now();
   auto loaded = load_cuda_model(dir, opt);
@@ -163,7 +197,8 @@ int main(int argc, char** argv) {
   // over the same blocks.
   const int block = 16, per_seq = (prompt + decode + 2 * profile + 16 + block - 1) / block;
   const int prefill_blocks = (max_prefill + 16 + block - 1) / block;
-  if (auto s = m.make_device_pool(std::max(max_batch * per_seq, prefill_blocks), block); !s) fail(s.error().message);
+  const int prompt_seqs = prefills.empty() ? 1 : prefill_seqs;
+  if (auto s = m.make_device_pool(std::max(max_batch * per_seq, prefill_blocks * prompt_seqs), block); !s) fail(s.error().message);
   const DecodeBytes db = m.decode_bytes();
   std::printf("model %s: %.2f GB of weights on the device (%s), loaded in %.1f s; a batch-1 decode step reads %.3f GB of "
               "them; KV %llu bytes/token\n",
@@ -179,17 +214,20 @@ int main(int argc, char** argv) {
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch));
   for (int s = 0; s < max_batch; ++s)
     for (int b = 0; b < per_seq; ++b) tables[static_cast<size_t>(s)].push_back(s * per_seq + b);
-  std::vector<int32_t> prefill_table(static_cast<size_t>(prefill_blocks));
-  for (int b = 0; b < prefill_blocks; ++b) prefill_table[static_cast<size_t>(b)] = b;
+  std::vector<std::vector<int32_t>> prefill_tables(static_cast<size_t>(prompt_seqs));
+  for (int s = 0; s < prompt_seqs; ++s)
+    for (int b = 0; b < prefill_blocks; ++b) prefill_tables[static_cast<size_t>(s)].push_back(s * prefill_blocks + b);
 
-  // Prefill: one prompt of `len` tokens per step, `runs` timed after `warmups`; seconds per run.
-  auto prefill_seconds = [&](int len, int warmups, int runs) {
+  // Prefill: `seqs` prompts of `len` tokens per step, `runs` timed after `warmups`; seconds per run.
+  auto prefill_seconds = [&](int len, int warmups, int runs, int seqs = 1) {
     double total = 0;
     for (int r = 0; r < warmups + runs; ++r) {
-      const auto ids = random_ids(len);
-      PagedWork w{ids, 0, prefill_table, true, 0};
+      std::vector<std::vector<int32_t>> ids;
+      std::vector<PagedWork> w;
+      for (int s = 0; s < seqs; ++s) ids.push_back(random_ids(len));
+      for (int s = 0; s < seqs; ++s) w.push_back({ids[static_cast<size_t>(s)], 0, prefill_tables[static_cast<size_t>(s)], true, s});
       const auto t0 = Clock::now();
-      auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
+      auto out = m.step_greedy(w);
       if (!out) fail("prefill of " + std::to_string(len) + " tokens: " + out.error().message);
       if (r >= warmups) total += seconds_since(t0);
     }
@@ -252,12 +290,17 @@ int main(int argc, char** argv) {
     }
   }
   m.set_enforce_eager(false);
+  doc["prefill_seqs"] = prompt_seqs;
+  doc["group_prefill"] = group_prefill;
+  doc["invariant_tokens"] = invariant_tokens;
   for (int len : prefills) {
     const bool long_one = len >= 8192;
-    const double s = prefill_seconds(len, long_one ? 0 : 1, long_one ? 1 : prefill_runs);
-    std::printf("prefill: 1 x %d tokens, %.1f ms, %.0f tokens/s%s\n", len, 1e3 * s, len / s, long_one ? " (one run, no warm-up)" : "");
-    doc["prefill"].push_back({{"tokens", len}, {"ms", 1e3 * s}, {"tok_s", len / s}, {"runs", long_one ? 1 : prefill_runs},
-                              {"warmup", !long_one}});
+    const double s = prefill_seconds(len, long_one ? 0 : 1, long_one ? 1 : prefill_runs, prompt_seqs);
+    const double tokens = static_cast<double>(len) * prompt_seqs;
+    std::printf("prefill: %d x %d tokens, %.1f ms, %.0f tokens/s%s\n", prompt_seqs, len, 1e3 * s, tokens / s,
+                long_one ? " (one run, no warm-up)" : "");
+    doc["prefill"].push_back({{"tokens", len}, {"seqs", prompt_seqs}, {"ms", 1e3 * s}, {"tok_s", tokens / s},
+                              {"runs", long_one ? 1 : prefill_runs}, {"warmup", !long_one}});
     save();
   }
   if (profile > 0) {
@@ -283,24 +326,11 @@ int main(int argc, char** argv) {
       std::printf("warning: %d op marks dropped (CUDA could not create or record an event): the profile is incomplete\n",
                   timer.failed_marks);
 
-    std::vector<std::pair<std::string, EventTimer::Op>> rows(eager_ops.begin(), eager_ops.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
-    double total_us = 0, total_bytes = 0;
-    for (const auto& [op, o] : rows) total_us += o.us / profile, total_bytes += o.bytes / profile;
     std::printf("\nProfile: batch %d, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
                 "decode kernels %s; GB/s = bytes the op must move / its time\n\n",
                 profile_batch, prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
-    std::printf("| op | calls/step | us/step | %% | MB/step | GB/s |\n|---|---|---|---|---|---|\n");
     nlohmann::json prof;
-    for (const auto& [op, o] : rows) {
-      const double us = o.us / profile, mb = o.bytes / profile / 1e6;
-      std::printf("| %s | %.0f | %.1f | %.1f%% | %.2f | %.0f |\n", op.c_str(), static_cast<double>(o.calls) / profile, us,
-                  100.0 * us / total_us, mb, us > 0 ? mb * 1e6 / (us * 1e-6) / 1e9 : 0.0);
-      prof["eager_ops"].push_back({{"op", op}, {"calls_per_step", static_cast<double>(o.calls) / profile}, {"us_per_step", us},
-                                   {"bytes_per_step", o.bytes / profile}});
-    }
-    std::printf("| **sum** | | %.1f | 100%% | %.2f | %.0f |\n", total_us, total_bytes / 1e6,
-                total_bytes / (total_us * 1e-6) / 1e9);
+    prof["eager_ops"] = op_table(eager_ops, profile);
     std::printf("\nGraph replays (%d steps): ", profile);
     for (const auto& [op, o] : graph_ops) {
       std::printf("%s %.1f us/step; ", op.c_str(), o.us / profile);
@@ -310,6 +340,20 @@ int main(int argc, char** argv) {
         db.weights(profile_batch) + profile_batch * (pos - profile) * static_cast<double>(m.kv_bytes_per_token());
     std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n", 1e6 * floor_bytes / bw, floor_bytes / 1e6, bw / 1e9);
     doc["profile"] = prof;
+  }
+  if (profile_prefill > 0) {
+    // One prompt of profile_prefill tokens: a warm-up, then 3 steps with the op timer, queued ahead.
+    (void)prefill_seconds(profile_prefill, 1, 1);
+    EventTimer timer;
+    m.set_op_timer(&timer);
+    timer.queue_ahead = true;
+    const int steps = 3;
+    for (int i = 0; i < steps; ++i) (void)prefill_seconds(profile_prefill, 0, 1), timer.end_step();
+    m.set_op_timer(nullptr);
+    std::printf("\nPrefill profile: 1 x %d tokens, %d eager steps (ops queued ahead, CUDA events between them), decode "
+                "kernels %s, invariant_tokens %d; GB/s = bytes the op must move / its time\n\n",
+                profile_prefill, steps, decode_kernels ? "on" : "off", invariant_tokens);
+    doc["prefill_profile"] = {{"tokens", profile_prefill}, {"ops", op_table(timer.ops, steps)}};
   }
   save();
   return 0;

@@ -25,9 +25,11 @@ struct ServeConfig {
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_memory;  // bytes or a size like 3GiB
   bool enforce_eager = false;
-  // CUDA steps of up to this many tokens take the batch-invariant decode-sized kernels
-  // (model::CudaOptions::invariant_tokens): greedy output with a drafter then equals plain greedy.
-  int batch_invariant_tokens = 2048;
+  // CUDA: a sequence's chunk of up to this many tokens takes the batch-invariant decode-sized
+  // kernels, longer ones (prompt prefill) the fast ones in passes of their own
+  // (model::CudaOptions::invariant_tokens, whose default this is; the model raises it to a
+  // verification's 1 + k): greedy output with a drafter then equals plain greedy.
+  int batch_invariant_tokens = 16;
   // CUDA: compute as a tensor-parallel group of this many ranks sums (model::CudaOptions::
   // reduction_groups), so one rank's greedy output equals TP-N's bit for bit. 0: 1 at one rank,
   // the group's size at N ranks (the only values a rank of a group takes).

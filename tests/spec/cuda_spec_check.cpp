@@ -4,6 +4,8 @@
 //   drafter   the CUDA drafter's draft logits vs the CPU drafter's, from each side's own context
 //   verify    a block verified in one step (every row's logits) vs the same tokens decoded one by one:
 //             equal bit for bit (the target's kernels are batch-invariant)
+//   mixed     a decode row and a verified block in a step beside a 300-token prefill (two forward
+//             passes) vs the same rows alone: logits, greedy tokens, captured rows bit for bit
 //   engine    greedy output with the CUDA drafter (7 drafts every step, and adaptive) equals plain
 //             greedy output on the GPU, at batch 1, 4 and 6, and its acceptance length vs the reference
 //   sampled   sampled requests with the drafter finish with tokens in the vocabulary (a smoke run;
@@ -212,11 +214,77 @@ void check_parts(const fs::path& pair, const Prompt& p) {
     verify_err = std::max(verify_err, rel_error(mine, row.value()));
     agree += argmax(mine) == argmax(row.value()) ? 1 : 0;
   }
-  // The target's kernels are batch-invariant (CudaOptions::invariant_tokens): a block row and the
-  // same token decoded alone are computed in the same order, so they agree bit for bit.
+  // The target's decode-class kernels are batch-invariant (CudaOptions::invariant_tokens): a block
+  // row and the same token decoded alone are computed in the same order, so they agree bit for bit.
   check(verify_err == 0, "verify: largest relative error of a block row vs decoding it alone " + fmt(verify_err) + " (bit for bit: 0)");
   check(agree == static_cast<int>(block.size()), "verify: greedy tokens of all " + std::to_string(block.size()) + " rows equal decoding's (" +
                                                      std::to_string(agree) + ")");
+}
+
+// Mixed: a decode row and a verified block in a step beside another sequence's 300-token prefill
+// (two forward passes: the decode-class sequence on the batch-invariant kernels, the prompt on the
+// fast ones) vs the same rows computed alone: logits, greedy tokens and captured rows bit for bit.
+// The prompt's own rows must equal its prefill alone too (its pass has the same shape).
+// long-function: a GPU check script: the rows alone, then the same rows in mixed steps, compared.
+void check_mixed(const fs::path& pair, const Prompt& p) {
+  std::printf("## %s prompt: decode and verify rows beside a 300-token prefill\n", p.kind.c_str());
+  Gpu g = load_gpu(pair, 2, 7);
+  const int T = static_cast<int>(p.ids.size()), half = static_cast<int>(g.table.size()) / 2;
+  const std::vector<std::int32_t> table_a(g.table.begin(), g.table.begin() + half), table_b(g.table.begin() + half, g.table.end());
+  std::vector<std::int32_t> long_ids;
+  for (int i = 0; i < 300; ++i) long_ids.push_back(p.ids[static_cast<size_t>(i) % p.ids.size()]);
+  std::vector<model::PagedWork> prefill_a{{p.ids, 0, table_a, true}};
+  auto first = g.target->step_greedy(prefill_a);
+  must(first, "prefill");
+  const std::vector<std::int32_t> next{first->at(0)};
+  const std::vector<std::int32_t> block{first->at(0), p.ids[0], p.ids[1], p.ids[2], p.ids[3], p.ids[4], p.ids[5], p.ids[6]};
+  std::vector<model::PagedWork> prefill_b{{long_ids, 0, table_b, true}};
+  // The last step's captured rows (the drafter's layers, [tokens, layers * hidden] bf16).
+  const size_t cap_row = g.drafter->target_layers().size() * static_cast<size_t>(g.target->config().decoder().hidden_size);
+  auto captured = [&](int tokens) {
+    std::vector<std::uint16_t> raw(static_cast<size_t>(tokens) * cap_row);
+    check(cudaMemcpy(raw.data(), g.target->captured(), raw.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess, "captured rows copied");
+    return raw;
+  };
+  // Alone: B's prefill, A's decode, A's verification block (each step rewrites the same cache rows
+  // with the same values, so the order of the steps does not matter).
+  auto alone_b = g.target->step(prefill_b);
+  must(alone_b, "prefill alone");
+  const auto cap_b = captured(300);
+  std::vector<model::PagedWork> dec{{next, T, table_a, true}};
+  auto alone_dec = g.target->step(dec);
+  must(alone_dec, "decode alone");
+  const auto cap_dec = captured(1);
+  std::vector<model::PagedWork> ver{{block, T, table_a, false, -1, true}};
+  auto alone_ver = g.target->step(ver);
+  must(alone_ver, "verify alone");
+  const auto cap_ver = captured(static_cast<int>(block.size()));
+  const size_t V = static_cast<size_t>(g.target->vocab_size());
+  // Mixed, the prompt first (the step's order is not the passes' order).
+  for (bool verify : {false, true}) {
+    std::vector<model::PagedWork> mixed{prefill_b[0], verify ? ver[0] : dec[0]};
+    auto both = g.target->step(mixed);
+    must(both, "mixed step");
+    const auto& mine = verify ? alone_ver.value() : alone_dec.value();
+    const size_t rows = verify ? block.size() : 1;
+    const bool sized = both->size() == (1 + rows) * V;
+    check(sized && std::equal(mine.begin(), mine.end(), both->begin() + static_cast<long>(V)),
+          std::string(verify ? "an 8-token verified block's" : "a decode row's") +
+              " logits beside a 300-token prefill equal them computed alone, bit for bit");
+    check(sized && std::equal(alone_b->begin(), alone_b->end(), both->begin()),
+          "the prefill's logits beside " + std::string(verify ? "a verified block" : "a decode") + " equal its prefill alone, bit for bit");
+    // Captured rows in the step's token order: the prompt's 300, then the decode-class tokens.
+    const auto cap = captured(300 + static_cast<int>(rows));
+    const auto& cap_mine = verify ? cap_ver : cap_dec;
+    check(std::equal(cap_b.begin(), cap_b.end(), cap.begin()) &&
+              std::equal(cap_mine.begin(), cap_mine.end(), cap.begin() + static_cast<long>(cap_b.size())),
+          std::string("captured rows of the mixed step (") + (verify ? "verify" : "decode") + ") equal the rows alone, in the step's order");
+    auto greedy = g.target->step_greedy(mixed);
+    must(greedy, "mixed greedy step");
+    bool same = greedy->size() == 1 + rows && greedy->at(0) == argmax(alone_b.value());
+    for (size_t i = 0; same && i < rows; ++i) same = greedy->at(1 + i) == argmax(std::span<const float>(mine).subspan(i * V, V));
+    check(same, std::string("step_greedy of the mixed step (") + (verify ? "verify" : "decode") + ") picks the tokens of the rows alone");
+  }
 }
 
 using namespace tandem::engine::runtime;
@@ -353,6 +421,7 @@ int main(int argc, char** argv) {
   try {
     for (const auto& p : prompts)
       if (!seen[p.kind]) seen[p.kind] = true, check_parts(pair, p);
+    check_mixed(pair, prompts.at(0));
     if (!parts_only) check_engine(pair, prompts, ref.at("max_new_tokens").get<int>());
   } catch (const std::exception& e) {
     std::printf("FAIL %s\n", e.what());

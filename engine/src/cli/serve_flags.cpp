@@ -28,10 +28,11 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
   app.add_option("--kv-cache-memory", c.kv_cache_memory, "Bytes for the KV pool (overrides the utilization share)");
   app.add_flag("--enforce-eager", c.enforce_eager, "Do not capture decode in CUDA graphs");
   app.add_option("--batch-invariant-tokens", c.batch_invariant_tokens,
-                 "CUDA steps of up to this many tokens use the batch-invariant decode-sized kernels, so a token's "
-                 "result does not depend on what else is in the step and greedy output with a drafter equals plain "
-                 "greedy output; larger steps (long prefill chunks) use cuBLASLt, which is faster there but not "
-                 "invariant. Lower it to trade that exactness for prefill speed")
+                 "CUDA: a sequence whose chunk in a step has at most this many tokens (at least 1 + the speculative "
+                 "tokens) runs on the batch-invariant decode-sized kernels, so its result does not depend on what else "
+                 "is in the step and greedy output with a drafter equals plain greedy output; longer chunks (prompt "
+                 "prefill) run apart on cuBLASLt, fast, their rows depending on where a prompt is cut into chunks. "
+                 "Raise it to make longer prompt chunks invariant too, at the cost of prefill speed")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--reduction-groups", c.reduction_groups,
                  "CUDA: sum each layer's output as a tensor-parallel group of this many ranks does (each rank's slice "

@@ -29,20 +29,19 @@
 namespace tandem::model::cuda {
 
 Result<std::vector<float>> GlmDecoderCuda::step(std::span<const PagedWork> work) {
-  auto rows = run(work);
+  int R = 0;
+  for (const PagedWork& w : work) R += logit_rows(w);
+  const std::size_t row = static_cast<std::size_t>(V_);
+  const std::size_t n = static_cast<std::size_t>(R) * row;
+  // Into the pinned staging where it fits (run() checks R before any pass runs).
+  std::vector<float> out;
+  const bool pinned = R <= r_cap_ && host_logits_for(n);
+  if (!pinned) out.resize(n);
+  float* dst = pinned ? host_logits_ : out.data();
+  auto rows = run(work, [&](std::span<const int> to) { return item_rows_to_host(dst, logits_.get(), row * 4, to, "logits"); });
   if (!rows) return rows.error();
-  const std::size_t n = static_cast<std::size_t>(rows.value()) * static_cast<std::size_t>(V_);
-  FirstError err;
-  if (host_logits_for(n)) {
-    err(item_rows_to_host(host_logits_, logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-    err(sync());
-    if (!err.ok()) return err.status.error();
-    return std::vector<float>(host_logits_, host_logits_ + n);
-  }
-  std::vector<float> out(n);
-  err(item_rows_to_host(out.data(), logits_.get(), static_cast<std::size_t>(V_) * 4, rows.value(), "logits"));
-  err(sync());
-  if (!err.ok()) return err.status.error();
+  if (auto e = sync(); !e) return e.error();
+  if (pinned) out.assign(host_logits_, host_logits_ + n);
   return out;
 }
 
@@ -65,77 +64,114 @@ bool GlmDecoderCuda::host_logits_for(std::size_t n) {
 }
 
 Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
-  auto rows = run(work);
-  if (!rows) return rows.error();
-  const int R = rows.value();
-  FirstError err;
+  int R = 0;
+  for (const PagedWork& w : work) R += logit_rows(w);
   std::vector<unsigned long long> keys(static_cast<std::size_t>(R));
-  const int computed = pick_.empty() ? R : pick_.back() + 1;  // a padded graph step's rows
-  if (R > 0 && !opt_.decode_kernels) {  // the sampler's greedy row (one block a row), as before
-    std::vector<k::Sampled> got(static_cast<std::size_t>(R));
-    err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
-                       sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-    mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
-    err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), R, "tokens"));
-    err(sync());
-    if (!err.ok()) return err.status.error();
-    std::vector<std::int32_t> ids;
-    for (const auto& s : got) ids.push_back(s.token);
-    return ids;
-  }
-  if (R > 0) {
+  std::vector<k::Sampled> got(opt_.decode_kernels ? 0 : static_cast<std::size_t>(R));
+  auto rows = run(work, [&](std::span<const int> to) {
+    const int n = static_cast<int>(to.size());
+    if (n == 0) return Status(Ok{});
+    FirstError err;
+    const int computed = pick_.empty() ? n : pick_.back() + 1;  // a padded graph step's rows
+    if (!opt_.decode_kernels) {  // the sampler's greedy row (one block a row), as before
+      err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
+                         sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
+      mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
+      err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), to, "tokens"));
+      return err.status;
+    }
     err(k::argmax_rows_cuda(logits_.as<float>(), computed, V_, argmax_keys_.as<unsigned long long>(), stream_));
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
-    err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), R, "tokens"));
-  }
-  err(sync());
-  if (!err.ok()) return err.status.error();
+    err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), to, "tokens"));
+    return err.status;
+  });
+  if (!rows) return rows.error();
+  if (auto e = sync(); !e) return e.error();
   std::vector<std::int32_t> ids;
-  for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
+  if (!opt_.decode_kernels)
+    for (const auto& g : got) ids.push_back(g.token);
+  else
+    for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
   return ids;
 }
 
-Status GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what) {
+Status GlmDecoderCuda::item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, std::span<const int> to, const char* what) {
   auto* d = static_cast<char*>(dst);
   const auto* from = static_cast<const char*>(src);
-  if (pick_.empty())
-    return R > 0 ? TANDEM_CUDA_STATUS(cudaMemcpyAsync(d, from, static_cast<std::size_t>(R) * row_bytes, cudaMemcpyDeviceToHost, stream_), what)
-                 : Status(Ok{});
   // One copy per run of consecutive rows (an item's block is one run).
   FirstError err;
-  std::size_t i = 0, at = 0;
-  while (i < pick_.size() && err.ok()) {
-    std::size_t j = i + 1;
-    while (j < pick_.size() && pick_[j] == pick_[j - 1] + 1) ++j;
-    const std::size_t n = j - i;
-    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(d + at * row_bytes, from + static_cast<std::size_t>(pick_[i]) * row_bytes, n * row_bytes,
-                                   cudaMemcpyDeviceToHost, stream_),
-                   what));
-    at += n, i = j;
-  }
+  for (const RowRun& r : row_runs(pick_, to))
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(d + static_cast<std::size_t>(r.to) * row_bytes, from + static_cast<std::size_t>(r.from) * row_bytes,
+                                           static_cast<std::size_t>(r.n) * row_bytes, cudaMemcpyDeviceToHost, stream_),
+                           what));
   return err.status;
 }
 
-// long-function: a step's staging (buckets, graph padding, tables, one input copy), then eager run or graph replay.
-Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
+Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work, const Deliver& deliver) {
   if (pool_.empty()) return error("CUDA model: make_device_pool first");
   const int S = static_cast<int>(work.size());
   if (S == 0) return 0;
   if (S > s_cap_) return error("CUDA step: " + std::to_string(S) + " sequences, more than max-num-seqs " + std::to_string(s_cap_));
-  int T = 0, R = 0, max_context = 0;
-  bool decode = true;
+  int T = 0, R = 0;
   for (const PagedWork& w : work) {
-    const int n = static_cast<int>(w.tokens.size());
-    if (n == 0) return error("CUDA step: an item without tokens");
+    if (w.tokens.empty()) return error("CUDA step: an item without tokens");
     if (auto bad = check_work_item(w, max_len_, block_size_, num_blocks_, V_); !bad) return bad.error();
-    const int end = w.start + n;
-    T += n, R += w.all_logits ? n : w.logits ? 1 : 0, max_context = std::max(max_context, end);
-    decode = decode && n == 1 && (w.logits || w.all_logits);
+    T += static_cast<int>(w.tokens.size()), R += logit_rows(w);
   }
   if (T > t_cap_) return error("CUDA step: " + std::to_string(T) + " tokens, more than the " + std::to_string(t_cap_) + " a step holds");
   if (R > r_cap_)
     return error("CUDA step: " + std::to_string(R) + " logit rows, more than the " + std::to_string(r_cap_) +
                  " it was sized for (CudaOptions::max_logit_rows)");
+  // Without the decode-sized kernels (a benchmark's reference): one pass of everything, as before.
+  const auto passes = opt_.decode_kernels ? plan_step_passes(work, invariant_chunk(), opt_.group_prefill)
+                                          : plan_step_passes(work, 0, true);
+  if (trace_ && passes.size() > 1)
+    return error("step_traced: a step of " + std::to_string(passes.size()) +
+                 " forward passes (decode-class and prefill-class sequences, or several prompts): trace them apart");
+  FirstError err;
+  // Several passes: each one's captured rows (its tokens, in its order, from row 0) go to their
+  // rows of the step in capture_tmp_, then back into captured_ (what captured() shows). The
+  // decode-class pass goes first: a padded graph step gathers its rows through capture_tmp_.
+  const bool merge = passes.size() > 1 && !capture_layers_.empty();
+  const std::size_t cap_row = capture_layers_.size() * static_cast<std::size_t>(H_) * 2;
+  std::vector<PagedWork> items;
+  for (const StepPass& p : passes) {
+    if (!err.ok()) break;
+    items.clear();
+    for (int s : p.items) items.push_back(work[static_cast<std::size_t>(s)]);
+    err(run_pass(items, p.invariant));
+    if (err.ok()) err(deliver(p.rows));
+    if (!merge || !err.ok()) continue;
+    for (const RowRun& r : row_runs({}, p.tokens))
+      err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(capture_tmp_.as<char>() + static_cast<std::size_t>(r.to) * cap_row,
+                                             captured_.as<char>() + static_cast<std::size_t>(r.from) * cap_row,
+                                             static_cast<std::size_t>(r.n) * cap_row, cudaMemcpyDeviceToDevice, stream_),
+                             "captured rows of a pass"));
+  }
+  if (merge && err.ok())
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(captured_.get(), capture_tmp_.get(), static_cast<std::size_t>(T) * cap_row,
+                                           cudaMemcpyDeviceToDevice, stream_),
+                           "captured rows"));
+  if (!err.ok()) return err.status.error().with_context("CUDA step");
+  return R;
+}
+
+// long-function: a pass's staging (buckets, graph padding, tables, one input copy), then eager run or graph replay.
+Status GlmDecoderCuda::run_pass(std::span<const PagedWork> work, bool invariant) {
+  const int S = static_cast<int>(work.size());
+  int T = 0, R = 0, max_context = 0;
+  bool decode = true;
+  for (const PagedWork& w : work) {
+    const int n = static_cast<int>(w.tokens.size());
+    T += n, R += logit_rows(w), max_context = std::max(max_context, w.start + n);
+    decode = decode && n == 1 && (w.logits || w.all_logits);
+  }
+  invariant_pass_ = invariant;
+  FirstError err;
+  // The previous pass's input copy may still be waiting on the stream: host_in_ is restaged after it.
+  if (!staged_) err(TANDEM_CUDA_STATUS(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "staging event"));
+  else err(TANDEM_CUDA_STATUS(cudaEventSynchronize(staged_), "the last pass's input copy"));
+  if (!err.ok()) return err.status;
 
   // A speculative verification (blocks of up to n tokens with every row's logits, beside decodes)
   // repeats its shape from step to step as decode does, so it replays a graph too, per (bucket, n):
@@ -144,7 +180,10 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   // real one; the kernels are batch-invariant, so the real tokens' results are those of an eager
   // step. pick_ then names the graph's logit rows that are the items' rows.
   // (At TP > 1 only over a transport whose collectives can be captured: NCCL, not host-staged.)
-  const bool graphs = !opt_.enforce_eager && (!multi_rank() || (all_reduce_ && all_reduce_->capturable()));
+  // (A prefill-class pass runs eagerly: its kernels are not batch-invariant, so padding would
+  // change its rows; without the decode-sized kernels, graphs as before.)
+  const bool graphs = (invariant || !opt_.decode_kernels) && !opt_.enforce_eager &&
+                      (!multi_rank() || (all_reduce_ && all_reduce_->capturable()));
   bool graph = decode && graphs;
   int per = 1;  // tokens of each sequence in a graph step
   pick_.clear();
@@ -213,16 +252,16 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
   const int table_rows = graph && per > 1 ? B + 1 : B;
   if (table_rows > B) std::fill(tables + static_cast<std::size_t>(B) * mb, tables + static_cast<std::size_t>(B + 1) * mb, num_blocks_);
   for (int i = 0; i < t; ++i) local[i] = tok[i] - vocab_.begin;
-  FirstError err;
   // One copy of the staged inputs (the host buffer has the device buffer's layout) up to the last
   // table used: a copy costs microseconds of host time whatever its size, and a decode step is short.
   const std::size_t ints = static_cast<std::size_t>(tables - tok) + static_cast<std::size_t>(table_rows) * mb;
   err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(in_tokens(), tok, ints * 4, cudaMemcpyHostToDevice, stream_), "step inputs"));
-  if (!err.ok()) return err.status.error();
+  err(TANDEM_CUDA_STATUS(cudaEventRecord(staged_, stream_), "staging event"));
+  if (!err.ok()) return err.status;
   if (calibrate_) {
     // Before any graph is captured (graphs bake the scales in); a graph step's staged rows are padded.
     err(calibrate(graph ? B * per : T, graph ? B * per : R, max_context));
-    if (!err.ok()) return err.status.error().with_context("CUDA step");
+    if (!err.ok()) return err.status;
   }
   mark("start", 0);
 
@@ -246,8 +285,7 @@ Result<int> GlmDecoderCuda::run(std::span<const PagedWork> work) {
                                    cudaMemcpyDeviceToDevice, stream_),
                    "captured rows"));
   }
-  if (!err.ok()) return err.status.error().with_context("CUDA step");
-  return R;
+  return err.status;
 }
 
 Status GlmDecoderCuda::capture(int B, int per) {
@@ -309,7 +347,7 @@ Status GlmDecoderCuda::all_reduce(DeviceBuffer& b, int rows, int width, k::DType
 }
 
 Status GlmDecoderCuda::gemm(const k::GemmArgs& g) {
-  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few(g.rows)) {  // bias of y's type
+  if (g.batch == 1 && g.w_trans && g.xw_type == kBf16 && few()) {  // bias of y's type
     k::GemvArgs v;
     v.rows = g.rows, v.in = g.in, v.out = g.out;
     v.x = g.x, v.ldx = g.ldx, v.w = g.w, v.ldw = g.ldw, v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
@@ -441,7 +479,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   std::uint16_t* latent = fused + q_rows_;
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
-  if (few(T)) {
+  if (few()) {
     // The LoRA norms, the key's rotation and the latent's write into the pool: one launch.
     kernels::LatentPrep p;
     p.fused = fused, p.ld = in_rows_, p.tokens = T, p.lora_q = lora_q_, p.kv_at = q_rows_, p.lora_kv = lora_kv_;
@@ -468,7 +506,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
     mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
-  if (!few(T)) {
+  if (!few()) {
     // The latent row: rmsnorm(c), rope(kr), into the pool.
     err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
     mark("attn kv_a norm", 4.0 * T * lora_kv_);
@@ -499,7 +537,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   // (It serves up to kMlaDecodeMaxTokens tokens a launch; more take several, each token's result
   // the same either way: the split of its keys is fixed, attn_layout.)
   const int mla_tokens = std::min(T, k::kMlaDecodeMaxTokens);
-  const bool rope_in_attention = few(T) && !a.kb_t.empty() && k::gemv_fits(ab) &&
+  const bool rope_in_attention = few() && !a.kb_t.empty() && k::gemv_fits(ab) &&
                                  k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) && (lora_kv_ % 8 == 0);
   if (q_in_fused && !rope_in_attention) {  // the other paths read the query from q_
     err(TANDEM_CUDA_STATUS(cudaMemcpy2DAsync(q_.get(), static_cast<std::size_t>(qw) * 2, fused, static_cast<std::size_t>(in_rows_) * 2,
@@ -507,7 +545,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
                    "query copy"));
     mark("attn query copy", 4.0 * T * static_cast<double>(qw));
   }
-  if (few(T) && !a.kb_t.empty() && k::gemv_fits(ab)) {
+  if (few() && !a.kb_t.empty() && k::gemv_fits(ab)) {
     err(k::gemv_cuda(ab, stream_));
     mark("attn absorb query", 2.0 * heads_ * nope_ * lora_kv_);
     if (!rope_in_attention) {
@@ -515,7 +553,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
                        c_.rope_interleave, qattn, false, stream_));
       mark("attn rope (query)", 4.0 * T * heads_ * rope_);
     }
-  } else if (few(T)) {
+  } else if (few()) {
     err(kernels::absorb_query(q_.get(), T, heads_, nope_, rope_, a.kv_b.get(), kvb_stride, lora_kv_, inv_freq_.as<float>(), in_pos(),
                      c_.rope_interleave, qattn, true, stream_));
     mark("attn absorb query (+ rope)", 2.0 * heads_ * nope_ * lora_kv_);
@@ -565,7 +603,7 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   v.x = olat_.get(), v.ldx = static_cast<long>(heads_) * lora_kv_, v.x_group = lora_kv_;
   v.w = w_v, v.ldw = lora_kv_, v.w_group = kvb_stride;
   v.y = attn_.get(), v.ldy = static_cast<long>(heads_) * vd_, v.y_group = vd_;
-  if (few(T) && k::gemv_fits(v)) {
+  if (few() && k::gemv_fits(v)) {
     err(k::gemv_cuda(v, stream_));
   } else {
     k::GemmArgs va;
@@ -596,7 +634,7 @@ Status GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   if (few_quant(T) && m.gate_up_q.on() && k::quant_gemv_fits(qv)) {
     err(quant_gemv(qv, T));
     mark("mlp gate_up + silu (quantised)", static_cast<double>(m.gate_up_q.bytes()));
-  } else if (few(T) && !m.gate_up_q.on() && k::gemv_fits(v)) {
+  } else if (few() && !m.gate_up_q.on() && k::gemv_fits(v)) {
     err(k::gemv_cuda(v, stream_));
     mark("mlp gate_up + silu", gu);
   } else {

@@ -5,7 +5,7 @@
 // First version, correct before fast:
 //   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
 //   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
-//     runs the decode-sized gemv up to invariant_tokens rows, into fp32, on its fp32 input or on
+//     runs the decode-sized gemv up to step_invariant_tokens rows, into fp32, on its fp32 input or on
 //     that input rounded to bf16 (above: the plain fp32 kernel linear_f32_cuda, or cuBLASLt):
 //     rounding every product's input moved the fixture's logits 2.6e-2, so the ones the fixtures'
 //     bars need stay fp32 (kGlm5Fp32Default: all but the output projections kda_o, dsa_o,
@@ -214,7 +214,7 @@ class Glm5NextCuda final : public CudaModel {
   int kda_chunk_ = 64, kda_chunk_min_ = 16;  // the chunked recurrence (see the top of this file)
   bool kda_chunked_ = false;                 // this step's choice (run())
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than invariant_tokens rows
+  std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than step_invariant_tokens rows
   std::map<int, cudaGraphExec_t> graphs_;  // decode steps, by batch bucket
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;

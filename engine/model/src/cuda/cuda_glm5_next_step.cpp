@@ -177,7 +177,7 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
   // Decode-sized steps through gemv (batch-invariant: a token's result whatever shares the step),
   // as the GLM decoder's gemm() does: on the fp32 rows themselves, or rounded to bf16; more rows, or
   // operands gemv does not take, through linear_f32_cuda (fp32) or cuBLASLt (bf16).
-  const bool few = opt_.decode_kernels && rows <= opt_.invariant_tokens;
+  const bool few = opt_.decode_kernels && rows <= opt_.step_invariant_tokens;
   k::GemvArgs v;
   v.rows = rows, v.in = in, v.out = out, v.w = w.get(), v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
   if (fp32(p)) {

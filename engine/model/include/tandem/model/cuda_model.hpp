@@ -2,16 +2,17 @@
 // device in bf16 (glm4_moe_lite and glm4_moe: MLP and expert projections a checkpoint stores in fp8
 // with 128x128 block scales or ModelOpt NVFP4 stay so, and glm4_moe_lite's attention projections
 // too: quant_plan.hpp, kernels/quant_gemv.hpp); dense projections run through cuBLASLt (fp32
-// accumulation), the routed experts as one grouped GEMM per projection (steps of <= 8 tokens: the
-// decode-sized kernels, gemv.hpp and moe_decode.hpp, instead), attention through the paged-attention kernel over a device pool
-// of bf16 or fp8_e4m3 rows (one scale per layer: fp8_kv_scale_from_amax below). Activations are
-// bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
+// accumulation), the routed experts as one grouped GEMM per projection (decode-class sequences:
+// the decode-sized kernels, gemv.hpp and moe_decode.hpp, instead: CudaOptions::invariant_tokens),
+// attention through the paged-attention kernel over a device pool of bf16 or fp8_e4m3 rows (one
+// scale per layer: fp8_kv_scale_from_amax below). Activations are bf16 where a GEMM reads them; the residual stream, the layers' outputs added to it and the MoE
 // router's input are fp32. glm4_moe_lite's MLA runs absorbed: the pool caches the normalised latent
 // and the rotated shared key (kv_lora + rope entries per token and layer), the query is projected
 // into the latent space, and the values come out of the latent per head. glm4_moe's grouped-query
 // attention caches its keys and values (a K pool and a V pool per layer, kv_heads x head_dim rows).
 //
-// Steps are batched: every sequence of the engine's step in one forward. Decode steps (one token
+// Steps are batched: the engine's step in one forward pass per phase (decode-class sequences
+// together, each prompt chunk apart: CudaOptions::invariant_tokens). Decode steps (one token
 // per sequence) replay a CUDA graph captured per batch-size bucket unless enforce_eager is set.
 //
 // Tensor parallelism (glm4_moe_lite, glm4_moe, glm5_next): a rank loads only its
@@ -53,16 +54,29 @@ struct CudaOptions {
   int max_num_batched_tokens = 2048;    // tokens per step
   int max_model_len = 0;                // 0: max_position_embeddings
   bool enforce_eager = false;           // true: no CUDA graphs
-  bool decode_kernels = true;           // steps of <= invariant_tokens tokens use the decode-sized kernels
-                                        // (gemv.hpp, moe_decode.hpp, the fused MLA glue); false: cuBLASLt
-                                        // and the unfused glue at every size, as before (benchmarks)
-  int invariant_tokens = 2048;          // steps of up to this many tokens take the decode-sized kernels,
-                                        // whose result for a token does not depend on the step's other
-                                        // tokens (batch-invariant): a decode row, a verified block's row
-                                        // and a prefill chunk's row agree bit for bit, so greedy output
-                                        // with a drafter equals plain greedy output at any batch. Larger
-                                        // steps take cuBLASLt (faster prefill of long prompts on large
-                                        // models, rows then depend on the step's shape)
+  bool decode_kernels = true;           // decode-class sequences (below) take the decode-sized kernels
+                                        // (gemv.hpp, moe_decode.hpp, the fused MLA glue, the MLA decode
+                                        // attention); false: cuBLASLt and the unfused glue for every step
+                                        // in one pass, as before (benchmarks)
+  int invariant_tokens = 16;            // glm4_moe_lite / glm4_moe: a sequence whose chunk in a step has at
+                                        // most this many tokens (raised to max_logit_rows / max_num_seqs,
+                                        // the 1 + k of a verification) is decode-class. The step runs its
+                                        // decode-class sequences in one forward pass on the batch-invariant
+                                        // kernels (a token's result does not depend on the step's other
+                                        // tokens: a verified block's row equals decoding it alone, so greedy
+                                        // output with a drafter equals plain greedy output), and each longer
+                                        // chunk (a prompt's prefill) in a pass of its own on the fast
+                                        // kernels (cuBLASLt, grouped experts, prefill attention). A prompt's
+                                        // rows then depend on where the engine cut it into chunks (only
+                                        // prompts longer than the token budget less the step's other rows
+                                        // are cut, and a drafter's verification rows take more of it), not
+                                        // on other sequences. Larger: more prompt chunks invariant, slower
+                                        // prefill (the gemv reads the weights once per 8 rows)
+  bool group_prefill = false;           // true: every prefill-class chunk of a step in one pass (fewer
+                                        // weight reads for many short prompts; a prompt's rows then also
+                                        // depend on which prompts share its step)
+  int step_invariant_tokens = 2048;     // glm5_next (one pass per step): steps of up to this many tokens take
+                                        // the gemv (batch-invariant), larger ones cuBLASLt
   int skinny_rows = 0;                  // dense GEMMs of at most this many rows go to the few-rows kernel
                                         // (skinny_gemm.hpp) instead of cuBLASLt; off: on the H200 it was
                                         // slower than cuBLASLt (engine/bench/results/h200-2026-12-03.md)
@@ -72,6 +86,7 @@ struct CudaOptions {
                                         // beside its vocabulary slices
   int max_logit_rows = 0;               // logit rows one step may ask for; 0: max_num_seqs. A speculative
                                         // engine verifies 1 + k tokens per sequence: max_num_seqs * (1 + k)
+                                        // (which also makes a block of 1 + k decode-class: invariant_tokens)
   int reduction_groups = 1;             // glm4_moe_lite / glm4_moe: one rank computes as a tensor-parallel
                                         // group of this many ranks does (cuda_decoder.hpp, reduce()): each rank's
                                         // slice of every layer with that rank's kernels and shapes, the

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,7 @@
 #include "tandem/kernels/sampling_types.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/shard.hpp"
+#include "tandem/model/step_passes.hpp"
 
 namespace tandem::model::detail {
 class TensorNames;  // tensor_names.hpp (the library's own)
@@ -145,6 +147,7 @@ class GlmDecoderCuda : public CudaModel {
     if (stream_) cudaStreamDestroy(stream_);
     if (host_in_) cudaFreeHost(host_in_);
     if (host_logits_) cudaFreeHost(host_logits_);
+    if (staged_) cudaEventDestroy(staged_);
   }
 
   Status load(const Checkpoint& ck);
@@ -250,13 +253,25 @@ class GlmDecoderCuda : public CudaModel {
   std::int32_t* in_local_tokens() const { return in_rows() + r_cap_; }
   std::int32_t* in_tables() const { return in_local_tokens() + t_cap_; }
 
-  // Checks the items, stages the inputs, enqueues the forward (replaying a graph for decode
-  // steps); returns how many logit rows the items asked for: the first ones of logits_ in the
-  // items' order, or those pick_ names (a graph step of mixed block lengths, padded).
-  Result<int> run(std::span<const PagedWork> work);
-  // The items' R rows of a buffer of per-row results (rows of row_bytes) to the host, through
-  // pick_; stream-ordered (the caller synchronises).
-  Status item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, int R, const char* what);
+  // After each forward pass of a step: `to` names the step's logit row of each of the pass's rows
+  // (which are the first ones of logits_, or those pick_ names). Enqueues the copies of the pass's
+  // results (the stream is in order: the next pass overwrites logits_ after them).
+  using Deliver = std::function<Status(std::span<const int> to)>;
+  // Checks the items, splits them into forward passes by phase (step_passes.hpp: the decode-class
+  // sequences on the batch-invariant kernels, each prefill-class one on the fast kernels), and runs
+  // each (run_pass), delivering its logit rows; the captured rows end in the items' token order.
+  // Returns how many logit rows the items asked for.
+  Result<int> run(std::span<const PagedWork> work, const Deliver& deliver);
+  // One pass: stages the inputs, enqueues the forward (replaying a graph for decode and
+  // verification steps); its logit rows are the first ones of logits_ in the items' order, or
+  // those pick_ names (a graph step of mixed block lengths, padded).
+  Status run_pass(std::span<const PagedWork> work, bool invariant);
+  // A pass's rows of a buffer of per-row results (rows of row_bytes) to the host rows `to`,
+  // through pick_; stream-ordered (the caller synchronises).
+  Status item_rows_to_host(void* dst, const void* src, std::size_t row_bytes, std::span<const int> to, const char* what);
+  // The longest chunk a decode-class sequence has: CudaOptions::invariant_tokens, at least the
+  // longest block a verification asks every row's logits of (max_logit_rows per sequence: 1 + k).
+  int invariant_chunk() const { return std::max(opt_.invariant_tokens, r_cap_ / std::max(s_cap_, 1)); }
 
   // Captures the graph of a step of B sequences with `per` tokens each (1: decode; n: verifying
   // blocks of n), every token's logits.
@@ -338,14 +353,18 @@ class GlmDecoderCuda : public CudaModel {
   // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
   Status dequant(const QuantWeight& q);
 
-  // Whether a step of T tokens takes the decode-sized kernels, which are batch-invariant (a token's
-  // result does not depend on the step's other tokens: CudaOptions::invariant_tokens).
+  // Whether the pass running now takes the decode-sized kernels, which are batch-invariant (a
+  // token's result does not depend on the step's other tokens): the decode-class pass (run()).
   // (Not while measuring the fp8 scales: that reads the unfused glue's intermediate rows. A traced
   // step takes them, as the step it retraces did: a trace that took other kernels could route a
   // routing near-tie the other way than the step it is meant to explain.)
-  bool few(int T) const { return opt_.decode_kernels && T <= opt_.invariant_tokens && !measuring_; }
-  // Tokens the decode-sized kernels' buffers hold (moe_decode's activations).
-  int few_cap() const { return std::max(k::kMoeDecodeTokens, std::min(t_cap_, opt_.invariant_tokens)); }
+  bool few() const { return opt_.decode_kernels && invariant_pass_ && !measuring_; }
+  // Tokens the decode-sized kernels' buffers hold (moe_decode's activations): a decode-class pass
+  // has at most max_num_seqs chunks of invariant_chunk() tokens.
+  int few_cap() const {
+    const long most = static_cast<long>(s_cap_) * invariant_chunk();
+    return std::max(k::kMoeDecodeTokens, static_cast<int>(std::min<long>(t_cap_, most)));
+  }
   // The same for quantised projections (kQuantDecodeTokens).
   bool few_quant(int T) const { return opt_.decode_kernels && T <= kQuantDecodeTokens && !measuring_; }
 
@@ -379,7 +398,7 @@ class GlmDecoderCuda : public CudaModel {
   // (The decode kernels index the layer's whole expert stack: a rank holding a slice of the experts
   // takes the grouped path, which leaves other ranks' experts out.)
   bool moe_decodes(const Layer& a, int T) {
-    return few(T) && !sharded() && (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
+    return few() && !sharded() && (a.experts_gate_up_q.on() ? moe_decodes_quant(a, T) : k::moe_decode_fits(moe_decode_args(a, T)));
   }
   // Quantised experts take the decode kernels up to kQuantDecodeTokens tokens, kMoeDecodeTokens a
   // launch (each reads its tokens' experts), rather than the grouped path, which dequantises every
@@ -448,7 +467,9 @@ class GlmDecoderCuda : public CudaModel {
   // host_logits_ holding at least n floats (false: over the cap or no pinned memory; use pageable).
   bool host_logits_for(std::size_t n);
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, tokens per sequence)
-  std::vector<int> pick_;  // the last run()'s item rows among its graph's rows; empty: the first R
+  std::vector<int> pick_;  // the last pass's item rows among its graph's rows; empty: the first R
+  bool invariant_pass_ = false;  // the pass running now is decode-class (few())
+  cudaEvent_t staged_ = nullptr;  // after a pass's input copy: the next pass restages host_in_ after it
   std::vector<int> capture_layers_;  // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
   DeviceBuffer captured_, capture_tmp_;
 };
