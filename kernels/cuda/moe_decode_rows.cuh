@@ -30,4 +30,7 @@ __device__ __forceinline__ void store_act(const MoeDecodeArgs& a, long aw, const
         __float2bfloat16_rn(cuda::silu_mul(g, u));
 }
 
+// moe_decode_grouped.cu's three launches (moe_decode_groups(a) holds).
+Status grouped_cuda(const MoeDecodeArgs& a, Stream stream);
+
 }  // namespace tandem::kernels::moe_rows

@@ -619,6 +619,7 @@ k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
   dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
   dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
   dec.act = moe_decode_act_.get(), dec.out = delta_.as<float>();
+  if (!moe_groups_.empty()) dec.experts = E_, dec.groups = moe_groups_.as<std::int32_t>();
   return dec;
 }
 
