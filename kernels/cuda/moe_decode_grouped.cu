@@ -176,18 +176,28 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, 
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.f;
-    // Whole-warp rounds so that the shuffles' source lanes are live; a lane past the end adds nothing.
-    for (int c0 = 0; c0 < total; c0 += 32) {
-      const int c = c0 + lane;
-      const int slot = c < routed ? c / per : a.top_k, cc = c < routed ? c % per : c - routed;
-      const int place = __shfl_sync(0xffffffffu, my_pos, slot < a.top_k ? slot : 0);
-      const float w = __shfl_sync(0xffffffffu, my_weight, slot < a.top_k ? slot : 0);
-      if (c >= total) continue;
-      const float scale = slot < a.top_k ? w : 1.f;
-      const uint4* wr = rows + (slot < a.top_k ? (1 + place) * R : 0) * stride + cc;
-      const uint4 xv = cuda::load16(act + slot * aw + 8 * cc);
+    // kLoads whole-warp rounds at a time (the shuffles' source lanes live; a lane past the end adds
+    // nothing): their activation loads issued together, then the chain in chunk order.
+    for (int c0 = lane; c0 - lane < total; c0 += 32 * kLoads) {
+      uint4 xv[kLoads];
+      const uint4* wr[kLoads];
+      float scale[kLoads];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += scale * cuda::dot8(wr[r * stride], xv);
+      for (int i = 0; i < kLoads; ++i) {
+        const int c = c0 + 32 * i;
+        const int slot = c < routed ? c / per : a.top_k, cc = c < routed ? c % per : c - routed;
+        const int place = __shfl_sync(0xffffffffu, my_pos, slot < a.top_k ? slot : 0);
+        const float w = __shfl_sync(0xffffffffu, my_weight, slot < a.top_k ? slot : 0);
+        scale[i] = slot < a.top_k ? w : 1.f;
+        wr[i] = rows + (slot < a.top_k ? (1 + place) * R : 0) * stride + cc;
+        if (c < total) xv[i] = cuda::load16(act + slot * aw + 8 * cc);
+      }
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) {
+        if (c0 + 32 * i >= total) break;
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += scale[i] * cuda::dot8(wr[i][r * stride], xv[i]);
+      }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {

@@ -651,7 +651,11 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     err(trace(TracePoint::routing, -1, T));
     if (!quantised) {
       err(k::moe_decode_cuda(dec, stream_));
-      mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+      // Grouped, each chosen expert is read once (the expected count under uniform routing).
+      if (k::moe_decode_groups(dec))
+        mark("moe experts (decode, grouped: gate_up + silu, down + sum, shared)", chosen * expert + shared);
+      else
+        mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
       return err.status;
     }
     const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
