@@ -29,19 +29,10 @@ constexpr int kDownTokens = 64;
 
 using moe_rows::act_width;
 
-// The workspace: [0] experts in use; count[E]; used[E] (in expert order); index[E] (an expert's
-// place in used); pos[tokens * top_k] (a pair's expert's place in used); list[E][tokens] (an
-// expert's pairs t * top_k + slot, in pair order).
-struct Groups {
-  std::int32_t *n, *count, *used, *index, *pos, *list;
-  __host__ __device__ Groups(std::int32_t* g, int E, int T, int K)
-      : n(g), count(g + 1), used(g + 1 + E), index(g + 1 + 2 * E), pos(g + 1 + 3 * E), list(g + 1 + 3 * E + static_cast<long>(T) * K) {}
-};
-
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(MoeDecodeArgs a) {
   cuda::pdl_begin();
   const int E = a.experts, T = a.tokens, K = a.top_k, P = T * K;
-  const Groups g(a.groups, E, T, K);
+  const moe_rows::Groups g(a.groups, E, T, K);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned below = (1u << lane) - 1;
   // A warp an expert: its pairs in pair order, 32 at a time (ballot, then each hit's rank).
@@ -97,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
   if (live && shared) load_rows(sgu + static_cast<long>(so) * a.hidden, sgu + static_cast<long>(a.shared_width + so) * a.hidden);
   cuda::pdl_begin();
   if (!live) return;
-  const Groups g(a.groups, a.experts, a.tokens, a.top_k);
+  const moe_rows::Groups g(a.groups, a.experts, a.tokens, a.top_k);
   int o = so, n = a.tokens;
   const std::int32_t* list = nullptr;
   if (!shared) {
@@ -153,7 +144,7 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, 
     cp_async16(rows + r * stride + c, static_cast<const bf16*>(a.shared_down) + static_cast<long>(o0 + r) * a.shared_width + 8 * c);
   }
   cuda::pdl_begin();
-  const Groups g(a.groups, a.experts, a.tokens, a.top_k);
+  const moe_rows::Groups g(a.groups, a.experts, a.tokens, a.top_k);
   const int used = __ldcg(g.n);
   // The experts in use, copied first: the staging loop then issues its copies without an L2
   // round trip each.
@@ -241,11 +232,13 @@ bool moe_decode_groups(const MoeDecodeArgs& a) {
 
 namespace moe_rows {
 
+Status group_cuda(const MoeDecodeArgs& a, Stream stream) {
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(group_kernel, dim3(1), dim3(kGroupThreads), 0, stream, a), "moe_decode group_kernel");
+}
+
 Status grouped_cuda(const MoeDecodeArgs& a, Stream stream) {
   const long aw = act_width(a);
-  if (auto e = TANDEM_CUDA_STATUS(cuda::launch_pdl(group_kernel, dim3(1), dim3(kGroupThreads), 0, stream, a), "moe_decode group_kernel");
-      !e)
-    return e;
+  if (auto e = group_cuda(a, stream); !e) return e;
   const int jcap = jcap_of(a);
   const long warps = a.shared_width + static_cast<long>(jcap) * a.width;
   if (auto e = TANDEM_CUDA_STATUS(cuda::launch_pdl(gate_up_kernel, dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps)),

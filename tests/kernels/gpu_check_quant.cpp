@@ -1,6 +1,9 @@
 // Quantised-weight linear layers (fp8 block-scaled, NVFP4) and their dequantisation on the GPU
 // against the CPU references: the same bytes as a checkpoint holds, made by the CPU quantisers.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <random>
 
 #include <cmath>
 
@@ -215,6 +218,76 @@ void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens) {
   rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, "bf16 x, f32 out", max_rel_error(dout.get(), ref), 1e-2, 0, ""});
 }
 
+// The grouped form (moe_decode_quant_grouped.cu) against the per-pair kernels, bit for bit: out
+// and act at 2 .. 16 tokens, random routing and every token on expert E - 1 (slot t % K); and a
+// token alone (per pair) against the same token among 16 (grouped).
+void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, int H, int I, int S) {
+  Stack gu(f, 2 * E, I, H, 171), dn(f, E, H, I, 181), sgu(f, 2, S, H, 191), sdn(f, 1, H, S, 201);
+  const int max_tokens = 16, aw = std::max(I, S);
+  DevAct dx(DType::bf16, normal(sz(max_tokens * H), 1.f, 211));
+  const auto weight = normal(sz(max_tokens * K), 0.5f, 212);
+  Dev<std::int32_t> groups(sz(k::moe_decode_group_ints(E, K, max_tokens)));
+  struct Got {
+    std::vector<float> out, act;
+    bool grouped;
+  };
+  auto run = [&](int first, int T, const std::vector<std::int32_t>& expert, bool grouped) {
+    Dev<std::int32_t> de(expert);
+    Dev<float> dw(std::vector<float>(weight.begin() + first * K, weight.begin() + (first + T) * K));
+    DevAct act(DType::bf16, sz(T * (K + 1) * aw)), out(DType::f32, sz(T * H));
+    k::MoeDecodeArgs a;
+    a.tokens = T, a.top_k = K, a.hidden = H, a.width = I, a.shared_width = S;
+    a.x = static_cast<const std::uint16_t*>(dx.p()) + static_cast<long>(first) * H, a.expert = de.p(), a.weight = dw.p();
+    a.act = act.p(), a.out = static_cast<float*>(out.p());
+    if (grouped) a.experts = E, a.groups = groups.p();
+    const k::MoeDecodeQuant q{gu.m, dn.m, sgu.m, sdn.m};
+    op_ok(k::moe_decode_quant_cuda(a, q));
+    cuda_ok(cudaDeviceSynchronize(), "moe_decode_quant");
+    return Got{out.get(), act.get(), k::moe_decode_quant_groups(a, q)};
+  };
+  auto routing = [&](int T, bool crowd, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::int32_t> expert;
+    std::vector<int> ids(sz(E));
+    for (int t = 0; t < T; ++t) {
+      for (int e = 0; e < E; ++e) ids[sz(e)] = e;
+      std::shuffle(ids.begin(), ids.end() - (crowd ? 1 : 0), rng);
+      for (int j = 0; j < K; ++j) expert.push_back(crowd && j == t % K ? E - 1 : ids[sz(j)]);
+    }
+    return expert;
+  };
+  auto differ = [](const float* a, const float* b, long n) {
+    long d = 0;
+    for (long i = 0; i < n; ++i) d += std::memcmp(a + i, b + i, sizeof(float)) != 0;
+    return d;
+  };
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "E %d top %d, %d -> %d (+ shared %d)", E, K, H, I, S);
+  for (bool crowd : {false, true}) {
+    long bad = 0;
+    bool taken = true;
+    for (int T = 2; T <= max_tokens; ++T) {
+      const auto expert = routing(T, crowd, 300 + static_cast<std::uint32_t>(T));
+      const Got g = run(0, T, expert, true), p = run(0, T, expert, false);
+      taken = taken && g.grouped && !p.grouped;
+      bad += differ(g.out.data(), p.out.data(), static_cast<long>(T) * H);
+      for (int t = 0; t < T; ++t)
+        for (int j = 0; j <= K; ++j) {
+          const long at = (static_cast<long>(t) * (K + 1) + j) * aw;
+          bad += differ(g.act.data() + at, p.act.data() + at, j < K ? I : S);
+        }
+    }
+    const auto expert = routing(max_tokens, crowd, 400);
+    const Got all = run(0, max_tokens, expert, true);
+    for (int t : {0, 7, 15}) {
+      const Got one = run(t, 1, std::vector<std::int32_t>(expert.begin() + t * K, expert.begin() + (t + 1) * K), true);
+      bad += differ(all.out.data() + static_cast<long>(t) * H, one.out.data(), H);
+    }
+    rows.push_back({std::string("moe_decode_quant grouped ") + name_of(f), std::string(shape) + (crowd ? ", crowded" : ""),
+                    "= per pair, alone", 0, -1, bad, taken && all.grouped ? "2..16 tok bit for bit" : "FAIL: the grouped launch was not taken"});
+  }
+}
+
 }  // namespace
 
 void check_quant(std::vector<Row>& rows) {
@@ -226,6 +299,9 @@ void check_quant(std::vector<Row>& rows) {
     dequant_stack(rows, f);
     moe_decode(rows, f, 1);
     moe_decode(rows, f, 4);
+    moe_decode_grouped(rows, f, 8, 3, 256, 96, 160);
+    moe_decode_grouped(rows, f, 16, 4, 2048, 128, 128);   // hidden 2048: four chunks a lane
+    moe_decode_grouped(rows, f, 64, 4, 128, 1536, 1536);  // GLM-4.7-Flash's expert width, 64 experts
   }
   for (DType xt : {DType::f32, DType::bf16}) {
     linear(rows, xt, 1, 2048, 1536);   // decode, one sequence

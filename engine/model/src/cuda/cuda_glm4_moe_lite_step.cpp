@@ -659,6 +659,12 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
       return err.status;
     }
     const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
+    if (k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
+      err(k::moe_decode_quant_cuda(dec, qdec, stream_));
+      mark("moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
+           chosen * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
+      return err.status;
+    }
     for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
       k::MoeDecodeArgs part = dec;
       part.tokens = std::min(k::kMoeDecodeTokens, T - t0);

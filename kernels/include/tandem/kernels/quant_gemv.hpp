@@ -69,6 +69,9 @@ struct MoeDecodeQuant {
   QuantMatrices gate_up, down, shared_gate_up, shared_down;
 };
 bool moe_decode_quant_fits(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
+// Whether the launch takes the grouped form (moe_decode.hpp; a.groups set, two or more tokens,
+// hidden / 16 <= 32 chunks a lane's loads, a row of every expert in use within shared memory).
+bool moe_decode_quant_groups(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
 Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream = nullptr);
 
 }  // namespace tandem::kernels
