@@ -36,17 +36,18 @@ __host__ __device__ int tiles(int rows) { return (rows + 15) / 16; }
 
 // acc[M][4] += the tile's products over this warp's k blocks: kb = warp, warp + 8, ... two loads
 // per matrix in flight.
+// (w: a copy in registers, not a kernel parameter's address, which would move it to local memory.)
 template <QuantFormat F, int M>
-__device__ __forceinline__ void tile_product(const QuantMatrices* const (&w)[M], const long (&m)[M], int row0, int nkb,
-                                             const __half* xrow, float (&acc)[M][4]) {
+__device__ __forceinline__ void tile_product(const QuantMatrices& w, const long (&m)[M], int row0, int nkb, const __half* xrow,
+                                             float (&acc)[M][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int kb = warp; kb < nkb; kb += 2 * kWarps) {
     const bool second = kb + kWarps < nkb;
     Raw<F> r[M][2];
 #pragma unroll
     for (int j = 0; j < M; ++j) {
-      load_block<F>(*w[j], m[j], row0, kb, lane, r[j][0]);
-      if (second) load_block<F>(*w[j], m[j], row0, kb + kWarps, lane, r[j][1]);
+      load_block<F>(w, m[j], row0, kb, lane, r[j][0]);
+      if (second) load_block<F>(w, m[j], row0, kb + kWarps, lane, r[j][1]);
     }
 #pragma unroll
     for (int j = 0; j < M; ++j) {
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(QuantGemvArgs a) {
   const int tw = tiles(a.w.rows), b = blockIdx.x;
   const long wtiles = SILU ? tw : static_cast<long>(a.w.count) * tw;
   const bool second = b >= wtiles;
-  const QuantMatrices& w = second ? a.w2 : a.w;
+  const QuantMatrices w = second ? a.w2 : a.w;
   const int tb = second ? static_cast<int>(b - wtiles) : b, tn = tiles(w.rows);
   const long m = SILU ? 0 : tb / tn;
   const int row0 = (tb % tn) * 16;
@@ -82,16 +83,14 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(QuantGemvArgs a) {
   const int nkb = kp / kK;
   if (SILU) {
     float acc[2][4] = {};
-    const QuantMatrices* const ws[2] = {&w, &w};
     const long ms[2] = {0, 1};
-    tile_product<F, 2>(ws, ms, row0, nkb, xrow, acc);
+    tile_product<F, 2>(w, ms, row0, nkb, xrow, acc);
     combine(acc[0], red, out, kWarps);
     combine(acc[1], red, out + 128, kWarps);
   } else {
     float acc[1][4] = {};
-    const QuantMatrices* const ws[1] = {&w};
     const long ms[1] = {m};
-    tile_product<F, 1>(ws, ms, row0, nkb, xrow, acc);
+    tile_product<F, 1>(w, ms, row0, nkb, xrow, acc);
     combine(acc[0], red, out, kWarps);
   }
   for (int i = threadIdx.x; i < 16 * 8; i += kThreads) {
@@ -156,12 +155,11 @@ __global__ void __launch_bounds__(kThreads) moe_gate_up_kernel(MoeDecodeArgs a, 
   for (int c = 0; c < cols; ++c)
     stage_row<F>(xs + c * kp, static_cast<const bf16*>(a.x) + static_cast<long>(t0 + c) * a.hidden, a.hidden, threadIdx.x, kThreads);
   __syncthreads();
-  const QuantMatrices& w = shared ? q.shared_gate_up : q.gate_up;
+  const QuantMatrices w = shared ? q.shared_gate_up : q.gate_up;
   const int g = (threadIdx.x % 32) / 4;
   float acc[2][4] = {};
-  const QuantMatrices* const ws[2] = {&w, &w};
   const long ms[2] = {gate, gate + 1};
-  tile_product<F, 2>(ws, ms, row0, kp / kK, g < cols ? xs + g * kp : nullptr, acc);
+  tile_product<F, 2>(w, ms, row0, kp / kK, g < cols ? xs + g * kp : nullptr, acc);
   combine(acc[0], red, out, kWarps);
   combine(acc[1], red, out + 128, kWarps);
   for (int i = threadIdx.x; i < 16 * 8; i += kThreads) {
@@ -191,8 +189,9 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
   const int nkr = kr / kK, routed = a.top_k * nkr, units = routed + ks / kK;
   const bool live = lane / 4 == 0;  // column 0: the token
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const QuantMatrices dn = q.down, sd = q.shared_down;
   struct Unit {
-    const QuantMatrices* w;
+    bool shared;
     long m;
     int kb;
     const __half* x;
@@ -201,16 +200,16 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
   auto unit = [&](int u) {
     if (u < routed) {
       const int s = u / nkr;
-      return Unit{&q.down, __ldcg(a.expert + t * a.top_k + s), u % nkr, xs + s * kr, __ldcg(a.weight + t * a.top_k + s)};
+      return Unit{false, __ldcg(a.expert + t * a.top_k + s), u % nkr, xs + s * kr, __ldcg(a.weight + t * a.top_k + s)};
     }
-    return Unit{&q.shared_down, 0, u - routed, xs + a.top_k * kr, 1.f};
+    return Unit{true, 0, u - routed, xs + a.top_k * kr, 1.f};
   };
   for (int u = warp; u < units; u += 2 * kWarps) {
     const bool second = u + kWarps < units;
     const Unit u0 = unit(u), u1 = unit(second ? u + kWarps : u);
     Raw<F> r0, r1;
-    load_block<F>(*u0.w, u0.m, row0, u0.kb, lane, r0);
-    if (second) load_block<F>(*u1.w, u1.m, row0, u1.kb, lane, r1);
+    load_block<F>(u0.shared ? sd : dn, u0.m, row0, u0.kb, lane, r0);
+    if (second) load_block<F>(u1.shared ? sd : dn, u1.m, row0, u1.kb, lane, r1);
     mma_block<F>(r0, live ? u0.x : nullptr, u0.kb, lane, u0.mult, acc);
     if (second) mma_block<F>(r1, live ? u1.x : nullptr, u1.kb, lane, u1.mult, acc);
   }
