@@ -1,5 +1,6 @@
 // The tensor-core forms (quant_mma.cuh) of quant_gemv and moe_decode_quant. A block is 8 warps on
-// one 16-row tile; its k blocks are dealt to the warps round-robin (two in flight a warp) and the
+// one 16-row tile; its k blocks are dealt to the warps round-robin (two to four in flight a warp,
+// the first before the programmatic-launch wait where they do not depend on it) and the
 // warps' fragments summed in warp order, so every result has one fixed summation order, whatever
 // the other rows or tokens of the launch.
 //   quant_gemv   block per tile of the outputs (gate | up: the gate tile and the up tile), every
@@ -27,6 +28,7 @@ using cuda::bf16;
 using namespace qmma;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr long kSmemMax = 200 * 1024;
+constexpr int kDownLoads = 4;  // down's units in flight a warp
 // Shared memory after the staged x: the warps' fragments (two matrices) and two 16 x 8 results.
 constexpr long kTail = (2L * kWarps * 128 + 2 * 128) * 4;
 
@@ -34,41 +36,49 @@ std::atomic<int> g_mma{-1};
 
 __host__ __device__ int tiles(int rows) { return (rows + 15) / 16; }
 
-// acc[M][4] += the tile's products over this warp's k blocks: kb = warp, warp + 8, ... two loads
-// per matrix in flight.
+// A warp's k blocks kb = warp, warp + 8, ... of M matrices of one stack (same rows), two at a time
+// in flight. load(kb) issues the loads of a pair; the caller issues the first pair's (kb = warp),
+// before the programmatic-launch wait where the rows do not depend on the previous kernel; run
+// issues the rest.
 // (w: a copy in registers, not a kernel parameter's address, which would move it to local memory.)
 template <QuantFormat F, int M>
-__device__ __forceinline__ void tile_product(const QuantMatrices& w, const long (&m)[M], int row0, int nkb, const __half* xrow,
-                                             float (&acc)[M][4]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int kb = warp; kb < nkb; kb += 2 * kWarps) {
-    const bool second = kb + kWarps < nkb;
-    Raw<F> r[M][2];
+struct TileLoop {
+  const QuantMatrices& w;
+  const long (&m)[M];
+  int row0, nkb;
+  Raw<F> r[M][2];
+
+  __device__ __forceinline__ void load(int kb) {
+    const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < M; ++j) {
-      load_block<F>(w, m[j], row0, kb, lane, r[j][0]);
-      if (second) load_block<F>(w, m[j], row0, kb + kWarps, lane, r[j][1]);
-    }
-#pragma unroll
-    for (int j = 0; j < M; ++j) {
-      mma_block<F>(r[j][0], xrow, kb, lane, 1.f, acc[j]);
-      if (second) mma_block<F>(r[j][1], xrow, kb + kWarps, lane, 1.f, acc[j]);
+      if (kb < nkb) load_block<F>(w, m[j], row0, kb, lane, r[j][0]);
+      if (kb + kWarps < nkb) load_block<F>(w, m[j], row0, kb + kWarps, lane, r[j][1]);
     }
   }
-}
+  // acc[j] += matrix m[j]'s tile . x over the warp's k blocks; the first pair loaded already.
+  __device__ __forceinline__ void run(const __half* xrow, float (&acc)[M][4]) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int kb = warp; kb < nkb; kb += 2 * kWarps) {
+      if (kb != warp) load(kb);
+#pragma unroll
+      for (int j = 0; j < M; ++j) {
+        mma_block<F>(r[j][0], xrow, kb, lane, 1.f, acc[j]);
+        if (kb + kWarps < nkb) mma_block<F>(r[j][1], xrow, kb + kWarps, lane, 1.f, acc[j]);
+      }
+    }
+  }
+};
 
 // ---- quant_gemv -------------------------------------------------------------------------------
 
 template <QuantFormat F, class OutT, bool SILU>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(QuantGemvArgs a) {
   extern __shared__ uint4 smem[];
-  const int kp = kpad(a.w.in);
+  const int kp = kpad(a.w.in), nkb = kp / kK, warp = threadIdx.x / 32;
   __half* xs = reinterpret_cast<__half*>(smem);
   float* red = reinterpret_cast<float*>(xs + static_cast<long>(a.rows) * kp);
   float* out = red + 2 * kWarps * 128;
-  cuda::pdl_begin();
-  for (int r = 0; r < a.rows; ++r) stage_row<F>(xs + r * kp, static_cast<const bf16*>(a.x) + r * a.ldx, a.w.in, threadIdx.x, kThreads);
-  __syncthreads();
   // The block's tile: of w (matrix m, rows row0 ..), or of w2 after all of w's.
   const int tw = tiles(a.w.rows), b = blockIdx.x;
   const long wtiles = SILU ? tw : static_cast<long>(a.w.count) * tw;
@@ -79,20 +89,19 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(QuantGemvArgs a) {
   const int row0 = (tb % tn) * 16;
   const long first_out = second ? static_cast<long>(a.w.count) * a.w.rows : 0;
   const int g = (threadIdx.x % 32) / 4;
-  const __half* xrow = g < a.rows ? xs + g * kp : nullptr;
-  const int nkb = kp / kK;
-  if (SILU) {
-    float acc[2][4] = {};
-    const long ms[2] = {0, 1};
-    tile_product<F, 2>(w, ms, row0, nkb, xrow, acc);
-    combine(acc[0], red, out, kWarps);
-    combine(acc[1], red, out + 128, kWarps);
-  } else {
-    float acc[1][4] = {};
-    const long ms[1] = {m};
-    tile_product<F, 1>(w, ms, row0, nkb, xrow, acc);
-    combine(acc[0], red, out, kWarps);
-  }
+  constexpr int M = SILU ? 2 : 1;
+  long ms[M];
+#pragma unroll
+  for (int j = 0; j < M; ++j) ms[j] = m + j;  // gate | up: matrices 0 and 1
+  TileLoop<F, M> loop{w, ms, row0, nkb, {}};
+  loop.load(warp);
+  cuda::pdl_begin();
+  for (int r = 0; r < a.rows; ++r) stage_row<F>(xs + r * kp, static_cast<const bf16*>(a.x) + r * a.ldx, a.w.in, threadIdx.x, kThreads);
+  __syncthreads();
+  float acc[M][4] = {};
+  loop.run(g < a.rows ? xs + g * kp : nullptr, acc);
+#pragma unroll
+  for (int j = 0; j < M; ++j) combine(acc[j], red, out + 128 * j, kWarps);
   for (int i = threadIdx.x; i < 16 * 8; i += kThreads) {
     const int row = i / 8, col = i % 8;
     if (col >= a.rows || row0 + row >= w.rows) continue;
@@ -150,16 +159,22 @@ __global__ void __launch_bounds__(kThreads) moe_gate_up_kernel(MoeDecodeArgs a, 
   __half* xs = reinterpret_cast<__half*>(smem);
   float* red = reinterpret_cast<float*>(xs + static_cast<long>(cols) * kp);
   float* out = red + 2 * kWarps * 128;
+  const QuantMatrices w = shared ? q.shared_gate_up : q.gate_up;
+  const int nkb = kp / kK, warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
+  long ms[2] = {0, 1};
+  TileLoop<F, 2> loop{w, ms, row0, nkb, {}};
+  if (shared) loop.load(warp);  // the shared experts' rows before the wait; a routed row's after
   cuda::pdl_begin();
-  if (!shared) gate = 2L * __ldcg(a.expert + t0 * a.top_k + slot);
+  if (!shared) {
+    gate = 2L * __ldcg(a.expert + t0 * a.top_k + slot);
+    ms[0] = gate, ms[1] = gate + 1;
+    loop.load(warp);
+  }
   for (int c = 0; c < cols; ++c)
     stage_row<F>(xs + c * kp, static_cast<const bf16*>(a.x) + static_cast<long>(t0 + c) * a.hidden, a.hidden, threadIdx.x, kThreads);
   __syncthreads();
-  const QuantMatrices w = shared ? q.shared_gate_up : q.gate_up;
-  const int g = (threadIdx.x % 32) / 4;
   float acc[2][4] = {};
-  const long ms[2] = {gate, gate + 1};
-  tile_product<F, 2>(w, ms, row0, kp / kK, g < cols ? xs + g * kp : nullptr, acc);
+  loop.run(g < cols ? xs + g * kp : nullptr, acc);
   combine(acc[0], red, out, kWarps);
   combine(acc[1], red, out + 128, kWarps);
   for (int i = threadIdx.x; i < 16 * 8; i += kThreads) {
@@ -181,37 +196,49 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
   float* red = reinterpret_cast<float*>(xs + static_cast<long>(a.top_k) * kr + ks);
   float* out = red + 2 * kWarps * 128;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  cuda::pdl_begin();
-  const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
-  for (int s = 0; s < a.top_k; ++s) stage_row<F>(xs + s * kr, act + s * aw, a.width, threadIdx.x, kThreads);
-  if (ks) stage_row<F>(xs + a.top_k * kr, act + a.top_k * aw, a.shared_width, threadIdx.x, kThreads);
-  __syncthreads();
   const int nkr = kr / kK, routed = a.top_k * nkr, units = routed + ks / kK;
-  const bool live = lane / 4 == 0;  // column 0: the token
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const QuantMatrices dn = q.down, sd = q.shared_down;
   struct Unit {
     bool shared;
     long m;
-    int kb;
-    const __half* x;
+    int kb, slot;
     float mult;
   };
   auto unit = [&](int u) {
     if (u < routed) {
       const int s = u / nkr;
-      return Unit{false, __ldcg(a.expert + t * a.top_k + s), u % nkr, xs + s * kr, __ldcg(a.weight + t * a.top_k + s)};
+      return Unit{false, __ldcg(a.expert + t * a.top_k + s), u % nkr, s, __ldcg(a.weight + t * a.top_k + s)};
     }
-    return Unit{true, 0, u - routed, xs + a.top_k * kr, 1.f};
+    return Unit{true, 0, u - routed, a.top_k, 1.f};
   };
-  for (int u = warp; u < units; u += 2 * kWarps) {
-    const bool second = u + kWarps < units;
-    const Unit u0 = unit(u), u1 = unit(second ? u + kWarps : u);
-    Raw<F> r0, r1;
-    load_block<F>(u0.shared ? sd : dn, u0.m, row0, u0.kb, lane, r0);
-    if (second) load_block<F>(u1.shared ? sd : dn, u1.m, row0, u1.kb, lane, r1);
-    mma_block<F>(r0, live ? u0.x : nullptr, u0.kb, lane, u0.mult, acc);
-    if (second) mma_block<F>(r1, live ? u1.x : nullptr, u1.kb, lane, u1.mult, acc);
+  // kDownLoads units a warp in flight: u0, u0 + 8, ...; the first round's loads before the wait
+  // (the router's choice, written before the previous kernel began, read from L2).
+  Unit us[kDownLoads];
+  Raw<F> r[kDownLoads];
+  auto load = [&](int u0) {
+#pragma unroll
+    for (int i = 0; i < kDownLoads; ++i) {
+      const int u = u0 + i * kWarps;
+      if (u >= units) break;
+      us[i] = unit(u);
+      load_block<F>(us[i].shared ? sd : dn, us[i].m, row0, us[i].kb, lane, r[i]);
+    }
+  };
+  load(warp);
+  cuda::pdl_begin();
+  const bf16* act = static_cast<const bf16*>(a.act) + static_cast<long>(t) * (a.top_k + 1) * aw;
+  for (int s = 0; s < a.top_k; ++s) stage_row<F>(xs + s * kr, act + s * aw, a.width, threadIdx.x, kThreads);
+  if (ks) stage_row<F>(xs + a.top_k * kr, act + a.top_k * aw, a.shared_width, threadIdx.x, kThreads);
+  __syncthreads();
+  const bool live = lane / 4 == 0;  // column 0: the token
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int u0 = warp; u0 < units; u0 += kDownLoads * kWarps) {
+    if (u0 != warp) load(u0);
+#pragma unroll
+    for (int i = 0; i < kDownLoads; ++i) {
+      if (u0 + i * kWarps >= units) break;
+      mma_block<F>(r[i], live ? xs + us[i].slot * kr : nullptr, us[i].kb, lane, us[i].mult, acc);
+    }
   }
   combine(acc, red, out, kWarps);
   if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < a.hidden)
