@@ -219,9 +219,11 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
 #pragma unroll
     for (int i = 0; i < kDownLoads; ++i) {
       const int u = u0 + i * kWarps;
-      if (u >= units) break;
-      us[i] = unit(u);
-      load_block<F>(us[i].shared ? sd : dn, us[i].m, row0, us[i].kb, lane, r[i]);
+      if (u < units) {
+        us[i] = unit(u);
+        if (us[i].shared) load_block<F>(sd, us[i].m, row0, us[i].kb, lane, r[i]);
+        else load_block<F>(dn, us[i].m, row0, us[i].kb, lane, r[i]);
+      }
     }
   };
   load(warp);
@@ -235,10 +237,8 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
   for (int u0 = warp; u0 < units; u0 += kDownLoads * kWarps) {
     if (u0 != warp) load(u0);
 #pragma unroll
-    for (int i = 0; i < kDownLoads; ++i) {
-      if (u0 + i * kWarps >= units) break;
-      mma_block<F>(r[i], live ? xs + us[i].slot * kr : nullptr, us[i].kb, lane, us[i].mult, acc);
-    }
+    for (int i = 0; i < kDownLoads; ++i)
+      if (u0 + i * kWarps < units) mma_block<F>(r[i], live ? xs + us[i].slot * kr : nullptr, us[i].kb, lane, us[i].mult, acc);
   }
   combine(acc, red, out, kWarps);
   if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < a.hidden)
