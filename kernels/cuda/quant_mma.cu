@@ -28,7 +28,9 @@ using cuda::bf16;
 using namespace qmma;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr long kSmemMax = 200 * 1024;
-constexpr int kDownLoads = 4;  // down's units in flight a warp
+// down's units in flight a warp: 256 bytes a lane either way (an NVFP4 unit is half an fp8 one).
+template <QuantFormat F>
+constexpr int kDownLoads = F == QuantFormat::nvfp4 ? 8 : 4;
 // Shared memory after the staged x: the warps' fragments (two matrices) and two 16 x 8 results.
 constexpr long kTail = (2L * kWarps * 128 + 2 * 128) * 4;
 
@@ -211,13 +213,13 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
     }
     return Unit{true, 0, u - routed, a.top_k, 1.f};
   };
-  // kDownLoads units a warp in flight: u0, u0 + 8, ...; the first round's loads before the wait
+  // kDownLoads<F> units a warp in flight: u0, u0 + 8, ...; the first round's loads before the wait
   // (the router's choice, written before the previous kernel began, read from L2).
-  Unit us[kDownLoads];
-  Raw<F> r[kDownLoads];
+  Unit us[kDownLoads<F>];
+  Raw<F> r[kDownLoads<F>];
   auto load = [&](int u0) {
 #pragma unroll
-    for (int i = 0; i < kDownLoads; ++i) {
+    for (int i = 0; i < kDownLoads<F>; ++i) {
       const int u = u0 + i * kWarps;
       if (u < units) {
         us[i] = unit(u);
@@ -234,10 +236,10 @@ __global__ void __launch_bounds__(kThreads) moe_down_kernel(MoeDecodeArgs a, Moe
   __syncthreads();
   const bool live = lane / 4 == 0;  // column 0: the token
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int u0 = warp; u0 < units; u0 += kDownLoads * kWarps) {
+  for (int u0 = warp; u0 < units; u0 += kDownLoads<F> * kWarps) {
     if (u0 != warp) load(u0);
 #pragma unroll
-    for (int i = 0; i < kDownLoads; ++i)
+    for (int i = 0; i < kDownLoads<F>; ++i)
       if (u0 + i * kWarps < units) mma_block<F>(r[i], live ? xs + us[i].slot * kr : nullptr, us[i].kb, lane, us[i].mult, acc);
   }
   combine(acc, red, out, kWarps);
