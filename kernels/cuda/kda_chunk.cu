@@ -11,8 +11,10 @@
 //           fp32. Value columns are independent given prep's operands, so a long prompt of one
 //           sequence still fills the GPU (64 heads of 128 -> 256 blocks);
 //   norm    per (token, head): the gated RMSNorm of the outputs.
-// fp32 on the CUDA cores (no tensor cores yet), the operands in shared memory.
+// fp32 throughout; the scan's products on the tensor cores in 3xTF32 (fp32's accuracy), the rest on
+// the CUDA cores; the operands in shared memory.
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <string>
@@ -114,20 +116,46 @@ struct PrepSmem {
     total = beta + C;
   }
 };
-// The scan's rows are read a whole warp at one address (broadcast): no padding. Wk's space takes
-// KL once Wk is used, so that two blocks fit an SM (106 KB each at head_dim 128, chunk 64).
+// The scan's operands, each starting on 32 bytes (wmma's loads); rows padded to Cp, a multiple of
+// 16 (the tiles' height), with zeros. Qe's space takes the outputs' state part once Qe is used,
+// and Wk's takes KL, so that two blocks fit an SM (107 KB each at head_dim 128, chunk 64).
+__host__ __device__ constexpr int round8(int x) { return (x + 7) / 8 * 8; }
 struct ScanSmem {
-  int ld, C, qe, wk, p, u, st, egl, total;
-  __host__ __device__ ScanSmem(int hd, int chunk) : ld(hd), C(chunk) {
-    qe = 0;
-    wk = qe + C * ld;         // Wk, then KL
-    p = wk + C * ld;          // [C][C + 1]
-    u = p + C * (C + 1);      // [C][kSlice + 1]
-    st = u + C * (kSlice + 1);  // the state's slice [hd][kSlice]
-    egl = st + hd * kSlice;   // [hd]
-    total = egl + hd;
+  int Cp, qe, wk, p, u, st, egl, total;
+  __host__ __device__ ScanSmem(int hd, int chunk) : Cp((chunk + 15) / 16 * 16) {
+    qe = 0;                             // Qe [Cp][hd], then the outputs' state part [Cp][kSlice]
+    wk = qe + Cp * (hd > kSlice ? hd : kSlice);  // Wk [Cp][hd], then KL
+    p = wk + Cp * hd;                   // P [chunk][chunk + 1]
+    u = p + round8(chunk * (chunk + 1));  // Uv, then U [Cp][kSlice]
+    st = u + Cp * kSlice;               // the state's slice [hd][kSlice]
+    egl = st + hd * kSlice;             // [hd]
+    total = egl + round8(hd);
   }
 };
+
+// c += a b in 3xTF32: a = a_hi + a_lo with a_hi = tf32(a), a_lo = tf32(a - a_hi), likewise b, and
+// c += a_lo b_hi + a_hi b_lo + a_hi b_hi: fp32's accuracy from tf32 tensor cores (plain TF32's
+// 10-bit mantissa would leave about 1e-3, ten times the bar).
+namespace wmma = nvcuda::wmma;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragAc = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+template <class F>
+__device__ __forceinline__ void split(const F& x, F& hi, F& lo, float sign = 1.f) {
+#pragma unroll
+  for (int e = 0; e < x.num_elements; ++e) {
+    const float v = sign * x.x[e];
+    hi.x[e] = wmma::__float_to_tf32(v);
+    lo.x[e] = wmma::__float_to_tf32(v - hi.x[e]);
+  }
+}
+template <class A>
+__device__ __forceinline__ void mma3(FragC& c, const A& ahi, const A& alo, const FragB& bhi, const FragB& blo) {
+  wmma::mma_sync(c, alo, bhi, c);
+  wmma::mma_sync(c, ahi, blo, c);
+  wmma::mma_sync(c, ahi, bhi, c);
+}
 
 // The chunk `c` of all the sequences' chunks (each sequence cut into `chunk`-token pieces from its
 // first token): its sequence's begin and its first token; false past the last chunk.
@@ -229,17 +257,21 @@ __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, Kd
 // long-function: one block walks one sequence's chunks for one head and 32 value columns (the
 // columns are independent given the prep kernel's operands, so a long prompt of one sequence
 // still fills the GPU: 64 heads of 128 -> 256 blocks), carrying its slice of the state in fp32.
+// The products with the state on the tensor cores (3xTF32, 16 x 16 tiles): head_dim % 16 == 0.
 __global__ void __launch_bounds__(kThreads, 2) kda_chunk_scan_kernel(KdaShape s, KdaIo io, int chunk, const std::int32_t* seq_begin,
-                                                                  const std::int32_t* slot, const std::int32_t* reset, float* state,
-                                                                  long state_stride, long layer_at, Scratch sc) {
-  extern __shared__ float sm[];
+                                                                     const std::int32_t* slot, const std::int32_t* reset, float* state,
+                                                                     long state_stride, long layer_at, Scratch sc) {
+  extern __shared__ __align__(128) float scan_sm[];  // wmma wants 32-byte aligned tiles
+  float* sm = scan_sm;
   const int seq = blockIdx.x, h = blockIdx.y, hd = s.head_dim, K = s.conv_kernel;
   const long qk = sc.qk, channels = 3 * qk;
   const int j0 = blockIdx.z * kSlice, nv = min(kSlice, hd - j0);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = kThreads / 32;
+  static_assert(kKdaMaxChunk / 16 * 2 <= kThreads / 32, "one output tile per warp (the stores wait for a barrier)");
   const ScanSmem L(hd, chunk);
-  const int ld = L.ld, lc = chunk + 1, lv = kSlice + 1;
-  float *Qe = sm + L.qe, *Wk = sm + L.wk, *KL = sm + L.wk, *P = sm + L.p, *U = sm + L.u, *St = sm + L.st, *Egl = sm + L.egl;
+  const int Cp = L.Cp, lc = chunk + 1;
+  float *Qe = sm + L.qe, *Ob = sm + L.qe, *Wk = sm + L.wk, *KL = sm + L.wk, *P = sm + L.p, *U = sm + L.u, *St = sm + L.st;
+  float* Egl = sm + L.egl;
   const int begin = seq_begin[seq], end = seq_begin[seq + 1];
   float* base = state + static_cast<long>(slot[seq]) * state_stride + layer_at;
   float* S = base + (K - 1) * channels + static_cast<long>(h) * hd * hd;  // [hd][hd]
@@ -251,56 +283,73 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_scan_kernel(KdaShape s,
   for (int t0 = begin; t0 < end; t0 += chunk) {
     const int n = min(chunk, end - t0);
     const float* row = sc.mixed + t0 * channels + h * hd;
-    for (int x = tid; x < n * hd; x += kThreads) {
+    for (int x = tid; x < Cp * hd; x += kThreads) {
       const int t = x / hd, i = x % hd;
-      Qe[t * ld + i] = row[t * channels + i];
-      Wk[t * ld + i] = row[t * channels + qk + i];
+      Qe[x] = t < n ? row[t * channels + i] : 0.f;
+      Wk[x] = t < n ? row[t * channels + qk + i] : 0.f;
     }
-    for (int x = tid; x < n * kSlice; x += kThreads) {
+    for (int x = tid; x < Cp * kSlice; x += kThreads) {
       const int t = x / kSlice, j = x % kSlice;
-      U[t * lv + j] = j < nv ? row[t * channels + 2 * qk + j0 + j] : 0.f;
+      U[x] = t < n && j < nv ? row[t * channels + 2 * qk + j0 + j] : 0.f;
     }
     const float* prow = sc.p + t0 * sc.ld_p + static_cast<long>(h) * kKdaMaxChunk;
     for (int x = tid; x < n * n; x += kThreads) P[(x / n) * lc + x % n] = prow[(x / n) * sc.ld_p + x % n];
     for (int i = tid; i < hd; i += kThreads) Egl[i] = sc.egl[t0 * qk + h * hd + i];
     __syncthreads();
-    // U = Uv - Wk S_0 and o = Qe S_0; thread (t = warp + r * warps, lane).
-    float o[kMaxChunkRows], w[kMaxChunkRows];
-#pragma unroll
-    for (int r = 0; r < kMaxChunkRows; ++r) o[r] = w[r] = 0.f;
-    for (int i = 0; i < hd; ++i) {
-      const float sv = St[i * kSlice + lane];
-#pragma unroll
-      for (int r = 0; r < kMaxChunkRows; ++r) {
-        const int t = min(warp + r * warps, n - 1);  // rows past n: computed, never stored
-        w[r] += Wk[t * ld + i] * sv;
-        o[r] += Qe[t * ld + i] * sv;
+    // U = Uv - Wk S_0 (accumulated onto Uv with -Wk) and the outputs' state part Qe S_0: warp w
+    // takes rows 16 (w / 2).. and columns 16 (w % 2)..
+    FragC cu, co;
+    for (int tile = warp; tile < Cp / 16 * 2; tile += warps) {
+      const int m0 = tile / 2 * 16, n0 = tile % 2 * 16;
+      wmma::load_matrix_sync(cu, U + m0 * kSlice + n0, kSlice, wmma::mem_row_major);
+      wmma::fill_fragment(co, 0.f);
+      for (int k0 = 0; k0 < hd; k0 += 8) {
+        FragA a, ahi, alo;
+        FragB b, bhi, blo;
+        wmma::load_matrix_sync(b, St + k0 * kSlice + n0, kSlice);
+        split(b, bhi, blo);
+        wmma::load_matrix_sync(a, Wk + m0 * hd + k0, hd);
+        split(a, ahi, alo, -1.f);
+        mma3(cu, ahi, alo, bhi, blo);
+        wmma::load_matrix_sync(a, Qe + m0 * hd + k0, hd);
+        split(a, ahi, alo);
+        mma3(co, ahi, alo, bhi, blo);
       }
+      // Another warp may still read this tile's rows of Qe (other column half): stored after the barrier.
     }
-#pragma unroll
-    for (int r = 0; r < kMaxChunkRows; ++r) {  // U[t][lane] is this thread's alone
-      const int t = warp + r * warps;
-      if (t < n) U[t * lv + lane] -= w[r];
-    }
-    __syncthreads();  // U complete; Wk read by all
-    for (int x = tid; x < n * hd; x += kThreads) KL[x] = sc.g[(t0 + x / hd) * qk + h * hd + x % hd];
     __syncthreads();
-    // o += P U; raw outputs (the norm kernel follows).
+    for (int tile = warp; tile < Cp / 16 * 2; tile += warps) {
+      const int m0 = tile / 2 * 16, n0 = tile % 2 * 16;
+      wmma::store_matrix_sync(U + m0 * kSlice + n0, cu, kSlice, wmma::mem_row_major);
+      wmma::store_matrix_sync(Ob + m0 * kSlice + n0, co, kSlice, wmma::mem_row_major);
+    }
+    for (int x = tid; x < Cp * hd; x += kThreads) KL[x] = x / hd < n ? sc.g[(t0 + x / hd) * qk + h * hd + x % hd] : 0.f;
+    for (int x = tid; x < hd * kSlice; x += kThreads) St[x] *= Egl[x / kSlice];
+    __syncthreads();
+    // o = Ob + P U; raw outputs (the norm kernel follows).
 #pragma unroll
     for (int r = 0; r < kMaxChunkRows; ++r) {
       const int t = warp + r * warps;
       if (t >= n || lane >= nv) continue;
-      float acc = o[r];
-      for (int x = 0; x <= t; ++x) acc += P[t * lc + x] * U[x * lv + lane];
+      float acc = Ob[t * kSlice + lane];
+      for (int x = 0; x <= t; ++x) acc += P[t * lc + x] * U[x * kSlice + lane];
       io.o[static_cast<long>(t0 + t) * io.ld_o + h * hd + j0 + lane] = acc;
     }
-    // S = diag(e^{G_last}) S_0 + KL^T U.
-    for (int x = tid; x < hd * kSlice; x += kThreads) {
-      const int i = x / kSlice, j = x % kSlice;
-      if (j >= nv) continue;  // past the head's last column: stays 0
-      float acc = Egl[i] * St[x];
-      for (int t = 0; t < n; ++t) acc += KL[t * ld + i] * U[t * lv + j];
-      St[x] = acc;
+    // S = diag(e^{G_last}) S_0 (done above) + KL^T U: tiles of 16 key rows x 16 value columns.
+    for (int tile = warp; tile < hd / 16 * 2; tile += warps) {
+      const int i0 = tile / 2 * 16, n0 = tile % 2 * 16;
+      FragC cs;
+      wmma::load_matrix_sync(cs, St + i0 * kSlice + n0, kSlice, wmma::mem_row_major);
+      for (int k0 = 0; k0 < Cp; k0 += 8) {
+        FragAc a, ahi, alo;
+        FragB b, bhi, blo;
+        wmma::load_matrix_sync(a, KL + k0 * hd + i0, hd);  // KL^T: column-major KL
+        split(a, ahi, alo);
+        wmma::load_matrix_sync(b, U + k0 * kSlice + n0, kSlice);
+        split(b, bhi, blo);
+        mma3(cs, ahi, alo, bhi, blo);
+      }
+      wmma::store_matrix_sync(St + i0 * kSlice + n0, cs, kSlice, wmma::mem_row_major);
     }
     __syncthreads();
   }
@@ -342,10 +391,12 @@ __global__ void kda_chunk_norm_kernel(KdaShape s, KdaWeights w, KdaIo io) {
 Status kda_chunk_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int sequences, int tokens,
                       const std::int32_t* seq_begin, const std::int32_t* slot, const std::int32_t* reset, float* state,
                       long state_stride, long layer_at, int chunk, float* scratch, Stream stream) {
-  if (s.head_dim < 1 || s.head_dim > 1024) return Error{"kda_chunk_cuda: linear_head_dim must be in [1, 1024]"};
+  if (s.head_dim < 16 || s.head_dim > 1024) return Error{"kda_chunk_cuda: linear_head_dim must be in [16, 1024]"};
   if (s.conv_kernel < 1) return Error{"kda_chunk_cuda: linear_conv_kernel_dim must be at least 1"};
   if (chunk < 1 || chunk > kKdaMaxChunk)
     return Error{"kda_chunk_cuda: chunk must be in [1, " + std::to_string(kKdaMaxChunk) + "], got " + std::to_string(chunk)};
+  if (s.head_dim % 16 != 0)
+    return Error{"kda_chunk_cuda: linear_head_dim must be a multiple of 16 (the tensor cores' tiles), got " + std::to_string(s.head_dim)};
   if (sequences == 0) return {};
   int device = 0, optin = 0;
   if (auto e = TANDEM_CUDA_STATUS(cudaGetDevice(&device), "kda_chunk_cuda"); !e) return e;

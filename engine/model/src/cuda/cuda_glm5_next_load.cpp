@@ -56,6 +56,7 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   };
   chunk_env("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_);
   chunk_env("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_);
+  if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {

@@ -101,7 +101,7 @@ void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int 
 // The prefill form of kda_recurrent_cuda (same sequences, slots, resets and io; `tokens` =
 // seq_begin[sequences]): each sequence's tokens `chunk` (1..kKdaMaxChunk) at a time in the chunked
 // form (kernels/cuda/kda_chunk.cu), the state carried between chunks in fp32. scratch: device
-// floats, kda_chunk_scratch_floats(s, tokens). Chunks are shortened where a block's shared memory
+// floats, kda_chunk_scratch_floats(s, tokens). head_dim: a multiple of 16. Chunks are shortened where a block's shared memory
 // does not hold the requested size (head_dim 128 fits chunk 64 on sm_90).
 constexpr int kKdaMaxChunk = 64;
 long kda_chunk_scratch_floats(const KdaShape& s, int tokens);
