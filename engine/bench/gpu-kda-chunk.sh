@@ -14,6 +14,8 @@
 #   5. tandem-bench-cuda prefill on the glm5_next_text fixture at 512 and 4096 tokens, chunked and
 #      token by token, while time is left (not 32768: the fixture's DSA indexer ranks its pools
 #      quadratically per query, minutes at that length)
+#   6. when BUNDLE/earlier holds an earlier version's gpu_check and gpu_timing: the same kernel
+#      check and timing of that version, for comparison (its failures are reported, not counted)
 # Each step's output goes to OUT/<step>.txt; the summary to stdout. Exit 1 when a check failed.
 set -u
 B=$(cd "$1" && pwd)
@@ -72,6 +74,15 @@ fi
 if [ $SECONDS -lt 190 ]; then
   bench prefill-4096-chunked 4096 TANDEM_KDA_CHUNK=64
   bench prefill-4096-token 4096 TANDEM_KDA_CHUNK=0
+fi
+if [ -x "$B/earlier/gpu_check" ]; then
+  cat "$B/earlier/commit.txt" 2>/dev/null
+  timeout 60 "$B/earlier/gpu_check" kda_chunk > "$O/earlier-gpu_check.txt" 2>&1
+  echo "== earlier-gpu_check: rc $? (not counted)"
+  grep -E "kda|FAIL|passed" "$O/earlier-gpu_check.txt"
+  timeout 60 "$B/earlier/gpu_timing" kda > "$O/earlier-timing.txt" 2>&1
+  echo "== earlier-timing: rc $?"
+  cat "$O/earlier-timing.txt"
 fi
 echo "== done in $SECONDS s; $([ $failed = 0 ] && echo 'all checks passed' || echo 'A CHECK FAILED')"
 exit $failed
