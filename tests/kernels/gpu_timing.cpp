@@ -138,6 +138,14 @@ void kda_prefill(int tokens) {
   report(what, chunked, 0);
   std::printf("%-62s %10.2f x (%.0f tokens/s chunked, %.0f token by token)\n", "  speed-up", by_token / chunked,
               tokens / chunked * 1e6, tokens / by_token * 1e6);
+  for (int chunk : {16, 32}) {  // how the cost moves with the chunk (the per-chunk part grows with it)
+    std::snprintf(what, sizeof what, "kda prefill 1 x %d, 64 heads of 128: chunks of %d", tokens, chunk);
+    report(what, time_us([&] {
+             ok(k::kda_chunk_cuda(s, w, io, 1, tokens, begin.p(), slot.p(), reset.p(), state.p(), sf, 0, chunk, scratch.p(),
+                                  nullptr));
+           }),
+           0);
+  }
 }
 
 }  // namespace
