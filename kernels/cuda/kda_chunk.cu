@@ -101,17 +101,45 @@ struct Scratch {
   }
 };
 
+// c += a b in 3xTF32: a = a_hi + a_lo with a_hi = tf32(a), a_lo = tf32(a - a_hi), likewise b, and
+// c += a_lo b_hi + a_hi b_lo + a_hi b_hi: fp32's accuracy from tf32 tensor cores (plain TF32's
+// 10-bit mantissa would leave about 1e-3, ten times the bar).
+namespace wmma = nvcuda::wmma;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragAc = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragBc = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+template <class F>
+__device__ __forceinline__ void split(const F& x, F& hi, F& lo, float sign = 1.f) {
+#pragma unroll
+  for (int e = 0; e < x.num_elements; ++e) {
+    const float v = sign * x.x[e];
+    hi.x[e] = wmma::__float_to_tf32(v);
+    lo.x[e] = wmma::__float_to_tf32(v - hi.x[e]);
+  }
+}
+template <class A, class B>
+__device__ __forceinline__ void mma3(FragC& c, const A& ahi, const A& alo, const B& bhi, const B& blo) {
+  wmma::mma_sync(c, alo, bhi, c);
+  wmma::mma_sync(c, ahi, blo, c);
+  wmma::mma_sync(c, ahi, bhi, c);
+}
+
 // Shared memory of the two chunk kernels, in floats; ld = hd + 1 and C + 1 against bank conflicts.
 struct PrepSmem {
-  int ld, lx, C, q, k, g, m, p, x, glast, beta, total;
-  __host__ __device__ PrepSmem(int hd, int chunk) : ld(hd + 1), lx(2 * hd + 1), C(chunk) {
+  int ld, lx, C, blocks, q, k, g, m, p, x, glast, beta, total;
+  __host__ __device__ PrepSmem(int hd, int chunk) : ld(hd + 1), lx(2 * hd + 1), C(chunk), blocks((chunk + 15) / 16) {
     q = 0;
     k = q + C * ld;
     g = k + C * ld;           // G, later k e^{G_last - G}
     m = g + C * ld;           // beta_t M_ts [C][C + 1]
     p = m + C * (C + 1);      // P_ts
-    x = p + C * (C + 1);      // [beta v | beta e^G k], solved in place [C][2 hd + 1]
-    glast = x + C * lx;       // [hd]
+    // [beta v | beta e^G k], solved in place [C][2 hd + 1]; before that the factors of the
+    // products between 16-token blocks (prep kernel), 32-byte aligned for wmma.
+    x = (p + C * (C + 1) + 7) / 8 * 8;
+    const int factors = blocks > 1 ? (32 + 16 * (blocks - 1)) * hd + (kThreads / 32) * 256 : 0;
+    glast = x + (C * lx > factors ? C * lx : factors);  // [hd]
     beta = glast + hd;        // [C]
     total = beta + C;
   }
@@ -132,30 +160,6 @@ struct ScanSmem {
     total = egl + round8(hd);
   }
 };
-
-// c += a b in 3xTF32: a = a_hi + a_lo with a_hi = tf32(a), a_lo = tf32(a - a_hi), likewise b, and
-// c += a_lo b_hi + a_hi b_lo + a_hi b_hi: fp32's accuracy from tf32 tensor cores (plain TF32's
-// 10-bit mantissa would leave about 1e-3, ten times the bar).
-namespace wmma = nvcuda::wmma;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragAc = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-template <class F>
-__device__ __forceinline__ void split(const F& x, F& hi, F& lo, float sign = 1.f) {
-#pragma unroll
-  for (int e = 0; e < x.num_elements; ++e) {
-    const float v = sign * x.x[e];
-    hi.x[e] = wmma::__float_to_tf32(v);
-    lo.x[e] = wmma::__float_to_tf32(v - hi.x[e]);
-  }
-}
-template <class A>
-__device__ __forceinline__ void mma3(FragC& c, const A& ahi, const A& alo, const FragB& bhi, const FragB& blo) {
-  wmma::mma_sync(c, alo, bhi, c);
-  wmma::mma_sync(c, ahi, blo, c);
-  wmma::mma_sync(c, ahi, bhi, c);
-}
 
 // The chunk `c` of all the sequences' chunks (each sequence cut into `chunk`-token pieces from its
 // first token): its sequence's begin and its first token; false past the last chunk.
@@ -181,10 +185,11 @@ __device__ bool find_chunk(const std::int32_t* seq_begin, int sequences, int chu
 // Chunks are independent here: the grid covers every chunk of every sequence at once.
 __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, KdaIo io, int chunk, int sequences,
                                                                   const std::int32_t* seq_begin, Scratch sc) {
-  extern __shared__ float sm[];
+  extern __shared__ __align__(128) float prep_sm[];  // wmma wants 32-byte aligned tiles
+  float* sm = prep_sm;
   int t0 = 0, n = 0;
   if (!find_chunk(seq_begin, sequences, chunk, blockIdx.x, t0, n)) return;
-  const int h = blockIdx.y, hd = s.head_dim, tid = threadIdx.x;
+  const int h = blockIdx.y, hd = s.head_dim, tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = kThreads / 32;
   const long qk = sc.qk, channels = 3 * qk;
   const PrepSmem L(hd, chunk);
   const int ld = L.ld, lx = L.lx, lc = chunk + 1;
@@ -204,12 +209,15 @@ __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, Kd
     Glast[i] = static_cast<float>(acc);
   }
   __syncthreads();
-  // M_ts (s < t, times beta_t) and P_ts (s <= t): the lower triangle, pair x = t (t + 1) / 2 + r.
-  for (int x = tid; x < n * (n + 1) / 2; x += kThreads) {
-    int t = static_cast<int>((sqrtf(8.f * static_cast<float>(x) + 1.f) - 1.f) * 0.5f);
-    while (t * (t + 1) / 2 > x) --t;  // the float root may land one off either way
-    while ((t + 1) * (t + 2) / 2 <= x) ++t;
-    const int r = x - t * (t + 1) / 2;
+  // M_ts (s < t, times beta_t) and P_ts (s <= t) in 16-token blocks. Within a block: pairwise,
+  // pair y = tl (tl + 1) / 2 + rl of block b.
+  for (int x = tid; x < L.blocks * 136; x += kThreads) {
+    const int b = x / 136, y = x % 136;
+    int tl = static_cast<int>((sqrtf(8.f * static_cast<float>(y) + 1.f) - 1.f) * 0.5f);
+    while (tl * (tl + 1) / 2 > y) --tl;  // the float root may land one off either way
+    while ((tl + 1) * (tl + 2) / 2 <= y) ++tl;
+    const int t = 16 * b + tl, r = 16 * b + y - tl * (tl + 1) / 2;
+    if (t >= n) continue;
     float mm = 0.f, pp = 0.f;
     for (int i = 0; i < hd; ++i) {
       // __expf: the exponent's own rounding (G is fp32) is already larger than its error
@@ -219,6 +227,52 @@ __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, Kd
     }
     M[t * lc + r] = Beta[t] * mm;  // the diagonal is not used
     P[t * lc + r] = pp;
+  }
+  // Block bt against the blocks before it, through the last token before bt (ref): e^{G_t - G_s}
+  // = e^{G_t - G_ref} e^{G_ref - G_s}, both exponents <= 0 (a factor that underflows belongs to a
+  // product that does too), so M = Al Br^T and P = Aq Br^T: tensor-core tiles, 3xTF32.
+  float* Al = X;                      // [16][hd] k_t e^{G_t - G_ref}
+  float* Aq = X + 16 * hd;            // [16][hd] q_t e^{G_t - G_ref}
+  float* Br = X + 32 * hd;            // [16 bt][hd] k_s e^{G_ref - G_s}
+  for (int bt = 1; bt < L.blocks; ++bt) {
+    const int ref = 16 * bt - 1;
+    float* tmp = Br + 16 * bt * hd + warp * 256;  // a tile's 16 x 16 before it is spread into M or P
+    __syncthreads();  // the previous block's tiles are read
+    for (int x = tid; x < 16 * hd; x += kThreads) {
+      const int t = 16 * bt + x / hd, i = x % hd;
+      const float e = t < n ? __expf(G[t * ld + i] - G[ref * ld + i]) : 0.f;
+      Al[x] = t < n ? Kk[t * ld + i] * e : 0.f;
+      Aq[x] = t < n ? Q[t * ld + i] * e : 0.f;
+    }
+    for (int x = tid; x < 16 * bt * hd; x += kThreads) {
+      const int r = x / hd, i = x % hd;
+      Br[x] = Kk[r * ld + i] * __expf(G[ref * ld + i] - G[r * ld + i]);
+    }
+    __syncthreads();
+    for (int tile = warp; tile < 2 * bt; tile += warps) {
+      const bool is_p = tile >= bt;
+      const int bs = tile % bt;
+      FragC c;
+      wmma::fill_fragment(c, 0.f);
+      for (int k0 = 0; k0 < hd; k0 += 8) {
+        FragA a, ahi, alo;
+        FragBc b, bhi, blo;
+        wmma::load_matrix_sync(a, (is_p ? Aq : Al) + k0, hd);
+        split(a, ahi, alo);
+        wmma::load_matrix_sync(b, Br + 16 * bs * hd + k0, hd);  // Br^T: column-major Br
+        split(b, bhi, blo);
+        mma3(c, ahi, alo, bhi, blo);
+      }
+      wmma::store_matrix_sync(tmp, c, 16, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int t = 16 * bt + e / 16, r = 16 * bs + e % 16;
+        if (t >= n) continue;
+        if (is_p) P[t * lc + r] = tmp[e];
+        else M[t * lc + r] = Beta[t] * tmp[e];
+      }
+      __syncwarp();  // the next tile's store reuses tmp
+    }
   }
   __syncthreads();  // the products above read q and G, rewritten below
   // Qe, KL and the right-hand sides [beta v | beta e^G k].
