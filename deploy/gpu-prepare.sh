@@ -19,6 +19,11 @@
 # With --bind it builds tandemctl, tandemd and tandem-serve ($SERVE_BUILD, configured with CUDA) and
 # packs them, stripped, into bin/ and the shared libraries the three need beyond glibc, CUDA and NCCL
 # (libssh, pcre2, ICU, ...) into lib/ of build-deps/bind-bundle.tar.xz, for deploy/gpu-bind.sh.
+# With --speed it packs issue 22's speed runs into build-deps/speed-bundle.tar.xz: tandem-bench-cuda
+# (engine/bench/gpu) and tandem-random-checkpoint ($SERVE_BUILD), stripped, in bin/, and the
+# scripts they run with in tree/ (so a GPU machine's older tree runs this one's); there:
+#   tar xJf build-deps/speed-bundle.tar.xz -C /tmp && BIN=/tmp/speed/bin bash /tmp/speed/tree/engine/bench/gpu-peers.sh OUT
+#   (or gpu-real-shape.sh OUT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
@@ -32,6 +37,9 @@ pack() {
   cp -r build-deps/serve/lib/. "$stage/serve/lib/"
   for f in "$@"; do strip -o "$stage/$(basename "$f")" "$f"; done
   cp build-deps/serve/tandem-serve "$stage/serve/"
+  # The commit the binaries were built from (with "+dirty" for uncommitted changes): the GPU
+  # machine's copy of the tree may carry an older .git, so its git log does not say.
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!build-deps' || echo +dirty)" >"$stage/COMMIT"
   # xz -9e: a serve build for two architectures packs to 21 MB at xz's default level and 13.5 MB
   # so, and the tracked tree (47 MB) leaves about 20 MB of the carry.
   tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >"build-deps/$name"
@@ -70,6 +78,24 @@ if [ "${1:-}" = --bind ]; then
   tar -C "$(dirname "$stage")" -cf - bundle | xz -9e -T0 >build-deps/bind-bundle.tar.xz
   rm -rf "$(dirname "$stage")"
   ls -la build-deps/bind-bundle.tar.xz
+  exit 0
+fi
+if [ "${1:-}" = --speed ]; then
+  mkdir -p build-deps/include
+  cp -r /usr/include/nlohmann build-deps/include/
+  cmake -S engine/bench/gpu -B build-gpu-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DNLOHMANN_INCLUDE="$PWD/build-deps/include" >/dev/null
+  ninja -C build-gpu-bench -j "${JOBS:-2}" tandem-bench-cuda
+  ninja -C "$serve_build" -j "${JOBS:-2}" tandem-random-checkpoint
+  stage=$(mktemp -d)/speed
+  mkdir -p "$stage/bin" "$stage/tree/engine/bench"
+  strip -o "$stage/bin/tandem-bench-cuda" build-gpu-bench/tandem-bench-cuda
+  strip -o "$stage/bin/tandem-random-checkpoint" "$serve_build/engine/bench/tandem-random-checkpoint"
+  cp engine/bench/{hf_bench.py,bench_step.sh,gpu-peers.sh,gpu-real-shape.sh,peers_report.py,real_shape_report.py} "$stage/tree/engine/bench/"
+  git rev-parse --short HEAD >"$stage/COMMIT"
+  tar -C "$(dirname "$stage")" -cf - speed | xz -9e -T0 >build-deps/speed-bundle.tar.xz
+  rm -rf "$(dirname "$stage")"
+  ls -la build-deps/speed-bundle.tar.xz
   exit 0
 fi
 if [ "${1:-}" = --spec ]; then

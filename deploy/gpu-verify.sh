@@ -53,7 +53,7 @@ memcheck() {  # memcheck NAME SECONDS COMMAND...: that check again under compute
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
-git log --oneline -1 2>/dev/null | tee -a "$summary"
+echo "binaries built at $(cat "$b/COMMIT" 2>/dev/null || echo '(unknown: a bundle from before COMMIT was packed)')" | tee -a "$summary"
 check gpu_check 120 "$b/gpu_check"
 memcheck gpu_check 200 "$b/gpu_check"
 check cuda_model_check 240 "$b/cuda_model_check" tests/model/fixtures

@@ -14,7 +14,8 @@ arch=${CUDA_ARCH:-90}
 build=$src/build-cuda-sm$arch
 # This machine has no GPU driver: the executable links against the link-time libcuda.so that the
 # CUDA toolkit ships (in its stubs/ folder); the GPU machine's driver supplies libcuda at run time.
-# The libraries ask for the name libcuda.so.1, so a link of that name points at it.
+# The libraries ask for the name libcuda.so.1, so a link of that name points at it. (A llama-bench
+# linked so ran on an H100: engine/bench/results/h100-peers-2026-12-06.md.)
 linklib=$(find "${CUDA_HOME:-/usr/local/cuda}/" -path '*stubs/libcuda.so' 2>/dev/null | head -1)
 [ -n "$linklib" ] || { echo "llamacpp-pack: no link-time libcuda.so (stubs/) under ${CUDA_HOME:-/usr/local/cuda}" >&2; exit 1; }
 linkdir=$(mktemp -d)

@@ -1,6 +1,7 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
 //   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
 //                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--pdl 0|1] [--profile STEPS]
+//                    [--profile-batch B] [--prefill 512,32768]
 // Measures the device-to-device copy bandwidth (bytes read + written per second), prefill tokens/s
 // (one prompt per step), and decode tokens/s at each batch size with CUDA graphs and eager. The
 // floor of a decode step is the bytes it must read (the weights it touches: everything but the
@@ -9,7 +10,12 @@
 // --decode-kernels 0 runs the model as it was before the decode-sized kernels (cuBLASLt, unfused
 // glue, the sampler's one-block greedy), for a before/after in one run; --pdl 0 launches the kernels
 // that use programmatic dependent launch (kernels/launch.hpp) the ordinary way.
-// --profile STEPS: where a batch-1 decode step's time goes. STEPS eager steps with a CUDA event
+// --prefill L1,L2,...: also prefill one prompt of each length, after the decode rows (3 timed runs
+// after a warm-up; 1 run, no warm-up, from 8192 tokens, whose one run takes seconds); the KV pool
+// then holds the longest as one sequence. The JSON file is rewritten after every measurement, so a
+// run cut short (a timeout during a long prefill) keeps what it measured. Decode graphs attend up
+// to max-model-len, which a long --prefill raises: measure decode apart (--batches none: no decode).
+// --profile STEPS: where a decode step's time goes (batch 1, or --profile-batch B). STEPS eager steps with a CUDA event
 // after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
 // the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
 // plus its launch gap); then STEPS graph replays timed the same way (the whole forward, then the
@@ -102,12 +108,18 @@ struct Decoder {
 // long-function: a benchmark driver; its phases (arguments, load, prefill, decode per batch, JSON)
 // run top to bottom in the order of the results it prints.
 int main(int argc, char** argv) {
-  if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]");
+  if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16|none] [--prefill L,...] [--kv-cache-dtype D] [--json FILE]");
   std::string dir = argv[1], json_path, kv = "auto";
-  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0;
+  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0, profile_batch = 1;
   bool decode_kernels = CudaOptions{}.decode_kernels;
   std::string modes = "graphs,eager";
-  std::vector<int> batches{1, 4, 16};
+  std::vector<int> batches{1, 4, 16}, prefills;
+  auto int_list = [](const std::string& v) {
+    std::vector<int> out;
+    std::stringstream ss(v);
+    for (std::string b; std::getline(ss, b, ',');) out.push_back(std::stoi(b));
+    return out;
+  };
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--prompt") prompt = std::stoi(v);
@@ -118,15 +130,16 @@ int main(int argc, char** argv) {
     else if (a == "--modes") modes = v;
     else if (a == "--decode-kernels") decode_kernels = std::stoi(v) != 0;
     else if (a == "--profile") profile = std::stoi(v);
+    else if (a == "--profile-batch") profile_batch = std::stoi(v);
     else if (a == "--pdl") tandem::kernels::set_programmatic_launch(std::stoi(v) != 0);
-    else if (a == "--batches") {
-      batches.clear();
-      std::stringstream ss(v);
-      for (std::string b; std::getline(ss, b, ',');) batches.push_back(std::stoi(b));
-    } else fail("unknown flag " + a);
+    else if (a == "--batches") batches = v == "none" ? std::vector<int>{} : int_list(v);
+    else if (a == "--prefill") prefills = int_list(v);
+    else fail("unknown flag " + a);
   }
-  int max_batch = 1;
+  if (profile_batch < 1) fail("--profile-batch needs a batch of at least 1");
+  int max_batch = profile > 0 ? profile_batch : 1, max_prefill = prompt;
   for (int b : batches) max_batch = std::max(max_batch, b);
+  for (int p : prefills) max_prefill = std::max(max_prefill, p);
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -136,8 +149,8 @@ int main(int argc, char** argv) {
   CudaOptions opt;
   opt.kv_cache_dtype = kv;
   opt.max_num_seqs = max_batch;
-  opt.max_num_batched_tokens = prompt;
-  opt.max_model_len = prompt + decode + 16;
+  opt.max_num_batched_tokens = max_prefill;
+  opt.max_model_len = std::max(prompt + decode + 16, max_prefill + 16);
   opt.skinny_rows = skinny;
   opt.decode_kernels = decode_kernels;
   opt.max_model_len += 2 * profile;
@@ -146,8 +159,11 @@ int main(int argc, char** argv) {
   if (!loaded) fail(loaded.error().message);
   CudaModel& m = *loaded.value();
   const double load_s = seconds_since(t_load);
-  const int block = 16, per_seq = (opt.max_model_len + block - 1) / block;
-  if (auto s = m.make_device_pool(max_batch * per_seq, block); !s) fail(s.error().message);
+  // Decode sequences hold prompt + decode tokens each; a long prefill (--prefill) is one sequence
+  // over the same blocks.
+  const int block = 16, per_seq = (prompt + decode + 2 * profile + 16 + block - 1) / block;
+  const int prefill_blocks = (max_prefill + 16 + block - 1) / block;
+  if (auto s = m.make_device_pool(std::max(max_batch * per_seq, prefill_blocks), block); !s) fail(s.error().message);
   const DecodeBytes db = m.decode_bytes();
   std::printf("model %s: %.2f GB of weights on the device (%s), loaded in %.1f s; a batch-1 decode step reads %.3f GB of "
               "them; KV %llu bytes/token\n",
@@ -163,19 +179,24 @@ int main(int argc, char** argv) {
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch));
   for (int s = 0; s < max_batch; ++s)
     for (int b = 0; b < per_seq; ++b) tables[static_cast<size_t>(s)].push_back(s * per_seq + b);
+  std::vector<int32_t> prefill_table(static_cast<size_t>(prefill_blocks));
+  for (int b = 0; b < prefill_blocks; ++b) prefill_table[static_cast<size_t>(b)] = b;
 
-  // Prefill: one prompt per step, first run a warm-up.
-  double prefill_s = 0;
+  // Prefill: one prompt of `len` tokens per step, `runs` timed after `warmups`; seconds per run.
+  auto prefill_seconds = [&](int len, int warmups, int runs) {
+    double total = 0;
+    for (int r = 0; r < warmups + runs; ++r) {
+      const auto ids = random_ids(len);
+      PagedWork w{ids, 0, prefill_table, true, 0};
+      const auto t0 = Clock::now();
+      auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
+      if (!out) fail("prefill of " + std::to_string(len) + " tokens: " + out.error().message);
+      if (r >= warmups) total += seconds_since(t0);
+    }
+    return total / runs;
+  };
   const int prefill_runs = 3;
-  for (int r = 0; r <= prefill_runs; ++r) {
-    const auto ids = random_ids(prompt);
-    PagedWork w{ids, 0, tables[0], true, 0};
-    const auto t0 = Clock::now();
-    auto out = m.step_greedy(std::span<const PagedWork>(&w, 1));
-    if (!out) fail("prefill: " + out.error().message);
-    if (r > 0) prefill_s += seconds_since(t0);
-  }
-  const double prefill_tps = prompt * prefill_runs / prefill_s;
+  const double prefill_tps = prompt / prefill_seconds(prompt, 1, prefill_runs);
   std::printf("prefill: %d tokens per step, %.0f tokens/s\n", prompt, prefill_tps);
 
   nlohmann::json doc;
@@ -198,6 +219,10 @@ int main(int argc, char** argv) {
   doc["programmatic_launch"] = tandem::kernels::programmatic_launch();
   doc["decode_steps"] = decode;
   doc["prefill_tok_s"] = prefill_tps;
+  auto save = [&] {
+    if (!json_path.empty()) std::ofstream(json_path) << doc.dump(1) << "\n";
+  };
+  save();
   std::printf("\n| batch | mode | decode tok/s | ms/step | floor tok/s | %% of floor |\n|---|---|---|---|---|---|\n");
   for (const bool eager : {false, true}) {
     if (modes.find(eager ? "eager" : "graphs") == std::string::npos) continue;
@@ -223,12 +248,22 @@ int main(int argc, char** argv) {
                                {"bytes_per_step", bytes},
                                {"floor_tok_s", floor_tps},
                                {"pct_of_floor", 100.0 * tps / floor_tps}});
+      save();
     }
   }
+  m.set_enforce_eager(false);
+  for (int len : prefills) {
+    const bool long_one = len >= 8192;
+    const double s = prefill_seconds(len, long_one ? 0 : 1, long_one ? 1 : prefill_runs);
+    std::printf("prefill: 1 x %d tokens, %.1f ms, %.0f tokens/s%s\n", len, 1e3 * s, len / s, long_one ? " (one run, no warm-up)" : "");
+    doc["prefill"].push_back({{"tokens", len}, {"ms", 1e3 * s}, {"tok_s", len / s}, {"runs", long_one ? 1 : prefill_runs},
+                              {"warmup", !long_one}});
+    save();
+  }
   if (profile > 0) {
-    // Batch 1 from the benchmark's mean context: prefill `prompt`, decode `decode` / 2 steps, then
-    // profile `profile` steps eagerly and `profile` graph replays.
-    Decoder dec(m, 1, prompt, tables, random_ids);
+    // Batch `profile_batch` from the benchmark's mean context: prefill `prompt`, decode `decode` / 2
+    // steps, then profile `profile` steps eagerly and `profile` graph replays.
+    Decoder dec(m, profile_batch, prompt, tables, random_ids);
     int pos = prompt;
     m.set_enforce_eager(false);
     for (int i = 0; i < decode / 2; ++i) dec.step(pos++);
@@ -252,9 +287,9 @@ int main(int argc, char** argv) {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
     double total_us = 0, total_bytes = 0;
     for (const auto& [op, o] : rows) total_us += o.us / profile, total_bytes += o.bytes / profile;
-    std::printf("\nProfile: batch 1, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
+    std::printf("\nProfile: batch %d, context %d..%d, %d eager steps (ops queued ahead, CUDA events between them), "
                 "decode kernels %s; GB/s = bytes the op must move / its time\n\n",
-                prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
+                profile_batch, prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
     std::printf("| op | calls/step | us/step | %% | MB/step | GB/s |\n|---|---|---|---|---|---|\n");
     nlohmann::json prof;
     for (const auto& [op, o] : rows) {
@@ -271,11 +306,11 @@ int main(int argc, char** argv) {
       std::printf("%s %.1f us/step; ", op.c_str(), o.us / profile);
       prof["graph_ops"][op] = o.us / profile;
     }
-    std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n",
-                1e6 * (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / bw,
-                (db.weights(1) + (pos - profile) * static_cast<double>(m.kv_bytes_per_token())) / 1e6, bw / 1e9);
+    const double floor_bytes =
+        db.weights(profile_batch) + profile_batch * (pos - profile) * static_cast<double>(m.kv_bytes_per_token());
+    std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n", 1e6 * floor_bytes / bw, floor_bytes / 1e6, bw / 1e9);
     doc["profile"] = prof;
   }
-  if (!json_path.empty()) std::ofstream(json_path) << doc.dump(1) << "\n";
+  save();
   return 0;
 }

@@ -36,6 +36,81 @@ inline bool quantized_projection(const std::string& name, const std::vector<int6
   return as == QuantizeAs::fp8_block || shape[1] % kernels::kNvfp4Group == 0;
 }
 
+// One tensor as it is written: its safetensors dtype and shape, and its bytes (empty while only
+// the layout is wanted).
+struct StoredTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+
+inline std::size_t dtype_size(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  return 1;
+}
+
+inline std::size_t stored_bytes(const StoredTensor& t) {
+  std::size_t n = dtype_size(t.dtype);
+  for (int64_t d : t.shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+// The tensors a projection [out][in] is stored as in format `as` (the weight and its scales), bytes
+// left empty; one F32 tensor where the format does not quantise it (quantized_projection).
+inline std::vector<StoredTensor> projection_layout(const std::string& name, int64_t out, int64_t in, QuantizeAs as) {
+  if (!quantized_projection(name, {out, in}, as)) return {{name, "F32", {out, in}, {}}};
+  if (as == QuantizeAs::fp8_block) {
+    const int64_t br = (out + kernels::kFp8Block - 1) / kernels::kFp8Block, bc = (in + kernels::kFp8Block - 1) / kernels::kFp8Block;
+    return {{name, "F8_E4M3", {out, in}, {}}, {name + "_scale_inv", "F32", {br, bc}, {}}};
+  }
+  return {{name, "U8", {out, in / 2}, {}},
+          {name + "_scale", "F8_E4M3", {out, in / kernels::kNvfp4Group}, {}},
+          {name + "_scale_2", "F32", {}, {}}};
+}
+
+// Appends projection_layout(...) with its bytes: w ([out][in], fp32) quantised, or copied as F32.
+inline void quantise_projection(std::vector<StoredTensor>& to, const std::string& name, int out, int in, const float* w,
+                                QuantizeAs as) {
+  std::vector<StoredTensor> parts = projection_layout(name, out, in, as);
+  for (StoredTensor& p : parts) p.bytes.resize(stored_bytes(p));
+  const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+  if (parts.size() == 1) {
+    std::memcpy(parts[0].bytes.data(), w, n * 4);
+  } else if (as == QuantizeAs::fp8_block) {
+    kernels::quantize_fp8_block_cpu(w, out, in, parts[0].bytes.data(), reinterpret_cast<float*>(parts[1].bytes.data()));
+  } else {
+    float g = 0;
+    kernels::quantize_nvfp4_cpu(w, out, in, parts[0].bytes.data(), parts[1].bytes.data(), &g);
+    std::memcpy(parts[2].bytes.data(), &g, 4);
+  }
+  for (StoredTensor& p : parts) to.push_back(std::move(p));
+}
+
+// config.json's quantization_config for `as`, as those checkpoints write it.
+inline nlohmann::json quantization_config(QuantizeAs as) {
+  return as == QuantizeAs::fp8_block
+             ? nlohmann::json{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}}
+             : nlohmann::json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}};
+}
+
+// The safetensors header of `tensors` stored back to back in this order; `offsets` gets where
+// each one's data starts in the data section. Prefixed by its 8-byte length, as the file begins.
+inline std::string safetensors_prefix(const std::vector<const StoredTensor*>& tensors, std::vector<std::size_t>* offsets = nullptr) {
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t at = 0;
+  for (const StoredTensor* t : tensors) {
+    if (offsets) offsets->push_back(at);
+    const std::size_t n = stored_bytes(*t);
+    header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {at, at + n}}};
+    at += n;
+  }
+  const std::string h = header.dump();
+  const std::uint64_t len = h.size();
+  return std::string(reinterpret_cast<const char*>(&len), 8) + h;
+}
+
 // Writes dst (created) from src; "" or what failed. `count` gets how many tensors were quantised.
 // long-function: a test-data writer (benchmarks and GPU checks only): read, quantise each 2-D
 // projection, write the safetensors header and data, in one pass.
@@ -44,13 +119,8 @@ inline std::string write_quantized(const std::filesystem::path& src, const std::
   namespace fs = std::filesystem;
   auto ck = Checkpoint::open(src);
   if (!ck) return ck.error().message;
-  struct Out {
-    std::string name, dtype;
-    std::vector<int64_t> shape;
-    std::vector<std::uint8_t> bytes;
-  };
   const std::vector<std::string> names = ck->names();
-  std::vector<std::vector<Out>> outs(names.size());
+  std::vector<std::vector<StoredTensor>> outs(names.size());
   std::vector<std::string> errors(names.size());
   std::atomic<std::size_t> next{0};
   auto bytes_of = [](const void* p, std::size_t n) {
@@ -58,26 +128,8 @@ inline std::string write_quantized(const std::filesystem::path& src, const std::
     std::memcpy(v.data(), p, n);
     return v;
   };
-  // One 2-D projection [out][in] of fp32 values, quantised (or in F32 where NVFP4 cannot hold it).
-  auto quantise = [&](std::vector<Out>& to, const std::string& name, int out, int in, const float* w) {
-    const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
-    if (!quantized_projection(name, {out, in}, as)) {
-      to.push_back({name, "F32", {out, in}, bytes_of(w, n * 4)});
-    } else if (as == QuantizeAs::fp8_block) {
-      const int64_t br = (out + kernels::kFp8Block - 1) / kernels::kFp8Block, bc = (in + kernels::kFp8Block - 1) / kernels::kFp8Block;
-      std::vector<std::uint8_t> q(n);
-      std::vector<float> s(static_cast<std::size_t>(br * bc));
-      kernels::quantize_fp8_block_cpu(w, out, in, q.data(), s.data());
-      to.push_back({name, "F8_E4M3", {out, in}, std::move(q)});
-      to.push_back({name + "_scale_inv", "F32", {br, bc}, bytes_of(s.data(), s.size() * 4)});
-    } else {
-      std::vector<std::uint8_t> packed(n / 2), scales(n / kernels::kNvfp4Group);
-      float g = 0;
-      kernels::quantize_nvfp4_cpu(w, out, in, packed.data(), scales.data(), &g);
-      to.push_back({name, "U8", {out, in / 2}, std::move(packed)});
-      to.push_back({name + "_scale", "F8_E4M3", {out, in / kernels::kNvfp4Group}, std::move(scales)});
-      to.push_back({name + "_scale_2", "F32", {}, bytes_of(&g, 4)});
-    }
+  auto quantise = [&](std::vector<StoredTensor>& to, const std::string& name, int out, int in, const float* w) {
+    quantise_projection(to, name, out, in, w, as);
   };
   auto ends = [](const std::string& name, const std::string& tail) {
     return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
@@ -124,24 +176,17 @@ inline std::string write_quantized(const std::filesystem::path& src, const std::
     if (!e.empty()) return e;
 
   fs::create_directories(dst);
-  nlohmann::json header = nlohmann::json::object();
-  std::size_t at = 0;
+  std::vector<const StoredTensor*> all;
   int quantised = 0;
-  for (const auto& group : outs) {
-    for (const Out& o : group) quantised += ends(o.name, "_scale_inv") || ends(o.name, "_scale_2");  // one per quantised tensor
-    for (const Out& o : group) {
-      header[o.name] = {{"dtype", o.dtype}, {"shape", o.shape}, {"data_offsets", {at, at + o.bytes.size()}}};
-      at += o.bytes.size();
-    }
-  }
-  if (count) *count = quantised;
-  const std::string h = header.dump();
-  const std::uint64_t len = h.size();
-  std::ofstream file(dst / "model.safetensors", std::ios::binary);
-  file.write(reinterpret_cast<const char*>(&len), 8);
-  file << h;
   for (const auto& group : outs)
-    for (const Out& o : group) file.write(reinterpret_cast<const char*>(o.bytes.data()), static_cast<std::streamsize>(o.bytes.size()));
+    for (const StoredTensor& o : group) {
+      quantised += ends(o.name, "_scale_inv") || ends(o.name, "_scale_2");  // one per quantised tensor
+      all.push_back(&o);
+    }
+  if (count) *count = quantised;
+  std::ofstream file(dst / "model.safetensors", std::ios::binary);
+  file << safetensors_prefix(all);
+  for (const StoredTensor* o : all) file.write(reinterpret_cast<const char*>(o->bytes.data()), static_cast<std::streamsize>(o->bytes.size()));
   if (!file) return "writing " + (dst / "model.safetensors").string();
   file.close();
 
@@ -149,10 +194,7 @@ inline std::string write_quantized(const std::filesystem::path& src, const std::
   if (!in) return "no " + (src / "config.json").string();
   auto config = nlohmann::json::parse(in, nullptr, false);
   if (config.is_discarded()) return "cannot parse " + (src / "config.json").string();
-  config["quantization_config"] =
-      as == QuantizeAs::fp8_block
-          ? nlohmann::json{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}}
-          : nlohmann::json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}};
+  config["quantization_config"] = quantization_config(as);
   std::ofstream(dst / "config.json") << config.dump(1) << "\n";
   for (const char* f : {"generation_config.json", "tokenizer.json", "tokenizer_config.json"})
     if (fs::exists(src / f)) fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);

@@ -23,12 +23,20 @@ float e2m1_to_float(std::uint8_t nibble) {
 std::uint8_t e2m1_from_float(float x) {
   const std::uint8_t sign = std::signbit(x) ? 8 : 0;
   const float a = std::isnan(x) ? 0.f : std::fabs(x);
-  int best = 0;
-  for (int c = 1; c < 8; ++c) {
-    const float d = std::fabs(a - kE2m1[c]), bd = std::fabs(a - kE2m1[best]);
-    if (d < bd || (d == bd && (c & 1) == 0)) best = c;  // ties to the even code (mantissa bit 0)
-  }
-  return static_cast<std::uint8_t>(sign | best);
+  // The nearest code by the midpoints of kE2m1, a tie going to the even code (mantissa bit 0):
+  // 0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4. Past 5, 6 unless
+  // a - 4 and a - 6 round to the same float (a >= 2^25, an infinity): then 4, the even code of the
+  // tie, as the nearest-code search this replaces chose (equal for all 2^32 floats).
+  std::uint8_t c;
+  if (a <= 0.25f) c = 0;
+  else if (a < 0.75f) c = 1;
+  else if (a <= 1.25f) c = 2;
+  else if (a < 1.75f) c = 3;
+  else if (a <= 2.5f) c = 4;
+  else if (a < 3.5f) c = 5;
+  else if (a <= 5.f) c = 6;
+  else c = a - 6.f < a - 4.f ? 7 : 6;
+  return static_cast<std::uint8_t>(sign | c);
 }
 
 void dequant_fp8_block_cpu(const std::uint8_t* w, const float* scale_inv, int out, int in, float* y) {

@@ -93,6 +93,11 @@ __device__ __forceinline__ uint4 load_nc16(const void* p) {
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+// Activations (written by an earlier kernel, read by many warps): one 16-byte load through L1.
+// Passing *reinterpret_cast<const uint4*>(x) to dot8's reference let the compiler read the bf16
+// pairs one 4-byte load at a time, four times the load instructions (ptxas: ld.global.v2.u16 in
+// place of ld.global.v4.u32), which cost the gemv 6-12% of a batch-6/16 decode step (issue 22).
+__device__ __forceinline__ uint4 load16(const void* p) { return __ldca(static_cast<const uint4*>(p)); }
 __device__ __forceinline__ uint2 load_nc8(const void* p) {
   uint2 v;
   asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));

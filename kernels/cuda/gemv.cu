@@ -2,10 +2,14 @@
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "common.cuh"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/rows_mma.hpp"
 
 namespace tandem::kernels {
 namespace {
@@ -33,7 +37,7 @@ constexpr int kWarps = 4;
 // Each row's sum is built as with RW = 1 (lane l: chunks l, l + 32, ..; the same butterfly).
 // 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
 // load, fp32 x two.
-__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, *reinterpret_cast<const uint4*>(x)); }
+__device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, cuda::load16(x)); }
 __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
   const float xs[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -48,8 +52,16 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   return s;
 }
 
+// Blocks an SM must hold: 8 (64 registers a thread) for the 4-load, one-row-a-warp kernels of bf16
+// x without SiLU (4 and 8 x rows). They are memory-bound with few loads a lane in flight, so a
+// block fewer an SM is that many fewer loads in flight: at 68 registers (7 blocks) a batch-16 decode
+// step of the 2 B model took 8% longer (9926ce1, engine/bench/results/h100-bisect22-2026-12-06.md).
+// These fit 64 without spilling (ptxas -v); the 8-load, SiLU and fp32-x kernels would spill.
+template <int NT, int U, int RW, bool SILU, class XT>
+constexpr int kMinBlocks = (NT <= 8 && U == 4 && RW == 1 && !SILU && std::is_same_v<XT, bf16>) ? 8 : 1;
+
 template <int NT, int U, int RW, class OutT, bool SILU, class XT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)) gemv_kernel(GemvArgs a) {
   const long first = (static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   const int lane = threadIdx.x % 32;
   const long total = static_cast<long>(a.groups) * a.out;
@@ -179,6 +191,9 @@ long l2_bytes() {
 // outgrow L2, so a smaller NT is taken only while its grid rows times the weight bytes fit in L2.
 // (A guard by reasoning, not by a measured loss: the 2 B model's batch 6 and 16 steps read the
 // same with and without it on an H100, engine/bench/results/h100-s4-merged-2026-12-06.md.)
+// 16 rows a warp past 8 when 8's re-reads outgrow L2 or its grid a wave: a batch-16 step's LM head
+// (630 MB) read twice from memory took 814 us of a 4.5 ms step on an H100, 2.6x its one read
+// (profile-v3-b16.txt of engine/bench/results/h100-bisect22-2026-12-06/).
 // A row's sum is the same whatever NT (gemv_kernel), so the choice never changes a result.
 template <class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
@@ -189,10 +204,27 @@ cudaError_t launch_rows(const GemvArgs& a, Stream stream) {
   if (a.rows <= 1 || (in_l2(1) && with_config<1, OutT, SILU, XT>(a, fits))) return with_config<1, OutT, SILU, XT>(a, go);
   if (a.rows <= 2 || (in_l2(2) && with_config<2, OutT, SILU, XT>(a, fits))) return with_config<2, OutT, SILU, XT>(a, go);
   if (a.rows <= 4 || (in_l2(4) && with_config<4, OutT, SILU, XT>(a, fits))) return with_config<4, OutT, SILU, XT>(a, go);
-  return with_config<8, OutT, SILU, XT>(a, go);
+  if (a.rows <= 8 || (in_l2(8) && with_config<8, OutT, SILU, XT>(a, fits))) return with_config<8, OutT, SILU, XT>(a, go);
+  return with_config<16, OutT, SILU, XT>(a, go);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// An experiment, off unless TANDEM_GEMV_MMA=1: the ungrouped bf16 products without bias on the
+// tensor cores (rows_mma.hpp) instead. A row's sum there depends on the inner size alone (four warps'
+// fixed slabs, each tile's columns apart), not on the rows beside it, so it is as batch-invariant
+// as this kernel, with another rounding; cuda_spec_check's bit-for-bit comparison of verified and
+// decoded rows is what tells.
+bool mma_instead(const GemvArgs& a, RowsMma& m) {
+  static const bool on = [] {
+    const char* v = std::getenv("TANDEM_GEMV_MMA");
+    return v && std::string(v) == "1";
+  }();
+  if (!on || a.groups != 1 || a.bias || a.x_type != DType::bf16) return false;
+  m.rows = a.rows, m.in = a.in, m.out = a.out, m.x = a.x, m.ldx = a.ldx, m.w = a.w, m.ldw = a.ldw;
+  m.y = a.y, m.ldy = a.ldy, m.y_type = a.y_type, m.silu = a.silu_mul, m.up_offset = a.up_offset;
+  return rows_mma_fits(m);
+}
 
 }  // namespace
 
@@ -206,6 +238,7 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (!gemv_fits(a)) return Error{"gemv: needs rows >= 1, in and the strides multiples of 8, 16-byte aligned x and w"};
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
+  if (RowsMma m; mma_instead(a, m)) return rows_mma(m, stream);
   cudaError_t e;
   if (a.x_type == DType::f32) {
     if (a.silu_mul || a.y_type != DType::f32) return Error{"gemv: fp32 x takes an fp32 result and no silu_mul"};

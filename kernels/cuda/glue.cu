@@ -34,17 +34,23 @@ __device__ __forceinline__ float widen(float v) { return v; }
 // a 2048-wide row: most of this kernel's time at batch 1. The sums keep their order.
 constexpr int kBatch = 8;
 
+// A norm's first round of weights (kBatch entries a thread, as the norm reads them): constant, so
+// its kernels load it before waiting for their input's kernel.
+__device__ __forceinline__ void first_round_weights(const bf16* w, int n, float (&g0)[kBatch]) {
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
+    g0[j] = i < n ? __bfloat162float(w[i]) : 0.f;
+  }
+}
+
 // The first round's norm weights are constant: loaded before waiting for delta's kernel.
 template <class D>
 __global__ void add_rmsnorm_kernel(float* x, const D* delta, const bf16* w, bf16* y, float* y32, int n, float eps,
                                    const std::int32_t* pick) {
   const int step = static_cast<int>(blockDim.x);
   float g0[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    const int i = static_cast<int>(threadIdx.x) + j * step;
-    g0[j] = i < n ? __bfloat162float(w[i]) : 0.f;
-  }
+  first_round_weights(w, n, g0);
   cuda::pdl_begin();
   __shared__ float part[32];
   const long row = pick ? pick[blockIdx.x] : blockIdx.x;  // y's row is blockIdx.x either way
@@ -170,11 +176,7 @@ __global__ void latent_prep_kernel(LatentPrep p) {
   // The norm's first round of weights, constant, also before the wait (kBatch entries a thread).
   const int step = static_cast<int>(blockDim.x);
   float g0[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    const int i = static_cast<int>(threadIdx.x) + j * step;
-    g0[j] = i < n ? __bfloat162float(w[i]) : 0.f;
-  }
+  first_round_weights(w, n, g0);
   // And the key's first round of rotations (pos and the frequencies are known; fp64 sincos is slow).
   const int half = p.rope_dim / 2;
   double sn0 = 0.0, cs0 = 0.0;

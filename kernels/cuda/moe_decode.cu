@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32) down_kernel(MoeDecodeArgs a, long
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       if (c0 + 32 * i >= total) break;
-      acc += scale[i] * cuda::dot8(wv[i], *reinterpret_cast<const uint4*>(xp[i]));
+      acc += scale[i] * cuda::dot8(wv[i], cuda::load16(xp[i]));
     }
   }
   acc = cuda::warp_sum(acc);

@@ -102,6 +102,19 @@ __global__ void moe_route_kernel(MoeRouting m, const float* logits, const float*
   route_token(m, logits + static_cast<long>(token) * E, bias, token, score, score + E, score + 2 * E, taken, expert, weight);
 }
 
+// One expert's router logit of an fp32 row, by a warp (16-byte loads of the row and the router;
+// every lane gets the sum). The fused and the unfused router sum in this one order, so they agree.
+__device__ __forceinline__ float router_dot(const float* x, const float* we, int hidden, int lane) {
+  float s = 0.f;
+#pragma unroll 4
+  for (int c = lane * 8; c < hidden; c += 32 * 8) {
+    const float4 x0 = *reinterpret_cast<const float4*>(x + c), x1 = *reinterpret_cast<const float4*>(x + c + 4);
+    const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
+    s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
+  }
+  return cuda::warp_sum(s);
+}
+
 // The block's warps take the experts' router logits of one token's fp32 row in turn (16-byte
 // loads of the row and the router), into shared memory; then warp 0 routes. Shared by the router
 // kernels, whatever made the row.
@@ -110,15 +123,7 @@ __device__ void logits_then_route(const MoeRouting& m, const float* xt, int hidd
                                   float* weight) {
   const int E = m.n_experts, warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   for (int e = warp; e < E; e += warps) {
-    const float* we = router + static_cast<long>(e) * hidden;
-    float s = 0.f;
-#pragma unroll 4
-    for (int c = lane * 8; c < hidden; c += 32 * 8) {
-      const float4 x0 = *reinterpret_cast<const float4*>(xt + c), x1 = *reinterpret_cast<const float4*>(xt + c + 4);
-      const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
-      s += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
-    }
-    s = cuda::warp_sum(s);
+    const float s = router_dot(xt, router + static_cast<long>(e) * hidden, hidden, lane);
     if (lane == 0) logits[e] = s;
   }
   __syncthreads();
@@ -237,15 +242,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
   __syncthreads();
   float* logits0 = cluster.map_shared_rank(logits, 0);  // the first block's logits
   for (int e = rank * kWarps + warp; e < E; e += kWarps * blocks) {
-    const float* we = router + static_cast<long>(e) * hidden;
-    float d = 0.f;
-#pragma unroll 4
-    for (int c = lane * 8; c < hidden; c += 32 * 8) {
-      const float4 x0 = *reinterpret_cast<const float4*>(xs + c), x1 = *reinterpret_cast<const float4*>(xs + c + 4);
-      const float4 w0 = *reinterpret_cast<const float4*>(we + c), w1 = *reinterpret_cast<const float4*>(we + c + 4);
-      d += x0.x * w0.x + x0.y * w0.y + x0.z * w0.z + x0.w * w0.w + x1.x * w1.x + x1.y * w1.y + x1.z * w1.z + x1.w * w1.w;
-    }
-    d = cuda::warp_sum(d);
+    const float d = router_dot(xs, router + static_cast<long>(e) * hidden, hidden, lane);
     if (lane == 0) logits0[e] = d;
   }
   // Every block has read x and delta and written its logits: the first block may update x in place.

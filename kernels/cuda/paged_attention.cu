@@ -164,6 +164,7 @@ Variant variant_for(const PagedKvLayout& l) {
 
 // How many splits of the keys: enough blocks for two per multiprocessor, at least 32 keys a split.
 int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
+  if (l.fixed_split_keys > 0) return std::min(kMaxSplits, std::max(1, (max_context + l.fixed_split_keys - 1) / l.fixed_split_keys));
   if (max_context <= 64) return 1;
   static int sms = [] {
     int dev = 0, n = 0;
@@ -186,6 +187,7 @@ Status check_layout(const PagedKvLayout& l, const char* op) {
   if (l.qk_dim <= 0 || l.qk_dim > kMaxDim || l.v_dim <= 0 || l.v_dim > kMaxDim)
     return Error{name + ": qk_dim and v_dim must be in [1, 576]"};
   if (!(l.k_scale > 0.f) || !(l.v_scale > 0.f)) return Error{name + ": k_scale and v_scale must be > 0"};
+  if (l.fixed_split_keys < 0 || l.fixed_split_keys % 32 != 0) return Error{name + ": fixed_split_keys must be a multiple of 32"};
   if (l.v_in_k && (l.v_dim > l.qk_dim || l.v_scale != l.k_scale))
     return Error{name + ": v_in_k needs v_dim <= qk_dim and v_scale == k_scale"};
   return {};
@@ -247,7 +249,8 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
     if (workspace != nullptr) return Error{"paged_attention: workspace smaller than paged_attention_workspace_bytes"};
     splits = 1;  // no workspace given: one block walks all the keys
   }
-  const int per_split = splits == 1 ? 0 : (max_context + splits - 1) / splits;
+  const int even = (max_context + splits - 1) / splits;  // the fixed split, unless kMaxSplits of it fall short
+  const int per_split = splits == 1 ? 0 : l.fixed_split_keys > 0 ? std::max(l.fixed_split_keys, even) : even;
   const Variant v = variant_for(l);
   const int group = q_heads / l.kv_heads;
   const dim3 grid(static_cast<unsigned>(n_tokens * l.kv_heads * ((group + v.heads - 1) / v.heads)),

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int j = 0; j < kTok; ++j) {
         if (j >= nt) break;
-        const uint4 xv = *reinterpret_cast<const uint4*>(xr[j] + c);
+        const uint4 xv = cuda::load16(xr[j] + c);
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r) dot8(wv[r], xv, acc[r][j]);
       }

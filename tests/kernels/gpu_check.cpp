@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
        {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
         Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
         Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
-        Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few}}) {
+        Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
+        Group{"rows_mma", check_rows_mma}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; ++i) wanted = wanted || std::strcmp(argv[i], g.name) == 0;
     if (!wanted) continue;

@@ -41,6 +41,7 @@ void check_fused(std::vector<Row>& rows);
 void check_glm5_next(std::vector<Row>& rows);
 void check_kda_chunk(std::vector<Row>& rows);
 void check_kda_chunk_few(std::vector<Row>& rows);
+void check_rows_mma(std::vector<Row>& rows);
 
 // Sizes are computed in long and handed to the containers through this one cast.
 inline size_t sz(long n) { return static_cast<size_t>(n); }

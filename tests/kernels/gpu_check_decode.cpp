@@ -251,6 +251,11 @@ void check_decode(std::vector<Row>& rows) {
   gemv_rows_agree(rows, 5, 20, 192, 512);
   gemv_rows_agree(rows, 6, 1, 768, 640);
   gemv_rows_agree(rows, 3, 3, 96, 37);
+  // Past 8 rows with a grid of 8 beyond one wave: 16 rows a warp (a batch-16 LM head), whole and
+  // partial (12 rows), plain and gate_up + SiLU; a row alone equals it among 16.
+  gemv(rows, 16, 1, 2048, 3001, false, false, DType::f32);
+  gemv(rows, 12, 1, 1024, 6000, false, true, DType::bf16);
+  gemv_rows_agree(rows, 16, 1, 2048, 3001);
   moe(rows, 1, 32, 4, 2048, 768, 768);
   moe(rows, 4, 8, 3, 64, 32, 64);
   moe(rows, 3, 6, 2, 64, 24, 0);

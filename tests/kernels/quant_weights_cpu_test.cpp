@@ -37,6 +37,13 @@ TEST_CASE("e2m1: the eight magnitudes, the sign bit, round to nearest with ties 
   CHECK(e2m1_from_float(5.1f) == 7);
   CHECK(e2m1_from_float(100.f) == 7);  // saturates at 6
   CHECK(e2m1_from_float(-3.2f) == (8 | 5));
+  // Either side of every midpoint goes to the nearer code; the midpoint itself to the even one.
+  for (int c = 0; c < 7; ++c) {
+    const float mid = (mags[c] + mags[c + 1]) / 2;
+    CHECK(e2m1_from_float(std::nextafter(mid, 0.f)) == c);
+    CHECK(e2m1_from_float(std::nextafter(mid, 100.f)) == c + 1);
+    CHECK(e2m1_from_float(mid) == (c % 2 == 0 ? c : c + 1));
+  }
 }
 
 TEST_CASE("NVFP4 layout: low nibble is the even element, one fp8 scale per 16 inputs, times the global scale") {

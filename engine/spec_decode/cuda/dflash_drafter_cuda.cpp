@@ -14,15 +14,20 @@
 //       x += down(silu(gate(h')) * up(h')), h' = rmsnorm(x)
 //     logits = lm_head(norm(x)) at block rows 1..n (the target's head; the norm of those rows alone),
 //     argmax on the device.
-//   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation).
-//   A proposal whose sequences all draft the same n replays a CUDA graph per (batch bucket, n), as
-//   the target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
+//   Products of up to 64 rows take the decode-sized gemv (gate_up fused with its activation); a
+//   proposal of kFusedFromRows rows or more takes the tensor cores instead (enqueue_fused: rows_mma
+//   with the norms, the embedding and the argmax folded in, qkv_heads with head_prep folded in).
+//   The attention splits the keys at a fixed size (layout()), so the graph captured for
+//   max-model-len serves short contexts well.
+//   A proposal replays a CUDA graph per (batch bucket, longest n), shorter blocks padded, as the
+//   target's decode steps do, and context rows of up to 512 tokens one per padded size; padding
 //   writes only the scratch block.
 // bf16 weights and activations, fp32 accumulation and residual, as the target's CUDA path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -33,6 +38,7 @@
 #include "tandem/kernels/head_prep.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/rope.hpp"
+#include "tandem/kernels/rows_mma.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // cuda_error, FirstError
 #include "tandem/model/cuda/device_buffer.hpp"
@@ -70,6 +76,10 @@ class DFlashCuda final : public DeviceDrafter {
     r_cap_ = o.max_num_seqs * (B_ - 1);
     max_len_ = o.max_model_len > 0 ? o.max_model_len : target.config().decoder().max_position_embeddings;
     eager_ = o.enforce_eager;
+    const char* mma = std::getenv("TANDEM_DRAFTER_MMA");
+    mma_ = !(mma && std::string(mma) == "0");
+    const char* heads = std::getenv("TANDEM_DRAFTER_FUSED_HEADS");
+    fused_heads_ = !(heads && std::string(heads) == "0");
     target_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   }
   ~DFlashCuda() override {
@@ -107,6 +117,10 @@ class DFlashCuda final : public DeviceDrafter {
     l.block_size = block_size_;
     l.kv_heads = kvh_;
     l.qk_dim = l.v_dim = hd_;
+    // Fixed splits of 32 keys or more (at most 64 of max-model-len): a proposal's graph is captured
+    // for max-model-len, and splits chosen for that would give a short context one or two blocks
+    // walking all of it.
+    l.fixed_split_keys = 32 * (((max_len_ + 31) / 32 + 63) / 64);
     return l;
   }
   char* k_pool(int l) const { return pool_.as<char>() + static_cast<std::size_t>(2 * l) * layer_bytes_; }
@@ -121,6 +135,11 @@ class DFlashCuda final : public DeviceDrafter {
   std::int32_t* in_slot() const { return in_seq() + t_cap_; }
   std::int32_t* in_rows() const { return in_slot() + t_cap_; }
   std::int32_t* in_tables() const { return in_rows() + r_cap_; }
+  // Context rows stage their positions and slots apart from a proposal's inputs, one after the other
+  // over the token and position fields (a proposal uploads its own before it runs): pos at
+  // ctx_pos(), the slots of `rows` staged rows right after them, so one copy uploads both.
+  std::int32_t* ctx_pos() const { return in_tok(); }
+  std::int32_t* ctx_slot(int rows) const { return in_tok() + rows; }
   std::size_t offset(const std::int32_t* device_ptr) const { return static_cast<std::size_t>(device_ptr - in_tok()); }
 
   // The slot of `pos` through `table`, or -1 (with `why`) when the table does not cover it.
@@ -180,8 +199,37 @@ class DFlashCuda final : public DeviceDrafter {
   // Layer l's q|k|v rows for T rows of h_ (queries false: k|v alone), then one head_prep: K and V
   // into the pool (positions in_pos, slots in_slot), the normed, rotated queries into q_.
   Status qkv_rows(int l, int T, bool queries);
+  // head_prep of layer l's q|k|v rows in qkv_ (qkv_rows' second half) at positions pos, into slots.
+  Status prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot);
+  k::HeadPrep head_prep_args(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) const;
+  // Product m of layer l's q|k|v (or k|v) rows and head_prep of them: one qkv_heads launch where it
+  // fits (and fused_heads_), else rows_mma then head_prep.
+  Status product_and_heads(int l, k::RowsMma m, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot,
+                           const char* op);
   // The proposal's forward over T staged block tokens, R logit rows, argmax keys into argmax_keys_.
   Status enqueue(int T, int R, int max_context);
+  // The same forward with the products on the tensor cores and the norms folded into them
+  // (rows_mma.hpp): 5 launches a layer instead of 8 (the embedding in the first), head_prep folded
+  // into the q|k|v product (qkv_heads), the head's argmax in its product. Taken when mma_, the shapes
+  // fit (fused_fits) and the proposal has kFusedFromRows rows or more: on an H100 with the pair's
+  // drafter a proposal of 8 rows (batch 1) cost 0.137 ms this way and 0.125 ms unfused, one of 48
+  // rows (batch 6) 0.200 ms against 0.233 (engine/spec_decode/bench/results/h100-spec21-2026-12-06.md):
+  // the products' k split and the folded norms cost latency that only more rows pay back.
+  static constexpr int kFusedFromRows = 17;
+  Status enqueue_fused(int T, int R, int max_context);
+  bool fused_fits(int T) const;
+  k::RowsMma mma(const void* x, long ldx, const void* w, void* y, int rows, int in, int out) const {
+    k::RowsMma m;
+    m.rows = rows, m.in = in, m.out = out, m.x = x, m.ldx = ldx, m.w = w, m.ldw = in, m.y = y, m.ldy = out;
+    return m;
+  }
+  // m with its x as rmsnorm(cur + delta) * norm_w: the residual after the add goes to the other
+  // residual buffer, which becomes the current one.
+  void normed(k::RowsMma& m, const DeviceBuffer& norm_w, bool keep_residual) {
+    m.x = nullptr, m.ldx = 0;
+    m.x32 = res_[cur_]->as<float>(), m.delta = delta_.get(), m.norm_w = norm_w.get(), m.eps = eps();
+    if (keep_residual) m.x32_out = res_[1 - cur_]->as<float>(), cur_ = 1 - cur_;
+  }
   Status capture(int B, int n);
   // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
   Status enqueue_context(int T);
@@ -194,7 +242,7 @@ class DFlashCuda final : public DeviceDrafter {
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
   std::vector<Layer> layers_;
-  DeviceBuffer x_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
+  DeviceBuffer x_, x2_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
   int qkvw() const { return qw_ + 2 * kvw_; }  // a q|k|v row's width (qkv_, Layer::qkv)
   DeviceBuffer pool_, inputs_, attn_ws_;
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
@@ -209,6 +257,10 @@ class DFlashCuda final : public DeviceDrafter {
   // memory is staged by the driver, microseconds more on every proposal.
   unsigned long long* keys_host_ = nullptr;
   bool eager_ = false;
+  bool mma_ = true;                        // TANDEM_DRAFTER_MMA=0: the gemv path (for comparison)
+  bool fused_heads_ = true;                // TANDEM_DRAFTER_FUSED_HEADS=0: rows_mma then head_prep
+  DeviceBuffer* res_[2] = {&x_, &x2_};     // the fused path's residual, ping-ponged
+  int cur_ = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
   int target_tokens_ = 0;                                    // rows the target's capture holds
@@ -285,6 +337,7 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
   };
   const Want wants[] = {
       {&x_, T * h * 4, "drafter residual"},
+      {&x2_, T * h * 4, "drafter residual (second)"},
       {&delta_, T * h * 2, "drafter delta"},
       {&h_, T * h * 2, "drafter normed"},
       {&q_, T * static_cast<std::size_t>(qw_) * 2, "drafter queries"},
@@ -334,12 +387,39 @@ Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
   FirstError err;
   err(gemm(g));
   mark("qkv (gemv)");
+  err(queries ? prep_heads(l, T, true, in_pos(), in_slot()) : prep_heads(l, T, false, ctx_pos(), ctx_slot(T)));
+  return err.status;
+}
+
+Status DFlashCuda::prep_heads(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) {
+  FirstError err;
+  err(k::head_prep(head_prep_args(l, T, queries, pos, slot), stream_));
+  mark("head prep (norms, rope, cache write)");
+  return err.status;
+}
+
+k::HeadPrep DFlashCuda::head_prep_args(int l, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot) const {
+  const Layer& a = layers_[static_cast<std::size_t>(l)];
   k::HeadPrep p;
   p.qkv = qkv_.get(), p.ld = qkvw(), p.k_at = qw_, p.v_at = qw_ + kvw_;
   p.tokens = T, p.q_heads = queries ? nh_ : 0, p.kv_heads = kvh_, p.head_dim = hd_;
   p.q_norm = a.q_norm.get(), p.k_norm = a.k_norm.get(), p.eps = eps();
-  p.inv_freq = inv_freq_.as<float>(), p.pos = in_pos(), p.slot = in_slot();
+  p.inv_freq = inv_freq_.as<float>(), p.pos = pos, p.slot = slot;
   p.q_out = q_.get(), p.k_cache = k_pool(l), p.v_cache = v_pool(l);
+  return p;
+}
+
+Status DFlashCuda::product_and_heads(int l, k::RowsMma m, int T, bool queries, const std::int32_t* pos, const std::int32_t* slot,
+                                     const char* op) {
+  FirstError err;
+  const k::HeadPrep p = head_prep_args(l, T, queries, pos, slot);
+  if (fused_heads_ && k::qkv_heads_fits(m, p)) {
+    err(k::qkv_heads(m, p, stream_));
+    mark(op);
+    return err.status;
+  }
+  err(k::rows_mma(m, stream_));
+  mark(op);
   err(k::head_prep(p, stream_));
   mark("head prep (norms, rope, cache write)");
   return err.status;
@@ -348,8 +428,8 @@ Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
 tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
   if (!target_.captured()) return error("drafter: the target captures no hidden states");
-  std::int32_t* pos = ctx_host_ + offset(in_pos());
-  std::int32_t* slots = ctx_host_ + offset(in_slot());
+  std::int32_t* pos = ctx_host_ + offset(ctx_pos());
+  std::int32_t* slots = ctx_host_ + t_cap_;  // moved up behind the positions once the rows are known
   int T = 0;
   std::string why;
   for (const model::PagedWork& w : work)
@@ -370,8 +450,8 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
     for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
   const int rows = graph ? Tn : T;
   FirstError err;
-  upload(ctx_host_, in_pos(), static_cast<std::size_t>(rows), err);
-  upload(ctx_host_, in_slot(), static_cast<std::size_t>(rows), err);
+  std::copy(slots, slots + rows, ctx_host_ + offset(ctx_slot(rows)));  // forward: the target is below the source
+  upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(rows), err);
   if (graph) {
     if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
       err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
@@ -395,6 +475,9 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   return tandem::Ok{};
 }
 
+// The gemv path for every size: the tensor-core one (fc into fp32 rows, the hidden norm and
+// head_prep folded into each layer's k|v product) cost 0.037 ms for a verification's 8 rows on an
+// H100 against 0.024 ms this way, and no less for 48 (spec21's run, 2026-12-06).
 Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
@@ -410,10 +493,12 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   Drafts out;
   if (S == 0) return out;
   if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
-  bool graph = !eager_;
-  for (const DraftItem& it : items) graph = graph && it.n == items[0].n;
-  const int n_all = items[0].n;
-  graph = graph && n_all + 1 <= block_size_;  // a padding sequence's block fits the scratch block
+  // Mixed lengths (the adaptive policy at batch > 1) replay the graph of the longest: a shorter
+  // block is padded with mask tokens whose rows write the scratch block and attend only up to the
+  // block's own end (its real tokens do not see them), their drafts dropped.
+  int n_all = 0;
+  for (const DraftItem& it : items) n_all = std::max(n_all, it.n);
+  const bool graph = !eager_ && n_all + 1 <= block_size_;  // a padded block fits the scratch block
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
   std::int32_t* host = prop_host_;
   std::int32_t* tok = host + offset(in_tok());
@@ -426,6 +511,7 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   const std::size_t mb = static_cast<std::size_t>(max_blocks_);
   int T = 0, R = 0, max_context = 0;
   std::string why;
+  std::vector<int> first_row(static_cast<std::size_t>(S));  // an item's first draft row
   for (int s = 0; s < B; ++s) {
     std::int32_t* table = tables + static_cast<std::size_t>(s) * mb;
     if (s >= S) {  // padding: a block at positions 0..n of a sequence that owns only the scratch block
@@ -445,16 +531,17 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
     const std::size_t have = std::min(mb, it.block_table.size());
     std::copy(it.block_table.begin(), it.block_table.begin() + static_cast<long>(have), table);
     std::fill(table + have, table + mb, num_blocks_);
-    for (int i = 0; i <= it.n; ++i, ++T) {
-      const long sl = slot(it.block_table, it.pos + i, why);
-      if (sl < 0) return error("drafter: " + why);
+    first_row[static_cast<std::size_t>(s)] = R;
+    for (int i = 0; i <= (graph ? n_all : it.n); ++i, ++T) {
+      long sl = num_blocks_ * block_size_ + i;  // a padding token's: the scratch block
+      if (i <= it.n && (sl = slot(it.block_table, it.pos + i, why)) < 0) return error("drafter: " + why);
       tok[T] = i == 0 ? it.anchor : c_.mask_token_id;
       pos[T] = it.pos + i, mask[T] = it.pos + it.n, seq[T] = s, slots[T] = static_cast<std::int32_t>(sl);
       if (i > 0) rows[R++] = T;
     }
     max_context = std::max(max_context, it.pos + it.n + 1);
   }
-  const int real_rows = graph ? S * n_all : R;
+  const int real_rows = graph ? S * n_all : R;  // the items' rows (padding included) at the front
   FirstError err;
   // One copy of the staged inputs up to the last table where that span is small (each copy costs
   // microseconds of host time whatever its size, and a proposal is short), else one per field.
@@ -481,19 +568,27 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(keys_host_, argmax_keys_.get(), got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                  stream_),
                  "draft tokens"));
+  std::vector<float> logits;
   if (want_logits) {
-    out.logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
-    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
+    logits.resize(static_cast<std::size_t>(real_rows) * static_cast<std::size_t>(V_));
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * 4, cudaMemcpyDeviceToHost, stream_),
                    "draft logits"));
   }
   err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter"));
   if (!err.ok()) return err.status.error().with_context("drafter");
-  out.tokens.reserve(got.size());
-  for (const auto key : got) out.tokens.push_back(k::argmax_key_index(key));
+  // Each item's n drafts, without the rows that padded its block.
+  const std::size_t Vs = static_cast<std::size_t>(V_);
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < items[static_cast<std::size_t>(s)].n; ++i) {
+      const std::size_t r = static_cast<std::size_t>(first_row[static_cast<std::size_t>(s)] + i);
+      out.tokens.push_back(k::argmax_key_index(got[r]));
+      if (want_logits) out.logits.insert(out.logits.end(), logits.begin() + static_cast<long>(r * Vs), logits.begin() + static_cast<long>((r + 1) * Vs));
+    }
   return out;
 }
 
 Status DFlashCuda::enqueue(int T, int R, int max_context) {
+  if (mma_ && T >= kFusedFromRows && fused_fits(T)) return enqueue_fused(T, R, max_context);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   FirstError err;
   mark("start");
@@ -532,6 +627,60 @@ Status DFlashCuda::enqueue(int T, int R, int max_context) {
   // Greedy drafts (the sampled ones are drawn on the host from the logits): one argmax per row.
   err(k::argmax_rows_cuda(logits_.as<float>(), R, V_, argmax_keys_.as<unsigned long long>(), stream_));
   mark("argmax");
+  return err.status;
+}
+
+bool DFlashCuda::fused_fits(int T) const {
+  const Layer& a = layers_.front();
+  k::RowsMma normed_probe = mma(nullptr, 0, a.gate_up.get(), act_.get(), T, H_, I_);
+  normed_probe.x32 = x_.as<float>(), normed_probe.norm_w = a.post_norm.get();
+  return k::rows_mma_fits(mma(h_.get(), H_, a.qkv.get(), qkv_.get(), T, H_, qkvw())) &&
+         k::rows_mma_fits(mma(attn_.get(), qw_, a.o.get(), delta_.get(), T, qw_, H_)) &&
+         k::rows_mma_fits(mma(act_.get(), I_, a.down.get(), delta_.get(), T, I_, H_)) && k::rows_mma_fits(normed_probe);
+}
+
+// long-function: the fused forward, one launch after another in the order of the unfused one.
+Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  FirstError err;
+  cur_ = 0;
+  mark("start");
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
+    const Layer& a = layers_[static_cast<std::size_t>(l)];
+    k::RowsMma qkv = mma(h_.get(), H_, a.qkv.get(), qkv_.get(), T, H_, qkvw());
+    if (l == 0) {
+      // The embedding rows normalised in the product (embed_rmsnorm folded in), the residual kept.
+      qkv.x = nullptr, qkv.ldx = 0;
+      qkv.table = target_.embedding_device(), qkv.ids = in_tok(), qkv.vocab = V_;
+      qkv.norm_w = a.in_norm.get(), qkv.eps = eps(), qkv.x32_out = res_[cur_]->as<float>();
+      // The head's argmax keys start at zero: cleared by this launch, long before the head's.
+      qkv.clear = argmax_keys_.as<unsigned long long>(), qkv.clear_words = R;
+    } else {
+      normed(qkv, a.in_norm, true);
+    }
+    err(product_and_heads(l, qkv, T, true, in_pos(), in_slot(),
+                          l == 0 ? "embedding + rmsnorm + qkv (mma)" : "add_rmsnorm + qkv (mma)"));
+    err(k::paged_attention_cuda(kBf16, q_.get(), T, in_seq(), in_mask(), nh_, layout(), k_pool(l), v_pool(l), in_tables(),
+                                max_blocks_, scale, attn_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    mark("paged attention");
+    err(k::rows_mma(mma(attn_.get(), qw_, a.o.get(), delta_.get(), T, qw_, H_), stream_));
+    mark("o_proj (mma)");
+    k::RowsMma gu = mma(nullptr, 0, a.gate_up.get(), act_.get(), T, H_, I_);
+    gu.silu = true, gu.up_offset = I_;
+    normed(gu, a.post_norm, true);
+    err(k::rows_mma(gu, stream_));
+    mark("add_rmsnorm + gate_up + silu (mma)");
+    err(k::rows_mma(mma(act_.get(), I_, a.down.get(), delta_.get(), T, I_, H_), stream_));
+    mark("down (mma)");
+  }
+  // The final norm of the R logit rows (picked), the target's head and each row's argmax, in one.
+  k::RowsMma head = mma(nullptr, 0, target_.lm_head_device(), logits_.get(), R, H_, V_);
+  head.y_type = k::DType::f32;
+  normed(head, norm_, false);
+  head.pick = in_rows();
+  head.keys = argmax_keys_.as<unsigned long long>();
+  err(k::rows_mma(head, stream_));
+  mark("final norm + lm_head + argmax (mma)");
   return err.status;
 }
 

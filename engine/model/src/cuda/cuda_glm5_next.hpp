@@ -146,6 +146,7 @@ class Glm5NextCuda final : public CudaModel {
   Status load_experts(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status allocate_activations();
+  Status init_activations(std::size_t T, std::size_t S, std::size_t P);
 
   std::int32_t* in_tokens() const { return inputs_.as<std::int32_t>(); }
   std::int32_t* in_pos() const { return in_tokens() + t_cap_; }

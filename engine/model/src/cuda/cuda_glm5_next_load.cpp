@@ -356,6 +356,13 @@ Status Glm5NextCuda::allocate_activations() {
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  return init_activations(T, S, P);
+}
+
+// The buffers' first contents: zeros where a graph step may read what it never wrote, the
+// recurrent state, the constant pair-to-token map, and the sharded ranks' row indices.
+Status Glm5NextCuda::init_activations(std::size_t T, std::size_t S, std::size_t P) {
+  const std::size_t h = static_cast<std::size_t>(H_), R = static_cast<std::size_t>(r_cap_);
   // A padding token of a graph step (run()) reads rows of the recurrence's output it never wrote:
   // zeros, not whatever the allocation held.
   if (auto e = TANDEM_CUDA_STATUS(cudaMemset(kout_.get(), 0, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4), "KDA out"); !e)

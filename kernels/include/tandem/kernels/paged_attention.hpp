@@ -34,6 +34,12 @@ struct PagedKvLayout {
   // token's output depends only on its own query and context, not on the step's token count or
   // longest context (which choose the split otherwise). 0: chosen by the step's shape.
   int split_keys = 0;
+  // Keys per split of the other (generic) kernel, fixed (a multiple of 32): the splits are
+  // ceil(max_context / fixed_split_keys), so a CUDA graph captured for max-model-len gives a short
+  // context a few busy splits (those past a token's position return at once) instead of a few
+  // blocks that each walk a long share of it (the DFlash drafter's proposals). 0: chosen by the
+  // step's shape (and MLA's split_keys does not apply to this kernel).
+  int fixed_split_keys = 0;
 };
 
 // The value a cache of this type reads back for x (CPU reference of the quantisation).

@@ -1,0 +1,260 @@
+// A glm4_moe_lite checkpoint of random weights written straight in fp8 (128x128 block scales) or
+// NVFP4, tensor by tensor, as tandem-quantize would write it from a bf16 one (the formats, names
+// and config are quantized_checkpoint.hpp's): GLM-4.7-Flash's real shape is about 30 B parameters,
+// 60 GB in bf16, which the GPU machine's disk cannot hold beside the quantised copies, so bf16 is
+// never written. Values: seeded, normal-like with transformers' init std (initializer_range 0.02)
+// for the projections, the embedding, the LM head and the routers; norms 1, router biases 0 (as
+// transformers initialises them). Each tensor (row chunk, for the unquantised embedding and LM
+// head) is generated, quantised and written at its offset (pwrite) by one of `threads` workers, so
+// memory stays at a few of the largest projections. For engine/bench/gpu-real-shape.sh
+// (tandem-random-checkpoint) and its CPU test (tests/model/random_checkpoint_test.cpp).
+#pragma once
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "quantized_checkpoint.hpp"
+#include "tandem/kernels/dtype.hpp"
+#include "tensor_names.hpp"
+
+namespace tandem::model::bench {
+
+// GLM-4.7-Flash: transformers' Glm4MoeLiteConfig defaults (47 layers, hidden 2048, 64 routed
+// experts of 1536 top-4 plus one shared, MLA with q_lora 768 and a 512 latent, vocabulary 154880),
+// rope_theta as the released config sets it; `layers` < 47 keeps the first dense layer and fewer MoE ones.
+inline nlohmann::json glm47_flash_config(int layers = 47) {
+  nlohmann::json types = nlohmann::json::array();
+  for (int l = 0; l < layers; ++l) types.push_back(l == 0 ? "dense" : "sparse");
+  return {{"architectures", {"Glm4MoeLiteForCausalLM"}},
+          {"model_type", "glm4_moe_lite"},
+          {"vocab_size", 154880},
+          {"hidden_size", 2048},
+          {"intermediate_size", 10240},
+          {"moe_intermediate_size", 1536},
+          {"num_hidden_layers", layers},
+          {"mlp_layer_types", types},
+          {"num_attention_heads", 20},
+          {"num_key_value_heads", 20},
+          {"n_shared_experts", 1},
+          {"n_routed_experts", 64},
+          {"num_experts_per_tok", 4},
+          {"routed_scaling_factor", 1.8},
+          {"kv_lora_rank", 512},
+          {"q_lora_rank", 768},
+          {"qk_rope_head_dim", 64},
+          {"qk_nope_head_dim", 192},
+          {"v_head_dim", 256},
+          {"n_group", 1},
+          {"topk_group", 1},
+          {"norm_topk_prob", true},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", 202752},
+          {"initializer_range", 0.02},
+          {"rms_norm_eps", 1e-5},
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+          {"rope_interleave", true},
+          {"attention_bias", false},
+          {"tie_word_embeddings", false},
+          {"bos_token_id", 0},
+          {"eos_token_id", {1}},
+          {"dtype", "bfloat16"}};
+}
+
+// One tensor of the checkpoint before it is stored: its logical shape and how it is initialised.
+struct RandomTensor {
+  enum class Init { normal, ones, zeros };
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init = Init::normal;
+  std::string dtype = "BF16";  // where it is not a quantised projection
+};
+
+// Every tensor of a glm4_moe_lite with `config`, routed experts one tensor per expert (the released
+// checkpoints' layout), named by the model's own table (tensor_names.hpp).
+inline std::vector<RandomTensor> glm4_moe_lite_tensors(const nlohmann::json& c) {
+  using detail::Tensor;
+  using Init = RandomTensor::Init;
+  const auto& n = detail::TensorNames::glm4_moe_lite();
+  const int64_t H = c.at("hidden_size"), V = c.at("vocab_size"), heads = c.at("num_attention_heads");
+  const int64_t qr = c.at("q_lora_rank"), kvr = c.at("kv_lora_rank"), rope = c.at("qk_rope_head_dim");
+  const int64_t nope = c.at("qk_nope_head_dim"), vd = c.at("v_head_dim"), I = c.at("intermediate_size");
+  const int64_t E = c.at("n_routed_experts"), Im = c.at("moe_intermediate_size"), shared = Im * c.at("n_shared_experts").get<int64_t>();
+  const int layers = c.at("num_hidden_layers");
+  std::vector<RandomTensor> t{{n(Tensor::embed), {V, H}}};
+  for (int l = 0; l < layers; ++l) {
+    t.push_back({n(Tensor::input_norm, l), {H}, Init::ones});
+    t.push_back({n(Tensor::post_attention_norm, l), {H}, Init::ones});
+    t.push_back({n(Tensor::q_a, l), {qr, H}});
+    t.push_back({n(Tensor::q_a_norm, l), {qr}, Init::ones});
+    t.push_back({n(Tensor::q_b, l), {heads * (nope + rope), qr}});
+    t.push_back({n(Tensor::kv_a, l), {kvr + rope, H}});
+    t.push_back({n(Tensor::kv_a_norm, l), {kvr}, Init::ones});
+    t.push_back({n(Tensor::kv_b, l), {heads * (nope + vd), kvr}});
+    t.push_back({n(Tensor::o, l), {H, heads * vd}});
+    if (c.at("mlp_layer_types").at(static_cast<std::size_t>(l)) == "dense") {
+      t.push_back({n(Tensor::mlp_gate, l), {I, H}});
+      t.push_back({n(Tensor::mlp_up, l), {I, H}});
+      t.push_back({n(Tensor::mlp_down, l), {H, I}});
+      continue;
+    }
+    t.push_back({n(Tensor::router, l), {E, H}});
+    t.push_back({n(Tensor::router_bias, l), {E}, Init::zeros, "F32"});
+    for (int e = 0; e < E; ++e) {
+      t.push_back({n(Tensor::expert_gate, l, e), {Im, H}});
+      t.push_back({n(Tensor::expert_up, l, e), {Im, H}});
+      t.push_back({n(Tensor::expert_down, l, e), {H, Im}});
+    }
+    if (shared > 0) {
+      t.push_back({n(Tensor::shared_gate, l), {shared, H}});
+      t.push_back({n(Tensor::shared_up, l), {shared, H}});
+      t.push_back({n(Tensor::shared_down, l), {H, shared}});
+    }
+  }
+  t.push_back({n(Tensor::final_norm), {H}, Init::ones});
+  t.push_back({n(Tensor::lm_head), {V, H}});
+  return t;
+}
+
+// Seeded normal-like values, std `std`: each a sum of four 16-bit uniforms (Irwin-Hall, bounded at
+// 3.5 std) from one xorshift64* draw, so ~30 G values take seconds on a few cores.
+inline void fill_random(float* out, std::size_t n, std::uint64_t seed, float std) {
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  s ^= s >> 31;
+  if (s == 0) s = 1;
+  // The sum of 4 uniforms on [0, 65536) has mean 131070 and std 65536 * sqrt(4 / 12).
+  const float scale = std / (65536.0f * std::sqrt(1.0f / 3.0f));
+  for (std::size_t i = 0; i < n; ++i) {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    const std::uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    const auto sum = static_cast<std::uint32_t>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48));
+    out[i] = (static_cast<float>(sum) - 131070.0f) * scale;
+  }
+}
+
+struct RandomCheckpointStats {
+  std::uint64_t bytes = 0;  // of model.safetensors
+  int quantised = 0;        // projections stored quantised
+  double seconds = 0;
+};
+
+// Writes dir/model.safetensors and dir/config.json (with its quantization_config); "" or what failed.
+// long-function: one pass, plan (layout and offsets), then the workers' generate-quantise-pwrite loop.
+inline std::string write_random_checkpoint(const std::filesystem::path& dir, const nlohmann::json& config, QuantizeAs as,
+                                           std::uint64_t seed, unsigned threads, RandomCheckpointStats* stats = nullptr) {
+  namespace fs = std::filesystem;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<RandomTensor> tensors = glm4_moe_lite_tensors(config);
+  const float std_dev = config.value("initializer_range", 0.02f);
+  // The stored layout: a 2-D `.weight` as projection_layout stores it (its unquantised ones in
+  // BF16, as a bf16 checkpoint's would be), anything else as it is.
+  std::vector<std::vector<StoredTensor>> layout(tensors.size());
+  int quantised = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const RandomTensor& t = tensors[i];
+    if (t.shape.size() == 2 && quantized_projection(t.name, t.shape, as)) {
+      layout[i] = projection_layout(t.name, t.shape[0], t.shape[1], as);
+      ++quantised;
+    } else {
+      layout[i] = {{t.name, t.dtype, t.shape, {}}};
+    }
+  }
+  std::vector<const StoredTensor*> all;
+  for (const auto& parts : layout)
+    for (const StoredTensor& p : parts) all.push_back(&p);
+  std::vector<std::size_t> offsets;
+  const std::string prefix = safetensors_prefix(all, &offsets);
+  std::vector<std::vector<std::size_t>> at(tensors.size());  // file offset of each stored part
+  for (std::size_t i = 0, k = 0; i < tensors.size(); ++i)
+    for (std::size_t p = 0; p < layout[i].size(); ++p, ++k) at[i].push_back(prefix.size() + offsets[k]);
+  const std::uint64_t total = prefix.size() + (all.empty() ? 0 : offsets.back() + stored_bytes(*all.back()));
+
+  fs::create_directories(dir);
+  const fs::path file = dir / "model.safetensors";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return "cannot create " + file.string() + ": " + std::strerror(errno);
+  auto write_at = [fd](const void* p, std::size_t n, std::size_t off) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(off));
+      if (w <= 0) return false;
+      c += w, n -= static_cast<std::size_t>(w), off += static_cast<std::size_t>(w);
+    }
+    return true;
+  };
+  std::atomic<bool> failed{::ftruncate(fd, static_cast<off_t>(total)) != 0 || !write_at(prefix.data(), prefix.size(), 0)};
+  // Work units: a whole tensor (a quantised one is quantised whole: NVFP4's global scale is the
+  // tensor's), or a chunk of rows of an unquantised one (the embedding and the LM head are 300 M values).
+  struct Unit {
+    std::size_t tensor;
+    int64_t row0, rows;
+  };
+  std::vector<Unit> units;
+  constexpr int64_t kChunk = int64_t{1} << 22;  // values per chunk of an unquantised tensor
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& s = tensors[i].shape;
+    const int64_t rows = s.empty() ? 1 : s[0], width = s.size() == 2 ? s[1] : 1;
+    const int64_t step = layout[i].size() > 1 ? rows : std::max<int64_t>(1, kChunk / width);
+    for (int64_t r = 0; r < rows; r += step) units.push_back({i, r, std::min(step, rows - r)});
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    std::vector<float> w;
+    std::vector<std::uint8_t> bytes;
+    for (std::size_t u = next++; u < units.size() && !failed; u = next++) {
+      const Unit& unit = units[u];
+      const RandomTensor& t = tensors[unit.tensor];
+      const int64_t width = t.shape.size() == 2 ? t.shape[1] : 1;
+      const std::size_t n = static_cast<std::size_t>(unit.rows * width);
+      w.assign(n, t.init == RandomTensor::Init::ones ? 1.f : 0.f);
+      if (t.init == RandomTensor::Init::normal) fill_random(w.data(), n, seed ^ (unit.tensor << 24) ^ static_cast<std::uint64_t>(unit.row0), std_dev);
+      const StoredTensor& first = layout[unit.tensor][0];
+      if (layout[unit.tensor].size() > 1) {  // quantised: the weight and its scales
+        std::vector<StoredTensor> parts;
+        quantise_projection(parts, t.name, static_cast<int>(t.shape[0]), static_cast<int>(width), w.data(), as);
+        for (std::size_t p = 0; p < parts.size(); ++p)
+          if (!write_at(parts[p].bytes.data(), parts[p].bytes.size(), at[unit.tensor][p])) failed = true;
+        continue;
+      }
+      const std::size_t elem = dtype_size(first.dtype), off = at[unit.tensor][0] + static_cast<std::size_t>(unit.row0 * width) * elem;
+      bytes.resize(n * elem);
+      for (std::size_t k = 0; k < n; ++k) {
+        if (elem == 4) {
+          std::memcpy(bytes.data() + 4 * k, &w[k], 4);
+        } else {
+          const std::uint16_t b = kernels::bf16_from_float(w[k]);
+          std::memcpy(bytes.data() + 2 * k, &b, 2);
+        }
+      }
+      if (!write_at(bytes.data(), bytes.size(), off)) failed = true;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(work);
+  for (auto& th : pool) th.join();
+  const bool closed = ::close(fd) == 0;
+  if (failed || !closed) return "writing " + file.string() + ": " + std::strerror(errno) + " (disk full?)";
+
+  nlohmann::json c = config;
+  c["quantization_config"] = quantization_config(as);
+  std::ofstream out(dir / "config.json");
+  out << c.dump(1) << "\n";
+  if (!out) return "writing " + (dir / "config.json").string();
+  if (stats) *stats = {total, quantised, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  return {};
+}
+
+}  // namespace tandem::model::bench
