@@ -230,11 +230,12 @@ __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, Kd
   }
   // Block bt against the blocks before it, through the last token before bt (ref): e^{G_t - G_s}
   // = e^{G_t - G_ref} e^{G_ref - G_s}, both exponents <= 0 (a factor that underflows belongs to a
-  // product that does too), so M = Al Br^T and P = Aq Br^T: tensor-core tiles, 3xTF32.
+  // product that does too), so M = Al Br^T and P = Aq Br^T: tensor-core tiles, 3xTF32. Only the
+  // blocks that hold tokens of a short last chunk (16 bt < n): Br's rows and G_ref are written there.
   float* Al = X;                      // [16][hd] k_t e^{G_t - G_ref}
   float* Aq = X + 16 * hd;            // [16][hd] q_t e^{G_t - G_ref}
   float* Br = X + 32 * hd;            // [16 bt][hd] k_s e^{G_ref - G_s}
-  for (int bt = 1; bt < L.blocks; ++bt) {
+  for (int bt = 1; bt < L.blocks && 16 * bt < n; ++bt) {  // n is the block's own: the barriers inside agree
     const int ref = 16 * bt - 1;
     float* tmp = Br + 16 * bt * hd + warp * 256;  // a tile's 16 x 16 before it is spread into M or P
     __syncthreads();  // the previous block's tiles are read
