@@ -12,7 +12,8 @@
 # Environment: BIN (tandem-random-checkpoint, tandem-bench-cuda; default build-deps/bin), WORK
 # (where checkpoints go; default /tmp/real-shape), LAYERS (47), BATCHES (1,6,16), PREFILL_FP8
 # (512,32768), PREFILL_NVFP4 (512: the long prefill's time is the attention's, the same in both
-# formats, and one costs a minute), BUDGET_S (330: a long prefill is skipped past it).
+# formats, and one costs a minute), BUDGET_S (330: a long prefill is skipped past it), PROFILE (steps:
+# when set, the decode process also prints where a batch-1 step's time goes, op by op).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: gpu-real-shape.sh OUT}
@@ -45,7 +46,7 @@ for fmt in fp8 nvfp4; do
   df -h "$work" | tail -1
   echo "## $fmt decode ($SECONDS s)"
   step "$fmt decode" timeout 200 "$bin/tandem-bench-cuda" "$dir" --prompt 512 --decode 128 --batches "$batches" --modes graphs \
-    --json "$out/$fmt-decode.json" > "$out/$fmt-decode.txt" 2>&1
+    ${PROFILE:+--profile "$PROFILE"} --json "$out/$fmt-decode.json" > "$out/$fmt-decode.txt" 2>&1
   grep -E "^GPU|^model|^prefill|^\| [0-9]|tandem-bench-cuda:" "$out/$fmt-decode.txt"
   prefill_var=PREFILL_${fmt^^}
   prefill=${!prefill_var:-$([ "$fmt" = fp8 ] && echo 512,32768 || echo 512)}

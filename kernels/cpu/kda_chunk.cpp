@@ -83,8 +83,11 @@ void head_chunk(const HeadChunk& c, float* S, float* o, long ld_o) {
 
 }  // namespace
 
-// The CUDA form's scratch (kda_chunk.cu): per token q, k, v [3 * heads * head_dim] and the log-decays.
-long kda_chunk_scratch_floats(const KdaShape& s, int tokens) { return static_cast<long>(tokens) * 4 * s.heads * s.head_dim; }
+// The CUDA form's scratch (kda_chunk.cu, struct Scratch): per token q, k, v, the log-decays and
+// e^{G_last} (heads * head_dim each), and P's rows (heads * kKdaMaxChunk).
+long kda_chunk_scratch_floats(const KdaShape& s, int tokens) {
+  return static_cast<long>(tokens) * s.heads * (5L * s.head_dim + kKdaMaxChunk);
+}
 
 void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int tokens, int chunk, float* state) {
   const int heads = s.heads, hd = s.head_dim, qk = heads * hd, channels = 3 * qk;

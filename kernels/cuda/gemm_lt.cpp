@@ -79,6 +79,7 @@ GemmRunner::~GemmRunner() {
 Status GemmRunner::run(const GemmArgs& g, Stream stream) {
   if (g.rows <= 0 || g.in <= 0 || g.out <= 0 || g.batch <= 0) return Error{"gemm: empty shape"};
   if (g.bias && g.batch != 1) return Error{"gemm: a bias needs batch 1"};
+  if (g.bias && g.accumulate) return Error{"gemm: accumulate takes no bias (it would be added twice)"};
   if (g.xw_type == DType::f32 && g.y_type != DType::f32) return Error{"gemm: fp32 operands need an fp32 result"};
   const int align = std::min({alignment(g.x), alignment(g.w), alignment(g.y), g.bias ? alignment(g.bias) : 256});
   const auto key = std::make_tuple(g.rows, g.in, g.out, g.ldx, g.stride_x, g.ldw, g.stride_w, g.ldy, g.stride_y,
@@ -131,7 +132,7 @@ Status GemmRunner::run(const GemmArgs& g, Stream stream) {
   Plan& p = *it->second;
   if (g.bias) cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
   const float one = 1.0f, zero = 0.0f;
-  return lt_error(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.op, &one, g.w, p.a, g.x, p.b, &zero, g.y, p.d,
+  return lt_error(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.op, &one, g.w, p.a, g.x, p.b, g.accumulate ? &one : &zero, g.y, p.d,
                                  g.y, p.d, &p.algo, workspace_, workspace_bytes_, stream),
                   "matmul");
 }

@@ -37,6 +37,14 @@ __global__ void rms_norm_f32_kernel(const float* x, long ldx, int n, const float
 __global__ void to_bf16_kernel(const float* x, long ldx, int n, bf16* y, long ldy) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * ldy + i] = __float2bfloat16_rn(x[blockIdx.x * ldx + i]);
 }
+__global__ void to_bf16_split_kernel(const float* x, long ldx, int n, bf16* hi, bf16* lo, long ld) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = x[blockIdx.x * ldx + i];
+    const bf16 h = __float2bfloat16_rn(v);
+    hi[blockIdx.x * ld + i] = h;
+    lo[blockIdx.x * ld + i] = __float2bfloat16_rn(v - __bfloat162float(h));  // v - h is exact in fp32
+  }
+}
 __global__ void to_f32_kernel(const bf16* x, long ldx, int n, float* y, long ldy) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * ldy + i] = __bfloat162float(x[blockIdx.x * ldx + i]);
 }
@@ -512,6 +520,12 @@ Status to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Str
   if (rows == 0) return {};
   to_bf16_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, static_cast<bf16*>(y), ldy);
   return TANDEM_CUDA_LAUNCHED("to_bf16_kernel");
+}
+
+Status to_bf16_split(const float* x, long ldx, int rows, int n, void* hi, void* lo, long ld, Stream stream) {
+  if (rows == 0) return {};
+  to_bf16_split_kernel<<<rows, 256, 0, stream>>>(x, ldx, n, static_cast<bf16*>(hi), static_cast<bf16*>(lo), ld);
+  return TANDEM_CUDA_LAUNCHED("to_bf16_split_kernel");
 }
 
 Status to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream) {

@@ -1,5 +1,5 @@
-// The routed and shared experts for a few tokens (moe_decode.hpp): two launches, one warp per
-// output row, only the chosen experts' rows read.
+// The routed and shared experts for a few tokens (moe_decode.hpp), per pair: two launches, one warp
+// per output row, only the chosen experts' rows read (the grouped form: moe_decode_grouped.cu).
 #include <cstdint>
 
 #include "common.cuh"
@@ -121,6 +121,7 @@ Status moe_decode_cuda(const MoeDecodeArgs& a, Stream stream) {
   if (a.tokens < 0 || a.top_k <= 0 || a.hidden <= 0 || a.width <= 0 || a.shared_width < 0) return Error{"moe_decode: bad shape"};
   if (!moe_decode_fits(a)) return Error{"moe_decode: hidden and the widths must be multiples of 8, the buffers 16-byte aligned"};
   if (a.tokens == 0) return {};
+  if (moe_decode_groups(a)) return moe_rows::grouped_cuda(a, stream);
   const long aw = act_width(a);
   const long gate_rows = a.tokens * (static_cast<long>(a.top_k) * a.width + a.shared_width);
   if (auto e = TANDEM_CUDA_STATUS(cuda::launch_pdl(gate_up_kernel, dim3(static_cast<unsigned>((gate_rows + kWarps - 1) / kWarps)),

@@ -3,6 +3,7 @@
 #pragma once
 #include "common.cuh"
 #include "tandem/kernels/moe_decode.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 
 namespace tandem::kernels::moe_rows {
 
@@ -29,5 +30,21 @@ __device__ __forceinline__ void store_act(const MoeDecodeArgs& a, long aw, const
     static_cast<cuda::bf16*>(a.act)[(static_cast<long>(r.t) * (a.top_k + 1) + r.slot) * aw + r.o] =
         __float2bfloat16_rn(cuda::silu_mul(g, u));
 }
+
+// The grouped form's workspace (moe_decode_grouped.cu): [0] experts in use; count[E]; used[E] (in
+// expert order); index[E] (an expert's place in used); pos[tokens * top_k] (a pair's expert's place
+// in used); list[E][tokens] (an expert's pairs t * top_k + slot, in pair order).
+struct Groups {
+  std::int32_t *n, *count, *used, *index, *pos, *list;
+  __host__ __device__ Groups(std::int32_t* g, int E, int T, int K)
+      : n(g), count(g + 1), used(g + 1 + E), index(g + 1 + 2 * E), pos(g + 1 + 3 * E), list(g + 1 + 3 * E + static_cast<long>(T) * K) {}
+};
+
+// The launch that fills the workspace from a.expert (after the router, before the grouped kernels).
+Status group_cuda(const MoeDecodeArgs& a, Stream stream);
+// moe_decode_grouped.cu's three launches (moe_decode_groups(a) holds).
+Status grouped_cuda(const MoeDecodeArgs& a, Stream stream);
+// moe_decode_quant_grouped.cu's (moe_decode_quant_groups(a, q) holds).
+Status quant_grouped_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream);
 
 }  // namespace tandem::kernels::moe_rows

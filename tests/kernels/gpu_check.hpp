@@ -35,6 +35,7 @@ void check_moe(std::vector<Row>& rows);
 void check_attention(std::vector<Row>& rows);
 void check_gemm(std::vector<Row>& rows);
 void check_quant(std::vector<Row>& rows);
+void check_quant_mma(std::vector<Row>& rows);  // the tensor-core decode products (quant_mma.cu)
 void check_decode(std::vector<Row>& rows);
 void check_glue(std::vector<Row>& rows);
 void check_fused(std::vector<Row>& rows);
@@ -42,6 +43,8 @@ void check_glm5_next(std::vector<Row>& rows);
 void check_kda_chunk(std::vector<Row>& rows);
 void check_kda_chunk_few(std::vector<Row>& rows);
 void check_rows_mma(std::vector<Row>& rows);
+void check_moe_grouped(std::vector<Row>& rows);
+void check_moe_grouped_small(std::vector<Row>& rows);
 
 // Sizes are computed in long and handed to the containers through this one cast.
 inline size_t sz(long n) { return static_cast<size_t>(n); }

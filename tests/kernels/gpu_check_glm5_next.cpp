@@ -119,6 +119,23 @@ void glue_f32(std::vector<Row>& rows) {
       differ += back[sz(r * ldy + i)] != k::bf16_to_float(want_bits);
     }
   rows.push_back({"to_bf16+to_f32", "5 x 96, strided rows", "f32 <-> bf16", 0, -1, differ, "bit patterns"});
+
+  // The split of an fp32 product's input: hi and lo bit for bit, and hi + lo within 2^-16 of x.
+  Dev<std::uint16_t> d_lo(std::vector<std::uint16_t>(sz(n_rows * ldb), 0));
+  op_ok(k::to_bf16_split(d_x.p(), ldx, n_rows, n, d_h.p(), d_lo.p(), ldb, nullptr));
+  const auto hi = d_h.get(), lo = d_lo.get();
+  long split_differ = 0;
+  double split_err = 0;
+  for (int r = 0; r < n_rows; ++r)
+    for (int i = 0; i < n; ++i) {
+      const float v = x[sz(r * ldx + i)], want_hi = k::round_bf16(v);
+      split_differ += hi[sz(r * ldb + i)] != k::bf16_from_float(v);
+      split_differ += lo[sz(r * ldb + i)] != k::bf16_from_float(v - want_hi);
+      const double sum = static_cast<double>(k::bf16_to_float(hi[sz(r * ldb + i)])) + k::bf16_to_float(lo[sz(r * ldb + i)]);
+      if (v != 0.f) split_err = std::max(split_err, std::fabs(sum - v) / std::fabs(v));
+    }
+  rows.push_back({"to_bf16_split", "5 x 96, strided rows: hi, lo bits", "f32 -> 2 bf16", 0, -1, split_differ, "bit patterns"});
+  rows.push_back({"to_bf16_split", "5 x 96: |hi + lo - x| / |x|", "f32 -> 2 bf16", split_err, 1.0 / 65536, 0, ""});
 }
 
 void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, std::uint32_t seed) {

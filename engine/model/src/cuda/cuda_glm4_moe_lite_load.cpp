@@ -6,6 +6,7 @@
 // projections fused into one) and buffers.
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "decoder.hpp"
@@ -19,6 +20,15 @@
 #include "tandem/kernels/sampling_cuda.hpp"
 
 namespace tandem::model::cuda {
+
+namespace {
+// The MoE decode kernels' grouped form is on unless TANDEM_MOE_GROUPED=0 (per pair: the same bits,
+// the A/B of a benchmark run).
+bool moe_grouped() {
+  const char* v = std::getenv("TANDEM_MOE_GROUPED");
+  return !(v && std::string_view(v) == "0");
+}
+}  // namespace
 
 using detail::Tensor;
 using detail::TensorNames;
@@ -399,6 +409,8 @@ Status GlmDecoderCuda::allocate_activations() {
       {&argmax_keys_, R * sizeof(unsigned long long), "greedy keys"},
       {&moe_decode_act_, static_cast<std::size_t>(few_cap()) * static_cast<std::size_t>(K_ + 1) *
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
+      {&moe_groups_, moe_grouped() ? static_cast<std::size_t>(k::moe_decode_group_ints(std::max(E_, 1), std::max(K_, 1), few_cap())) * 4 : 0,
+       "decode expert groups"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;

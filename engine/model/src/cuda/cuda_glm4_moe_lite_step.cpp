@@ -657,6 +657,7 @@ k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
   dec.gate_up = a.experts_gate_up.get(), dec.down = a.experts_down.get();
   dec.shared_gate_up = a.shared.gate_up.get(), dec.shared_down = a.shared.down.get(), dec.shared_width = a.shared.width;
   dec.act = moe_decode_act_.get(), dec.out = delta_.as<float>();
+  if (!moe_groups_.empty()) dec.experts = E_, dec.groups = moe_groups_.as<std::int32_t>();
   return dec;
 }
 
@@ -688,10 +689,20 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     err(trace(TracePoint::routing, -1, T));
     if (!quantised) {
       err(k::moe_decode_cuda(dec, stream_));
-      mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+      // Grouped, each chosen expert is read once (the expected count under uniform routing).
+      if (k::moe_decode_groups(dec))
+        mark("moe experts (decode, grouped: gate_up + silu, down + sum, shared)", chosen * expert + shared);
+      else
+        mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
       return err.status;
     }
     const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
+    if (k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
+      err(k::moe_decode_quant_cuda(dec, qdec, stream_));
+      mark("moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
+           chosen * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
+      return err.status;
+    }
     for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
       k::MoeDecodeArgs part = dec;
       part.tokens = std::min(k::kMoeDecodeTokens, T - t0);

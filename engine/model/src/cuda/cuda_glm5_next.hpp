@@ -9,7 +9,10 @@
 //     that input rounded to bf16 (above: the plain fp32 kernel linear_f32_cuda, or cuBLASLt):
 //     rounding every product's input moved the fixture's logits 2.6e-2, so the ones the fixtures'
 //     bars need stay fp32 (kGlm5Fp32Default: all but the output projections kda_o, dsa_o,
-//     mlp_down and shared_down; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring);
+//     mlp_down and shared_down; TANDEM_GLM5_FP32_PRODUCTS overrides it, for measuring); past
+//     gemv's rows an fp32 product runs on the tensor cores too, as two bf16 products of its input
+//     split in two bf16 parts (to_bf16_split, cuBLASLt summing the second into the first), within
+//     fp32-like error (TANDEM_GLM5_FP32_KERNEL=cuda_cores: the fp32 kernel linear_f32_cuda instead);
 //     the routed experts run per (token, expert) pair in the fp32 kernel;
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
@@ -186,8 +189,9 @@ class Glm5NextCuda final : public CudaModel {
   Status copy_states(std::span<const int> slots, bool keep);
   Status allocate_kept_states();  // Ok or why not; once
 
-  // y = x W^T: fp32 x and y, bf16 W [out, in]; in fp32 or on x rounded to bf16 as product p is
-  // (fp32_). xb: x already rounded (rows of ldxb), or null to round it here into xb_.
+  // y = x W^T: fp32 x and y, bf16 W [out, in]; in fp32 (split_fp32_: hi W^T + lo W^T of x split
+  // into xb_ and xlo_) or on x rounded to bf16 as product p is (fp32_). xb: x already rounded (rows
+  // of ldxb), or null to round it here into xb_.
   Status lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
              const void* xb = nullptr, long ldxb = 0);
   bool fp32(Glm5Product p) const { return (fp32_ >> static_cast<unsigned>(p)) & 1u; }
@@ -212,6 +216,7 @@ class Glm5NextCuda final : public CudaModel {
   unsigned fp32_ = 0;  // the products kept in fp32, a bit per Glm5Product
   std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS or TANDEM_KDA_CHUNK(_MIN) (load() refuses it)
   int kda_chunk_ = 64, kda_chunk_min_ = 16;  // the chunked recurrence (see the top of this file)
+  bool split_fp32_ = true;  // fp32 products past gemv's rows as two bf16 products (TANDEM_GLM5_FP32_KERNEL)
   bool kda_chunked_ = false;                 // this step's choice (run())
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than step_invariant_tokens rows
@@ -233,6 +238,7 @@ class Glm5NextCuda final : public CudaModel {
 
   DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
   DeviceBuffer hb_, xb_;  // bf16: h_ rounded (every sublayer's norm writes both); a product's input rounded
+  DeviceBuffer xlo_;      // bf16: what xb_ leaves of an fp32 product's input (split_fp32_)
   DeviceBuffer kproj_, graw_, gate_, kout_, kchunk_;  // kchunk_: kda_chunk_cuda's scratch
   DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
   DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;

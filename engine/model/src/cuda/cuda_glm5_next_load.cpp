@@ -56,6 +56,12 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   };
   chunk_env("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_);
   chunk_env("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_);
+  if (const char* v = std::getenv("TANDEM_GLM5_FP32_KERNEL"); v && *v) {
+    const std::string kernel = v;
+    if (kernel == "split" || kernel == "cuda_cores") split_fp32_ = kernel == "split";
+    else fp32_error_ = "TANDEM_GLM5_FP32_KERNEL: expected split or cuda_cores, got '" + kernel + "'";
+  }
+  if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {
@@ -319,6 +325,7 @@ Status Glm5NextCuda::allocate_activations() {
       {&h_, T * h * 4, "normed"},
       {&hb_, T * h * 2, "normed (bf16)"},
       {&xb_, std::max(T, R) * widest * 2, "product input (bf16)"},
+      {&xlo_, split_fp32_ ? std::max(T, R) * widest * 2 : 2, "product input's low part (bf16)"},
       {&y_, T * h * 4, "sublayer out"},
       {&kproj_, T * static_cast<std::size_t>(std::max(kda_in_, 1)) * 4, "KDA projections"},
       {&graw_, T * static_cast<std::size_t>(std::max(lqk_, 1)) * 4, "KDA forget gate"},

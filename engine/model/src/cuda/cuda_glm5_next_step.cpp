@@ -8,7 +8,8 @@
 // the query is projected into the latent space per head (kv_b's key part), attends to the cached
 // latents the indexer selected, and the values come out of the latent (kv_b's value part).
 // The dense products take bf16 inputs or fp32 ones, per product (Glm5Product, lin()): with every
-// input in bf16 the fixture's logits were 2.6e-2 off transformers'.
+// input in bf16 the fixture's logits were 2.6e-2 off transformers'. Past gemv's rows both run on
+// the tensor cores, an fp32 input as two bf16 parts.
 // Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
 // places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
@@ -183,7 +184,17 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
   if (fp32(p)) {
     v.x = x, v.ldx = ldx, v.x_type = k::DType::f32;
     if (few && k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
-    return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+    if (!split_fp32_) return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+    // hi W^T, then lo W^T summed into it: the bf16 weights times either part are exact in fp32.
+    FirstError err;
+    err(kernels::to_bf16_split(x, ldx, rows, in, xb_.get(), xlo_.get(), in, stream_));
+    k::GemmArgs g;
+    g.rows = rows, g.in = in, g.out = out;
+    g.x = xb_.get(), g.ldx = in, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
+    err(gemm_->run(g, stream_));
+    g.x = xlo_.get(), g.accumulate = true;
+    err(gemm_->run(g, stream_));
+    return err.status;
   }
   FirstError err;
   if (!xb) {

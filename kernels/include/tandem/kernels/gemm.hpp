@@ -29,6 +29,7 @@ struct GemmArgs {
   int batch = 1;
   DType xw_type = DType::bf16;  // x and w: bf16 or f32
   DType y_type = DType::bf16;   // bf16 or f32 (f32 needs bf16 operands or f32 everything)
+  bool accumulate = false;      // y += the product (no bias): a second product summed into the first
 };
 
 // One cuBLASLt handle with its workspace and the algorithm chosen per shape (the heuristic runs

@@ -27,6 +27,10 @@ Status rms_norm_f32(const float* x, long ldx, int rows, int n, const float* w, f
 // bf16 <-> fp32 copies of rows of n entries.
 Status to_bf16(const float* x, long ldx, int rows, int n, void* y, long ldy, Stream stream);
 Status to_f32(const void* x, long ldx, int rows, int n, float* y, long ldy, Stream stream);
+// x split in two bf16 parts, hi = bf16(x) and lo = bf16(x - hi) (round to nearest even): hi + lo
+// holds x to about 2^-17 of |x| where bf16 alone keeps 2^-9, so two bf16 products (tensor cores,
+// fp32 sums) of the same weights, hi W^T + lo W^T, give an fp32 input's product within fp32-like error.
+Status to_bf16_split(const float* x, long ldx, int rows, int n, void* hi, void* lo, long ld, Stream stream);
 // streams[t][i] = table[ids[t]] for each of the hc streams (bf16 table, fp32 streams).
 Status hc_embed_cuda(const void* table, const std::int32_t* ids, int tokens, int hc, int hidden, float* streams,
                           Stream stream);
@@ -101,7 +105,7 @@ void kda_chunk_cpu(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int 
 // The prefill form of kda_recurrent_cuda (same sequences, slots, resets and io; `tokens` =
 // seq_begin[sequences]): each sequence's tokens `chunk` (1..kKdaMaxChunk) at a time in the chunked
 // form (kernels/cuda/kda_chunk.cu), the state carried between chunks in fp32. scratch: device
-// floats, kda_chunk_scratch_floats(s, tokens). Chunks are shortened where a block's shared memory
+// floats, kda_chunk_scratch_floats(s, tokens). head_dim: a multiple of 16. Chunks are shortened where a block's shared memory
 // does not hold the requested size (head_dim 128 fits chunk 64 on sm_90).
 constexpr int kKdaMaxChunk = 64;
 long kda_chunk_scratch_floats(const KdaShape& s, int tokens);

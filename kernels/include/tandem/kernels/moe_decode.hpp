@@ -5,8 +5,11 @@
 //                        experts j (and, as slot top_k, the shared experts)
 //   moe_decode_down      out[t] = sum_j weight[t][j] * D_j act[t][j]  (+ D_shared act[t][top_k])
 // One warp per output row, 16-byte weight loads, fp32 sums; act is bf16 as the grouped path stores
-// it. For a handful of tokens: a token's experts are read once per token (the grouped path reads
-// each chosen expert once per step), so the model uses this at <= kMoeDecodeTokens tokens.
+// it. Per pair (one token, one of its experts) each pair reads its expert's rows; with a `groups`
+// workspace and two or more tokens, grouped (moe_decode_grouped.cu): each chosen expert's rows are
+// read once per launch and applied to every token routed to it, with each token's sums taken in
+// the per-pair kernels' order, so a token's output is the same bits either way and whatever other
+// tokens share the step (batch invariance; gpu_check compares the two bit for bit).
 // CPU reference: linear_cpu, silu_and_mul_cpu and the weighted sum (ffn.cpp's MoE block).
 #pragma once
 #include <cstdint>
@@ -32,10 +35,21 @@ struct MoeDecodeArgs {
   int shared_width = 0;                   // 0: no shared experts
   void* act = nullptr;                    // [tokens, top_k + 1, max(width, shared_width)] bf16 workspace
   float* out = nullptr;                   // [tokens, hidden] fp32
+  // The grouped form's workspace (moe_decode_group_ints(experts, top_k, tokens) int32s, written by
+  // the launch itself: the token list of each expert). nullptr: per pair.
+  int experts = 0;                        // E, the stack's routed experts
+  std::int32_t* groups = nullptr;
 };
+
+// The int32s of the grouped form's workspace for up to `tokens` tokens.
+long moe_decode_group_ints(int experts, int top_k, int tokens);
 
 // hidden, width and shared_width multiples of 8; weights 16-byte aligned.
 bool moe_decode_fits(const MoeDecodeArgs& a);
+
+// Whether a launch of these args takes the grouped form (groups set, two or more tokens, the
+// shapes it holds: hidden <= 2048, top_k <= 32, an expert row per block within shared memory).
+bool moe_decode_groups(const MoeDecodeArgs& a);
 
 Status moe_decode_cuda(const MoeDecodeArgs& a, Stream stream = nullptr);
 

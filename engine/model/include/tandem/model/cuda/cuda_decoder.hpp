@@ -458,6 +458,9 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
   DeviceBuffer argmax_keys_, moe_decode_act_;
+  // moe_decode's grouped form: its token lists (few_cap() tokens). Empty when TANDEM_MOE_GROUPED=0
+  // (an A/B switch: per pair then, the same bits, only slower).
+  DeviceBuffer moe_groups_;
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
