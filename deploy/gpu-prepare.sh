@@ -118,8 +118,13 @@ if [ -x "$serve_build/engine/tandem-serve" ]; then
 fi
 du -sh build-deps
 if [ "${1:-}" = --bundle ]; then
+  # gpu_timing and tandem-random-checkpoint for engine/bench/gpu-merged.sh; LEAN=1 leaves
+  # tandem_spec_bench (gpu-dflash.sh's) out, 18 MB unpacked, when the carry is tight.
   ninja -C build-gpu-bench -j "${JOBS:-2}" glm5_next_cuda_check
-  ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench
-  pack bundle.tar.xz build-deps/bin/* build-gpu-bench/glm5_next_cuda_check "$serve_build/tests/spec/cuda_spec_check" \
-       "$serve_build/engine/spec_decode/tandem_spec_bench"
+  ninja -C build-gpu -j "${JOBS:-2}" gpu_timing
+  ninja -C "$serve_build" -j "${JOBS:-2}" cuda_spec_check tandem_spec_bench tandem-random-checkpoint tandem-serve
+  copy_serve
+  spec_bench=$([ "${LEAN:-0}" = 1 ] || echo "$serve_build/engine/spec_decode/tandem_spec_bench")
+  pack bundle.tar.xz build-deps/bin/* build-gpu-bench/glm5_next_cuda_check build-gpu/gpu_timing \
+       "$serve_build/tests/spec/cuda_spec_check" "$serve_build/engine/bench/tandem-random-checkpoint" $spec_bench
 fi
