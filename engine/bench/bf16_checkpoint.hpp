@@ -3,9 +3,8 @@
 // to. The MoE routers (mlp.gate.weight, e_score_correction_bias) stay as they are: the CUDA model
 // keeps them in fp32 (as transformers and vLLM run the router), and a reference with other router
 // weights than the model's moves near-tied routing choices by itself. Quantised tensors (fp8
-// block-scaled, NVFP4) are written dequantised and rounded to bf16, what the CUDA model's prefill
-// and its ALU decode kernels compute with (kernels/quant_gemv.hpp); its default tensor-core decode
-// kernels use the exact dequantised values instead, within the checks' bars of this reference;
+// block-scaled, NVFP4) are written dequantised and rounded to bf16, what the CUDA model computes
+// with whether it keeps them quantised (kernels/quant_gemv.hpp) or dequantises them at loading;
 // their scale tensors are dropped. Used by
 // tandem-bf16-weight-effect and tests/model/cuda_model_check.cpp.
 #pragma once

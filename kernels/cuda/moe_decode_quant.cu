@@ -1,12 +1,10 @@
-// moe_decode.cu's two launches over quantised expert stacks (quant_gemv.hpp), the ALU form
-// (TANDEM_QUANT_MMA=0; quant_mma.cu has the tensor-core one): only the chosen
+// moe_decode.cu's two launches over quantised expert stacks (quant_gemv.hpp): only the chosen
 // experts' rows are read, 16 inputs a chunk, several chunks per lane in flight.
 #include <cstdint>
 
 #include "common.cuh"
 #include "moe_decode_rows.cuh"
 #include "quant_chunk.cuh"
-#include "quant_mma.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
 
@@ -152,8 +150,6 @@ Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, St
   if (!moe_decode_quant_fits(a, q))
     return Error{"moe_decode_quant: hidden and the widths must be multiples of 16, every stack of one format with the experts' shapes"};
   if (a.tokens == 0) return {};
-  // The tensor-core form: per (token, slot), so a token's result is the same in any batch.
-  if (quant_mma_on() && qmma::moe_fits(a)) return qmma::moe_cuda(a, q, stream);
   if (moe_decode_quant_groups(a, q)) return moe_rows::quant_grouped_cuda(a, q, stream);
   return q.gate_up.format == QuantFormat::fp8_block ? launch<QuantFormat::fp8_block>(a, q, stream)
                                                     : launch<QuantFormat::nvfp4>(a, q, stream);

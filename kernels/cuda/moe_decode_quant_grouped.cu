@@ -11,7 +11,6 @@
 #include "common.cuh"
 #include "moe_decode_rows.cuh"
 #include "quant_chunk.cuh"
-#include "quant_mma.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
 
@@ -196,7 +195,7 @@ Status launch(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream) {
 }  // namespace
 
 bool moe_decode_quant_groups(const MoeDecodeArgs& a, const MoeDecodeQuant& q) {
-  return !(quant_mma_on() && qmma::moe_fits(a)) && a.groups && a.experts > 0 && a.experts <= q.down.count && a.tokens >= 2 && a.top_k <= 32 &&
+  return a.groups && a.experts > 0 && a.experts <= q.down.count && a.tokens >= 2 && a.top_k <= 32 &&
          a.hidden / 16 <= 32 * kRowChunks && down_smem(a) <= kDownSmemMax && moe_decode_quant_fits(a, q);
 }
 

@@ -6,11 +6,10 @@
 //          exponent and mantissa bits -> bits 9..11, which reads as the value times 2^-14, also for
 //          e2m1's subnormal 0.5), the 2^14 folded into the chunk's scale.
 // Each weight is value * scale rounded to bf16: the dequantised weight a bf16 GEMM over the
-// dequantised tensor (prefill-sized steps) multiplies by, so that with this ALU form (the one
-// TANDEM_QUANT_MMA=0 selects) every step size computes the same function of the checkpoint. The
-// default tensor-core form (quant_mma.cuh) does not round: it uses the exact dequantised weight,
-// so there decode and prefill of the same tokens may differ in the last bits. The rounding is
-// exact for fp8 values; it is the product with the fp32 scale that it rounds.
+// dequantised tensor (prefill-sized steps) multiplies by, so that every step size computes the same
+// function of the checkpoint (as a bf16 model does; a DFlash verification block or a prefix-cached
+// prompt must not depend on which path its step took). The rounding is exact for fp8 values; it
+// is the product with the fp32 scale that it rounds.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

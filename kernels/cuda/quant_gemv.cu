@@ -1,12 +1,10 @@
 // Decode-sized products over quantised weight stacks, and their dequantisation into bf16
-// (quant_gemv.hpp). The ALU form of the product (TANDEM_QUANT_MMA=0; quant_mma.cu has the
-// tensor-core one) has gemv.cu's shape: one warp per output row, its weight row
+// (quant_gemv.hpp). The product has gemv.cu's shape: one warp per output row, its weight row
 // streamed once with several loads per lane in flight and applied to every x row.
 #include <cstdint>
 
 #include "common.cuh"
 #include "quant_chunk.cuh"
-#include "quant_mma.cuh"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/quant_gemv.hpp"
@@ -142,7 +140,6 @@ Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
     return Error{"quant_gemv: needs 1 <= rows <= 8, bf16 x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
            "one format and one input width, and for silu_mul a stack of 2 with a bf16 result and no bias"};
   if (a.y_type != DType::bf16 && a.y_type != DType::f32) return Error{"quant_gemv: the result must be bf16 or fp32"};
-  if (quant_mma_on() && qmma::gemv_fits(a)) return TANDEM_CUDA_STATUS(qmma::gemv_cuda(a, stream), "launch quant_gemv (tensor cores)");
   const cudaError_t e = a.w.format == QuantFormat::fp8_block ? launch_format<QuantFormat::fp8_block>(a, stream)
                                                              : launch_format<QuantFormat::nvfp4>(a, stream);
   return TANDEM_CUDA_STATUS(e, "launch quant_gemv_kernel");

@@ -35,7 +35,6 @@ void check_moe(std::vector<Row>& rows);
 void check_attention(std::vector<Row>& rows);
 void check_gemm(std::vector<Row>& rows);
 void check_quant(std::vector<Row>& rows);
-void check_quant_mma(std::vector<Row>& rows);  // the tensor-core decode products (quant_mma.cu)
 void check_decode(std::vector<Row>& rows);
 void check_glue(std::vector<Row>& rows);
 void check_fused(std::vector<Row>& rows);

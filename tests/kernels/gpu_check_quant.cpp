@@ -83,7 +83,7 @@ void dequant(std::vector<Row>& rows, int out, int in) {
 // A stack of `count` matrices [rows][in] quantised one by one (each its own scales), on the device
 // as quant_gemv.hpp lays it out, and dequantised on the CPU and rounded to bf16 ([count * rows][in]).
 struct Stack {
-  std::vector<float> dense, exact;  // round_bf16 of the dequantised weights (the ALU form's), and exact
+  std::vector<float> dense;
   std::vector<std::uint8_t> data, scales;
   std::vector<float> fp8_scales, globals;
   Dev<std::uint8_t> d_data, d_scales;
@@ -110,8 +110,7 @@ struct Stack {
         k::dequant_nvfp4_cpu(data.data() + sz(c) * n / 2, scales.data() + sz(c) * n / 16, globals[sz(c)], rows, in, out);
       }
     }
-    exact = dense;  // the tensor-core form's weights
-    for (float& v : dense) v = k::round_bf16(v);  // the ALU form's
+    for (float& v : dense) v = k::round_bf16(v);  // the weights the kernels compute with
     d_data.put(data), d_scales.put(scales), d_fp8_scales.put(fp8_scales), d_globals.put(globals);
     m.format = f, m.data = d_data.p(), m.count = count, m.rows = rows, m.in = in;
     m.scales = f == k::QuantFormat::fp8_block ? static_cast<const void*>(d_fp8_scales.p()) : d_scales.p();
@@ -131,9 +130,6 @@ double dot(const float* x, const float* w, int n) {
 void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, int count_a, int rows_b, bool silu, DType yt) {
   Stack a(f, silu ? 2 : count_a, rows_a, in, 31);
   Stack b(f, rows_b > 0 ? 1 : 0, rows_b > 0 ? rows_b : 16, in, 41);
-  const bool mma = k::quant_mma_on();
-  const std::vector<float>& aw = mma ? a.exact : a.dense;
-  const std::vector<float>& bw = mma ? b.exact : b.dense;
   const int out = silu ? rows_a : count_a * rows_a + (rows_b > 0 ? rows_b : 0);
   const long ldx = in + 8, ldy = out + 3;
   const auto x = as_stored(DType::bf16, normal(sz(n * ldx), 1.f, 51));
@@ -151,12 +147,12 @@ void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, i
       const float* xr = x.data() + sz(r * ldx);
       double v;
       if (silu) {
-        const double gv = dot(xr, aw.data() + sz(static_cast<long>(o) * in), in);
-        const double uv = dot(xr, aw.data() + sz(static_cast<long>(rows_a + o) * in), in);
+        const double gv = dot(xr, a.dense.data() + sz(static_cast<long>(o) * in), in);
+        const double uv = dot(xr, a.dense.data() + sz(static_cast<long>(rows_a + o) * in), in);
         v = gv / (1 + std::exp(-gv)) * uv;
       } else {
         const long first = static_cast<long>(count_a) * rows_a;
-        const float* w = o < first ? aw.data() + sz(static_cast<long>(o) * in) : bw.data() + sz((o - first) * in);
+        const float* w = o < first ? a.dense.data() + sz(static_cast<long>(o) * in) : b.dense.data() + sz((o - first) * in);
         v = dot(xr, w, in) + bias[sz(o)];
       }
       ref.push_back(static_cast<float>(v));
@@ -164,7 +160,7 @@ void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, i
     }
   char shape[96];
   std::snprintf(shape, sizeof shape, "%d x %d -> %d%s", n, in, out, silu ? " (gate|up, silu)" : rows_b > 0 ? " (2 stacks, bias)" : " (bias)");
-  rows.push_back({std::string("quant_gemv ") + name_of(f) + (mma ? " mma" : ""), shape, std::string("bf16 x, ") + k::dtype_name(yt) + " y",
+  rows.push_back({std::string("quant_gemv ") + name_of(f), shape, std::string("bf16 x, ") + k::dtype_name(yt) + " y",
                   max_rel_error(got, ref), limit_for(yt), 0, ""});
 }
 
@@ -181,11 +177,9 @@ void dequant_stack(std::vector<Row>& rows, k::QuantFormat f) {
 }
 
 // moe_decode_quant against the CPU: per token, its top-k experts' SwiGLU weighted, plus the shared.
-void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, int E = 8, int K = 3, int H = 256, int I = 96, int S = 160,
-                double limit = 1e-2) {
+void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens) {
+  const int E = 8, K = 3, H = 256, I = 96, S = 160;
   Stack gu(f, 2 * E, I, H, 71), dn(f, E, H, I, 81), sgu(f, 2, S, H, 91), sdn(f, 1, H, S, 101);
-  const bool mma = k::quant_mma_on();
-  auto weights = [&](const Stack& st) -> const std::vector<float>& { return mma ? st.exact : st.dense; };
   const auto x = as_stored(DType::bf16, normal(sz(tokens * H), 1.f, 111));
   std::vector<std::int32_t> expert;
   std::vector<float> weight;
@@ -212,17 +206,16 @@ void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, int E = 8,
     std::vector<float> act;
     for (int j = 0; j < K; ++j) {
       const long e = expert[sz(t * K + j)];
-      swiglu(xr, weights(gu), 2 * e * I, (2 * e + 1) * I, I, H, act);
-      for (int o = 0; o < H; ++o) acc[sz(o)] += weight[sz(t * K + j)] * dot(act.data(), weights(dn).data() + sz((e * H + o) * I), I);
+      swiglu(xr, gu.dense, 2 * e * I, (2 * e + 1) * I, I, H, act);
+      for (int o = 0; o < H; ++o) acc[sz(o)] += weight[sz(t * K + j)] * dot(act.data(), dn.dense.data() + sz((e * H + o) * I), I);
     }
-    swiglu(xr, weights(sgu), 0, S, S, H, act);
-    for (int o = 0; o < H; ++o) acc[sz(o)] += dot(act.data(), weights(sdn).data() + sz(static_cast<long>(o) * S), S);
+    swiglu(xr, sgu.dense, 0, S, S, H, act);
+    for (int o = 0; o < H; ++o) acc[sz(o)] += dot(act.data(), sdn.dense.data() + sz(static_cast<long>(o) * S), S);
     for (double v : acc) ref.push_back(static_cast<float>(v));
   }
   char shape[96];
   std::snprintf(shape, sizeof shape, "%d tokens, E %d top %d, %d -> %d (+ shared %d)", tokens, E, K, H, I, S);
-  rows.push_back({std::string("moe_decode_quant ") + name_of(f) + (mma ? " mma" : ""), shape, "bf16 x, f32 out", max_rel_error(dout.get(), ref),
-                  limit, 0, ""});
+  rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, "bf16 x, f32 out", max_rel_error(dout.get(), ref), 1e-2, 0, ""});
 }
 
 // The grouped form (moe_decode_quant_grouped.cu) against the per-pair kernels, bit for bit: out
@@ -295,71 +288,9 @@ void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, 
   }
 }
 
-// The tensor-core form's batch invariance, bit for bit: each of 8 x rows (tokens) alone against
-// the same row among the 8 (quant_gemv: two stacks, fp32 out; moe_decode_quant: out and act).
-long bits_differ(const std::vector<float>& a, size_t at, const std::vector<float>& b, size_t bt, size_t n) {
-  long d = 0;
-  for (size_t i = 0; i < n; ++i) d += std::memcmp(&a[at + i], &b[bt + i], sizeof(float)) != 0;
-  return d;
-}
-
-void gemv_alone(std::vector<Row>& rows, k::QuantFormat f) {
-  const int in = 1040, ra = 136, rb = 40, out = ra + rb, n = 8;
-  Stack a(f, 1, ra, in, 33), b(f, 1, rb, in, 43);
-  const long ldx = in, ldy = out;
-  DevAct dx(DType::bf16, as_stored(DType::bf16, normal(sz(n * ldx), 1.f, 53)));
-  auto run = [&](int first, int count) {
-    DevAct dy(DType::f32, sz(count * ldy));
-    k::QuantGemvArgs g;
-    g.rows = count, g.x = static_cast<const std::uint16_t*>(dx.p()) + first * ldx, g.ldx = ldx, g.w = a.m, g.w2 = b.m;
-    g.y = dy.p(), g.ldy = ldy, g.y_type = DType::f32;
-    op_ok(k::quant_gemv_cuda(g));
-    return dy.get();
-  };
-  const auto all = run(0, n);
-  long bad = 0;
-  for (int r = 0; r < n; ++r) bad += bits_differ(all, sz(r * ldy), run(r, 1), 0, sz(out));
-  rows.push_back({std::string("quant_gemv ") + name_of(f) + " mma", "1040 -> 136 | 40, 8 rows", "alone = among 8", 0, -1, bad, "bits"});
-}
-
-void moe_alone(std::vector<Row>& rows, k::QuantFormat f) {
-  const int E = 8, K = 4, H = 512, I = 384, S = 256, T = 8, aw = std::max(I, S);
-  Stack gu(f, 2 * E, I, H, 271), dn(f, E, H, I, 281), sgu(f, 2, S, H, 291), sdn(f, 1, H, S, 301);
-  DevAct dx(DType::bf16, as_stored(DType::bf16, normal(sz(T * H), 1.f, 311)));
-  const auto weight = normal(sz(T * K), 0.5f, 312);
-  std::vector<std::int32_t> expert;
-  for (int t = 0; t < T; ++t)
-    for (int j = 0; j < K; ++j) expert.push_back((t * 3 + j * 5 + t / 3) % E);
-  auto run = [&](int first, int count, std::vector<float>& act) {
-    Dev<std::int32_t> de(std::vector<std::int32_t>(expert.begin() + first * K, expert.begin() + (first + count) * K));
-    Dev<float> dw(std::vector<float>(weight.begin() + first * K, weight.begin() + (first + count) * K));
-    DevAct dact(DType::bf16, sz(count * (K + 1) * aw)), dout(DType::f32, sz(count * H));
-    k::MoeDecodeArgs a;
-    a.tokens = count, a.top_k = K, a.hidden = H, a.width = I, a.shared_width = S;
-    a.x = static_cast<const std::uint16_t*>(dx.p()) + static_cast<long>(first) * H, a.expert = de.p(), a.weight = dw.p();
-    a.act = dact.p(), a.out = static_cast<float*>(dout.p());
-    op_ok(k::moe_decode_quant_cuda(a, {gu.m, dn.m, sgu.m, sdn.m}));
-    act = dact.get();
-    return dout.get();
-  };
-  std::vector<float> act_all, act_one;
-  const auto all = run(0, T, act_all);
-  long bad = 0;
-  for (int t = 0; t < T; ++t) {
-    const auto one = run(t, 1, act_one);
-    bad += bits_differ(all, sz(t * H), one, 0, sz(H));
-    for (int j = 0; j <= K; ++j) bad += bits_differ(act_all, sz((t * (K + 1) + j) * aw), act_one, sz(j * aw), sz(j < K ? I : S));
-  }
-  rows.push_back({std::string("moe_decode_quant ") + name_of(f) + " mma", "E 8 top 4, 512 -> 384 (+ shared 256), 8 tokens",
-                  "alone = among 8 (out, act)", 0, -1, bad, "bits"});
-}
-
 }  // namespace
 
 void check_quant(std::vector<Row>& rows) {
-  // The ALU form (TANDEM_QUANT_MMA=0) against round_bf16 of the dequantised weights.
-  const bool mma_default = k::quant_mma_on();
-  k::quant_mma_set(false);
   for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
     gemv(rows, f, 1, 2048, 768, 1, 576, false, DType::bf16);   // q_a | kv_a
     gemv(rows, f, 3, 1040, 136, 1, 0, false, DType::f32);      // o_proj-like, rows not a multiple of 128
@@ -372,7 +303,6 @@ void check_quant(std::vector<Row>& rows) {
     moe_decode_grouped(rows, f, 16, 4, 2048, 128, 128);   // hidden 2048: four chunks a lane
     moe_decode_grouped(rows, f, 64, 4, 128, 1536, 1536);  // GLM-4.7-Flash's expert width, 64 experts
   }
-  k::quant_mma_set(mma_default);
   for (DType xt : {DType::f32, DType::bf16}) {
     linear(rows, xt, 1, 2048, 1536);   // decode, one sequence
     linear(rows, xt, 5, 4096, 520);    // rows not a multiple of the row tile
@@ -380,30 +310,6 @@ void check_quant(std::vector<Row>& rows) {
   }
   dequant(rows, 1536, 2048);
   dequant(rows, 130, 1040);
-}
-
-void check_quant_mma(std::vector<Row>& rows) {
-  const bool mma_default = k::quant_mma_on();
-  // The tensor-core form against the exact dequantised weights. fp32 results: 1e-4 of the largest
-  // (fp32 sums of <= 5 k exact products; x's f16 conversion is exact for 2^-6 <= |x| and adds at
-  // most 2^-17 absolute below). MoE: 1e-3, the stored activation being bf16 (a sum on the other
-  // side of a bf16 rounding boundary from the double reference moves one act by 2^-8 relative).
-  k::quant_mma_set(true);
-  for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
-    for (int n = 1; n <= 8; ++n) gemv(rows, f, n, 2048, 200, 1, 72, false, DType::f32);  // 13 + 5 tiles, 16 k blocks
-    gemv(rows, f, 1, 2048, 768, 1, 576, false, DType::bf16);  // q_a | kv_a
-    gemv(rows, f, 3, 1040, 136, 1, 0, false, DType::f32);     // a k tail of 16, a half tile
-    gemv(rows, f, 8, 512, 200, 2, 0, true, DType::bf16);      // gate | up with silu
-    gemv(rows, f, 5, 256, 64, 4, 48, false, DType::f32);      // a stack of 4, then a second stack
-    gemv(rows, f, 2, 5120, 2048, 1, 0, false, DType::f32);    // o_proj's width, 40 k blocks
-    gemv_alone(rows, f);
-    moe_decode(rows, f, 1, 8, 3, 256, 96, 160, 1e-3);
-    moe_decode(rows, f, 4, 8, 3, 256, 96, 160, 1e-3);
-    moe_decode(rows, f, 1, 8, 4, 2048, 768, 1024, 1e-3);  // several k blocks each way
-    moe_decode(rows, f, 8, 8, 4, 1040, 208, 144, 1e-3);   // k tails, half tiles, 8 tokens of shared
-    moe_alone(rows, f);
-  }
-  k::quant_mma_set(mma_default);
 }
 
 }  // namespace gpu_check

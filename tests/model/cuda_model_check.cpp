@@ -25,8 +25,7 @@
 // Quantised weights: the MoE fixtures rewritten in fp8 (128x128 blocks) and in NVFP4 as those
 // checkpoints store them (quantized_checkpoint.hpp), run with a bf16 pool, held to the same kBar
 // against the CPU reference on the same weights: the checkpoint's dequantised values rounded to
-// bf16, which is what the CUDA model's prefill and ALU decode kernels compute with; the default
-// tensor-core decode kernels use the exact dequantised values (kernels/quant_gemv.hpp).
+// bf16, which is what the CUDA model computes with (kernels/quant_gemv.hpp), at every step size.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

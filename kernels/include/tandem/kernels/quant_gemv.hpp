@@ -10,16 +10,10 @@
 //   fp8_block: data fp8 [count][rows][in]; scales fp32 [count][ceil(rows/128)][ceil(in/128)]
 //   nvfp4:     data [count][rows][in/2] (two e2m1 per byte, even input in the low nibble);
 //              scales fp8 [count][rows][in/16]; global fp32 [count] (weight_scale_2 per tensor)
-// `in` must be a multiple of 16.
-//
-// Two forms of the decode-sized products (quant_gemv_cuda, moe_decode_quant_cuda):
-//   tensor cores (quant_mma.cuh; the default): the exact dequantised weight (fp8 and NVFP4 values
-//     are f16 values) times x as f16, fp32 sums. Closer to the exact product than a bf16 GEMM over
-//     the dequantised tensor, but not bit-equal to it, so a prefill-sized step (which dequantises to
-//     bf16) and a decode step of the same tokens may differ in the last bits.
-//   ALU (quant_chunk.cuh; TANDEM_QUANT_MMA=0): every weight rounded to bf16 in registers, the
-//     function a bf16 GEMM over quant_dequant_bf16_cuda's output computes, at every step size.
-// Within one form a row's result never depends on the other rows of the launch.
+// `in` must be a multiple of 16. Each lane takes 16 consecutive inputs of a row at a time (16 bytes
+// of fp8, 8 of NVFP4). Every path computes with round_bf16(dequantised weight): the decode kernels
+// round each weight in registers, the dequantisation writes bf16, so a quantised projection is the
+// same function at every step size (as a bf16 model's is), the bf16 model of the dequantised tensor.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -61,10 +55,6 @@ struct QuantGemvArgs {
 };
 
 bool quant_gemv_fits(const QuantGemvArgs& a);
-// Whether the tensor-core form is taken where it fits: TANDEM_QUANT_MMA=0 in the environment at
-// the first call turns it off; quant_mma_set overrides (tests run both forms in one process).
-bool quant_mma_on();
-void quant_mma_set(bool on);
 Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream = nullptr);
 
 // Every matrix of w into bf16 [count * rows][in] at y (the dense layout of the stack).
