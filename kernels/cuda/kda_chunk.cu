@@ -176,13 +176,14 @@ __device__ bool find_chunk(const std::int32_t* seq_begin, int sequences, int chu
   return false;
 }
 
-// long-function: the state-independent part of one chunk of one head, numbered as in
+// The state-independent part of one chunk of one head, numbered as in
 // kda_chunk.cpp's header: G, M and P with pairwise decays (every exponent <= 0), then the forward
 // substitution applied to [beta v | beta e^G k] at once, so that for the state S_0 before the chunk
 //   U = Uv - Wk S_0,  o = Qe S_0 + P U,  S_C = diag(e^{G_last}) S_0 + KL^T U
 // with Uv = A^-1 (beta v), Wk = A^-1 (beta e^G k), Qe = e^G q, KL = e^{G_last - G} k, A = I + beta M.
 // Written over the chunk's rows: q <- Qe, k <- Wk, v <- Uv, g <- KL; P's rows and e^{G_last}.
 // Chunks are independent here: the grid covers every chunk of every sequence at once.
+// long-function: its phases share the chunk's tiles in shared memory, one after the other.
 __global__ void __launch_bounds__(kThreads) kda_chunk_prep_kernel(KdaShape s, KdaIo io, int chunk, int sequences,
                                                                   const std::int32_t* seq_begin, Scratch sc) {
   extern __shared__ __align__(128) float prep_sm[];  // wmma wants 32-byte aligned tiles

@@ -661,6 +661,42 @@ k::MoeDecodeArgs GlmDecoderCuda::moe_decode_args(const Layer& a, int T) {
   return dec;
 }
 
+// The decode-sized experts of a step whose routing is done (moe()): bf16, or quantised in one
+// grouped launch or in launches of kMoeDecodeTokens tokens.
+Status GlmDecoderCuda::moe_decode_experts(const Layer& a, int T, const k::MoeDecodeArgs& dec, double chosen) {
+  FirstError err;
+  const double expert = 3.0 * 2 * I_ * H_, shared = 3.0 * 2 * a.shared.width * H_;
+  const bool quantised = a.experts_gate_up_q.on();
+  if (!quantised) {
+    err(k::moe_decode_cuda(dec, stream_));
+    // Grouped, each chosen expert is read once (the expected count under uniform routing).
+    if (k::moe_decode_groups(dec))
+      mark("moe experts (decode, grouped: gate_up + silu, down + sum, shared)", chosen * expert + shared);
+    else
+      mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
+    return err.status;
+  }
+  const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
+  if (k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
+    err(k::moe_decode_quant_cuda(dec, qdec, stream_));
+    mark("moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
+         chosen * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
+    return err.status;
+  }
+  for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
+    k::MoeDecodeArgs part = dec;
+    part.tokens = std::min(k::kMoeDecodeTokens, T - t0);
+    part.x = h_.as<std::uint16_t>() + static_cast<long>(t0) * H_;
+    part.expert = expert_.as<std::int32_t>() + static_cast<long>(t0) * K_;
+    part.weight = weight_.as<float>() + static_cast<long>(t0) * K_;
+    part.out = delta_.as<float>() + static_cast<long>(t0) * H_;
+    err(k::moe_decode_quant_cuda(part, qdec, stream_));
+  }
+  mark("moe experts (decode, quantised: gate_up + silu, down + sum, shared)",
+       T * K_ * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
+  return err.status;
+}
+
 Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   const MoeConfig& m = d_.moe;
   k::MoeRouting routing;
@@ -669,7 +705,6 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   routing.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   FirstError err;
   const double router = 4.0 * E_ * H_, expert = 3.0 * 2 * I_ * H_;
-  const double shared = 3.0 * 2 * a.shared.width * H_;
   const double chosen = E_ * (1.0 - std::pow(1.0 - static_cast<double>(K_) / E_, T));  // expected, uniform routing
   const k::MoeDecodeArgs dec = moe_decode_args(a, T);
   const bool quantised = a.experts_gate_up_q.on();
@@ -687,34 +722,7 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     }
     if (fold_norm) err(trace(TracePoint::after_attention, trace_layer_, T));
     err(trace(TracePoint::routing, -1, T));
-    if (!quantised) {
-      err(k::moe_decode_cuda(dec, stream_));
-      // Grouped, each chosen expert is read once (the expected count under uniform routing).
-      if (k::moe_decode_groups(dec))
-        mark("moe experts (decode, grouped: gate_up + silu, down + sum, shared)", chosen * expert + shared);
-      else
-        mark("moe experts (decode: gate_up + silu, down + sum, shared)", T * K_ * expert + shared);
-      return err.status;
-    }
-    const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
-    if (k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
-      err(k::moe_decode_quant_cuda(dec, qdec, stream_));
-      mark("moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
-           chosen * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
-      return err.status;
-    }
-    for (int t0 = 0; t0 < T; t0 += k::kMoeDecodeTokens) {
-      k::MoeDecodeArgs part = dec;
-      part.tokens = std::min(k::kMoeDecodeTokens, T - t0);
-      part.x = h_.as<std::uint16_t>() + static_cast<long>(t0) * H_;
-      part.expert = expert_.as<std::int32_t>() + static_cast<long>(t0) * K_;
-      part.weight = weight_.as<float>() + static_cast<long>(t0) * K_;
-      part.out = delta_.as<float>() + static_cast<long>(t0) * H_;
-      err(k::moe_decode_quant_cuda(part, qdec, stream_));
-    }
-    mark("moe experts (decode, quantised: gate_up + silu, down + sum, shared)",
-         T * K_ * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
-    return err.status;
+    return err.ok() ? moe_decode_experts(a, T, dec, chosen) : err.status;
   }
   err(k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_));
   mark("moe router logits", router);

@@ -396,6 +396,7 @@ class GlmDecoderCuda : public CudaModel {
   // moe(a, T, true) also does the post-attention residual add and norm (folded into the router's
   // launch); only when moe_decodes(a, T), the decode-sized path.
   Status moe(const Layer& a, int T, bool fold_norm = false);
+  Status moe_decode_experts(const Layer& a, int T, const kernels::MoeDecodeArgs& dec, double chosen);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
   // (The decode kernels index the layer's whole expert stack: a rank holding a slice of the experts
   // takes the grouped path, which leaves other ranks' experts out.)
