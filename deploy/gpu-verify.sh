@@ -55,6 +55,13 @@ memcheck() {  # memcheck NAME SECONDS COMMAND...: that check again under compute
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 echo "binaries built at $(cat "$b/COMMIT" 2>/dev/null || echo '(unknown: a bundle from before COMMIT was packed)')" | tee -a "$summary"
 check gpu_check 120 "$b/gpu_check"
+# A kernel fault leaves the device unusable for the groups after it ("cudaMalloc: an illegal memory
+# access"): on a failure, each group again in a process of its own, for a verdict on every group.
+if [[ $wanted == *" gpu_check "* ]] && ! grep -q "^[0-9]* passed, 0 failed" "$out/gpu_check.txt"; then
+  for g in $("$b/gpu_check" --list); do
+    [ "$g" = moe_grouped_small ] || run_check "gpu_check.$g" 60 "$b/gpu_check" "$g"
+  done
+fi
 memcheck gpu_check 200 "$b/gpu_check"
 check cuda_model_check 240 "$b/cuda_model_check" tests/model/fixtures
 check glm5_next_cuda_check 120 "$b/glm5_next_cuda_check" tests/model/fixtures

@@ -4,16 +4,17 @@
 # path), then GLM-4.7-Flash's real shape while time is left. From the repository root:
 #   tar xJf build-deps/bundle.tar.xz -C /tmp && bash engine/bench/gpu-merged.sh /tmp/bundle OUT
 # (the bundle of deploy/gpu-prepare.sh --bundle). Parts, in order:
-#   1. checks: gpu_check (every kernel), memcheck of the groups added lately (quant_mma,
-#      moe_grouped_small, kda_chunk_few) and racecheck of kda_chunk_few, cuda_model_check (fixtures and
+#   1. checks: gpu_check (every kernel; when it fails, each group again in a process of its own),
+#      memcheck of the groups added lately (moe_grouped_small, kda_chunk_few, quant) and racecheck
+#      of kda_chunk_few, cuda_model_check (fixtures and
 #      their fp8 / NVFP4 rewrites), glm5_next_cuda_check (default; token-by-token KDA; every product
 #      fp32), cuda_spec_check (greedy with the drafter = plain at batch 1, 4, 6; mixed steps),
 #      gpu_hybrid_serve.py (glm5_next over HTTP with a drafter)
 #   2. the 2 B random glm4_moe_lite (hf_bench.py): decode 1/6/16 and prefill 512/4096 as built;
 #      prefill with --invariant-tokens 2048 (every step <= 2048 tokens on the decode kernels, the
 #      previous default); decode 6/16 with TANDEM_MOE_GROUPED=0 (an expert read once per token)
-#   3. quantised decode at batches 1 and 6 on the real shape cut to 4 layers, fp8 and NVFP4, with
-#      TANDEM_QUANT_MMA=1 (tensor cores) and 0 (the CUDA-core kernels), profiles included
+#   3. quantised decode at batches 1, 6 and 16 on the real shape cut to 4 layers, fp8 and NVFP4,
+#      the experts grouped (as built) and per pair (TANDEM_MOE_GROUPED=0), profiles included
 #   4. glm5_next: the KDA recurrence alone (gpu_timing kda), and the fixture's prefill and decode with
 #      the fp32 products split on the tensor cores vs on the CUDA cores (TANDEM_GLM5_FP32_KERNEL)
 #   5. while time is left (a format starts only before BUDGET_S, default 430 s): the real shape, 47
@@ -60,7 +61,14 @@ bench() {
 echo "# 1. checks ($SECONDS s)"
 check gpu_check 120 "$B/gpu_check"
 grep -E "FAIL" "$O/gpu_check.txt" | head -20
-check memcheck.new-groups 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" quant_mma moe_grouped_small kda_chunk_few
+if [[ " ${failed[*]} " == *" gpu_check "* ]]; then
+  # A kernel fault leaves the device unusable for the groups after it ("cudaMalloc: an illegal
+  # memory access"): each group again in a process of its own, for a verdict on every group.
+  for g in $("$B/gpu_check" --list); do
+    [ "$g" = moe_grouped_small ] || check "gpu_check.$g" 60 "$B/gpu_check" "$g"
+  done
+fi
+check memcheck.new-groups 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" moe_grouped_small kda_chunk_few quant
 check racecheck.kda_chunk_few 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/gpu_check" kda_chunk_few
 check cuda_model_check 120 "$B/cuda_model_check" $FX
 grep -E "FAIL" "$O/cuda_model_check.txt" | head -10
@@ -89,8 +97,8 @@ echo "# 3. quantised decode, real shape cut to 4 layers ($SECONDS s)"
 for f in fp8 nvfp4; do
   q=/tmp/merged-4l-$f
   timeout 40 "$B/tandem-random-checkpoint" $q $f --layers 4 >"$O/checkpoint-4l-$f.txt" 2>&1 || { slow+=("checkpoint-4l-$f"); continue; }
-  for mma in 1 0; do
-    bench 4l-$f-mma$mma 40 $q TANDEM_QUANT_MMA=$mma -- --batches 1,6 --prompt 128 --decode 64 --profile 8
+  for grouped in 1 0; do
+    bench 4l-$f-grouped$grouped 40 $q TANDEM_MOE_GROUPED=$grouped -- --batches 1,6,16 --prompt 128 --decode 64 --profile 8
   done
   rm -rf $q
 done

@@ -1,15 +1,50 @@
 // gpu_check: runs every CUDA kernel against its CPU reference and prints one table.
 // Exit 0 when every row passes, 1 when one fails, 77 (skipped) without a CUDA device.
 // Arguments, if any, name the groups to run (e.g. `gpu_check fused glue`); none: all of them.
+// `gpu_check --list` prints the group names, one a line (scripts run each group in a process of
+// its own when a kernel fault has left the device unusable for the groups after it). A name that
+// is no group is refused (exit 2): a misspelt group would otherwise run nothing and pass.
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <vector>
 
 #include "gpu_check.hpp"
 #include "tandem/kernels/rmsnorm.hpp"
 
+namespace {
+
+struct Group {
+  const char* name;
+  void (*run)(std::vector<gpu_check::Row>&);
+};
+
+std::vector<Group> groups() {
+  using namespace gpu_check;
+  return {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
+          Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
+          Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
+          Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
+          Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
+          Group{"moe_grouped_small", check_moe_grouped_small}};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace gpu_check;
+  if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+    for (const Group& g : groups()) std::puts(g.name);
+    return 0;
+  }
+  for (int i = 1; i < argc; ++i) {
+    bool known = false;
+    for (const Group& g : groups()) known = known || std::strcmp(argv[i], g.name) == 0;
+    if (!known) {
+      std::fprintf(stderr, "gpu_check: no group named '%s' (gpu_check --list names them)\n", argv[i]);
+      return 2;
+    }
+  }
   if (!tandem::kernels::cuda_device_present()) {
     std::puts("SKIP: no CUDA device on this machine (GPU checks run on the GPU machine: deploy/gpu-check.sh)");
     return 77;
@@ -21,17 +56,7 @@ int main(int argc, char** argv) {
               "mismatches = entries that must be identical (ids, masks, cache bytes) and are not\n\n");
 
   std::vector<Row> rows;
-  struct Group {
-    const char* name;
-    void (*run)(std::vector<Row>&);
-  };
-  for (const Group g :
-       {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
-        Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
-        Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
-        Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
-        Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
-        Group{"moe_grouped_small", check_moe_grouped_small}}) {
+  for (const Group& g : groups()) {
     // moe_grouped_small is a part of moe_grouped (for compute-sanitizer): run only when named.
     bool wanted = argc < 2 && std::strcmp(g.name, "moe_grouped_small") != 0;
     for (int i = 1; i < argc; ++i) wanted = wanted || std::strcmp(argv[i], g.name) == 0;
