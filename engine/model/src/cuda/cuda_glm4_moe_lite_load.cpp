@@ -6,7 +6,6 @@
 // projections fused into one) and buffers.
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "decoder.hpp"
@@ -21,22 +20,15 @@
 
 namespace tandem::model::cuda {
 
-namespace {
-// The MoE decode kernels' grouped form is on unless TANDEM_MOE_GROUPED=0 (per pair: the same bits,
-// the A/B of a benchmark run).
-bool moe_grouped() {
-  const char* v = std::getenv("TANDEM_MOE_GROUPED");
-  return !(v && std::string_view(v) == "0");
-}
-}  // namespace
-
 using detail::Tensor;
 using detail::TensorNames;
 
 // TANDEM_INVARIANT_TOKENS=N overrides CudaOptions::invariant_tokens and TANDEM_GROUP_PREFILL=0|1
 // group_prefill, in any program (an A/B switch on one binary: 2048 takes every prompt chunk of up
 // to 2048 tokens through the batch-invariant kernels, as every step of that size did before the
-// phase split; and a fallback if a check fails). Before the buffers are sized (few_cap()).
+// phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
+// back on one launch per (token, expert) pair (the same bits, only slower). Before the buffers are
+// sized (few_cap(), moe_groups_).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
     const char* v = std::getenv(name);
@@ -49,6 +41,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
     return Ok{};
   };
   if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
+  if (auto e = read("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 
@@ -409,7 +402,7 @@ Status GlmDecoderCuda::allocate_activations() {
       {&argmax_keys_, R * sizeof(unsigned long long), "greedy keys"},
       {&moe_decode_act_, static_cast<std::size_t>(few_cap()) * static_cast<std::size_t>(K_ + 1) *
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
-      {&moe_groups_, moe_grouped() ? static_cast<std::size_t>(k::moe_decode_group_ints(std::max(E_, 1), std::max(K_, 1), few_cap())) * 4 : 0,
+      {&moe_groups_, moe_grouped_ ? static_cast<std::size_t>(k::moe_decode_group_ints(std::max(E_, 1), std::max(K_, 1), few_cap())) * 4 : 0,
        "decode expert groups"},
   };
   for (const Want& w : wants)
