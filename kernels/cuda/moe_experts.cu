@@ -1,7 +1,10 @@
 // Router logits, the expert sort, the grouped expert GEMM and the weighted combine (moe_experts.hpp).
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
+#include "grouped_mma.cuh"
 #include "rows_gemv.cuh"
 #include "tandem/kernels/moe_experts.hpp"
 
@@ -104,9 +107,25 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 }
 
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
-                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream) {
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form) {
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
+  if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
+  if (form == GroupedForm::by_env) {
+    // TANDEM_GROUPED_MMA=0 keeps the few-rows kernel, for A/B timings in one binary.
+    static const bool mma = [] {
+      const char* v = std::getenv("TANDEM_GROUPED_MMA");
+      return !(v && std::string(v) == "0");
+    }();
+    form = mma ? GroupedForm::mma : GroupedForm::rows;
+  }
+  if (form == GroupedForm::mma) {
+    const dim3 grid(grouped_mma::kSlots, static_cast<unsigned>((n + grouped_mma::kTileN - 1) / grouped_mma::kTileN),
+                    static_cast<unsigned>(n_experts));
+    grouped_mma::grouped_mma_kernel<<<grid, grouped_mma::kWarps * 32, 0, stream>>>(
+        static_cast<const bf16*>(x), ldx, gather, offsets, static_cast<const bf16*>(w), n, k, static_cast<bf16*>(y), ldy);
+    return TANDEM_CUDA_LAUNCHED("grouped_mma_kernel");
+  }
   const dim3 grid(static_cast<unsigned>((n + gemv::kRowsPerBlock - 1) / gemv::kRowsPerBlock), static_cast<unsigned>(n_experts));
   gemv::rows_gemv_kernel<bf16><<<grid, gemv::kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, 0,
                                                                       static_cast<const bf16*>(w), n, k, nullptr,
