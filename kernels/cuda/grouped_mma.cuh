@@ -8,6 +8,7 @@
 // strides over its expert's pair tiles by the number of M slots and exits when it runs past them.
 // Four warps, 2 x 2, each 32 pairs x 32 outputs: two m16 tiles of pairs (A, rows of x) by four n8
 // tiles of outputs (B, rows of W), the slab product and its k pairing from rows_mma.cuh.
+// The weights come as bf16 (Bf16Tiles below) or quantised (quant_tiles.cuh), one loop for both.
 #pragma once
 #include <cstdint>
 
@@ -26,39 +27,60 @@ struct Stage {
   bf16 w[2][kTileN][32];
 };
 
+// How a step's 64 x 64 weight tile reaches the stage (Stage::w): the bf16 form copies it like x;
+// the quantised form (quant_tiles.cuh) loads its bytes into registers with the copy and decodes
+// them into the stage while the tensor cores take the step before. Each form has:
+//   begin(e, n0)      the block's expert and first output (row pointers, once a block)
+//   fetch(s, step)    issue the tile's loads for `step` (a cp.async joins the step's copy group)
+//   store(s)          what fetch left in registers into stage s (the bf16 form: nothing)
+struct Bf16Tiles {
+  const bf16* w;
+  int n, k;
+  const bf16* wr[4];
+  __device__ __forceinline__ void begin(int e, int n0) {
+    const bf16* we = w + static_cast<long>(e) * n * k;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) wr[i] = we + static_cast<long>(min(n0 + static_cast<int>(threadIdx.x) / 8 + 16 * i, n - 1)) * k;
+  }
+  __device__ __forceinline__ void fetch(Stage& s, int step) {
+    // Copy duty as x's: chunk tid % 8 of rows tid / 8 + 16 i; past k, zeros.
+    const int tid = threadIdx.x, ch = tid % 8, kk = step * kStepK + ch * 8;
+    const bool in = kk < k;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      cuda::cp_async16_fill(&s.w[ch / 4][tid / 8 + 16 * i][ch % 4 * 8], in ? wr[i] + kk : wr[i], in ? 16 : 0);
+  }
+  __device__ __forceinline__ void store(Stage&) {}
+};
+
 // long-function: the copy schedule, the slab loop and the epilogue belong together.
+template <class Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
-    grouped_mma_kernel(const bf16* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, const bf16* w,
+    grouped_mma_kernel(const bf16* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, Tiles tiles,
                        int n, int k, bf16* y, long ldy) {
   __shared__ __align__(16) Stage st[2];
   const int e = blockIdx.z, n0 = static_cast<int>(blockIdx.y) * kTileN;
   const int p0 = offsets[e], p1 = offsets[e + 1];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
   const int wm = warp / 2 * 32, wn = warp % 2 * 32;  // the warp's pairs and outputs inside the tile
-  const bf16* we = w + static_cast<long>(e) * n * k;
   const int steps = (k + kStepK - 1) / kStepK;
   // Copy duty: 8 chunks of 16 bytes a row and step; thread tid copies chunk tid % 8 of rows
-  // tid / 8 + 16 i (i < 4), of x and of W alike.
+  // tid / 8 + 16 i (i < 4) of x.
   const int ch = tid % 8, half = ch / 4, col = ch % 4 * 8;
+  tiles.begin(e, n0);
   for (int m0 = p0 + static_cast<int>(blockIdx.x) * kTileM; m0 < p1; m0 += static_cast<int>(gridDim.x) * kTileM) {
     const bf16* xr[4];
-    const bf16* wr[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int row = tid / 8 + 16 * i;
-      const int p = min(m0 + row, p1 - 1);  // rows past the expert's last pair repeat it, unstored
+      const int p = min(m0 + tid / 8 + 16 * i, p1 - 1);  // rows past the expert's last pair repeat it, unstored
       xr[i] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
-      wr[i] = we + static_cast<long>(min(n0 + row, n - 1)) * k;  // likewise past the last output
     }
     auto copy = [&](int s, int step) {
       const int kk = step * kStepK + ch * 8;
       const bool in = kk < k;  // past k: zeros, which add nothing
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = tid / 8 + 16 * i;
-        cuda::cp_async16_fill(&st[s].x[half][row][col], in ? xr[i] + kk : xr[i], in ? 16 : 0);
-        cuda::cp_async16_fill(&st[s].w[half][row][col], in ? wr[i] + kk : wr[i], in ? 16 : 0);
-      }
+      for (int i = 0; i < 4; ++i) cuda::cp_async16_fill(&st[s].x[half][tid / 8 + 16 * i][col], in ? xr[i] + kk : xr[i], in ? 16 : 0);
+      tiles.fetch(st[s], step);
       cuda::cp_async_commit();
     };
     float acc[2][4][4];
@@ -69,6 +91,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.f;
     copy(0, 0);
+    tiles.store(st[0]);
     for (int step = 0; step < steps; ++step) {
       if (step + 1 < steps) {
         copy((step + 1) % 2, step + 1);
@@ -93,6 +116,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) mma_rows::mma_slab(acc[mt][nt], a[mt][0], a[mt][1], b[nt]);
       }
+      // The next step's weights into the other stage, which nobody reads until the barrier below
+      // (its last readers were the step before, behind the previous barrier).
+      if (step + 1 < steps) tiles.store(st[(step + 1) % 2]);
       __syncthreads();  // the stage is free for the copy two steps on
     }
     // acc[mt][nt]: pairs (g, g + 8) of m16 tile mt by outputs 2q, 2q + 1 of n8 tile nt.
@@ -117,6 +143,15 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
       }
   }
+}
+
+// The launch: a block per (M slot, 64 outputs, expert).
+template <class Tiles>
+void launch(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, Tiles tiles, int n,
+            int k, void* y, long ldy, cudaStream_t stream) {
+  const dim3 grid(kSlots, static_cast<unsigned>((n + kTileN - 1) / kTileN), static_cast<unsigned>(n_experts));
+  grouped_mma_kernel<Tiles><<<grid, kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, tiles, n, k,
+                                                               static_cast<bf16*>(y), ldy);
 }
 
 }  // namespace tandem::kernels::grouped_mma

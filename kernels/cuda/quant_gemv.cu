@@ -118,17 +118,6 @@ bool matrices_fit(const QuantMatrices& w) {
 
 }  // namespace
 
-std::size_t quant_data_bytes(QuantFormat f, int rows, int in) {
-  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
-  return f == QuantFormat::fp8_block ? n : n / 2;
-}
-
-std::size_t quant_scale_bytes(QuantFormat f, int rows, int in) {
-  if (f == QuantFormat::nvfp4) return static_cast<std::size_t>(rows) * static_cast<std::size_t>(in / kNvfp4Group);
-  const std::size_t br = static_cast<std::size_t>((rows + kFp8Block - 1) / kFp8Block);
-  return br * static_cast<std::size_t>((in + kFp8Block - 1) / kFp8Block) * 4;
-}
-
 bool quant_gemv_fits(const QuantGemvArgs& a) {
   if (a.rows < 1 || a.rows > kGemvMaxRows || a.ldx % 8 != 0 || !aligned16(a.x) || !matrices_fit(a.w)) return false;
   if (a.silu_mul) return a.w.count == 2 && a.y_type == DType::bf16 && !a.bias;
