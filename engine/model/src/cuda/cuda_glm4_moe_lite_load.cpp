@@ -38,7 +38,9 @@ using detail::TensorNames;
 // to 2048 tokens through the batch-invariant kernels, as every step of that size did before the
 // phase split; and a fallback if a check fails). TANDEM_QUANT_PREFILL=dequant|fused: how prefill-
 // sized steps take quantised experts (dequantised whole into the scratch, or read as stored: the
-// default; the same bits). Before the buffers are sized (few_cap(), wscratch_).
+// default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of prefill chunks of
+// more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many: the default; or
+// the generic paged kernel, as before). Before the buffers are sized (few_cap(), wscratch_).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
     const char* v = std::getenv(name);
@@ -51,11 +53,18 @@ Status GlmDecoderCuda::apply_env_overrides() {
     return Ok{};
   };
   if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
-  if (const char* v = std::getenv("TANDEM_QUANT_PREFILL"); v && *v) {
+  // A choice of two words: `second` sets `out`.
+  const auto choose = [](const char* name, std::string_view first, std::string_view second, bool& out) -> Status {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return Ok{};
     const std::string_view s(v);
-    if (s != "dequant" && s != "fused") return Error{"TANDEM_QUANT_PREFILL: expected dequant or fused, got '" + std::string(s) + "'"};
-    quant_prefill_dequant_ = s == "dequant";
-  }
+    if (s != first && s != second)
+      return Error{std::string(name) + ": expected " + std::string(first) + " or " + std::string(second) + ", got '" + v + "'"};
+    out = s == second;
+    return Ok{};
+  };
+  if (auto e = choose("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
+  if (auto e = choose("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 

@@ -602,8 +602,17 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     }
     mark("attn paged attention (+ query rope)", static_cast<double>(T) * max_context * kv_row);
   } else {
-    err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
-                                max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    // A prefill chunk too takes the MLA kernel (paged_attention_cuda's choice up to
+    // kMlaDecodeMaxTokens tokens: each latent row read once for all heads, the products on the
+    // tensor cores), in launches of that many tokens, where the generic kernel (CUDA cores, a row
+    // read per four heads) cost a 32K-token prompt about 3 s a layer. A token's result does not
+    // depend on its launch (attn_layout's fixed split). TANDEM_PREFILL_ATTN=generic: as before.
+    const int per = !prefill_attn_generic_ && k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) ? mla_tokens : T;
+    const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
+    for (int t0 = 0; t0 < T && err.ok(); t0 += per)
+      err(k::paged_attention_cuda(kBf16, qattn + t0 * q_row, std::min(per, T - t0), in_seq() + t0, in_pos() + t0, heads_, attn_layout(l),
+                                  layer_pool, layer_pool, in_tables(), max_blocks_, scale, olat_.as<std::uint16_t>() + t0 * o_row,
+                                  max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
   }
 

@@ -151,8 +151,8 @@ class GlmDecoderCuda : public CudaModel {
   }
 
   Status load(const Checkpoint& ck);
-  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_QUANT_PREFILL
-  // (cuda_glm4_moe_lite_load.cpp).
+  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_QUANT_PREFILL,
+  // TANDEM_PREFILL_ATTN (cuda_glm4_moe_lite_load.cpp).
   Status apply_env_overrides();
 
   // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
@@ -455,6 +455,9 @@ class GlmDecoderCuda : public CudaModel {
   // dequantised into wscratch_ (sized for them then) before a bf16 grouped GEMM, the A/B reference
   // of the grouped GEMM that reads them quantised.
   bool quant_prefill_dequant_ = false;
+  // TANDEM_PREFILL_ATTN=generic (apply_env_overrides): prefill chunks of more than
+  // kMlaDecodeMaxTokens tokens attend with the generic paged kernel, as before, not the MLA kernel.
+  bool prefill_attn_generic_ = false;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
