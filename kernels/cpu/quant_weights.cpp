@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tandem/kernels/linear.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 
 namespace tandem::kernels {
 namespace {
@@ -37,6 +38,18 @@ std::uint8_t e2m1_from_float(float x) {
   else if (a <= 5.f) c = 6;
   else c = a - 6.f < a - 4.f ? 7 : 6;
   return static_cast<std::uint8_t>(sign | c);
+}
+
+// quant_gemv.hpp's stack layout (host arithmetic: the CPU reference uses it too).
+std::size_t quant_data_bytes(QuantFormat f, int rows, int in) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
+  return f == QuantFormat::fp8_block ? n : n / 2;
+}
+
+std::size_t quant_scale_bytes(QuantFormat f, int rows, int in) {
+  if (f == QuantFormat::nvfp4) return static_cast<std::size_t>(rows) * static_cast<std::size_t>(in / kNvfp4Group);
+  const std::size_t br = static_cast<std::size_t>((rows + kFp8Block - 1) / kFp8Block);
+  return br * static_cast<std::size_t>((in + kFp8Block - 1) / kFp8Block) * 4;
 }
 
 void dequant_fp8_block_cpu(const std::uint8_t* w, const float* scale_inv, int out, int in, float* y) {

@@ -98,6 +98,21 @@ __device__ __forceinline__ uint4 load_nc16(const void* p) {
 // pairs one 4-byte load at a time, four times the load instructions (ptxas: ld.global.v2.u16 in
 // place of ld.global.v4.u32), which cost the gemv 6-12% of a batch-6/16 decode step (issue 22).
 __device__ __forceinline__ uint4 load16(const void* p) { return __ldca(static_cast<const uint4*>(p)); }
+// Asynchronous 16-byte copies into shared memory (through L2 only): the zero-filling form copies
+// `bytes` (0 or 16) and zeroes the rest, for tiles that run past a matrix's edge.
+__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async16_fill(void* smem, const void* global, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(global), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 __device__ __forceinline__ uint2 load_nc8(const void* p) {
   uint2 v;
   asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));

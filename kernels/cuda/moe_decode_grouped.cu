@@ -121,12 +121,6 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
 // Block (rows o0 .. o0 + R - 1, tokens t0 .. t0 + kDownTokens - 1). Shared memory: R rows (each
 // aw / 8 chunks) of the shared experts, then R rows of each expert in use (room for jcap), then
 // the experts' ids. A warp a token: each
@@ -141,7 +135,7 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, 
   const int routed = a.top_k * per, total = routed + sper;
   for (int i = threadIdx.x; i < R * sper; i += kDownWarps * 32) {
     const int r = i / sper, c = i % sper;
-    cp_async16(rows + r * stride + c, static_cast<const bf16*>(a.shared_down) + static_cast<long>(o0 + r) * a.shared_width + 8 * c);
+    cuda::cp_async16(rows + r * stride + c, static_cast<const bf16*>(a.shared_down) + static_cast<long>(o0 + r) * a.shared_width + 8 * c);
   }
   cuda::pdl_begin();
   const moe_rows::Groups g(a.groups, a.experts, a.tokens, a.top_k);
@@ -154,9 +148,9 @@ __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, 
   for (int i = threadIdx.x; i < used * R * per; i += kDownWarps * 32) {
     const int j = i / (R * per), r = i / per % R, c = i % per;
     const long e = experts[j];
-    cp_async16(rows + ((1 + j) * R + r) * stride + c, static_cast<const bf16*>(a.down) + (e * a.hidden + o0 + r) * a.width + 8 * c);
+    cuda::cp_async16(rows + ((1 + j) * R + r) * stride + c, static_cast<const bf16*>(a.down) + (e * a.hidden + o0 + r) * a.width + 8 * c);
   }
-  cp_async_wait_all();
+  cuda::cp_async_wait_all();
   __syncthreads();
   const int t_end = min(a.tokens, t0 + kDownTokens);
   for (int t = t0 + warp; t < t_end; t += kDownWarps) {

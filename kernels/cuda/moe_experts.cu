@@ -1,7 +1,11 @@
 // Router logits, the expert sort, the grouped expert GEMM and the weighted combine (moe_experts.hpp).
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
+#include "grouped_mma.cuh"
+#include "quant_tiles.cuh"
 #include "rows_gemv.cuh"
 #include "tandem/kernels/moe_experts.hpp"
 
@@ -104,14 +108,48 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 }
 
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
-                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream) {
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form) {
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
+  if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
+  if (form == GroupedForm::by_env) {
+    // TANDEM_GROUPED_MMA=0 keeps the few-rows kernel, for A/B timings in one binary.
+    static const bool mma = [] {
+      const char* v = std::getenv("TANDEM_GROUPED_MMA");
+      return !(v && std::string(v) == "0");
+    }();
+    form = mma ? GroupedForm::mma : GroupedForm::rows;
+  }
+  if (form == GroupedForm::mma) {
+    grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
+                        ldy, stream);
+    return TANDEM_CUDA_LAUNCHED("grouped_mma_kernel");
+  }
   const dim3 grid(static_cast<unsigned>((n + gemv::kRowsPerBlock - 1) / gemv::kRowsPerBlock), static_cast<unsigned>(n_experts));
   gemv::rows_gemv_kernel<bf16><<<grid, gemv::kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, 0,
                                                                       static_cast<const bf16*>(w), n, k, nullptr,
                                                                       static_cast<bf16*>(y), ldy);
   return TANDEM_CUDA_LAUNCHED("grouped_gemm_kernel");
+}
+
+Status grouped_gemm_quant_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                               const QuantMatrices& w, void* y, long ldy, Stream stream) {
+  if (n_experts <= 0 || n_experts > 65535 || w.count <= 0 || w.count % n_experts != 0 || w.rows <= 0)
+    return Error{"grouped_gemm_quant: " + std::to_string(w.count) + " matrices do not split evenly over " + std::to_string(n_experts) +
+                 " experts (at most 65535)"};
+  if (w.in <= 0 || w.in % 16 != 0 || ldx % 8 != 0)
+    return Error{"grouped_gemm_quant: inputs must be a multiple of 16 and ldx of 8, got " + std::to_string(w.in) + " and " +
+                 std::to_string(ldx)};
+  if (!w.data || !w.scales || (w.format == QuantFormat::nvfp4 && !w.global) || reinterpret_cast<std::uintptr_t>(w.data) % 16 != 0)
+    return Error{"grouped_gemm_quant: a stack without its data (16-byte aligned), scales or global scales"};
+  const int per = w.count / n_experts, n = per * w.rows;
+  if (w.format == QuantFormat::fp8_block)
+    grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::QuantTiles<QuantFormat::fp8_block>{w, per, n, w.in, {}, {}, {}},
+                        n, w.in, y, ldy, stream);
+  else
+    grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::QuantTiles<QuantFormat::nvfp4>{w, per, n, w.in, {}, {}, {}}, n,
+                        w.in, y, ldy, stream);
+  return TANDEM_CUDA_LAUNCHED("grouped_mma_kernel (quantised weights)");
 }
 
 Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,

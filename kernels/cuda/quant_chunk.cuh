@@ -56,9 +56,10 @@ __device__ __forceinline__ Chunk load_chunk(const QuantMatrices& w, long m, int 
 
 __device__ __forceinline__ float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-// The chunk's 16 dequantised weights, rounded to bf16, as floats.
-template <QuantFormat F>
-__device__ __forceinline__ void decode(const Chunk& c, float* wv) {
+// The chunk's 16 dequantised weights before their rounding, as fp32 products value * scale, a pair
+// at a time: f(j, p) takes inputs 2j (p.x) and 2j + 1 (p.y). The two forms below round them alike.
+template <QuantFormat F, class Pair>
+__device__ __forceinline__ void decode_pairs(const Chunk& c, Pair&& f) {
   if constexpr (F == QuantFormat::fp8_block) {
     const unsigned words[4] = {c.q.x, c.q.y, c.q.z, c.q.w};
 #pragma unroll
@@ -66,8 +67,8 @@ __device__ __forceinline__ void decode(const Chunk& c, float* wv) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * h)), __NV_E4M3);
-        const float2 f = __half22float2(__half2(r));
-        wv[4 * i + 2 * h] = bf16_round(f.x * c.scale), wv[4 * i + 2 * h + 1] = bf16_round(f.y * c.scale);
+        const float2 v = __half22float2(__half2(r));
+        f(2 * i + h, make_float2(v.x * c.scale, v.y * c.scale));
       }
   } else {
     const unsigned words[2] = {c.q.x, c.q.y};
@@ -77,10 +78,26 @@ __device__ __forceinline__ void decode(const Chunk& c, float* wv) {
       for (int b = 0; b < 4; ++b) {
         const unsigned t = words[i] >> (8 * b);  // low nibble: input 2b, high nibble: 2b + 1
         const unsigned bits = ((t & 0x7u) << 9) | ((t & 0x8u) << 12) | ((t & 0x70u) << 21) | ((t & 0x80u) << 24);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&bits));
-        wv[8 * i + 2 * b] = bf16_round(f.x * c.scale), wv[8 * i + 2 * b + 1] = bf16_round(f.y * c.scale);
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+        f(4 * i + b, make_float2(v.x * c.scale, v.y * c.scale));
       }
   }
+}
+
+// The chunk's 16 dequantised weights, rounded to bf16, as floats.
+template <QuantFormat F>
+__device__ __forceinline__ void decode(const Chunk& c, float* wv) {
+  decode_pairs<F>(c, [&](int j, float2 p) { wv[2 * j] = bf16_round(p.x), wv[2 * j + 1] = bf16_round(p.y); });
+}
+
+// The same 16 weights as bf16, packed two a word (input 2j in the low half of word j): what the
+// dequantisation writes and the tensor-core GEMMs read.
+template <QuantFormat F>
+__device__ __forceinline__ void decode_bf16(const Chunk& c, unsigned (&w)[8]) {
+  decode_pairs<F>(c, [&](int j, float2 p) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(p.x, p.y);
+    w[j] = *reinterpret_cast<const unsigned*>(&b);
+  });
 }
 
 // sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned), one fmaf chain in j order.

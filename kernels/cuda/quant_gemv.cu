@@ -102,10 +102,13 @@ __global__ void dequant_kernel(QuantMatrices w, bf16* y) {
     const long row = c / per;
     const int k = static_cast<int>(c % per) * 16;
     const quant::Chunk q = quant::load_chunk<F>(w, row / w.rows, static_cast<int>(row % w.rows), k);
-    float wv[16];
-    quant::decode<F>(q, wv);  // already bf16 values: the conversion below is exact
-#pragma unroll
-    for (int j = 0; j < 16; ++j) y[row * w.in + k + j] = __float2bfloat16_rn(wv[j]);
+    // Two 16-byte stores (rows of a multiple of 16 entries), where 16 two-byte ones made each
+    // warp store touch 32 sectors for 64 bytes: a prefill step dequantises every projection.
+    unsigned v[8];
+    quant::decode_bf16<F>(q, v);
+    uint4* dst = reinterpret_cast<uint4*>(y + row * w.in + k);
+    dst[0] = make_uint4(v[0], v[1], v[2], v[3]);
+    dst[1] = make_uint4(v[4], v[5], v[6], v[7]);
   }
 }
 
@@ -117,17 +120,6 @@ bool matrices_fit(const QuantMatrices& w) {
 }
 
 }  // namespace
-
-std::size_t quant_data_bytes(QuantFormat f, int rows, int in) {
-  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
-  return f == QuantFormat::fp8_block ? n : n / 2;
-}
-
-std::size_t quant_scale_bytes(QuantFormat f, int rows, int in) {
-  if (f == QuantFormat::nvfp4) return static_cast<std::size_t>(rows) * static_cast<std::size_t>(in / kNvfp4Group);
-  const std::size_t br = static_cast<std::size_t>((rows + kFp8Block - 1) / kFp8Block);
-  return br * static_cast<std::size_t>((in + kFp8Block - 1) / kFp8Block) * 4;
-}
 
 bool quant_gemv_fits(const QuantGemvArgs& a) {
   if (a.rows < 1 || a.rows > kGemvMaxRows || a.ldx % 8 != 0 || !aligned16(a.x) || !matrices_fit(a.w)) return false;
@@ -147,6 +139,7 @@ Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
 
 Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream) {
   if (!matrices_fit(w)) return Error{"quant_dequant_bf16: bad stack (inputs must be a multiple of 16)"};
+  if (!aligned16(y)) return Error{"quant_dequant_bf16: the bf16 destination must be 16-byte aligned"};
   const long chunks = static_cast<long>(w.count) * w.rows * (w.in / 16);
   const long blocks = (chunks + 255) / 256;
   const dim3 grid(static_cast<unsigned>(blocks < 65536 ? blocks : 65536));

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "gpu_check.hpp"
@@ -26,7 +27,8 @@ std::vector<Group> groups() {
           Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
           Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
           Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
-          Group{"moe_grouped_small", check_moe_grouped_small}};
+          Group{"moe_grouped_small", check_moe_grouped_small}, Group{"quant_grouped", check_quant_grouped},
+          Group{"quant_grouped_small", check_quant_grouped_small}};
 }
 
 }  // namespace
@@ -57,8 +59,9 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (const Group& g : groups()) {
-    // moe_grouped_small is a part of moe_grouped (for compute-sanitizer): run only when named.
-    bool wanted = argc < 2 && std::strcmp(g.name, "moe_grouped_small") != 0;
+    // The *_small groups are parts of others (for compute-sanitizer): run only when named.
+    const std::string name = g.name;
+    bool wanted = argc < 2 && !(name.size() > 6 && name.compare(name.size() - 6, 6, "_small") == 0);
     for (int i = 1; i < argc; ++i) wanted = wanted || std::strcmp(argv[i], g.name) == 0;
     if (!wanted) continue;
     try {

@@ -3,8 +3,10 @@
 // (skinny_gemm), and the MoE pieces (router logits, the expert sort, the grouped expert GEMM,
 // the weighted combine). Inputs are rounded to bf16 first, so only the GPU's bf16 output rounding
 // and its summation order differ from the fp64-summed reference.
+#include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "gpu_check.hpp"
 #include "tandem/kernels/gemm.hpp"
@@ -147,6 +149,66 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
   rows.push_back({"moe_combine", s, "fp32 out", max_rel_error(dout32.get(), cref), 1e-5, 0, ""});
 }
 
+// The grouped GEMM's two forms over pairs sorted here: counts[e] pairs for expert e (zeros too),
+// pair p reading x row gather[p] (a scrambled token) or, without gather, row p. The reference is
+// every pair's own linear_cpu; where that is costly on the CPU it takes every fifth pair of each
+// expert and its last. A third row holds the forms to each other over all pairs.
+void grouped(std::vector<Row>& rows, const char* what, const std::vector<int>& counts, int tokens, int kk, int n,
+             bool with_gather) {
+  const int E = static_cast<int>(counts.size());
+  std::vector<std::int32_t> off(sz(E + 1), 0);
+  for (int e = 0; e < E; ++e) off[sz(e + 1)] = off[sz(e)] + counts[sz(e)];
+  const int pairs = off[sz(E)];
+  std::vector<std::int32_t> gather(sz(pairs));
+  for (int p = 0; p < pairs; ++p) gather[sz(p)] = (p * 7 + p / 3) % tokens;
+  const int xrows = with_gather ? tokens : pairs;
+  const auto x = as_stored(DType::bf16, normal(sz(static_cast<long>(xrows) * kk), 1.f, 51));
+  const auto w = as_stored(DType::bf16, normal(sz(static_cast<long>(E) * n * kk), 0.05f, 52));
+  const int stride = static_cast<double>(pairs) * n * kk > 2e8 ? 5 : 1;
+  std::vector<int> picked;
+  std::vector<float> ref;
+  for (int e = 0; e < E; ++e)
+    for (int p = off[sz(e)]; p < off[sz(e + 1)]; ++p) {
+      if ((p - off[sz(e)]) % stride != 0 && p != off[sz(e + 1)] - 1) continue;
+      picked.push_back(p);
+      ref.resize(ref.size() + sz(n));
+      const long row = with_gather ? gather[sz(p)] : p;
+      k::linear_cpu(x.data() + row * kk, w.data() + static_cast<long>(e) * n * kk, nullptr, ref.data() + ref.size() - sz(n), 1, kk, n);
+    }
+  DevAct dx(DType::bf16, x), dw(DType::bf16, w);
+  Dev<std::int32_t> doff(off), dgather(gather);
+  char s[128];
+  std::snprintf(s, sizeof s, "%s: %d pairs, %d experts, %d -> %d%s", what, pairs, E, kk, n, with_gather ? "" : ", no gather");
+  std::vector<float> all[2];
+  const k::GroupedForm forms[2] = {k::GroupedForm::mma, k::GroupedForm::rows};
+  for (int f = 0; f < 2; ++f) {
+    DevAct dy(DType::bf16, sz(static_cast<long>(pairs) * n));
+    op_ok(k::grouped_gemm_cuda(dx.p(), kk, with_gather ? dgather.p() : nullptr, doff.p(), E, dw.p(), n, kk, dy.p(), n, nullptr,
+                               forms[f]));
+    all[f] = dy.get();
+    std::vector<float> got;
+    for (int p : picked) got.insert(got.end(), all[f].begin() + static_cast<long>(p) * n, all[f].begin() + static_cast<long>(p + 1) * n);
+    rows.push_back({f == 0 ? "grouped_gemm (mma)" : "grouped_gemm (rows)", s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)),
+                    limit_for(DType::bf16), 0, stride > 1 ? "every 5th pair" : ""});
+  }
+  rows.push_back({"grouped_gemm mma vs rows", s, "bf16", max_rel_error(all[0], all[1]), limit_for(DType::bf16), 0, "all pairs"});
+}
+
+// Pair counts of `pairs` pairs spread over E experts by a fixed hash (about even, as a random router).
+std::vector<int> spread(int pairs, int E) {
+  std::vector<int> c(sz(E), 0);
+  for (int i = 0; i < pairs; ++i) ++c[(static_cast<unsigned>(i) * 2654435761u >> 7) % static_cast<unsigned>(E)];
+  return c;
+}
+
+// One expert with most of the pairs, several with none, the rest a few each.
+std::vector<int> skewed() {
+  std::vector<int> c(32, 0);
+  c[3] = 1700;
+  for (int e = 6; e < 32; ++e) c[sz(e)] = e % 3 == 0 ? 0 : 19 + e % 5;
+  return c;
+}
+
 }  // namespace
 
 void check_gemm(std::vector<Row>& rows) {
@@ -165,6 +227,12 @@ void check_gemm(std::vector<Row>& rows) {
   experts(rows, 1, 32, 4, 2048, 1536);
   experts(rows, 21, 6, 2, 64, 48);
   experts(rows, 300, 64, 4, 256, 96);
+  // The 2 B glm4_moe_lite's routed experts at a 512-token prefill (top 4 of 32): gate_up, down.
+  grouped(rows, "2B gate_up", spread(2048, 32), 512, 2048, 2 * 768, true);
+  grouped(rows, "2B down", spread(2048, 32), 512, 768, 2048, false);
+  grouped(rows, "skewed", skewed(), 512, 256, 200, true);
+  grouped(rows, "odd", {0, 1, 65, 63, 130, 0}, 50, 72, 45, true);
+  grouped(rows, "odd", {3, 0, 64, 129}, 196, 136, 70, false);
 }
 
 }  // namespace gpu_check

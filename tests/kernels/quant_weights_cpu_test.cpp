@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/kernels/moe_experts.hpp"
 #include "tandem/kernels/quant_weights.hpp"
 
 using namespace tandem::kernels;
@@ -145,4 +146,28 @@ TEST_CASE("quantised linear layers equal the dense layer on the dequantised weig
       for (int i = 0; i < in; ++i) acc += double(x[static_cast<size_t>(r * in + i)]) * dense[static_cast<size_t>(o * in + i)];
       CHECK(y[static_cast<size_t>(r * out + o)] == doctest::Approx(acc).epsilon(1e-5));
     }
+}
+
+TEST_CASE("grouped_gemm_quant_cpu: an expert's matrices one under another, pairs gathered, weights rounded to bf16") {
+  // Two experts of two fp8 matrices [2][16] each: row 0 all 1.0 (0x38), row 1 all 2.0 (0x40);
+  // matrix m's one block scale marks it (the last one's, 1 + 2^-10, rounds away in bf16).
+  const int per = 2, rows = 2, k = 16, E = 2;
+  std::vector<std::uint8_t> bytes;
+  for (int m = 0; m < E * per; ++m)
+    for (int o = 0; o < rows; ++o) bytes.insert(bytes.end(), k, o == 0 ? 0x38 : 0x40);
+  const std::vector<float> scales = {1.f, 2.f, 4.f, 1.f + 1.f / 1024};
+  QuantMatrices w;
+  w.format = QuantFormat::fp8_block, w.data = bytes.data(), w.scales = scales.data(), w.count = E * per, w.rows = rows, w.in = k;
+  std::vector<float> x;
+  for (int r = 0; r < 3; ++r) x.insert(x.end(), k + 2, static_cast<float>(r + 1));  // row r all r + 1; ldx k + 2
+  const std::vector<std::int32_t> offsets = {0, 1, 3}, gather = {2, 0, 1};
+  const long ldy = per * rows + 1;
+  std::vector<float> y(3 * ldy, -1.f);
+  grouped_gemm_quant_cpu(x.data(), k + 2, gather.data(), offsets.data(), E, w, y.data(), ldy);
+  // y[p][j * rows + o] = k * x(gather[p]) * scale(e * per + j) * (o + 1), the last scale as 1.
+  const float want[3][4] = {{48, 96, 96, 192}, {64, 128, 16, 32}, {128, 256, 32, 64}};
+  for (int p = 0; p < 3; ++p) {
+    for (int c = 0; c < 4; ++c) CHECK(y[static_cast<size_t>(p * ldy + c)] == want[p][c]);
+    CHECK(y[static_cast<size_t>(p * ldy + 4)] == -1.f);  // past n: untouched
+  }
 }

@@ -27,8 +27,12 @@ using detail::TensorNames;
 // group_prefill, in any program (an A/B switch on one binary: 2048 takes every prompt chunk of up
 // to 2048 tokens through the batch-invariant kernels, as every step of that size did before the
 // phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
-// back on one launch per (token, expert) pair (the same bits, only slower). Before the buffers are
-// sized (few_cap(), moe_groups_).
+// back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_QUANT_PREFILL=
+// dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
+// or read as stored: the default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of
+// prefill chunks of more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many:
+// the default; or the generic paged kernel, as before). Before the buffers are sized (few_cap(),
+// moe_groups_, wscratch_).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
     const char* v = std::getenv(name);
@@ -42,6 +46,18 @@ Status GlmDecoderCuda::apply_env_overrides() {
   };
   if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
   if (auto e = read("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
+  // A choice of two words: `second` sets `out`.
+  const auto choose = [](const char* name, std::string_view first, std::string_view second, bool& out) -> Status {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return Ok{};
+    const std::string_view s(v);
+    if (s != first && s != second)
+      return Error{std::string(name) + ": expected " + std::string(first) + " or " + std::string(second) + ", got '" + v + "'"};
+    out = s == second;
+    return Ok{};
+  };
+  if (auto e = choose("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
+  if (auto e = choose("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 
@@ -270,12 +286,14 @@ Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   // Plus the final norm, the LM head and the embedding rows (one per token; counted once).
   decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
   decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
-  // The scratch larger steps dequantise a quantised projection into (the largest one).
+  // The scratch larger steps dequantise a quantised projection into (the largest one; the experts
+  // only where TANDEM_QUANT_PREFILL=dequant: the grouped GEMM reads them quantised otherwise).
   std::size_t scratch = 0;
-  for (const Layer& a : layers_)
-    for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.experts_gate_up_q,
-                                 &a.experts_down_q, &a.shared.gate_up_q, &a.shared.down_q})
+  for (const Layer& a : layers_) {
+    for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.shared.gate_up_q, &a.shared.down_q})
       scratch = std::max(scratch, q->dense_elements());
+    if (quant_prefill_dequant_) scratch = std::max({scratch, a.experts_gate_up_q.dense_elements(), a.experts_down_q.dense_elements()});
+  }
   if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
   weight_formats_.clear();
   for (const auto& [f, n] : format_counts_)

@@ -392,6 +392,17 @@ Status GlmDecoderCuda::dequant(const QuantWeight& q) {
   return k::quant_dequant_bf16_cuda(q.b.m, y + first, stream_);
 }
 
+Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
+                                   int n, int k, void* y, long ldy) {
+  const auto* offsets = offsets_.as<std::int32_t>();
+  const int E = experts_.size();
+  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_);
+  // (The experts are one stack, a: every part has the same shape.)
+  if (!quant_prefill_dequant_ && q.b.m.count == 0) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
+  if (auto e = dequant(q); !e) return e;
+  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_);
+}
+
 Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
   const DecoderConfig& d = d_;
   const float eps = static_cast<float>(d.rms_norm_eps);
@@ -591,8 +602,17 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     }
     mark("attn paged attention (+ query rope)", static_cast<double>(T) * max_context * kv_row);
   } else {
-    err(k::paged_attention_cuda(kBf16, qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, layer_pool, in_tables(),
-                                max_blocks_, scale, olat_.get(), max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
+    // A prefill chunk too takes the MLA kernel (paged_attention_cuda's choice up to
+    // kMlaDecodeMaxTokens tokens: each latent row read once for all heads, the products on the
+    // tensor cores), in launches of that many tokens, where the generic kernel (CUDA cores, a row
+    // read per four heads) cost a 32K-token prompt about 3 s a layer. A token's result does not
+    // depend on its launch (attn_layout's fixed split). TANDEM_PREFILL_ATTN=generic: as before.
+    const int per = !prefill_attn_generic_ && k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) ? mla_tokens : T;
+    const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
+    for (int t0 = 0; t0 < T && err.ok(); t0 += per)
+      err(k::paged_attention_cuda(kBf16, qattn + t0 * q_row, std::min(per, T - t0), in_seq() + t0, in_pos() + t0, heads_, attn_layout(l),
+                                  layer_pool, layer_pool, in_tables(), max_blocks_, scale, olat_.as<std::uint16_t>() + t0 * o_row,
+                                  max_context, attn_ws_.get(), attn_ws_.bytes(), stream_));
     mark("attn paged attention", static_cast<double>(T) * max_context * kv_row);
   }
 
@@ -734,17 +754,13 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, experts_.begin, experts_.size(), offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
-  // Quantised experts: every expert of the layer dequantised into the scratch for the grouped GEMM.
-  if (quantised) err(dequant(a.experts_gate_up_q));
-  err(k::grouped_gemm_cuda(h_.get(), H_, sorted_.as<std::int32_t>(), offsets_.as<std::int32_t>(), experts_.size(),
-                           quantised ? wscratch_.get() : a.experts_gate_up.get(), 2 * I_, H_, moe_gu_.get(), 2L * I_, stream_));
-  mark("moe experts gate_up", chosen * expert * 2 / 3);
+  const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
+  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
+  mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
   mark("moe silu", 2.0 * T * K_ * 3 * I_);
-  if (quantised) err(dequant(a.experts_down_q));
-  err(k::grouped_gemm_cuda(moe_act_.get(), I_, nullptr, offsets_.as<std::int32_t>(), experts_.size(),
-                           quantised ? wscratch_.get() : a.experts_down.get(), H_, I_, moe_out_.get(), H_, stream_));
-  mark("moe experts down", chosen * expert / 3);
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
+  mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));
   err(k::moe_combine_f32_cuda(moe_out_.get(), pair_pos_.as<std::int32_t>(), weight_.as<float>(), T, K_, H_,

@@ -4,8 +4,12 @@
 //   moe_sort        the tokens * top_k (token, expert) pairs sorted by expert: offsets[E + 1], the
 //                   token of each sorted pair, and where each pair went (pair_pos)
 //   grouped_gemm    y[p] = W[e(p)] x[row(p)] for every sorted pair p, one launch for all experts:
-//                   a block takes one expert and a tile of its output rows, loads each weight once
-//                   and applies it to the expert's pairs (eight at a time)
+//                   on the tensor cores, a block per (expert, 64 outputs, slot of 64-pair tiles)
+//                   with both operands staged in shared memory (grouped_mma.cuh); or the few-rows
+//                   kernel, a block per (expert, 32 outputs) applying each weight to the expert's
+//                   pairs eight at a time (rows_gemv.cuh)
+//   grouped_gemm_quant  the same over quantised experts (fp8 block-scaled, NVFP4), each weight tile
+//                   decoded to bf16 in shared memory as the tensor-core form stages it
 //   moe_combine     out[t] = sum_k weight[t][k] * y[pair_pos[t][k]] (+ add[t])
 // All pointers are device buffers; everything here is graph-capturable (no host synchronisation:
 // the launch grids depend on E and the capacity, not on how many tokens each expert got).
@@ -14,6 +18,7 @@
 #include <string>
 
 #include "tandem/kernels/dtype.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/result.hpp"
 
 namespace tandem::kernels {
@@ -34,9 +39,24 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 
 // y[p][n] = sum_k x[row(p)][k] * w[e][n][k] for each expert e < n_experts and each p in
 // [offsets[e], offsets[e + 1]); row(p) = gather[p] when gather is given, else p. bf16 in and out,
-// fp32 sums. w: [n_experts, n, k]; k must be a multiple of 8 and rows 16-byte aligned.
+// fp32 sums. w: [n_experts, n, k]; k must be a multiple of 8 and rows 16-byte aligned. form picks
+// the kernel; by_env takes the tensor-core one unless TANDEM_GROUPED_MMA=0 (read once).
+enum class GroupedForm { by_env, mma, rows };
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
-                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr);
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,
+                              GroupedForm form = GroupedForm::by_env);
+
+// grouped_gemm_cuda's tensor-core form over quantised experts (a stack of quant_gemv.hpp, device
+// pointers): expert e's weight is matrices e * per .. e * per + per - 1 of w one under another (per
+// = w.count / n_experts; gate then up: n = per * w.rows outputs, k = w.in inputs, a multiple of
+// 16). Each weight is rounded to bf16 as quant_dequant_bf16_cuda writes it, so y is bit for bit
+// grouped_gemm_cuda(GroupedForm::mma) over the dequantised stack, which is never written.
+Status grouped_gemm_quant_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                               const QuantMatrices& w, void* y, long ldy, Stream stream = nullptr);
+// Its CPU reference (host pointers; kernels/cpu/moe_experts_quant.cpp): x fp32, y fp32 [pairs][ldy],
+// the weights dequantised and rounded to bf16, fp64 sums.
+void grouped_gemm_quant_cpu(const float* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                            const QuantMatrices& w, float* y, long ldy);
 
 // out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
 Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,

@@ -57,7 +57,7 @@ struct QuantGemvArgs {
 bool quant_gemv_fits(const QuantGemvArgs& a);
 Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream = nullptr);
 
-// Every matrix of w into bf16 [count * rows][in] at y (the dense layout of the stack).
+// Every matrix of w into bf16 [count * rows][in] at y (the dense layout of the stack; y 16-byte aligned).
 Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream = nullptr);
 
 // moe_decode_cuda (moe_decode.hpp) over quantised experts: a.gate_up / down / shared_* are ignored,

@@ -151,8 +151,8 @@ class GlmDecoderCuda : public CudaModel {
   }
 
   Status load(const Checkpoint& ck);
-  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_MOE_GROUPED
-  // (cuda_glm4_moe_lite_load.cpp).
+  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_MOE_GROUPED,
+  // TANDEM_QUANT_PREFILL, TANDEM_PREFILL_ATTN (cuda_glm4_moe_lite_load.cpp).
   Status apply_env_overrides();
 
   // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
@@ -355,6 +355,11 @@ class GlmDecoderCuda : public CudaModel {
   Status quant_gemv(k::QuantGemvArgs v, int T);
   // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
   Status dequant(const QuantWeight& q);
+  // A prefill-sized grouped expert GEMM (moe_experts.hpp) over the bf16 stack w or, when q is on,
+  // the quantised one: read as stored (the tiles decoded in shared memory), or with
+  // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
+  Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
+                     void* y, long ldy);
 
   // Whether the pass running now takes the decode-sized kernels, which are batch-invariant (a
   // token's result does not depend on the step's other tokens): the decode-class pass (run()).
@@ -446,6 +451,13 @@ class GlmDecoderCuda : public CudaModel {
   std::string weight_formats_, dense_notes_;
   std::vector<std::string> quantised_tensors_;
   DeviceBuffer wscratch_;  // bf16, the largest quantised projection dequantised (steps of more tokens)
+  // TANDEM_QUANT_PREFILL=dequant (apply_env_overrides): quantised experts of prefill-sized steps
+  // dequantised into wscratch_ (sized for them then) before a bf16 grouped GEMM, the A/B reference
+  // of the grouped GEMM that reads them quantised.
+  bool quant_prefill_dequant_ = false;
+  // TANDEM_PREFILL_ATTN=generic (apply_env_overrides): prefill chunks of more than
+  // kMlaDecodeMaxTokens tokens attend with the generic paged kernel, as before, not the MLA kernel.
+  bool prefill_attn_generic_ = false;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
