@@ -26,7 +26,7 @@ std::vector<Group> groups() {
           Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
           Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
           Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
-          Group{"moe_grouped_small", check_moe_grouped_small}};
+          Group{"moe_grouped_small", check_moe_grouped_small}, Group{"mla_split", check_mla_split}};
 }
 
 }  // namespace

@@ -73,6 +73,39 @@ void attention(DType kv, int seqs, int ctx) {
   report(what, us, 2.0 * static_cast<double>(cache));
 }
 
+// The MLA decode attention at GLM-4.7-Flash's shape (20 heads, rows of 512 + 64, pool blocks of 16)
+// for `seqs` decode tokens of `ctx` keys each: the split by the step (split_keys of max-model-len
+// `max_len`, as TANDEM_ATTN_SPLIT=0 serves) against the split by each token's own context
+// (context_splits), both launched for max_len as a CUDA graph step is; bytes = the latent rows.
+void mla_attention(DType kv, int seqs, int ctx, int max_len, bool own) {
+  const int qh = 20, qk = 576, vd = 512, bs = 16, blocks_per = (max_len + bs - 1) / bs;
+  k::PagedKvLayout l;
+  l.dtype = kv, l.block_size = bs, l.kv_heads = 1, l.qk_dim = qk, l.v_dim = vd, l.v_in_k = true;
+  l.k_scale = l.v_scale = 0.01f;
+  if (own) l.context_splits = 132;
+  else l.split_keys = 32 * (((max_len + 31) / 32 + 255) / 256);
+  const long rows = static_cast<long>(seqs) * ((ctx + bs - 1) / bs) * bs;
+  const size_t cache = sz(rows * qk * k::dtype_bytes(kv));
+  Dev<std::uint8_t> kc(cache);
+  cuda_ok(cudaMemset(kc.p(), 0x31, cache), "memset");
+  std::vector<std::int32_t> table(sz(static_cast<long>(seqs) * blocks_per), 0), tseq, tpos;
+  for (int s = 0, next = 0; s < seqs; ++s)
+    for (int b = 0; b < (ctx + bs - 1) / bs; ++b) table[sz(static_cast<long>(s) * blocks_per + b)] = next++;
+  for (int s = 0; s < seqs; ++s) tseq.push_back(s), tpos.push_back(ctx - 1);
+  Dev<std::int32_t> dt(table), ds(tseq), dp(tpos);
+  DevAct q(DType::bf16, normal(sz(static_cast<long>(seqs) * qh * qk), 1.f, 1)), out(DType::bf16, sz(static_cast<long>(seqs) * qh * vd));
+  const size_t ws = k::paged_attention_workspace_bytes(seqs, qh, l, max_len);
+  Dev<std::uint8_t> dws(ws);
+  const double us = time_us([&] {
+    ok(k::paged_attention_cuda(DType::bf16, q.p(), seqs, ds.p(), dp.p(), qh, l, kc.p(), nullptr, dt.p(), blocks_per, 0.0625f, out.p(),
+                               max_len, dws.p(), ws));
+  });
+  char what[112];
+  std::snprintf(what, sizeof what, "mla decode %s, kv %s, %2d x %5d ctx, max-len %6d", own ? "own split " : "step split", k::dtype_name(kv),
+                seqs, ctx, max_len);
+  report(what, us, static_cast<double>(seqs) * ctx * qk * k::dtype_bytes(kv));
+}
+
 void sampling(const char* what, k::SamplingParams p) {
   const int rows = 64, V = 151552;
   Dev<float> logits(normal(sz(static_cast<long>(rows) * V), 3.f, 2));
@@ -150,13 +183,25 @@ void kda_prefill(int tokens) {
 
 }  // namespace
 
-// Arguments, if any: `kda` times only the KDA prefill.
+// Arguments, if any: `kda` times only the KDA prefill, `mla` only the MLA decode attention.
 int main(int argc, char** argv) {
   if (!k::cuda_device_present()) {
     std::puts("SKIP: no CUDA device");
     return 77;
   }
   try {
+    if (argc > 1 && std::strcmp(argv[1], "mla") == 0) {
+      for (DType kv : {DType::bf16, DType::fp8_e4m3})
+        for (int seqs : {1, 6, 16})
+          for (int ctx : {577, 4097, 32768}) {
+            if (kv == DType::fp8_e4m3 && ctx != 577 && seqs != 1) continue;
+            // The bench's max-model-len (prompt + decode + a margin) and a serving one.
+            mla_attention(kv, seqs, ctx, ctx + 100, false);
+            mla_attention(kv, seqs, ctx, 131072, false);
+            mla_attention(kv, seqs, ctx, 131072, true);
+          }
+      return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "kda") == 0) {
       kda_prefill(512);
       kda_prefill(32768);

@@ -34,6 +34,14 @@ struct PagedKvLayout {
   // token's output depends only on its own query and context, not on the step's token count or
   // longest context (which choose the split otherwise). 0: chosen by the step's shape.
   int split_keys = 0;
+  // The MLA decode kernel's splits chosen from each token's own context n alone (preferred over
+  // split_keys when > 0): c = ceil(n / 32) chunks of 32 keys, ceil(c / min(c, context_splits))
+  // chunks a split, so a short context gets a block per chunk and a long one about context_splits
+  // blocks, whatever the step's token count, the token's place in it or max_context (which must
+  // bound every token's context and only sizes the launch and the workspace). A token of one
+  // split is written by its block directly, several are merged by the combine kernel in split
+  // order: its result is the same bits in any step.
+  int context_splits = 0;
   // Keys per split of the other (generic) kernel, fixed (a multiple of 32): the splits are
   // ceil(max_context / fixed_split_keys), so a CUDA graph captured for max-model-len gives a short
   // context a few busy splits (those past a token's position return at once) instead of a few
