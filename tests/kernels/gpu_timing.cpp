@@ -191,6 +191,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (argc > 1 && std::strcmp(argv[1], "mla") == 0) {
+      // One chunk (no combine): the decode kernel's own latency.
+      for (int ctx : {32, 577}) mla_attention(DType::bf16, 1, ctx, ctx, true);
       for (DType kv : {DType::bf16, DType::fp8_e4m3})
         for (int seqs : {1, 6, 16})
           for (int ctx : {577, 4097, 32768}) {

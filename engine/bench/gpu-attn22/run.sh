@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${nccl:+:$(dirna
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 d=${BIN:-$here/bin}; o=${OUT:-/tmp/attn22-out}/attn22; mkdir -p "$o"; fail=0
-budget=${BUDGET_S:-170}
+budget=${BUDGET_S:-165}
 echo "attn22 binaries $(cat "$here/COMMIT" 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
 run() {  # run NAME SECONDS [VAR=value ...] COMMAND...: output into $o/NAME.txt, one summary line
@@ -24,12 +24,11 @@ run() {  # run NAME SECONDS [VAR=value ...] COMMAND...: output into $o/NAME.txt,
 }
 # The 47-layer checkpoint (about 40 s of CPU and 31 GB of disk) is written while the checks run.
 r=/tmp/attn22-47l-fp8
-( t0=$SECONDS; timeout 90 "$d/tandem-random-checkpoint" $r fp8 --layers 47 >"$o/checkpoint-47l-fp8.txt" 2>&1
+( t0=$SECONDS; timeout 90 "$d/tandem-random-checkpoint" $r fp8 --layers "${LAYERS:-47}" >"$o/checkpoint-47l-fp8.txt" 2>&1
   echo "exit $? after $((SECONDS - t0)) s" >>"$o/checkpoint-47l-fp8.txt" ) &
 ck=$!
 run gpu_check 60 "$d/gpu_check" attention mla_split
 grep -E "mla|FAIL" "$o/gpu_check.txt" | cut -c1-160
-run memcheck.mla_split 70 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_split
 run cuda_model_check 40 "$d/cuda_model_check" tests/model/fixtures
 run cuda_model_check.split0 40 TANDEM_ATTN_SPLIT=0 "$d/cuda_model_check" tests/model/fixtures
 grep -hE "FAIL" "$o"/cuda_model_check*.txt | head -6 | cut -c1-160
@@ -48,20 +47,21 @@ bench() {  # bench LABEL MODEL SECONDS [VAR=value ...]: graphs at 1/6/16 and the
 wait $ck
 echo "47-layer fp8 checkpoint: $(tail -1 "$o/checkpoint-47l-fp8.txt") (at $SECONDS s)"
 if [ -f $r/config.json ] && [ $SECONDS -lt $((budget - 50)) ]; then
-  bench 47l-fp8-split1 $r 45 TANDEM_ATTN_SPLIT=1
-  bench 47l-fp8-split0 $r 45 TANDEM_ATTN_SPLIT=0
+  bench 47l-fp8-split1 $r 40 TANDEM_ATTN_SPLIT=1
+  bench 47l-fp8-split0 $r 40 TANDEM_ATTN_SPLIT=0
 else
   echo "skipped the 47-layer benches (at $SECONDS s)"
 fi
 rm -rf $r
+run memcheck.mla_split 70 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_split
 m=/tmp/attn22-2b
-if [ $SECONDS -lt $((budget - 45)) ]; then
+if [ $SECONDS -lt $((budget - 40)) ]; then
   t0=$SECONDS
   python3 -c "import sys; sys.path.insert(0, 'engine/bench'); import hf_bench; hf_bench.write_model('$m')" >"$o/bench-model.txt" 2>&1 ||
     { echo "2 B model write failed"; tail -3 "$o/bench-model.txt"; }
   echo "2 B model written in $((SECONDS - t0)) s"
-  bench 2b-split1 $m 40 TANDEM_ATTN_SPLIT=1
-  [ $SECONDS -lt $((budget + 5)) ] && bench 2b-split0 $m 40 TANDEM_ATTN_SPLIT=0
+  bench 2b-split1 $m 30 TANDEM_ATTN_SPLIT=1
+  [ $SECONDS -lt $budget ] && bench 2b-split0 $m 30 TANDEM_ATTN_SPLIT=0
 else
   echo "skipped the 2 B benches (at $SECONDS s)"
 fi
