@@ -40,6 +40,7 @@ using cuda::kMaxSplits;
 constexpr int kCombineDims = 64, kCombineGroups = 4;  // combine: 64 columns x 4 groups over the splits
 constexpr int kOwnCombineThreads = 256;     // mla_combine_own_kernel: 4 groups of 64 threads, 2 columns a thread
 constexpr int kRotations = 64;              // query rotations computed before the wait, at most
+constexpr int kRopeBatch = 8;               // query rope entries a thread loads at once
 
 size_t shared_bytes(int mt) {
   const size_t r = static_cast<size_t>(mt) * 16;
@@ -232,23 +233,37 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
         if (qk16 > a.qk_dim)
           for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
         if (a.rope_src) {
-          const int half = a.rope_dim / 2;
+          const int half = a.rope_dim / 2, n_rope = R * half;
           const float p = static_cast<float>(pos);
-          for (int e = threadIdx.x; e < R * half; e += kThreads) {
-            const int h = e / half, i = e % half;
-            bf16* y = qs + h * kRow + rope_at;
-            if (h >= a.q_heads) {
-              y[i] = y[i + half] = __float2bfloat16_rn(0.f);
-              continue;
+          // kRopeBatch entries a thread at a time: their loads first (one memory latency a batch,
+          // not one an entry), then the rotations and the stores.
+          for (int e0 = threadIdx.x; e0 < n_rope; e0 += kRopeBatch * kThreads) {
+            float u[kRopeBatch], w[kRopeBatch];
+  #pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+              const int e = e0 + j * kThreads, h = e / half, i = e % half;
+              u[j] = w[j] = 0.f;
+              if (e < n_rope && h < a.q_heads) {
+                const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+                u[j] = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+                w[j] = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+              }
             }
-            const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
-            const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
-            const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
-            double sn, cs;
-            if (rot_early) sn = rot[0][i], cs = rot[1][i];  // (the chunk loop's barrier made them visible)
-            else sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
-            y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
-            y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+  #pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+              const int e = e0 + j * kThreads, h = e / half, i = e % half;
+              if (e >= n_rope) break;
+              bf16* y = qs + h * kRow + rope_at;
+              if (h >= a.q_heads) {
+                y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+                continue;
+              }
+              double sn, cs;
+              if (rot_early) sn = rot[0][i], cs = rot[1][i];  // (the chunk loop's barrier made them visible)
+              else sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+              y[i] = __float2bfloat16_rn(static_cast<float>(u[j] * cs - w[j] * sn));
+              y[i + half] = __float2bfloat16_rn(static_cast<float>(w[j] * cs + u[j] * sn));
+            }
           }
         }
         for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
