@@ -1,11 +1,12 @@
 // The MLA decode kernel with splits chosen from each token's own context (PagedKvLayout::
-// context_splits), at GLM-4.7-Flash's shape (20 heads, latent 512 + rope 64): contexts 1, 31, 577,
-// 4097 and 32768 (one split, one chunk, a split per chunk, a split per chunk past 128, 8 chunks a
-// split), alone, in steps of 6 and 16 tokens and in verification blocks (consecutive positions of
-// one sequence), bf16 and fp8 pools, against paged_attention_mla_cpu; and bitwise: every token's
-// output in every step must be the bits of the same token computed alone (batch 1, a launch sized
-// for 32768), and alone with a launch sized for its own context only (a smaller max_context, as an
-// eager step passes it) — issue 21's exactness for speculative decoding.
+// context_splits 132, and 8), at GLM-4.7-Flash's shape (20 heads, latent 512 + rope 64):
+// contexts 1, 31, 577, 4097 and 32768 (one split, one chunk, a split per chunk, a split per chunk
+// past 128, 8 chunks a split), alone, in steps of 6 and 16 tokens and in verification blocks
+// (consecutive positions of one sequence), bf16 and fp8 pools, against paged_attention_mla_cpu;
+// and bitwise: every token's output in every step must be the bits of the same token computed
+// alone (batch 1, a launch sized for 32768), and alone with a launch sized for its own context
+// only (a smaller max_context, as an eager step passes it): issue 21's exactness for speculative
+// decoding.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +22,7 @@ namespace k = tandem::kernels;
 
 namespace {
 
-constexpr int kHeads = 20, kQk = 576, kVd = 512, kBs = 64, kMaxCtx = 32768, kTarget = 132;
+constexpr int kHeads = 20, kQk = 576, kVd = 512, kBs = 64, kMaxCtx = 32768;
 
 struct Spec {
   int seq, pos;  // the token: sequence and position (attends 0..pos)
@@ -36,7 +37,7 @@ struct Pool {
   std::unique_ptr<Dev<std::uint8_t>> cache;
 };
 
-Pool make_pool(DType kv, const std::vector<int>& len) {
+Pool make_pool(DType kv, const std::vector<int>& len, int target) {
   Pool p;
   p.len = len;
   int total_blocks = 2, total_keys = 0;
@@ -52,7 +53,7 @@ Pool make_pool(DType kv, const std::vector<int>& len) {
   for (int s = 0; s < S; ++s)
     for (int j = 0; j < len[sz(s)]; ++j) slot.push_back(p.table[sz(static_cast<long>(s) * p.max_blocks + j / kBs)] * kBs + j % kBs);
   p.l.dtype = kv, p.l.block_size = kBs, p.l.kv_heads = 1, p.l.qk_dim = kQk, p.l.v_dim = kVd, p.l.v_in_k = true;
-  p.l.context_splits = kTarget;
+  p.l.context_splits = target;
   const auto rows_in = as_stored(DType::bf16, normal(sz(static_cast<long>(total_keys) * kQk), 1.f, 72));
   if (kv == DType::fp8_e4m3) {
     float m = 0;
@@ -92,8 +93,8 @@ std::vector<std::uint16_t> gpu_step(const Pool& p, const std::vector<Spec>& spec
 float bf16f(std::uint16_t b) { return k::bf16_to_float(b); }
 
 // long-function: a GPU check script: one pool, its steps in order, a row of the results table each.
-void run_split(std::vector<Row>& rows, DType kv) {
-  const Pool p = make_pool(kv, {1, 31, 577, 4097, kMaxCtx});
+void run_split(std::vector<Row>& rows, DType kv, int target) {
+  const Pool p = make_pool(kv, {1, 31, 577, 4097, kMaxCtx}, target);
   // Decode tokens (ids 0..4), verification blocks: 570..576 of the 577 (5..11), 4090..4096 of the
   // 4097 (12..18), 32764..32767 of the 32768 (19..22), 24..30 of the 31 (23..29).
   std::vector<Spec> specs;
@@ -115,7 +116,7 @@ void run_split(std::vector<Row>& rows, DType kv) {
   // Every token alone, in a launch sized for the longest context: the bits the others must give.
   std::vector<std::vector<std::uint16_t>> alone(sz(N));
   for (int i = 0; i < N; ++i) alone[sz(i)] = gpu_step(p, specs, q, {i}, kMaxCtx);
-  const std::string dt = std::string("bf16/kv ") + k::dtype_name(kv);
+  const std::string dt = std::string("bf16/kv ") + k::dtype_name(kv) + ", " + std::to_string(target);
   auto row_for = [&](const char* what, const std::vector<int>& ids, const std::vector<std::uint16_t>& got) {
     std::vector<float> g, w;
     long differ = 0;
@@ -168,8 +169,9 @@ void run_split(std::vector<Row>& rows, DType kv) {
 }  // namespace
 
 void check_mla_split(std::vector<Row>& rows) {
-  run_split(rows, DType::bf16);
-  run_split(rows, DType::fp8_e4m3);
+  run_split(rows, DType::bf16, 132);
+  run_split(rows, DType::fp8_e4m3, 132);
+  run_split(rows, DType::bf16, 8);  // several chunks a split from 257 keys on (TANDEM_ATTN_SPLITS=8)
 }
 
 }  // namespace gpu_check

@@ -76,13 +76,14 @@ void attention(DType kv, int seqs, int ctx) {
 // The MLA decode attention at GLM-4.7-Flash's shape (20 heads, rows of 512 + 64, pool blocks of 16)
 // for `seqs` decode tokens of `ctx` keys each: the split by the step (split_keys of max-model-len
 // `max_len`, as TANDEM_ATTN_SPLIT=0 serves) against the split by each token's own context
-// (context_splits), both launched for max_len as a CUDA graph step is; bytes = the latent rows.
-void mla_attention(DType kv, int seqs, int ctx, int max_len, bool own) {
+// (context_splits, `own` its target), launched for max_len as a CUDA graph step is; bytes = the
+// latent rows.
+void mla_attention(DType kv, int seqs, int ctx, int max_len, int own) {
   const int qh = 20, qk = 576, vd = 512, bs = 16, blocks_per = (max_len + bs - 1) / bs;
   k::PagedKvLayout l;
   l.dtype = kv, l.block_size = bs, l.kv_heads = 1, l.qk_dim = qk, l.v_dim = vd, l.v_in_k = true;
   l.k_scale = l.v_scale = 0.01f;
-  if (own) l.context_splits = 132;
+  if (own > 0) l.context_splits = own;
   else l.split_keys = 32 * (((max_len + 31) / 32 + 255) / 256);
   const long rows = static_cast<long>(seqs) * ((ctx + bs - 1) / bs) * bs;
   const size_t cache = sz(rows * qk * k::dtype_bytes(kv));
@@ -101,9 +102,29 @@ void mla_attention(DType kv, int seqs, int ctx, int max_len, bool own) {
                                max_len, dws.p(), ws));
   });
   char what[112];
-  std::snprintf(what, sizeof what, "mla decode %s, kv %s, %2d x %5d ctx, max-len %6d", own ? "own split " : "step split", k::dtype_name(kv),
-                seqs, ctx, max_len);
+  if (own > 0)
+    std::snprintf(what, sizeof what, "mla decode own split %3d, kv %s, %2d x %5d ctx, max-len %6d", own, k::dtype_name(kv), seqs, ctx, max_len);
+  else
+    std::snprintf(what, sizeof what, "mla decode step split, kv %s, %2d x %5d ctx, max-len %6d", k::dtype_name(kv), seqs, ctx, max_len);
   report(what, us, static_cast<double>(seqs) * ctx * qk * k::dtype_bytes(kv));
+}
+
+// The MoE layer's residual add + RMSNorm + router + routing in one launch at GLM-4.7-Flash's shape
+// (hidden 2048, 64 experts in one group, top 4), `tokens` tokens; bytes = the fp32 router, the
+// rows read and written.
+void norm_router_route(int tokens) {
+  const int hidden = 2048, E = 64;
+  const k::MoeRouting m{E, 1, 1, 4, true, 1.8f};
+  Dev<float> x(normal(sz(static_cast<long>(tokens) * hidden), 1.f, 21)), delta(normal(sz(static_cast<long>(tokens) * hidden), 0.5f, 22));
+  Dev<float> router(normal(sz(static_cast<long>(E) * hidden), 0.05f, 23)), bias(normal(sz(E), 0.3f, 24)), w(sz(tokens * 4));
+  DevAct norm(DType::bf16, normal(sz(hidden), 0.3f, 25)), h(DType::bf16, sz(static_cast<long>(tokens) * hidden));
+  Dev<std::int32_t> e(sz(tokens * 4));
+  char what[96];
+  std::snprintf(what, sizeof what, "moe_norm_router_route, %2d tokens, hidden 2048, E 64 top 4", tokens);
+  report(what, time_us([&] {
+           ok(k::moe_norm_router_route_cuda(m, x.p(), delta.p(), norm.p(), 1e-5f, hidden, router.p(), bias.p(), tokens, h.p(), e.p(), w.p()));
+         }),
+         4.0 * E * hidden + static_cast<double>(tokens) * hidden * (4 * 3 + 2));
 }
 
 void sampling(const char* what, k::SamplingParams p) {
@@ -183,7 +204,8 @@ void kda_prefill(int tokens) {
 
 }  // namespace
 
-// Arguments, if any: `kda` times only the KDA prefill, `mla` only the MLA decode attention.
+// Arguments, if any: `kda` times only the KDA prefill, `mla` only the MLA decode attention (and
+// the MoE norm + router + route at the same shape).
 int main(int argc, char** argv) {
   if (!k::cuda_device_present()) {
     std::puts("SKIP: no CUDA device");
@@ -192,16 +214,22 @@ int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::strcmp(argv[1], "mla") == 0) {
       // One chunk (no combine): the decode kernel's own latency.
-      for (int ctx : {32, 577}) mla_attention(DType::bf16, 1, ctx, ctx, true);
+      for (int ctx : {32, 577}) mla_attention(DType::bf16, 1, ctx, ctx, 132);
       for (DType kv : {DType::bf16, DType::fp8_e4m3})
         for (int seqs : {1, 6, 16})
           for (int ctx : {577, 4097, 32768}) {
             if (kv == DType::fp8_e4m3 && ctx != 577 && seqs != 1) continue;
             // The bench's max-model-len (prompt + decode + a margin) and a serving one.
-            mla_attention(kv, seqs, ctx, ctx + 100, false);
-            mla_attention(kv, seqs, ctx, 131072, false);
-            mla_attention(kv, seqs, ctx, 131072, true);
+            mla_attention(kv, seqs, ctx, ctx + 100, 0);
+            mla_attention(kv, seqs, ctx, 131072, 0);
+            mla_attention(kv, seqs, ctx, 131072, 132);
           }
+      for (int tokens : {1, 6, 16}) norm_router_route(tokens);
+      // Fewer, longer splits (TANDEM_ATTN_SPLITS): the partials and the combine's reads shrink,
+      // each block walks more chunks.
+      for (int seqs : {1, 16})
+        for (int ctx : {577, 4097})
+          for (int target : {33, 16, 8, 4}) mla_attention(DType::bf16, seqs, ctx, ctx + 100, target);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "kda") == 0) {

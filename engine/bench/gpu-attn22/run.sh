@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # attn22 (issue 22, MLA decode attention split by each token's own context): checks, then the
-# switch on (TANDEM_ATTN_SPLIT=1, as built) vs off (0: the split of max-model-len, as before) in
-# the same binaries. Run from the repository root after unpacking the bundle into /tmp/attn22:
+# switch on (TANDEM_ATTN_SPLIT=1, as built; TANDEM_ATTN_SPLITS=8: fewer, longer splits) vs off
+# (0: the split of max-model-len, as before) in the same binaries. Run from the repository root after unpacking the bundle into /tmp/attn22:
 #   mkdir -p /tmp/attn22 && tar xJf build-deps/attn22/bundle.tar.xz -C /tmp/attn22 && bash /tmp/attn22/run.sh
 # Results under $OUT/attn22 (or /tmp/attn22-out); exit 1 when a check failed. Optional parts skip
 # themselves when the run is past its budget (BUDGET_S, default 170 s).
@@ -27,10 +27,11 @@ r=/tmp/attn22-47l-fp8
 ( t0=$SECONDS; timeout 90 "$d/tandem-random-checkpoint" $r fp8 --layers "${LAYERS:-47}" >"$o/checkpoint-47l-fp8.txt" 2>&1
   echo "exit $? after $((SECONDS - t0)) s" >>"$o/checkpoint-47l-fp8.txt" ) &
 ck=$!
-run gpu_check 60 "$d/gpu_check" attention mla_split
-grep -E "mla|FAIL" "$o/gpu_check.txt" | cut -c1-160
+run gpu_check 75 "$d/gpu_check" attention mla_split decode moe
+grep -E "mla own|FAIL" "$o/gpu_check.txt" | cut -c1-160
 run cuda_model_check 40 "$d/cuda_model_check" tests/model/fixtures
 run cuda_model_check.split0 40 TANDEM_ATTN_SPLIT=0 "$d/cuda_model_check" tests/model/fixtures
+run cuda_model_check.splits8 40 TANDEM_ATTN_SPLITS=8 "$d/cuda_model_check" tests/model/fixtures
 grep -hE "FAIL" "$o"/cuda_model_check*.txt | head -6 | cut -c1-160
 run cuda_spec_check 40 "$d/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$o/cuda_spec_check.txt" | head -4
@@ -49,11 +50,12 @@ echo "47-layer fp8 checkpoint: $(tail -1 "$o/checkpoint-47l-fp8.txt") (at $SECON
 if [ -f $r/config.json ] && [ $SECONDS -lt $((budget - 50)) ]; then
   bench 47l-fp8-split1 $r 40 TANDEM_ATTN_SPLIT=1
   bench 47l-fp8-split0 $r 40 TANDEM_ATTN_SPLIT=0
+  [ $SECONDS -lt $((budget - 45)) ] && bench 47l-fp8-splits8 $r 40 TANDEM_ATTN_SPLITS=8
 else
   echo "skipped the 47-layer benches (at $SECONDS s)"
 fi
 rm -rf $r
-run memcheck.mla_split 70 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_split
+run memcheck.mla_split 80 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_split
 m=/tmp/attn22-2b
 if [ $SECONDS -lt $((budget - 40)) ]; then
   t0=$SECONDS

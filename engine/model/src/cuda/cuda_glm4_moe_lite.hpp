@@ -7,9 +7,6 @@
 namespace tandem::model::cuda {
 
 constexpr float kLoraNormEps = 1e-6f;  // transformers' RMSNorm default for q_a / kv_a norms
-// Splits of a long context in the MLA decode attention: an H100's multiprocessors (a constant, not
-// the device's count, so every GPU gives the same bits).
-constexpr int kAttnSplits = 132;
 
 class Glm4MoeLiteCuda final : public GlmDecoderCuda {
  public:
@@ -30,13 +27,14 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
     l.qk_dim = width_;
     l.v_dim = lora_kv_;
     l.v_in_k = true;
-    // The split of a token's keys depends on its own context alone (about kAttnSplits blocks for
-    // a long one, a block per 32 keys for a short one): the MLA kernel's result for a token then
+    // The split of a token's keys depends on its own context alone (about attn_splits_ blocks for
+    // a long one, a block per 32 keys for a short one; a constant, not the device's count of
+    // multiprocessors, so every GPU gives the same bits): the MLA kernel's result for a token then
     // does not depend on the step (batch-invariant; a verification row gives a plain decode's
     // bits). TANDEM_ATTN_SPLIT=0: a fixed split of max-model-len (whole chunks of 32, at most 256
     // splits), as before.
     if (attn_split_) {
-      l.context_splits = kAttnSplits;
+      l.context_splits = attn_splits_;
       return l;
     }
     const int chunks = (max_len_ + 31) / 32;

@@ -29,7 +29,8 @@ using detail::TensorNames;
 // phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
 // back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_ATTN_SPLIT=0
 // splits the MLA decode attention by max-model-len as before instead of by each token's context
-// (other bits, batch-invariant either way). Before the buffers are sized (few_cap(), moe_groups_,
+// (other bits, batch-invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long
+// context (default 132: an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(), moe_groups_,
 // the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
@@ -45,6 +46,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
   if (auto e = read("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
   if (auto e = read("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = read("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 

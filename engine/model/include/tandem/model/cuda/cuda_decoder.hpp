@@ -467,6 +467,7 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
+  int attn_splits_ = 132;  // TANDEM_ATTN_SPLITS: context_splits' target (the splits of a long context)
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
