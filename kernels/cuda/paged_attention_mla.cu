@@ -102,19 +102,11 @@ struct Args {
   bf16* out;
   float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
   bool combine;  // partials for the combine kernel (several splits, or a fixed split size)
-  int context_splits;  // > 0: each token's splits from its own context (own_split), `splits` their most
+  int context_splits;  // > 0: each token's splits from its own context (mla_context_splits), `splits` their most
 };
 
-// PagedKvLayout::context_splits: chunks of kChunk keys a split for a context of n keys, and the
-// splits that makes. Host and device compute it alike (the launch is sized by the host's).
-__host__ __device__ __forceinline__ int own_chunks_per_split(int n, int target) {
-  const int chunks = (n + kChunk - 1) / kChunk, s = chunks < target ? chunks : target;
-  return s > 0 ? (chunks + s - 1) / s : 1;
-}
-__host__ __device__ __forceinline__ int own_splits(int n, int target) {
-  const int per = own_chunks_per_split(n, target) * kChunk;
-  return n > 0 ? (n + per - 1) / per : 1;
-}
+// PagedKvLayout::context_splits' rule (paged_attention.hpp), on the device too.
+static_assert(kMlaChunk == kChunk, "context_splits counts the kernel's chunks");
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
 // [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
@@ -145,8 +137,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   // max_context too small for this token leaves its last split longer, never a write past it),
   // and a token of one split is written out directly; else the step's.
   const bool own = a.context_splits > 0;
-  const int per_split = own ? own_chunks_per_split(pos + 1, a.context_splits) * kChunk : a.per_split;
-  const int token_splits = own ? min(splits, own_splits(pos + 1, a.context_splits)) : splits;
+  const int per_split = own ? mla_chunks_per_split(pos + 1, a.context_splits) * kChunk : a.per_split;
+  const int token_splits = own ? min(splits, mla_context_splits(pos + 1, a.context_splits)) : splits;
   const bool to_part = a.combine && !(own && token_splits == 1);
   auto begin_of = [&](int split) { return split * per_split; };
   auto end_of = [&](int split) { return split == token_splits - 1 ? pos + 1 : min(pos + 1, begin_of(split) + per_split); };
@@ -414,7 +406,7 @@ __global__ void __launch_bounds__(kCombineDims * kCombineGroups)
   }
 }
 
-// The combine of context_splits (own_splits): block (token-head row, 128 value columns), four
+// The combine of context_splits (mla_context_splits): block (token-head row, 128 value columns), four
 // groups of 64 threads, group g adding up the splits g, g + 4, .. (several loads in flight a
 // thread), then the groups in order through shared memory. Every order is fixed by the token's
 // own split count (from its position), so the result does not depend on which blocks wrote the
@@ -424,7 +416,7 @@ __global__ void __launch_bounds__(kOwnCombineThreads)
                            bf16* out) {
   cuda::pdl_begin();
   const int token = static_cast<int>(blockIdx.x) / q_heads;
-  const int splits = min(max_splits, own_splits(token_pos[token] + 1, target));
+  const int splits = min(max_splits, mla_context_splits(token_pos[token] + 1, target));
   if (splits == 1) return;
   constexpr int kGroups = kOwnCombineThreads / 64;
   __shared__ float weight[kMaxSplits];
@@ -516,7 +508,7 @@ bool fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l, const vo
   return paged_attention_mla_fits(act, n_tokens, q_heads, l) && aligned16(q) && aligned16(k_cache) && aligned16(out);
 }
 
-// context_splits: the most splits a token of up to max_context keys takes (own_splits never
+// context_splits: the most splits a token of up to max_context keys takes (mla_context_splits never
 // exceeds its chunks nor the target).
 int own_max_splits(int max_context, int target) {
   return std::max(1, std::min((std::max(max_context, 1) + kChunk - 1) / kChunk, target));

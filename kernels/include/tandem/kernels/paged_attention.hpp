@@ -80,6 +80,20 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
                                  int max_blocks_per_seq, float scale, void* out, int max_context = 0,
                                  void* workspace = nullptr, size_t workspace_bytes = 0, Stream stream = nullptr);
 
+// PagedKvLayout::context_splits' rule, the one both the kernel and the launch follow: a context of
+// n keys in chunks of kMlaChunk keys, at most `target` splits of whole chunks, as even as that
+// allows; split s covers keys [s * per, min(n, (s + 1) * per)), per = mla_chunks_per_split * kMlaChunk.
+// (constexpr: the CUDA kernel calls it on the device.)
+constexpr int kMlaChunk = 32;
+constexpr int mla_chunks_per_split(int n, int target) {
+  const int chunks = (n + kMlaChunk - 1) / kMlaChunk, s = chunks < target ? chunks : target;
+  return s > 0 ? (chunks + s - 1) / s : 1;
+}
+constexpr int mla_context_splits(int n, int target) {
+  const int per = mla_chunks_per_split(n, target) * kMlaChunk;
+  return n > 0 ? (n + per - 1) / per : 1;
+}
+
 // Tokens up to which absorbed MLA takes the MLA decode kernel (decode batches, small prefill chunks).
 constexpr int kMlaDecodeMaxTokens = 64;
 
