@@ -31,8 +31,11 @@ using detail::TensorNames;
 // dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
 // or read as stored: the default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of
 // prefill chunks of more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many:
-// the default; or the generic paged kernel, as before). Before the buffers are sized (few_cap(),
-// moe_groups_, wscratch_).
+// the default; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
+// attention by max-model-len as before instead of by each token's context (other bits, batch-
+// invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
+// an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
+// moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
     const char* v = std::getenv(name);
@@ -58,6 +61,8 @@ Status GlmDecoderCuda::apply_env_overrides() {
   };
   if (auto e = choose("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = choose("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
+  if (auto e = read("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = read("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 
