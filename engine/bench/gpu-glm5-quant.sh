@@ -46,14 +46,14 @@ bench() {  # name model
   run "$1" 40 "$B/tandem-bench-cuda" "$2" --prompt 128 --decode 24 --batches 1,6,16 --profile 4 --json "$O/$1.json"
   grep -E '^(model|weights|\| [0-9])' "$O/$1.txt"
 }
-if [ $SECONDS -lt 110 ]; then
+if [ $SECONDS -lt 90 ]; then
   run bench-model 60 python3 engine/bench/glm5_next_bench_model.py $M && cp $M/shape.json "$O/bench-model-shape.json"
   tail -1 "$O/bench-model.txt"
-  if [ -f $M/config.json ] && [ $SECONDS -lt 120 ]; then
+  if [ -f $M/config.json ] && [ $SECONDS -lt 110 ]; then
     run quantize 45 "$B/tandem-quantize" $M $Q fp8 && tail -1 "$O/quantize.txt"
     [ -f $Q/config.json ] && bench bench-fp8 $Q
     rm -rf $Q
-    [ $SECONDS -lt 170 ] && bench bench-bf16 $M
+    [ $SECONDS -lt 135 ] && bench bench-bf16 $M
   fi
   rm -rf $M $Q
 fi
