@@ -3,7 +3,11 @@
 // reference's (glm5_next.cpp and its parts); the new kernels are in tandem/kernels/glm5_next.hpp.
 //
 // First version, correct before fast:
-//   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
+//   - weights: matrices in bf16, or as the checkpoint stores them where it is fp8 block-scaled or
+//     NVFP4 (Glm5Weight; kv_b, the embedding and the LM head bf16 always; quant_gemv for
+//     decode-sized steps on the product's fp32 or bf16 input, dequantised into bf16 past them;
+//     the routed experts per pair through quant_pairs_f32_cuda); norms, gates, the router and the
+//     hyper-connections' mixers in fp32;
 //   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
 //     runs the decode-sized gemv up to step_invariant_tokens rows, into fp32, on its fp32 input or on
 //     that input rounded to bf16 (above: the plain fp32 kernel linear_f32_cuda, or cuBLASLt):
