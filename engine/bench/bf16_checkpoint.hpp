@@ -65,7 +65,8 @@ inline bool quant_scale(const Checkpoint& ck, const std::string& name) {
   return false;
 }
 
-inline bool write_rounded(const fs::path& src, const fs::path& dst) {
+// round false: the dequantised values as they are (the CPU reader's own view of a quantised checkpoint).
+inline bool write_rounded(const fs::path& src, const fs::path& dst, bool round = true) {
   fs::create_directories(dst);
   for (const char* f : {"config.json", "generation_config.json"})
     if (fs::exists(src / f)) fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
@@ -94,7 +95,7 @@ inline bool write_rounded(const fs::path& src, const fs::path& dst) {
       if (!r) return false;
       v = std::move(r.value());
     }
-    if (!kept_in_fp32(name))
+    if (round && !kept_in_fp32(name))
       for (auto& x : v) x = tandem::kernels::round_bf16(x);
     const std::vector<int64_t>& shape = qshape.empty() ? t->shape : qshape;
     header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + v.size() * 4}}};

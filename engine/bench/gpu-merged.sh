@@ -19,6 +19,7 @@
 #      the fp32 products split on the tensor cores vs on the CUDA cores (TANDEM_GLM5_FP32_KERNEL)
 #   5. while time is left (a format starts only before BUDGET_S, default 430 s): the real shape, 47
 #      layers, fp8 then NVFP4: decode 1/6/16 and prefill 512 (fp8 also 32768 when early enough)
+# PARTS (default 12345) picks the parts; a bundle without serve/ skips gpu_hybrid_serve.
 # Each step's output goes to OUT/<step>.txt (benchmarks also .json); a summary to stdout. Exit 1
 # when a check failed; a failed benchmark is listed but is a timing, not a check.
 set -u
@@ -26,6 +27,8 @@ B=$(cd "${1:?usage: gpu-merged.sh BUNDLE OUT}" && pwd)
 O=$(mkdir -p "${2:?usage: gpu-merged.sh BUNDLE OUT}" && cd "$2" && pwd)
 FX=tests/model/fixtures
 budget=${BUDGET_S:-430}
+parts=${PARTS:-12345}  # which parts run, e.g. PARTS=1 for the checks alone
+want() { [[ $parts == *$1* ]]; }
 export PATH=/usr/local/cuda/bin:$PATH
 nccl=$(find /usr /opt "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)" -name 'libnccl.so*' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$B/serve/lib:/usr/local/cuda/lib64${nccl:+:$(dirname "$nccl")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -80,8 +83,13 @@ for c in glm5_next_cuda_check glm5_next_cuda_check.token-kda glm5_next_cuda_chec
 done
 check cuda_spec_check 150 "$B/cuda_spec_check" models/dflash-pair
 grep -E "mixed|greedy output with the drafter|FAIL" "$O/cuda_spec_check.txt" | head -8 | cut -c1-170
-check gpu_hybrid_serve 120 python3 deploy/gpu_hybrid_serve.py "$B/serve" $FX "$O/hybrid-serve"
+if [ -x "$B/serve/tandem-serve" ]; then
+  check gpu_hybrid_serve 120 python3 deploy/gpu_hybrid_serve.py "$B/serve" $FX "$O/hybrid-serve"
+else
+  echo "gpu_hybrid_serve skipped: the bundle has no serve/"
+fi
 
+if want 2; then
 echo "# 2. the 2 B random glm4_moe_lite ($SECONDS s)"
 m=/tmp/tandem-bench-model
 python3 -c "import sys; sys.path.insert(0, 'engine/bench'); import hf_bench; hf_bench.write_model('$m')" >"$O/bench-model.txt" 2>&1 ||
@@ -93,6 +101,8 @@ bench 2b-profile-b16 40 $m -- --batches none --profile 20 --profile-batch 16
 bench 2b-profile-prefill 40 $m -- --batches none --profile-prefill 512
 sed -n '/^Prefill profile/,$p' "$O/2b-profile-prefill.txt" | head -30 | cut -c1-160
 
+fi
+if want 3; then
 echo "# 3. quantised decode, real shape cut to 4 layers ($SECONDS s)"
 for f in fp8 nvfp4; do
   q=/tmp/merged-4l-$f
@@ -103,6 +113,8 @@ for f in fp8 nvfp4; do
   rm -rf $q
 done
 
+fi
+if want 4; then
 echo "# 4. glm5_next ($SECONDS s)"
 bench_fx() {  # name kernel
   bench "$1" 45 $FX/glm5_next_text TANDEM_GLM5_FP32_KERNEL=$2 -- --prompt 128 --decode 64 --batches 1,6,16 --prefill 512,4096
@@ -116,6 +128,8 @@ fi
 bench_fx glm5-split split
 bench_fx glm5-cuda-cores cuda_cores
 
+fi
+if want 5; then
 echo "# 5. the real shape, 47 layers ($SECONDS s; budget $budget s)"
 for f in fp8 nvfp4; do
   if [ $SECONDS -gt "$budget" ]; then echo "skipped the 47-layer $f run (at $SECONDS s)"; continue; fi
@@ -129,6 +143,7 @@ for f in fp8 nvfp4; do
   rm -rf $r
 done
 
+fi
 echo "# done at $SECONDS s"
 [ ${#slow[@]} -eq 0 ] || echo "timings that failed (not checks): ${slow[*]}"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -188,6 +188,7 @@ Status check_layout(const PagedKvLayout& l, const char* op) {
     return Error{name + ": qk_dim and v_dim must be in [1, 576]"};
   if (!(l.k_scale > 0.f) || !(l.v_scale > 0.f)) return Error{name + ": k_scale and v_scale must be > 0"};
   if (l.fixed_split_keys < 0 || l.fixed_split_keys % 32 != 0) return Error{name + ": fixed_split_keys must be a multiple of 32"};
+  if (l.context_splits < 0 || l.context_splits > 1024) return Error{name + ": context_splits must be in [0, 1024]"};
   if (l.v_in_k && (l.v_dim > l.qk_dim || l.v_scale != l.k_scale))
     return Error{name + ": v_in_k needs v_dim <= qk_dim and v_scale == k_scale"};
   return {};

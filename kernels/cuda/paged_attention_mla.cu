@@ -37,8 +37,10 @@ constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, 
 constexpr int kSRow = kChunk + 1;           // fp32 scores per head
 constexpr int kPRow = kChunk + 8;           // bf16 probabilities per head, conflict-free fragment loads
 using cuda::kMaxSplits;
-constexpr int kCombineDims = 64, kCombineGroups = 4;
-constexpr int kRotations = 64;              // query rotations computed before the wait, at most  // combine: 64 columns x 4 groups over the splits
+constexpr int kCombineDims = 64, kCombineGroups = 4;  // combine: 64 columns x 4 groups over the splits
+constexpr int kOwnCombineThreads = 256;     // mla_combine_own_kernel: 4 groups of 64 threads, 2 columns a thread
+constexpr int kRotations = 64;              // query rotations computed before the wait, at most
+constexpr int kRopeBatch = 8;               // query rope entries a thread loads at once
 
 size_t shared_bytes(int mt) {
   const size_t r = static_cast<size_t>(mt) * 16;
@@ -100,7 +102,11 @@ struct Args {
   bf16* out;
   float* part;  // [token][head][split][v_dim + 2]: max, denominator, unnormalised output
   bool combine;  // partials for the combine kernel (several splits, or a fixed split size)
+  int context_splits;  // > 0: each token's splits from its own context (mla_context_splits), `splits` their most
 };
+
+// PagedKvLayout::context_splits' rule (paged_attention.hpp), on the device too.
+static_assert(kMlaChunk == kChunk, "context_splits counts the kernel's chunks");
 
 // Block (token, split), all heads; MT tiles of 16 query heads. Warp w owns value columns
 // [64 w, 64 w + 64) of every head (its accumulators: MT x 8 tiles of 16 x 8).
@@ -127,8 +133,15 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   const int token = blockIdx.x, splits = a.splits;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int pos = a.token_pos[token];
-  auto begin_of = [&](int split) { return split * a.per_split; };
-  auto end_of = [&](int split) { return split == splits - 1 ? pos + 1 : min(pos + 1, begin_of(split) + a.per_split); };
+  // With context_splits the token's own splits (at most `splits`, the workspace's stride: a
+  // max_context too small for this token leaves its last split longer, never a write past it),
+  // and a token of one split is written out directly; else the step's.
+  const bool own = a.context_splits > 0;
+  const int per_split = own ? mla_chunks_per_split(pos + 1, a.context_splits) * kChunk : a.per_split;
+  const int token_splits = own ? min(splits, mla_context_splits(pos + 1, a.context_splits)) : splits;
+  const bool to_part = a.combine && !(own && token_splits == 1);
+  auto begin_of = [&](int split) { return split * per_split; };
+  auto end_of = [&](int split) { return split == token_splits - 1 ? pos + 1 : min(pos + 1, begin_of(split) + per_split); };
   const long row0 = static_cast<long>(token) * a.q_heads;  // this token's first (token, head) row
   const KV* cache = static_cast<const KV*>(a.cache);
   const std::int32_t* table = a.block_tables + static_cast<long>(a.token_seq[token]) * a.max_blocks;
@@ -137,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
   // requested before waiting for the query's kernel (programmatic launch), overlapping its tail.
   {
     const int lines = static_cast<int>((a.qk_dim * sizeof(KV) + 127) / 128);
-    for (int split = blockIdx.y; split < splits; split += gridDim.y) {
+    for (int split = blockIdx.y; split < token_splits; split += gridDim.y) {
       const int begin = begin_of(split), end = end_of(split);
       for (int i = threadIdx.x; i < (end - begin) * lines; i += kThreads) {
         const int j = begin + i / lines;
@@ -155,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
     for (int i = threadIdx.x; i < rot_half; i += kThreads)
       sincos(static_cast<double>(static_cast<float>(pos) * a.inv_freq[i]), &rot[0][i], &rot[1][i]);
   cuda::pdl_begin();
-  for (int split = blockIdx.y; split < splits; split += gridDim.y) {
+  for (int split = blockIdx.y; split < token_splits; split += gridDim.y) {
     const int begin = begin_of(split), end = end_of(split);
     if (begin >= end) {  // a split past this token's context: an empty partial
       for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
@@ -212,23 +225,37 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
         if (qk16 > a.qk_dim)
           for (int h = threadIdx.x; h < R; h += kThreads) *reinterpret_cast<uint4*>(qs + h * kRow + a.qk_dim) = make_uint4(0, 0, 0, 0);
         if (a.rope_src) {
-          const int half = a.rope_dim / 2;
+          const int half = a.rope_dim / 2, n_rope = R * half;
           const float p = static_cast<float>(pos);
-          for (int e = threadIdx.x; e < R * half; e += kThreads) {
-            const int h = e / half, i = e % half;
-            bf16* y = qs + h * kRow + rope_at;
-            if (h >= a.q_heads) {
-              y[i] = y[i + half] = __float2bfloat16_rn(0.f);
-              continue;
+          // kRopeBatch entries a thread at a time: their loads first (one memory latency a batch,
+          // not one an entry), then the rotations and the stores.
+          for (int e0 = threadIdx.x; e0 < n_rope; e0 += kRopeBatch * kThreads) {
+            float u[kRopeBatch], w[kRopeBatch];
+  #pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+              const int e = e0 + j * kThreads, h = e / half, i = e % half;
+              u[j] = w[j] = 0.f;
+              if (e < n_rope && h < a.q_heads) {
+                const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
+                u[j] = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
+                w[j] = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
+              }
             }
-            const bf16* x = a.rope_src + token * a.rope_ld + h * a.rope_head;
-            const float u = __bfloat162float(a.interleaved ? x[2 * i] : x[i]);
-            const float w = __bfloat162float(a.interleaved ? x[2 * i + 1] : x[i + half]);
-            double sn, cs;
-            if (rot_early) sn = rot[0][i], cs = rot[1][i];  // (the chunk loop's barrier made them visible)
-            else sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
-            y[i] = __float2bfloat16_rn(static_cast<float>(u * cs - w * sn));
-            y[i + half] = __float2bfloat16_rn(static_cast<float>(w * cs + u * sn));
+  #pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+              const int e = e0 + j * kThreads, h = e / half, i = e % half;
+              if (e >= n_rope) break;
+              bf16* y = qs + h * kRow + rope_at;
+              if (h >= a.q_heads) {
+                y[i] = y[i + half] = __float2bfloat16_rn(0.f);
+                continue;
+              }
+              double sn, cs;
+              if (rot_early) sn = rot[0][i], cs = rot[1][i];  // (the chunk loop's barrier made them visible)
+              else sincos(static_cast<double>(p * a.inv_freq[i]), &sn, &cs);
+              y[i] = __float2bfloat16_rn(static_cast<float>(u[j] * cs - w[j] * sn));
+              y[i + half] = __float2bfloat16_rn(static_cast<float>(w[j] * cs + u[j] * sn));
+            }
           }
         }
         for (int h = threadIdx.x; h < R; h += kThreads) m_s[h] = -INFINITY, l_s[h] = 0.f;
@@ -332,13 +359,13 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
         for (int half = 0; half < 2; ++half) {
           const int h = mt * 16 + g + 8 * half;
           if (h >= a.q_heads) continue;
-          const float f = !a.combine ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
+          const float f = !to_part ? (l_s[h] > 0.f ? a.kv_scale / l_s[h] : 0.f) : a.kv_scale;
   #pragma unroll
           for (int nt = 0; nt < 8; ++nt) {
             const int col = d_warp + nt * 8 + 2 * t;
             if (col >= a.v_dim) break;
             const float x = acc[mt][nt][2 * half] * f, y = acc[mt][nt][2 * half + 1] * f;
-            if (!a.combine) {
+            if (!to_part) {
               *reinterpret_cast<__nv_bfloat162*>(a.out + (row0 + h) * a.v_dim + col) = __floats2bfloat162_rn(x, y);
             } else {
               float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
@@ -348,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
         }
       }
     }
-    if (a.combine)
+    if (to_part)
       for (int h = threadIdx.x; h < a.q_heads; h += kThreads) {
         float* pr = a.part + ((row0 + h) * splits + split) * (a.v_dim + 2);
         pr[0] = m_s[h], pr[1] = l_s[h];
@@ -376,6 +403,43 @@ __global__ void __launch_bounds__(kCombineDims * kCombineGroups)
   if (group == 0 && d < v_dim) {
     for (int k = 1; k < kCombineGroups; ++k) o += sums[k][threadIdx.x];
     out[static_cast<long>(blockIdx.x) * v_dim + d] = __float2bfloat16_rn(denom > 0.f ? o / denom : 0.f);
+  }
+}
+
+// The combine of context_splits (mla_context_splits): block (token-head row, 128 value columns), four
+// groups of 64 threads, group g adding up the splits g, g + 4, .. (several loads in flight a
+// thread), then the groups in order through shared memory. Every order is fixed by the token's
+// own split count (from its position), so the result does not depend on which blocks wrote the
+// partials or on the step. A token of one split was written by the decode kernel.
+__global__ void __launch_bounds__(kOwnCombineThreads)
+    mla_combine_own_kernel(const float* part, const std::int32_t* token_pos, int q_heads, int max_splits, int target, int v_dim,
+                           bf16* out) {
+  cuda::pdl_begin();
+  const int token = static_cast<int>(blockIdx.x) / q_heads;
+  const int splits = min(max_splits, mla_context_splits(token_pos[token] + 1, target));
+  if (splits == 1) return;
+  constexpr int kGroups = kOwnCombineThreads / 64;
+  __shared__ float weight[kMaxSplits];
+  __shared__ float scratch[32];
+  __shared__ float2 sums[kGroups][64];
+  const long stride = v_dim + 2;
+  const float* pr = part + static_cast<long>(blockIdx.x) * max_splits * stride;
+  const float denom = cuda::split_weights(pr, splits, v_dim, weight, scratch);  // the weights visible on return
+  const int group = threadIdx.x / 64, lane = threadIdx.x % 64, d = blockIdx.y * 128 + 2 * lane;
+  float2 o = make_float2(0.f, 0.f);
+  if (d < v_dim) {
+#pragma unroll 8
+    for (int s = group; s < splits; s += kGroups) {
+      const float2 x = *reinterpret_cast<const float2*>(pr + s * stride + 2 + d);
+      o.x += x.x * weight[s], o.y += x.y * weight[s];
+    }
+  }
+  sums[group][lane] = o;
+  __syncthreads();
+  if (group == 0 && d < v_dim) {
+    for (int g = 1; g < kGroups; ++g) o.x += sums[g][lane].x, o.y += sums[g][lane].y;
+    const float inv = denom > 0.f ? 1.f / denom : 0.f;
+    *reinterpret_cast<__nv_bfloat162*>(out + static_cast<long>(blockIdx.x) * v_dim + d) = __floats2bfloat162_rn(o.x * inv, o.y * inv);
   }
 }
 
@@ -444,8 +508,20 @@ bool fits(DType act, int n_tokens, int q_heads, const PagedKvLayout& l, const vo
   return paged_attention_mla_fits(act, n_tokens, q_heads, l) && aligned16(q) && aligned16(k_cache) && aligned16(out);
 }
 
+// context_splits: the most splits a token of up to max_context keys takes (mla_context_splits never
+// exceeds its chunks nor the target).
+int own_max_splits(int max_context, int target) {
+  return std::max(1, std::min((std::max(max_context, 1) + kChunk - 1) / kChunk, target));
+}
+
 size_t workspace_bytes(int n_tokens, int q_heads, const PagedKvLayout& l, int max_context) {
   if (n_tokens <= 0 || q_heads <= 0) return 0;
+  if (l.context_splits > 0) {
+    const int most = own_max_splits(max_context, l.context_splits);
+    if (most == 1) return 0;
+    return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(most) *
+           static_cast<size_t>(l.v_dim + 2);
+  }
   const int splits = splits_for(n_tokens, max_context, l.split_keys);
   if (!combines(splits, l)) return 0;
   return sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(q_heads) * static_cast<size_t>(splits) *
@@ -456,10 +532,14 @@ Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, con
                       int q_heads, const PagedKvLayout& l, const void* k_cache, const std::int32_t* block_tables,
                       int max_blocks_per_seq, float scale, void* out, int max_context, void* workspace,
                       size_t workspace_bytes_given, Stream stream, const MlaQueryRope* rope) {
-  int splits = splits_for(n_tokens, max_context, l.split_keys);
-  if (l.split_keys > 0 && (l.split_keys % kChunk != 0 || splits > kMaxSplits))
+  const bool own = l.context_splits > 0;
+  int splits = own ? own_max_splits(max_context, l.context_splits) : splits_for(n_tokens, max_context, l.split_keys);
+  if (own && splits > 1 && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context))
+    return Error{"paged_attention: context_splits needs a workspace of paged_attention_workspace_bytes (no silent single split: "
+                 "the result would differ)"};
+  if (!own && l.split_keys > 0 && (l.split_keys % kChunk != 0 || splits > kMaxSplits))
     return Error{"paged_attention: split_keys must be a multiple of 32 giving at most 1024 splits of max_context"};
-  if (combines(splits, l) && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
+  if (!own && combines(splits, l) && workspace_bytes_given < workspace_bytes(n_tokens, q_heads, l, max_context)) {
     if (workspace != nullptr || l.split_keys > 0) return Error{"paged_attention: workspace smaller than paged_attention_workspace_bytes"};
     splits = 1;  // no workspace: each block walks all of its token's keys
   }
@@ -467,8 +547,9 @@ Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, con
   a.q = static_cast<const bf16*>(q);
   a.token_seq = token_seq, a.token_pos = token_pos, a.block_tables = block_tables;
   a.q_heads = q_heads, a.qk_dim = l.qk_dim, a.v_dim = l.v_dim, a.block_size = l.block_size, a.max_blocks = max_blocks_per_seq;
-  a.per_split = l.split_keys > 0 ? l.split_keys : splits == 1 ? 0 : per_split_for(n_tokens, max_context);
-  a.combine = combines(splits, l);
+  a.per_split = own ? 0 : l.split_keys > 0 ? l.split_keys : splits == 1 ? 0 : per_split_for(n_tokens, max_context);
+  a.combine = own ? splits > 1 : combines(splits, l);
+  a.context_splits = l.context_splits;
   a.kv_scale = l.dtype == DType::fp8_e4m3 ? l.k_scale : 1.f;
   a.score_scale = scale * a.kv_scale;
   if (rope) {
@@ -485,6 +566,13 @@ Status attention(const void* q, int n_tokens, const std::int32_t* token_seq, con
   else
     e = mt == 1 ? launch<fp8, 1>(grid, a, stream) : mt == 2 ? launch<fp8, 2>(grid, a, stream) : launch<fp8, 4>(grid, a, stream);
   if (auto err = TANDEM_CUDA_STATUS(e, "launch mla_decode_kernel"); !err || !a.combine) return err;
+  if (own)
+    return TANDEM_CUDA_STATUS(cuda::launch_pdl(mla_combine_own_kernel,
+                                               dim3(static_cast<unsigned>(n_tokens * q_heads), static_cast<unsigned>((l.v_dim + 127) / 128)),
+                                               dim3(kOwnCombineThreads),
+                                               0, stream, static_cast<const float*>(workspace), token_pos, q_heads, splits,
+                                               l.context_splits, l.v_dim, static_cast<bf16*>(out)),
+                              "mla_combine_own_kernel");
   return TANDEM_CUDA_STATUS(
         cuda::launch_pdl(mla_combine_kernel,
                          dim3(static_cast<unsigned>(n_tokens * q_heads), static_cast<unsigned>((l.v_dim + kCombineDims - 1) / kCombineDims)),

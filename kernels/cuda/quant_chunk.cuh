@@ -110,4 +110,19 @@ __device__ __forceinline__ float dot16(const float* wv, const cuda::bf16* x) {
   return s;
 }
 
+// The same over 16 fp32 inputs at x (16-byte aligned): glm5_next's products that keep fp32 inputs.
+__device__ __forceinline__ float dot16(const float* wv, const float* x) {
+  const float4* p = reinterpret_cast<const float4*>(x);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 v = p[q];
+    s = fmaf(v.x, wv[4 * q], s);
+    s = fmaf(v.y, wv[4 * q + 1], s);
+    s = fmaf(v.z, wv[4 * q + 2], s);
+    s = fmaf(v.w, wv[4 * q + 3], s);
+  }
+  return s;
+}
+
 }  // namespace tandem::kernels::quant

@@ -21,8 +21,8 @@ long outputs(const QuantGemvArgs& a) {
   return static_cast<long>(a.w.count) * a.w.rows + static_cast<long>(a.w2.count) * a.w2.rows;
 }
 
-// NT: x rows per pass (rows <= NT).
-template <QuantFormat F, int NT, class OutT, bool SILU>
+// NT: x rows per pass (rows <= NT); XT: x's element type (bf16, or float for fp32 inputs).
+template <QuantFormat F, int NT, class OutT, bool SILU, class XT>
 __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a, long total) {
   cuda::pdl_begin();
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
   const long r = second ? row - first : row;
   const long m = SILU ? 0 : r / w.rows;
   const int o = static_cast<int>(r % w.rows);
-  const bf16* x = static_cast<const bf16*>(a.x);
+  const XT* x = static_cast<const XT*>(a.x);
   float acc[NT], up[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         if (t >= a.rows) break;
-        const bf16* xr = x + t * a.ldx + 16 * c;
+        const XT* xr = x + t * a.ldx + 16 * c;
         acc[t] += quant::dot16(wv, xr);
         if (SILU) up[t] += quant::dot16(uv, xr);
       }
@@ -73,26 +73,52 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
   }
 }
 
-template <QuantFormat F, int NT, class OutT, bool SILU>
+template <QuantFormat F, int NT, class OutT, bool SILU, class XT>
 cudaError_t launch(const QuantGemvArgs& a, Stream stream) {
   const long total = outputs(a);
-  return cuda::launch_pdl(quant_gemv_kernel<F, NT, OutT, SILU>, dim3(static_cast<unsigned>((total + kWarps - 1) / kWarps)),
+  return cuda::launch_pdl(quant_gemv_kernel<F, NT, OutT, SILU, XT>, dim3(static_cast<unsigned>((total + kWarps - 1) / kWarps)),
                           dim3(kWarps * 32), 0, stream, a, total);
 }
 
-template <QuantFormat F, class OutT, bool SILU>
+template <QuantFormat F, class OutT, bool SILU, class XT = bf16>
 cudaError_t launch_rows(const QuantGemvArgs& a, Stream stream) {
-  if (a.rows <= 1) return launch<F, 1, OutT, SILU>(a, stream);
-  if (a.rows <= 2) return launch<F, 2, OutT, SILU>(a, stream);
-  if (a.rows <= 4) return launch<F, 4, OutT, SILU>(a, stream);
-  return launch<F, 8, OutT, SILU>(a, stream);
+  if (a.rows <= 1) return launch<F, 1, OutT, SILU, XT>(a, stream);
+  if (a.rows <= 2) return launch<F, 2, OutT, SILU, XT>(a, stream);
+  if (a.rows <= 4) return launch<F, 4, OutT, SILU, XT>(a, stream);
+  return launch<F, 8, OutT, SILU, XT>(a, stream);
 }
 
 template <QuantFormat F>
 cudaError_t launch_format(const QuantGemvArgs& a, Stream stream) {
+  if (a.x_type == DType::f32) return launch_rows<F, float, false, float>(a, stream);
   if (a.silu_mul) return launch_rows<F, bf16, true>(a, stream);
   if (a.y_type == DType::bf16) return launch_rows<F, bf16, false>(a, stream);
   return launch_rows<F, float, false>(a, stream);
+}
+
+// One warp per output of one pair (blockIdx.y), the chunks of its weight row in lane order.
+template <QuantFormat F>
+__global__ void __launch_bounds__(kWarps * 32) quant_pairs_kernel(QuantPairsArgs a) {
+  const int r = blockIdx.y, lane = threadIdx.x % 32;
+  const int o = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (o >= a.per_pair * a.w.rows) return;
+  const int e = a.row_matrix[r];
+  float* y = a.y + static_cast<long>(r) * a.ldy + o;
+  if (e < 0) {
+    if (lane == 0) *y = 0.f;
+    return;
+  }
+  const float* x = a.x + static_cast<long>(a.gather ? a.gather[r] : r) * a.ldx;
+  const long m = static_cast<long>(e) * a.per_pair + o / a.w.rows;
+  const int row = o % a.w.rows;
+  float acc = 0.f;
+  for (int c = lane; c < a.w.in / 16; c += 32) {
+    float wv[16];
+    quant::decode<F>(quant::load_chunk<F>(a.w, m, row, 16 * c), wv);
+    acc += quant::dot16(wv, x + 16 * c);
+  }
+  acc = cuda::warp_sum(acc);
+  if (lane == 0) *y = acc;
 }
 
 template <QuantFormat F>
@@ -123,18 +149,33 @@ bool matrices_fit(const QuantMatrices& w) {
 
 bool quant_gemv_fits(const QuantGemvArgs& a) {
   if (a.rows < 1 || a.rows > kGemvMaxRows || a.ldx % 8 != 0 || !aligned16(a.x) || !matrices_fit(a.w)) return false;
+  if (a.x_type != DType::bf16 && (a.x_type != DType::f32 || a.silu_mul || a.y_type != DType::f32)) return false;
   if (a.silu_mul) return a.w.count == 2 && a.y_type == DType::bf16 && !a.bias;
   return a.w2.count == 0 || (matrices_fit(a.w2) && a.w2.format == a.w.format && a.w2.in == a.w.in);
 }
 
 Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream) {
   if (!quant_gemv_fits(a))
-    return Error{"quant_gemv: needs 1 <= rows <= 8, bf16 x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
-           "one format and one input width, and for silu_mul a stack of 2 with a bf16 result and no bias"};
+    return Error{"quant_gemv: needs 1 <= rows <= 8, x 16-byte aligned with ldx a multiple of 8, inputs a multiple of 16, "
+           "one format and one input width, fp32 x only into an fp32 result without silu_mul, and for silu_mul a stack of 2 "
+           "with a bf16 result and no bias"};
   if (a.y_type != DType::bf16 && a.y_type != DType::f32) return Error{"quant_gemv: the result must be bf16 or fp32"};
   const cudaError_t e = a.w.format == QuantFormat::fp8_block ? launch_format<QuantFormat::fp8_block>(a, stream)
                                                              : launch_format<QuantFormat::nvfp4>(a, stream);
   return TANDEM_CUDA_STATUS(e, "launch quant_gemv_kernel");
+}
+
+Status quant_pairs_f32_cuda(const QuantPairsArgs& a, Stream stream) {
+  if (a.pairs == 0) return {};
+  if (!matrices_fit(a.w) || a.per_pair < 1 || !a.row_matrix || !a.x || !a.y || a.ldx % 4 != 0 || !aligned16(a.x))
+    return Error{"quant_pairs_f32: needs a quantised stack with inputs a multiple of 16, expert ids, and fp32 x 16-byte aligned "
+                 "with ldx a multiple of 4"};
+  const dim3 grid(static_cast<unsigned>((a.per_pair * a.w.rows + kWarps - 1) / kWarps), static_cast<unsigned>(a.pairs));
+  if (a.w.format == QuantFormat::fp8_block)
+    quant_pairs_kernel<QuantFormat::fp8_block><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    quant_pairs_kernel<QuantFormat::nvfp4><<<grid, kWarps * 32, 0, stream>>>(a);
+  return TANDEM_CUDA_LAUNCHED("quant_pairs_f32");
 }
 
 Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream) {

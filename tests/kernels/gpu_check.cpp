@@ -28,7 +28,8 @@ std::vector<Group> groups() {
           Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
           Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
           Group{"moe_grouped_small", check_moe_grouped_small}, Group{"quant_grouped", check_quant_grouped},
-          Group{"quant_grouped_small", check_quant_grouped_small}};
+          Group{"quant_grouped_small", check_quant_grouped_small},
+          Group{"mla_split", check_mla_split}};
 }
 
 }  // namespace

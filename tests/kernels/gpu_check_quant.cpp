@@ -88,16 +88,18 @@ double dot(const float* x, const float* w, int n) {
 }
 
 // quant_gemv: two stacks (a fused projection of two row counts) with a bias, or gate | up with silu.
-void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, int count_a, int rows_b, bool silu, DType yt) {
+// xt f32: glm5_next's fp32-input products (an fp32 y, no silu).
+void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, int count_a, int rows_b, bool silu, DType yt,
+          DType xt = DType::bf16) {
   Stack a(f, silu ? 2 : count_a, rows_a, in, 31);
   Stack b(f, rows_b > 0 ? 1 : 0, rows_b > 0 ? rows_b : 16, in, 41);
   const int out = silu ? rows_a : count_a * rows_a + (rows_b > 0 ? rows_b : 0);
   const long ldx = in + 8, ldy = out + 3;
-  const auto x = as_stored(DType::bf16, normal(sz(n * ldx), 1.f, 51));
+  const auto x = as_stored(xt, normal(sz(n * ldx), 1.f, 51));
   const auto bias = as_stored(yt, normal(sz(out), 0.5f, 52));
-  DevAct dx(DType::bf16, x), dbias(yt, bias), dy(yt, sz(n * ldy));
+  DevAct dx(xt, x), dbias(yt, bias), dy(yt, sz(n * ldy));
   k::QuantGemvArgs g;
-  g.rows = n, g.x = dx.p(), g.ldx = ldx, g.w = a.m, g.y = dy.p(), g.ldy = ldy, g.y_type = yt, g.silu_mul = silu;
+  g.rows = n, g.x = dx.p(), g.ldx = ldx, g.x_type = xt, g.w = a.m, g.y = dy.p(), g.ldy = ldy, g.y_type = yt, g.silu_mul = silu;
   if (rows_b > 0) g.w2 = b.m;
   if (!silu) g.bias = dbias.p();
   op_ok(k::quant_gemv_cuda(g));
@@ -121,8 +123,37 @@ void gemv(std::vector<Row>& rows, k::QuantFormat f, int n, int in, int rows_a, i
     }
   char shape[96];
   std::snprintf(shape, sizeof shape, "%d x %d -> %d%s", n, in, out, silu ? " (gate|up, silu)" : rows_b > 0 ? " (2 stacks, bias)" : " (bias)");
-  rows.push_back({std::string("quant_gemv ") + name_of(f), shape, std::string("bf16 x, ") + k::dtype_name(yt) + " y",
+  rows.push_back({std::string("quant_gemv ") + name_of(f), shape, std::string(k::dtype_name(xt)) + " x, " + k::dtype_name(yt) + " y",
                   max_rel_error(got, ref), limit_for(yt), 0, ""});
+}
+
+// quant_pairs_f32 (glm5_next's routed experts): P pairs of gathered fp32 token rows, each through
+// its expert's [gate | up] (per_pair 2) of a stack of 2E; one pair of another rank (-1: zeros).
+void pairs(std::vector<Row>& rows, k::QuantFormat f, int E, int T, int K, int H, int I) {
+  Stack a(f, 2 * E, I, H, 71);
+  const int P = T * K;
+  const long ldx = H + 4, ldy = 2L * I + 1;
+  const auto x = normal(sz(T * ldx), 1.f, 72);
+  std::vector<std::int32_t> gather(sz(P)), expert(sz(P));
+  for (int p = 0; p < P; ++p) gather[sz(p)] = p / K, expert[sz(p)] = p == 1 ? -1 : (p * 5 + 3) % E;
+  Dev<float> dx(x), dy(sz(P * ldy));
+  Dev<std::int32_t> dg(gather), de(expert);
+  k::QuantPairsArgs q;
+  q.pairs = P, q.per_pair = 2, q.x = dx.p(), q.ldx = ldx, q.gather = dg.p(), q.row_matrix = de.p(), q.w = a.m, q.y = dy.p(), q.ldy = ldy;
+  op_ok(k::quant_pairs_f32_cuda(q));
+  const auto got_all = dy.get();
+  std::vector<float> got, ref;
+  for (int p = 0; p < P; ++p)
+    for (int o = 0; o < 2 * I; ++o) {
+      const int e = expert[sz(p)];
+      const float* w = a.dense.data() + sz((static_cast<long>(e) * 2 * I + o) * H);
+      ref.push_back(e < 0 ? 0.f : static_cast<float>(dot(x.data() + sz(gather[sz(p)] * ldx), w, H)));
+      got.push_back(got_all[sz(p * ldy + o)]);
+    }
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "%d pairs x %d -> 2 x %d (of %d experts)", P, H, I, E);
+  rows.push_back({std::string("quant_pairs_f32 ") + name_of(f), shape, "f32 x, f32 y", max_rel_error(got, ref), limit_for(DType::f32), 0,
+                  ""});
 }
 
 // Dequantisation of a stack into bf16 against round_bf16 of the CPU's dequantised values.
@@ -257,6 +288,10 @@ void check_quant(std::vector<Row>& rows) {
     gemv(rows, f, 3, 1040, 136, 1, 0, false, DType::f32);      // o_proj-like, rows not a multiple of 128
     gemv(rows, f, 8, 512, 200, 2, 0, true, DType::bf16);       // gate | up with silu
     gemv(rows, f, 5, 256, 64, 4, 48, false, DType::f32);       // a stack of 4, then a second stack
+    gemv(rows, f, 8, 1040, 136, 1, 40, false, DType::f32, DType::f32);  // fp32 inputs (glm5_next)
+    gemv(rows, f, 1, 64, 48, 1, 32, false, DType::f32, DType::f32);     // the fixture's DSA q_a | kv_a
+    pairs(rows, f, 8, 3, 2, 64, 32);                                     // the fixture's experts
+    pairs(rows, f, 18, 6, 8, 1024, 256);
     dequant_stack(rows, f);
     moe_decode(rows, f, 1);
     moe_decode(rows, f, 4);

@@ -73,6 +73,60 @@ void attention(DType kv, int seqs, int ctx) {
   report(what, us, 2.0 * static_cast<double>(cache));
 }
 
+// The MLA decode attention at GLM-4.7-Flash's shape (20 heads, rows of 512 + 64, pool blocks of 16)
+// for `seqs` decode tokens of `ctx` keys each: the split by the step (split_keys of max-model-len
+// `max_len`, as TANDEM_ATTN_SPLIT=0 serves) against the split by each token's own context
+// (context_splits, `own` its target), launched for max_len as a CUDA graph step is; bytes = the
+// latent rows.
+void mla_attention(DType kv, int seqs, int ctx, int max_len, int own) {
+  const int qh = 20, qk = 576, vd = 512, bs = 16, blocks_per = (max_len + bs - 1) / bs;
+  k::PagedKvLayout l;
+  l.dtype = kv, l.block_size = bs, l.kv_heads = 1, l.qk_dim = qk, l.v_dim = vd, l.v_in_k = true;
+  l.k_scale = l.v_scale = 0.01f;
+  if (own > 0) l.context_splits = own;
+  else l.split_keys = 32 * (((max_len + 31) / 32 + 255) / 256);
+  const long rows = static_cast<long>(seqs) * ((ctx + bs - 1) / bs) * bs;
+  const size_t cache = sz(rows * qk * k::dtype_bytes(kv));
+  Dev<std::uint8_t> kc(cache);
+  cuda_ok(cudaMemset(kc.p(), 0x31, cache), "memset");
+  std::vector<std::int32_t> table(sz(static_cast<long>(seqs) * blocks_per), 0), tseq, tpos;
+  for (int s = 0, next = 0; s < seqs; ++s)
+    for (int b = 0; b < (ctx + bs - 1) / bs; ++b) table[sz(static_cast<long>(s) * blocks_per + b)] = next++;
+  for (int s = 0; s < seqs; ++s) tseq.push_back(s), tpos.push_back(ctx - 1);
+  Dev<std::int32_t> dt(table), ds(tseq), dp(tpos);
+  DevAct q(DType::bf16, normal(sz(static_cast<long>(seqs) * qh * qk), 1.f, 1)), out(DType::bf16, sz(static_cast<long>(seqs) * qh * vd));
+  const size_t ws = k::paged_attention_workspace_bytes(seqs, qh, l, max_len);
+  Dev<std::uint8_t> dws(ws);
+  const double us = time_us([&] {
+    ok(k::paged_attention_cuda(DType::bf16, q.p(), seqs, ds.p(), dp.p(), qh, l, kc.p(), nullptr, dt.p(), blocks_per, 0.0625f, out.p(),
+                               max_len, dws.p(), ws));
+  });
+  char what[112];
+  if (own > 0)
+    std::snprintf(what, sizeof what, "mla decode own split %3d, kv %s, %2d x %5d ctx, max-len %6d", own, k::dtype_name(kv), seqs, ctx, max_len);
+  else
+    std::snprintf(what, sizeof what, "mla decode step split, kv %s, %2d x %5d ctx, max-len %6d", k::dtype_name(kv), seqs, ctx, max_len);
+  report(what, us, static_cast<double>(seqs) * ctx * qk * k::dtype_bytes(kv));
+}
+
+// The MoE layer's residual add + RMSNorm + router + routing in one launch at GLM-4.7-Flash's shape
+// (hidden 2048, 64 experts in one group, top 4), `tokens` tokens; bytes = the fp32 router, the
+// rows read and written.
+void norm_router_route(int tokens) {
+  const int hidden = 2048, E = 64;
+  const k::MoeRouting m{E, 1, 1, 4, true, 1.8f};
+  Dev<float> x(normal(sz(static_cast<long>(tokens) * hidden), 1.f, 21)), delta(normal(sz(static_cast<long>(tokens) * hidden), 0.5f, 22));
+  Dev<float> router(normal(sz(static_cast<long>(E) * hidden), 0.05f, 23)), bias(normal(sz(E), 0.3f, 24)), w(sz(tokens * 4));
+  DevAct norm(DType::bf16, normal(sz(hidden), 0.3f, 25)), h(DType::bf16, sz(static_cast<long>(tokens) * hidden));
+  Dev<std::int32_t> e(sz(tokens * 4));
+  char what[96];
+  std::snprintf(what, sizeof what, "moe_norm_router_route, %2d tokens, hidden 2048, E 64 top 4", tokens);
+  report(what, time_us([&] {
+           ok(k::moe_norm_router_route_cuda(m, x.p(), delta.p(), norm.p(), 1e-5f, hidden, router.p(), bias.p(), tokens, h.p(), e.p(), w.p()));
+         }),
+         4.0 * E * hidden + static_cast<double>(tokens) * hidden * (4 * 3 + 2));
+}
+
 void sampling(const char* what, k::SamplingParams p) {
   const int rows = 64, V = 151552;
   Dev<float> logits(normal(sz(static_cast<long>(rows) * V), 3.f, 2));
@@ -150,13 +204,34 @@ void kda_prefill(int tokens) {
 
 }  // namespace
 
-// Arguments, if any: `kda` times only the KDA prefill.
+// Arguments, if any: `kda` times only the KDA prefill, `mla` only the MLA decode attention (and
+// the MoE norm + router + route at the same shape).
 int main(int argc, char** argv) {
   if (!k::cuda_device_present()) {
     std::puts("SKIP: no CUDA device");
     return 77;
   }
   try {
+    if (argc > 1 && std::strcmp(argv[1], "mla") == 0) {
+      // One chunk (no combine): the decode kernel's own latency.
+      for (int ctx : {32, 577}) mla_attention(DType::bf16, 1, ctx, ctx, 132);
+      for (DType kv : {DType::bf16, DType::fp8_e4m3})
+        for (int seqs : {1, 6, 16})
+          for (int ctx : {577, 4097, 32768}) {
+            if (kv == DType::fp8_e4m3 && ctx != 577 && seqs != 1) continue;
+            // The bench's max-model-len (prompt + decode + a margin) and a serving one.
+            mla_attention(kv, seqs, ctx, ctx + 100, 0);
+            mla_attention(kv, seqs, ctx, 131072, 0);
+            mla_attention(kv, seqs, ctx, 131072, 132);
+          }
+      for (int tokens : {1, 6, 16}) norm_router_route(tokens);
+      // Fewer, longer splits (TANDEM_ATTN_SPLITS): the partials and the combine's reads shrink,
+      // each block walks more chunks.
+      for (int seqs : {1, 16})
+        for (int ctx : {577, 4097})
+          for (int target : {33, 16, 8, 4}) mla_attention(DType::bf16, seqs, ctx, ctx + 100, target);
+      return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "kda") == 0) {
       kda_prefill(512);
       kda_prefill(32768);

@@ -100,3 +100,28 @@ TEST_CASE("paged_attention_mla_fits: absorbed MLA, bf16 activations, few tokens"
   small.qk_dim = 40, small.v_dim = 32;  // the glm4_moe_lite fixture's row
   CHECK(paged_attention_mla_fits(DType::bf16, 3, 4, small));
 }
+
+// The split of a context by its own length (PagedKvLayout::context_splits), which the MLA decode
+// kernel and its launch both follow: whole chunks of 32 keys, at most `target` splits, the splits
+// covering the context exactly with no empty one, and the counts the GPU checks rely on.
+TEST_CASE("mla_context_splits: whole chunks, at most the target, every key in one non-empty split") {
+  for (int target : {1, 4, 8, 33, 132}) {
+    for (int n = 1; n <= 40000; n += (n < 2200 ? 1 : 97)) {
+      const int per = mla_chunks_per_split(n, target) * kMlaChunk, splits = mla_context_splits(n, target);
+      const int chunks = (n + kMlaChunk - 1) / kMlaChunk;
+      CHECK(splits >= 1);
+      CHECK(splits <= std::min(chunks, target));
+      CHECK(static_cast<long>(splits - 1) * per < n);  // the last split starts inside the context
+      CHECK(static_cast<long>(splits) * per >= n);     // and the splits reach its end
+    }
+  }
+  CHECK(mla_context_splits(1, 132) == 1);
+  CHECK(mla_context_splits(31, 132) == 1);
+  CHECK(mla_context_splits(33, 132) == 2);
+  CHECK(mla_context_splits(577, 132) == 19);  // a split per chunk
+  CHECK(mla_context_splits(4097, 132) == 129);
+  CHECK(mla_chunks_per_split(32768, 132) == 8);
+  CHECK(mla_context_splits(32768, 132) == 128);
+  CHECK(mla_chunks_per_split(577, 8) == 3);
+  CHECK(mla_context_splits(577, 8) == 7);
+}

@@ -27,8 +27,16 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
     l.qk_dim = width_;
     l.v_dim = lora_kv_;
     l.v_in_k = true;
-    // A fixed split of the keys (whole chunks of 32, at most 256 splits of max-model-len): the
-    // MLA kernel's result for a token then does not depend on the step (batch-invariant).
+    // The split of a token's keys depends on its own context alone (about attn_splits_ blocks for
+    // a long one, a block per 32 keys for a short one; a constant, not the device's count of
+    // multiprocessors, so every GPU gives the same bits): the MLA kernel's result for a token then
+    // does not depend on the step (batch-invariant; a verification row gives a plain decode's
+    // bits). TANDEM_ATTN_SPLIT=0: a fixed split of max-model-len (whole chunks of 32, at most 256
+    // splits), as before.
+    if (attn_split_) {
+      l.context_splits = attn_splits_;
+      return l;
+    }
     const int chunks = (max_len_ + 31) / 32;
     l.split_keys = 32 * ((chunks + 255) / 256);
     return l;

@@ -6,7 +6,6 @@
 // projections fused into one) and buffers.
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "decoder.hpp"
@@ -21,26 +20,22 @@
 
 namespace tandem::model::cuda {
 
-namespace {
-// The MoE decode kernels' grouped form is on unless TANDEM_MOE_GROUPED=0 (per pair: the same bits,
-// the A/B of a benchmark run).
-bool moe_grouped() {
-  const char* v = std::getenv("TANDEM_MOE_GROUPED");
-  return !(v && std::string_view(v) == "0");
-}
-}  // namespace
-
 using detail::Tensor;
 using detail::TensorNames;
 
 // TANDEM_INVARIANT_TOKENS=N overrides CudaOptions::invariant_tokens and TANDEM_GROUP_PREFILL=0|1
 // group_prefill, in any program (an A/B switch on one binary: 2048 takes every prompt chunk of up
 // to 2048 tokens through the batch-invariant kernels, as every step of that size did before the
-// phase split; and a fallback if a check fails). TANDEM_QUANT_PREFILL=dequant|fused: how prefill-
-// sized steps take quantised experts (dequantised whole into the scratch, or read as stored: the
-// default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of prefill chunks of
-// more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many: the default; or
-// the generic paged kernel, as before). Before the buffers are sized (few_cap(), wscratch_).
+// phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
+// back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_QUANT_PREFILL=
+// dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
+// or read as stored: the default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of
+// prefill chunks of more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many:
+// the default; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
+// attention by max-model-len as before instead of by each token's context (other bits, batch-
+// invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
+// an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
+// moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
     const char* v = std::getenv(name);
@@ -53,6 +48,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
     return Ok{};
   };
   if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
+  if (auto e = read("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
   // A choice of two words: `second` sets `out`.
   const auto choose = [](const char* name, std::string_view first, std::string_view second, bool& out) -> Status {
     const char* v = std::getenv(name);
@@ -65,6 +61,8 @@ Status GlmDecoderCuda::apply_env_overrides() {
   };
   if (auto e = choose("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = choose("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
+  if (auto e = read("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = read("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
   return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 
@@ -428,7 +426,7 @@ Status GlmDecoderCuda::allocate_activations() {
       {&argmax_keys_, R * sizeof(unsigned long long), "greedy keys"},
       {&moe_decode_act_, static_cast<std::size_t>(few_cap()) * static_cast<std::size_t>(K_ + 1) *
                              static_cast<std::size_t>(std::max({I_, shared_width, 1})) * 2, "decode expert act"},
-      {&moe_groups_, moe_grouped() ? static_cast<std::size_t>(k::moe_decode_group_ints(std::max(E_, 1), std::max(K_, 1), few_cap())) * 4 : 0,
+      {&moe_groups_, moe_grouped_ ? static_cast<std::size_t>(k::moe_decode_group_ints(std::max(E_, 1), std::max(K_, 1), few_cap())) * 4 : 0,
        "decode expert groups"},
   };
   for (const Want& w : wants)

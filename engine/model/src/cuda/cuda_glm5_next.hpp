@@ -3,7 +3,11 @@
 // reference's (glm5_next.cpp and its parts); the new kernels are in tandem/kernels/glm5_next.hpp.
 //
 // First version, correct before fast:
-//   - weights: matrices in bf16, norms, gates, the router and the hyper-connections' mixers in fp32;
+//   - weights: matrices in bf16, or as the checkpoint stores them where it is fp8 block-scaled or
+//     NVFP4 (Glm5Weight; kv_b, the embedding and the LM head bf16 always; quant_gemv for
+//     decode-sized steps on the product's fp32 or bf16 input, dequantised into bf16 past them;
+//     the routed experts per pair through quant_pairs_f32_cuda); norms, gates, the router and the
+//     hyper-connections' mixers in fp32;
 //   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
 //     runs the decode-sized gemv up to step_invariant_tokens rows, into fp32, on its fp32 input or on
 //     that input rounded to bf16 (above: the plain fp32 kernel linear_f32_cuda, or cuBLASLt):
@@ -59,6 +63,7 @@
 #include "tensor_names.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // FirstError, kBf16 (shared helpers)
 #include "tandem/model/cuda/device_buffer.hpp"
+#include "tandem/model/cuda/quant_weight.hpp"
 #include "tandem/kernels/glm5_next.hpp"
 #include "tandem/model/cuda_model.hpp"
 
@@ -70,9 +75,24 @@ struct Glm5Hc {
   DeviceBuffer fn, base, scale;  // fp32
 };
 
+// A dense product's weight: bf16 [out, in] in `dense`, or kept quantised (fp8 block-scaled or
+// NVFP4, as the checkpoint stores it: quant_plan.hpp) as consecutive runs of output rows, one stack
+// of same-shaped checkpoint tensors each (KDA's [q; k; v], [f_a; g_a], [b]); a part the
+// checkpoint keeps in bf16 (the indexer's k-pool gate) is a bf16 run among them.
+struct Glm5QuantRun {
+  QuantWeight q;       // on: quantised
+  DeviceBuffer dense;  // else bf16 [rows, in] (a part the checkpoint keeps unquantised)
+  int first = 0, rows = 0;  // output rows [first, first + rows)
+};
+struct Glm5Weight {
+  DeviceBuffer dense;
+  std::vector<Glm5QuantRun> runs;  // empty: dense
+  bool quantised() const { return !runs.empty(); }
+};
+
 struct Glm5Mlp {
   int width = 0;
-  DeviceBuffer gate_up, down;  // bf16 [2 * width, hidden], [hidden, width]
+  Glm5Weight gate_up, down;  // [2 * width, hidden], [hidden, width]
 };
 
 struct Glm5Layer {
@@ -81,17 +101,20 @@ struct Glm5Layer {
   bool linear = false;
   // KDA: w_in = [q; k; v; f_a; g_a; b] rows; f_b, g_b [qk, head_dim]; o [hidden, qk] (bf16);
   // conv, a_log, dt_bias, o_norm fp32.
-  DeviceBuffer w_in, f_b, g_b, o, conv, a_log, dt_bias, o_norm;
+  Glm5Weight w_in, f_b, g_b, o;
+  DeviceBuffer conv, a_log, dt_bias, o_norm;
   long state_at = 0;
   // DSA: w_in = [q_a; kv_a; wk; kpool_gate; weights_proj] (indexer parts on an indexer layer only),
   // q_all = [q_b; wq_b], kv_b, o (bf16); norms and kpool_ape fp32.
   bool indexer = false;
   int slot = 0;
-  DeviceBuffer q_all, kv_b, q_a_norm, kv_a_norm, k_norm, k_norm_bias, kpool_ape;
+  Glm5Weight q_all;
+  DeviceBuffer kv_b, q_a_norm, kv_a_norm, k_norm, k_norm_bias, kpool_ape;  // kv_b bf16 always (read per head)
   // FFN
   bool moe = false;
   Glm5Mlp dense, shared;
   DeviceBuffer router, correction_bias, experts_gate_up, experts_down;
+  QuantWeight experts_gate_up_q, experts_down_q;  // stacks of 2E (gate, up per expert) and E, or empty (bf16)
 };
 
 class Glm5NextCuda final : public CudaModel {
@@ -132,6 +155,8 @@ class Glm5NextCuda final : public CudaModel {
   Status restore_states(std::span<const int> slots) override { return copy_states(slots, false); }
 
   Result<std::vector<float>> recurrent_state(int slot) const override;
+  std::vector<std::string> quantised_tensors() const override { return quantised_tensors_; }
+  std::string weight_formats() const override { return weight_formats_; }
 
  protected:
   Result<std::vector<float>> hidden_states(std::span<const int32_t>, KvSequence&, HiddenCapture*) const override {
@@ -148,6 +173,13 @@ class Glm5NextCuda final : public CudaModel {
   Status load_dsa(Uploader& up, int l, Glm5Layer& L);
   Status load_experts(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
   Status load_layer(Uploader& up, const Checkpoint& ck, int l, Glm5Layer& L);
+  // Keeps `parts` (the checkpoint tensors of one product, in output order) quantised in W when the
+  // checkpoint stores them so (quant_plan.hpp; not on a tensor-parallel rank, whose slices are
+  // bf16); false: the caller uploads them in bf16.
+  Result<bool> load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, Glm5Weight& W);
+  Result<bool> load_quant_experts(const Checkpoint& ck, int l, Glm5Layer& L);
+  void note_format(const std::string& what, WeightFormat f, const std::string& why_dense);
+  Status finish_formats();
   Status allocate_activations();
   Status init_activations(std::size_t T, std::size_t S, std::size_t P);
 
@@ -192,7 +224,12 @@ class Glm5NextCuda final : public CudaModel {
   // y = x W^T: fp32 x and y, bf16 W [out, in]; in fp32 (split_fp32_: hi W^T + lo W^T of x split
   // into xb_ and xlo_) or on x rounded to bf16 as product p is (fp32_). xb: x already rounded (rows
   // of ldxb), or null to round it here into xb_.
-  Status lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
+  Status lin(Glm5Product p, const float* x, long ldx, int rows, int in, const void* w, int out, float* y, long ldy,
+             const void* xb = nullptr, long ldxb = 0);
+  // The same over W: dense, or each quantised run into its output columns of y (decode-sized
+  // steps through quant_gemv on fp32 or bf16 inputs as product p takes them; larger ones, or
+  // inputs quant_gemv does not take, through the run dequantised into wscratch_ and lin()).
+  Status lin(Glm5Product p, const float* x, long ldx, int rows, int in, const Glm5Weight& W, int out, float* y, long ldy,
              const void* xb = nullptr, long ldxb = 0);
   bool fp32(Glm5Product p) const { return (fp32_ >> static_cast<unsigned>(p)) & 1u; }
   kernels::DsaPool pool_of(int slot) const;
@@ -223,6 +260,10 @@ class Glm5NextCuda final : public CudaModel {
   std::map<int, cudaGraphExec_t> graphs_;  // decode steps, by batch bucket
   std::uint64_t weight_bytes_ = 0;
   DecodeBytes decode_bytes_;
+  std::vector<std::string> quantised_tensors_;
+  std::map<std::string, int> format_counts_;  // products by format (weight_formats())
+  std::string weight_formats_, dense_notes_;
+  DeviceBuffer wscratch_;  // bf16: the largest quantised run, dequantised (steps past quant_gemv's)
 
   DeviceBuffer embed_, final_norm_, head_;   // this rank's vocabulary rows
   DeviceBuffer full_embed_, full_head_;       // whole, for a drafter on a tensor-parallel rank

@@ -116,9 +116,12 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   for (int l = 0; l < d.num_hidden_layers && up.ok(); ++l)
     if (auto e = load_layer(up, ck, l, layers_[static_cast<std::size_t>(l)]); !e) return e;
   if (!up.ok()) return up.error();
+  if (auto e = finish_formats(); !e) return e;
   // A decode step reads every weight but the routed experts once, and each expert chosen by any token.
   // (A tensor-parallel rank counts its own weights: the experts it holds.)
-  const std::uint64_t expert = std::uint64_t{6} * static_cast<std::uint64_t>(I_) * h;
+  std::uint64_t expert = std::uint64_t{6} * static_cast<std::uint64_t>(I_) * h;
+  for (const Glm5Layer& L : layers_)
+    if (L.experts_gate_up_q.on()) expert = (L.experts_gate_up_q.bytes() + L.experts_down_q.bytes()) / static_cast<std::uint64_t>(E_);
   decode_bytes_.per_expert = expert;
   decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
   decode_bytes_.fixed = weight_bytes_ - drafter_bytes - static_cast<std::uint64_t>(decode_bytes_.moe_layers) * static_cast<std::uint64_t>(experts_.size()) * expert;
@@ -139,6 +142,108 @@ Status Glm5NextCuda::alloc_f32(Uploader& up, DeviceBuffer& b, const std::string&
   return {};
 }
 
+void Glm5NextCuda::note_format(const std::string& what, WeightFormat f, const std::string& why_dense) {
+  format_counts_[f == WeightFormat::dense ? "bf16" : weight_format_name(f)] += 1;
+  if (!why_dense.empty() && dense_notes_.size() < 600) dense_notes_ += "; " + what + " kept in bf16: " + why_dense;
+}
+
+// Each part planned alone (stored_weight): consecutive quantised parts of one shape make a stack,
+// consecutive bf16 parts one bf16 run. A projection whose parts are all bf16 is left to the caller.
+Result<bool> Glm5NextCuda::load_quant(const Checkpoint& ck, const std::vector<ProjectionPart>& parts, Glm5Weight& W) {
+  if (sharded()) {  // (parts name whole tensors; a rank holds slices)
+    note_format(parts[0].name, WeightFormat::dense, "");
+    return false;
+  }
+  std::vector<StoredWeight> stored;
+  bool any = false;
+  for (const ProjectionPart& p : parts) {
+    auto w = stored_weight(ck, p.name, p.out, p.in);
+    if (!w) return w.error();
+    if (w->format != WeightFormat::dense && w->in % 16 != 0) w->format = WeightFormat::dense;  // read dequantised
+    any = any || w->format != WeightFormat::dense;
+    stored.push_back(std::move(w.value()));
+  }
+  if (!any) {
+    note_format(parts[0].name, WeightFormat::dense, "");
+    return false;
+  }
+  const std::span<const StoredWeight> all(stored);
+  int first = 0;
+  for (std::size_t i = 0; i < all.size();) {
+    const bool quant = all[i].format != WeightFormat::dense;
+    std::size_t j = i + 1;
+    int rows = static_cast<int>(all[i].out);
+    while (j < all.size() && all[j].format == all[i].format && (!quant || (all[j].out == all[i].out && all[j].in == all[i].in)))
+      rows += static_cast<int>(all[j++].out);
+    Glm5QuantRun& r = W.runs.emplace_back();
+    r.first = first, r.rows = rows;
+    first += rows;
+    if (quant) {
+      if (auto e = upload_quant(r.q, ck, all[i].format, all.subspan(i, j - i)); !e) return e.error();
+      weight_bytes_ += r.q.bytes();
+      for (std::size_t k = i; k < j; ++k) quantised_tensors_.push_back(all[k].name);
+      note_format(all[i].name, all[i].format, {});
+    } else {
+      if (auto e = alloc_bf16(r.dense, static_cast<std::size_t>(rows) * static_cast<std::size_t>(all[i].in), all[i].name); !e) return e.error();
+      Uploader up(ck);
+      std::size_t at = 0;
+      for (std::size_t k = i; k < j; ++k, at += static_cast<std::size_t>(all[k - 1].out * all[k - 1].in))
+        up.bf16(r.dense, at, all[k].name, {all[k].out, all[k].in});
+      if (!up.ok()) return up.error();
+      note_format(all[i].name, WeightFormat::dense, "");
+    }
+    i = j;
+  }
+  return true;
+}
+
+// The routed experts kept quantised when every expert's gate, up and down are of one format.
+Result<bool> Glm5NextCuda::load_quant_experts(const Checkpoint& ck, int l, Glm5Layer& L) {
+  if (ck.has(names_(Tensor::experts_gate_up, l))) return false;  // the fused 3-D layout is read in bf16
+  const std::string what = "layer " + std::to_string(l) + "'s routed experts";
+  if (sharded()) {
+    note_format(what, WeightFormat::dense, "a tensor-parallel rank loads its experts in bf16");
+    return false;
+  }
+  std::vector<ProjectionPart> gate_up, all;
+  for (int e = 0; e < E_; ++e) {
+    gate_up.push_back({names_(Tensor::expert_gate, l, e), I_, H_});
+    gate_up.push_back({names_(Tensor::expert_up, l, e), I_, H_});
+  }
+  all = gate_up;
+  for (int e = 0; e < E_; ++e) all.push_back({names_(Tensor::expert_down, l, e), H_, I_});
+  auto plan = plan_projection(ck, all);
+  if (!plan) return plan.error();
+  if (plan->format == WeightFormat::dense) {
+    note_format(what, WeightFormat::dense, plan->why_dense);
+    return false;
+  }
+  const std::span<const StoredWeight> parts(plan->parts);
+  if (auto e = upload_quant(L.experts_gate_up_q, ck, plan->format, parts.subspan(0, gate_up.size())); !e) return e.error();
+  if (auto e = upload_quant(L.experts_down_q, ck, plan->format, parts.subspan(gate_up.size())); !e) return e.error();
+  weight_bytes_ += L.experts_gate_up_q.bytes() + L.experts_down_q.bytes();
+  for (const StoredWeight& w : plan->parts) quantised_tensors_.push_back(w.name);
+  note_format(what, plan->format, {});
+  return true;
+}
+
+// The dequantisation scratch (the largest quantised run) and the formats' summary.
+Status Glm5NextCuda::finish_formats() {
+  std::size_t scratch = 0;
+  auto take = [&](const Glm5Weight& w) {
+    for (const Glm5QuantRun& r : w.runs) scratch = std::max(scratch, r.q.dense_elements());
+  };
+  for (const Glm5Layer& L : layers_)
+    for (const Glm5Weight* w : {&L.w_in, &L.f_b, &L.g_b, &L.o, &L.q_all, &L.dense.gate_up, &L.dense.down, &L.shared.gate_up, &L.shared.down})
+      take(*w);
+  if (scratch > 0)
+    if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
+  weight_formats_.clear();
+  for (const auto& [f, n] : format_counts_) weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " parts " + f;
+  weight_formats_ += "; the embedding, the LM head, kv_b, the norms and the hyper-connections bf16/fp32, the routers fp32" + dense_notes_;
+  return {};
+}
+
 // Column-parallel gate/up (this rank's rows of the width), row-parallel down (the same columns).
 Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, Glm5Mlp& m) {
   const Range cols = split(full_width, tp_rank_, tp_size_);
@@ -153,12 +258,20 @@ Status Glm5NextCuda::load_mlp(Uploader& up, int l, bool shared, int full_width, 
   const std::string gate = names_(shared ? Tensor::shared_gate : Tensor::mlp_gate, l),
                     up_name = names_(shared ? Tensor::shared_up : Tensor::mlp_up, l),
                     down = names_(shared ? Tensor::shared_down : Tensor::mlp_down, l);
-  if (auto e = alloc_bf16(m.gate_up, 2 * n, gate + " and up"); !e) return e;
-  if (auto e = alloc_bf16(m.down, n, down); !e) return e;
-  up.bf16_rows(m.gate_up, 0, gate, {full_width, H_}, cols);
-  up.bf16_rows(m.gate_up, n, up_name, {full_width, H_}, cols);
-  if (sharded()) up.bf16_cols(m.down, 0, down, {H_, full_width}, cols);
-  else up.bf16(m.down, 0, down, {H_, width});
+  const Checkpoint& ck = up.checkpoint();
+  auto gu = load_quant(ck, {{gate, width, H_}, {up_name, width, H_}}, m.gate_up);
+  if (!gu) return gu.error();
+  if (!gu.value()) {
+    if (auto e = alloc_bf16(m.gate_up.dense, 2 * n, gate + " and up"); !e) return e;
+    up.bf16_rows(m.gate_up.dense, 0, gate, {full_width, H_}, cols);
+    up.bf16_rows(m.gate_up.dense, n, up_name, {full_width, H_}, cols);
+  }
+  auto dq = load_quant(ck, {{down, H_, width}}, m.down);
+  if (!dq) return dq.error();
+  if (dq.value()) return {};
+  if (auto e = alloc_bf16(m.down.dense, n, down); !e) return e;
+  if (sharded()) up.bf16_cols(m.down.dense, 0, down, {H_, full_width}, cols);
+  else up.bf16(m.down.dense, 0, down, {H_, width});
   return {};
 }
 
@@ -196,21 +309,35 @@ Status Glm5NextCuda::load_kda(Uploader& up, int l, Glm5Layer& L) {
   const std::size_t h = static_cast<std::size_t>(H_), qk = static_cast<std::size_t>(lqk_), hd = static_cast<std::size_t>(lhd_);
   const int all_qk = all_lh_ * lhd_, K = c_.linear_conv_kernel_dim;
   const Range heads = kda_heads_, channels{heads.begin * lhd_, heads.end * lhd_};
-  if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b"); !e)
-    return e;
-  up.bf16_rows(L.w_in, 0, name(Tensor::kda_q), {all_qk, H_}, channels);
-  up.bf16_rows(L.w_in, qk * h, name(Tensor::kda_k), {all_qk, H_}, channels);
-  up.bf16_rows(L.w_in, 2 * qk * h, name(Tensor::kda_v), {all_qk, H_}, channels);
-  up.bf16(L.w_in, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
-  up.bf16(L.w_in, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
-  up.bf16_rows(L.w_in, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {all_lh_, H_}, heads);
-  if (auto e = alloc_bf16(L.f_b, qk * hd, name(Tensor::kda_f_b)); !e) return e;
-  up.bf16_rows(L.f_b, 0, name(Tensor::kda_f_b), {all_qk, lhd_}, channels);
-  if (auto e = alloc_bf16(L.g_b, qk * hd, name(Tensor::kda_g_b)); !e) return e;
-  up.bf16_rows(L.g_b, 0, name(Tensor::kda_g_b), {all_qk, lhd_}, channels);
-  if (auto e = alloc_bf16(L.o, h * qk, name(Tensor::kda_o)); !e) return e;
-  if (sharded()) up.bf16_cols(L.o, 0, name(Tensor::kda_o), {H_, all_qk}, channels);
-  else up.bf16(L.o, 0, name(Tensor::kda_o), {H_, lqk_});
+  const Checkpoint& ck = up.checkpoint();
+  auto qin = load_quant(ck, {{name(Tensor::kda_q), lqk_, H_}, {name(Tensor::kda_k), lqk_, H_}, {name(Tensor::kda_v), lqk_, H_},
+                             {name(Tensor::kda_f_a), lhd_, H_}, {name(Tensor::kda_g_a), lhd_, H_}, {name(Tensor::kda_b), lh_, H_}},
+                        L.w_in);
+  if (!qin) return qin.error();
+  if (!qin.value()) {
+    DeviceBuffer& w = L.w_in.dense;
+    if (auto e = alloc_bf16(w, static_cast<std::size_t>(kda_in_) * h, name(Tensor::kda_q) + " with k, v, f_a, g_a and b"); !e) return e;
+    up.bf16_rows(w, 0, name(Tensor::kda_q), {all_qk, H_}, channels);
+    up.bf16_rows(w, qk * h, name(Tensor::kda_k), {all_qk, H_}, channels);
+    up.bf16_rows(w, 2 * qk * h, name(Tensor::kda_v), {all_qk, H_}, channels);
+    up.bf16(w, 3 * qk * h, name(Tensor::kda_f_a), {lhd_, H_});
+    up.bf16(w, (3 * qk + hd) * h, name(Tensor::kda_g_a), {lhd_, H_});
+    up.bf16_rows(w, (3 * qk + 2 * hd) * h, name(Tensor::kda_b), {all_lh_, H_}, heads);
+  }
+  for (auto [W, t] : {std::pair{&L.f_b, Tensor::kda_f_b}, std::pair{&L.g_b, Tensor::kda_g_b}}) {
+    auto q = load_quant(ck, {{name(t), lqk_, lhd_}}, *W);
+    if (!q) return q.error();
+    if (q.value()) continue;
+    if (auto e = alloc_bf16(W->dense, qk * hd, name(t)); !e) return e;
+    up.bf16_rows(W->dense, 0, name(t), {all_qk, lhd_}, channels);
+  }
+  auto qo = load_quant(ck, {{name(Tensor::kda_o), H_, lqk_}}, L.o);
+  if (!qo) return qo.error();
+  if (!qo.value()) {
+    if (auto e = alloc_bf16(L.o.dense, h * qk, name(Tensor::kda_o)); !e) return e;
+    if (sharded()) up.bf16_cols(L.o.dense, 0, name(Tensor::kda_o), {H_, all_qk}, channels);
+    else up.bf16(L.o.dense, 0, name(Tensor::kda_o), {H_, lqk_});
+  }
   const std::string conv = name(Tensor::kda_conv);
   const std::size_t conv_n = 3 * qk * static_cast<std::size_t>(K);
   weight_bytes_ += conv_n * 4;
@@ -237,43 +364,59 @@ Status Glm5NextCuda::load_kda(Uploader& up, int l, Glm5Layer& L) {
 Status Glm5NextCuda::load_dsa(Uploader& up, int l, Glm5Layer& L) {
   auto name = [&](Tensor t) { return names_(t, l); };
   const std::size_t h = static_cast<std::size_t>(H_);
+  const Checkpoint& ck = up.checkpoint();
   const Range mine = dsa_heads_;
   auto per_head = [&](int width) { return Range{mine.begin * width, mine.end * width}; };
   L.indexer = !c_.indexer_is_shared[static_cast<std::size_t>(l)];
   L.slot = n_dsa_++;
   const int rows = lora_q_ + lora_kv_ + rope_ + (L.indexer ? 2 * id_ + ih_ : 0);
-  if (auto e = alloc_bf16(L.w_in, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's"); !e)
-    return e;
-  std::size_t at = 0;
-  auto put = [&](Tensor t, int n) {
-    up.bf16(L.w_in, at, name(t), {n, H_});
-    at += static_cast<std::size_t>(n) * h;
-  };
-  put(Tensor::q_a, lora_q_);
-  put(Tensor::kv_a, lora_kv_ + rope_);
+  std::vector<ProjectionPart> in_parts{{name(Tensor::q_a), lora_q_, H_}, {name(Tensor::kv_a), lora_kv_ + rope_, H_}};
+  if (L.indexer)
+    in_parts.insert(in_parts.end(),
+                    {{name(Tensor::index_wk), id_, H_}, {name(Tensor::index_kpool_gate), id_, H_}, {name(Tensor::index_weights), ih_, H_}});
+  auto qin = load_quant(ck, in_parts, L.w_in);
+  if (!qin) return qin.error();
+  if (!qin.value()) {
+    if (auto e = alloc_bf16(L.w_in.dense, static_cast<std::size_t>(rows) * h, name(Tensor::q_a) + " with kv_a and the indexer's"); !e)
+      return e;
+    std::size_t at = 0;
+    for (const ProjectionPart& p : in_parts) {
+      up.bf16(L.w_in.dense, at, p.name, {p.out, H_});
+      at += static_cast<std::size_t>(p.out) * h;
+    }
+  }
   const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);
-  if (auto e = alloc_bf16(L.q_all, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b)); !e)
-    return e;
-  up.bf16_rows(L.q_all, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
+  std::vector<ProjectionPart> q_parts{{name(Tensor::q_b), heads_ * qk_, lora_q_}};
+  if (L.indexer) q_parts.push_back({name(Tensor::index_wq_b), ih_ * id_, lora_q_});
+  auto qq = load_quant(ck, q_parts, L.q_all);
+  if (!qq) return qq.error();
+  if (!qq.value()) {
+    if (auto e = alloc_bf16(L.q_all.dense, static_cast<std::size_t>(q_rows) * static_cast<std::size_t>(lora_q_), name(Tensor::q_b)); !e)
+      return e;
+    up.bf16_rows(L.q_all.dense, 0, name(Tensor::q_b), {all_heads_ * qk_, lora_q_}, per_head(qk_));
+    if (L.indexer)
+      up.bf16(L.q_all.dense, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
+              {ih_ * id_, lora_q_});
+  }
   if (L.indexer) {
-    put(Tensor::index_wk, id_);
-    put(Tensor::index_kpool_gate, id_);
-    put(Tensor::index_weights, ih_);
-    up.bf16(L.q_all, static_cast<std::size_t>(heads_ * qk_) * static_cast<std::size_t>(lora_q_), name(Tensor::index_wq_b),
-            {ih_ * id_, lora_q_});
     if (auto e = alloc_f32(up, L.k_norm, name(Tensor::index_k_norm), {id_}); !e) return e;
     if (auto e = alloc_f32(up, L.k_norm_bias, name(Tensor::index_k_norm_bias), {id_}); !e) return e;
     if (auto e = alloc_f32(up, L.kpool_ape, name(Tensor::index_kpool_ape), {c_.index_kpool, id_}); !e) return e;
   }
   if (auto e = alloc_f32(up, L.q_a_norm, name(Tensor::q_a_norm), {lora_q_}); !e) return e;
   if (auto e = alloc_f32(up, L.kv_a_norm, name(Tensor::kv_a_norm), {lora_kv_}); !e) return e;
+  // kv_b stays bf16 (dequantised if stored quantised), as on the GLM decoder: the absorbed
+  // attention reads it per head.
   const int kvb_rows = heads_ * (nope_ + vd_);
   if (auto e = alloc_bf16(L.kv_b, static_cast<std::size_t>(kvb_rows) * static_cast<std::size_t>(lora_kv_), name(Tensor::kv_b)); !e)
     return e;
   up.bf16_rows(L.kv_b, 0, name(Tensor::kv_b), {all_heads_ * (nope_ + vd_), lora_kv_}, per_head(nope_ + vd_));
-  if (auto e = alloc_bf16(L.o, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
-  if (sharded()) up.bf16_cols(L.o, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
-  else up.bf16(L.o, 0, name(Tensor::o), {H_, heads_ * vd_});
+  auto qo = load_quant(ck, {{name(Tensor::o), H_, heads_ * vd_}}, L.o);
+  if (!qo) return qo.error();
+  if (qo.value()) return {};
+  if (auto e = alloc_bf16(L.o.dense, h * static_cast<std::size_t>(heads_ * vd_), name(Tensor::o)); !e) return e;
+  if (sharded()) up.bf16_cols(L.o.dense, 0, name(Tensor::o), {H_, all_heads_ * vd_}, per_head(vd_));
+  else up.bf16(L.o.dense, 0, name(Tensor::o), {H_, heads_ * vd_});
   return {};
 }
 
@@ -286,6 +429,9 @@ Status Glm5NextCuda::load_experts(Uploader& up, const Checkpoint& ck, int l, Glm
   if (E_ < tp_size_)  // from the full count, as load_mlp's width: every rank refuses alike
     return Error{std::to_string(tp_size_) + " tensor-parallel ranks over " + std::to_string(E_) +
                  " routed experts leave a rank none; use at most " + std::to_string(E_) + " ranks"};
+  auto quant = load_quant_experts(ck, l, L);
+  if (!quant) return quant.error();
+  if (quant.value()) return {};
   if (auto e = alloc_bf16(L.experts_gate_up, held * 2 * expert, name(Tensor::experts_gate_up)); !e) return e;
   if (auto e = alloc_bf16(L.experts_down, held * expert, name(Tensor::experts_down)); !e) return e;
   if (ck.has(name(Tensor::experts_gate_up))) {

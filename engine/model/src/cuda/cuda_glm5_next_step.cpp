@@ -21,6 +21,7 @@
 #include "cuda_glm5_next.hpp"
 #include "glm5_next_parts.hpp"
 #include "tandem/kernels/moe_routing.hpp"
+#include "tandem/kernels/quant_gemv.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/kernels/cuda_check.hpp"
 
@@ -172,7 +173,7 @@ void Glm5NextCuda::drop_graphs() {
   graphs_.clear();
 }
 
-Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int in, const DeviceBuffer& w, int out, float* y, long ldy,
+Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int in, const void* w, int out, float* y, long ldy,
                          const void* xb, long ldxb) {
   if (rows == 0) return {};
   // Decode-sized steps through gemv (batch-invariant: a token's result whatever shares the step),
@@ -180,17 +181,17 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
   // operands gemv does not take, through linear_f32_cuda (fp32) or cuBLASLt (bf16).
   const bool few = opt_.decode_kernels && rows <= opt_.step_invariant_tokens;
   k::GemvArgs v;
-  v.rows = rows, v.in = in, v.out = out, v.w = w.get(), v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
+  v.rows = rows, v.in = in, v.out = out, v.w = w, v.ldw = in, v.y = y, v.ldy = ldy, v.y_type = k::DType::f32;
   if (fp32(p)) {
     v.x = x, v.ldx = ldx, v.x_type = k::DType::f32;
     if (few && k::gemv_fits(v)) return k::gemv_cuda(v, stream_);
-    if (!split_fp32_) return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w.get(), kBf16, in, nullptr, 0, out, y, ldy, stream_);
+    if (!split_fp32_) return kernels::linear_f32_cuda(x, ldx, nullptr, rows, in, w, kBf16, in, nullptr, 0, out, y, ldy, stream_);
     // hi W^T, then lo W^T summed into it: the bf16 weights times either part are exact in fp32.
     FirstError err;
     err(kernels::to_bf16_split(x, ldx, rows, in, xb_.get(), xlo_.get(), in, stream_));
     k::GemmArgs g;
     g.rows = rows, g.in = in, g.out = out;
-    g.x = xb_.get(), g.ldx = in, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
+    g.x = xb_.get(), g.ldx = in, g.w = w, g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
     err(gemm_->run(g, stream_));
     g.x = xlo_.get(), g.accumulate = true;
     err(gemm_->run(g, stream_));
@@ -208,8 +209,52 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
   }
   k::GemmArgs g;
   g.rows = rows, g.in = in, g.out = out;
-  g.x = xb, g.ldx = ldxb, g.w = w.get(), g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
+  g.x = xb, g.ldx = ldxb, g.w = w, g.ldw = in, g.y = y, g.ldy = ldy, g.y_type = k::DType::f32;
   err(gemm_->run(g, stream_));
+  return err.status;
+}
+
+// Steps of up to this many rows run a quantised run through quant_gemv (kGemvMaxRows a launch, each
+// reading the weights once: batch-invariant, as the dense products' gemv); larger ones dequantise
+// the run into wscratch_ once and take lin()'s tensor-core paths.
+constexpr int kQuantGemvRows = 4 * k::kGemvMaxRows;
+
+Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int in, const Glm5Weight& W, int out, float* y, long ldy,
+                         const void* xb, long ldxb) {
+  if (!W.quantised()) return lin(p, x, ldx, rows, in, W.dense.get(), out, y, ldy, xb, ldxb);
+  if (rows == 0) return {};
+  FirstError err;
+  const bool f32 = fp32(p);
+  if (!f32 && !xb) {  // rounded once for every run
+    err(kernels::to_bf16(x, ldx, rows, in, xb_.get(), in, stream_));
+    xb = xb_.get(), ldxb = in;
+  }
+  const bool few = opt_.decode_kernels && rows <= std::min(kQuantGemvRows, opt_.step_invariant_tokens);
+  for (const Glm5QuantRun& r : W.runs) {
+    float* yr = y + r.first;
+    if (!r.q.on()) {
+      err(lin(p, x, ldx, rows, in, r.dense.get(), r.rows, yr, ldy, xb, ldxb));
+      continue;
+    }
+    k::QuantGemvArgs v;
+    v.x = f32 ? static_cast<const void*>(x) : xb, v.ldx = f32 ? ldx : ldxb, v.x_type = f32 ? k::DType::f32 : kBf16;
+    v.w = r.q.a.m, v.w2 = r.q.b.m, v.y = yr, v.ldy = ldy, v.y_type = k::DType::f32;
+    v.rows = std::min(rows, k::kGemvMaxRows);
+    if (few && k::quant_gemv_fits(v)) {
+      const std::size_t x_bytes = f32 ? 4 : 2;
+      for (int r0 = 0; r0 < rows && err.ok(); r0 += k::kGemvMaxRows) {
+        v.rows = std::min(k::kGemvMaxRows, rows - r0);
+        v.x = static_cast<const char*>(f32 ? static_cast<const void*>(x) : xb) + static_cast<std::size_t>(r0) * static_cast<std::size_t>(v.ldx) * x_bytes;
+        v.y = yr + static_cast<long>(r0) * ldy;
+        err(k::quant_gemv_cuda(v, stream_));
+      }
+      continue;
+    }
+    auto* scratch = wscratch_.as<std::uint16_t>();
+    err(k::quant_dequant_bf16_cuda(r.q.a.m, scratch, stream_));
+    if (r.q.b.m.count > 0) err(k::quant_dequant_bf16_cuda(r.q.b.m, scratch + r.q.a.m.count * static_cast<long>(r.q.a.m.rows) * r.q.a.m.in, stream_));
+    err(lin(p, x, ldx, rows, in, wscratch_.get(), r.rows, yr, ldy, xb, ldxb));
+  }
   return err.status;
 }
 
@@ -267,10 +312,10 @@ Status Glm5NextCuda::lm_head_rows(int R) {
   float* y = logits_.as<float>() + vocab_.begin;
   if (fp32(Glm5Product::lm_head)) {  // the rows asked for into mean_ (free after the final norm); an fp32 row is 2 H bf16's bits
     err(kernels::gather_rows(h_.get(), 2 * H_, in_rows(), R, mean_.get(), stream_));
-    err(lin(Glm5Product::lm_head, mean_.as<float>(), H_, R, H_, head_, vocab_.size(), y, V_));
+    err(lin(Glm5Product::lm_head, mean_.as<float>(), H_, R, H_, head_.get(), vocab_.size(), y, V_));
   } else {  // the rows asked for, already rounded by the final norm
     err(kernels::gather_rows(hb_.get(), H_, in_rows(), R, xb_.get(), stream_));
-    err(lin(Glm5Product::lm_head, nullptr, 0, R, H_, head_, vocab_.size(), y, V_, xb_.get(), H_));
+    err(lin(Glm5Product::lm_head, nullptr, 0, R, H_, head_.get(), vocab_.size(), y, V_, xb_.get(), H_));
   }
   err(reduce(logits_.get(), R, V_, k::DType::f32));
   return err.status;
@@ -379,11 +424,25 @@ Status Glm5NextCuda::ffn(const Glm5Layer& L, int T) {
   err(k::moe_route_cuda(routing, router_logits_.as<float>(), L.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
                         weight_.as<float>(), stream_));
   if (sharded()) err(kernels::moe_local_experts_cuda(expert_.as<std::int32_t>(), P, experts_.begin, experts_.size(), stream_));
-  err(kernels::linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
-                      expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
+  if (L.experts_gate_up_q.on()) {  // quantised experts, fp32 inputs as the bf16 ones take
+    k::QuantPairsArgs q;
+    q.pairs = P, q.per_pair = 2, q.x = h_.as<float>(), q.ldx = H_, q.gather = pair_token_.as<std::int32_t>();
+    q.row_matrix = expert_.as<std::int32_t>(), q.w = L.experts_gate_up_q.a.m, q.y = moe_gu_.as<float>(), q.ldy = 2L * I_;
+    err(k::quant_pairs_f32_cuda(q, stream_));
+  } else {
+    err(kernels::linear_f32_cuda(h_.as<float>(), H_, pair_token_.as<std::int32_t>(), P, H_, L.experts_gate_up.get(), kBf16, H_,
+                                 expert_.as<std::int32_t>(), 2 * expert, 2 * I_, moe_gu_.as<float>(), 2L * I_, stream_));
+  }
   err(kernels::clamped_silu_and_mul_f32_cuda(moe_gu_.as<float>(), moe_act_.as<float>(), P, I_, swiglu_limit_, stream_));
-  err(kernels::linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
-                      expert, H_, moe_out_.as<float>(), H_, stream_));
+  if (L.experts_down_q.on()) {
+    k::QuantPairsArgs q;
+    q.pairs = P, q.per_pair = 1, q.x = moe_act_.as<float>(), q.ldx = I_, q.row_matrix = expert_.as<std::int32_t>();
+    q.w = L.experts_down_q.a.m, q.y = moe_out_.as<float>(), q.ldy = H_;
+    err(k::quant_pairs_f32_cuda(q, stream_));
+  } else {
+    err(kernels::linear_f32_cuda(moe_act_.as<float>(), I_, nullptr, P, I_, L.experts_down.get(), kBf16, I_, expert_.as<std::int32_t>(),
+                                 expert, H_, moe_out_.as<float>(), H_, stream_));
+  }
   const bool shared = L.shared.width > 0;
   if (shared) err(mlp(L.shared, T, shared_out_.as<float>(), true));
   err(kernels::moe_combine_f32_cuda(moe_out_.as<float>(), weight_.as<float>(), T, K_, H_, shared ? shared_out_.as<float>() : nullptr,

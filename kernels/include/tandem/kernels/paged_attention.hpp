@@ -34,6 +34,14 @@ struct PagedKvLayout {
   // token's output depends only on its own query and context, not on the step's token count or
   // longest context (which choose the split otherwise). 0: chosen by the step's shape.
   int split_keys = 0;
+  // The MLA decode kernel's splits chosen from each token's own context n alone (preferred over
+  // split_keys when > 0): c = ceil(n / 32) chunks of 32 keys, ceil(c / min(c, context_splits))
+  // chunks a split, so a short context gets a block per chunk and a long one about context_splits
+  // blocks, whatever the step's token count, the token's place in it or max_context (which must
+  // bound every token's context and only sizes the launch and the workspace). A token of one
+  // split is written by its block directly, several are merged by the combine kernel in split
+  // order: its result is the same bits in any step.
+  int context_splits = 0;
   // Keys per split of the other (generic) kernel, fixed (a multiple of 32): the splits are
   // ceil(max_context / fixed_split_keys), so a CUDA graph captured for max-model-len gives a short
   // context a few busy splits (those past a token's position return at once) instead of a few
@@ -71,6 +79,20 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
                                  const void* k_cache, const void* v_cache, const std::int32_t* block_tables,
                                  int max_blocks_per_seq, float scale, void* out, int max_context = 0,
                                  void* workspace = nullptr, size_t workspace_bytes = 0, Stream stream = nullptr);
+
+// PagedKvLayout::context_splits' rule, the one both the kernel and the launch follow: a context of
+// n keys in chunks of kMlaChunk keys, at most `target` splits of whole chunks, as even as that
+// allows; split s covers keys [s * per, min(n, (s + 1) * per)), per = mla_chunks_per_split * kMlaChunk.
+// (constexpr: the CUDA kernel calls it on the device.)
+constexpr int kMlaChunk = 32;
+constexpr int mla_chunks_per_split(int n, int target) {
+  const int chunks = (n + kMlaChunk - 1) / kMlaChunk, s = chunks < target ? chunks : target;
+  return s > 0 ? (chunks + s - 1) / s : 1;
+}
+constexpr int mla_context_splits(int n, int target) {
+  const int per = mla_chunks_per_split(n, target) * kMlaChunk;
+  return n > 0 ? (n + per - 1) / per : 1;
+}
 
 // Tokens up to which absorbed MLA takes the MLA decode kernel (decode batches, small prefill chunks).
 constexpr int kMlaDecodeMaxTokens = 64;

@@ -44,8 +44,9 @@ std::size_t quant_scale_bytes(QuantFormat f, int rows, int in);
 //   y[r][o] = silu(w[0] row o . x[r]) * (w[1] row o . x[r]),  o < w.rows.
 struct QuantGemvArgs {
   int rows = 1;               // x rows, 1 .. kGemvMaxRows (gemv.hpp)
-  const void* x = nullptr;    // bf16 [rows][ldx], 16-byte aligned, ldx a multiple of 8
+  const void* x = nullptr;    // [rows][ldx] of x_type, 16-byte aligned, ldx a multiple of 8
   long ldx = 0;
+  DType x_type = DType::bf16;  // bf16, or f32 (glm5_next's fp32-input products: an fp32 y, no silu_mul)
   QuantMatrices w, w2;
   const void* bias = nullptr;  // of y's type, one per output, or nullptr
   void* y = nullptr;
@@ -56,6 +57,23 @@ struct QuantGemvArgs {
 
 bool quant_gemv_fits(const QuantGemvArgs& a);
 Status quant_gemv_cuda(const QuantGemvArgs& a, Stream stream = nullptr);
+
+// Routed experts one (token, expert) pair per row, fp32 inputs and results (glm5_next keeps its
+// experts' inputs in fp32; any number of pairs): pair r reads x row gather[r] (r without gather) and
+//   y[r][o] = W_m row (o % w.rows) . x,  o < per_pair * w.rows,  m = row_matrix[r] * per_pair + o / w.rows
+// (per_pair 2 over a stack of gate, up per expert gives [gate | up] rows). A negative row_matrix[r]
+// (another tensor-parallel rank's expert) writes zeros. x 16-byte aligned, ldx a multiple of 4.
+struct QuantPairsArgs {
+  int pairs = 0, per_pair = 1;
+  const float* x = nullptr;
+  long ldx = 0;
+  const std::int32_t* gather = nullptr;
+  const std::int32_t* row_matrix = nullptr;
+  QuantMatrices w;
+  float* y = nullptr;
+  long ldy = 0;
+};
+Status quant_pairs_f32_cuda(const QuantPairsArgs& a, Stream stream = nullptr);
 
 // Every matrix of w into bf16 [count * rows][in] at y (the dense layout of the stack; y 16-byte aligned).
 Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream stream = nullptr);

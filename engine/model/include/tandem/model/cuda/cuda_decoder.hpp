@@ -151,8 +151,8 @@ class GlmDecoderCuda : public CudaModel {
   }
 
   Status load(const Checkpoint& ck);
-  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_QUANT_PREFILL,
-  // TANDEM_PREFILL_ATTN (cuda_glm4_moe_lite_load.cpp).
+  // TANDEM_INVARIANT_TOKENS / TANDEM_GROUP_PREFILL over the options, TANDEM_MOE_GROUPED,
+  // TANDEM_QUANT_PREFILL, TANDEM_PREFILL_ATTN, TANDEM_ATTN_SPLIT(S) (cuda_glm4_moe_lite_load.cpp).
   Status apply_env_overrides();
 
   // (With reduction groups each slice keeps its own rows, as its rank would: the row is N times wider.)
@@ -479,6 +479,11 @@ class GlmDecoderCuda : public CudaModel {
   // moe_decode's grouped form: its token lists (few_cap() tokens). Empty when TANDEM_MOE_GROUPED=0
   // (an A/B switch: per pair then, the same bits, only slower).
   DeviceBuffer moe_groups_;
+  bool moe_grouped_ = true;  // TANDEM_MOE_GROUPED (apply_env_overrides)
+  // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
+  // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
+  bool attn_split_ = true;
+  int attn_splits_ = 132;  // TANDEM_ATTN_SPLITS: context_splits' target (the splits of a long context)
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
   // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
