@@ -292,12 +292,13 @@ Status GlmDecoderCuda::load_weights(const Checkpoint& ck) {
   decode_bytes_.fixed = fixed + (h + v * h + h) * 2;
   decode_bytes_.experts = E_, decode_bytes_.top_k = K_;
   // The scratch larger steps dequantise a quantised projection into (the largest one; the experts
-  // only where TANDEM_QUANT_PREFILL=dequant: the grouped GEMM reads them quantised otherwise).
+  // only where the grouped GEMM does not read them quantised: experts_read_quantised).
   std::size_t scratch = 0;
   for (const Layer& a : layers_) {
     for (const QuantWeight* q : {&a.w_in_q, &a.q_b_q, &a.o_q, &a.dense.gate_up_q, &a.dense.down_q, &a.shared.gate_up_q, &a.shared.down_q})
       scratch = std::max(scratch, q->dense_elements());
-    if (quant_prefill_dequant_) scratch = std::max({scratch, a.experts_gate_up_q.dense_elements(), a.experts_down_q.dense_elements()});
+    for (const QuantWeight* q : {&a.experts_gate_up_q, &a.experts_down_q})
+      if (!experts_read_quantised(*q)) scratch = std::max(scratch, q->dense_elements());
   }
   if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
   weight_formats_.clear();

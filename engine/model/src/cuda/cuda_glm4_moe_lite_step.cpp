@@ -397,8 +397,7 @@ Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* 
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_);
-  // (The experts are one stack, a: every part has the same shape.)
-  if (!quant_prefill_dequant_ && q.b.m.count == 0) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
+  if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
   if (auto e = dequant(q); !e) return e;
   return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_);
 }

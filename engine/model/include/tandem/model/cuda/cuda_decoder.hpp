@@ -360,6 +360,10 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
                      void* y, long ldy);
+  // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
+  // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
+  // TANDEM_QUANT_PREFILL=dequant.
+  bool experts_read_quantised(const QuantWeight& q) const { return !quant_prefill_dequant_ && q.b.m.count == 0; }
 
   // Whether the pass running now takes the decode-sized kernels, which are batch-invariant (a
   // token's result does not depend on the step's other tokens): the decode-class pass (run()).
