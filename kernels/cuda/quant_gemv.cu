@@ -96,11 +96,12 @@ cudaError_t launch_format(const QuantGemvArgs& a, Stream stream) {
   return launch_rows<F, float, false>(a, stream);
 }
 
-// One warp per output of one pair (blockIdx.y), the chunks of its weight row in lane order.
+// One warp per output of one pair (blockIdx.x: a prefill has more pairs than grid.y's 65535), the
+// chunks of its weight row in lane order.
 template <QuantFormat F>
 __global__ void __launch_bounds__(kWarps * 32) quant_pairs_kernel(QuantPairsArgs a) {
-  const int r = blockIdx.y, lane = threadIdx.x % 32;
-  const int o = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int r = blockIdx.x, lane = threadIdx.x % 32;
+  const int o = blockIdx.y * kWarps + threadIdx.x / 32;
   if (o >= a.per_pair * a.w.rows) return;
   const int e = a.row_matrix[r];
   float* y = a.y + static_cast<long>(r) * a.ldy + o;
@@ -170,7 +171,7 @@ Status quant_pairs_f32_cuda(const QuantPairsArgs& a, Stream stream) {
   if (!matrices_fit(a.w) || a.per_pair < 1 || !a.row_matrix || !a.x || !a.y || a.ldx % 4 != 0 || !aligned16(a.x))
     return Error{"quant_pairs_f32: needs a quantised stack with inputs a multiple of 16, expert ids, and fp32 x 16-byte aligned "
                  "with ldx a multiple of 4"};
-  const dim3 grid(static_cast<unsigned>((a.per_pair * a.w.rows + kWarps - 1) / kWarps), static_cast<unsigned>(a.pairs));
+  const dim3 grid(static_cast<unsigned>(a.pairs), static_cast<unsigned>((a.per_pair * a.w.rows + kWarps - 1) / kWarps));
   if (a.w.format == QuantFormat::fp8_block)
     quant_pairs_kernel<QuantFormat::fp8_block><<<grid, kWarps * 32, 0, stream>>>(a);
   else
