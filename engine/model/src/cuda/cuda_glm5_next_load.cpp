@@ -238,9 +238,16 @@ Status Glm5NextCuda::finish_formats() {
       take(*w);
   if (scratch > 0)
     if (auto e = wscratch_.allocate(scratch * 2, "dequantised weight scratch"); !e) return e;
+  // Quantised weights take every product's input in fp32 unless TANDEM_GLM5_FP32_PRODUCTS says
+  // otherwise: with the default bf16 inputs of the four output projections the fixtures' NVFP4
+  // rewrites move by up to 0.55 of their logits from the fp32 reference, on the CPU as on the
+  // device (engine/bench/results/glm5-quant-2026-12-06.md), and quant_gemv reads fp32 rows for the
+  // price of the activations' bytes, small beside the weights'.
+  if (!quantised_tensors_.empty() && !std::getenv("TANDEM_GLM5_FP32_PRODUCTS")) fp32_ = (1u << static_cast<unsigned>(Glm5Product::count)) - 1;
   weight_formats_.clear();
   for (const auto& [f, n] : format_counts_) weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " parts " + f;
   weight_formats_ += "; the embedding, the LM head, kv_b, the norms and the hyper-connections bf16/fp32, the routers fp32" + dense_notes_;
+  if (!quantised_tensors_.empty() && fp32_ == (1u << static_cast<unsigned>(Glm5Product::count)) - 1) weight_formats_ += "; every product's input fp32";
   return {};
 }
 
