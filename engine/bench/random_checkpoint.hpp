@@ -84,6 +84,33 @@ struct RandomTensor {
   std::string dtype = "BF16";  // where it is not a quantised projection
 };
 
+// Layer l's feed-forward tensors, the same in both GLM layouts: a dense MLP, or the router, the
+// routed experts (one tensor per expert) and the shared experts.
+inline void append_ffn(std::vector<RandomTensor>& t, const detail::TensorNames& n, const nlohmann::json& c, int l) {
+  using detail::Tensor;
+  using Init = RandomTensor::Init;
+  const int64_t H = c.at("hidden_size"), I = c.at("intermediate_size");
+  const int64_t E = c.at("n_routed_experts"), Im = c.at("moe_intermediate_size"), shared = Im * c.at("n_shared_experts").get<int64_t>();
+  if (c.at("mlp_layer_types").at(static_cast<std::size_t>(l)) == "dense") {
+    t.push_back({n(Tensor::mlp_gate, l), {I, H}});
+    t.push_back({n(Tensor::mlp_up, l), {I, H}});
+    t.push_back({n(Tensor::mlp_down, l), {H, I}});
+    return;
+  }
+  t.push_back({n(Tensor::router, l), {E, H}});
+  t.push_back({n(Tensor::router_bias, l), {E}, Init::zeros, "F32"});
+  for (int e = 0; e < E; ++e) {
+    t.push_back({n(Tensor::expert_gate, l, e), {Im, H}});
+    t.push_back({n(Tensor::expert_up, l, e), {Im, H}});
+    t.push_back({n(Tensor::expert_down, l, e), {H, Im}});
+  }
+  if (shared > 0) {
+    t.push_back({n(Tensor::shared_gate, l), {shared, H}});
+    t.push_back({n(Tensor::shared_up, l), {shared, H}});
+    t.push_back({n(Tensor::shared_down, l), {H, shared}});
+  }
+}
+
 // Every tensor of a glm4_moe_lite with `config`, routed experts one tensor per expert (the released
 // checkpoints' layout), named by the model's own table (tensor_names.hpp).
 inline std::vector<RandomTensor> glm4_moe_lite_tensors(const nlohmann::json& c) {
@@ -92,8 +119,7 @@ inline std::vector<RandomTensor> glm4_moe_lite_tensors(const nlohmann::json& c) 
   const auto& n = detail::TensorNames::glm4_moe_lite();
   const int64_t H = c.at("hidden_size"), V = c.at("vocab_size"), heads = c.at("num_attention_heads");
   const int64_t qr = c.at("q_lora_rank"), kvr = c.at("kv_lora_rank"), rope = c.at("qk_rope_head_dim");
-  const int64_t nope = c.at("qk_nope_head_dim"), vd = c.at("v_head_dim"), I = c.at("intermediate_size");
-  const int64_t E = c.at("n_routed_experts"), Im = c.at("moe_intermediate_size"), shared = Im * c.at("n_shared_experts").get<int64_t>();
+  const int64_t nope = c.at("qk_nope_head_dim"), vd = c.at("v_head_dim");
   const int layers = c.at("num_hidden_layers");
   std::vector<RandomTensor> t{{n(Tensor::embed), {V, H}}};
   for (int l = 0; l < layers; ++l) {
@@ -106,24 +132,7 @@ inline std::vector<RandomTensor> glm4_moe_lite_tensors(const nlohmann::json& c) 
     t.push_back({n(Tensor::kv_a_norm, l), {kvr}, Init::ones});
     t.push_back({n(Tensor::kv_b, l), {heads * (nope + vd), kvr}});
     t.push_back({n(Tensor::o, l), {H, heads * vd}});
-    if (c.at("mlp_layer_types").at(static_cast<std::size_t>(l)) == "dense") {
-      t.push_back({n(Tensor::mlp_gate, l), {I, H}});
-      t.push_back({n(Tensor::mlp_up, l), {I, H}});
-      t.push_back({n(Tensor::mlp_down, l), {H, I}});
-      continue;
-    }
-    t.push_back({n(Tensor::router, l), {E, H}});
-    t.push_back({n(Tensor::router_bias, l), {E}, Init::zeros, "F32"});
-    for (int e = 0; e < E; ++e) {
-      t.push_back({n(Tensor::expert_gate, l, e), {Im, H}});
-      t.push_back({n(Tensor::expert_up, l, e), {Im, H}});
-      t.push_back({n(Tensor::expert_down, l, e), {H, Im}});
-    }
-    if (shared > 0) {
-      t.push_back({n(Tensor::shared_gate, l), {shared, H}});
-      t.push_back({n(Tensor::shared_up, l), {shared, H}});
-      t.push_back({n(Tensor::shared_down, l), {H, shared}});
-    }
+    append_ffn(t, n, c, l);
   }
   t.push_back({n(Tensor::final_norm), {H}, Init::ones});
   t.push_back({n(Tensor::lm_head), {V, H}});
@@ -171,8 +180,7 @@ inline std::vector<RandomTensor> glm5_next_tensors(const nlohmann::json& c) {
   const auto& n = detail::TensorNames::glm5_next();
   const int64_t H = c.at("hidden_size"), V = c.at("vocab_size"), heads = c.at("num_attention_heads");
   const int64_t qr = c.at("q_lora_rank"), kvr = c.at("kv_lora_rank"), rope = c.at("qk_rope_head_dim");
-  const int64_t nope = c.at("qk_nope_head_dim"), vd = c.at("v_head_dim"), I = c.at("intermediate_size");
-  const int64_t E = c.at("n_routed_experts"), Im = c.at("moe_intermediate_size"), shared = Im * c.at("n_shared_experts").get<int64_t>();
+  const int64_t nope = c.at("qk_nope_head_dim"), vd = c.at("v_head_dim");
   const int64_t lh = c.at("linear_num_heads"), lhd = c.at("linear_head_dim"), lqk = lh * lhd, K = c.at("linear_conv_kernel_dim");
   const int64_t ih = c.at("index_n_heads"), id = c.at("index_head_dim"), kpool = c.at("index_kpool");
   const int64_t hc = c.at("hc_mult"), mix = (2 + hc) * hc;
@@ -218,24 +226,7 @@ inline std::vector<RandomTensor> glm5_next_tensors(const nlohmann::json& c) {
         t.push_back({n(Tensor::index_kpool_gate, l), {id, H}});
       }
     }
-    if (c.at("mlp_layer_types").at(li) == "dense") {
-      t.push_back({n(Tensor::mlp_gate, l), {I, H}});
-      t.push_back({n(Tensor::mlp_up, l), {I, H}});
-      t.push_back({n(Tensor::mlp_down, l), {H, I}});
-      continue;
-    }
-    t.push_back({n(Tensor::router, l), {E, H}});
-    t.push_back({n(Tensor::router_bias, l), {E}, Init::zeros, "F32"});
-    for (int e = 0; e < E; ++e) {
-      t.push_back({n(Tensor::expert_gate, l, e), {Im, H}});
-      t.push_back({n(Tensor::expert_up, l, e), {Im, H}});
-      t.push_back({n(Tensor::expert_down, l, e), {H, Im}});
-    }
-    if (shared > 0) {
-      t.push_back({n(Tensor::shared_gate, l), {shared, H}});
-      t.push_back({n(Tensor::shared_up, l), {shared, H}});
-      t.push_back({n(Tensor::shared_down, l), {H, shared}});
-    }
+    append_ffn(t, n, c, l);
   }
   t.push_back({n(Tensor::final_norm), {H}, Init::ones});
   t.push_back({n(Tensor::lm_head), {V, H}});
