@@ -1,5 +1,5 @@
 // tandem-bench-cuda: the CUDA model's speed on one GPU, against the memory-bandwidth floor.
-//   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--kv-cache-dtype D] [--json FILE]
+//   tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16] [--max-model-len N] [--json FILE] (more: its usage)
 //                    [--skinny-rows N] [--modes graphs,eager] [--decode-kernels 0|1] [--pdl 0|1] [--profile STEPS]
 //                    [--profile-batch B] [--prefill 512,32768] [--prefill-seqs N] [--group-prefill 0|1]
 //                    [--invariant-tokens N] [--profile-prefill L]
@@ -133,11 +133,17 @@ struct Decoder {
 // long-function: a benchmark driver; its phases (arguments, load, prefill, decode per batch, JSON)
 // run top to bottom in the order of the results it prints.
 int main(int argc, char** argv) {
-  if (argc < 2) fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16|none] [--prefill L,...] [--kv-cache-dtype D] [--json FILE]");
+  if (argc < 2)
+    fail("usage: tandem-bench-cuda MODEL_DIR [--prompt N] [--decode N] [--batches 1,4,16|none] [--prefill L,...] "
+         "[--prefill-seqs N] [--max-model-len N] [--kv-cache-dtype D] [--modes graphs,eager] [--profile STEPS] "
+         "[--profile-batch B] [--profile-prefill L] [--decode-kernels 0|1] [--skinny-rows N] [--pdl 0|1] "
+         "[--group-prefill 0|1] [--invariant-tokens N] [--json FILE]\n"
+         "  --max-model-len N: load the model for sequences of up to N tokens, as a server's flag does (at least what "
+         "the run needs); the attention's split of a context depends on it");
   std::string dir = argv[1], json_path, kv = "auto";
   int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0, profile_batch = 1;
   bool decode_kernels = CudaOptions{}.decode_kernels, group_prefill = CudaOptions{}.group_prefill;
-  int prefill_seqs = 1, invariant_tokens = CudaOptions{}.invariant_tokens, profile_prefill = 0;
+  int prefill_seqs = 1, invariant_tokens = CudaOptions{}.invariant_tokens, profile_prefill = 0, max_model_len = 0;
   std::string modes = "graphs,eager";
   std::vector<int> batches{1, 4, 16}, prefills;
   auto int_list = [](const std::string& v) {
@@ -164,6 +170,7 @@ int main(int argc, char** argv) {
     else if (a == "--group-prefill") group_prefill = std::stoi(v) != 0;
     else if (a == "--invariant-tokens") invariant_tokens = std::stoi(v);
     else if (a == "--profile-prefill") profile_prefill = std::stoi(v);
+    else if (a == "--max-model-len") max_model_len = std::stoi(v);
     else fail("unknown flag " + a);
   }
   if (profile_batch < 1) fail("--profile-batch needs a batch of at least 1");
@@ -188,6 +195,9 @@ int main(int argc, char** argv) {
   opt.group_prefill = group_prefill;
   opt.invariant_tokens = invariant_tokens;
   opt.max_model_len += 2 * profile;
+  if (max_model_len > 0 && max_model_len < opt.max_model_len)
+    fail("--max-model-len " + std::to_string(max_model_len) + " is below what this run needs (" + std::to_string(opt.max_model_len) + ")");
+  opt.max_model_len = std::max(opt.max_model_len, max_model_len);
   const auto t_load = Clock::now();
   auto loaded = load_cuda_model(dir, opt);
   if (!loaded) fail(loaded.error().message);
@@ -252,6 +262,7 @@ int main(int argc, char** argv) {
                   {"kv_bytes_per_token", m.kv_bytes_per_token()},
                   {"kv_cache_dtype", kv}};
   doc["prompt"] = prompt;
+  doc["max_model_len"] = opt.max_model_len;
   doc["skinny_rows"] = skinny;
   doc["decode_kernels"] = decode_kernels;
   doc["programmatic_launch"] = tandem::kernels::programmatic_launch();

@@ -18,7 +18,8 @@
 #   4. glm5_next: the KDA recurrence alone (gpu_timing kda), and the fixture's prefill and decode with
 #      the fp32 products split on the tensor cores vs on the CUDA cores (TANDEM_GLM5_FP32_KERNEL)
 #   5. while time is left (a format starts only before BUDGET_S, default 430 s): the real shape, 47
-#      layers, fp8 then NVFP4: decode 1/6/16 and prefill 512 (fp8 also 32768 when early enough)
+#      layers, fp8 then NVFP4: decode 1/6/16 and prefill 512 (fp8 also 32768 when early enough),
+#      and decode 1/6 under --max-model-len 131072 with the MLA split by own context vs max-model-len
 # PARTS (default 12345) picks the parts; a bundle without serve/ skips gpu_hybrid_serve.
 # Each step's output goes to OUT/<step>.txt (benchmarks also .json); a summary to stdout. Exit 1
 # when a check failed; a failed benchmark is listed but is a timing, not a check.
@@ -138,6 +139,11 @@ for f in fp8 nvfp4; do
   timeout 150 "$B/tandem-random-checkpoint" $r $f --layers 47 >"$O/checkpoint-47l-$f.txt" 2>&1 || { slow+=("checkpoint-47l-$f"); rm -rf $r; continue; }
   echo "## written $f in $((SECONDS - t0)) s: $(tail -1 "$O/checkpoint-47l-$f.txt" | cut -c1-120)"
   bench 47l-$f 120 $r -- --prompt 512 --decode 128 --batches 1,6,16 --profile 10
+  # The MLA split under a serving max-model-len: by each token's own context (as built) or by
+  # max-model-len (TANDEM_ATTN_SPLIT=0); at the bench's own small max-model-len the two agree.
+  for split in 1 0; do
+    bench 47l-$f-mml131072-split$split 60 $r TANDEM_ATTN_SPLIT=$split -- --prompt 512 --decode 128 --batches 1,6 --max-model-len 131072
+  done
   long=$([ "$f" = fp8 ] && [ $SECONDS -lt $((budget - 70)) ] && echo ,32768)
   bench 47l-$f-prefill 120 $r -- --batches none --prefill 512$long
   rm -rf $r
