@@ -34,7 +34,7 @@ const char* glm5_product_name(Glm5Product p) {
 
 Result<unsigned> glm5_fp32_products(const std::string& list) {
   const unsigned n = static_cast<unsigned>(Glm5Product::count);
-  if (list == "all") return (1u << n) - 1;
+  if (list == "all") return kGlm5AllProducts;
   if (list == "none" || list.empty()) return 0u;
   unsigned set = 0;
   std::size_t at = 0;

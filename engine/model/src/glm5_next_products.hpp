@@ -15,6 +15,8 @@ enum class Glm5Product { kda_in, kda_gates, kda_o, dsa_in, dsa_q, dsa_o, mlp_gat
 // comma-separated list of glm5_product_name()s), and why (glm5_next_products.cpp).
 extern const char* const kGlm5Fp32Default;
 const char* glm5_product_name(Glm5Product p);
+// Every product's bit ("all").
+inline constexpr unsigned kGlm5AllProducts = (1u << static_cast<unsigned>(Glm5Product::count)) - 1;
 // The set a list names (bit i: product i), or why not (the names it knows).
 Result<unsigned> glm5_fp32_products(const std::string& list);
 

@@ -6,9 +6,9 @@
 // projections fused into one) and buffers.
 #include <algorithm>
 #include <cstdlib>
-#include <type_traits>
 
 #include "decoder.hpp"
+#include "env_override.hpp"
 #include "tensor_names.hpp"
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
@@ -37,33 +37,13 @@ using detail::TensorNames;
 // an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
 // moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
-  const auto read = [](const char* name, long lo, long hi, auto& out) -> Status {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return Ok{};
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (*end != '\0' || x < lo || x > hi)
-      return Error{std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'"};
-    out = static_cast<std::remove_reference_t<decltype(out)>>(x);
-    return Ok{};
-  };
-  if (auto e = read("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
-  if (auto e = read("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
-  // A choice of two words: `second` sets `out`.
-  const auto choose = [](const char* name, std::string_view first, std::string_view second, bool& out) -> Status {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return Ok{};
-    const std::string_view s(v);
-    if (s != first && s != second)
-      return Error{std::string(name) + ": expected " + std::string(first) + " or " + std::string(second) + ", got '" + v + "'"};
-    out = s == second;
-    return Ok{};
-  };
-  if (auto e = choose("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
-  if (auto e = choose("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
-  if (auto e = read("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
-  if (auto e = read("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
-  return read("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
+  if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
+  if (auto e = env_int("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
+  if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
+  if (auto e = env_word("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
+  if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
+  return env_int("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 
 Status GlmDecoderCuda::load(const Checkpoint& ck) {

@@ -8,6 +8,7 @@
 #include "glm5_next_parts.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm5_next.hpp"
+#include "env_override.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/kernels/cuda_check.hpp"
 
@@ -45,22 +46,11 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   auto products = detail::glm5_fp32_products(fp32 ? fp32 : detail::kGlm5Fp32Default);
   if (products) fp32_ = products.value();
   else fp32_error_ = products.error().with_context("TANDEM_GLM5_FP32_PRODUCTS").message;
-  const auto chunk_env = [this](const char* name, int lo, int hi, int& out) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (*end != '\0' || x < lo || x > hi)
-      fp32_error_ = std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'";
-    else out = static_cast<int>(x);
-  };
-  chunk_env("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_);
-  chunk_env("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_);
-  if (const char* v = std::getenv("TANDEM_GLM5_FP32_KERNEL"); v && *v) {
-    const std::string kernel = v;
-    if (kernel == "split" || kernel == "cuda_cores") split_fp32_ = kernel == "split";
-    else fp32_error_ = "TANDEM_GLM5_FP32_KERNEL: expected split or cuda_cores, got '" + kernel + "'";
-  }
+  // The constructor cannot fail: the first bad switch is kept for load() to refuse.
+  for (Status e : {env_int("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_),
+                   env_int("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_),
+                   env_word("TANDEM_GLM5_FP32_KERNEL", "cuda_cores", "split", split_fp32_)})
+    if (!e && fp32_error_.empty()) fp32_error_ = e.error().message;
   if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
 }
 
@@ -243,11 +233,12 @@ Status Glm5NextCuda::finish_formats() {
   // rewrites move by up to 0.55 of their logits from the fp32 reference, on the CPU as on the
   // device (engine/bench/results/glm5-quant-2026-12-06.md), and quant_gemv reads fp32 rows for the
   // price of the activations' bytes, small beside the weights'.
-  if (!quantised_tensors_.empty() && !std::getenv("TANDEM_GLM5_FP32_PRODUCTS")) fp32_ = (1u << static_cast<unsigned>(Glm5Product::count)) - 1;
+  const bool all_fp32 = !quantised_tensors_.empty() && !std::getenv("TANDEM_GLM5_FP32_PRODUCTS");
+  if (all_fp32) fp32_ = detail::kGlm5AllProducts;
   weight_formats_.clear();
   for (const auto& [f, n] : format_counts_) weight_formats_ += (weight_formats_.empty() ? "" : ", ") + std::to_string(n) + " parts " + f;
   weight_formats_ += "; the embedding, the LM head, kv_b, the norms and the hyper-connections bf16/fp32, the routers fp32" + dense_notes_;
-  if (!quantised_tensors_.empty() && fp32_ == (1u << static_cast<unsigned>(Glm5Product::count)) - 1) weight_formats_ += "; every product's input fp32";
+  if (all_fp32) weight_formats_ += "; every product's input fp32";
   return {};
 }
 
