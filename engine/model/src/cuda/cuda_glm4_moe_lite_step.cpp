@@ -380,16 +380,9 @@ Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
     v.bias = g.bias, v.y = g.y, v.ldy = g.ldy, v.y_type = g.y_type;
     if (k::quant_gemv_fits(v)) return quant_gemv(v, g.rows);
   }
-  if (auto e = dequant(q); !e) return e;
+  if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
   g.w = wscratch_.get(), g.ldw = g.in;
   return gemm(g);
-}
-
-Status GlmDecoderCuda::dequant(const QuantWeight& q) {
-  auto* y = wscratch_.as<std::uint16_t>();
-  if (auto e = k::quant_dequant_bf16_cuda(q.a.m, y, stream_); !e || q.b.m.count == 0) return e;
-  const std::size_t first = static_cast<std::size_t>(q.a.m.count) * static_cast<std::size_t>(q.a.m.rows) * static_cast<std::size_t>(q.a.m.in);
-  return k::quant_dequant_bf16_cuda(q.b.m, y + first, stream_);
 }
 
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
@@ -398,7 +391,7 @@ Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* 
   const int E = experts_.size();
   if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_);
   if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
-  if (auto e = dequant(q); !e) return e;
+  if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
   return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_);
 }
 

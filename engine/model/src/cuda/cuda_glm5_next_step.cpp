@@ -250,9 +250,7 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
       }
       continue;
     }
-    auto* scratch = wscratch_.as<std::uint16_t>();
-    err(k::quant_dequant_bf16_cuda(r.q.a.m, scratch, stream_));
-    if (r.q.b.m.count > 0) err(k::quant_dequant_bf16_cuda(r.q.b.m, scratch + r.q.a.m.count * static_cast<long>(r.q.a.m.rows) * r.q.a.m.in, stream_));
+    err(dequant_bf16(r.q, wscratch_.as<std::uint16_t>(), stream_));
     err(lin(p, x, ldx, rows, in, wscratch_.get(), r.rows, yr, ldy, xb, ldxb));
   }
   return err.status;

@@ -63,4 +63,10 @@ Status upload_quant(QuantWeight& q, const Checkpoint& ck, WeightFormat format, s
   return {};
 }
 
+Status dequant_bf16(const QuantWeight& q, std::uint16_t* y, kernels::Stream stream) {
+  if (auto e = kernels::quant_dequant_bf16_cuda(q.a.m, y, stream); !e || q.b.m.count == 0) return e;
+  const std::size_t first = static_cast<std::size_t>(q.a.m.count) * static_cast<std::size_t>(q.a.m.rows) * static_cast<std::size_t>(q.a.m.in);
+  return kernels::quant_dequant_bf16_cuda(q.b.m, y + first, stream);
+}
+
 }  // namespace tandem::model::cuda

@@ -353,8 +353,6 @@ class GlmDecoderCuda : public CudaModel {
   Status qgemm(k::GemmArgs g, const QuantWeight& q);
   // quant_gemv_cuda over T rows, kGemvMaxRows at a time (v.rows: the first launch's).
   Status quant_gemv(k::QuantGemvArgs v, int T);
-  // q's dense bf16 layout into wscratch_ (stream-ordered: the scratch is reused by the next one).
-  Status dequant(const QuantWeight& q);
   // A prefill-sized grouped expert GEMM (moe_experts.hpp) over the bf16 stack w or, when q is on,
   // the quantised one: read as stored (the tiles decoded in shared memory), or with
   // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.

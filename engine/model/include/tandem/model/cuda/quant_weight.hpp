@@ -39,4 +39,8 @@ struct QuantWeight {
 // fp8 block scales stored in bf16 become fp32 (the kernels read fp32).
 Status upload_quant(QuantWeight& q, const Checkpoint& ck, WeightFormat format, std::span<const StoredWeight> parts);
 
+// Both stacks of q dequantised into bf16 at y, b's rows after a's (dense_elements() of them): the
+// form prefill-sized steps read where no kernel takes the quantised weight.
+Status dequant_bf16(const QuantWeight& q, std::uint16_t* y, kernels::Stream stream);
+
 }  // namespace tandem::model::cuda
