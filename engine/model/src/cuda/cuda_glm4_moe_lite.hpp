@@ -2,6 +2,7 @@
 // (load_attention etc.) is in cuda_glm4_moe_lite_load.cpp, its attention in
 // cuda_glm4_moe_lite_step.cpp (the math is described there).
 #pragma once
+#include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"
 
 namespace tandem::model::cuda {
@@ -47,6 +48,14 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   Status finish_load() override;
   Status allocate_attention() override;
   Status attention(int l, const Layer& a, int T, int max_context) override;
+  // Whether a step of T tokens attends with the flash prefill kernel: TANDEM_PREFILL_ATTN=flash (the
+  // default), a prefill-class pass (few() is false: a decode or verification pass keeps the
+  // batch-invariant decode kernel, whose bits speculative decoding compares), more tokens than
+  // one launch of the decode kernel takes, and a shape and device the kernel serves.
+  bool flash_prefill(int l, int T) const {
+    return prefill_attn_ == kPrefillFlash && !few() && T > k::kMlaDecodeMaxTokens &&
+           k::mla_prefill_flash_fits(kBf16, heads_, attn_layout(l));
+  }
 
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;

@@ -15,6 +15,7 @@
 #include "cuda_glm4_moe_lite.hpp"
 #include "tandem/kernels/capture.hpp"
 #include "tandem/kernels/glue.hpp"
+#include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/embedding.hpp"
 #include "tandem/kernels/moe_decode.hpp"
@@ -593,13 +594,19 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
                                            stream_));
     }
     mark("attn paged attention (+ query rope)", static_cast<double>(T) * max_context * kv_row);
+  } else if (flash_prefill(l, T)) {
+    // A prefill chunk: the flash kernel reads each latent row once per 64 (token, head) rows (the
+    // decode kernel once per token, and in launches of kMlaDecodeMaxTokens tokens).
+    err(k::mla_prefill_flash_cuda(qattn, T, in_seq(), in_pos(), heads_, attn_layout(l), layer_pool, in_tables(), max_blocks_, scale,
+                                  olat_.get(), stream_));
+    mark("attn flash prefill attention", static_cast<double>(max_context) * kv_row + 2.0 * T * heads_ * (width_ + lora_kv_));
   } else {
-    // A prefill chunk too takes the MLA kernel (paged_attention_cuda's choice up to
-    // kMlaDecodeMaxTokens tokens: each latent row read once for all heads, the products on the
-    // tensor cores), in launches of that many tokens, where the generic kernel (CUDA cores, a row
-    // read per four heads) cost a 32K-token prompt about 3 s a layer. A token's result does not
-    // depend on its launch (attn_layout's fixed split). TANDEM_PREFILL_ATTN=generic: as before.
-    const int per = !prefill_attn_generic_ && k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) ? mla_tokens : T;
+    // TANDEM_PREFILL_ATTN=mla: a prefill chunk takes the MLA decode kernel (paged_attention_cuda's
+    // choice up to kMlaDecodeMaxTokens tokens: each latent row read once for all heads, the
+    // products on the tensor cores), in launches of that many tokens, where the generic kernel
+    // (CUDA cores, a row read per four heads) cost a 32K-token prompt about 3 s a layer. A token's
+    // result does not depend on its launch (attn_layout's fixed split). =generic: as before that.
+    const int per = prefill_attn_ != kPrefillGeneric && k::paged_attention_mla_fits(kBf16, mla_tokens, heads_, attn_layout(l)) ? mla_tokens : T;
     const long q_row = static_cast<long>(heads_) * width_, o_row = static_cast<long>(heads_) * lora_kv_;
     for (int t0 = 0; t0 < T && err.ok(); t0 += per)
       err(k::paged_attention_cuda(kBf16, qattn + t0 * q_row, std::min(per, T - t0), in_seq() + t0, in_pos() + t0, heads_, attn_layout(l),

@@ -3,6 +3,7 @@
 // takes, or the load is refused with the variable's name and what it expected.
 #pragma once
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,22 @@ inline Status env_word(const char* name, std::string_view first, std::string_vie
     return Error{std::string(name) + ": expected " + std::string(first) + " or " + std::string(second) + ", got '" + v + "'"};
   out = s == second;
   return Ok{};
+}
+
+// One of several words: its index in `words` into `out` (a switch of more than two settings).
+inline Status env_choice(const char* name, std::initializer_list<std::string_view> words, int& out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return Ok{};
+  std::string expected;
+  int i = 0;
+  for (std::string_view w : words) {
+    if (w == v) {
+      out = i;
+      return Ok{};
+    }
+    expected += (i++ ? "|" : "") + std::string(w);
+  }
+  return Error{std::string(name) + ": expected " + expected + ", got '" + v + "'"};
 }
 
 }  // namespace tandem::model::cuda

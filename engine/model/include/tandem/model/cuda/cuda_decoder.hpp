@@ -457,9 +457,11 @@ class GlmDecoderCuda : public CudaModel {
   // dequantised into wscratch_ (sized for them then) before a bf16 grouped GEMM, the A/B reference
   // of the grouped GEMM that reads them quantised.
   bool quant_prefill_dequant_ = false;
-  // TANDEM_PREFILL_ATTN=generic (apply_env_overrides): prefill chunks of more than
-  // kMlaDecodeMaxTokens tokens attend with the generic paged kernel, as before, not the MLA kernel.
-  bool prefill_attn_generic_ = false;
+  // TANDEM_PREFILL_ATTN (apply_env_overrides): how prefill chunks of more than kMlaDecodeMaxTokens
+  // tokens attend: the flash prefill kernel (the default), the MLA decode kernel in launches of
+  // kMlaDecodeMaxTokens tokens, or the generic paged kernel (the A/B references).
+  enum PrefillAttn : int { kPrefillFlash = 0, kPrefillMla = 1, kPrefillGeneric = 2 };
+  int prefill_attn_ = kPrefillFlash;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Packs flash22's GPU run (run.sh beside it) with the binaries of $BUILD (default build; sm_90 in
+# it) into /work/main/build-deps/flash22/bundle.tar.xz: bin/{gpu_check,cuda_model_check,
+# cuda_spec_check,tandem-bench-cuda,tandem-random-checkpoint}, run.sh, COMMIT.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+b=${BUILD:-build}
+stage=$(mktemp -d)/flash22
+mkdir -p "$stage/bin"
+for f in tests/kernels/gpu_check tests/model/cuda_model_check tests/spec/cuda_spec_check engine/bench/tandem-bench-cuda \
+  engine/bench/tandem-random-checkpoint; do
+  strip -o "$stage/bin/$(basename "$f")" "$b/$f"
+done
+cp engine/bench/gpu-flash22/run.sh "$stage/"
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo +dirty)" >"$stage/COMMIT"
+mkdir -p /work/main/build-deps/flash22
+tar -C "$stage" -cf - . | xz -6 -T2 >/work/main/build-deps/flash22/bundle.tar.xz.tmp
+mv /work/main/build-deps/flash22/bundle.tar.xz.tmp /work/main/build-deps/flash22/bundle.tar.xz
+rm -rf "$(dirname "$stage")"
+ls -la /work/main/build-deps/flash22/bundle.tar.xz

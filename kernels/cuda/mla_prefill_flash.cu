@@ -1,0 +1,313 @@
+// Flash-style prefill attention for absorbed MLA (mla_prefill.hpp).
+//
+// A block takes 64 consecutive (token, head) rows of the queries (3.2 tokens at 20 heads) and walks
+// their sequence's keys from key 0 in chunks of 64 rows, each chunk loaded once into shared memory
+// (cp.async, double-buffered: the next chunk lands while this one is used; fp8 rows are converted
+// to bf16 on the way, exactly, their scale applied to the scores and the output). Eight warps:
+// warp w owns query rows 16 (w % 4) .. + 15 and value columns 256 (w / 4) .. + 255, the latent
+// output's 512 columns being too many accumulators for one warp. Both warps of a row group compute
+// the same scores (S = Q K^T on the tensor cores, mma.sync m16n8k16, bf16 in, fp32 accumulate;
+// the same instructions, so the same bits) and keep the same online softmax (running max and sum
+// in registers), so they never exchange anything; recomputing S costs half as much again as the
+// values product, where an exchange through shared memory would cost barriers inside the loop.
+// P goes to the values product straight from the score registers as bf16 (the fragment layout of
+// the scores is the A operand's), O += P V with V = the chunk's first v_dim columns.
+// Rows of a tile that belong to different sequences (several prompts in one launch) are served in
+// runs of consecutive tokens of one sequence; a row outside the run is masked for it.
+#include <algorithm>
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/mla_prefill.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+using fp8 = __nv_fp8_storage_t;
+
+constexpr int kRows = 64;                   // (token, head) rows a block
+constexpr int kKeys = 64;                   // key rows a chunk
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kMaxQk = 576, kMaxV = 512;
+constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, 73 x 16 (odd): ldmatrix conflict-free
+constexpr int kColsPerWarp = kMaxV / 2;     // value columns a warp accumulates
+constexpr size_t kSmem = static_cast<size_t>(kRows + 2 * kKeys) * kRow * 2;
+
+struct Args {
+  const bf16* q;
+  const std::int32_t *token_seq, *token_pos, *block_tables;
+  const void* cache;
+  bf16* out;
+  int n_tokens, q_heads, qk_dim, v_dim, block_size, max_blocks;
+  int qk16;  // qk_dim rounded up to the mma's 16 (the columns past qk_dim zero in shared memory)
+  float score_log2;  // softmax scale x row scale x log2(e): scores in the exp2 domain
+  float out_scale;   // row scale (fp8), applied to the output
+};
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// c += a b (m16n8k16; PTX's fragment layouts: lane 4 g + t holds rows g and g + 8 of a and c).
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&b);
+}
+__device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two) {
+  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+  return pack_bf16(f.x, f.y);
+}
+
+// Key rows c0 .. c0 + 63 of the table's sequence into ks (rows past `last` zero: a zero row scores
+// finite, and is masked), and zeros in the columns from qk_dim up to the mma's multiple of 16; bf16
+// rows by cp.async (committed by the caller), fp8 ones loaded and converted here.
+template <class KV>
+__device__ __forceinline__ void load_keys(const Args& a, const std::int32_t* table, int c0, int last, bf16* ks) {
+  const KV* cache = static_cast<const KV*>(a.cache);
+  const int pieces = a.qk16 / 8;  // 8 entries a piece
+  for (int i = threadIdx.x; i < kKeys * pieces; i += kThreads) {
+    const int r = i / pieces, c = i % pieces, j = c0 + r;
+    bf16* dst = ks + r * kRow + 8 * c;
+    const bool live = j <= last && 8 * c < a.qk_dim;
+    const long slot = live ? static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
+    const KV* src = cache + slot * a.qk_dim + 8 * c;
+    if constexpr (sizeof(KV) == 2) {
+      cuda::cp_async16_fill(dst, src, live ? 16 : 0);
+    } else {
+      uint4 o = make_uint4(0, 0, 0, 0);
+      if (live) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(src);
+        o = make_uint4(fp8x2_to_bf16x2(raw.x), fp8x2_to_bf16x2(raw.x >> 16), fp8x2_to_bf16x2(raw.y), fp8x2_to_bf16x2(raw.y >> 16));
+      }
+      *reinterpret_cast<uint4*>(dst) = o;
+    }
+  }
+}
+
+// Per-thread state of a warp's 16 rows: lane 4 g + t keeps rows g and g + 8.
+struct Softmax {
+  float m[2] = {-INFINITY, -INFINITY};  // running max (exp2 domain)
+  float l[2] = {0.f, 0.f};              // this thread's share of the running sum
+};
+
+// One chunk: scores of the warp's 16 rows against the chunk's 64 keys, masked by each row's last
+// key (lim), the online softmax's update, and O += P V over the warp's value columns.
+__device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, int c0, const int (&lim)[2], Softmax& sm,
+                                           float (&acc)[kColsPerWarp / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
+  const int rg = warp % 4, col0 = (warp / 4) * kColsPerWarp;
+  float s[kKeys / 8][4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  // ldmatrix addresses: A (query rows) and B (key rows), lane l giving row l % 8 (+ 8) of its matrix.
+  const bf16* qa = qs + (rg * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * kRow + 8 * (lane / 16);
+  const bf16* kb = ks + (lane % 8 + 8 * (lane / 16)) * kRow + 8 * ((lane / 8) % 2);
+  for (int k0 = 0; k0 < a.qk16; k0 += 16) {
+    std::uint32_t qf[4];
+    ldsm_x4(qf, qa + k0);
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+      std::uint32_t kf[4];
+      ldsm_x4(kf, kb + np * 16 * kRow + k0);
+      mma(s[2 * np], qf, kf[0], kf[1]);
+      mma(s[2 * np + 1], qf, kf[2], kf[3]);
+    }
+  }
+  // Mask, row max (over the row's four lanes), rescale.
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = c0 + 8 * n + 2 * t + (e % 2), h = e / 2;
+      s[n][e] = j <= lim[h] ? s[n][e] * a.score_log2 : -INFINITY;
+      mx[h] = fmaxf(mx[h], s[n][e]);
+    }
+  float corr[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(sm.m[h], mx[h]);
+    base[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing yet: every p is 0, no NaN
+    corr[h] = exp2f(sm.m[h] - base[h]);
+    sm.m[h] = m_new;
+    sm.l[h] *= corr[h];
+  }
+#pragma unroll
+  for (int n = 0; n < kColsPerWarp / 8; ++n) acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+  // P = exp2(s - max) into the A fragments of the values product (score tiles 2 kk, 2 kk + 1 are
+  // keys 16 kk .. + 15: a0/a1 rows g/g+8 of the first, a2/a3 of the second).
+  std::uint32_t pf[kKeys / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float* x = s[2 * kk + half];
+      const float p0 = exp2f(x[0] - base[0]), p1 = exp2f(x[1] - base[0]), p2 = exp2f(x[2] - base[1]), p3 = exp2f(x[3] - base[1]);
+      sm.l[0] += p0 + p1, sm.l[1] += p2 + p3;
+      pf[kk][2 * half] = pack_bf16(p0, p1), pf[kk][2 * half + 1] = pack_bf16(p2, p3);
+    }
+  // O += P V: V's 16 x 16 blocks through ldmatrix.trans (keys down, columns across).
+  const bf16* vb = ks + (lane % 8 + 8 * ((lane / 8) % 2)) * kRow + col0 + 8 * (lane / 16);
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const std::uint32_t a_frag[4] = {pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3]};
+#pragma unroll
+    for (int dp = 0; dp < kColsPerWarp / 16; ++dp) {
+      if (col0 + dp * 16 >= a.v_dim) break;
+      std::uint32_t vf[4];
+      ldsm_x4_trans(vf, vb + kk * 16 * kRow + dp * 16);
+      mma(acc[2 * dp], a_frag, vf[0], vf[1]);
+      mma(acc[2 * dp + 1], a_frag, vf[2], vf[3]);
+    }
+  }
+}
+
+// long-function: one smem carve-up; the run loop (a sequence's rows) around the double-buffered chunk loop.
+template <class KV>
+__global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) {
+  extern __shared__ uint4 smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* kbuf[2] = {qs + kRows * kRow, qs + (kRows + kKeys) * kRow};
+  __shared__ int row_lim[kRows];  // the run's last key of each row, -1 for a row outside the run
+  cuda::pdl_begin();  // the queries come from the kernel before
+
+  // The longest contexts first (the last tiles of a prompt), so the short ones fill the tail.
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  const long R = static_cast<long>(a.n_tokens) * a.q_heads, row0 = static_cast<long>(tile) * kRows;
+  const int rows = static_cast<int>(min(static_cast<long>(kRows), R - row0));
+  const int tok0 = static_cast<int>(row0 / a.q_heads), tok1 = static_cast<int>((row0 + rows - 1) / a.q_heads);
+
+  // The queries (rows past the last and columns past qk_dim zero), with the first chunk's keys.
+  for (int i = threadIdx.x; i < kRows * (a.qk16 / 8); i += kThreads) {
+    const int r = i / (a.qk16 / 8), c = i % (a.qk16 / 8);
+    const bool live = r < rows && 8 * c < a.qk_dim;
+    cuda::cp_async16_fill(qs + r * kRow + 8 * c, a.q + (live ? (row0 + r) * a.qk_dim + 8 * c : 0), live ? 16 : 0);
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rg = warp % 4, col0 = (warp / 4) * kColsPerWarp;
+  float acc[kColsPerWarp / 8][4];
+#pragma unroll
+  for (int n = 0; n < kColsPerWarp / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  Softmax sm;
+
+  for (int run0 = tok0; run0 <= tok1;) {
+    const int seq = a.token_seq[run0];
+    int run1 = run0, last = a.token_pos[run0];
+    while (run1 < tok1 && a.token_seq[run1 + 1] == seq) ++run1, last = max(last, a.token_pos[run1]);
+    __syncthreads();  // the last run's row_lim and key buffers are no longer read
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      const long tok = (row0 + r) / a.q_heads;
+      row_lim[r] = r < rows && tok >= run0 && tok <= run1 ? a.token_pos[tok] : -1;
+    }
+    const std::int32_t* table = a.block_tables + static_cast<long>(seq) * a.max_blocks;
+    load_keys<KV>(a, table, 0, last, kbuf[0]);
+    cuda::cp_async_commit();
+    __syncthreads();  // row_lim visible
+    const int lim[2] = {row_lim[rg * 16 + g], row_lim[rg * 16 + g + 8]};
+    const int chunks = last / kKeys + 1;
+    for (int c = 0; c < chunks; ++c) {
+      if (c + 1 < chunks) {
+        load_keys<KV>(a, table, (c + 1) * kKeys, last, kbuf[(c + 1) % 2]);
+        cuda::cp_async_commit();
+        cuda::cp_async_wait<1>();
+      } else {
+        cuda::cp_async_wait<0>();
+      }
+      __syncthreads();  // chunk c (and the queries) landed for every thread
+      // A warp whose rows all end before this chunk skips it: for them it would add exact zeros.
+      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf[c % 2], c * kKeys, lim, sm, acc);
+      __syncthreads();  // chunk c's buffer is free for chunk c + 2
+    }
+    run0 = run1 + 1;
+  }
+
+  // O / l (the sum over the row's four lanes), times the row scale, as bf16.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = sm.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = rg * 16 + g + 8 * h;
+    if (r >= rows) continue;
+    const float f = l > 0.f ? a.out_scale / l : 0.f;
+    bf16* o = a.out + (row0 + r) * a.v_dim;
+#pragma unroll
+    for (int n = 0; n < kColsPerWarp / 8; ++n) {
+      const int col = col0 + 8 * n + 2 * t;
+      if (col >= a.v_dim) break;
+      *reinterpret_cast<std::uint32_t*>(o + col) = pack_bf16(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+int smem_optin() {
+  static const int n = [] {
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
+    return bytes;
+  }();
+  return n;
+}
+
+template <class KV>
+cudaError_t launch(const Args& args, unsigned tiles, Stream stream) {
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(mla_prefill_flash_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (configured != cudaSuccess) return configured;
+  return cuda::launch_pdl(mla_prefill_flash_kernel<KV>, dim3(tiles), dim3(kThreads), kSmem, stream, args);
+}
+
+}  // namespace
+
+bool mla_prefill_flash_fits(DType act, int q_heads, const PagedKvLayout& l) {
+  return act == DType::bf16 && l.v_in_k && l.kv_heads == 1 && l.block_size > 0 && l.k_scale > 0.f && q_heads >= 1 &&
+         l.qk_dim % 8 == 0 && l.v_dim % 8 == 0 && l.v_dim >= 8 && l.v_dim <= l.qk_dim && l.qk_dim <= kMaxQk && l.v_dim <= kMaxV &&
+         (l.dtype == DType::bf16 || l.dtype == DType::fp8_e4m3) && static_cast<size_t>(smem_optin()) >= kSmem + kRows * sizeof(int);
+}
+
+Status mla_prefill_flash_cuda(const void* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
+                              int q_heads, const PagedKvLayout& l, const void* cache, const std::int32_t* block_tables,
+                              int max_blocks_per_seq, float scale, void* out, Stream stream) {
+  if (n_tokens == 0) return {};
+  if (n_tokens < 0 || !mla_prefill_flash_fits(DType::bf16, q_heads, l))
+    return Error{"mla_prefill_flash: the shape does not fit (mla_prefill_flash_fits: absorbed MLA, qk_dim/v_dim multiples of 8 up to "
+                 "576/512, bf16 or fp8 pool, 219 KiB of shared memory a block)"};
+  if (!aligned16(q) || !aligned16(cache) || !aligned16(out)) return Error{"mla_prefill_flash: q, cache and out must be 16-byte aligned"};
+  if (max_blocks_per_seq <= 0) return Error{"mla_prefill_flash: max_blocks_per_seq must be > 0"};
+  Args a{};
+  a.q = static_cast<const bf16*>(q), a.token_seq = token_seq, a.token_pos = token_pos, a.block_tables = block_tables;
+  a.cache = cache, a.out = static_cast<bf16*>(out);
+  a.n_tokens = n_tokens, a.q_heads = q_heads, a.qk_dim = l.qk_dim, a.v_dim = l.v_dim, a.block_size = l.block_size;
+  a.max_blocks = max_blocks_per_seq, a.qk16 = (l.qk_dim + 15) / 16 * 16;
+  a.out_scale = l.dtype == DType::fp8_e4m3 ? l.k_scale : 1.f;
+  a.score_log2 = scale * a.out_scale * 1.4426950408889634f;
+  const long tiles = (static_cast<long>(n_tokens) * q_heads + kRows - 1) / kRows;
+  if (tiles > 0x7fffffffL) return Error{"mla_prefill_flash: too many rows for one launch"};
+  const cudaError_t e = l.dtype == DType::bf16 ? launch<bf16>(a, static_cast<unsigned>(tiles), stream)
+                                                : launch<fp8>(a, static_cast<unsigned>(tiles), stream);
+  return TANDEM_CUDA_STATUS(e, "launch mla_prefill_flash_kernel");
+}
+
+}  // namespace tandem::kernels
