@@ -14,7 +14,7 @@ done
 cp engine/bench/gpu-flash22/run.sh "$stage/"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo +dirty)" >"$stage/COMMIT"
 mkdir -p /work/main/build-deps/flash22
-tar -C "$stage" -cf - . | xz -6 -T2 >/work/main/build-deps/flash22/bundle.tar.xz.tmp
+tar -C "$stage" -cf - . | xz -9 -T1 >/work/main/build-deps/flash22/bundle.tar.xz.tmp
 mv /work/main/build-deps/flash22/bundle.tar.xz.tmp /work/main/build-deps/flash22/bundle.tar.xz
 rm -rf "$(dirname "$stage")"
 ls -la /work/main/build-deps/flash22/bundle.tar.xz

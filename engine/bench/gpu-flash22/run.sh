@@ -13,27 +13,35 @@ d=${BIN:-$here/bin}; o=${OUT:-/tmp/flash22-out}/flash22; mkdir -p "$o"; fail=0
 budget=${BUDGET_S:-200}
 echo "flash22 binaries $(cat "$here/COMMIT" 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
-run() {  # run NAME SECONDS [VAR=value ...] COMMAND...: output into $o/NAME.txt, one summary line
+run() {  # run NAME SECONDS [VAR=value ...] COMMAND...: output into $o/NAME.txt, exit status into NAME.rc
   local name=$1 lim=$2 t0=$SECONDS envs=(); shift 2
   while [[ $1 == *=* ]]; do envs+=("$1"); shift; done
   env "${envs[@]}" timeout "$lim" "$@" >"$o/$name.txt" 2>&1; local rc=$?
-  echo "$name: exit $rc, $((SECONDS - t0)) s: $(grep -v '^\s*$' "$o/$name.txt" | tail -1 | cut -c1-120)"
-  [ "$rc" -eq 0 ] || fail=$((fail + 1))
+  echo "$rc" >"$o/$name.rc"
+  echo "$name: exit $rc, $((SECONDS - t0)) s: $(grep -v '^\s*$' "$o/$name.txt" | tail -1 | cut -c1-120)" >"$o/$name.line"
 }
 # The 47-layer fp8 checkpoint (about 40 s of CPU, 31 GB of disk) is written while the checks run.
 r=/tmp/flash22-47l-fp8
 ( t0=$SECONDS; timeout 100 "$d/tandem-random-checkpoint" $r fp8 --layers "${LAYERS:-47}" >"$o/checkpoint-47l-fp8.txt" 2>&1
   echo "exit $? after $((SECONDS - t0)) s" >>"$o/checkpoint-47l-fp8.txt" ) &
 ck=$!
-run gpu_check 90 "$d/gpu_check" mla_flash mla_split attention
+# Two chains of checks side by side (correctness only: no timing shares the device with them).
+(
+  run gpu_check 60 "$d/gpu_check" mla_flash
+  run memcheck.mla_flash 110 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_flash
+  run racecheck.mla_flash_small 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$d/gpu_check" mla_flash_small
+) &
+kc=$!
+run cuda_model_check 90 "$d/cuda_model_check" tests/model/fixtures
+run cuda_spec_check 90 "$d/cuda_spec_check" models/dflash-pair
+wait $kc
+for c in gpu_check memcheck.mla_flash racecheck.mla_flash_small cuda_model_check cuda_spec_check; do
+  cat "$o/$c.line" 2>/dev/null || echo "$c: did not run"
+  [ "$(cat "$o/$c.rc" 2>/dev/null)" = 0 ] || fail=$((fail + 1))
+done
 grep -E "mla_prefill_flash|FAIL" "$o/gpu_check.txt" | cut -c1-170
-run memcheck.mla_flash 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$d/gpu_check" mla_flash
-run racecheck.mla_flash_small 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$d/gpu_check" mla_flash_small
-grep -hE "ERROR|error|hazard" "$o"/memcheck.mla_flash.txt "$o"/racecheck.mla_flash_small.txt | head -6 | cut -c1-170
-run cuda_model_check 60 "$d/cuda_model_check" tests/model/fixtures
-grep -hE "FAIL" "$o"/cuda_model_check.txt | head -6 | cut -c1-160
-run cuda_spec_check 60 "$d/cuda_spec_check" models/dflash-pair
-grep -E "FAIL" "$o/cuda_spec_check.txt" | head -4
+grep -hE "ERROR|Error|hazard" "$o"/memcheck.mla_flash.txt "$o"/racecheck.mla_flash_small.txt | head -6 | cut -c1-170
+grep -hE "FAIL" "$o"/cuda_model_check.txt "$o/cuda_spec_check.txt" | head -6 | cut -c1-160
 echo "checks done at $SECONDS s (failed: $fail)"
 bench() {  # bench LABEL SECONDS [VAR=value ...] -- FLAGS...: a tandem-bench-cuda run on the 47-layer checkpoint
   local label=$1 lim=$2 t0=$SECONDS envs=(); shift 2
