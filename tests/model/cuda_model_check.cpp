@@ -8,6 +8,7 @@
 //   chunked      the prompt in chunks of 3 (eager steps with history)
 //   greedy       prefill + 16 greedy steps, all sequences batched together: tokens == the bf16-weight
 //                reference's, or departing from them only where its top two are within the logit bar
+// and, for the MLA fixtures, a 160-token prompt (run_long_prefill: the flash prefill attention)
 // relative error = max|ours - ref| / max|ref| over the vocabulary. Two references: transformers'
 // goldens (fp32 weights; the fp32 CPU reference where a fixture has none), and the fp32 CPU
 // reference on the checkpoint rounded to bf16 (bf16_checkpoint.hpp), which is what a model with bf16
@@ -551,6 +552,63 @@ void run_fixture(const std::string& name, const std::string& kv_dtype, double to
   }
 }
 
+// Prefill chunks of more than kMlaDecodeMaxTokens (64) tokens, which take the flash prefill
+// attention (mla_prefill.hpp) in the MLA fixtures: one prompt of 160 tokens (the fixture's prompts
+// cycled) in one step, and again in steps of 90 and 70 (the second from position 90, its context
+// in the pool), bf16 pool; the last position's logits against the bf16-weight CPU reference, held
+// to the bar unless the prompt has a routing near-tie (RoutingTie) by then.
+void run_long_prefill(const std::string& name) {
+  if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) return;
+  constexpr int kLen = 160, kFirst = 90, kBlocks = (kLen + kBlock - 1) / kBlock;
+  const fs::path dir = fixtures / name;
+  std::printf("## %s, one prompt of %d tokens (prefill chunks of more than 64 tokens), auto KV pool\n", name.c_str(), kLen);
+  auto cpu = load_model(dir);
+  if (!cpu) return check(false, "CPU model: " + cpu.error().message);
+  const auto seqs = reference(dir, *cpu.value());
+  if (seqs.empty()) return check(false, "reference sequences");
+  std::vector<int32_t> ids;
+  for (size_t i = 0; ids.size() < static_cast<size_t>(kLen); ++i) {
+    const auto& q = seqs[i % seqs.size()].ids;
+    ids.insert(ids.end(), q.begin(), q.begin() + static_cast<long>(std::min(q.size(), kLen - ids.size())));
+  }
+  const fs::path rounded_dir = fs::temp_directory_path() / ("tandem-bf16-long-" + name);
+  if (!bench::write_rounded(dir, rounded_dir)) return check(false, "writing the bf16-rounded checkpoint");
+  auto rounded_cpu = load_model(rounded_dir);
+  auto rounded_ck = Checkpoint::open(rounded_dir);
+  if (!rounded_cpu || !rounded_ck) return check(false, "bf16-rounded CPU model");
+  std::vector<int32_t> pos(ids.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+  const int last = kLen - 1;
+  KvCache cache = rounded_cpu.value()->new_cache();
+  auto want = rounded_cpu.value()->forward(ids, pos, cache, std::span<const int>(&last, 1));
+  if (!want) return check(false, "CPU reference: " + want.error().message);
+  CudaOptions opt;
+  opt.max_num_seqs = 2, opt.max_num_batched_tokens = kLen, opt.max_model_len = kBlocks * kBlock;
+  auto loaded = load_cuda_model(dir, opt);
+  if (!loaded) return check(false, "CUDA model: " + loaded.error().message);
+  CudaModel& m = *loaded.value();
+  if (auto e = m.make_device_pool(2 * kBlocks, kBlock); !e) return check(false, "pool: " + e.error().message);
+  const int V = m.vocab_size();
+  std::vector<int32_t> t0(kBlocks), t1(kBlocks);
+  for (int b = 0; b < kBlocks; ++b) t0[static_cast<size_t>(b)] = b, t1[static_cast<size_t>(b)] = kBlocks + b;
+  const std::span<const int32_t> all(ids);
+  PagedWork whole{all, 0, t0, true};
+  auto one = m.step(std::span<const PagedWork>(&whole, 1));
+  if (!one) return check(false, "prefill: " + one.error().message);
+  PagedWork head{all.first(kFirst), 0, t1, true}, rest{all.subspan(kFirst), kFirst, t1, true};
+  auto first = m.step(std::span<const PagedWork>(&head, 1));
+  auto second = first ? m.step(std::span<const PagedWork>(&rest, 1)) : first;
+  if (!second) return check(false, "chunked prefill: " + second.error().message);
+  const double e_one = rel_error(one->data(), want->data(), V), e_two = rel_error(second->data(), want->data(), V);
+  char what[160];
+  std::snprintf(what, sizeof what, "%d tokens in one step: %.6f; in steps of %d + %d: %.6f (last position vs the bf16-weight reference)", kLen,
+                e_one, kFirst, kLen - kFirst, e_two);
+  if (std::max(e_one, e_two) <= kBar) return check(true, what);
+  const RoutingTie tie = first_routing_tie(*rounded_cpu.value(), rounded_ck.value(), ids, kBar);
+  if (tie.pos <= last) std::printf("  info %s: above the bar after the prompt's routing near-tie (%s)\n", what, tie_str(tie).c_str());
+  else check(false, what);
+}
+
 }  // namespace
 
 // Arguments: the fixtures directory (when the binary runs away from the tree it was built in);
@@ -580,6 +638,8 @@ int main(int argc, char** argv) {
     run_fixture(f, "auto", kBar);
     run_fixture(f, "fp8_e4m3", 1e-1);
   }
+  if (!only_quantised)
+    for (const char* f : {"glm4_moe_lite", "glm4_moe_lite_variant"}) run_long_prefill(f);
   // The few-rows GEMM kernel (off by default) must give the same answers as cuBLASLt.
   for (const char* f : kFixtures)
     if (!only_quantised) run_fixture(f, "auto", kBar, 16);
