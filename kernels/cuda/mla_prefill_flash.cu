@@ -3,17 +3,19 @@
 // A block takes 64 consecutive (token, head) rows of the queries (3.2 tokens at 20 heads) and walks
 // their sequence's keys from key 0 in chunks of 64 rows, each chunk loaded once into shared memory
 // (cp.async, double-buffered: the next chunk lands while this one is used; fp8 rows are converted
-// to bf16 on the way, exactly, their scale applied to the scores and the output). Eight warps:
-// warp w owns query rows 16 (w % 4) .. + 15 and value columns 256 (w / 4) .. + 255, the latent
-// output's 512 columns being too many accumulators for one warp. Both warps of a row group compute
-// the same scores (S = Q K^T on the tensor cores, mma.sync m16n8k16, bf16 in, fp32 accumulate;
-// the same instructions, so the same bits) and keep the same online softmax (running max and sum
-// in registers), so they never exchange anything; recomputing S costs half as much again as the
-// values product, where an exchange through shared memory would cost barriers inside the loop.
-// P goes to the values product straight from the score registers as bf16 (the fragment layout of
-// the scores is the A operand's), O += P V with V = the chunk's first v_dim columns.
+// to bf16 on the way, exactly, their scale applied to the scores and the output). Eight warps in
+// four pairs: the pair of warps w and w + 4 owns query rows 16 w .. + 15, warp w value columns
+// 0..255 and warp w + 4 columns 256..511 (the latent output's 512 columns are too many
+// accumulators for one warp). Each warp of a pair scores half of the chunk's keys (S = Q K^T on
+// the tensor cores, mma.sync m16n8k16, bf16 in, fp32 accumulate); the pair swaps its row maxima
+// and writes its probabilities (bf16) to shared memory, and each warp then adds P V over all 64
+// keys for its columns (O += P V, V = the chunk's first v_dim columns). The online softmax (running
+// max and sum per row) is kept in registers by both warps alike: the same values, the same bits.
 // Rows of a tile that belong to different sequences (several prompts in one launch) are served in
 // runs of consecutive tokens of one sequence; a row outside the run is masked for it.
+// Shared rows are 576 entries without padding; 16-byte units are XOR-swizzled by row (unit u of
+// row r at u ^ (r % 8)) so that ldmatrix's eight rows fall in eight different bank groups: the
+// padding's 3 KB would not leave room for the probabilities beside the 216 KB of queries and keys.
 #include <algorithm>
 #include <cstdint>
 
@@ -31,9 +33,11 @@ constexpr int kRows = 64;                   // (token, head) rows a block
 constexpr int kKeys = 64;                   // key rows a chunk
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kMaxQk = 576, kMaxV = 512;
-constexpr int kRow = kMaxQk + 8;            // bf16 per shared row: 1168 bytes, 73 x 16 (odd): ldmatrix conflict-free
+constexpr int kRow = kMaxQk;                // bf16 per shared row (swizzled, not padded)
 constexpr int kColsPerWarp = kMaxV / 2;     // value columns a warp accumulates
-constexpr size_t kSmem = static_cast<size_t>(kRows + 2 * kKeys) * kRow * 2;
+constexpr int kHalfKeys = kKeys / 2;        // keys a warp scores
+// Queries, two key buffers, the probabilities [64 rows][64 keys] bf16, the row maxima [2][64].
+constexpr size_t kSmem = static_cast<size_t>(kRows + 2 * kKeys) * kRow * 2 + kRows * kKeys * 2 + 2 * kRows * 4;
 
 struct Args {
   const bf16* q;
@@ -45,6 +49,9 @@ struct Args {
   float score_log2;  // softmax scale x row scale x log2(e): scores in the exp2 domain
   float out_scale;   // row scale (fp8), applied to the output
 };
+
+// Element offset of 16-byte unit u of row r (rows of `width` entries, a multiple of 64).
+__device__ __forceinline__ int swz(int r, int u, int width) { return r * width + ((u ^ (r % 8)) * 8); }
 
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
@@ -83,7 +90,7 @@ __device__ __forceinline__ void load_keys(const Args& a, const std::int32_t* tab
   const int pieces = a.qk16 / 8;  // 8 entries a piece
   for (int i = threadIdx.x; i < kKeys * pieces; i += kThreads) {
     const int r = i / pieces, c = i % pieces, j = c0 + r;
-    bf16* dst = ks + r * kRow + 8 * c;
+    bf16* dst = ks + swz(r, c, kRow);
     const bool live = j <= last && 8 * c < a.qk_dim;
     const long slot = live ? static_cast<long>(table[j / a.block_size]) * a.block_size + j % a.block_size : 0;
     const KV* src = cache + slot * a.qk_dim + 8 * c;
@@ -106,45 +113,58 @@ struct Softmax {
   float l[2] = {0.f, 0.f};              // this thread's share of the running sum
 };
 
-// One chunk: scores of the warp's 16 rows against the chunk's 64 keys, masked by each row's last
-// key (lim), the online softmax's update, and O += P V over the warp's value columns.
-__device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, int c0, const int (&lim)[2], Softmax& sm,
-                                           float (&acc)[kColsPerWarp / 8][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
-  const int rg = warp % 4, col0 = (warp / 4) * kColsPerWarp;
-  float s[kKeys / 8][4];
+__device__ __forceinline__ void pair_sync(int rg) { asm volatile("bar.sync %0, 64;" ::"r"(1 + rg) : "memory"); }
+
+// One chunk for a warp: scores of its 16 rows against its half of the chunk's keys, masked by each
+// row's last key (lim); the row maxima swapped with the other warp of the pair (mxs) and the
+// online softmax's update; its probabilities into ps; then O += P V over all 64 keys for the
+// warp's value columns. Both warps of a pair call it for the same chunks (they have the same lim).
+__device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, bf16* ps, float* mxs, int c0,
+                                           const int (&lim)[2], Softmax& sm, float (&acc)[kColsPerWarp / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, sw = lane % 8;
+  const int rg = warp % 4, half = warp / 4, col0 = half * kColsPerWarp, key0 = half * kHalfKeys;
+  float s[kHalfKeys / 8][4];
 #pragma unroll
-  for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-  // ldmatrix addresses: A (query rows) and B (key rows), lane l giving row l % 8 (+ 8) of its matrix.
-  const bf16* qa = qs + (rg * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * kRow + 8 * (lane / 16);
-  const bf16* kb = ks + (lane % 8 + 8 * (lane / 16)) * kRow + 8 * ((lane / 8) % 2);
+  for (int n = 0; n < kHalfKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  // ldmatrix rows: lane l gives row l % 8 (+ 8) of its matrix; every base row is a multiple of 8,
+  // so the lane's swizzle is l % 8.
+  const bf16* qa = qs + (rg * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * kRow;
+  const int qu = lane / 16;
+  const bf16* kb = ks + (key0 + lane % 8 + 8 * (lane / 16)) * kRow;
+  const int ku = (lane / 8) % 2;
   for (int k0 = 0; k0 < a.qk16; k0 += 16) {
     std::uint32_t qf[4];
-    ldsm_x4(qf, qa + k0);
+    ldsm_x4(qf, qa + (((k0 / 8 + qu) ^ sw) * 8));
 #pragma unroll
-    for (int np = 0; np < kKeys / 16; ++np) {
+    for (int np = 0; np < kHalfKeys / 16; ++np) {
       std::uint32_t kf[4];
-      ldsm_x4(kf, kb + np * 16 * kRow + k0);
+      ldsm_x4(kf, kb + np * 16 * kRow + (((k0 / 8 + ku) ^ sw) * 8));
       mma(s[2 * np], qf, kf[0], kf[1]);
       mma(s[2 * np + 1], qf, kf[2], kf[3]);
     }
   }
-  // Mask, row max (over the row's four lanes), rescale.
+  // Mask, row max (the row's four lanes, then the pair's two warps), rescale.
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int n = 0; n < kKeys / 8; ++n)
+  for (int n = 0; n < kHalfKeys / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int j = c0 + 8 * n + 2 * t + (e % 2), h = e / 2;
+      const int j = c0 + key0 + 8 * n + 2 * t + (e % 2), h = e / 2;
       s[n][e] = j <= lim[h] ? s[n][e] * a.score_log2 : -INFINITY;
       mx[h] = fmaxf(mx[h], s[n][e]);
     }
-  float corr[2], base[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const float m_new = fmaxf(sm.m[h], mx[h]);
+    if (t == 0) mxs[half * kRows + rg * 16 + g + 8 * h] = mx[h];
+  }
+  pair_sync(rg);
+  float corr[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float other = mxs[(1 - half) * kRows + rg * 16 + g + 8 * h];
+    const float m_new = fmaxf(sm.m[h], fmaxf(mx[h], other));
     base[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing yet: every p is 0, no NaN
     corr[h] = exp2f(sm.m[h] - base[h]);
     sm.m[h] = m_new;
@@ -152,30 +172,31 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
   }
 #pragma unroll
   for (int n = 0; n < kColsPerWarp / 8; ++n) acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
-  // P = exp2(s - max) into the A fragments of the values product (score tiles 2 kk, 2 kk + 1 are
-  // keys 16 kk .. + 15: a0/a1 rows g/g+8 of the first, a2/a3 of the second).
-  std::uint32_t pf[kKeys / 16][4];
+  // P = exp2(s - max) as bf16 pairs into ps (row-major, 64 keys a row: 8 units, swizzled).
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float* x = s[2 * kk + half];
-      const float p0 = exp2f(x[0] - base[0]), p1 = exp2f(x[1] - base[0]), p2 = exp2f(x[2] - base[1]), p3 = exp2f(x[3] - base[1]);
-      sm.l[0] += p0 + p1, sm.l[1] += p2 + p3;
-      pf[kk][2 * half] = pack_bf16(p0, p1), pf[kk][2 * half + 1] = pack_bf16(p2, p3);
-    }
-  // O += P V: V's 16 x 16 blocks through ldmatrix.trans (keys down, columns across).
-  const bf16* vb = ks + (lane % 8 + 8 * ((lane / 8) % 2)) * kRow + col0 + 8 * (lane / 16);
+  for (int n = 0; n < kHalfKeys / 8; ++n) {
+    const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]), p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
+    sm.l[0] += p0 + p1, sm.l[1] += p2 + p3;
+    const int r = rg * 16 + g, u = (key0 / 8) + n;
+    *reinterpret_cast<std::uint32_t*>(ps + swz(r, u, kKeys) + 2 * t) = pack_bf16(p0, p1);
+    *reinterpret_cast<std::uint32_t*>(ps + swz(r + 8, u, kKeys) + 2 * t) = pack_bf16(p2, p3);
+  }
+  pair_sync(rg);
+  // O += P V: P's 16 x 16 blocks as the A operand, V's through ldmatrix.trans (keys down, columns across).
+  const bf16* pa = ps + (rg * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * kKeys;
+  const bf16* vb = ks + (lane % 8 + 8 * ((lane / 8) % 2)) * kRow;
+  const int vu = col0 / 8 + lane / 16;
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const std::uint32_t a_frag[4] = {pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3]};
+    std::uint32_t pf[4];
+    ldsm_x4(pf, pa + (((2 * kk + lane / 16) ^ sw) * 8));
 #pragma unroll
     for (int dp = 0; dp < kColsPerWarp / 16; ++dp) {
       if (col0 + dp * 16 >= a.v_dim) break;
       std::uint32_t vf[4];
-      ldsm_x4_trans(vf, vb + kk * 16 * kRow + dp * 16);
-      mma(acc[2 * dp], a_frag, vf[0], vf[1]);
-      mma(acc[2 * dp + 1], a_frag, vf[2], vf[3]);
+      ldsm_x4_trans(vf, vb + kk * 16 * kRow + (((vu + 2 * dp) ^ sw) * 8));
+      mma(acc[2 * dp], pf, vf[0], vf[1]);
+      mma(acc[2 * dp + 1], pf, vf[2], vf[3]);
     }
   }
 }
@@ -186,6 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
   extern __shared__ uint4 smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
   bf16* kbuf[2] = {qs + kRows * kRow, qs + (kRows + kKeys) * kRow};
+  bf16* ps = qs + (kRows + 2 * kKeys) * kRow;
+  float* mxs = reinterpret_cast<float*>(ps + kRows * kKeys);
   __shared__ int row_lim[kRows];  // the run's last key of each row, -1 for a row outside the run
   cuda::pdl_begin();  // the queries come from the kernel before
 
@@ -199,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
   for (int i = threadIdx.x; i < kRows * (a.qk16 / 8); i += kThreads) {
     const int r = i / (a.qk16 / 8), c = i % (a.qk16 / 8);
     const bool live = r < rows && 8 * c < a.qk_dim;
-    cuda::cp_async16_fill(qs + r * kRow + 8 * c, a.q + (live ? (row0 + r) * a.qk_dim + 8 * c : 0), live ? 16 : 0);
+    cuda::cp_async16_fill(qs + swz(r, c, kRow), a.q + (live ? (row0 + r) * a.qk_dim + 8 * c : 0), live ? 16 : 0);
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -233,20 +256,31 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
         cuda::cp_async_wait<0>();
       }
       __syncthreads();  // chunk c (and the queries) landed for every thread
-      // A warp whose rows all end before this chunk skips it: for them it would add exact zeros.
-      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf[c % 2], c * kKeys, lim, sm, acc);
+      // A pair whose rows all end before this chunk skips it: for them it would add exact zeros
+      // (both warps of a pair see the same rows, so they skip together, as their barriers need).
+      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf[c % 2], ps, mxs, c * kKeys, lim, sm, acc);
       __syncthreads();  // chunk c's buffer is free for chunk c + 2
     }
     run0 = run1 + 1;
   }
 
-  // O / l (the sum over the row's four lanes), times the row scale, as bf16.
+  // O / l (the sum over the row's four lanes and the pair's two warps, each of which summed its
+  // own keys), times the row scale, as bf16.
+  const int half = warp / 4;
+  float lq[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float l = sm.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    lq[h] = sm.l[h];
+    lq[h] += __shfl_xor_sync(0xffffffffu, lq[h], 1);
+    lq[h] += __shfl_xor_sync(0xffffffffu, lq[h], 2);
+  }
+  __syncthreads();  // every pair is past its last use of mxs
+  if (t == 0) mxs[half * kRows + rg * 16 + g] = lq[0], mxs[half * kRows + rg * 16 + g + 8] = lq[1];
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
     const int r = rg * 16 + g + 8 * h;
+    const float l = lq[h] + mxs[(1 - half) * kRows + r];  // the same sum in both warps (a + b == b + a)
     if (r >= rows) continue;
     const float f = l > 0.f ? a.out_scale / l : 0.f;
     bf16* o = a.out + (row0 + r) * a.v_dim;
