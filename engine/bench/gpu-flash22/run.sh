@@ -43,10 +43,10 @@ grep -E "mla_prefill_flash|FAIL" "$o/gpu_check.txt" | cut -c1-170
 grep -hE "ERROR|Error|hazard" "$o"/memcheck.mla_flash.txt "$o"/racecheck.mla_flash_small.txt | head -6 | cut -c1-170
 grep -hE "FAIL" "$o"/cuda_model_check.txt "$o/cuda_spec_check.txt" | head -6 | cut -c1-160
 echo "checks done at $SECONDS s (failed: $fail)"
-bench() {  # bench LABEL SECONDS [VAR=value ...] -- FLAGS...: a tandem-bench-cuda run on the 47-layer checkpoint
+bench() {  # bench LABEL SECONDS [VAR=value ...] -- FLAGS...: a tandem-bench-cuda run ($BENCH, default bin/tandem-bench-cuda) on $MODEL
   local label=$1 lim=$2 t0=$SECONDS envs=(); shift 2
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout "$lim" "$d/tandem-bench-cuda" $r --batches none --json "$o/$label.json" "$@" >"$o/$label.txt" 2>&1 ||
+  env "${envs[@]}" timeout "$lim" "${BENCH:-$d/tandem-bench-cuda}" "${MODEL:-$r}" --batches none --json "$o/$label.json" "$@" >"$o/$label.txt" 2>&1 ||
     echo "$label failed or timed out (exit $?; a timing, not a check)"
   echo "## $label ($((SECONDS - t0)) s): ${envs[*]} $*"
   grep -E "^prefill|tandem-bench-cuda:" "$o/$label.txt" | cut -c1-150
@@ -62,9 +62,24 @@ if [ -f $r/config.json ]; then
   else
     echo "skipped the mla bench (at $SECONDS s)"
   fi
+  # The first version of the kernel (both warps of a pair scoring all keys), when the bundle has it.
+  if [ -x "$d/tandem-bench-cuda-v1" ] && [ $SECONDS -lt $budget ]; then
+    BENCH=$d/tandem-bench-cuda-v1 bench 47l-fp8-flash-v1 90 TANDEM_PREFILL_ATTN=flash -- --prefill 512,4096,32768
+  fi
 else
   echo "no 47-layer checkpoint: no benches"
 fi
 rm -rf $r
+# Optional (PEERS=1): transformers (eager, its default attention; it writes the model) then tandem on
+# the 2 B model of hf_bench.py.
+if [ -n "${PEERS:-}" ] && [ $SECONDS -lt $((budget + 40)) ]; then
+  m=/tmp/flash22-2b
+  t0=$SECONDS
+  timeout 150 python3 engine/bench/hf_bench.py --write $m --json "$o/2b-hf-eager.json" --batches 1 --decode 8 --prefill 4096,32768 \
+    >"$o/2b-hf-eager.txt" 2>&1 || echo "transformers eager failed or timed out (exit $?)"
+  echo "## 2b-hf-eager ($((SECONDS - t0)) s)"; grep -E "^model|^prefill|FAILED" "$o/2b-hf-eager.txt" | cut -c1-150
+  MODEL=$m bench 2b-flash 60 -- --prefill 512,4096,32768
+  rm -rf $m
+fi
 echo "checks failed: $fail (at $SECONDS s)"
 [ "$fail" -eq 0 ]
