@@ -206,7 +206,7 @@ template <class KV>
 __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) {
   extern __shared__ uint4 smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* kbuf[2] = {qs + kRows * kRow, qs + (kRows + kKeys) * kRow};
+  auto kbuf = [&](int i) { return qs + (kRows + i * kKeys) * kRow; };  // the two key buffers
   bf16* ps = qs + (kRows + 2 * kKeys) * kRow;
   float* mxs = reinterpret_cast<float*>(ps + kRows * kKeys);
   __shared__ int row_lim[kRows];  // the run's last key of each row, -1 for a row outside the run
@@ -242,14 +242,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
       row_lim[r] = r < rows && tok >= run0 && tok <= run1 ? a.token_pos[tok] : -1;
     }
     const std::int32_t* table = a.block_tables + static_cast<long>(seq) * a.max_blocks;
-    load_keys<KV>(a, table, 0, last, kbuf[0]);
+    load_keys<KV>(a, table, 0, last, kbuf(0));
     cuda::cp_async_commit();
     __syncthreads();  // row_lim visible
     const int lim[2] = {row_lim[rg * 16 + g], row_lim[rg * 16 + g + 8]};
     const int chunks = last / kKeys + 1;
     for (int c = 0; c < chunks; ++c) {
       if (c + 1 < chunks) {
-        load_keys<KV>(a, table, (c + 1) * kKeys, last, kbuf[(c + 1) % 2]);
+        load_keys<KV>(a, table, (c + 1) * kKeys, last, kbuf((c + 1) % 2));
         cuda::cp_async_commit();
         cuda::cp_async_wait<1>();
       } else {
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
       __syncthreads();  // chunk c (and the queries) landed for every thread
       // A pair whose rows all end before this chunk skips it: for them it would add exact zeros
       // (both warps of a pair see the same rows, so they skip together, as their barriers need).
-      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf[c % 2], ps, mxs, c * kKeys, lim, sm, acc);
+      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf(c % 2), ps, mxs, c * kKeys, lim, sm, acc);
       __syncthreads();  // chunk c's buffer is free for chunk c + 2
     }
     run0 = run1 + 1;
