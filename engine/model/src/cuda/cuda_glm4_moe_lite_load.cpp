@@ -29,9 +29,11 @@ using detail::TensorNames;
 // phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
 // back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_QUANT_PREFILL=
 // dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
-// or read as stored: the default; the same bits). TANDEM_PREFILL_ATTN=flash|mla|generic: the attention of
-// prefill chunks of more than kMlaDecodeMaxTokens tokens (the flash prefill kernel, the default;
-// the MLA decode kernel in launches of that many; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
+// or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
+// through the few-rows kernel instead of the tensor-core one (other summation order).
+// TANDEM_PREFILL_ATTN=flash|mla|generic: the attention of prefill chunks of more than
+// kMlaDecodeMaxTokens tokens (the flash prefill kernel, the default; the MLA decode kernel in
+// launches of that many; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
 // an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
@@ -39,6 +41,7 @@ using detail::TensorNames;
 Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
   if (auto e = env_int("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
+  if (auto e = env_int("TANDEM_GROUPED_MMA", 0, 1, grouped_mma_); !e) return e;
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_choice("TANDEM_PREFILL_ATTN", {"flash", "mla", "generic"}, prefill_attn_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
