@@ -119,6 +119,7 @@ __device__ __forceinline__ void pair_sync(int rg) { asm volatile("bar.sync %0, 6
 // row's last key (lim); the row maxima swapped with the other warp of the pair (mxs) and the
 // online softmax's update; its probabilities into ps; then O += P V over all 64 keys for the
 // warp's value columns. Both warps of a pair call it for the same chunks (they have the same lim).
+// long-function: scores, the pair's max swap, P, values: one sequence between the pair's two barriers.
 __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, bf16* ps, float* mxs, int c0,
                                            const int (&lim)[2], Softmax& sm, float (&acc)[kColsPerWarp / 8][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, sw = lane % 8;
