@@ -33,7 +33,8 @@ using detail::TensorNames;
 // prefill chunks of more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many:
 // the default; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
-// invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
+// invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
+// cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
 // an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
 // moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
@@ -42,6 +43,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_word("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
   return env_int("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
