@@ -7,6 +7,8 @@
 // dequantisation writes and the CPU reference multiplies by), and the tensor core does the
 // products. So the function is unchanged: bf16(value * scale) times bf16 inputs, summed in fp32
 // (in another order than the CUDA-core chain: results agree to fp32 rounding, not bit for bit).
+// NVFP4 pairs a word's nibbles i and i + 4 (quant::decode_bf16_nvfp4_paired, x paired alike),
+// which halves the bit placement's instructions.
 //
 // A "source" is what one set of weight rows is applied to: a routed expert with its columns (the
 // (token, slot) pairs routed to it: grouped by moe_rows::group_cuda when there are a workspace and
@@ -81,12 +83,14 @@ __device__ __forceinline__ Source routed_source(const MoeDecodeArgs& a, int j) {
   return s;
 }
 
-// The 16 inputs 16 c .. 16 c + 15 of a bf16 row as two mma x slabs (zeros past the row's chunks or
-// for an absent column).
+// The 16 inputs 16 c .. 16 c + 15 of a bf16 row as two mma x slabs, paired as decode_or_zero pairs
+// the weights (zeros past the row's chunks or for an absent column).
+template <QuantFormat F>
 __device__ __forceinline__ void load_x(const bf16* row, int c, bool in, uint4& x0, uint4& x1) {
   if (row && in) {
     const uint4* p = reinterpret_cast<const uint4*>(row + 16L * c);
     x0 = p[0], x1 = p[1];
+    if constexpr (F == QuantFormat::nvfp4) x0 = quant::pair_x_nvfp4(x0), x1 = quant::pair_x_nvfp4(x1);
   } else {
     x0 = x1 = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -100,13 +104,38 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const unsigned (&r0)[8]
   mma_rows::mma_slab(c, words(r0, 0), words(r1, 0), x0);
   mma_rows::mma_slab(c, words(r0, 1), words(r1, 1), x1);
 }
+// A chunk's weights as mma pairs (NVFP4 in decode_bf16_nvfp4_paired's pairing, which load_x
+// gives x too), or zeros past the row.
 template <QuantFormat F>
 __device__ __forceinline__ void decode_or_zero(const quant::Chunk& c, bool in, unsigned (&w)[8]) {
   if (in) {
-    quant::decode_bf16<F>(c, w);
+    if constexpr (F == QuantFormat::nvfp4)
+      quant::decode_bf16_nvfp4_paired(c, w);
+    else
+      quant::decode_bf16<F>(c, w);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = 0u;
+  }
+}
+
+// The gate_up block's results into act: per (row, column) its warps' sums in warp order, then
+// silu(gate) * up rounded to bf16. Result (row, col) sits at lane (row % 8) * 4 + (col % 8) / 2,
+// entry (row / 8) * 2 + col % 2 of its column group (gate entries 0..3, up 4..7).
+template <int NG>
+__device__ __forceinline__ void store_act(const MoeDecodeArgs& a, long aw, const Source& src, bool shared, int o0,
+                                          const float (&red)[kGateWarps][NG][32][8]) {
+  for (int i = threadIdx.x; i < kTile * src.cols; i += kGateWarps * 32) {
+    const int row = i % kTile, col = i / kTile, cg = col / 8, n = col % 8;
+    const int l = (row % 8) * 4 + n / 2, e = (row / 8) * 2 + n % 2;
+    float gs = 0.f, us = 0.f;
+    for (int v = 0; v < kGateWarps; ++v) gs += red[v][cg][l][e], us += red[v][cg][l][4 + e];
+    int t = col, slot = a.top_k;
+    if (!shared) {
+      const int p = src.pair_of(col);
+      t = p / a.top_k, slot = p % a.top_k;
+    }
+    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o0 + row] = __float2bfloat16_rn(cuda::silu_mul(gs, us));
   }
 }
 
@@ -173,7 +202,7 @@ __global__ void __launch_bounds__(kGateWarps * 32, 3) gate_up_kernel(MoeDecodeAr
       for (int cg = 0; cg < NG; ++cg) {
         if (cg >= groups) break;
         uint4 x0, x1;
-        load_x(xr[cg], c, in, x0, x1);
+        load_x<F>(xr[cg], c, in, x0, x1);
         mma_chunk(acc[cg][0], wd[0], wd[1], x0, x1);
         mma_chunk(acc[cg][1], wd[2], wd[3], x0, x1);
       }
@@ -185,19 +214,69 @@ __global__ void __launch_bounds__(kGateWarps * 32, 3) gate_up_kernel(MoeDecodeAr
 #pragma unroll
       for (int e = 0; e < 4; ++e) red[warp][cg][lane][e] = acc[cg][0][e], red[warp][cg][lane][4 + e] = acc[cg][1][e];
   __syncthreads();
-  // Result (row, col) sits at lane (row % 8) * 4 + (col % 8) / 2, entry (row / 8) * 2 + col % 2.
-  for (int i = threadIdx.x; i < kTile * src.cols; i += kGateWarps * 32) {
-    const int row = i % kTile, col = i / kTile, cg = col / 8, n = col % 8;
-    const int l = (row % 8) * 4 + n / 2, e = (row / 8) * 2 + n % 2;
-    float gs = 0.f, us = 0.f;
-    for (int v = 0; v < kGateWarps; ++v) gs += red[v][cg][l][e], us += red[v][cg][l][4 + e];
-    int t = col, slot = a.top_k;
-    if (!shared) {
-      const int p = src.pair_of(col);
-      t = p / a.top_k, slot = p % a.top_k;
-    }
-    static_cast<bf16*>(a.act)[(static_cast<long>(t) * (a.top_k + 1) + slot) * aw + o0 + row] = __float2bfloat16_rn(cuda::silu_mul(gs, us));
+  store_act<NG>(a, aw, src, shared, o0, red);
+}
+
+// Down item (source si, split): the source's rows o0 .. o0 + 15 over its inputs of that split,
+// applied to each of its columns, the sums into part[pair][split][row] (see down_kernel).
+template <QuantFormat F, int NG>
+__device__ __forceinline__ void down_item(const MoeDecodeArgs& a, const MoeDecodeQuant& q, long aw, int o0, int si, int split, int routed,
+                                          float* part) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, T = a.tokens, K = a.top_k;
+  const bool shared = si == routed;
+  Source src;
+  if (shared)
+    src.cols = T, src.live = true;
+  else
+    src = routed_source(a, si);
+  const QuantMatrices w = shared ? q.shared_down : q.down;
+  const long m = shared ? 0 : src.expert;
+  const int chunks = (shared ? a.shared_width : a.width) / 16, steps = (chunks + 3) / 4;
+  const int s0 = split * steps / kSplits, s1 = (split + 1) * steps / kSplits;
+  const int groups = (src.cols + 7) / 8;
+  auto pair = [&](int col) { return shared ? T * K + col : src.pair_of(col); };
+  const bf16* xr[NG];  // this lane's act row in each group of 8 columns (column cg * 8 + g)
+#pragma unroll
+  for (int cg = 0; cg < NG; ++cg) {
+    const int col = cg * 8 + g, p = col < src.cols ? pair(col) : 0;
+    const int t = shared ? col : p / K, slot = shared ? K : p % K;
+    xr[cg] = col < src.cols ? static_cast<const bf16*>(a.act) + (static_cast<long>(t) * (K + 1) + slot) * aw : nullptr;
   }
+  float acc[NG][4] = {};
+  quant::Chunk raw[kDownLoads<F>][2];
+  for (int s = s0; s < s1; s += kDownLoads<F>) {
+#pragma unroll
+    for (int i = 0; i < kDownLoads<F>; ++i) {
+      const int c = 4 * (s + i) + t4;
+      if (s + i < s1 && c < chunks)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) raw[i][h] = quant::load_chunk<F>(w, m, o0 + g + 8 * h, 16 * c);
+    }
+#pragma unroll
+    for (int i = 0; i < kDownLoads<F>; ++i) {
+      if (s + i >= s1) break;
+      const int c = 4 * (s + i) + t4;
+      const bool in = c < chunks;
+      unsigned wd[2][8];
+      decode_or_zero<F>(raw[i][0], in, wd[0]);
+      decode_or_zero<F>(raw[i][1], in, wd[1]);
+#pragma unroll
+      for (int cg = 0; cg < NG; ++cg) {
+        if (cg >= groups) break;
+        uint4 x0, x1;
+        load_x<F>(xr[cg], c, in, x0, x1);
+        mma_chunk(acc[cg], wd[0], wd[1], x0, x1);
+      }
+    }
+  }
+  // c0, c1: row g, columns 2 t4, 2 t4 + 1; c2, c3: row g + 8.
+#pragma unroll
+  for (int cg = 0; cg < NG; ++cg)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = cg * 8 + 2 * t4 + e % 2, row = g + 8 * (e / 2);
+      if (cg < groups && col < src.cols) part[(static_cast<long>(pair(col)) * kSplits + split) * kTile + row] = acc[cg][e];
+    }
 }
 
 // Block: output rows o0 .. o0 + 15. Shared memory: part[pair][split][row], the routed pairs
@@ -205,76 +284,13 @@ __global__ void __launch_bounds__(kGateWarps * 32, 3) gate_up_kernel(MoeDecodeAr
 template <QuantFormat F, int NG>
 __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
   extern __shared__ float part[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t4 = lane % 4;
-  const int o0 = static_cast<int>(blockIdx.x) * kTile;
-  const int T = a.tokens, K = a.top_k;
+  const int o0 = static_cast<int>(blockIdx.x) * kTile, T = a.tokens, K = a.top_k;
   cuda::pdl_begin();
   int routed = T * K;
   if (grouped_mode(a)) routed = __ldcg(moe_rows::Groups(a.groups, a.experts, T, K).n);
   const int sources = routed + (a.shared_width > 0 ? 1 : 0);
-  for (int item = warp; item < sources * kSplits; item += kDownWarps) {
-    const int si = item / kSplits, split = item % kSplits;
-    const bool shared = si == routed;
-    Source src;
-    if (shared)
-      src.cols = T, src.live = true;
-    else
-      src = routed_source(a, si);
-    const QuantMatrices w = shared ? q.shared_down : q.down;
-    const long m = shared ? 0 : src.expert;
-    const int chunks = (shared ? a.shared_width : a.width) / 16, steps = (chunks + 3) / 4;
-    const int s0 = split * steps / kSplits, s1 = (split + 1) * steps / kSplits;
-    const int groups = (src.cols + 7) / 8;
-    const bf16* xr[NG];
-#pragma unroll
-    for (int cg = 0; cg < NG; ++cg) {
-      const int col = cg * 8 + g;
-      xr[cg] = nullptr;
-      if (col < src.cols) {
-        const int p = shared ? T * K + col : src.pair_of(col);
-        const int t = shared ? col : p / K, slot = shared ? K : p % K;
-        xr[cg] = static_cast<const bf16*>(a.act) + (static_cast<long>(t) * (K + 1) + slot) * aw;
-      }
-    }
-    float acc[NG][4] = {};
-    quant::Chunk raw[kDownLoads<F>][2];
-    for (int s = s0; s < s1; s += kDownLoads<F>) {
-#pragma unroll
-      for (int i = 0; i < kDownLoads<F>; ++i) {
-        const int c = 4 * (s + i) + t4;
-        if (s + i < s1 && c < chunks)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) raw[i][h] = quant::load_chunk<F>(w, m, o0 + g + 8 * h, 16 * c);
-      }
-#pragma unroll
-      for (int i = 0; i < kDownLoads<F>; ++i) {
-        if (s + i >= s1) break;
-        const int c = 4 * (s + i) + t4;
-        const bool in = c < chunks;
-        unsigned wd[2][8];
-        decode_or_zero<F>(raw[i][0], in, wd[0]);
-        decode_or_zero<F>(raw[i][1], in, wd[1]);
-#pragma unroll
-        for (int cg = 0; cg < NG; ++cg) {
-          if (cg >= groups) break;
-          uint4 x0, x1;
-          load_x(xr[cg], c, in, x0, x1);
-          mma_chunk(acc[cg], wd[0], wd[1], x0, x1);
-        }
-      }
-    }
-    // c0, c1: row g, columns 2 t4, 2 t4 + 1; c2, c3: row g + 8.
-#pragma unroll
-    for (int cg = 0; cg < NG; ++cg)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = cg * 8 + 2 * t4 + e % 2, row = g + 8 * (e / 2);
-        if (cg < groups && col < src.cols) {
-          const int p = shared ? T * K + col : src.pair_of(col);
-          part[(static_cast<long>(p) * kSplits + split) * kTile + row] = acc[cg][e];
-        }
-      }
-  }
+  for (int item = threadIdx.x / 32; item < sources * kSplits; item += kDownWarps)
+    down_item<F, NG>(a, q, aw, o0, item / kSplits, item % kSplits, routed, part);
   __syncthreads();
   for (int i = threadIdx.x; i < T * kTile; i += kDownWarps * 32) {
     const int t = i / kTile, row = i % kTile;
