@@ -35,8 +35,8 @@ using detail::TensorNames;
 // the default; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
-// cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
-// an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
+// cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a
+// long context (default 132: an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
 // moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
