@@ -218,10 +218,12 @@ __global__ void __launch_bounds__(kGateWarps * 32, 3) gate_up_kernel(MoeDecodeAr
 }
 
 // Down item (source si, split): the source's rows o0 .. o0 + 15 over its inputs of that split,
-// applied to each of its columns, the sums into part[pair][split][row] (see down_kernel).
+// applied to each of its columns, the sums into part[pair][split][row] (see down_kernel). The
+// warp's first loads go before the programmatic-launch wait (`waited`): only act is gate_up's; the
+// routing (and its groups) was complete before gate_up's blocks passed their own wait.
 template <QuantFormat F, int NG>
 __device__ __forceinline__ void down_item(const MoeDecodeArgs& a, const MoeDecodeQuant& q, long aw, int o0, int si, int split, int routed,
-                                          float* part) {
+                                          float* part, bool& waited) {
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, T = a.tokens, K = a.top_k;
   const bool shared = si == routed;
   Source src;
@@ -252,6 +254,7 @@ __device__ __forceinline__ void down_item(const MoeDecodeArgs& a, const MoeDecod
 #pragma unroll
         for (int h = 0; h < 2; ++h) raw[i][h] = quant::load_chunk<F>(w, m, o0 + g + 8 * h, 16 * c);
     }
+    if (!waited) cuda::pdl_begin(), waited = true;
 #pragma unroll
     for (int i = 0; i < kDownLoads<F>; ++i) {
       if (s + i >= s1) break;
@@ -285,12 +288,13 @@ template <QuantFormat F, int NG>
 __global__ void __launch_bounds__(kDownWarps * 32) down_kernel(MoeDecodeArgs a, MoeDecodeQuant q, long aw) {
   extern __shared__ float part[];
   const int o0 = static_cast<int>(blockIdx.x) * kTile, T = a.tokens, K = a.top_k;
-  cuda::pdl_begin();
   int routed = T * K;
   if (grouped_mode(a)) routed = __ldcg(moe_rows::Groups(a.groups, a.experts, T, K).n);
   const int sources = routed + (a.shared_width > 0 ? 1 : 0);
+  bool waited = false;
   for (int item = threadIdx.x / 32; item < sources * kSplits; item += kDownWarps)
-    down_item<F, NG>(a, q, aw, o0, item / kSplits, item % kSplits, routed, part);
+    down_item<F, NG>(a, q, aw, o0, item / kSplits, item % kSplits, routed, part, waited);
+  if (!waited) cuda::pdl_begin();
   __syncthreads();
   for (int i = threadIdx.x; i < T * kTile; i += kDownWarps * 32) {
     const int t = i / kTile, row = i % kTile;
