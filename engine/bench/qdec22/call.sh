@@ -29,7 +29,7 @@ check() {
 check gpu_check 120 $B/gpu_check quant_mma quant quant_grouped_small
 grep -E "FAIL" "$O/gpu_check.txt" | head -20 | cut -c1-200
 grep -E "^moe_decode_quant" "$O/gpu_check.txt" | cut -c1-200
-check memcheck.quant_mma 70 compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu_check quant_mma
+check memcheck.quant_mma_small 70 compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu_check quant_mma_small
 check cuda_model_check 60 $B/cuda_model_check $FX
 check cuda_model_check.mma0 60 env TANDEM_QUANT_DECODE_MMA=0 $B/cuda_model_check $FX
 grep -E "FAIL" "$O/cuda_model_check.txt" | head -8 | cut -c1-200
