@@ -214,7 +214,8 @@ def main():
     worst = 0.0
     cases = [("fp8", 1, 8, 3, 528, 208, 144, False), ("nvfp4", 1, 8, 3, 528, 208, 144, False),
              ("fp8", 5, 8, 3, 256, 96, 160, True), ("nvfp4", 5, 8, 3, 256, 96, 160, True),
-             ("nvfp4", 3, 8, 3, 144, 48, 80, False), ("fp8", 10, 16, 4, 128, 48, 32, True)]
+             ("nvfp4", 3, 8, 3, 144, 48, 80, False), ("fp8", 10, 16, 4, 128, 48, 32, True),
+             ("nvfp4", 20, 16, 8, 64, 32, 48, True), ("fp8", 17, 16, 2, 64, 32, 16, False)]
     for fmt, T, E, K, H, I, S, grouped in cases:
         eo, ea, bad = emulate(fmt, T, E, K, H, I, S, grouped, 7 + T)
         worst = max(worst, eo, ea, 1.0 if bad else 0.0)
