@@ -150,6 +150,7 @@ Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, St
   if (!moe_decode_quant_fits(a, q))
     return Error{"moe_decode_quant: hidden and the widths must be multiples of 16, every stack of one format with the experts' shapes"};
   if (a.tokens == 0) return {};
+  if (moe_decode_quant_mma(a, q)) return moe_rows::quant_mma_cuda(a, q, stream);
   if (moe_decode_quant_groups(a, q)) return moe_rows::quant_grouped_cuda(a, q, stream);
   return q.gate_up.format == QuantFormat::fp8_block ? launch<QuantFormat::fp8_block>(a, q, stream)
                                                     : launch<QuantFormat::nvfp4>(a, q, stream);

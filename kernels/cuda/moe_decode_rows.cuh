@@ -46,5 +46,7 @@ Status group_cuda(const MoeDecodeArgs& a, Stream stream);
 Status grouped_cuda(const MoeDecodeArgs& a, Stream stream);
 // moe_decode_quant_grouped.cu's (moe_decode_quant_groups(a, q) holds).
 Status quant_grouped_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream);
+// moe_decode_quant_mma.cu's (moe_decode_quant_mma(a, q) holds).
+Status quant_mma_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream);
 
 }  // namespace tandem::kernels::moe_rows

@@ -100,6 +100,33 @@ __device__ __forceinline__ void decode_bf16(const Chunk& c, unsigned (&w)[8]) {
   });
 }
 
+// NVFP4's 16 weights as decode_bf16 gives them, paired otherwise for the tensor cores (which take
+// any pairing that x shares: pair_x_nvfp4): word 4h + i holds inputs 8h + i (low half) and
+// 8h + i + 4 (high half), i < 4. Why: nibbles i and i + 4 of a 32-bit word reach their f16 places
+// (magnitude -> bits 9..11 / 25..27, sign -> 15 / 31) by the same two shifts, four instructions a
+// pair where decode_pairs' byte-wise placement takes about twice that.
+__device__ __forceinline__ void decode_bf16_nvfp4_paired(const Chunk& c, unsigned (&w)[8]) {
+  const unsigned words[2] = {c.q.x, c.q.y};
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const unsigned v = words[h];
+      const unsigned mag = (i < 3 ? v << (9 - 4 * i) : v >> (4 * i - 9)) & 0x0e000e00u;
+      const unsigned bits = mag | ((v << (12 - 4 * i)) & 0x80008000u);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * c.scale, f.y * c.scale);
+      w[4 * h + i] = *reinterpret_cast<const unsigned*>(&b);
+    }
+}
+
+// Eight bf16 inputs (four words, input 2j, 2j + 1 in word j) paired as decode_bf16_nvfp4_paired
+// pairs weights: word i holds inputs i and i + 4.
+__device__ __forceinline__ uint4 pair_x_nvfp4(const uint4& x) {
+  return make_uint4(__byte_perm(x.x, x.z, 0x5410), __byte_perm(x.x, x.z, 0x7632), __byte_perm(x.y, x.w, 0x5410),
+                    __byte_perm(x.y, x.w, 0x7632));
+}
+
 // sum_j x[j] * wv[j] over 16 bf16 inputs at x (16-byte aligned), one fmaf chain in j order.
 __device__ __forceinline__ float dot16(const float* wv, const cuda::bf16* x) {
   float v[16];

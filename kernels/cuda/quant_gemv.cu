@@ -24,23 +24,22 @@ long outputs(const QuantGemvArgs& a) {
 // NT: x rows per pass (rows <= NT); XT: x's element type (bf16, or float for fp32 inputs).
 template <QuantFormat F, int NT, class OutT, bool SILU, class XT>
 __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a, long total) {
-  cuda::pdl_begin();
   const long row = static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= total) return;
+  const bool live = row < total;
   const long first = static_cast<long>(a.w.count) * a.w.rows;
   const bool second = !SILU && row >= first;
   const QuantMatrices w = second ? a.w2 : a.w;
   const long r = second ? row - first : row;
-  const long m = SILU ? 0 : r / w.rows;
-  const int o = static_cast<int>(r % w.rows);
+  const long m = SILU || !live ? 0 : r / w.rows;  // (past the end w may be an empty w2)
+  const int o = live ? static_cast<int>(r % w.rows) : 0;
   const XT* x = static_cast<const XT*>(a.x);
   float acc[NT], up[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f, up[t] = 0.f;
   const int chunks = w.in / 16;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
-    quant::Chunk wc[kLoads<F>], uc[kLoads<F>];
+  quant::Chunk wc[kLoads<F>], uc[kLoads<F>];
+  auto load_pass = [&](int c0) {
 #pragma unroll
     for (int u = 0; u < kLoads<F>; ++u) {
       const int c = c0 + 32 * u;
@@ -49,6 +48,14 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantGemvArgs a
         if (SILU) uc[u] = quant::load_chunk<F>(w, 1, o, 16 * c);
       }
     }
+  };
+  // The first pass's weight loads before the wait for the kernel that writes x (programmatic
+  // launch): they are in flight while that kernel finishes.
+  if (live) load_pass(lane);
+  cuda::pdl_begin();
+  if (!live) return;
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kLoads<F>) {
+    if (c0 != lane) load_pass(c0);
 #pragma unroll
     for (int u = 0; u < kLoads<F>; ++u) {
       const int c = c0 + 32 * u;

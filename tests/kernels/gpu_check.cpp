@@ -24,6 +24,7 @@ std::vector<Group> groups() {
   using namespace gpu_check;
   return {Group{"elementwise", check_elementwise}, Group{"sampling", check_sampling}, Group{"moe", check_moe},
           Group{"attention", check_attention}, Group{"gemm", check_gemm}, Group{"quant", check_quant},
+          Group{"quant_mma", check_quant_mma}, Group{"quant_mma_small", check_quant_mma_small},
           Group{"decode", check_decode}, Group{"glue", check_glue}, Group{"fused", check_fused}, Group{"glm5_next", check_glm5_next},
           Group{"kda_chunk", check_kda_chunk}, Group{"kda_chunk_few", check_kda_chunk_few},
           Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},

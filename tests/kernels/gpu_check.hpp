@@ -35,6 +35,8 @@ void check_moe(std::vector<Row>& rows);
 void check_attention(std::vector<Row>& rows);
 void check_gemm(std::vector<Row>& rows);
 void check_quant(std::vector<Row>& rows);
+void check_quant_mma(std::vector<Row>& rows);        // the tensor-core quantised MoE decode
+void check_quant_mma_small(std::vector<Row>& rows);  // its small shapes (for a memcheck)
 void check_decode(std::vector<Row>& rows);
 void check_glue(std::vector<Row>& rows);
 void check_fused(std::vector<Row>& rows);

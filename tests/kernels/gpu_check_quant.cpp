@@ -168,22 +168,31 @@ void dequant_stack(std::vector<Row>& rows, k::QuantFormat f) {
                   "bits exact"});
 }
 
-// moe_decode_quant against the CPU: per token, its top-k experts' SwiGLU weighted, plus the shared.
-void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens) {
-  const int E = 8, K = 3, H = 256, I = 96, S = 160;
+// The expert shapes of a moe_decode check: E experts, top K, hidden H, width I, shared width S.
+struct MoeShape {
+  int E, K, H, I, S;
+};
+
+// moe_decode_quant against the CPU: per token, its top-k experts' SwiGLU weighted, plus the shared;
+// on the tensor cores (mma: moe_decode_quant_mma.cu, grouped when `grouped`) or the CUDA cores.
+void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, bool mma, MoeShape sh = {8, 3, 256, 96, 160}, bool grouped = false) {
+  const int E = sh.E, K = sh.K, H = sh.H, I = sh.I, S = sh.S;
   Stack gu(f, 2 * E, I, H, 71), dn(f, E, H, I, 81), sgu(f, 2, S, H, 91), sdn(f, 1, H, S, 101);
   const auto x = as_stored(DType::bf16, normal(sz(tokens * H), 1.f, 111));
   std::vector<std::int32_t> expert;
   std::vector<float> weight;
   for (int t = 0; t < tokens; ++t)
     for (int j = 0; j < K; ++j) expert.push_back((t * 5 + j * 3) % E), weight.push_back(0.2f + 0.1f * static_cast<float>(j));
-  DevAct dx(DType::bf16, x), dact(DType::bf16, sz(tokens * (K + 1) * S));
-  Dev<std::int32_t> de(expert);
+  DevAct dx(DType::bf16, x), dact(DType::bf16, sz(tokens * (K + 1) * std::max(I, S)));
+  Dev<std::int32_t> de(expert), groups(sz(k::moe_decode_group_ints(E, K, tokens)));
   Dev<float> dw(weight), dout(sz(tokens * H));
   k::MoeDecodeArgs a;
   a.tokens = tokens, a.top_k = K, a.hidden = H, a.width = I, a.x = dx.p(), a.expert = de.p(), a.weight = dw.p();
   a.shared_width = S, a.act = dact.p(), a.out = dout.p();
-  op_ok(k::moe_decode_quant_cuda(a, {gu.m, dn.m, sgu.m, sdn.m}));
+  if (grouped) a.experts = E, a.groups = groups.p();
+  const k::MoeDecodeQuant q{gu.m, dn.m, sgu.m, sdn.m, mma};
+  const bool taken = k::moe_decode_quant_mma(a, q) == mma;
+  op_ok(k::moe_decode_quant_cuda(a, q));
   auto swiglu = [&](const float* xr, const std::vector<float>& w, long gate_row, long up_row, int width, int in, std::vector<float>& act) {
     act.assign(sz(width), 0.f);
     for (int o = 0; o < width; ++o) {
@@ -207,15 +216,18 @@ void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens) {
   }
   char shape[96];
   std::snprintf(shape, sizeof shape, "%d tokens, E %d top %d, %d -> %d (+ shared %d)", tokens, E, K, H, I, S);
-  rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, "bf16 x, f32 out", max_rel_error(dout.get(), ref), 1e-2, 0, ""});
+  const std::string how = mma ? (grouped ? "mma grouped, " : "mma, ") : "";
+  rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, how + "bf16 x, f32 out", max_rel_error(dout.get(), ref), 1e-2, 0,
+                  taken ? "" : "FAIL: the launch took the other form"});
 }
 
 // The grouped form (moe_decode_quant_grouped.cu) against the per-pair kernels, bit for bit: out
 // and act at 2 .. 16 tokens, random routing and every token on expert E - 1 (slot t % K); and a
 // token alone (per pair) against the same token among 16 (grouped).
-void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, int H, int I, int S) {
+// With mma the same for the tensor-core form (grouped against one source a pair) up to 32 tokens.
+void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, int H, int I, int S, bool mma = false) {
   Stack gu(f, 2 * E, I, H, 171), dn(f, E, H, I, 181), sgu(f, 2, S, H, 191), sdn(f, 1, H, S, 201);
-  const int max_tokens = 16, aw = std::max(I, S);
+  const int max_tokens = mma ? 32 : 16, aw = std::max(I, S);
   DevAct dx(DType::bf16, normal(sz(max_tokens * H), 1.f, 211));
   const auto weight = normal(sz(max_tokens * K), 0.5f, 212);
   Dev<std::int32_t> groups(sz(k::moe_decode_group_ints(E, K, max_tokens)));
@@ -232,10 +244,11 @@ void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, 
     a.x = static_cast<const std::uint16_t*>(dx.p()) + static_cast<long>(first) * H, a.expert = de.p(), a.weight = dw.p();
     a.act = act.p(), a.out = static_cast<float*>(out.p());
     if (grouped) a.experts = E, a.groups = groups.p();
-    const k::MoeDecodeQuant q{gu.m, dn.m, sgu.m, sdn.m};
+    const k::MoeDecodeQuant q{gu.m, dn.m, sgu.m, sdn.m, mma};
     op_ok(k::moe_decode_quant_cuda(a, q));
     cuda_ok(cudaDeviceSynchronize(), "moe_decode_quant");
-    return Got{out.get(), act.get(), k::moe_decode_quant_groups(a, q)};
+    // grouped: whether the form checked ran (mma: the tensor-core one, grouped or per pair as a says).
+    return Got{out.get(), act.get(), mma ? k::moe_decode_quant_mma(a, q) : k::moe_decode_quant_groups(a, q)};
   };
   auto routing = [&](int T, bool crowd, std::uint32_t seed) {
     std::mt19937 rng(seed);
@@ -261,7 +274,7 @@ void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, 
     for (int T = 2; T <= max_tokens; ++T) {
       const auto expert = routing(T, crowd, 300 + static_cast<std::uint32_t>(T));
       const Got g = run(0, T, expert, true), p = run(0, T, expert, false);
-      taken = taken && g.grouped && !p.grouped;
+      taken = taken && g.grouped && (mma ? p.grouped : !p.grouped);
       bad += differ(g.out.data(), p.out.data(), static_cast<long>(T) * H);
       for (int t = 0; t < T; ++t)
         for (int j = 0; j <= K; ++j) {
@@ -275,8 +288,9 @@ void moe_decode_grouped(std::vector<Row>& rows, k::QuantFormat f, int E, int K, 
       const Got one = run(t, 1, std::vector<std::int32_t>(expert.begin() + t * K, expert.begin() + (t + 1) * K), true);
       bad += differ(all.out.data() + static_cast<long>(t) * H, one.out.data(), H);
     }
-    rows.push_back({std::string("moe_decode_quant grouped ") + name_of(f), std::string(shape) + (crowd ? ", crowded" : ""),
-                    "= per pair, alone", 0, -1, bad, taken && all.grouped ? "2..16 tok bit for bit" : "FAIL: the grouped launch was not taken"});
+    rows.push_back({std::string(mma ? "moe_decode_quant mma grouped " : "moe_decode_quant grouped ") + name_of(f),
+                    std::string(shape) + (crowd ? ", crowded" : ""), "= per pair, alone", 0, -1, bad,
+                    taken && all.grouped ? (mma ? "2..32 tok bit for bit" : "2..16 tok bit for bit") : "FAIL: the grouped launch was not taken"});
   }
 }
 
@@ -293,8 +307,8 @@ void check_quant(std::vector<Row>& rows) {
     pairs(rows, f, 8, 3, 2, 64, 32);                                     // the fixture's experts
     pairs(rows, f, 18, 6, 8, 1024, 256);
     dequant_stack(rows, f);
-    moe_decode(rows, f, 1);
-    moe_decode(rows, f, 4);
+    moe_decode(rows, f, 1, false);
+    moe_decode(rows, f, 4, false);
     moe_decode_grouped(rows, f, 8, 3, 256, 96, 160);
     moe_decode_grouped(rows, f, 16, 4, 2048, 128, 128);   // hidden 2048: four chunks a lane
     moe_decode_grouped(rows, f, 64, 4, 128, 1536, 1536);  // GLM-4.7-Flash's expert width, 64 experts
@@ -306,6 +320,31 @@ void check_quant(std::vector<Row>& rows) {
   }
   dequant(rows, 1536, 2048);
   dequant(rows, 130, 1040);
+}
+
+// The tensor-core MoE decode (moe_decode_quant_mma.cu): against the CPU at odd sizes (hidden not a
+// multiple of the 64-input k step, width above and below the shared width, 32 tokens: four column
+// groups of the shared experts), grouped and per pair; and batch invariance bit for bit. The small
+// group is the one a memcheck runs; the full one adds GLM-4.7-Flash's expert shapes.
+void check_quant_mma_small(std::vector<Row>& rows) {
+  for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
+    moe_decode(rows, f, 1, true);
+    moe_decode(rows, f, 4, true);
+    moe_decode(rows, f, 4, true, {8, 3, 256, 96, 160}, true);
+    moe_decode(rows, f, 1, true, {8, 3, 1040, 208, 144});
+    moe_decode(rows, f, 7, true, {8, 3, 1040, 208, 144}, true);
+    moe_decode(rows, f, 32, true, {16, 4, 1040, 48, 80}, true);
+    moe_decode_grouped(rows, f, 8, 3, 256, 96, 160, true);
+    moe_decode_grouped(rows, f, 16, 8, 1040, 208, 144, true);  // top 8, odd sizes
+  }
+}
+
+void check_quant_mma(std::vector<Row>& rows) {
+  check_quant_mma_small(rows);
+  for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
+    moe_decode(rows, f, 6, true, {5, 4, 2048, 1536, 1536}, true);  // GLM-4.7-Flash's expert shapes
+    moe_decode_grouped(rows, f, 8, 4, 512, 1536, 1536, true);     // its expert width, 2..32 tokens
+  }
 }
 
 }  // namespace gpu_check

@@ -35,8 +35,9 @@ using detail::TensorNames;
 // kMlaDecodeMaxTokens tokens (the flash prefill kernel, the default; the MLA decode kernel in
 // launches of that many; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
-// invariant either way); TANDEM_ATTN_SPLITS=N sets the most splits of a long context (default 132:
-// an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
+// invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
+// cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a
+// long context (default 132: an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
 // moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
@@ -45,6 +46,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_choice("TANDEM_PREFILL_ATTN", {"flash", "mla", "generic"}, prefill_attn_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
+  if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
   return env_int("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }

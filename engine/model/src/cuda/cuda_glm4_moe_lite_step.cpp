@@ -697,9 +697,17 @@ Status GlmDecoderCuda::moe_decode_experts(const Layer& a, int T, const k::MoeDec
     return err.status;
   }
   const k::MoeDecodeQuant qdec = moe_decode_quant_args(a);
-  if (k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
+  const bool mma = k::moe_decode_quant_mma(dec, qdec);
+  if (mma && (!dec.groups || T == 1)) {  // tensor cores, one source a (token, expert) pair
     err(k::moe_decode_quant_cuda(dec, qdec, stream_));
-    mark("moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
+    mark("moe experts (decode, quantised, tensor cores: gate_up + silu, down + sum, shared)",
+         T * K_ * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
+    return err.status;
+  }
+  if (mma || k::moe_decode_quant_groups(dec, qdec)) {  // all the tokens in one grouped launch
+    err(k::moe_decode_quant_cuda(dec, qdec, stream_));
+    mark(mma ? "moe experts (decode, quantised, tensor cores, grouped: gate_up + silu, down + sum, shared)"
+             : "moe experts (decode, quantised, grouped: gate_up + silu, down + sum, shared)",
          chosen * static_cast<double>(decode_bytes_.per_expert) + static_cast<double>(a.shared.gate_up_q.bytes() + a.shared.down_q.bytes()));
     return err.status;
   }

@@ -83,13 +83,20 @@ Status quant_dequant_bf16_cuda(const QuantMatrices& w, std::uint16_t* y, Stream 
 // (expert e's gate, then its up); down: [E] of [hidden][width]; shared_gate_up: [2] of
 // [shared_width][hidden] and shared_down [1] of [hidden][shared_width] when a.shared_width > 0.
 // hidden, width and shared_width multiples of 16.
+// tensor_cores: the launches of moe_decode_quant_mma.cu where moe_decode_quant_mma(a, q) holds (any
+// token count up to kQuantDecodeTokens, one launch pair; a token's bits the same alone or among
+// others), else the CUDA-core kernels (moe_decode_quant.cu and its grouped form).
 struct MoeDecodeQuant {
   QuantMatrices gate_up, down, shared_gate_up, shared_down;
+  bool tensor_cores = true;
 };
 bool moe_decode_quant_fits(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
 // Whether the launch takes the grouped form (moe_decode.hpp; a.groups set, two or more tokens,
 // hidden / 16 <= 32 chunks a lane's loads, a row of every expert in use within shared memory).
 bool moe_decode_quant_groups(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
+// Whether the launch takes the tensor-core form (q.tensor_cores, 1 .. 32 tokens, top_k <= 8; grouped
+// by expert when a.groups is set and there are two or more tokens).
+bool moe_decode_quant_mma(const MoeDecodeArgs& a, const MoeDecodeQuant& q);
 Status moe_decode_quant_cuda(const MoeDecodeArgs& a, const MoeDecodeQuant& q, Stream stream = nullptr);
 
 }  // namespace tandem::kernels

@@ -415,7 +415,7 @@ class GlmDecoderCuda : public CudaModel {
   // launch (each reads its tokens' experts), rather than the grouped path, which dequantises every
   // expert of the layer.
   k::MoeDecodeQuant moe_decode_quant_args(const Layer& a) const {
-    return {a.experts_gate_up_q.a.m, a.experts_down_q.a.m, a.shared.gate_up_q.a.m, a.shared.down_q.a.m};
+    return {a.experts_gate_up_q.a.m, a.experts_down_q.a.m, a.shared.gate_up_q.a.m, a.shared.down_q.a.m, quant_decode_mma_};
   }
   bool moe_decodes_quant(const Layer& a, int T) {
     return a.experts_gate_up_q.on() && few_quant(T) && !sharded() && k::moe_decode_quant_fits(moe_decode_args(a, T), moe_decode_quant_args(a));
@@ -484,6 +484,9 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
+  // TANDEM_QUANT_DECODE_MMA (apply_env_overrides): quantised decode experts on the tensor cores
+  // (moe_decode_quant_mma.cu); 0: the CUDA-core kernels as before (fp32-rounding-level apart).
+  bool quant_decode_mma_ = true;
   int attn_splits_ = 132;  // TANDEM_ATTN_SPLITS: context_splits' target (the splits of a long context)
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
