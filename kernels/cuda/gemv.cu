@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "gemv_tiles.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/rows_mma.hpp"
@@ -226,6 +227,30 @@ bool mma_instead(const GemvArgs& a, RowsMma& m) {
   return rows_mma_fits(m);
 }
 
+// The fewest x rows a launch has before the tiled kernel (gemv_tiles.hpp) takes it:
+// TANDEM_GEMV_TILES (0: never; an A/B switch, the bits are the same either way), default 16, so a
+// verification of 8-token blocks at batch 2 and more takes it and a decode of up to 15 rows not.
+// -1 when the variable holds something else (gemv_cuda then refuses).
+int tile_rows() {
+  static const int n = [] {
+    const char* v = std::getenv("TANDEM_GEMV_TILES");
+    if (!v || !*v) return 16;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x <= 1 << 20 ? static_cast<int>(x) : -1;
+  }();
+  return n;
+}
+
+// Whether the tiled kernel runs this launch: enough rows, operands it takes, and its weight
+// re-reads (one a tile of 8 rows) within L2, as launch_rows asks of its own.
+bool tiles_instead(const GemvArgs& a) {
+  const int from = tile_rows();
+  if (from <= 0 || a.rows < from || !gemv_tiles_fit(a)) return false;
+  const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (a.silu_mul ? 2 : 1);
+  return gemv_tiles_reads(a) * weight_bytes <= l2_bytes();
+}
+
 }  // namespace
 
 bool gemv_fits(const GemvArgs& a) {
@@ -239,6 +264,8 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
   if (RowsMma m; mma_instead(a, m)) return rows_mma(m, stream);
+  if (tile_rows() < 0) return Error{"TANDEM_GEMV_TILES: expected a row count >= 0 (0: the tiled kernel never)"};
+  if (tiles_instead(a)) return TANDEM_CUDA_STATUS(gemv_tiles_launch(a, stream), "launch gemv_tile_kernel");
   cudaError_t e;
   if (a.x_type == DType::f32) {
     if (a.silu_mul || a.y_type != DType::f32) return Error{"gemv: fp32 x takes an fp32 result and no silu_mul"};
