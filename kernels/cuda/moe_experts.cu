@@ -112,14 +112,6 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
-  if (form == GroupedForm::by_env) {
-    // TANDEM_GROUPED_MMA=0 keeps the few-rows kernel, for A/B timings in one binary.
-    static const bool mma = [] {
-      const char* v = std::getenv("TANDEM_GROUPED_MMA");
-      return !(v && std::string(v) == "0");
-    }();
-    form = mma ? GroupedForm::mma : GroupedForm::rows;
-  }
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
                         ldy, stream);

@@ -29,7 +29,8 @@ using detail::TensorNames;
 // phase split; and a fallback if a check fails). TANDEM_MOE_GROUPED=0 puts the MoE decode kernels
 // back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_QUANT_PREFILL=
 // dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
-// or read as stored: the default; the same bits). TANDEM_PREFILL_ATTN=mla|generic: the attention of
+// or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
+// through the few-rows kernel instead of the tensor-core one (other summation order). TANDEM_PREFILL_ATTN=mla|generic: the attention of
 // prefill chunks of more than kMlaDecodeMaxTokens tokens (the MLA kernel in launches of that many:
 // the default; or the generic paged kernel, as before). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
@@ -39,6 +40,7 @@ using detail::TensorNames;
 Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
   if (auto e = env_int("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
+  if (auto e = env_int("TANDEM_GROUPED_MMA", 0, 1, grouped_mma_); !e) return e;
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_word("TANDEM_PREFILL_ATTN", "mla", "generic", prefill_attn_generic_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;

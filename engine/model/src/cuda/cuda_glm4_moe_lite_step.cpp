@@ -389,10 +389,11 @@ Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* 
                                    int n, int k, void* y, long ldy) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
-  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_);
+  const auto form = grouped_mma_ ? k::GroupedForm::mma : k::GroupedForm::rows;
+  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form);
   if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
   if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
-  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_);
+  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_, form);
 }
 
 Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {

@@ -478,6 +478,7 @@ class GlmDecoderCuda : public CudaModel {
   // (an A/B switch: per pair then, the same bits, only slower).
   DeviceBuffer moe_groups_;
   bool moe_grouped_ = true;  // TANDEM_MOE_GROUPED (apply_env_overrides)
+  bool grouped_mma_ = true;  // TANDEM_GROUPED_MMA: prefill experts on the tensor cores (apply_env_overrides)
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
