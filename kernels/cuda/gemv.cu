@@ -1,6 +1,7 @@
 // The decode-sized product (gemv.hpp): one warp per output row, weights streamed with 16-byte
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -227,31 +228,22 @@ bool mma_instead(const GemvArgs& a, RowsMma& m) {
   return rows_mma_fits(m);
 }
 
-// The fewest x rows a launch has before the tiled kernel (gemv_tiles.hpp) takes it:
-// TANDEM_GEMV_TILES (0: never; an A/B switch, the bits are the same either way), default 16, so a
-// verification of 8-token blocks at batch 2 and more takes it and a decode of up to 15 rows not.
-// -1 when the variable holds something else (gemv_cuda then refuses).
-int tile_rows() {
-  static const int n = [] {
-    const char* v = std::getenv("TANDEM_GEMV_TILES");
-    if (!v || !*v) return 16;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    return *end == '\0' && x >= 0 && x <= 1 << 20 ? static_cast<int>(x) : -1;
-  }();
-  return n;
-}
+// The fewest x rows a launch has before the tiled kernel (gemv_tiles.hpp) takes it (gemv.hpp's
+// set_gemv_tile_rows; 0: never).
+std::atomic<int> tile_from{kGemvTileRows};
 
 // Whether the tiled kernel runs this launch: enough rows, operands it takes, and its weight
 // re-reads (one a tile of 8 rows) within L2, as launch_rows asks of its own.
 bool tiles_instead(const GemvArgs& a) {
-  const int from = tile_rows();
+  const int from = tile_from.load(std::memory_order_relaxed);
   if (from <= 0 || a.rows < from || !gemv_tiles_fit(a)) return false;
   const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (a.silu_mul ? 2 : 1);
   return gemv_tiles_reads(a) * weight_bytes <= l2_bytes();
 }
 
 }  // namespace
+
+void set_gemv_tile_rows(int rows) { tile_from.store(rows < 0 ? 0 : rows, std::memory_order_relaxed); }
 
 bool gemv_fits(const GemvArgs& a) {
   return a.rows >= 1 && a.in % 8 == 0 && a.ldx % 8 == 0 && a.x_group % 8 == 0 &&
@@ -264,7 +256,6 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
   if (RowsMma m; mma_instead(a, m)) return rows_mma(m, stream);
-  if (tile_rows() < 0) return Error{"TANDEM_GEMV_TILES: expected a row count >= 0 (0: the tiled kernel never)"};
   if (tiles_instead(a)) return TANDEM_CUDA_STATUS(gemv_tiles_launch(a, stream), "launch gemv_tile_kernel");
   cudaError_t e;
   if (a.x_type == DType::f32) {
