@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# verify21 (issue 21), one GPU call: gpu_check's decode and attention groups (the tiled gemv and
-# the narrow paged-attention variant against their references and against one row alone, bit for
-# bit), then engine/spec_decode/bench/gpu-dflash.sh (cuda_spec_check + tandem_spec_bench --probe:
-# step costs, per-op profiles, speed per class at batch 1 and 6) for main (base) and this branch
-# (mine) in its variants, interleaved:
+# DFlash step costs A/B on the GPU machine, one call (written for issue 21's verify21 branch):
+# gpu_check's decode and attention groups (the tiled gemv and the narrow paged-attention variant
+# against their references and against one row alone, bit for bit), then gpu-dflash.sh
+# (cuda_spec_check + tandem_spec_bench --probe: step costs, per-op profiles, speed per class at
+# batch 1 and 6) for a base build and this one (mine) in its variants, interleaved:
 #   mine         the tiled gemv from 16 rows (a batch-6 verification), the narrow drafter attention
-#   mine-tiles0  TANDEM_GEMV_TILES=0: the old gemv at every size (the narrow attention stays)
+#   mine-tiles0  TANDEM_GEMV_TILES=0: the old gemv at every size
 #   mine-tiles8  TANDEM_GEMV_TILES=8: the tiled gemv from 8 rows (a batch-1 verification too)
 #   mine-nomma   TANDEM_DRAFTER_MMA=0: the drafter's products on the gemv (tiled at batch 6)
-# Run from the repository root (models/dflash-pair); results under $OUT/verify21/<variant>/.
-# Exit 1 when a check of mine or base fails (the variants' failures are reported, not fatal).
+# Bundle layout: run.sh (this file), gpu-dflash.sh, mine/ and base/ holding cuda_spec_check,
+# tandem_spec_bench and COMMIT (mine/ also gpu_check). Run from the repository root
+# (models/dflash-pair); results under $OUT/verify21/<variant>/; spec_costs_json.py turns them
+# into JSON. Exit 1 when a check of mine or base fails (the variants' failures are reported).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 o=${OUT:-/tmp/out}/verify21
