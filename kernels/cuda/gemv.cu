@@ -232,13 +232,16 @@ bool mma_instead(const GemvArgs& a, RowsMma& m) {
 // set_gemv_tile_rows; 0: never).
 std::atomic<int> tile_from{kGemvTileRows};
 
-// Whether the tiled kernel runs this launch: enough rows, operands it takes, and its weight
-// re-reads (one a tile of 8 rows) within L2, as launch_rows asks of its own.
+// Whether the tiled kernel runs this launch: enough rows, operands it takes, weights of at most
+// 4 MiB and their re-reads (one a tile of 8 rows) within L2. A small weight's product is bound by
+// latency, which the tile shares out; a large one's by reading the weight, which gemv_kernel does
+// once for up to 16 rows where the tiles read it once per 8 (not measured on large models: kept
+// off them).
 bool tiles_instead(const GemvArgs& a) {
   const int from = tile_from.load(std::memory_order_relaxed);
   if (from <= 0 || a.rows < from || !gemv_tiles_fit(a)) return false;
   const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (a.silu_mul ? 2 : 1);
-  return gemv_tiles_reads(a) * weight_bytes <= l2_bytes();
+  return weight_bytes <= 4L << 20 && gemv_tiles_reads(a) * weight_bytes <= l2_bytes();
 }
 
 }  // namespace
