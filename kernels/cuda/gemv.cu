@@ -1,12 +1,14 @@
 // The decode-sized product (gemv.hpp): one warp per output row, weights streamed with 16-byte
 // non-caching loads, several loads per lane in flight before any arithmetic, x rows from L1.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "common.cuh"
+#include "gemv_tiles.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/rows_mma.hpp"
@@ -226,7 +228,25 @@ bool mma_instead(const GemvArgs& a, RowsMma& m) {
   return rows_mma_fits(m);
 }
 
+// The fewest x rows a launch has before the tiled kernel (gemv_tiles.hpp) takes it (gemv.hpp's
+// set_gemv_tile_rows; 0: never).
+std::atomic<int> tile_from{kGemvTileRows};
+
+// Whether the tiled kernel runs this launch: enough rows, operands it takes, weights of at most
+// 4 MiB and their re-reads (one a tile of 8 rows) within L2. A small weight's product is bound by
+// latency, which the tile shares out; a large one's by reading the weight, which gemv_kernel does
+// once for up to 16 rows where the tiles read it once per 8 (not measured on large models: kept
+// off them).
+bool tiles_instead(const GemvArgs& a) {
+  const int from = tile_from.load(std::memory_order_relaxed);
+  if (from <= 0 || a.rows < from || !gemv_tiles_fit(a)) return false;
+  const long weight_bytes = static_cast<long>(a.groups) * a.out * a.in * 2 * (a.silu_mul ? 2 : 1);
+  return weight_bytes <= 4L << 20 && gemv_tiles_reads(a) * weight_bytes <= l2_bytes();
+}
+
 }  // namespace
+
+void set_gemv_tile_rows(int rows) { tile_from.store(rows < 0 ? 0 : rows, std::memory_order_relaxed); }
 
 bool gemv_fits(const GemvArgs& a) {
   return a.rows >= 1 && a.in % 8 == 0 && a.ldx % 8 == 0 && a.x_group % 8 == 0 &&
@@ -239,6 +259,7 @@ Status gemv_cuda(const GemvArgs& a, Stream stream) {
   if (a.silu_mul && (a.y_type != DType::bf16 || a.bias)) return Error{"gemv: silu_mul needs a bf16 result and no bias"};
   if (a.x_type != DType::bf16 && a.x_type != DType::f32) return Error{"gemv: x must be bf16 or fp32"};
   if (RowsMma m; mma_instead(a, m)) return rows_mma(m, stream);
+  if (tiles_instead(a)) return TANDEM_CUDA_STATUS(gemv_tiles_launch(a, stream), "launch gemv_tile_kernel");
   cudaError_t e;
   if (a.x_type == DType::f32) {
     if (a.silu_mul || a.y_type != DType::f32) return Error{"gemv: fp32 x takes an fp32 result and no silu_mul"};

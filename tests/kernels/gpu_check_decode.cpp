@@ -107,25 +107,33 @@ void moe(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, int w
 }
 
 // A row's result must not depend on how many rows share the launch (decode vs verification rows):
-// the first of m rows alone (one row: several weight rows a warp where rows are short) against the
-// same row among m (one weight row a warp), bit for bit.
-void gemv_rows_agree(std::vector<Row>& rows, int m, int groups, int in, int out) {
+// the first and the last of m rows alone (one row: several weight rows a warp where rows are short)
+// against the same rows among m (one weight row a warp; from 16 rows the tiled kernel,
+// gemv_tiles.cu), bit for bit. silu: gate_up + SiLU into bf16; bias: an fp32 bias.
+void gemv_rows_agree(std::vector<Row>& rows, int m, int groups, int in, int out, bool silu = false, bool bias = false) {
+  const int wrows = silu ? 2 * out : out;
+  const DType y_type = silu ? DType::bf16 : DType::f32;
   const long xw = static_cast<long>(groups) * in, yw = static_cast<long>(groups) * out;
-  DevAct dx(DType::bf16, normal(sz(m * xw), 1.f, 54)), dw(DType::bf16, normal(sz(static_cast<long>(groups) * out * in), 0.05f, 55));
-  DevAct all(DType::f32, sz(m * yw)), one(DType::f32, sz(yw));
+  DevAct dx(DType::bf16, normal(sz(m * xw), 1.f, 54)), dw(DType::bf16, normal(sz(static_cast<long>(groups) * wrows * in), 0.05f, 55));
+  DevAct db(DType::f32, normal(sz(yw), 0.5f, 56)), all(y_type, sz(m * yw)), one(y_type, sz(yw));
   k::GemvArgs a;
   a.in = in, a.out = out, a.groups = groups, a.x = dx.p(), a.ldx = xw, a.x_group = in, a.w = dw.p(), a.ldw = in;
-  a.w_group = static_cast<long>(out) * in, a.ldy = yw, a.y_group = out, a.y_type = DType::f32;
+  a.w_group = static_cast<long>(wrows) * in, a.ldy = yw, a.y_group = out, a.y_type = y_type;
+  a.silu_mul = silu, a.up_offset = out, a.bias = bias ? db.p() : nullptr;
   a.rows = m, a.y = all.p();
   op_ok(k::gemv_cuda(a, nullptr));
-  a.rows = 1, a.y = one.p();
-  op_ok(k::gemv_cuda(a, nullptr));
-  const auto ya = all.get(), y1 = one.get();
+  const auto ya = all.get();
   long differ = 0;
-  for (long i = 0; i < yw; ++i) differ += ya[sz(i)] != y1[sz(i)];
-  char s[96];
-  std::snprintf(s, sizeof s, "row 0 of %d vs alone: %d x %d -> %d, %d groups", m, 1, in, out, groups);
-  rows.push_back({"gemv", s, "bf16->fp32", 0, -1, differ, "bit for bit"});
+  for (const int r : {0, m - 1}) {
+    a.rows = 1, a.y = one.p(), a.x = static_cast<const std::uint16_t*>(dx.p()) + r * xw;
+    op_ok(k::gemv_cuda(a, nullptr));
+    const auto y1 = one.get();
+    for (long i = 0; i < yw; ++i) differ += ya[sz(r * yw + i)] != y1[sz(i)];
+  }
+  char s[112];
+  std::snprintf(s, sizeof s, "rows 0, %d of %d vs alone: %d -> %d, %d groups%s%s", m - 1, m, in, out, groups, silu ? ", silu" : "",
+                bias ? ", bias" : "");
+  rows.push_back({"gemv", s, silu ? "bf16" : "bf16->fp32", 0, -1, differ, "bit for bit"});
 }
 
 // The CPU reference of the router kernels: fp32 logits of each row, sigmoid, moe_route_cpu.
@@ -256,6 +264,17 @@ void check_decode(std::vector<Row>& rows) {
   gemv(rows, 16, 1, 2048, 3001, false, false, DType::f32);
   gemv(rows, 12, 1, 1024, 6000, false, true, DType::bf16);
   gemv_rows_agree(rows, 16, 1, 2048, 3001);
+  // The tiled kernel (16 rows and more): a batch-6 verification of the DFlash pair's target (48
+  // rows: LM head, gate_up + SiLU, down, grouped values), a partial last tile, an odd width, a bias.
+  gemv(rows, 48, 1, 384, 4096, false, false, DType::f32);
+  gemv(rows, 21, 1, 1152, 384, true, false, DType::bf16);
+  gemv(rows, 19, 6, 96, 48, true, false, DType::bf16);
+  gemv_rows_agree(rows, 48, 1, 384, 4096);
+  gemv_rows_agree(rows, 48, 1, 384, 1152, true);
+  gemv_rows_agree(rows, 48, 1, 1152, 384);
+  gemv_rows_agree(rows, 48, 6, 96, 48);
+  gemv_rows_agree(rows, 21, 1, 288, 37, false, true);
+  gemv_rows_agree(rows, 17, 3, 2048, 3001);
   moe(rows, 1, 32, 4, 2048, 768, 768);
   moe(rows, 4, 8, 3, 64, 32, 64);
   moe(rows, 3, 6, 2, 64, 24, 0);

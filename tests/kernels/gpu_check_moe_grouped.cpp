@@ -147,6 +147,7 @@ void small_shapes(std::vector<Row>& rows) {
   run_shape(rows, {8, 3, 64, 32, 64});  // a down block of 4 rows
   run_shape(rows, {6, 2, 64, 24, 0});   // no shared experts; a lane's chunks straddle slots
   run_shape(rows, {64, 4, 64, 1536, 1536});  // wide experts: one row a block (R = 1)
+  run_shape(rows, {8, 2, 384, 192, 192});    // the DFlash pair's target (models/dflash-pair)
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "tandem/model/quant_plan.hpp"
 #include "capture_buffer.hpp"
 #include "cuda_glm4_moe_lite.hpp"
+#include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/rope.hpp"
@@ -37,7 +38,9 @@ using detail::TensorNames;
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
 // cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a
-// long context (default 132: an H100's multiprocessors; fewer splits, longer ones). Before the buffers are sized (few_cap(),
+// long context (default 132: an H100's multiprocessors; fewer splits, longer ones).
+// TANDEM_GEMV_TILES=N: the fewest rows of a decode-sized product on the tiled gemv (kernels'
+// set_gemv_tile_rows, process-wide; 0: never; the same bits either way). Before the buffers are sized (few_cap(),
 // moe_groups_, wscratch_, the attention workspace).
 Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
@@ -48,6 +51,9 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
   if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
+  int tile_rows = -1;
+  if (auto e = env_int("TANDEM_GEMV_TILES", 0, 1L << 20, tile_rows); !e) return e;
+  if (tile_rows >= 0) k::set_gemv_tile_rows(tile_rows);
   return env_int("TANDEM_GROUP_PREFILL", 0, 1, opt_.group_prefill);
 }
 

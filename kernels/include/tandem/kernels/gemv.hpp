@@ -48,4 +48,12 @@ bool gemv_fits(const GemvArgs& a);
 
 Status gemv_cuda(const GemvArgs& a, Stream stream = nullptr);
 
+// Launches of at least this many x rows and weights of up to 4 MiB take the tiled form (a warp per 4 output rows by 8 x rows,
+// each 16-byte weight load and x chunk serving the whole tile): the same bits for every row, so a
+// verification's rows still equal their decodes. 16 by default: a verification of 8-token blocks
+// from batch 2, not a decode of up to 15 sequences. Process-wide; 0: never (A/B, the decoders'
+// TANDEM_GEMV_TILES).
+constexpr int kGemvTileRows = 16;
+void set_gemv_tile_rows(int rows);
+
 }  // namespace tandem::kernels
