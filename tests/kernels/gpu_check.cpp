@@ -29,7 +29,7 @@ std::vector<Group> groups() {
           Group{"rows_mma", check_rows_mma}, Group{"moe_grouped", check_moe_grouped},
           Group{"moe_grouped_small", check_moe_grouped_small}, Group{"quant_grouped", check_quant_grouped},
           Group{"quant_grouped_small", check_quant_grouped_small},
-          Group{"mla_split", check_mla_split}};
+          Group{"mla_split", check_mla_split}, Group{"moe_f32", check_moe_f32}};
 }
 
 }  // namespace

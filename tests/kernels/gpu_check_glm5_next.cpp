@@ -347,16 +347,23 @@ void products(std::vector<Row>& rows) {
   const int tokens = 5, top_k = 3, hidden = 48;
   const auto pair_out = normal(sz(tokens * top_k * hidden), 1.f, 96), weight = normal(sz(tokens * top_k), 0.5f, 97);
   const auto add = normal(sz(tokens * hidden), 1.f, 98);
-  for (const bool with_add : {false, true}) {
-    std::vector<float> y(sz(tokens * hidden));
-    k::moe_combine_f32_cpu(pair_out.data(), weight.data(), tokens, top_k, hidden, with_add ? add.data() : nullptr,
-                           y.data());
-    Dev<float> d_pairs(pair_out), d_weight(weight), d_add(add), d_out(y.size());
-    op_ok(k::moe_combine_f32_cuda(d_pairs.p(), d_weight.p(), tokens, top_k, hidden, with_add ? d_add.p() : nullptr,
-                                  d_out.p(), nullptr));
-    push(rows, "moe_combine_f32", std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : ""),
-         check_program::rel_error(d_out.get(), y), 1e-5);
-  }
+  // With pair_pos: the pairs' rows sorted by expert elsewhere (a permutation), one of another rank (-1).
+  std::vector<std::int32_t> pos(sz(tokens * top_k));
+  for (int i = 0; i < tokens * top_k; ++i) pos[sz(i)] = (i * 7 + 4) % (tokens * top_k);
+  pos[5] = -1;
+  Dev<std::int32_t> d_pos(pos);
+  for (const bool with_add : {false, true})
+    for (const bool sorted : {false, true}) {
+      std::vector<float> y(sz(tokens * hidden));
+      k::moe_combine_f32_cpu(pair_out.data(), sorted ? pos.data() : nullptr, weight.data(), tokens, top_k, hidden,
+                             with_add ? add.data() : nullptr, y.data());
+      Dev<float> d_pairs(pair_out), d_weight(weight), d_add(add), d_out(y.size());
+      op_ok(k::moe_combine_f32_cuda(d_pairs.p(), sorted ? d_pos.p() : nullptr, d_weight.p(), tokens, top_k, hidden,
+                                    with_add ? d_add.p() : nullptr, d_out.p(), nullptr));
+      push(rows, "moe_combine_f32",
+           std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : "") + (sorted ? ", pair_pos (one -1)" : ""),
+           check_program::rel_error(d_out.get(), y), 1e-5);
+    }
   // Tensor parallel: the pairs routed to this rank's experts [3, 6) renumbered, the others -1.
   std::vector<std::int32_t> pairs = {0, 3, 5, 6, 7, 4, 2, 3, 5, 1};
   Dev<std::int32_t> d_pairs(pairs);

@@ -200,17 +200,19 @@ void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd
 Status clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
 // The same on fp32 rows.
 Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
-// y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
-Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                                 const float* add, float* y, Stream stream);
+// y[t] = sum_k weight[i] * pair_out[row(i)] (+ add[t]), i = t * top_k + k, fp32 rows of `hidden`:
+// row(i) = i, or pair_pos[i] where the pairs' rows are sorted by expert (moe_sort_cuda; -1, another
+// tensor-parallel rank's expert, adds nothing). (moe_experts.hpp's overload takes bf16 rows.)
+Status moe_combine_f32_cuda(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                            int hidden, const float* add, float* y, Stream stream);
 // Tensor parallel: expert[p] -= first for the pairs routed to this rank's experts [first, first +
 // count), -1 for the others (linear_f32_cuda then gives them zero rows).
 Status moe_local_experts_cuda(std::int32_t* expert, int pairs, int first, int count, Stream stream);
 // CPU references: the fp32 form of both clamped SwiGLUs (on bf16 inputs the bf16 kernel's output
 // is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine; the local experts.
 void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
-void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                         const float* add, float* y);
+void moe_combine_f32_cpu(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                         int hidden, const float* add, float* y);
 void moe_local_experts_cpu(std::int32_t* expert, int pairs, int first, int count);
 
 }  // namespace tandem::kernels
