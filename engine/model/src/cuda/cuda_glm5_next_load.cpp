@@ -53,6 +53,7 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
                    env_word("TANDEM_GLM5_EXPERTS", "pairs", "grouped", grouped_experts_)})
     if (!e && fp32_error_.empty()) fp32_error_ = e.error().message;
   if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
+  if (H_ % 16 != 0 || I_ % 16 != 0) grouped_experts_ = false;  // the grouped kernels' loads; per pair then
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {
