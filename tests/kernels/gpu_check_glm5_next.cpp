@@ -389,6 +389,13 @@ void check_glm5_next(std::vector<Row>& rows) {
   k::KdaShape wide;
   wide.heads = 3, wide.head_dim = 64, wide.conv_kernel = 3, wide.rms_eps = 1e-5f;
   kda(rows, wide, "3 heads of 64, kernel 3, softplus gate", 111);
+  k::KdaShape bench = wide;  // the default shape's heads (128 channels), 100 (rows past the head), 200 (in memory)
+  bench.heads = 2, bench.head_dim = 128, bench.conv_kernel = 4;
+  kda(rows, bench, "2 heads of 128, kernel 4", 113);
+  bench.head_dim = 100;
+  kda(rows, bench, "2 heads of 100 (register rows past the head)", 115);
+  bench.head_dim = 200;
+  kda(rows, bench, "2 heads of 200 (the state in memory)", 117);
   k::DsaShape sparse;
   sparse.lora_q = 48, sparse.lora_kv = 32, sparse.rope = 0, sparse.index_heads = 2, sparse.index_dim = 16;
   sparse.index_topk = 12, sparse.kpool = 4, sparse.select_tail = true;  // 3 pools of 4 out of up to 9

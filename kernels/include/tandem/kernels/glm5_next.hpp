@@ -71,7 +71,9 @@ struct KdaShape {
 // head_dim] (ld_u), g_raw [heads * head_dim] (ld_g), beta_raw [heads] (ld_beta), gate_raw
 // [heads * head_dim] (ld_gate); out o [heads * head_dim] (ld_o). conv [3 * heads * head_dim,
 // conv_kernel], a_log [heads], dt_bias [heads * head_dim], o_norm [head_dim]: fp32.
-// One block per (sequence, head), walking the sequence's tokens in order. head_dim <= 1024.
+// One block per (sequence, head), walking the sequence's tokens in order, the head's state held in
+// registers for the step up to head_dim 128 (read and written once a step), else in memory.
+// head_dim <= 1024.
 struct KdaWeights {
   const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *o_norm = nullptr;
 };
