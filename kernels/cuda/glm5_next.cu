@@ -251,6 +251,9 @@ __global__ void __launch_bounds__(4 * 4 * R)
   float* S = base + static_cast<long>(K - 1) * channels + static_cast<long>(h) * hd * hd;
   const int ch[3] = {h * hd + j, qk + h * hd + j, 2 * qk + h * hd + j};
   const bool fresh = reset[seq] != 0;
+  // A sequence with no tokens (a graph step's padding, on slot 0 beside a real sequence that may
+  // own it) must not touch the state: loading and storing it back would race that sequence's block.
+  if (!fresh && seq_begin[seq] == seq_begin[seq + 1]) return;
   float reg[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
