@@ -232,6 +232,8 @@ __global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const s
 // one dependent access after another. The two sums over a column (S^T k and S^T q) are each a
 // thread's R rows in order, then the four quarters added by shuffles (lanes 4j .. 4j + 3 of one
 // warp); the conv, the norms and the gate are thread (j, 0)'s, as thread j's above.
+// long-function: the kernel above's token step (kept line for line beside it, for comparison)
+// between the state's one load and one store.
 template <int R>
 __global__ void __launch_bounds__(4 * 4 * R)
     kda_recurrent_regs_kernel(KdaShape s, KdaWeights w, KdaIo io, const std::int32_t* seq_begin, const std::int32_t* slot,
