@@ -21,7 +21,7 @@
 // CudaOptions::invariant_tokens (the longest chunk that takes the batch-invariant kernels).
 // --profile-prefill L: where a prefill of one L-token prompt spends its time (3 eager steps timed
 // as --profile times a decode step).
-// --profile STEPS: where a decode step's time goes (batch 1, or --profile-batch B). STEPS eager steps with a CUDA event
+// --profile STEPS: where a decode step's time goes (batch 1, or each of --profile-batch B1,B2,...). STEPS eager steps with a CUDA event
 // after every op (the model's OpTimer marks), each step's ops queued behind a 5 ms host wait so
 // the GPU runs them back to back as a graph would (the event deltas are then each op's kernel time
 // plus its launch gap); then STEPS graph replays timed the same way (the whole forward, then the
@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
          "  --max-model-len N: load the model for sequences of up to N tokens, as a server's flag does (at least what "
          "the run needs); the attention's split of a context depends on it");
   std::string dir = argv[1], json_path, kv = "auto";
-  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0, profile_batch = 1;
+  int prompt = 512, decode = 128, skinny = CudaOptions{}.skinny_rows, profile = 0;
+  std::vector<int> profile_batches{1};
   bool decode_kernels = CudaOptions{}.decode_kernels, group_prefill = CudaOptions{}.group_prefill;
   int prefill_seqs = 1, invariant_tokens = CudaOptions{}.invariant_tokens, profile_prefill = 0, max_model_len = 0;
   std::string modes = "graphs,eager";
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
     else if (a == "--modes") modes = v;
     else if (a == "--decode-kernels") decode_kernels = std::stoi(v) != 0;
     else if (a == "--profile") profile = std::stoi(v);
-    else if (a == "--profile-batch") profile_batch = std::stoi(v);
+    else if (a == "--profile-batch") profile_batches = int_list(v);
     else if (a == "--pdl") tandem::kernels::set_programmatic_launch(std::stoi(v) != 0);
     else if (a == "--batches") batches = v == "none" ? std::vector<int>{} : int_list(v);
     else if (a == "--prefill") prefills = int_list(v);
@@ -173,8 +174,11 @@ int main(int argc, char** argv) {
     else if (a == "--max-model-len") max_model_len = std::stoi(v);
     else fail("unknown flag " + a);
   }
-  if (profile_batch < 1) fail("--profile-batch needs a batch of at least 1");
-  int max_batch = profile > 0 ? profile_batch : 1, max_prefill = prompt;
+  int max_batch = 1, max_prefill = prompt;
+  for (int b : profile_batches) {
+    if (b < 1) fail("--profile-batch needs batches of at least 1");
+    if (profile > 0) max_batch = std::max(max_batch, b);
+  }
   for (int b : batches) max_batch = std::max(max_batch, b);
   for (int p : prefills) max_prefill = std::max(max_prefill, p);
   max_prefill = std::max(max_prefill, profile_prefill);
@@ -314,7 +318,7 @@ int main(int argc, char** argv) {
                               {"runs", long_one ? 1 : prefill_runs}, {"warmup", !long_one}});
     save();
   }
-  if (profile > 0) {
+  for (const int profile_batch : profile > 0 ? profile_batches : std::vector<int>{}) {
     // Batch `profile_batch` from the benchmark's mean context: prefill `prompt`, decode `decode` / 2
     // steps, then profile `profile` steps eagerly and `profile` graph replays.
     Decoder dec(m, profile_batch, prompt, tables, random_ids);
@@ -341,6 +345,7 @@ int main(int argc, char** argv) {
                 "decode kernels %s; GB/s = bytes the op must move / its time\n\n",
                 profile_batch, prompt + decode / 2, pos, profile, decode_kernels ? "on" : "off");
     nlohmann::json prof;
+    prof["batch"] = profile_batch;
     prof["eager_ops"] = op_table(eager_ops, profile);
     std::printf("\nGraph replays (%d steps): ", profile);
     for (const auto& [op, o] : graph_ops) {
@@ -350,7 +355,10 @@ int main(int argc, char** argv) {
     const double floor_bytes =
         db.weights(profile_batch) + profile_batch * (pos - profile) * static_cast<double>(m.kv_bytes_per_token());
     std::printf("floor of this step: %.1f us (%.0f MB at %.0f GB/s)\n", 1e6 * floor_bytes / bw, floor_bytes / 1e6, bw / 1e9);
-    doc["profile"] = prof;
+    prof["floor_us"] = 1e6 * floor_bytes / bw;
+    doc["profile"] = prof;  // the last batch's (as with one --profile-batch); every batch's in "profiles"
+    doc["profiles"].push_back(prof);
+    save();
   }
   if (profile_prefill > 0) {
     // One prompt of profile_prefill tokens: a warm-up, then 3 steps with the op timer, queued ahead.

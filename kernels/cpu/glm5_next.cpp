@@ -379,13 +379,15 @@ void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, f
   }
 }
 
-void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                         const float* add, float* y) {
+void moe_combine_f32_cpu(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                         int hidden, const float* add, float* y) {
   for (int t = 0; t < tokens; ++t)
     for (int e = 0; e < hidden; ++e) {
       float acc = 0.f;
-      for (int k = 0; k < top_k; ++k)
-        acc += weight[static_cast<long>(t) * top_k + k] * pair_out[(static_cast<long>(t) * top_k + k) * hidden + e];
+      for (int k = 0; k < top_k; ++k) {
+        const long i = static_cast<long>(t) * top_k + k, row = pair_pos ? pair_pos[i] : i;
+        if (row >= 0) acc += weight[i] * pair_out[row * hidden + e];
+      }
       y[static_cast<long>(t) * hidden + e] = acc + (add ? add[static_cast<long>(t) * hidden + e] : 0.f);
     }
 }

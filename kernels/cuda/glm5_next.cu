@@ -226,6 +226,112 @@ __global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const s
   }
 }
 
+// The same recurrence with each head's state held in registers for the whole step: thread (j, q)
+// of 4 * head_dim keeps rows q * R .. q * R + R - 1 of column j of S (R >= head_dim / 4), loaded
+// once and stored once, where the kernel above reads and writes every entry of S twice a token,
+// one dependent access after another. The two sums over a column (S^T k and S^T q) are each a
+// thread's R rows in order, then the four quarters added by shuffles (lanes 4j .. 4j + 3 of one
+// warp); the conv, the norms and the gate are thread (j, 0)'s, as thread j's above.
+// long-function: the kernel above's token step (kept line for line beside it, for comparison)
+// between the state's one load and one store.
+template <int R>
+__global__ void __launch_bounds__(4 * 4 * R)
+    kda_recurrent_regs_kernel(KdaShape s, KdaWeights w, KdaIo io, const std::int32_t* seq_begin, const std::int32_t* slot,
+                              const std::int32_t* reset, float* state, long state_stride, long layer_at) {
+  extern __shared__ float shared[];
+  __shared__ float scratch[32];
+  const int seq = blockIdx.x, h = blockIdx.y, hd = s.head_dim, K = s.conv_kernel;
+  const int j = threadIdx.x / 4, q = threadIdx.x % 4;
+  const int qk = s.heads * hd, channels = 3 * qk;
+  const bool col = j < hd, lead = col && q == 0;  // lead: thread j of the kernel above
+  float* sq = shared;         // [hd] normalised query
+  float* sk = shared + hd;    // [hd] normalised key
+  float* sdecay = sk + hd;    // [hd] exp(g) per key channel
+  float* sv = sdecay + hd;    // [hd] the value
+  float* base = state + static_cast<long>(slot[seq]) * state_stride + layer_at;
+  float* history = base;
+  float* S = base + static_cast<long>(K - 1) * channels + static_cast<long>(h) * hd * hd;
+  const int ch[3] = {h * hd + j, qk + h * hd + j, 2 * qk + h * hd + j};
+  const bool fresh = reset[seq] != 0;
+  // A sequence with no tokens (a graph step's padding, on slot 0 beside a real sequence that may
+  // own it) must not touch the state: loading and storing it back would race that sequence's block.
+  if (!fresh && seq_begin[seq] == seq_begin[seq + 1]) return;
+  float reg[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int i = q * R + r;
+    reg[r] = col && i < hd && !fresh ? S[static_cast<long>(i) * hd + j] : 0.f;
+  }
+  if (fresh && lead)
+    for (int i = 0; i < K - 1; ++i)
+      for (int c = 0; c < 3; ++c) history[static_cast<long>(i) * channels + ch[c]] = 0.f;
+  const float rate = expf(w.a_log[h]);
+  for (int t = seq_begin[seq]; t < seq_begin[seq + 1]; ++t) {
+    float mixed[3] = {0.f, 0.f, 0.f};
+    if (lead) {
+      for (int c = 0; c < 3; ++c) {
+        const float* tap = w.conv + static_cast<long>(ch[c]) * K;
+        const float u = io.u[static_cast<long>(t) * io.ld_u + ch[c]];
+        float acc = tap[K - 1] * u;
+        for (int i = 0; i < K - 1; ++i) acc += tap[i] * history[static_cast<long>(i) * channels + ch[c]];
+        mixed[c] = acc / (1.f + expf(-acc));
+        for (int i = 0; i + 1 < K - 1; ++i)
+          history[static_cast<long>(i) * channels + ch[c]] = history[static_cast<long>(i + 1) * channels + ch[c]];
+        if (K > 1) history[static_cast<long>(K - 2) * channels + ch[c]] = u;
+      }
+    }
+    const float qq = block_sum(lead ? mixed[0] * mixed[0] : 0.f, scratch);
+    const float kk = block_sum(lead ? mixed[1] * mixed[1] : 0.f, scratch);
+    if (lead) {
+      sq[j] = mixed[0] * rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(hd));
+      sk[j] = mixed[1] * rsqrtf(kk + 1e-6f);
+      sv[j] = mixed[2];
+      const float gi = io.g_raw[static_cast<long>(t) * io.ld_g + h * hd + j] + w.dt_bias[h * hd + j];
+      const float softplus = gi > 20.f ? gi : log1pf(expf(gi));
+      const float g = s.lower_bound_set ? s.lower_bound * sigmoidf_(rate * gi) : -rate * softplus;
+      sdecay[j] = expf(g);
+    }
+    __syncthreads();
+    float kv = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = q * R + r;
+      if (i < hd) {
+        reg[r] *= sdecay[i];
+        kv += reg[r] * sk[i];
+      }
+    }
+    kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+    kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+    const float beta = sigmoidf_(io.beta_raw[static_cast<long>(t) * io.ld_beta + h]);
+    const float delta = col ? (sv[j] - kv) * beta : 0.f;
+    float o = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = q * R + r;
+      if (i < hd) {
+        reg[r] += sk[i] * delta;
+        o += reg[r] * sq[i];
+      }
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    // Gated RMSNorm over the head.
+    const float ss = block_sum(lead ? o * o : 0.f, scratch);
+    if (lead) {
+      const float r = rsqrtf(ss / static_cast<float>(hd) + s.rms_eps);
+      const float gate = io.gate_raw[static_cast<long>(t) * io.ld_gate + h * hd + j];
+      io.o[static_cast<long>(t) * io.ld_o + h * hd + j] = o * r * w.o_norm[j] * sigmoidf_(gate);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int i = q * R + r;
+    if (col && i < hd) S[static_cast<long>(i) * hd + j] = reg[r];
+  }
+}
+
 // ---- DSA --------------------------------------------------------------------------------------
 
 __device__ __forceinline__ float* pool_row(const DsaPool& p, int seq, int pos) {
@@ -438,13 +544,15 @@ __global__ void clamped_silu_and_mul_f32_kernel(const float* gate_up, float* y, 
   }
 }
 
-__global__ void moe_combine_f32_kernel(const float* pair_out, const float* weight, int top_k, int hidden, const float* add,
-                                       float* y) {
+__global__ void moe_combine_f32_kernel(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int top_k, int hidden,
+                                       const float* add, float* y) {
   const int t = blockIdx.x;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
     float acc = 0.f;
-    for (int k = 0; k < top_k; ++k)
-      acc += weight[static_cast<long>(t) * top_k + k] * pair_out[(static_cast<long>(t) * top_k + k) * hidden + i];
+    for (int k = 0; k < top_k; ++k) {
+      const long p = static_cast<long>(t) * top_k + k, row = pair_pos ? pair_pos[p] : p;
+      if (row >= 0) acc += weight[p] * pair_out[row * hidden + i];
+    }
     y[static_cast<long>(t) * hidden + i] = acc + (add ? add[static_cast<long>(t) * hidden + i] : 0.f);
   }
 }
@@ -502,10 +610,10 @@ Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, i
   return TANDEM_CUDA_LAUNCHED("clamped_silu_and_mul_f32_kernel");
 }
 
-Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                                 const float* add, float* y, Stream stream) {
+Status moe_combine_f32_cuda(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                            int hidden, const float* add, float* y, Stream stream) {
   if (tokens == 0) return {};
-  moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, weight, top_k, hidden, add, y);
+  moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, pair_pos, weight, top_k, hidden, add, y);
   return TANDEM_CUDA_LAUNCHED("moe_combine_f32_kernel");
 }
 
@@ -570,8 +678,17 @@ Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& i
   if (s.head_dim < 1 || s.head_dim > 1024) return Error{"kda_recurrent_cuda: linear_head_dim must be in [1, 1024]"};
   if (s.conv_kernel < 1) return Error{"kda_recurrent_cuda: linear_conv_kernel_dim must be at least 1"};
   if (sequences == 0) return {};
-  const int threads = (s.head_dim + 31) / 32 * 32;
   const dim3 grid(sequences, s.heads);
+  // Up to 128 channels a head, the state in registers (4 threads a column, R rows each; at 256 the
+  // 64 rows a thread spill: the kernel above).
+  const auto regs = [&](auto kernel) {
+    kernel<<<grid, 4 * ((s.head_dim + 7) / 8 * 8), 4 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
+                                                                                              state_stride, layer_at);
+    return TANDEM_CUDA_LAUNCHED("kda_recurrent_regs_kernel");
+  };
+  if (s.head_dim <= 32) return regs(kda_recurrent_regs_kernel<8>);
+  if (s.head_dim <= 128) return regs(kda_recurrent_regs_kernel<32>);
+  const int threads = (s.head_dim + 31) / 32 * 32;
   kda_recurrent_kernel<<<grid, threads, 3 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
                                                                                   state_stride, layer_at);
   return TANDEM_CUDA_LAUNCHED("kda_recurrent_kernel");

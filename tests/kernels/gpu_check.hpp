@@ -51,6 +51,7 @@ void check_quant_grouped_small(std::vector<Row>& rows);
 void check_mla_split(std::vector<Row>& rows);
 void check_mla_flash(std::vector<Row>& rows);
 void check_mla_flash_small(std::vector<Row>& rows);
+void check_moe_f32(std::vector<Row>& rows);
 
 // Sizes are computed in long and handed to the containers through this one cast.
 inline size_t sz(long n) { return static_cast<size_t>(n); }

@@ -347,16 +347,23 @@ void products(std::vector<Row>& rows) {
   const int tokens = 5, top_k = 3, hidden = 48;
   const auto pair_out = normal(sz(tokens * top_k * hidden), 1.f, 96), weight = normal(sz(tokens * top_k), 0.5f, 97);
   const auto add = normal(sz(tokens * hidden), 1.f, 98);
-  for (const bool with_add : {false, true}) {
-    std::vector<float> y(sz(tokens * hidden));
-    k::moe_combine_f32_cpu(pair_out.data(), weight.data(), tokens, top_k, hidden, with_add ? add.data() : nullptr,
-                           y.data());
-    Dev<float> d_pairs(pair_out), d_weight(weight), d_add(add), d_out(y.size());
-    op_ok(k::moe_combine_f32_cuda(d_pairs.p(), d_weight.p(), tokens, top_k, hidden, with_add ? d_add.p() : nullptr,
-                                  d_out.p(), nullptr));
-    push(rows, "moe_combine_f32", std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : ""),
-         check_program::rel_error(d_out.get(), y), 1e-5);
-  }
+  // With pair_pos: the pairs' rows sorted by expert elsewhere (a permutation), one of another rank (-1).
+  std::vector<std::int32_t> pos(sz(tokens * top_k));
+  for (int i = 0; i < tokens * top_k; ++i) pos[sz(i)] = (i * 7 + 4) % (tokens * top_k);
+  pos[5] = -1;
+  Dev<std::int32_t> d_pos(pos);
+  for (const bool with_add : {false, true})
+    for (const bool sorted : {false, true}) {
+      std::vector<float> y(sz(tokens * hidden));
+      k::moe_combine_f32_cpu(pair_out.data(), sorted ? pos.data() : nullptr, weight.data(), tokens, top_k, hidden,
+                             with_add ? add.data() : nullptr, y.data());
+      Dev<float> d_pairs(pair_out), d_weight(weight), d_add(add), d_out(y.size());
+      op_ok(k::moe_combine_f32_cuda(d_pairs.p(), sorted ? d_pos.p() : nullptr, d_weight.p(), tokens, top_k, hidden,
+                                    with_add ? d_add.p() : nullptr, d_out.p(), nullptr));
+      push(rows, "moe_combine_f32",
+           std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : "") + (sorted ? ", pair_pos (one -1)" : ""),
+           check_program::rel_error(d_out.get(), y), 1e-5);
+    }
   // Tensor parallel: the pairs routed to this rank's experts [3, 6) renumbered, the others -1.
   std::vector<std::int32_t> pairs = {0, 3, 5, 6, 7, 4, 2, 3, 5, 1};
   Dev<std::int32_t> d_pairs(pairs);
@@ -382,6 +389,13 @@ void check_glm5_next(std::vector<Row>& rows) {
   k::KdaShape wide;
   wide.heads = 3, wide.head_dim = 64, wide.conv_kernel = 3, wide.rms_eps = 1e-5f;
   kda(rows, wide, "3 heads of 64, kernel 3, softplus gate", 111);
+  k::KdaShape bench = wide;  // the default shape's heads (128 channels), 100 (rows past the head), 200 (in memory)
+  bench.heads = 2, bench.head_dim = 128, bench.conv_kernel = 4;
+  kda(rows, bench, "2 heads of 128, kernel 4", 113);
+  bench.head_dim = 100;
+  kda(rows, bench, "2 heads of 100 (register rows past the head)", 115);
+  bench.head_dim = 200;
+  kda(rows, bench, "2 heads of 200 (the state in memory)", 117);
   k::DsaShape sparse;
   sparse.lora_q = 48, sparse.lora_kv = 32, sparse.rope = 0, sparse.index_heads = 2, sparse.index_dim = 16;
   sparse.index_topk = 12, sparse.kpool = 4, sparse.select_tail = true;  // 3 pools of 4 out of up to 9

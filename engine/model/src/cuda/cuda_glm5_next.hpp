@@ -6,7 +6,7 @@
 //   - weights: matrices in bf16, or as the checkpoint stores them where it is fp8 block-scaled or
 //     NVFP4 (Glm5Weight; kv_b, the embedding and the LM head bf16 always; quant_gemv for
 //     decode-sized steps on the product's fp32 or bf16 input, dequantised into bf16 past them;
-//     the routed experts per pair through quant_pairs_f32_cuda); norms, gates, the router and the
+//     the routed experts grouped by expert, grouped_gemm_(quant_)f32_cuda); norms, gates, the router and the
 //     hyper-connections' mixers in fp32;
 //   - activations fp32 (the hc_mult streams, the recurrent state); each dense product (Glm5Product)
 //     runs the decode-sized gemv up to step_invariant_tokens rows, into fp32, on its fp32 input or on
@@ -17,7 +17,10 @@
 //     gemv's rows an fp32 product runs on the tensor cores too, as two bf16 products of its input
 //     split in two bf16 parts (to_bf16_split, cuBLASLt summing the second into the first), within
 //     fp32-like error (TANDEM_GLM5_FP32_KERNEL=cuda_cores: the fp32 kernel linear_f32_cuda instead);
-//     the routed experts run per (token, expert) pair in the fp32 kernel;
+//     the routed experts run grouped (moe_sort_cuda, then grouped_gemm_f32_cuda or its quantised
+//     form: each chosen expert's weight rows read once a step for all its pairs, each pair's sums
+//     those of a pair alone, so batch-invariant; TANDEM_GLM5_EXPERTS=pairs: the per-pair kernels,
+//     quant_pairs_f32_cuda / linear_f32_cuda, for A/B timings -- on quantised experts the same bits);
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
@@ -88,6 +91,11 @@ struct Glm5Weight {
   DeviceBuffer dense;
   std::vector<Glm5QuantRun> runs;  // empty: dense
   bool quantised() const { return !runs.empty(); }
+  std::uint64_t bytes() const {  // on the device: what a product over it reads
+    std::uint64_t n = dense.bytes();
+    for (const Glm5QuantRun& r : runs) n += r.q.bytes() + r.dense.bytes();
+    return n;
+  }
 };
 
 struct Glm5Mlp {
@@ -134,6 +142,7 @@ class Glm5NextCuda final : public CudaModel {
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
+  void set_op_timer(OpTimer* timer) override { timer_ = timer; }
   // The trace's rows are glm4_moe_lite's (one residual stream, an MLA latent row per layer); the
   // hyper-connection streams and KDA layers have no place in it yet.
   Result<StepTrace> step_traced(std::span<const PagedWork>) override {
@@ -210,6 +219,7 @@ class Glm5NextCuda final : public CudaModel {
   }
   Status dsa(const Glm5Layer& L, int T);
   Status ffn(const Glm5Layer& L, int T);
+  Status experts(const Glm5Layer& L, int T);
   Status mlp(const Glm5Mlp& m, int T, float* out, bool shared = false);
   Status embed(int T);
   Status lm_head_rows(int R);
@@ -220,6 +230,14 @@ class Glm5NextCuda final : public CudaModel {
   Status capture_layer(int layer, int T);
   Status copy_states(std::span<const int> slots, bool keep);
   Status allocate_kept_states();  // Ok or why not; once
+  // The per-op profile (tandem-bench-cuda --profile): an eager step's ops, each with the bytes it
+  // must move; nothing while a graph is captured.
+  void mark(const char* op, double bytes) const {
+    if (timer_ && !capturing_) timer_->mark(op, bytes, stream_);
+  }
+  // Expected bytes of the routed experts' gate_up (or down) weights a step of T tokens reads: the
+  // distinct experts of uniform routing (DecodeBytes::weights' estimate).
+  double expert_read(int T, bool gate_up) const;
 
   // y = x W^T: fp32 x and y, bf16 W [out, in]; in fp32 (split_fp32_: hi W^T + lo W^T of x split
   // into xb_ and xlo_) or on x rounded to bf16 as product p is (fp32_). xb: x already rounded (rows
@@ -254,8 +272,11 @@ class Glm5NextCuda final : public CudaModel {
   std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS or TANDEM_KDA_CHUNK(_MIN) (load() refuses it)
   int kda_chunk_ = 64, kda_chunk_min_ = 16;  // the chunked recurrence (see the top of this file)
   bool split_fp32_ = true;  // fp32 products past gemv's rows as two bf16 products (TANDEM_GLM5_FP32_KERNEL)
+  bool grouped_experts_ = true;  // the routed experts grouped by expert (TANDEM_GLM5_EXPERTS=pairs: per pair)
   bool kda_chunked_ = false;                 // this step's choice (run())
   cudaStream_t stream_ = nullptr;
+  OpTimer* timer_ = nullptr;
+  bool capturing_ = false;
   std::unique_ptr<k::GemmRunner> gemm_;  // bf16 products of more than step_invariant_tokens rows
   std::map<int, cudaGraphExec_t> graphs_;  // decode steps, by batch bucket
   std::uint64_t weight_bytes_ = 0;
@@ -283,6 +304,7 @@ class Glm5NextCuda final : public CudaModel {
   DeviceBuffer kproj_, graw_, gate_, kout_, kchunk_;  // kchunk_: kda_chunk_cuda's scratch
   DeviceBuffer dproj_, qr_, qall_, iw_, qlat_, olat_, attn_, scores_, chosen_, sel_, sel_n_;
   DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;
+  DeviceBuffer offsets_, sorted_token_, pair_pos_;  // the grouped experts' sort (moe_sort_cuda)
   DeviceBuffer mean_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;
   std::size_t in_ints_ = 0;
   std::vector<std::int32_t> host_in_;

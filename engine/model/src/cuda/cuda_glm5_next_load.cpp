@@ -49,9 +49,11 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   // The constructor cannot fail: the first bad switch is kept for load() to refuse.
   for (Status e : {env_int("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_),
                    env_int("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_),
-                   env_word("TANDEM_GLM5_FP32_KERNEL", "cuda_cores", "split", split_fp32_)})
+                   env_word("TANDEM_GLM5_FP32_KERNEL", "cuda_cores", "split", split_fp32_),
+                   env_word("TANDEM_GLM5_EXPERTS", "pairs", "grouped", grouped_experts_)})
     if (!e && fp32_error_.empty()) fp32_error_ = e.error().message;
   if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
+  if (H_ % 16 != 0 || I_ % 16 != 0) grouped_experts_ = false;  // the grouped kernels' loads; per pair then
 }
 
 Status Glm5NextCuda::load(const Checkpoint& ck) {
@@ -497,6 +499,9 @@ Status Glm5NextCuda::allocate_activations() {
       {&moe_gu_, P * 2 * I * 4, "expert gate_up"},
       {&moe_act_, P * I * 4, "expert act"},
       {&moe_out_, P * h * 4, "expert out"},
+      {&offsets_, static_cast<std::size_t>(std::max(E_, 1) + 1) * 4, "experts' pair offsets"},
+      {&sorted_token_, P * 4, "token of each sorted pair"},
+      {&pair_pos_, P * 4, "sorted place of each pair"},
       {&mean_, T * h * 4, "streams' mean"},
       {&logits_, R * static_cast<std::size_t>(V_) * 4, "logits"},
       {&sampled_, R * sizeof(k::Sampled), "sampled"},

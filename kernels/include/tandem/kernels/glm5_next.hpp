@@ -71,7 +71,9 @@ struct KdaShape {
 // head_dim] (ld_u), g_raw [heads * head_dim] (ld_g), beta_raw [heads] (ld_beta), gate_raw
 // [heads * head_dim] (ld_gate); out o [heads * head_dim] (ld_o). conv [3 * heads * head_dim,
 // conv_kernel], a_log [heads], dt_bias [heads * head_dim], o_norm [head_dim]: fp32.
-// One block per (sequence, head), walking the sequence's tokens in order. head_dim <= 1024.
+// One block per (sequence, head), walking the sequence's tokens in order, the head's state held in
+// registers for the step up to head_dim 128 (read and written once a step), else in memory.
+// head_dim <= 1024.
 struct KdaWeights {
   const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *o_norm = nullptr;
 };
@@ -200,17 +202,19 @@ void absorb_values_cpu(const float* lat, int tokens, int heads, int nope, int vd
 Status clamped_silu_and_mul_cuda(const void* gate_up, void* y, int rows, int d, float limit, Stream stream);
 // The same on fp32 rows.
 Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, int d, float limit, Stream stream);
-// y[t] = sum_k weight[t * top_k + k] * pair_out[t * top_k + k] (+ add[t]), fp32 rows of `hidden`.
-Status moe_combine_f32_cuda(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                                 const float* add, float* y, Stream stream);
+// y[t] = sum_k weight[i] * pair_out[row(i)] (+ add[t]), i = t * top_k + k, fp32 rows of `hidden`:
+// row(i) = i, or pair_pos[i] where the pairs' rows are sorted by expert (moe_sort_cuda; -1, another
+// tensor-parallel rank's expert, adds nothing). (moe_experts.hpp's overload takes bf16 rows.)
+Status moe_combine_f32_cuda(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                            int hidden, const float* add, float* y, Stream stream);
 // Tensor parallel: expert[p] -= first for the pairs routed to this rank's experts [first, first +
 // count), -1 for the others (linear_f32_cuda then gives them zero rows).
 Status moe_local_experts_cuda(std::int32_t* expert, int pairs, int first, int count, Stream stream);
 // CPU references: the fp32 form of both clamped SwiGLUs (on bf16 inputs the bf16 kernel's output
 // is this rounded; per row, clamped_swiglu_cpu of activation.hpp); the combine; the local experts.
 void clamped_silu_and_mul_cpu(const float* gate_up, float* y, int rows, int d, float limit);
-void moe_combine_f32_cpu(const float* pair_out, const float* weight, int tokens, int top_k, int hidden,
-                         const float* add, float* y);
+void moe_combine_f32_cpu(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
+                         int hidden, const float* add, float* y);
 void moe_local_experts_cpu(std::int32_t* expert, int pairs, int first, int count);
 
 }  // namespace tandem::kernels

@@ -59,6 +59,18 @@ Status grouped_gemm_quant_cuda(const void* x, long ldx, const std::int32_t* gath
 void grouped_gemm_quant_cpu(const float* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
                             const QuantMatrices& w, float* y, long ldy);
 
+// The few-rows form on fp32 x into fp32 y (glm5_next's routed experts, which keep their inputs in
+// fp32), for decode-sized steps: a block per (expert, 32 outputs) reads those weight rows once and
+// applies them to the expert's pairs eight at a time (kernels/cuda/moe_experts_f32.cu). Each pair's
+// result is the same bits whatever pairs share its expert (batch-invariant). Over bf16 weights
+// [n_experts, n, k] (k a multiple of 8), or a quantised stack as grouped_gemm_quant_cuda takes it
+// (w.count = per * n_experts); the quantised form's sums are quant_pairs_f32_cuda's, bit for bit.
+// x 16-byte aligned with ldx a multiple of 4; offsets required.
+Status grouped_gemm_f32_cuda(const float* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                             const void* w, int n, int k, float* y, long ldy, Stream stream = nullptr);
+Status grouped_gemm_quant_f32_cuda(const float* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                                   const QuantMatrices& w, float* y, long ldy, Stream stream = nullptr);
+
 // out[t] = sum_k weight[t * top_k + k] * y[pair_pos[t * top_k + k]] (+ add[t] when given): bf16.
 Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                              int hidden, const void* add, void* out, Stream stream = nullptr);
