@@ -6,7 +6,7 @@
 set -u
 bin=${1:?usage: gpu_check_cli.sh GPU_CHECK}
 list=$("$bin" --list) || { echo "FAIL: --list exited $?"; exit 1; }
-for g in elementwise quant moe_grouped moe_grouped_small kda_chunk_few quant_grouped quant_grouped_small mla_split mla_flash mla_flash_small; do
+for g in elementwise quant moe_grouped moe_grouped_small kda_chunk_few quant_grouped quant_grouped_small mla_split mla_flash mla_flash_small quant_mma quant_mma_small moe_f32; do
   grep -qx "$g" <<<"$list" || { echo "FAIL: --list lacks $g:"; echo "$list"; exit 1; }
 done
 out=$("$bin" quant nosuchgroup 2>&1)
