@@ -50,14 +50,6 @@ check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$O/cuda_spec_check.txt" | head -6 | cut -c1-160
 echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 
-echo "# 2. DFlash step costs (verify21: tiled gemv A/B) ($SECONDS s)"
-for t in 16 0; do
-  [ $SECONDS -ge "$budget" ] && break
-  TANDEM_GEMV_TILES=$t timeout 45 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
-    --device cuda --batch 1 --batch 6 --both --repeat 1 --probe >"$O/spec-tiles$t.md" 2>&1
-  echo "## tandem_spec_bench TANDEM_GEMV_TILES=$t: exit $?"; grep -E "ratios to|t_plain|^\| (code|json|prose) " "$O/spec-tiles$t.md" | cut -c1-200
-done
-
 wait $ckpid
 for f in "$O"/ckpt-*.txt; do echo "$(basename "$f"): $(tail -1 "$f")"; done
 echo "# 3. real shape, 47 layers fp8: flash prefill vs mla, decode ($SECONDS s)"
@@ -71,6 +63,14 @@ echo "# 4. quantised decode, the real shape cut to 8 layers: fp8 vs NVFP4, tenso
 for f in fp8 nvfp4; do for m in 1 0; do
   bench q8-$f-mma$m 20 /tmp/q8-$f TANDEM_QUANT_DECODE_MMA=$m -- --batches 1,6,16 --prompt 512 --decode 64 --profile 4
 done; done
+echo "# 2. DFlash step costs (verify21: tiled gemv A/B) ($SECONDS s)"
+for t in 16 0; do
+  [ $SECONDS -ge "$budget" ] && break
+  TANDEM_GEMV_TILES=$t timeout 45 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
+    --device cuda --batch 1 --batch 6 --both --repeat 1 --probe >"$O/spec-tiles$t.md" 2>&1
+  echo "## tandem_spec_bench TANDEM_GEMV_TILES=$t: exit $?"; grep -E "ratios to|t_plain|^\| (code|json|prose) " "$O/spec-tiles$t.md" | cut -c1-200
+done
+
 echo "# 5. glm5_next 5.2 B fp8: experts grouped vs per pair ($SECONDS s)"
 for M in grouped pairs; do
   bench g5-fp8-$M 35 /tmp/g5-fp8 TANDEM_GLM5_EXPERTS=$M -- --prompt 128 --decode 16 --batches 1,6,16 --profile 3 --profile-batch 1,16
