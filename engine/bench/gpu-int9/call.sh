@@ -10,6 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd); B=$here/bin; O=$OUT/int9; mkdir -p "$O"
 FX=tests/model/fixtures; budget=${BUDGET_S:-500}
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 failed=(); slow=()
+# Cut off by the call's limit: keep what was written (the run tool brings back only a few files).
+trap '(cd "$OUT" && tar czf int9.tgz int9); exit 124' TERM INT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/card.txt"
 echo "binaries built at $(cat "$here/COMMIT")" | tee -a "$O/card.txt"
 check() {  # check NAME SECONDS [VAR=value ...] COMMAND...
