@@ -20,7 +20,7 @@ namespace tandem::kernels {
 namespace {
 
 using cuda::bf16;
-constexpr int kGroupThreads = 512, kWarps = 4, kDownWarps = 8, kLoads = 8, kBatch = 4;
+constexpr int kGroupThreads = 512, kWarps = 4, kDownWarps = 8, kLoads = 8;
 // Shared memory a down block may take: up to this, two blocks an SM (the staging of one overlaps
 // the sums of the other); a single row per block may take up to kDownSmemMax.
 constexpr long kDownSmemPair = 113 * 1024, kDownSmemMax = 200 * 1024;
@@ -101,36 +101,23 @@ __global__ void __launch_bounds__(kWarps * 32) gate_up_kernel(MoeDecodeArgs a, l
     const bf16* w = static_cast<const bf16*>(a.gate_up) + static_cast<long>(e) * 2 * a.width * a.hidden;
     load_rows(w + static_cast<long>(o) * a.hidden, w + static_cast<long>(a.width + o) * a.hidden);
   }
-  // The pairs kBatch at a time: their x loads, products and warp sums are independent, so they
-  // overlap (one pair after another left each warp sum's shuffle latency on the critical path: a
-  // shared-expert warp walks every token of the step). Each sum is built as before.
   int pairs = 0;  // lane l: the expert's pair i0 + l (32 at a time, read ahead of their sums)
-  for (int i0 = 0; i0 < n; i0 += kBatch) {
-    float gs[kBatch], us[kBatch];
-    int ts[kBatch], slots[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int i = i0 + b;
-      gs[b] = 0.f, us[b] = 0.f, ts[b] = i, slots[b] = a.top_k;
-      if (i >= n) break;
-      if (!shared && i % 32 == 0) pairs = i + lane < n ? __ldcg(list + i + lane) : 0;
-      if (!shared) {
-        const int p = __shfl_sync(0xffffffffu, pairs, i % 32);
-        ts[b] = p / a.top_k, slots[b] = p % a.top_k;
-      }
-      const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(ts[b]) * a.hidden;
-#pragma unroll
-      for (int k = 0; k < kLoads; ++k) {
-        if (lane + 32 * k >= chunks) break;
-        const uint4 xv = cuda::load16(x + 8 * (lane + 32 * k));
-        gs[b] += cuda::dot8(gv[k], xv), us[b] += cuda::dot8(uv[k], xv);
-      }
+  for (int i = 0; i < n; ++i) {
+    if (!shared && i % 32 == 0) pairs = i + lane < n ? __ldcg(list + i + lane) : 0;
+    int t = i, slot = a.top_k;
+    if (!shared) {
+      const int p = __shfl_sync(0xffffffffu, pairs, i % 32);
+      t = p / a.top_k, slot = p % a.top_k;
     }
+    const bf16* x = static_cast<const bf16*>(a.x) + static_cast<long>(t) * a.hidden;
+    float gs = 0.f, us = 0.f;
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (i0 + b >= n) break;
-      moe_rows::store_act(a, aw, moe_rows::GateUpRow{ts[b], slots[b], o, !shared}, cuda::warp_sum(gs[b]), cuda::warp_sum(us[b]));
+    for (int k = 0; k < kLoads; ++k) {
+      if (lane + 32 * k >= chunks) break;
+      const uint4 xv = cuda::load16(x + 8 * (lane + 32 * k));
+      gs += cuda::dot8(gv[k], xv), us += cuda::dot8(uv[k], xv);
     }
+    moe_rows::store_act(a, aw, moe_rows::GateUpRow{t, slot, o, !shared}, cuda::warp_sum(gs), cuda::warp_sum(us));
   }
 }
 

@@ -241,12 +241,6 @@ class DFlashCuda final : public DeviceDrafter {
   k::Stream stream_ = nullptr;
   std::unique_ptr<k::GemmRunner> gemm_;
   DeviceBuffer fc_, hidden_norm_, norm_, inv_freq_;
-  // Every layer's k|v rows of the q|k|v weights, one layer after another ([layers * 2 kvw, H]), where
-  // they fit beside each other in a q|k|v row (ctx_kv_fits()): a step's context rows take one product
-  // for all layers instead of one a layer (the same sums: a row's sum does not depend on the rows
-  // beside it in the launch).
-  DeviceBuffer ctx_kv_;
-  bool ctx_kv_fits() const { return c_.num_hidden_layers * 2 * kvw_ <= qkvw(); }
   std::vector<Layer> layers_;
   DeviceBuffer x_, x2_, delta_, h_, q_, qkv_, attn_, gu_, act_, head_in_, logits_, argmax_keys_;
   int qkvw() const { return qw_ + 2 * kvw_; }  // a q|k|v row's width (qkv_, Layer::qkv)
@@ -326,17 +320,6 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
     up.bf16(a.gate_up, static_cast<std::size_t>(I * H), p + "mlp.up_proj.weight", {I, H});
   }
   if (!up.ok()) return up.error();
-  if (ctx_kv_fits()) {
-    const std::size_t layer_kv = static_cast<std::size_t>(2 * kvw_) * static_cast<std::size_t>(H_) * 2;
-    if (auto e = ctx_kv_.allocate(layer_kv * layers_.size(), "drafter context k|v weights"); !e) return e;
-    for (std::size_t l = 0; l < layers_.size(); ++l)
-      if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(ctx_kv_.as<char>() + l * layer_kv,
-                                                 layers_[l].qkv.as<char>() + static_cast<std::size_t>(qw_) * static_cast<std::size_t>(H_) * 2, layer_kv,
-                                                 cudaMemcpyDeviceToDevice),
-                                      "drafter context k|v weights");
-          !e)
-        return e;
-  }
   for (const auto& name : ck.names())
     if (!used.count(name)) return Error{"drafter tensor \"" + name + "\" is not part of DFlashDraftModel (a DFlash2 or other variant?)"};
 
@@ -499,23 +482,7 @@ Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
   err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
   err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
-  if (!ctx_kv_fits()) {
-    for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
-    return err.status;
-  }
-  // Layer l's k|v rows at columns [2 kvw l, 2 kvw (l + 1)) of qkv_'s rows, then its head_prep.
-  const int kv = 2 * kvw_;
-  k::GemmArgs g;
-  g.rows = T, g.in = H_, g.out = c_.num_hidden_layers * kv;
-  g.x = h_.get(), g.ldx = H_, g.w = ctx_kv_.get(), g.ldw = H_, g.y = qkv_.get(), g.ldy = qkvw();
-  err(gemm(g));
-  mark("k|v of every layer (gemv)");
-  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) {
-    k::HeadPrep p = head_prep_args(l, T, false, ctx_pos(), ctx_slot(T));
-    p.k_at = static_cast<long>(l) * kv, p.v_at = p.k_at + kvw_;
-    err(k::head_prep(p, stream_));
-    mark("head prep (norms, rope, cache write)");
-  }
+  for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
   return err.status;
 }
 
