@@ -79,41 +79,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int c = 0; c < PER_LANE; ++c) acc[hh][c] = 0.f;
   }
-  // A warp's keys j = begin + warp + kWarps i. AHEAD (heads up to 256): lane i of each round of 32
-  // looks up key i's slot (one table read a lane, not one per key on the critical path), and each
-  // key's K/V rows are loaded one key ahead of their use, so the next key's loads overlap this
-  // key's softmax. The arithmetic is the same, key by key, as loading each key in its turn.
-  constexpr bool AHEAD = PER_LANE <= 8;
-  float kr[PER_LANE], vr[PER_LANE], kn[PER_LANE], vn[PER_LANE];
-  auto load_kv = [&](long slot, float (&kd)[PER_LANE], float (&vd)[PER_LANE]) {
+  for (int j = begin + warp; j < end; j += kWarps) {
+    const long slot = static_cast<long>(table[j / l.block_size]) * l.block_size + j % l.block_size;
     const KV* kj = k_cache + (slot * l.kv_heads + g) * l.qk_dim;
     const KV* vj = l.v_in_k ? kj : v_cache + (slot * l.kv_heads + g) * l.v_dim;
+    float kr[PER_LANE], vr[PER_LANE];
 #pragma unroll
     for (int c = 0; c < PER_LANE; ++c) {
       const int d = lane + 32 * c;
-      kd[c] = d < l.qk_dim ? kv_load(kj + d, l.k_scale) : 0.f;
-      vd[c] = d >= l.v_dim ? 0.f : l.v_in_k ? kd[c] : kv_load(vj + d, l.v_scale);  // MLA: the value is the key's head
-    }
-  };
-  auto slot_of = [&](int j) { return static_cast<long>(table[j / l.block_size]) * l.block_size + j % l.block_size; };
-  long my_slot = 0;
-  for (int j = begin + warp, i = 0; j < end; j += kWarps, ++i) {
-    if constexpr (!AHEAD) {
-      load_kv(slot_of(j), kr, vr);  // the latent-wide variant: as it was (registers)
-    } else {
-      if (i % 32 == 0) {
-        const int mine = j + kWarps * lane;
-        my_slot = mine < end ? slot_of(mine) : 0;
-      }
-      if (i == 0) {
-        load_kv(__shfl_sync(0xffffffffu, my_slot, 0), kr, vr);
-      } else {
-#pragma unroll
-        for (int c = 0; c < PER_LANE; ++c) kr[c] = kn[c], vr[c] = vn[c];
-      }
-      // The next key's slot: from this round's lanes, or looked up where the next round starts.
-      const int jn = j + kWarps;
-      if (jn < end) load_kv((i + 1) % 32 == 0 ? slot_of(jn) : __shfl_sync(0xffffffffu, my_slot, (i + 1) % 32), kn, vn);
+      kr[c] = d < l.qk_dim ? kv_load(kj + d, l.k_scale) : 0.f;
+      vr[c] = d >= l.v_dim ? 0.f : l.v_in_k ? kr[c] : kv_load(vj + d, l.v_scale);  // MLA: the value is the key's head
     }
 #pragma unroll
     for (int hh = 0; hh < GT; ++hh) {
@@ -180,12 +155,8 @@ __global__ void combine_kernel(const float* part, int splits, int v_dim, T* out)
 struct Variant {
   int per_lane, heads;
 };
-// Heads of up to 64 in groups of up to 4 query heads (a DFlash drafter's) take 2 entries a lane and
-// a tile of 4 heads: the wider variants computed zeros for the rest (a key's work 4x for the pair's drafter,
-// 3 heads a group of 64). A head's arithmetic is the same in every variant.
-Variant variant_for(const PagedKvLayout& l, int group) {
+Variant variant_for(const PagedKvLayout& l) {
   const int dim = l.qk_dim > l.v_dim ? l.qk_dim : l.v_dim;
-  if (dim <= 64 && group <= 4) return {2, 4};
   if (dim <= 128) return {4, 8};
   if (dim <= 256) return {8, 4};
   return {18, 4};  // MLA's 576-wide latent: 4 heads share each key's load (46 KB of shared memory)
@@ -201,7 +172,7 @@ int splits_for(int n_tokens, int q_heads, const PagedKvLayout& l, int max_contex
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
     return n > 0 ? n : 1;
   }();
-  const int group = q_heads / l.kv_heads, heads = variant_for(l, group).heads;
+  const int group = q_heads / l.kv_heads, heads = variant_for(l).heads;
   const long base = static_cast<long>(n_tokens) * l.kv_heads * ((group + heads - 1) / heads);
   const long want = (2L * sms + base - 1) / base, most = (max_context + 31) / 32;
   const long n = want < most ? want : most;
@@ -281,8 +252,8 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
   }
   const int even = (max_context + splits - 1) / splits;  // the fixed split, unless kMaxSplits of it fall short
   const int per_split = splits == 1 ? 0 : l.fixed_split_keys > 0 ? std::max(l.fixed_split_keys, even) : even;
+  const Variant v = variant_for(l);
   const int group = q_heads / l.kv_heads;
-  const Variant v = variant_for(l, group);
   const dim3 grid(static_cast<unsigned>(n_tokens * l.kv_heads * ((group + v.heads - 1) / v.heads)),
                   static_cast<unsigned>(splits));
   return with_types(act, l.dtype, "paged_attention", [&](auto a, auto c) {
@@ -294,8 +265,7 @@ Status paged_attention_cuda(DType act, const void* q, int n_tokens, const std::i
                               max_blocks_per_seq, scale, per_split, static_cast<T*>(out), static_cast<float*>(workspace));
     };
     cudaError_t e;
-    if (v.per_lane == 2) e = launch(paged_attention_kernel<T, KV, 2, 4>);
-    else if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
+    if (v.per_lane == 4) e = launch(paged_attention_kernel<T, KV, 4, 8>);
     else if (v.per_lane == 8) e = launch(paged_attention_kernel<T, KV, 8, 4>);
     else e = launch(paged_attention_kernel<T, KV, 18, 4>);
     if (auto err = TANDEM_CUDA_STATUS(e, "launch paged_attention_kernel"); !err || splits == 1) return err;

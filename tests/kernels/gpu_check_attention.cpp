@@ -248,10 +248,6 @@ void check_attention(std::vector<Row>& rows) {
   run(rows, {"decode", DType::f32, DType::fp8_e4m3, 32, 8, 128, 128, 16, true});
   run(rows, {"decode", DType::bf16, DType::bf16, 12, 4, 256, 256, 16, true});
   run(rows, {"decode mla-like", DType::bf16, DType::fp8_e4m3, 20, 1, 576, 512, 64, true});
-  // The DFlash pair's drafter: heads of 64, 3 query heads a KV head (2 entries a lane, 4 heads a block).
-  run(rows, {"gqa", DType::bf16, DType::bf16, 6, 2, 64, 64, 16, false});
-  run(rows, {"decode", DType::bf16, DType::bf16, 6, 2, 64, 64, 16, true});
-  run(rows, {"decode", DType::f32, DType::fp8_e4m3, 8, 2, 64, 64, 16, true});
   run_mla(rows, {DType::bf16, 20, false, true});
   run_mla(rows, {DType::fp8_e4m3, 20, false, true});
   run_mla(rows, {DType::bf16, 20, true, true});
