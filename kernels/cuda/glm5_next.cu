@@ -686,8 +686,8 @@ Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& i
                                                                                               state_stride, layer_at);
     return TANDEM_CUDA_LAUNCHED("kda_recurrent_regs_kernel");
   };
-  if (s.head_dim <= 32) return regs(kda_recurrent_regs_kernel<8>);
-  if (s.head_dim <= 128) return regs(kda_recurrent_regs_kernel<32>);
+  if (s.state_in_registers && s.head_dim <= 32) return regs(kda_recurrent_regs_kernel<8>);
+  if (s.state_in_registers && s.head_dim <= 128) return regs(kda_recurrent_regs_kernel<32>);
   const int threads = (s.head_dim + 31) / 32 * 32;
   kda_recurrent_kernel<<<grid, threads, 3 * s.head_dim * sizeof(float), stream>>>(s, w, io, seq_begin, slot, reset, state,
                                                                                   state_stride, layer_at);

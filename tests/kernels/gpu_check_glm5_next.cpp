@@ -392,6 +392,10 @@ void check_glm5_next(std::vector<Row>& rows) {
   k::KdaShape bench = wide;  // the default shape's heads (128 channels), 100 (rows past the head), 200 (in memory)
   bench.heads = 2, bench.head_dim = 128, bench.conv_kernel = 4;
   kda(rows, bench, "2 heads of 128, kernel 4", 113);
+  bench.state_in_registers = true;  // the register kernel from here on (200: in memory still)
+  kda(rows, bench, "2 heads of 128, kernel 4, state in registers", 113);
+  wide.state_in_registers = true;
+  kda(rows, wide, "3 heads of 64, kernel 3, state in registers", 111);
   bench.head_dim = 100;
   kda(rows, bench, "2 heads of 100 (register rows past the head)", 115);
   bench.head_dim = 200;

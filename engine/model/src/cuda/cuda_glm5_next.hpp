@@ -17,10 +17,11 @@
 //     gemv's rows an fp32 product runs on the tensor cores too, as two bf16 products of its input
 //     split in two bf16 parts (to_bf16_split, cuBLASLt summing the second into the first), within
 //     fp32-like error (TANDEM_GLM5_FP32_KERNEL=cuda_cores: the fp32 kernel linear_f32_cuda instead);
-//     the routed experts run grouped (moe_sort_cuda, then grouped_gemm_f32_cuda or its quantised
-//     form: each chosen expert's weight rows read once a step for all its pairs, each pair's sums
-//     those of a pair alone, so batch-invariant; TANDEM_GLM5_EXPERTS=pairs: the per-pair kernels,
-//     quant_pairs_f32_cuda / linear_f32_cuda, for A/B timings -- on quantised experts the same bits);
+//     the routed experts run per (token, expert) pair (quant_pairs_f32_cuda / linear_f32_cuda) or,
+//     with TANDEM_GLM5_EXPERTS=grouped (built, not yet run on a GPU, so not the default), grouped
+//     (moe_sort_cuda, then grouped_gemm_f32_cuda or its quantised form: each chosen expert's weight
+//     rows read once a step for all its pairs, each pair's sums those of a pair alone, so
+//     batch-invariant; on quantised experts the same bits as per pair);
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
@@ -215,6 +216,7 @@ class Glm5NextCuda final : public CudaModel {
   kernels::KdaShape kda_shape() const {
     kernels::KdaShape s = detail::kda_shape(c_);
     s.heads = lh_;
+    s.state_in_registers = kda_registers_;
     return s;
   }
   Status dsa(const Glm5Layer& L, int T);
@@ -272,7 +274,10 @@ class Glm5NextCuda final : public CudaModel {
   std::string fp32_error_;  // a bad TANDEM_GLM5_FP32_PRODUCTS or TANDEM_KDA_CHUNK(_MIN) (load() refuses it)
   int kda_chunk_ = 64, kda_chunk_min_ = 16;  // the chunked recurrence (see the top of this file)
   bool split_fp32_ = true;  // fp32 products past gemv's rows as two bf16 products (TANDEM_GLM5_FP32_KERNEL)
-  bool grouped_experts_ = true;  // the routed experts grouped by expert (TANDEM_GLM5_EXPERTS=pairs: per pair)
+  // The routed experts grouped by expert (TANDEM_GLM5_EXPERTS=grouped) or per pair (the default
+  // until the grouped kernels have passed gpu_check on a GPU: they have not run on one yet).
+  bool grouped_experts_ = false;
+  bool kda_registers_ = false;  // TANDEM_KDA_REGISTERS=1: kda_recurrent_cuda's register kernel (not yet GPU-checked)
   bool kda_chunked_ = false;                 // this step's choice (run())
   cudaStream_t stream_ = nullptr;
   OpTimer* timer_ = nullptr;

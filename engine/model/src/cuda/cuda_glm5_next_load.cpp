@@ -50,7 +50,8 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
   for (Status e : {env_int("TANDEM_KDA_CHUNK", 0, kernels::kKdaMaxChunk, kda_chunk_),
                    env_int("TANDEM_KDA_CHUNK_MIN", 1, 1 << 30, kda_chunk_min_),
                    env_word("TANDEM_GLM5_FP32_KERNEL", "cuda_cores", "split", split_fp32_),
-                   env_word("TANDEM_GLM5_EXPERTS", "pairs", "grouped", grouped_experts_)})
+                   env_word("TANDEM_GLM5_EXPERTS", "pairs", "grouped", grouped_experts_),
+                   env_int("TANDEM_KDA_REGISTERS", 0, 1, kda_registers_)})
     if (!e && fp32_error_.empty()) fp32_error_ = e.error().message;
   if (lhd_ % 16 != 0) kda_chunk_ = 0;  // kda_chunk_cuda's tensor-core tiles need it; token by token then
   if (H_ % 16 != 0 || I_ % 16 != 0) grouped_experts_ = false;  // the grouped kernels' loads; per pair then

@@ -50,9 +50,10 @@ Status gemv_cuda(const GemvArgs& a, Stream stream = nullptr);
 
 // Launches of at least this many x rows and weights of up to 4 MiB take the tiled form (a warp per 4 output rows by 8 x rows,
 // each 16-byte weight load and x chunk serving the whole tile): the same bits for every row, so a
-// verification's rows still equal their decodes. 16 by default: a verification of 8-token blocks
-// from batch 2, not a decode of up to 15 sequences. Process-wide; 0: never (A/B, the decoders'
-// TANDEM_GEMV_TILES).
+// verification's rows still equal their decodes. 16 is the intended threshold (a verification of
+// 8-token blocks from batch 2, not a decode of up to 15 sequences), set with the decoders'
+// TANDEM_GEMV_TILES=16; off by default (0: never, process-wide) until the tiled kernel has passed
+// gpu_check on a GPU (it has not run on one yet).
 constexpr int kGemvTileRows = 16;
 void set_gemv_tile_rows(int rows);
 

@@ -62,6 +62,9 @@ void hc_expand_cpu(const HcShape& s, float* streams, int tokens, const float* y,
 struct KdaShape {
   int heads = 0, head_dim = 0, conv_kernel = 0;
   bool lower_bound_set = false;
+  // kda_recurrent_cuda: the head's state in registers for the step (up to head_dim 128) instead of
+  // in memory. Off by default until that kernel has passed gpu_check on a GPU.
+  bool state_in_registers = false;
   float lower_bound = 0.f, rms_eps = 1e-5f;
 };
 // The sequences' tokens lie one sequence after another: sequence s owns tokens
@@ -72,7 +75,8 @@ struct KdaShape {
 // [heads * head_dim] (ld_gate); out o [heads * head_dim] (ld_o). conv [3 * heads * head_dim,
 // conv_kernel], a_log [heads], dt_bias [heads * head_dim], o_norm [head_dim]: fp32.
 // One block per (sequence, head), walking the sequence's tokens in order, the head's state held in
-// registers for the step up to head_dim 128 (read and written once a step), else in memory.
+// registers for the step up to head_dim 128 where s.state_in_registers (read and written once a
+// step), else in memory.
 // head_dim <= 1024.
 struct KdaWeights {
   const float *conv = nullptr, *a_log = nullptr, *dt_bias = nullptr, *o_norm = nullptr;
