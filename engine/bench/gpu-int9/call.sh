@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The integrated device call of session 9 (branch int9 = main + flash22 + qdec22 + verify21 + g5e23):
+# The integrated device call of session 9 (main + branches flash22, qdec22, verify21, g5e23), not yet
+# run: no device was lent that session. The new paths are opt-in; the checks switch them on.
 # every check first, then each branch's change measured against the path it replaces, side by
 # side in the same binaries (an env switch selects the old path). From the repository root:
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp/int9 && bash /tmp/int9/call.sh
@@ -43,13 +44,18 @@ grep -E "FAIL" "$O/gpu_check.txt" | head -12 | cut -c1-200
 check memcheck.new-groups 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" mla_flash_small quant_mma_small moe_f32
 check cuda_model_check 60 "$B/cuda_model_check" $FX
 grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.txt" | head -8 | cut -c1-160
-check cuda_model_check.quant-mma0 60 TANDEM_QUANT_DECODE_MMA=0 "$B/cuda_model_check" $FX
+# The new paths are opt-in until they pass here: the same checks with each switched on.
+NEW=(TANDEM_PREFILL_ATTN=flash TANDEM_QUANT_DECODE_MMA=1 TANDEM_GEMV_TILES=16)
+check cuda_model_check.new 60 "${NEW[@]}" "$B/cuda_model_check" $FX
+grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.new.txt" | head -8 | cut -c1-160
 check glm5_next_cuda_check 60 "$B/glm5_next_cuda_check" $FX
 grep -E "FAIL" "$O/glm5_next_cuda_check.txt" | head -6 | cut -c1-160
 check glm5_next_cuda_check.token-kda 60 TANDEM_KDA_CHUNK=0 "$B/glm5_next_cuda_check" $FX
-check glm5_next_cuda_check.pairs 60 TANDEM_GLM5_EXPERTS=pairs "$B/glm5_next_cuda_check" $FX
+check glm5_next_cuda_check.new 60 TANDEM_GLM5_EXPERTS=grouped TANDEM_KDA_REGISTERS=1 "$B/glm5_next_cuda_check" $FX
+grep -E "FAIL" "$O/glm5_next_cuda_check.new.txt" | head -6 | cut -c1-160
 check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$O/cuda_spec_check.txt" | head -6 | cut -c1-160
+check cuda_spec_check.tiles 60 TANDEM_GEMV_TILES=16 "$B/cuda_spec_check" models/dflash-pair
 echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 
 wait $ckpid
@@ -75,7 +81,7 @@ done
 
 echo "# 5. glm5_next 5.2 B fp8: experts grouped vs per pair ($SECONDS s)"
 for M in grouped pairs; do
-  bench g5-fp8-$M 35 /tmp/g5-fp8 TANDEM_GLM5_EXPERTS=$M -- --prompt 128 --decode 16 --batches 1,6,16 --profile 3 --profile-batch 1,16
+  bench g5-fp8-$M 35 /tmp/g5-fp8 TANDEM_GLM5_EXPERTS=$M TANDEM_KDA_REGISTERS=$([ $M = grouped ] && echo 1 || echo 0) -- --prompt 128 --decode 16 --batches 1,6,16 --profile 3 --profile-batch 1,16
 done
 rm -rf /tmp/q8-fp8 /tmp/q8-nvfp4 /tmp/g5-fp8
 echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"

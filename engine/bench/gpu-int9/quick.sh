@@ -30,9 +30,13 @@ bench() {  # bench NAME SECONDS [VAR=value ...] -- FLAGS...
 ( timeout 60 "$B/tandem-random-checkpoint" /tmp/q8 fp8 --layers 8 >"$O/ckpt-q8.txt" 2>&1 ) &
 check cuda_model_check 40 "$B/cuda_model_check" $FX
 grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.txt" | head -6 | cut -c1-160
+check cuda_model_check.new 40 TANDEM_PREFILL_ATTN=flash TANDEM_QUANT_DECODE_MMA=1 TANDEM_GEMV_TILES=16 "$B/cuda_model_check" $FX
+grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.new.txt" | head -6 | cut -c1-160
 check glm5_next_cuda_check 40 "$B/glm5_next_cuda_check" $FX
+check glm5_next_cuda_check.new 40 TANDEM_GLM5_EXPERTS=grouped TANDEM_KDA_REGISTERS=1 "$B/glm5_next_cuda_check" $FX
 grep -E "FAIL" "$O/glm5_next_cuda_check.txt" | head -4 | cut -c1-160
 check cuda_spec_check 40 "$B/cuda_spec_check" models/dflash-pair
+check cuda_spec_check.tiles 40 TANDEM_GEMV_TILES=16 "$B/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$O/cuda_spec_check.txt" | head -4 | cut -c1-160
 check gpu_check 130 "$B/gpu_check"
 grep -E "FAIL" "$O/gpu_check.txt" | head -12 | cut -c1-200
