@@ -7,31 +7,8 @@
 # Output under $OUT/int9 (packed into $OUT/int9.tgz); exit 1 when a check failed (a benchmark that
 # fails is listed, it is a timing). Benchmarks start only before BUDGET_S (default 500 s).
 set -u
-here=$(cd "$(dirname "$0")" && pwd); B=$here/bin; O=$OUT/int9; mkdir -p "$O"
-FX=tests/model/fixtures; budget=${BUDGET_S:-500}
-export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-failed=(); slow=()
-# Cut off by the call's limit: keep what was written (the run tool brings back only a few files).
-trap '(cd "$OUT" && tar czf int9.tgz int9); exit 124' TERM INT
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/card.txt"
-echo "binaries built at $(cat "$here/COMMIT")" | tee -a "$O/card.txt"
-check() {  # check NAME SECONDS [VAR=value ...] COMMAND...
-  local name=$1 limit=$2 t0=$SECONDS envs=(); shift 2
-  while [[ $1 == *=* ]]; do envs+=("$1"); shift; done
-  env "${envs[@]}" timeout "$limit" "$@" >"$O/$name.txt" 2>&1; local rc=$?
-  printf '%-36s exit %3d %4d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -v '^\s*$' "$O/$name.txt" | tail -1 | cut -c1-110)"
-  [ "$rc" -eq 0 ] || failed+=("$name")
-}
-bench() {  # bench NAME SECONDS MODEL [VAR=value ...] -- FLAGS...: a tandem-bench-cuda timing
-  local name=$1 limit=$2 model=$3 t0=$SECONDS envs=(); shift 3
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  if [ $SECONDS -ge "$budget" ]; then echo "## $name: skipped (at $SECONDS s)"; slow+=("$name"); return; fi
-  env "${envs[@]}" timeout "$limit" "$B/tandem-bench-cuda" "$model" --modes graphs --json "$O/$name.json" "$@" >"$O/$name.txt" 2>&1
-  local rc=$?
-  echo "## $name (exit $rc, $((SECONDS - t0)) s): ${envs[*]} $*"
-  grep -E "^prefill|^\| [0-9]+ \| graphs|moe experts|flash prefill|paged attention|\*\*sum|tandem-bench-cuda:" "$O/$name.txt" | cut -c1-160
-  [ "$rc" -eq 0 ] || slow+=("$name")
-}
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-500}
+source "$here/lib.sh"
 # Checkpoints written on the CPU while the checks hold the GPU: the real shape (47 layers, fp8),
 # its 8-layer cut in fp8 and NVFP4 (the NVFP4 / fp8 decode ratio), the 5.2 B glm5_next in fp8.
 ck() { local t0=$SECONDS; timeout 150 "$B/tandem-random-checkpoint" "$@" >"$O/ckpt-$(basename "$1").txt" 2>&1; echo "exit $? after $((SECONDS - t0)) s" >>"$O/ckpt-$(basename "$1").txt"; }
@@ -85,5 +62,5 @@ for M in grouped pairs; do
 done
 rm -rf /tmp/q8-fp8 /tmp/q8-nvfp4 /tmp/g5-fp8
 echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"
-(cd "$OUT" && tar czf int9.tgz int9 && rm -rf int9)
+pack
 [ ${#failed[@]} -eq 0 ]
