@@ -61,6 +61,7 @@ for M in grouped pairs; do
   bench g5-fp8-$M 35 /tmp/g5-fp8 TANDEM_GLM5_EXPERTS=$M TANDEM_KDA_REGISTERS=$([ $M = grouped ] && echo 1 || echo 0) -- --prompt 128 --decode 16 --batches 1,6,16 --profile 3 --profile-batch 1,16
 done
 rm -rf /tmp/q8-fp8 /tmp/q8-nvfp4 /tmp/g5-fp8
+source "$here/prefill2b.sh"
 echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"
 pack
 [ ${#failed[@]} -eq 0 ]
