@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
-    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--batches", default="1,4,16", help="decode batch sizes; none: prefill only")
     ap.add_argument("--prefill", default="", help="more prefill lengths, e.g. 32768, after the decode rows")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile(mode='reduce-overhead')")
     a = ap.parse_args()
@@ -113,7 +113,7 @@ def main():
             print(f"prefill: {out['prefill_tok_s']:.0f} tokens/s", flush=True)
             save()
             out["decode"] = []
-            for b in [int(x) for x in a.batches.split(",")]:
+            for b in [int(x) for x in a.batches.split(",") if x not in ("", "none")]:  # none: prefill only
                 ids = torch.randint(3, V, (b, a.prompt), generator=gen).cuda()
                 kw = dict(do_sample=False, pad_token_id=2, eos_token_id=None)
                 for _ in range(warm):  # warm-up: every shape a timed run meets (prefill, decode step)

@@ -230,7 +230,7 @@ bool mma_instead(const GemvArgs& a, RowsMma& m) {
 
 // The fewest x rows a launch has before the tiled kernel (gemv_tiles.hpp) takes it (gemv.hpp's
 // set_gemv_tile_rows; 0: never).
-std::atomic<int> tile_from{0};  // off until GPU-checked (gemv.hpp)
+std::atomic<int> tile_from{kGemvTileRows};  // gemv.hpp
 
 // Whether the tiled kernel runs this launch: enough rows, operands it takes, weights of at most
 // 4 MiB and their re-reads (one a tile of 8 rows) within L2. A small weight's product is bound by

@@ -142,6 +142,21 @@ inline std::vector<float> normal(size_t n, float sigma, std::uint32_t seed) {
   return x;
 }
 
+// The largest difference against the reference's largest value (normwise). For kernels that round
+// an intermediate to bf16 where the reference keeps it exact (flash attention's probabilities, an
+// activation rounded from another summation order): max_rel_error's per-element floor (1% of the
+// largest value) turns that rounding into 5e-2 on outputs that cancel to near zero, a bug or not;
+// a bug (a key, an expert or a row missed) is still of the order of the values themselves.
+inline double max_norm_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  double scale = 0, worst = 0;
+  for (float r : ref) scale = std::fmax(scale, std::fabs(r));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(ref[i])) return INFINITY;
+    worst = std::fmax(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
+  }
+  return worst / (scale > 0 ? scale : 1e-30);
+}
+
 inline double max_rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
   double scale = 0;
   for (float r : ref) scale = std::fmax(scale, std::fabs(r));

@@ -3,6 +3,10 @@
 // in the pool), tokens of two sequences interleaved, odd head counts and row widths, block
 // tables shuffled, bf16 and fp8 pools; and bitwise: a prompt's tokens must give the same bits
 // whether the prompt comes in one launch or in chunks of odd sizes (issue 22's chunk independence).
+// Errors are normwise (max_norm_error): the kernel rounds its probabilities to bf16 for the
+// tensor cores, as FlashAttention does; that alone measures 5-8e-2 per element where outputs cancel
+// to near zero (the first GPU run, H100, 2026-12-07; a numpy model of bf16 probabilities gives the
+// same 5-6e-2) and 2e-3 normwise.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -107,7 +111,7 @@ std::vector<std::uint16_t> check_launch(std::vector<Row>& rows, const Pool& p, c
   const auto got = gpu_run(p, toks, q);
   char shape[96];
   std::snprintf(shape, sizeof shape, "%s, %dh %d/%d bs%d", what, p.s.heads, p.s.qk, p.s.vd, p.s.block_size);
-  rows.push_back({"mla_prefill_flash", shape, dt_of(p), max_rel_error(to_float(got), cpu_run(p, toks, q)), limit_for(DType::bf16), 0, ""});
+  rows.push_back({"mla_prefill_flash", shape, dt_of(p) + ", normwise", max_norm_error(to_float(got), cpu_run(p, toks, q)), limit_for(DType::bf16), 0, ""});
   return got;
 }
 
@@ -152,8 +156,8 @@ void run_chunking(std::vector<Row>& rows, const Shape& s, DType kv) {
     const auto got = gpu_run(p, part, qp);
     for (size_t e = 0; e < got.size(); ++e) differ += got[e] != whole[sz(from) * orow + e];
   }
-  rows.push_back({"mla_prefill_flash", "300 tokens whole vs chunks 47+124+129, 20h", dt_of(p),
-                  max_rel_error(to_float(whole), cpu_run(p, toks, q)), limit_for(DType::bf16), differ,
+  rows.push_back({"mla_prefill_flash", "300 tokens whole vs chunks 47+124+129, 20h", dt_of(p) + ", normwise",
+                  max_norm_error(to_float(whole), cpu_run(p, toks, q)), limit_for(DType::bf16), differ,
                   differ ? "FAIL: bits depend on the chunking" : ""});
 }
 

@@ -461,9 +461,9 @@ class GlmDecoderCuda : public CudaModel {
   // tokens attend: the flash prefill kernel (the default), the MLA decode kernel in launches of
   // kMlaDecodeMaxTokens tokens, or the generic paged kernel (the A/B references).
   enum PrefillAttn : int { kPrefillFlash = 0, kPrefillMla = 1, kPrefillGeneric = 2 };
-  // The MLA decode kernel by default until the flash kernel has passed its checks on a GPU (it has
-  // not run on one yet): TANDEM_PREFILL_ATTN=flash takes it.
-  int prefill_attn_ = kPrefillMla;
+  // Flash by default since its first GPU run (H100, 2026-12-07: gpu_check and cuda_model_check
+  // pass; 1x4096 prefill of the 47-layer fp8 shape 5.5x the MLA decode kernel's launches).
+  int prefill_attn_ = kPrefillFlash;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
@@ -486,10 +486,12 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
-  // TANDEM_QUANT_DECODE_MMA=1 (apply_env_overrides): quantised decode experts on the tensor cores
-  // (moe_decode_quant_mma.cu; fp32-rounding-level apart from the CUDA-core kernels). Off until
-  // those kernels have passed gpu_check on a GPU (they have not run on one yet).
-  bool quant_decode_mma_ = false;
+  // TANDEM_QUANT_DECODE_MMA (apply_env_overrides): quantised decode experts on the tensor cores
+  // (moe_decode_quant_mma.cu; fp32-rounding-level apart from the CUDA-core kernels), the default
+  // since their first GPU run (H100, 2026-12-07): 47-layer fp8 decode 1.29x at batch 6 and 1.67x at
+  // 16, 0.97x at batch 1. At every batch, not only past 1: the same bits a token alone or grouped,
+  // which a verification needs (its rows must equal plain decode's). =0: the CUDA cores.
+  bool quant_decode_mma_ = true;
   int attn_splits_ = 132;  // TANDEM_ATTN_SPLITS: context_splits' target (the splits of a long context)
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
