@@ -143,9 +143,12 @@ __global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* a
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
-__global__ void gather_rows_kernel(const bf16* src, int width, const std::int32_t* rows, bf16* dst) {
-  const bf16* s = src + static_cast<long>(rows[blockIdx.x]) * width;
-  bf16* d = dst + static_cast<long>(blockIdx.x) * width;
+// T: bf16, or uint4 (8 bf16 a copy) where rows are whole 16-byte units (a prefill's expert inputs:
+// tens of MB a layer).
+template <class T>
+__global__ void gather_rows_kernel(const T* src, int width, const std::int32_t* rows, T* dst) {
+  const T* s = src + static_cast<long>(rows[blockIdx.x]) * width;
+  T* d = dst + static_cast<long>(blockIdx.x) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) d[i] = s[i];
 }
 
@@ -366,7 +369,10 @@ Status latent_amax(const void* src, long ld, int tokens, int width, float* amax,
 
 Status gather_rows(const void* src, int width, const std::int32_t* rows, int n, void* dst, Stream stream) {
   if (n == 0) return {};
-  gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
+  if (width % 8 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0)
+    gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const uint4*>(src), width / 8, rows, static_cast<uint4*>(dst));
+  else
+    gather_rows_kernel<<<n, 256, 0, stream>>>(static_cast<const bf16*>(src), width, rows, static_cast<bf16*>(dst));
   return TANDEM_CUDA_LAUNCHED("gather_rows_kernel");
 }
 

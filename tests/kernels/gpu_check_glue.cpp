@@ -89,16 +89,22 @@ void latent_cache(std::vector<Row>& rows) {
   rows.push_back({"latent_amax", "37 tok x 576 of ld 1024", "bf16", 0, -1, damax.get()[0] != amax, "running max"});
 }
 
-void gather_and_capture(std::vector<Row>& rows) {
-  const int width = 768, n_src = 40;
+// Rows of whole 16-byte units (768: the copy in 8-entry pieces) and of odd width (770: entry by entry).
+void gather(std::vector<Row>& rows, int width) {
+  const int n_src = 40;
   const auto src = as_stored(DType::bf16, normal(sz(n_src * width), 1.f, 30));
   const std::vector<std::int32_t> pick{39, 0, 7, 7, 12};
-  DevAct dsrc(DType::bf16, src), ddst(DType::bf16, pick.size() * width);
+  DevAct dsrc(DType::bf16, src), ddst(DType::bf16, pick.size() * sz(width));
   Dev<std::int32_t> dpick(pick);
   op_ok(g::gather_rows(dsrc.p(), width, dpick.p(), static_cast<int>(pick.size()), ddst.p(), nullptr));
-  std::vector<float> dst(pick.size() * width);
+  std::vector<float> dst(pick.size() * sz(width));
   g::gather_rows_cpu(src.data(), width, pick.data(), static_cast<int>(pick.size()), dst.data());
-  rows.push_back({"gather_rows", "5 of 40 rows x 768", "bf16", 0, -1, count_differ(ddst.get(), dst), ""});
+  rows.push_back({"gather_rows", "5 of 40 rows x " + std::to_string(width), "bf16", 0, -1, count_differ(ddst.get(), dst), ""});
+}
+
+void gather_and_capture(std::vector<Row>& rows) {
+  gather(rows, 768);
+  gather(rows, 770);
 
   const int rows_n = 9, w = 300;
   const long ldd = 1000;
