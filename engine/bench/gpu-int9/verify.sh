@@ -2,8 +2,7 @@
 # After call.sh: the switched defaults (flash prefill attention, tensor-core quantised decode
 # experts, the tiled gemv from 16 rows, glm5_next's grouped experts and register KDA) checked as
 # built, with no switch set, then the 2 B bf16 model's prefill and decode beside transformers eager
-# and compiled on the same weights in the same call, and the per-expert cuBLASLt products of prefill
-# steps (TANDEM_EXPERT_GEMM_ROWS, off by default) checked and timed against the grouped kernel. Output under $OUT/int9 (packed into int9.tgz):
+# and compiled on the same weights in the same call. Output under $OUT/int9 (packed into int9.tgz):
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/verify.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-330}
@@ -14,8 +13,6 @@ grep -E "FAIL" "$O/gpu_check.txt" | head -12 | cut -c1-200; tail -1 "$O/gpu_chec
 check memcheck.defaults 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" mla_flash_small quant_mma_small moe_f32
 check cuda_model_check 60 "$B/cuda_model_check" $FX
 grep -E "FAIL" "$O/cuda_model_check.txt" | head -8 | cut -c1-160
-check cuda_model_check.expert-gemms 60 TANDEM_EXPERT_GEMM_ROWS=1 "$B/cuda_model_check" $FX
-grep -E "FAIL" "$O/cuda_model_check.expert-gemms.txt" | head -8 | cut -c1-160
 check glm5_next_cuda_check 60 "$B/glm5_next_cuda_check" $FX
 check glm5_next_cuda_check.token-kda 60 TANDEM_KDA_CHUNK=0 "$B/glm5_next_cuda_check" $FX
 grep -E "FAIL" "$O"/glm5_next_cuda_check*.txt | head -6 | cut -c1-160
@@ -29,8 +26,6 @@ timeout 120 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eage
 echo "## transformers eager (exit $?)"; grep -E "^prefill|^decode|FAILED" "$O/hf-eager.txt" | cut -c1-160
 bench 2b-decode 60 /tmp/m2b -- --batches 1,6,16 --prompt 512 --decode 64
 bench 2b-prefill 60 /tmp/m2b -- --batches none --prefill 512,4096,32768 --profile-prefill 4096
-bench 2b-prefill-gemms64 60 /tmp/m2b TANDEM_EXPERT_GEMM_ROWS=64 -- --batches none --prefill 512,4096,32768 --profile-prefill 4096
-bench 2b-prefill-gemms16 40 /tmp/m2b TANDEM_EXPERT_GEMM_ROWS=16 -- --batches none --prefill 512,4096
 if [ $SECONDS -lt "$budget" ]; then
   timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-compiled.json" --batches none \
     --prefill 4096 --compile >"$O/hf-compiled.txt" 2>&1

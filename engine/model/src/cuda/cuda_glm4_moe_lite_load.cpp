@@ -51,7 +51,6 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
   if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
-  if (auto e = env_int("TANDEM_EXPERT_GEMM_ROWS", 0, 1L << 20, expert_gemm_rows_); !e) return e;
   int tile_rows = -1;
   if (auto e = env_int("TANDEM_GEMV_TILES", 0, 1L << 20, tile_rows); !e) return e;
   if (tile_rows >= 0) k::set_gemv_tile_rows(tile_rows);
@@ -120,8 +119,6 @@ Status GlmDecoderCuda::make_device_pool(std::int32_t num_blocks, int block_size)
              static_cast<std::size_t>(s_cap_ + 1) * static_cast<std::size_t>(max_blocks_);
   if (auto e = inputs_.allocate(in_ints_ * 4, "step inputs"); !e) return e.error();
   if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&host_in_, in_ints_ * 4), "pinned step inputs"); !e) return e.error();
-  if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&host_offsets_, static_cast<std::size_t>(E_ + 1) * 4), "pinned expert offsets"); !e)
-    return e.error();
   // Flash-decoding workspace for the largest split any step size can ask for.
   std::size_t ws = 0;
   for (int n = 1; n <= t_cap_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, heads_, attn_layout(), max_len_));

@@ -387,51 +387,14 @@ Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
 }
 
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
-                                   int n, int k, void* y, long ldy, bool per_expert) {
+                                   int n, int k, void* y, long ldy) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   const auto form = grouped_mma_ ? k::GroupedForm::mma : k::GroupedForm::rows;
-  if (q.on() && experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
-  if (q.on())
-    if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
-  const void* stack = q.on() ? wscratch_.get() : w.get();
-  if (per_expert) return expert_gemms(x, ldx, gather, stack, n, k, y, ldy);
-  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, form);
-}
-
-Status GlmDecoderCuda::fetch_offsets() {
-  const std::size_t bytes = static_cast<std::size_t>(experts_.size() + 1) * 4;
-  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpyAsync(host_offsets_, offsets_.get(), bytes, cudaMemcpyDeviceToHost, stream_), "expert offsets"); !e)
-    return e;
-  return TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "expert offsets");
-}
-
-// y's rows [offsets[e], offsets[e + 1]) = x's (gathered first into moe_out_, which only the down
-// product writes, after this one has read it) times expert e's [n, k] weight, one cuBLASLt launch
-// an expert that has rows.
-Status GlmDecoderCuda::expert_gemms(const void* x, long ldx, const std::int32_t* gather, const void* w, int n, int k, void* y, long ldy) {
-  const int E = experts_.size();
-  const int pairs = host_offsets_[E];
-  if (pairs < 0 || pairs > t_cap_ * K_) return Error{"expert offsets out of range: " + std::to_string(pairs) + " pairs"};
-  if (gather) {
-    if (ldx != k) return Error{"expert_gemms: a gathered input must be dense (ldx " + std::to_string(ldx) + ", k " + std::to_string(k) + ")"};
-    if (auto e = k::gather_rows(x, k, gather, pairs, moe_out_.get(), stream_); !e) return e;
-    x = moe_out_.get();
-  }
-  const auto* xs = static_cast<const std::uint16_t*>(x);
-  const auto* ws = static_cast<const std::uint16_t*>(w);
-  auto* ys = static_cast<std::uint16_t*>(y);
-  for (int e = 0; e < E; ++e) {
-    const int r0 = host_offsets_[e], rows = host_offsets_[e + 1] - r0;
-    if (rows <= 0) continue;
-    k::GemmArgs g;
-    g.rows = rows, g.in = k, g.out = n;
-    g.x = xs + static_cast<long>(r0) * ldx, g.ldx = ldx;
-    g.w = ws + static_cast<long>(e) * n * k, g.ldw = k;
-    g.y = ys + static_cast<long>(r0) * ldy, g.ldy = ldy, g.y_type = kBf16;
-    if (auto s = gemm_->run(g, stream_); !s) return s.error().with_context("expert " + std::to_string(e) + ", " + std::to_string(rows) + " rows");
-  }
-  return Ok{};
+  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form);
+  if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
+  if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
+  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_, form);
 }
 
 Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
@@ -799,15 +762,12 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, experts_.begin, experts_.size(), offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
-  const bool per_expert = experts_per_gemm(a, T);
-  if (per_expert) err(fetch_offsets());
   const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
-  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_,
-                  per_expert));
+  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
   mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
   mark("moe silu", 2.0 * T * K_ * 3 * I_);
-  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_, per_expert));
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
   mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));

@@ -146,7 +146,6 @@ class GlmDecoderCuda : public CudaModel {
     for (auto& [b, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_in_) cudaFreeHost(host_in_);
-    if (host_offsets_) cudaFreeHost(host_offsets_);
     if (host_logits_) cudaFreeHost(host_logits_);
     if (staged_) cudaEventDestroy(staged_);
   }
@@ -357,20 +356,8 @@ class GlmDecoderCuda : public CudaModel {
   // A prefill-sized grouped expert GEMM (moe_experts.hpp) over the bf16 stack w or, when q is on,
   // the quantised one: read as stored (the tiles decoded in shared memory), or with
   // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
-  // per_expert (experts_per_gemm, offsets fetched): each expert's rows as one cuBLASLt product.
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
-                     void* y, long ldy, bool per_expert);
-  // A prefill step with many rows an expert (at least expert_gemm_rows_ on average) takes one
-  // cuBLASLt product per expert over a bf16 stack (bf16 experts, or TANDEM_QUANT_PREFILL=dequant's
-  // scratch) instead of the grouped kernel: its mma.sync tiles reach a fraction of the tensor
-  // cores' rate on products of hundreds of rows. The rows of each expert must be known on the host:
-  // fetch_offsets copies them and waits, so never while a CUDA graph is captured.
-  bool experts_per_gemm(const Layer& a, int T) const {
-    const bool bf16_stack = !a.experts_gate_up_q.on() || !experts_read_quantised(a.experts_gate_up_q);
-    return expert_gemm_rows_ > 0 && !capturing_ && bf16_stack && static_cast<long>(T) * K_ >= static_cast<long>(expert_gemm_rows_) * experts_.size();
-  }
-  Status fetch_offsets();
-  Status expert_gemms(const void* x, long ldx, const std::int32_t* gather, const void* w, int n, int k, void* y, long ldy);
+                     void* y, long ldy);
   // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
   // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
   // TANDEM_QUANT_PREFILL=dequant.
@@ -508,10 +495,6 @@ class GlmDecoderCuda : public CudaModel {
   int attn_splits_ = 132;  // TANDEM_ATTN_SPLITS: context_splits' target (the splits of a long context)
   std::size_t in_ints_ = 0;
   std::int32_t* host_in_ = nullptr;
-  std::int32_t* host_offsets_ = nullptr;  // pinned, E + 1: fetch_offsets' copy of offsets_
-  // TANDEM_EXPERT_GEMM_ROWS (apply_env_overrides): experts_per_gemm's threshold, 0: never. Off
-  // until the per-expert products have run on a GPU.
-  int expert_gemm_rows_ = 0;
   // Pinned staging for step()'s logits (grown to the largest step's rows, up to kHostLogitsBytes):
   // a verification returns every row (48 x V floats at batch 6), and a copy into pageable memory
   // goes through the driver's bounce buffer at a fraction of the link's speed.
