@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The integrated device call of session 9 (main + branches flash22, qdec22, verify21, g5e23), not yet
-# run: no device was lent that session. The new paths are opt-in; the checks switch them on.
+# The integrated device call of session 9's branches (flash22, qdec22, verify21, g5e23); first run
+# 2026-12-07 (engine/bench/results/h100-s10-int9-2026-12-07.md), after which their paths became the
+# defaults. Every switch below is set explicitly, so it measures the same A/B either way.
 # every check first, then each branch's change measured against the path it replaces, side by
 # side in the same binaries (an env switch selects the old path). From the repository root:
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp/int9 && bash /tmp/int9/call.sh
@@ -21,7 +22,7 @@ grep -E "FAIL" "$O/gpu_check.txt" | head -12 | cut -c1-200
 check memcheck.new-groups 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" mla_flash_small quant_mma_small moe_f32
 check cuda_model_check 60 "$B/cuda_model_check" $FX
 grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.txt" | head -8 | cut -c1-160
-# The new paths are opt-in until they pass here: the same checks with each switched on.
+# The same checks with each of the new paths switched on by name.
 NEW=(TANDEM_PREFILL_ATTN=flash TANDEM_QUANT_DECODE_MMA=1 TANDEM_GEMV_TILES=16)
 check cuda_model_check.new 60 "${NEW[@]}" "$B/cuda_model_check" $FX
 grep -E "FAIL|one prompt of 160" "$O/cuda_model_check.new.txt" | head -8 | cut -c1-160
