@@ -26,7 +26,46 @@ __global__ void rope_kernel(T* x, long token_stride, int heads, int head_stride,
   xh[i + half] = cuda::from_float<T>(static_cast<float>(b * c + a * s));
 }
 
+// rope_copy_cuda: block = token; the token's cos / sin in shared memory (fp64, as rope_kernel
+// computes them), then every (head, pair) of the token from src into dst.
+template <class T>
+__global__ void rope_copy_kernel(RopeCopy c, int heads, int rot_dim, const float* inv_freq, const int* pos, bool interleaved) {
+  extern __shared__ double cos_sin[];  // [half] cosines, [half] sines
+  const int token = blockIdx.x, half = rot_dim / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = static_cast<float>(pos[token]) * inv_freq[i];  // fp32, as the reference forms it
+    sincos(static_cast<double>(angle), &cos_sin[half + i], &cos_sin[i]);
+  }
+  __syncthreads();
+  const T* src = static_cast<const T*>(c.src) + token * c.src_token_stride;
+  T* dst = static_cast<T*>(c.dst) + token * c.dst_token_stride;
+  for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
+    const int head = j / half, i = j % half;
+    const T* xs = src + static_cast<long>(head) * c.src_head_stride;
+    const float a = cuda::to_float(interleaved ? xs[2 * i] : xs[i]);
+    const float b = cuda::to_float(interleaved ? xs[2 * i + 1] : xs[i + half]);
+    const double co = cos_sin[i], si = cos_sin[half + i];
+    T* xd = dst + static_cast<long>(head) * c.dst_head_stride;
+    xd[i] = cuda::from_float<T>(static_cast<float>(a * co - b * si));
+    xd[i + half] = cuda::from_float<T>(static_cast<float>(b * co + a * si));
+  }
+}
+
 }  // namespace
+
+Status rope_copy_cuda(DType t, const RopeCopy& c, int tokens, int heads, int rot_dim, const float* inv_freq, const int* pos,
+                      RopeLayout layout, Stream stream) {
+  if (rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > 2048 || rot_dim > c.src_head_stride || rot_dim > c.dst_head_stride)
+    return Error{"rope_copy: rot_dim must be even, positive, at most 2048 and at most both head strides"};
+  if (tokens < 0 || heads <= 0) return Error{"rope_copy: tokens must be >= 0 and heads > 0"};
+  if (tokens == 0) return {};
+  const std::size_t smem = static_cast<std::size_t>(rot_dim) * sizeof(double);
+  return cuda::with_act_type(t, "rope_copy", [&](auto tag) {
+    using T = decltype(tag);
+    rope_copy_kernel<T><<<tokens, 256, smem, stream>>>(c, heads, rot_dim, inv_freq, pos, layout == RopeLayout::interleaved);
+    return TANDEM_CUDA_LAUNCHED("rope_copy_kernel");
+  });
+}
 
 Status rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
                       const float* inv_freq, const int* pos, RopeLayout layout, Stream stream) {

@@ -54,6 +54,38 @@ void rope(std::vector<Row>& rows, DType t, k::RopeLayout layout, int head_dim, i
                   k::dtype_name(t), max_rel_error(dx.get(), x), limit_for(t), 0, "positions < 131072"});
 }
 
+// rope_copy_cuda against rope_cuda in place: the rotated entries bit for bit, at dst's own stride
+// (the MLA query's: 64 rope entries after the 512 absorbed ones), the rest of dst untouched.
+void rope_copy(std::vector<Row>& rows, DType t, k::RopeLayout layout, int head_dim, int rot_dim) {
+  const int tokens = 37, heads = 20, dst_head = rot_dim + 24;
+  const long stride = static_cast<long>(heads) * head_dim, dstride = static_cast<long>(heads) * dst_head;
+  const auto x = as_stored(t, normal(sz(tokens * stride), 1.f, 14));
+  std::vector<float> inv(sz(rot_dim / 2));
+  k::rope_inv_freq(inv.data(), rot_dim, 1e6);
+  std::vector<int> pos(sz(tokens));
+  std::mt19937 rng(15);
+  for (auto& p : pos) p = static_cast<int>(rng() % 131072);
+  DevAct dx(t, x), dref(t, x), ddst(t, std::vector<float>(sz(tokens * dstride), 7.f));
+  Dev<float> dinv(inv);
+  Dev<int> dpos(pos);
+  k::RopeCopy c;
+  c.src = dx.p(), c.src_token_stride = stride, c.src_head_stride = head_dim;
+  c.dst = ddst.p(), c.dst_token_stride = dstride, c.dst_head_stride = dst_head;
+  op_ok(k::rope_copy_cuda(t, c, tokens, heads, rot_dim, dinv.p(), dpos.p(), layout));
+  op_ok(k::rope_cuda(t, dref.p(), tokens, stride, heads, head_dim, rot_dim, dinv.p(), dpos.p(), layout));
+  const auto got = ddst.get(), ref = dref.get();
+  long differ = 0;
+  for (long tk = 0; tk < tokens; ++tk)
+    for (long h = 0; h < heads; ++h)
+      for (long i = 0; i < dst_head; ++i) {
+        const float g = got[sz(tk * dstride + h * dst_head + i)];
+        differ += i < rot_dim ? g != ref[sz(tk * stride + h * head_dim + i)] : g != 7.f;
+      }
+  rows.push_back({"rope_copy", std::string(layout == k::RopeLayout::half ? "half" : "interleaved") + ", rot " + std::to_string(rot_dim) +
+                                   " of " + std::to_string(head_dim) + " -> stride " + std::to_string(dst_head) + ", 37 tok x 20 heads",
+                  k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});
+}
+
 void silu_and_mul(std::vector<Row>& rows, DType t, int n_rows, int d) {
   const auto gu = as_stored(t, normal(sz(2L * n_rows * d), 3.f, 6));
   DevAct dgu(t, gu), dy(t, sz(static_cast<long>(n_rows) * d));
@@ -137,6 +169,8 @@ void check_elementwise(std::vector<Row>& rows) {
     rope(rows, t, k::RopeLayout::half, 128, 64);
     rope(rows, t, k::RopeLayout::interleaved, 192, 64);
     rope(rows, t, k::RopeLayout::half, 128, 128);
+    rope_copy(rows, t, k::RopeLayout::interleaved, 256, 64);
+    rope_copy(rows, t, k::RopeLayout::half, 128, 64);
     silu_and_mul(rows, t, 33, 1408);
     embedding(rows, t);
   }

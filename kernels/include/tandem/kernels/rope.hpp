@@ -38,4 +38,19 @@ void rope_tokens_cpu(float* x, int tokens, long token_stride, int heads, int hea
 Status rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int head_stride, int rot_dim,
                       const float* inv_freq, const int* pos, RopeLayout layout, Stream stream = nullptr);
 
+// rope_cuda's rotation of the first rot_dim entries of each head, read from src and written to dst
+// (other strides, not overlapping src; dst's entries past rot_dim are not touched): the same bits
+// as copying those entries and rotating them in place, in one launch. One block a token: its
+// angles' cosines and sines are taken once for all its heads (an MLA prefill's query: 20 heads).
+struct RopeCopy {
+  const void* src = nullptr;
+  long src_token_stride = 0;
+  int src_head_stride = 0;
+  void* dst = nullptr;
+  long dst_token_stride = 0;
+  int dst_head_stride = 0;
+};
+Status rope_copy_cuda(DType t, const RopeCopy& c, int tokens, int heads, int rot_dim, const float* inv_freq, const int* pos,
+                      RopeLayout layout, Stream stream = nullptr);
+
 }  // namespace tandem::kernels

@@ -404,6 +404,8 @@ class GlmDecoderCuda : public CudaModel {
   // moe(a, T, true) also does the post-attention residual add and norm (folded into the router's
   // launch); only when moe_decodes(a, T), the decode-sized path.
   Status moe(const Layer& a, int T, bool fold_norm = false);
+  static constexpr int kRouterGemmRows = 128;
+  Status router_logits(const Layer& a, int T);
   Status moe_decode_experts(const Layer& a, int T, const kernels::MoeDecodeArgs& dec, double chosen);
   k::MoeDecodeArgs moe_decode_args(const Layer& a, int T);
   // (The decode kernels index the layer's whole expert stack: a rank holding a slice of the experts
