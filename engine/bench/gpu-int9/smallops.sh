@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-330}
 source "$here/lib.sh"
 echo "base binary built at $(cat "$here/BASE_COMMIT")" | tee -a "$O/card.txt"
 echo "# 1. checks ($SECONDS s)"
-check gpu_check 200 "$B/gpu_check"
+check gpu_check 120 "$B/gpu_check" elementwise glue moe
 grep -E "FAIL|rope_copy" "$O/gpu_check.txt" | head -12 | cut -c1-200; tail -1 "$O/gpu_check.txt"
 check memcheck.elementwise 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" elementwise
 check cuda_model_check 60 "$B/cuda_model_check" $FX
@@ -18,7 +18,7 @@ grep -E "FAIL" "$O/cuda_model_check.txt" | head -8 | cut -c1-160
 check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
 echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 echo "# 2. 2 B bf16 prefill, new vs base binary, alternating ($SECONDS s)"
-timeout 120 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches none --prefill 4096 >"$O/hf-eager.txt" 2>&1
+timeout 120 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches none >"$O/hf-eager.txt" 2>&1
 echo "## transformers eager (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-eager.txt" | cut -c1-160
 for round in 1 2; do
   bench 2b-new-$round 40 /tmp/m2b -- --batches none --prefill 512,4096 --profile-prefill $([ $round = 1 ] && echo 512 || echo 4096)
