@@ -143,8 +143,8 @@ __global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* a
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
 }
 
-// T: bf16, or uint4 (8 bf16 a copy) where rows are whole 16-byte units (a prefill's expert inputs:
-// tens of MB a layer).
+// T: bf16, or uint4 (8 bf16 a copy) where rows are whole 16-byte units (every caller's: hidden-
+// wide rows for the LM head and the drafter's captured layers).
 template <class T>
 __global__ void gather_rows_kernel(const T* src, int width, const std::int32_t* rows, T* dst) {
   const T* s = src + static_cast<long>(rows[blockIdx.x]) * width;

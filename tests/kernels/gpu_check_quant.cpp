@@ -175,7 +175,8 @@ struct MoeShape {
 
 // moe_decode_quant against the CPU: per token, its top-k experts' SwiGLU weighted, plus the shared;
 // on the tensor cores (mma: moe_decode_quant_mma.cu, grouped when `grouped`) or the CUDA cores.
-void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, bool mma, MoeShape sh = {8, 3, 256, 96, 160}, bool grouped = false) {
+void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, bool mma, MoeShape sh = {8, 3, 256, 96, 160}, bool grouped = false,
+                bool normwise = false) {
   const int E = sh.E, K = sh.K, H = sh.H, I = sh.I, S = sh.S;
   Stack gu(f, 2 * E, I, H, 71), dn(f, E, H, I, 81), sgu(f, 2, S, H, 91), sdn(f, 1, H, S, 101);
   const auto x = as_stored(DType::bf16, normal(sz(tokens * H), 1.f, 111));
@@ -216,14 +217,15 @@ void moe_decode(std::vector<Row>& rows, k::QuantFormat f, int tokens, bool mma, 
   }
   char shape[96];
   std::snprintf(shape, sizeof shape, "%d tokens, E %d top %d, %d -> %d (+ shared %d)", tokens, E, K, H, I, S);
-  // The tensor-core form sums gate_up in another order than the reference, so an activation near a
-  // bf16 rounding boundary can round the other way (one ulp); at GLM-4.7-Flash's shapes (6 tokens,
-  // 2048 -> 1536) the first GPU run measured 2.1e-2 per element from that on outputs near zero
-  // (H100, 2026-12-07): normwise there (max_norm_error), per element for the CUDA-core form.
-  const std::string how = mma ? (grouped ? "mma grouped, normwise, " : "mma, normwise, ") : "";
+  // `normwise`: the tensor-core form sums gate_up in another order than the reference, so at
+  // GLM-4.7-Flash's shapes (6 tokens, 2048 -> 1536) a few activations near a bf16 rounding boundary
+  // round one ulp the other way: 2.1e-2 per element on outputs near zero in the first GPU run,
+  // 2.7e-4 normwise (H100, 2026-12-07). Those rows are normwise with a bar of 1e-3; every other row
+  // per element (2-5e-6 measured) with 1e-2.
+  const std::string how = std::string(mma ? (grouped ? "mma grouped, " : "mma, ") : "") + (normwise ? "normwise, " : "");
   const auto got = dout.get();
   rows.push_back({std::string("moe_decode_quant ") + name_of(f), shape, how + "bf16 x, f32 out",
-                  mma ? max_norm_error(got, ref) : max_rel_error(got, ref), 1e-2, 0,
+                  normwise ? max_norm_error(got, ref) : max_rel_error(got, ref), normwise ? 1e-3 : 1e-2, 0,
                   taken ? "" : "FAIL: the launch took the other form"});
 }
 
@@ -348,7 +350,7 @@ void check_quant_mma_small(std::vector<Row>& rows) {
 void check_quant_mma(std::vector<Row>& rows) {
   check_quant_mma_small(rows);
   for (k::QuantFormat f : {k::QuantFormat::fp8_block, k::QuantFormat::nvfp4}) {
-    moe_decode(rows, f, 6, true, {5, 4, 2048, 1536, 1536}, true);  // GLM-4.7-Flash's expert shapes
+    moe_decode(rows, f, 6, true, {5, 4, 2048, 1536, 1536}, true, true);  // GLM-4.7-Flash's expert shapes
     moe_decode_grouped(rows, f, 8, 4, 512, 1536, 1536, true);     // its expert width, 2..32 tokens
   }
 }

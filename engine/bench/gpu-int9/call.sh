@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The integrated device call of session 9's branches (flash22, qdec22, verify21, g5e23); first run
 # 2026-12-07 (engine/bench/results/h100-s10-int9-2026-12-07.md), after which their paths became the
-# defaults. Every switch below is set explicitly, so it measures the same A/B either way.
+# defaults. The A/B timings set every switch both ways; the checks run as built (now the new paths)
+# and with the new paths named, so since the flip they no longer check the old paths.
 # every check first, then each branch's change measured against the path it replaces, side by
 # side in the same binaries (an env switch selects the old path). From the repository root:
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp/int9 && bash /tmp/int9/call.sh

@@ -724,12 +724,15 @@ Status GlmDecoderCuda::moe_decode_experts(const Layer& a, int T, const k::MoeDec
   return err.status;
 }
 
-// fp32 router logits of a step that routes apart from the decode kernels: up to kRouterGemmRows
-// tokens a warp per (token, expert) dot product; past that one cuBLASLt fp32 product (fp32
-// compute, no TF32), which reads the router's weights once per tile of tokens where the warps read
-// them once per token (at 1x4096 on the 2 B model: 0.70 ms of a 38.5 ms step).
+// fp32 router logits of a step that routes apart from the decode kernels: a warp per (token,
+// expert) dot product, whose bits do not depend on the step's other tokens; a prefill-class step
+// of kRouterGemmRows tokens or more takes one cuBLASLt fp32 product instead (fp32 compute, no
+// TF32; its algorithm depends on the row count), which reads the router's weights once per tile
+// of tokens where the warps read them once per token (at 1x4096 on the 2 B model: 0.70 ms of a
+// 38.5 ms step). Decode-class passes (few(): a verification, or decode on ranks with sharded
+// experts) keep the warps, so a verification's rows route as their decodes do.
 Status GlmDecoderCuda::router_logits(const Layer& a, int T) {
-  if (T < kRouterGemmRows)
+  if (T < kRouterGemmRows || few())
     return k::router_logits_f32_cuda(h32_.as<float>(), T, H_, a.router.as<float>(), E_, router_logits_.as<float>(), stream_);
   k::GemmArgs g;
   g.rows = T, g.in = H_, g.out = E_, g.xw_type = k::DType::f32, g.y_type = k::DType::f32;

@@ -17,11 +17,11 @@
 //     gemv's rows an fp32 product runs on the tensor cores too, as two bf16 products of its input
 //     split in two bf16 parts (to_bf16_split, cuBLASLt summing the second into the first), within
 //     fp32-like error (TANDEM_GLM5_FP32_KERNEL=cuda_cores: the fp32 kernel linear_f32_cuda instead);
-//     the routed experts run grouped by expert (the default; TANDEM_GLM5_EXPERTS=pairs: per
-//     (token, expert) pair, quant_pairs_f32_cuda / linear_f32_cuda, as before)
-//     (moe_sort_cuda, then grouped_gemm_f32_cuda or its quantised form: each chosen expert's weight
-//     rows read once a step for all its pairs, each pair's sums those of a pair alone, so
-//     batch-invariant; on quantised experts the same bits as per pair);
+//     the routed experts run grouped by expert (moe_sort_cuda, then grouped_gemm_f32_cuda or its
+//     quantised form: each chosen expert's weight rows read once a step for all its pairs, each
+//     pair's sums those of a pair alone, so batch-invariant; on quantised experts the same bits as
+//     per pair), or with TANDEM_GLM5_EXPERTS=pairs per (token, expert) pair as before
+//     (quant_pairs_f32_cuda / linear_f32_cuda);
 //   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;

@@ -63,7 +63,8 @@ struct KdaShape {
   int heads = 0, head_dim = 0, conv_kernel = 0;
   bool lower_bound_set = false;
   // kda_recurrent_cuda: the head's state in registers for the step (up to head_dim 128) instead of
-  // in memory. Off by default until that kernel has passed gpu_check on a GPU.
+  // in memory. The glm5_next decoder sets it (TANDEM_KDA_REGISTERS=0 clears it); checked on a GPU
+  // since 2026-12-07.
   bool state_in_registers = false;
   float lower_bound = 0.f, rms_eps = 1e-5f;
 };
