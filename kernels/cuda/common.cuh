@@ -170,6 +170,22 @@ __device__ __forceinline__ float warp_rows_result(float (&acc)[NT], float (&up)[
 }
 
 
+// c += a b on the tensor cores: mma.sync m16n8k16, bf16 in, fp32 accumulate. PTX's fragment
+// layouts: lane 4 g + t holds a's rows g, g + 8 at columns 2t, 2t + 1 (a0, a1; +8 for a2, a3),
+// b's column g at rows 2t, 2t + 1 (b0; +8 for b1), c's rows g, g + 8 at columns 2t, 2t + 1.
+__device__ __forceinline__ void mma_m16n8k16(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                             unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// The same with a's four registers as ldmatrix.x4 loads them.
+__device__ __forceinline__ void mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  mma_m16n8k16(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
 // Runs f.template operator()<T>() for the activation type t (f32 or bf16); otherwise an error.
 template <class F>
 Status with_act_type(DType t, const char* op, F&& f) {

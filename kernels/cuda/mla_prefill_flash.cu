@@ -64,14 +64,7 @@ __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16*
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
-// c += a b (m16n8k16; PTX's fragment layouts: lane 4 g + t holds rows g and g + 8 of a and c).
-__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using cuda::mma_m16n8k16;
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&b);
@@ -140,8 +133,8 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
     for (int np = 0; np < kHalfKeys / 16; ++np) {
       std::uint32_t kf[4];
       ldsm_x4(kf, kb + np * 16 * kRow + (((k0 / 8 + ku) ^ sw) * 8));
-      mma(s[2 * np], qf, kf[0], kf[1]);
-      mma(s[2 * np + 1], qf, kf[2], kf[3]);
+      mma_m16n8k16(s[2 * np], qf, kf[0], kf[1]);
+      mma_m16n8k16(s[2 * np + 1], qf, kf[2], kf[3]);
     }
   }
   // Mask, row max (the row's four lanes, then the pair's two warps), rescale.
@@ -196,8 +189,8 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
       if (col0 + dp * 16 >= a.v_dim) break;
       std::uint32_t vf[4];
       ldsm_x4_trans(vf, vb + kk * 16 * kRow + (((vu + 2 * dp) ^ sw) * 8));
-      mma(acc[2 * dp], pf, vf[0], vf[1]);
-      mma(acc[2 * dp + 1], pf, vf[2], vf[3]);
+      mma_m16n8k16(acc[2 * dp], pf, vf[0], vf[1]);
+      mma_m16n8k16(acc[2 * dp + 1], pf, vf[2], vf[3]);
     }
   }
 }

@@ -52,16 +52,7 @@ __device__ __forceinline__ std::uint32_t pack(bf16 lo, bf16 hi) {
   return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) | static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16;
 }
 
-// c += a b for a 16x16 (row-major) and b 16x8 (column-major) tile; the fragment layout is PTX's
-// for mma.m16n8k16: lane = 4 g + t holds a rows g, g + 8 at columns 2t, 2t + 1 (+ 8), b column g
-// at rows 2t, 2t + 1 (+ 8), c rows g, g + 8 at columns 2t, 2t + 1.
-__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using cuda::mma_m16n8k16;
 
 // Cache rows are read in pieces of PB bytes (16, or 8 for fp8 rows whose width is not a multiple
 // of 16): all of a thread's pieces of a chunk are loaded first (several loads in flight, a single
@@ -285,14 +276,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
         int kk = 0;
         for (; kk + 32 <= qk16; kk += 32) {
           const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+          mma_m16n8k16(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
           const int k2 = kk + 16;
           const std::uint32_t a1[4] = {ld32(qa + k2), ld32(qa + 8 * kRow + k2), ld32(qa + k2 + 8), ld32(qa + 8 * kRow + k2 + 8)};
-          mma(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
+          mma_m16n8k16(c[1], a1, ld32(kb + k2), ld32(kb + k2 + 8));
         }
         if (kk < qk16) {
           const std::uint32_t a0[4] = {ld32(qa + kk), ld32(qa + 8 * kRow + kk), ld32(qa + kk + 8), ld32(qa + 8 * kRow + kk + 8)};
-          mma(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
+          mma_m16n8k16(c[0], a0, ld32(kb + kk), ld32(kb + kk + 8));
         }
         const int col = nt * 8 + 2 * t;
         float* s0 = ss + (mt * 16 + g) * kSRow + col;
@@ -343,8 +334,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(Args a) {
             const std::uint32_t b0 = pack(vb[0], vb[kRow]), b1 = pack(vb[8 * kRow], vb[9 * kRow]);
   #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              mma(acc[mt][nt], ahi[mt], b0, b1);
-              mma(acc[mt][nt], alo[mt], b0, b1);
+              mma_m16n8k16(acc[mt][nt], ahi[mt], b0, b1);
+              mma_m16n8k16(acc[mt][nt], alo[mt], b0, b1);
             }
           }
         }

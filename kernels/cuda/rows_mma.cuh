@@ -14,18 +14,10 @@ namespace tandem::kernels::mma_rows {
 using cuda::bf16;
 constexpr int kWarps = 4, kPad = 32;  // x rows staged in shared memory: in + kPad entries apart (no bank conflicts)
 
-__device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 // Both products of one slab: rows g (r0) and g + 8 (r1) of the weight tile, x entries xv.
 __device__ __forceinline__ void mma_slab(float (&c)[4], const uint4& r0, const uint4& r1, const uint4& xv) {
-  mma16816(c, r0.x, r1.x, r0.y, r1.y, xv.x, xv.y);
-  mma16816(c, r0.z, r1.z, r0.w, r1.w, xv.z, xv.w);
+  cuda::mma_m16n8k16(c, r0.x, r1.x, r0.y, r1.y, xv.x, xv.y);
+  cuda::mma_m16n8k16(c, r0.z, r1.z, r0.w, r1.w, xv.z, xv.w);
 }
 
 // sampling.cu's argmax key: order key of the value above, the index's complement below.
