@@ -152,6 +152,40 @@ __global__ void hc_expand_kernel(HcShape s, float* streams, const float* y, cons
 
 // ---- KDA ----------------------------------------------------------------------------------------
 
+// A token's inputs to the recurrence, the same in both KDA kernels below: for the thread that owns
+// channel j (`owner`), the short convolution of its q, k and v channels over the history (shifted
+// by one) and SiLU; then, with every thread of the block (block sums), the normalised query and
+// key entries and the decay exp(g) into shared memory. Returns the owner's value entry.
+__device__ __forceinline__ float kda_token_inputs(const KdaShape& s, const KdaWeights& w, const KdaIo& io, int t, int h, int j,
+                                                  int channels, float rate, const int (&ch)[3], bool owner, float* history,
+                                                  float* scratch, float* sq, float* sk, float* sdecay) {
+  const int hd = s.head_dim, K = s.conv_kernel;
+  float mixed[3] = {0.f, 0.f, 0.f};
+  if (owner) {
+    for (int c = 0; c < 3; ++c) {
+      const float* tap = w.conv + static_cast<long>(ch[c]) * K;
+      const float u = io.u[static_cast<long>(t) * io.ld_u + ch[c]];
+      float acc = tap[K - 1] * u;
+      for (int i = 0; i < K - 1; ++i) acc += tap[i] * history[static_cast<long>(i) * channels + ch[c]];
+      mixed[c] = acc / (1.f + expf(-acc));
+      for (int i = 0; i + 1 < K - 1; ++i)
+        history[static_cast<long>(i) * channels + ch[c]] = history[static_cast<long>(i + 1) * channels + ch[c]];
+      if (K > 1) history[static_cast<long>(K - 2) * channels + ch[c]] = u;
+    }
+  }
+  const float qq = block_sum(owner ? mixed[0] * mixed[0] : 0.f, scratch);
+  const float kk = block_sum(owner ? mixed[1] * mixed[1] : 0.f, scratch);
+  if (owner) {
+    sq[j] = mixed[0] * rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(hd));
+    sk[j] = mixed[1] * rsqrtf(kk + 1e-6f);
+    const float gi = io.g_raw[static_cast<long>(t) * io.ld_g + h * hd + j] + w.dt_bias[h * hd + j];
+    const float softplus = gi > 20.f ? gi : log1pf(expf(gi));
+    const float g = s.lower_bound_set ? s.lower_bound * sigmoidf_(rate * gi) : -rate * softplus;
+    sdecay[j] = expf(g);
+  }
+  return mixed[2];
+}
+
 // Block (sequence, head); thread j owns key/value channel j of the head (and column j of S).
 __global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const std::int32_t* seq_begin,
                                      const std::int32_t* slot, const std::int32_t* reset, float* state, long state_stride,
@@ -175,29 +209,7 @@ __global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const s
   }
   const float rate = expf(w.a_log[h]);
   for (int t = seq_begin[seq]; t < seq_begin[seq + 1]; ++t) {
-    float mixed[3] = {0.f, 0.f, 0.f};
-    if (mine) {
-      for (int c = 0; c < 3; ++c) {
-        const float* tap = w.conv + static_cast<long>(ch[c]) * K;
-        const float u = io.u[static_cast<long>(t) * io.ld_u + ch[c]];
-        float acc = tap[K - 1] * u;
-        for (int i = 0; i < K - 1; ++i) acc += tap[i] * history[static_cast<long>(i) * channels + ch[c]];
-        mixed[c] = acc / (1.f + expf(-acc));
-        for (int i = 0; i + 1 < K - 1; ++i)
-          history[static_cast<long>(i) * channels + ch[c]] = history[static_cast<long>(i + 1) * channels + ch[c]];
-        if (K > 1) history[static_cast<long>(K - 2) * channels + ch[c]] = u;
-      }
-    }
-    const float qq = block_sum(mine ? mixed[0] * mixed[0] : 0.f, scratch);
-    const float kk = block_sum(mine ? mixed[1] * mixed[1] : 0.f, scratch);
-    if (mine) {
-      sq[j] = mixed[0] * rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(hd));
-      sk[j] = mixed[1] * rsqrtf(kk + 1e-6f);
-      const float gi = io.g_raw[static_cast<long>(t) * io.ld_g + h * hd + j] + w.dt_bias[h * hd + j];
-      const float softplus = gi > 20.f ? gi : log1pf(expf(gi));
-      const float g = s.lower_bound_set ? s.lower_bound * sigmoidf_(rate * gi) : -rate * softplus;
-      sdecay[j] = expf(g);
-    }
+    const float value = kda_token_inputs(s, w, io, t, h, j, channels, rate, ch, mine, history, scratch, sq, sk, sdecay);
     __syncthreads();
     float o = 0.f;
     if (mine) {
@@ -208,7 +220,7 @@ __global__ void kda_recurrent_kernel(KdaShape s, KdaWeights w, KdaIo io, const s
         S[static_cast<long>(i) * hd + j] = v;
         kv += v * sk[i];
       }
-      const float delta = (mixed[2] - kv) * beta;
+      const float delta = (value - kv) * beta;
       for (int i = 0; i < hd; ++i) {
         const float v = S[static_cast<long>(i) * hd + j] + sk[i] * delta;
         S[static_cast<long>(i) * hd + j] = v;
@@ -267,30 +279,8 @@ __global__ void __launch_bounds__(4 * 4 * R)
       for (int c = 0; c < 3; ++c) history[static_cast<long>(i) * channels + ch[c]] = 0.f;
   const float rate = expf(w.a_log[h]);
   for (int t = seq_begin[seq]; t < seq_begin[seq + 1]; ++t) {
-    float mixed[3] = {0.f, 0.f, 0.f};
-    if (lead) {
-      for (int c = 0; c < 3; ++c) {
-        const float* tap = w.conv + static_cast<long>(ch[c]) * K;
-        const float u = io.u[static_cast<long>(t) * io.ld_u + ch[c]];
-        float acc = tap[K - 1] * u;
-        for (int i = 0; i < K - 1; ++i) acc += tap[i] * history[static_cast<long>(i) * channels + ch[c]];
-        mixed[c] = acc / (1.f + expf(-acc));
-        for (int i = 0; i + 1 < K - 1; ++i)
-          history[static_cast<long>(i) * channels + ch[c]] = history[static_cast<long>(i + 1) * channels + ch[c]];
-        if (K > 1) history[static_cast<long>(K - 2) * channels + ch[c]] = u;
-      }
-    }
-    const float qq = block_sum(lead ? mixed[0] * mixed[0] : 0.f, scratch);
-    const float kk = block_sum(lead ? mixed[1] * mixed[1] : 0.f, scratch);
-    if (lead) {
-      sq[j] = mixed[0] * rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(hd));
-      sk[j] = mixed[1] * rsqrtf(kk + 1e-6f);
-      sv[j] = mixed[2];
-      const float gi = io.g_raw[static_cast<long>(t) * io.ld_g + h * hd + j] + w.dt_bias[h * hd + j];
-      const float softplus = gi > 20.f ? gi : log1pf(expf(gi));
-      const float g = s.lower_bound_set ? s.lower_bound * sigmoidf_(rate * gi) : -rate * softplus;
-      sdecay[j] = expf(g);
-    }
+    const float value = kda_token_inputs(s, w, io, t, h, j, channels, rate, ch, lead, history, scratch, sq, sk, sdecay);
+    if (lead) sv[j] = value;
     __syncthreads();
     float kv = 0.f;
 #pragma unroll
