@@ -52,6 +52,13 @@ void latent_cache_write_cpu(const float* src, long ld, int tokens, int width, co
   }
 }
 
+void latent_gather_cpu(const float* cache, const std::int32_t* block_table, int block_size, int n, int width, float* dst) {
+  for (int j = 0; j < n; ++j) {
+    const long slot = static_cast<long>(block_table[j / block_size]) * block_size + j % block_size;
+    for (int i = 0; i < width; ++i) dst[static_cast<long>(j) * width + i] = cache[slot * width + i];
+  }
+}
+
 float latent_amax_cpu(const float* src, long ld, int tokens, int width, float amax) {
   for (int t = 0; t < tokens; ++t)
     for (int i = 0; i < width; ++i) amax = std::fmax(amax, std::fabs(src[t * ld + i]));

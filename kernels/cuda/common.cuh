@@ -186,6 +186,30 @@ __device__ __forceinline__ void mma_m16n8k16(float (&c)[4], const unsigned (&a)[
   mma_m16n8k16(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
+// Four 8x8 bf16 matrices from shared memory in mma.sync's fragment layout (ldmatrix.x4): lane l
+// gives the address of row l % 8 of matrix l / 8; the .trans form transposes each matrix (a B
+// operand stored k-major, as attention's values are).
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// Element offset of 16-byte unit u of row r in shared rows of `width` bf16 entries (a multiple of
+// 64), units XOR-swizzled by row (u ^ (r % 8)) so that ldmatrix's eight rows, at row offsets that
+// are multiples of 8, fall in eight different bank groups without padding.
+__device__ __forceinline__ int swz(int r, int u, int width) { return r * width + ((u ^ (r % 8)) * 8); }
+// Two floats as a bf16 pair in one register (lo in the low half), round to nearest.
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&b);
+}
+
 // Runs f.template operator()<T>() for the activation type t (f32 or bf16); otherwise an error.
 template <class F>
 Status with_act_type(DType t, const char* op, F&& f) {

@@ -134,6 +134,31 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
     store<KV>(cache + slot * width + i, __bfloat162float(src[t * ld + i]), scale);
 }
 
+// One block per row; 8 entries a thread-step (16 bytes of bf16 out).
+template <class KV>
+__global__ void latent_gather_kernel(const KV* cache, float scale, const std::int32_t* table, int block_size, int width, bf16* dst) {
+  const int j = blockIdx.x;
+  const long slot = static_cast<long>(table[j / block_size]) * block_size + j % block_size;
+  const KV* s = cache + slot * width;
+  bf16* d = dst + static_cast<long>(j) * width;
+  for (int i = 8 * threadIdx.x; i < width; i += 8 * blockDim.x) {
+    if constexpr (sizeof(KV) == 2) {
+      *reinterpret_cast<uint4*>(d + i) = *reinterpret_cast<const uint4*>(s + i);
+    } else {
+      const uint2 raw = *reinterpret_cast<const uint2*>(s + i);
+      const unsigned w[2] = {raw.x, raw.y};
+      unsigned o[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = __half22float2(
+            __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3)));
+        o[q] = cuda::pack_bf16(f.x * scale, f.y * scale);
+      }
+      *reinterpret_cast<uint4*>(d + i) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
 // One block per token; non-negative floats order as their bit patterns do, so an integer
 // atomicMax on the bits is a float max.
 __global__ void latent_amax_kernel(const bf16* src, long ld, int width, float* amax) {
@@ -359,6 +384,24 @@ Status latent_cache_write(const void* src, long ld, int tokens, int width, const
   else
     return Error{"latent_cache_write: the cache must be bf16 or fp8_e4m3"};
   return TANDEM_CUDA_LAUNCHED("latent_cache_write_kernel");
+}
+
+Status latent_gather(const void* cache, DType cache_type, float scale, const std::int32_t* block_table, int block_size, int n,
+                     int width, void* dst, Stream stream) {
+  if (n < 0 || block_size <= 0 || width <= 0 || width % 8 != 0)
+    return Error{"latent_gather: n >= 0, block_size > 0 and width a positive multiple of 8 expected"};
+  if (reinterpret_cast<std::uintptr_t>(cache) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0)
+    return Error{"latent_gather: cache and dst must be 16-byte aligned"};
+  if (n == 0) return {};
+  if (cache_type == DType::bf16)
+    latent_gather_kernel<bf16><<<n, 128, 0, stream>>>(static_cast<const bf16*>(cache), scale, block_table, block_size, width,
+                                                      static_cast<bf16*>(dst));
+  else if (cache_type == DType::fp8_e4m3)
+    latent_gather_kernel<__nv_fp8_storage_t><<<n, 128, 0, stream>>>(static_cast<const __nv_fp8_storage_t*>(cache), scale, block_table,
+                                                                    block_size, width, static_cast<bf16*>(dst));
+  else
+    return Error{"latent_gather: the cache must be bf16 or fp8_e4m3"};
+  return TANDEM_CUDA_LAUNCHED("latent_gather_kernel");
 }
 
 Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, Stream stream) {

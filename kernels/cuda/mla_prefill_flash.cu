@@ -50,25 +50,11 @@ struct Args {
   float out_scale;   // row scale (fp8), applied to the output
 };
 
-// Element offset of 16-byte unit u of row r (rows of `width` entries, a multiple of 64).
-__device__ __forceinline__ int swz(int r, int u, int width) { return r * width + ((u ^ (r % 8)) * 8); }
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
+using cuda::ldsm_x4;
+using cuda::ldsm_x4_trans;
 using cuda::mma_m16n8k16;
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&b);
-}
+using cuda::pack_bf16;
+using cuda::swz;
 __device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two) {
   const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
   return pack_bf16(f.x, f.y);

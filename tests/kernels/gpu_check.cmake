@@ -10,6 +10,7 @@ if(TANDEM_HAVE_CUDA)
     ${CMAKE_CURRENT_LIST_DIR}/gpu_check_rows_mma.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_check_moe_grouped.cpp
     ${CMAKE_CURRENT_LIST_DIR}/gpu_check_quant_grouped.cpp
     ${CMAKE_CURRENT_LIST_DIR}/gpu_check_mla_split.cpp ${CMAKE_CURRENT_LIST_DIR}/gpu_check_mla_flash.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/gpu_check_mla_mha.cpp
     ${CMAKE_CURRENT_LIST_DIR}/gpu_check_moe_f32.cpp)
   target_link_libraries(gpu_check PRIVATE tandem_kernels CUDA::cudart)
 endif()

@@ -31,7 +31,7 @@ std::vector<Group> groups() {
           Group{"moe_grouped_small", check_moe_grouped_small}, Group{"quant_grouped", check_quant_grouped},
           Group{"quant_grouped_small", check_quant_grouped_small},
           Group{"mla_split", check_mla_split}, Group{"mla_flash", check_mla_flash},
-          Group{"mla_flash_small", check_mla_flash_small}, Group{"moe_f32", check_moe_f32}};
+          Group{"mla_flash_small", check_mla_flash_small}, Group{"mla_mha", check_mla_mha}, Group{"moe_f32", check_moe_f32}};
 }
 
 }  // namespace

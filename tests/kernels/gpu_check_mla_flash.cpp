@@ -3,11 +3,7 @@
 // in the pool), tokens of two sequences interleaved, odd head counts and row widths, block
 // tables shuffled, bf16 and fp8 pools; and bitwise: a prompt's tokens must give the same bits
 // whether the prompt comes in one launch or in chunks of odd sizes (issue 22's chunk independence).
-// Two bars: the kernel rounds its probabilities to bf16 for the tensor cores, as FlashAttention
-// does, which alone measures 5-8e-2 per element where outputs cancel to near zero (the first GPU
-// run, H100, 2026-12-07; a numpy model of bf16 probabilities gives the same 5-6e-2) and 2-3e-3
-// normwise. A row fails past kNormBar normwise (the table's number) or kElementBar per element
-// (its note): a row, head or chunk served wrongly exceeds both by far. A single key of a
+// Two bars (flash_row, gpu_check.hpp): normwise and per element. A single key of a
 // few hundred left out would shift outputs by about 1e-3 normwise, under that noise: the
 // bitwise chunking check and cuda_model_check's prompts are where such a mask bug shows.
 #include <algorithm>
@@ -77,19 +73,6 @@ struct Tok {
 
 float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk) / 3.f); }
 
-constexpr double kNormBar = 5e-3, kElementBar = 0.15;
-
-// A table row: normwise error against kNormBar, the per-element error in the note (FAIL past kElementBar).
-Row flash_row(std::string shape, std::string dtype, const std::vector<float>& got, const std::vector<float>& ref, long differ,
-              std::string note) {
-  const double element = max_rel_error(got, ref);
-  char el[64];
-  std::snprintf(el, sizeof el, "per element %.3g", element);
-  if (element > kElementBar) note = std::string("FAIL: ") + el + " (bar " + std::to_string(kElementBar) + ")";
-  else note = note.empty() ? el : note + ", " + el;
-  return {"mla_prefill_flash", std::move(shape), std::move(dtype) + ", normwise", max_norm_error(got, ref), kNormBar, differ, note};
-}
-
 // The launch over `toks` (queries q: a row of heads x qk per token), bf16 bits out.
 std::vector<std::uint16_t> gpu_run(const Pool& p, const std::vector<Tok>& toks, const std::vector<float>& q) {
   const int T = static_cast<int>(toks.size());
@@ -127,7 +110,7 @@ std::vector<std::uint16_t> check_launch(std::vector<Row>& rows, const Pool& p, c
   const auto got = gpu_run(p, toks, q);
   char shape[96];
   std::snprintf(shape, sizeof shape, "%s, %dh %d/%d bs%d", what, p.s.heads, p.s.qk, p.s.vd, p.s.block_size);
-  rows.push_back(flash_row(shape, dt_of(p), to_float(got), cpu_run(p, toks, q), 0, ""));
+  rows.push_back(flash_row("mla_prefill_flash", shape, dt_of(p), to_float(got), cpu_run(p, toks, q), 0, ""));
   return got;
 }
 
@@ -172,7 +155,7 @@ void run_chunking(std::vector<Row>& rows, const Shape& s, DType kv) {
     const auto got = gpu_run(p, part, qp);
     for (size_t e = 0; e < got.size(); ++e) differ += got[e] != whole[sz(from) * orow + e];
   }
-  rows.push_back(flash_row("300 tokens whole vs chunks 47+124+129, 20h", dt_of(p), to_float(whole), cpu_run(p, toks, q), differ,
+  rows.push_back(flash_row("mla_prefill_flash", "300 tokens whole vs chunks 47+124+129, 20h", dt_of(p), to_float(whole), cpu_run(p, toks, q), differ,
                            differ ? "FAIL: bits depend on the chunking" : ""));
 }
 

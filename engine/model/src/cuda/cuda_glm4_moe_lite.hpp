@@ -57,6 +57,12 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
            k::mla_prefill_flash_fits(kBf16, heads_, attn_layout(l));
   }
 
+  // The attention after the latent's write, into attn_: in the latent space (absorbed), or
+  // un-absorbed (multi-head) for a prefill step that mha_prefill admits (cuda_glm4_moe_lite_mha.cpp).
+  Status absorbed_attention(int l, const Layer& a, int T, int max_context, const char* layer_pool);
+  Status mha_attention(int l, const Layer& a, int T, const char* layer_pool);
+  bool mha_prefill(int l, int T) const;
+
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;
   DeviceBuffer qlat_, qattn_, olat_;  // query latent, absorbed queries, attention's latent output

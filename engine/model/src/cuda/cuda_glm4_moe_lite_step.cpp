@@ -201,6 +201,12 @@ Status GlmDecoderCuda::run_pass(std::span<const PagedWork> work, bool invariant)
     if (fits && b * n <= t_cap_ && b * n <= r_cap_) graph = true, per = n;
   }
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;  // padded to the graph's bucket
+  step_sequences_.clear();
+  for (int s = 0, first = 0; s < S && !graph; ++s) {
+    const PagedWork& w = work[static_cast<std::size_t>(s)];
+    step_sequences_.push_back({first, static_cast<int>(w.tokens.size()), w.start});
+    first += static_cast<int>(w.tokens.size());
+  }
   std::int32_t* tok = host_in_;
   std::int32_t* pos = tok + t_cap_;
   std::int32_t* seq = pos + t_cap_;
@@ -524,6 +530,24 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     mark("attn cache write", T * (2.0 * width_ + kv_row));
   }
 
+  // The attention proper, into attn_ ([T, heads * v_dim]): un-absorbed where the step fits it
+  // (cuda_glm4_moe_lite_mha.cpp), else in the latent space.
+  err(mha_prefill(l, T) ? mha_attention(l, a, T, layer_pool) : absorbed_attention(l, a, T, max_context, layer_pool));
+  k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
+  o.bias = a.o_bias.get();  // fp32, as the output
+  o.y_type = k::DType::f32;
+  err(qgemm(o, a.o_q));
+  mark("attn o_proj", weight_read(a.o_q, 2.0 * H_ * heads_ * vd_));
+  return err.status;
+}
+
+// long-function: the absorbed query, the attention kernel of the step's class, the values' projection.
+Status Glm4MoeLiteCuda::absorbed_attention(int l, const Layer& a, int T, int max_context, const char* layer_pool) {
+  FirstError err;
+  auto* fused = fused_.as<std::uint16_t>();
+  const long qw = static_cast<long>(heads_) * qk_;
+  const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
+  const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
   // Absorbed query: q_nope[h] . W_kb[h] (W_kb[h] = kv_b rows h*(nope+vd) .. +nope, [nope, kv_lora]).
   const long kvb_stride = static_cast<long>(nope_ + vd_) * lora_kv_;
   auto* qattn = qattn_.as<std::uint16_t>();
@@ -633,11 +657,6 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(gemm(va));
   }
   mark("attn values (kv_b v part)", 2.0 * heads_ * vd_ * lora_kv_);
-  k::GemmArgs o = linear(attn_.get(), a.o, delta_.get(), T, heads_ * vd_, H_);
-  o.bias = a.o_bias.get();  // fp32, as the output
-  o.y_type = k::DType::f32;
-  err(qgemm(o, a.o_q));
-  mark("attn o_proj", weight_read(a.o_q, 2.0 * H_ * heads_ * vd_));
   return err.status;
 }
 

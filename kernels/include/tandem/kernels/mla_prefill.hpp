@@ -34,3 +34,49 @@ Status mla_prefill_flash_cuda(const void* q, int n_tokens, const std::int32_t* t
                               int max_blocks_per_seq, float scale, void* out, Stream stream = nullptr);
 
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+
+// The un-absorbed (multi-head) form of MLA prefill attention, for one sequence (mla_prefill_mha.cu).
+//
+// The absorbed kernel above attends in the latent space: every (query, key) pair costs
+// 2 (qk_dim + v_dim) = 2 (576 + 512) flops at GLM-4.7-Flash's shape. A prompt's keys and values can
+// instead be expanded once per head through kv_b (K_nope = W_UK c, V = W_UV c: one dense GEMM over
+// the context's latent rows, as vLLM and SGLang prefill MLA), after which a pair costs
+// 2 (nope + rope + v_dim) = 2 (256 + 256): 2.1x fewer flops where attention dominates long prompts.
+// The expansion costs what the absorbed form's query absorption and value projection cost for a
+// fresh prompt, so this form pays where the step's queries are a large share of their context.
+//
+// Query i (0 .. n_queries - 1) is at position first_pos + i and attends keys 0 .. first_pos + i of
+// the sequence (causal). Key j of head h is [k_nope(j, h) | k_rope(j)] (the rotary part shared by
+// all heads, as the latent pool keeps it); its value v(j, h). All bf16; strides in elements.
+//   out(i, h) = sum_j softmax_j(scale q(i, h) . k(j, h)) v(j, h)
+// The CPU reference is attention_cpu (attention.hpp) over the same keys laid out per head.
+struct MlaMhaPrefill {
+  const void* q = nullptr;  // [n_queries] rows: head h at h * q_head_stride, nope then rope entries (rotated)
+  long q_stride = 0;
+  int q_head_stride = 0;
+  const void* k_nope = nullptr;  // [context] rows: head h's nope entries at h * k_head_stride
+  long k_stride = 0;
+  int k_head_stride = 0;
+  const void* k_rope = nullptr;  // [context] rows of rope entries, shared by every head
+  long rope_stride = 0;
+  const void* v = nullptr;  // [context] rows: head h's v_dim entries at h * v_head_stride
+  long v_stride = 0;
+  int v_head_stride = 0;
+  void* out = nullptr;  // [n_queries] rows: head h's v_dim entries at h * out_head_stride
+  long out_stride = 0;
+  int out_head_stride = 0;
+  int heads = 0, nope = 0, rope = 0, v_dim = 0;
+  int n_queries = 0, first_pos = 0;
+  float scale = 0.f;
+};
+
+// Whether mla_prefill_mha_cuda serves this shape on this device: nope, rope and v_dim multiples of
+// 8 (16-byte pieces), nope + rope and v_dim up to 256, every pointer 16-byte aligned and every
+// stride a multiple of 8 entries, and a device that gives a block 192 KiB of shared memory (sm_90).
+bool mla_prefill_mha_fits(const MlaMhaPrefill& a);
+
+Status mla_prefill_mha_cuda(const MlaMhaPrefill& a, Stream stream = nullptr);
+
+}  // namespace tandem::kernels

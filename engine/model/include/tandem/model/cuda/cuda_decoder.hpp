@@ -382,6 +382,14 @@ class GlmDecoderCuda : public CudaModel {
   static double weight_read(const QuantWeight& q, double bf16_bytes) { return q.on() ? static_cast<double>(q.bytes()) : bf16_bytes; }
 
   // The op timer's mark after an op (not while capturing a graph).
+  // The sequences of an eager step, in the staged order (sequence s's block table is row s of
+  // in_tables()): its first token among the step's, its tokens, and the position of the first.
+  // run_pass sets it (empty for a graph step); the un-absorbed prefill reads it.
+  struct StepSequence {
+    int first = 0, tokens = 0, start = 0;
+  };
+  std::vector<StepSequence> step_sequences_;
+
   void mark(const char* op, double bytes) const {
     if (timer_ && !capturing_) timer_->mark(op, bytes, stream_);
   }
@@ -461,8 +469,9 @@ class GlmDecoderCuda : public CudaModel {
   bool quant_prefill_dequant_ = false;
   // TANDEM_PREFILL_ATTN (apply_env_overrides): how prefill chunks of more than kMlaDecodeMaxTokens
   // tokens attend: the flash prefill kernel (the default), the MLA decode kernel in launches of
-  // kMlaDecodeMaxTokens tokens, or the generic paged kernel (the A/B references).
-  enum PrefillAttn : int { kPrefillFlash = 0, kPrefillMla = 1, kPrefillGeneric = 2 };
+  // kMlaDecodeMaxTokens tokens, the generic paged kernel (the A/B references), or the un-absorbed
+  // (multi-head) form where the step fits it (mla_prefill.hpp; else the flash kernel).
+  enum PrefillAttn : int { kPrefillFlash = 0, kPrefillMla = 1, kPrefillGeneric = 2, kPrefillMha = 3 };
   // Flash by default since its first GPU run (H100, 2026-12-07: gpu_check and cuda_model_check
   // pass; 1x4096 prefill of the 47-layer fp8 shape 5.5x the MLA decode kernel's launches).
   int prefill_attn_ = kPrefillFlash;

@@ -1,0 +1,258 @@
+// Flash attention for the un-absorbed (multi-head) form of MLA prefill (mla_prefill.hpp).
+//
+// A block takes 128 consecutive queries of one head and walks their keys from key 0 in chunks of
+// 64, each chunk's keys and values loaded once into shared memory (cp.async, double-buffered: the
+// next chunk lands while this one is used). Eight warps, warp w owning queries 16 w .. + 15 with
+// every value column: S = Q K^T on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate),
+// the online softmax (running max and sum per row) in registers, and O += P V with P taken straight
+// from S's accumulators (an m16n8 accumulator pair is the m16k16 A operand's layout), rounded to
+// bf16 as FlashAttention rounds it. Unlike the absorbed kernel, a warp scores all of a chunk's keys
+// itself, so no probabilities pass through shared memory and no warps pair up.
+// Shared rows are 256 entries, 16-byte units XOR-swizzled by row (cuda::swz).
+#include <algorithm>
+#include <cstdint>
+
+#include "common.cuh"
+#include "tandem/kernels/launch.hpp"
+#include "tandem/kernels/mla_prefill.hpp"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda::bf16;
+using cuda::ldsm_x4;
+using cuda::ldsm_x4_trans;
+using cuda::mma_m16n8k16;
+using cuda::pack_bf16;
+using cuda::swz;
+
+constexpr int kRows = 128;  // queries a block
+constexpr int kKeys = 64;   // keys a chunk
+constexpr int kWarps = kRows / 16, kThreads = kWarps * 32;
+constexpr int kMaxDim = 256;  // nope + rope, and v_dim
+constexpr int kRow = kMaxDim;  // bf16 per shared row
+// The queries, two key buffers and two value buffers.
+constexpr size_t kSmem = static_cast<size_t>(kRows + 4 * kKeys) * kRow * 2;
+
+struct Args {
+  MlaMhaPrefill p;
+  int head_tiles;    // ceil(n_queries / kRows)
+  float score_log2;  // scale x log2(e): scores in the exp2 domain
+};
+
+// Keys and values c0 .. c0 + 63 of head h into ks, vs (rows past `last` zero: a zero value row
+// times a zero probability stays zero, where a stale one could be NaN), and zeros in the columns
+// from nope + rope and v_dim up to the mma's multiple of 16.
+__device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0, int last, bf16* ks, bf16* vs) {
+  const int qk_pieces = (p.nope + p.rope) / 8, nope_pieces = p.nope / 8, v_pieces = p.v_dim / 8;
+  const int qk16_pieces = (qk_pieces + 1) / 2 * 2, v16_pieces = (v_pieces + 1) / 2 * 2;
+  const bf16* kn = static_cast<const bf16*>(p.k_nope) + static_cast<long>(h) * p.k_head_stride;
+  const bf16* kr = static_cast<const bf16*>(p.k_rope);
+  const bf16* v = static_cast<const bf16*>(p.v) + static_cast<long>(h) * p.v_head_stride;
+  for (int i = threadIdx.x; i < kKeys * qk16_pieces; i += kThreads) {
+    const int r = i / qk16_pieces, c = i % qk16_pieces, j = c0 + r;
+    const bool live = j <= last && c < qk_pieces;
+    const long jj = live ? j : 0;
+    const bf16* src = c < nope_pieces ? kn + jj * p.k_stride + 8 * c : kr + jj * p.rope_stride + 8 * (c - nope_pieces);
+    cuda::cp_async16_fill(ks + swz(r, c, kRow), src, live ? 16 : 0);
+  }
+  for (int i = threadIdx.x; i < kKeys * v16_pieces; i += kThreads) {
+    const int r = i / v16_pieces, c = i % v16_pieces, j = c0 + r;
+    const bool live = j <= last && c < v_pieces;
+    cuda::cp_async16_fill(vs + swz(r, c, kRow), v + (live ? j : 0) * p.v_stride + 8 * c, live ? 16 : 0);
+  }
+}
+
+// Per-thread state of a warp's 16 rows: lane 4 g + t keeps rows g and g + 8.
+struct Softmax {
+  float m[2] = {-INFINITY, -INFINITY};  // running max (exp2 domain)
+  float l[2] = {0.f, 0.f};              // this thread's share of the running sum
+};
+
+// One chunk for a warp: scores of its 16 rows against the chunk's 64 keys, masked by each row's
+// last key (lim), the online softmax's update, then O += P V over the chunk for every value column.
+// long-function: scores, softmax update and values form one sequence over the same registers.
+__device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, const bf16* vs, int c0, const int (&lim)[2],
+                                           Softmax& sm, float (&acc)[kMaxDim / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4, sw = lane % 8;
+  const int qk16 = (a.p.nope + a.p.rope + 15) / 16 * 16;
+  float s[kKeys / 8][4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  // ldmatrix rows: lane l gives row l % 8 (+ 8) of its matrix; every base row is a multiple of 8,
+  // so the lane's swizzle is l % 8.
+  const bf16* qa = qs + (warp * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * kRow;
+  const int qu = lane / 16;
+  const bf16* kb = ks + (lane % 8 + 8 * (lane / 16)) * kRow;
+  const int ku = (lane / 8) % 2;
+#pragma unroll 2
+  for (int k0 = 0; k0 < qk16; k0 += 16) {
+    unsigned qf[4];
+    ldsm_x4(qf, qa + (((k0 / 8 + qu) ^ sw) * 8));
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+      unsigned kf[4];
+      ldsm_x4(kf, kb + np * 16 * kRow + (((k0 / 8 + ku) ^ sw) * 8));
+      mma_m16n8k16(s[2 * np], qf, kf[0], kf[1]);
+      mma_m16n8k16(s[2 * np + 1], qf, kf[2], kf[3]);
+    }
+  }
+  // Mask, row max over the row's four lanes, rescale what is accumulated.
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = c0 + 8 * n + 2 * t + (e % 2), h = e / 2;
+      s[n][e] = j <= lim[h] ? s[n][e] * a.score_log2 : -INFINITY;
+      mx[h] = fmaxf(mx[h], s[n][e]);
+    }
+  float base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(sm.m[h], mx[h]);
+    base[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing yet: every p is 0, no NaN
+    const float corr = exp2f(sm.m[h] - base[h]);
+    sm.m[h] = m_new;
+    sm.l[h] *= corr;
+#pragma unroll
+    for (int n = 0; n < kMaxDim / 8; ++n) acc[n][2 * h] *= corr, acc[n][2 * h + 1] *= corr;
+  }
+  // P V, 16 keys at a time: the accumulators of key tiles 2 kk and 2 kk + 1 are the A fragment.
+  const bf16* vb = vs + (lane % 8 + 8 * ((lane / 8) % 2)) * kRow;
+  const int vu = lane / 16;
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    float p[2][4];
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[x][e] = exp2f(s[2 * kk + x][e] - base[e / 2]);
+    sm.l[0] += p[0][0] + p[0][1] + p[1][0] + p[1][1];
+    sm.l[1] += p[0][2] + p[0][3] + p[1][2] + p[1][3];
+    const unsigned pf[4] = {pack_bf16(p[0][0], p[0][1]), pack_bf16(p[0][2], p[0][3]), pack_bf16(p[1][0], p[1][1]),
+                            pack_bf16(p[1][2], p[1][3])};
+#pragma unroll
+    for (int dp = 0; dp < kMaxDim / 16; ++dp) {
+      if (dp * 16 >= a.p.v_dim) break;
+      unsigned vf[4];
+      ldsm_x4_trans(vf, vb + kk * 16 * kRow + (((vu + 2 * dp) ^ sw) * 8));
+      mma_m16n8k16(acc[2 * dp], pf, vf[0], vf[1]);
+      mma_m16n8k16(acc[2 * dp + 1], pf, vf[2], vf[3]);
+    }
+  }
+}
+
+// long-function: one smem carve-up around the double-buffered chunk loop and the output's write.
+__global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
+  extern __shared__ uint4 smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  auto kbuf = [&](int i) { return qs + (kRows + 2 * i * kKeys) * kRow; };
+  auto vbuf = [&](int i) { return qs + (kRows + (2 * i + 1) * kKeys) * kRow; };
+  cuda::pdl_begin();  // the queries and keys come from the kernels before
+  const MlaMhaPrefill& p = a.p;
+
+  // The longest tiles (the prompt's last queries) of every head first, so the short ones fill the tail.
+  const int tile = a.head_tiles - 1 - static_cast<int>(blockIdx.x) / p.heads, h = static_cast<int>(blockIdx.x) % p.heads;
+  const int q0 = tile * kRows, rows = min(kRows, p.n_queries - q0);
+  const int last = p.first_pos + q0 + rows - 1;  // the tile's last key
+
+  const int qk_pieces = (p.nope + p.rope) / 8, qk16_pieces = (qk_pieces + 1) / 2 * 2;
+  const bf16* q = static_cast<const bf16*>(p.q) + static_cast<long>(h) * p.q_head_stride;
+  for (int i = threadIdx.x; i < kRows * qk16_pieces; i += kThreads) {
+    const int r = i / qk16_pieces, c = i % qk16_pieces;
+    const bool live = r < rows && c < qk_pieces;
+    cuda::cp_async16_fill(qs + swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
+  }
+  load_chunk(p, h, 0, last, kbuf(0), vbuf(0));
+  cuda::cp_async_commit();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // A row past the tile's end gets no keys (-1): it stays empty and is not written.
+  const int lim[2] = {warp * 16 + g < rows ? p.first_pos + q0 + warp * 16 + g : -1,
+                      warp * 16 + g + 8 < rows ? p.first_pos + q0 + warp * 16 + g + 8 : -1};
+  float acc[kMaxDim / 8][4];
+#pragma unroll
+  for (int n = 0; n < kMaxDim / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  Softmax sm;
+  const int chunks = last / kKeys + 1;
+  for (int c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks) {
+      load_chunk(p, h, (c + 1) * kKeys, last, kbuf((c + 1) % 2), vbuf((c + 1) % 2));
+      cuda::cp_async_commit();
+      cuda::cp_async_wait<1>();
+    } else {
+      cuda::cp_async_wait<0>();
+    }
+    __syncthreads();  // chunk c (and the queries) landed for every thread
+    // A warp whose rows all end before this chunk skips it: it would add exact zeros.
+    if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf(c % 2), vbuf(c % 2), c * kKeys, lim, sm, acc);
+    __syncthreads();  // chunk c's buffers are free for chunk c + 2
+  }
+
+  // O / l, the sum over the row's four lanes, as bf16.
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = sm.l[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = warp * 16 + g + 8 * hh;
+    if (r >= rows) continue;
+    const float f = l > 0.f ? 1.f / l : 0.f;
+    bf16* o = static_cast<bf16*>(p.out) + (q0 + r) * p.out_stride + static_cast<long>(h) * p.out_head_stride;
+#pragma unroll
+    for (int n = 0; n < kMaxDim / 8; ++n) {
+      const int col = 8 * n + 2 * t;
+      if (8 * n >= p.v_dim) break;
+      *reinterpret_cast<unsigned*>(o + col) = pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+int smem_optin() {
+  static const int n = [] {
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
+    return bytes;
+  }();
+  return n;
+}
+
+}  // namespace
+
+bool mla_prefill_mha_fits(const MlaMhaPrefill& a) {
+  const int qk = a.nope + a.rope;
+  const bool dims = a.heads >= 1 && a.nope >= 0 && a.rope >= 0 && a.nope % 8 == 0 && a.rope % 8 == 0 && qk >= 8 && qk <= kMaxDim &&
+                    a.v_dim % 8 == 0 && a.v_dim >= 8 && a.v_dim <= kMaxDim;
+  const bool strides = a.q_stride % 8 == 0 && a.q_head_stride % 8 == 0 && a.k_stride % 8 == 0 && a.k_head_stride % 8 == 0 &&
+                       a.rope_stride % 8 == 0 && a.v_stride % 8 == 0 && a.v_head_stride % 8 == 0 && a.out_stride % 8 == 0 &&
+                       a.out_head_stride % 8 == 0;
+  const bool pointers = aligned16(a.q) && aligned16(a.k_nope) && aligned16(a.k_rope) && aligned16(a.v) && aligned16(a.out);
+  return dims && strides && pointers && static_cast<size_t>(smem_optin()) >= kSmem;
+}
+
+Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
+  if (p.n_queries < 0 || p.first_pos < 0) return Error{"mla_prefill_mha: n_queries and first_pos must be >= 0"};
+  if (p.n_queries == 0) return {};
+  if (!mla_prefill_mha_fits(p))
+    return Error{"mla_prefill_mha: the shape does not fit (mla_prefill_mha_fits: nope, rope and v_dim multiples of 8, qk and v_dim up to 256, "
+                 "16-byte aligned pointers, strides multiples of 8, 192 KiB of shared memory a block)"};
+  Args a{};
+  a.p = p;
+  a.head_tiles = (p.n_queries + kRows - 1) / kRows;
+  a.score_log2 = p.scale * 1.4426950408889634f;
+  const long blocks = static_cast<long>(a.head_tiles) * p.heads;
+  if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(mla_prefill_mha_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "mla_prefill_mha: shared memory attribute");
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(mla_prefill_mha_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmem, stream, a),
+                            "launch mla_prefill_mha_kernel");
+}
+
+}  // namespace tandem::kernels
