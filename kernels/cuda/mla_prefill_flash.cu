@@ -20,12 +20,14 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "flash_tiles.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/mla_prefill.hpp"
 
 namespace tandem::kernels {
 namespace {
 
+using cuda::aligned16;
 using cuda::bf16;
 using fp8 = __nv_fp8_storage_t;
 
@@ -54,6 +56,7 @@ using cuda::ldsm_x4;
 using cuda::ldsm_x4_trans;
 using cuda::mma_m16n8k16;
 using cuda::pack_bf16;
+using cuda::smem_optin;
 using cuda::swz;
 __device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two) {
   const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
@@ -86,12 +89,6 @@ __device__ __forceinline__ void load_keys(const Args& a, const std::int32_t* tab
   }
 }
 
-// Per-thread state of a warp's 16 rows: lane 4 g + t keeps rows g and g + 8.
-struct Softmax {
-  float m[2] = {-INFINITY, -INFINITY};  // running max (exp2 domain)
-  float l[2] = {0.f, 0.f};              // this thread's share of the running sum
-};
-
 __device__ __forceinline__ void pair_sync(int rg) { asm volatile("bar.sync %0, 64;" ::"r"(1 + rg) : "memory"); }
 
 // One chunk for a warp: scores of its 16 rows against its half of the chunk's keys, masked by each
@@ -100,7 +97,7 @@ __device__ __forceinline__ void pair_sync(int rg) { asm volatile("bar.sync %0, 6
 // warp's value columns. Both warps of a pair call it for the same chunks (they have the same lim).
 // long-function: scores, the pair's max swap, P, values: one sequence between the pair's two barriers.
 __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, bf16* ps, float* mxs, int c0,
-                                           const int (&lim)[2], Softmax& sm, float (&acc)[kColsPerWarp / 8][4]) {
+                                           const int (&lim)[2], cuda::FlashSoftmax& sm, float (&acc)[kColsPerWarp / 8][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, sw = lane % 8;
   const int rg = warp % 4, half = warp / 4, col0 = half * kColsPerWarp, key0 = half * kHalfKeys;
   float s[kHalfKeys / 8][4];
@@ -124,21 +121,9 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
     }
   }
   // Mask, row max (the row's four lanes, then the pair's two warps), rescale.
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < kHalfKeys / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = c0 + key0 + 8 * n + 2 * t + (e % 2), h = e / 2;
-      s[n][e] = j <= lim[h] ? s[n][e] * a.score_log2 : -INFINITY;
-      mx[h] = fmaxf(mx[h], s[n][e]);
-    }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    if (t == 0) mxs[half * kRows + rg * 16 + g + 8 * h] = mx[h];
-  }
+  float mx[2];
+  cuda::flash_mask_max(s, c0 + key0, lim, a.score_log2, mx);
+  if (t == 0) mxs[half * kRows + rg * 16 + g] = mx[0], mxs[half * kRows + rg * 16 + g + 8] = mx[1];
   pair_sync(rg);
   float corr[2], base[2];
 #pragma unroll
@@ -210,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
   float acc[kColsPerWarp / 8][4];
 #pragma unroll
   for (int n = 0; n < kColsPerWarp / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  Softmax sm;
+  cuda::FlashSoftmax sm;
 
   for (int run0 = tok0; run0 <= tok1;) {
     const int seq = a.token_seq[run0];
@@ -271,18 +256,6 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_flash_kernel(Args a) 
       *reinterpret_cast<std::uint32_t*>(o + col) = pack_bf16(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
     }
   }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-int smem_optin() {
-  static const int n = [] {
-    int dev = 0, bytes = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
-    return bytes;
-  }();
-  return n;
 }
 
 template <class KV>

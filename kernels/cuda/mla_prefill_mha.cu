@@ -13,18 +13,15 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "flash_tiles.cuh"
 #include "tandem/kernels/launch.hpp"
 #include "tandem/kernels/mla_prefill.hpp"
 
 namespace tandem::kernels {
 namespace {
 
+using cuda::aligned16;
 using cuda::bf16;
-using cuda::ldsm_x4;
-using cuda::ldsm_x4_trans;
-using cuda::mma_m16n8k16;
-using cuda::pack_bf16;
-using cuda::swz;
 
 constexpr int kRows = 128;  // queries a block
 constexpr int kKeys = 64;   // keys a chunk
@@ -54,27 +51,21 @@ __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0
     const bool live = j <= last && c < qk_pieces;
     const long jj = live ? j : 0;
     const bf16* src = c < nope_pieces ? kn + jj * p.k_stride + 8 * c : kr + jj * p.rope_stride + 8 * (c - nope_pieces);
-    cuda::cp_async16_fill(ks + swz(r, c, kRow), src, live ? 16 : 0);
+    cuda::cp_async16_fill(ks + cuda::swz(r, c, kRow), src, live ? 16 : 0);
   }
   for (int i = threadIdx.x; i < kKeys * v16_pieces; i += kThreads) {
     const int r = i / v16_pieces, c = i % v16_pieces, j = c0 + r;
     const bool live = j <= last && c < v_pieces;
-    cuda::cp_async16_fill(vs + swz(r, c, kRow), v + (live ? j : 0) * p.v_stride + 8 * c, live ? 16 : 0);
+    cuda::cp_async16_fill(vs + cuda::swz(r, c, kRow), v + (live ? j : 0) * p.v_stride + 8 * c, live ? 16 : 0);
   }
 }
-
-// Per-thread state of a warp's 16 rows: lane 4 g + t keeps rows g and g + 8.
-struct Softmax {
-  float m[2] = {-INFINITY, -INFINITY};  // running max (exp2 domain)
-  float l[2] = {0.f, 0.f};              // this thread's share of the running sum
-};
 
 // One chunk for a warp: scores of its 16 rows against the chunk's 64 keys, masked by each row's
 // last key (lim), the online softmax's update, then O += P V over the chunk for every value column.
 // long-function: scores, softmax update and values form one sequence over the same registers.
 __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, const bf16* vs, int c0, const int (&lim)[2],
-                                           Softmax& sm, float (&acc)[kMaxDim / 8][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4, sw = lane % 8;
+                                           cuda::FlashSoftmax& sm, float (&acc)[kMaxDim / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sw = lane % 8;
   const int qk16 = (a.p.nope + a.p.rope + 15) / 16 * 16;
   float s[kKeys / 8][4];
 #pragma unroll
@@ -88,30 +79,21 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
 #pragma unroll 2
   for (int k0 = 0; k0 < qk16; k0 += 16) {
     unsigned qf[4];
-    ldsm_x4(qf, qa + (((k0 / 8 + qu) ^ sw) * 8));
+    cuda::ldsm_x4(qf, qa + (((k0 / 8 + qu) ^ sw) * 8));
 #pragma unroll
     for (int np = 0; np < kKeys / 16; ++np) {
       unsigned kf[4];
-      ldsm_x4(kf, kb + np * 16 * kRow + (((k0 / 8 + ku) ^ sw) * 8));
-      mma_m16n8k16(s[2 * np], qf, kf[0], kf[1]);
-      mma_m16n8k16(s[2 * np + 1], qf, kf[2], kf[3]);
+      cuda::ldsm_x4(kf, kb + np * 16 * kRow + (((k0 / 8 + ku) ^ sw) * 8));
+      cuda::mma_m16n8k16(s[2 * np], qf, kf[0], kf[1]);
+      cuda::mma_m16n8k16(s[2 * np + 1], qf, kf[2], kf[3]);
     }
   }
   // Mask, row max over the row's four lanes, rescale what is accumulated.
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = c0 + 8 * n + 2 * t + (e % 2), h = e / 2;
-      s[n][e] = j <= lim[h] ? s[n][e] * a.score_log2 : -INFINITY;
-      mx[h] = fmaxf(mx[h], s[n][e]);
-    }
+  float mx[2];
+  cuda::flash_mask_max(s, c0, lim, a.score_log2, mx);
   float base[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
     const float m_new = fmaxf(sm.m[h], mx[h]);
     base[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing yet: every p is 0, no NaN
     const float corr = exp2f(sm.m[h] - base[h]);
@@ -132,15 +114,15 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
       for (int e = 0; e < 4; ++e) p[x][e] = exp2f(s[2 * kk + x][e] - base[e / 2]);
     sm.l[0] += p[0][0] + p[0][1] + p[1][0] + p[1][1];
     sm.l[1] += p[0][2] + p[0][3] + p[1][2] + p[1][3];
-    const unsigned pf[4] = {pack_bf16(p[0][0], p[0][1]), pack_bf16(p[0][2], p[0][3]), pack_bf16(p[1][0], p[1][1]),
-                            pack_bf16(p[1][2], p[1][3])};
+    const unsigned pf[4] = {cuda::pack_bf16(p[0][0], p[0][1]), cuda::pack_bf16(p[0][2], p[0][3]), cuda::pack_bf16(p[1][0], p[1][1]),
+                            cuda::pack_bf16(p[1][2], p[1][3])};
 #pragma unroll
     for (int dp = 0; dp < kMaxDim / 16; ++dp) {
       if (dp * 16 >= a.p.v_dim) break;
       unsigned vf[4];
-      ldsm_x4_trans(vf, vb + kk * 16 * kRow + (((vu + 2 * dp) ^ sw) * 8));
-      mma_m16n8k16(acc[2 * dp], pf, vf[0], vf[1]);
-      mma_m16n8k16(acc[2 * dp + 1], pf, vf[2], vf[3]);
+      cuda::ldsm_x4_trans(vf, vb + kk * 16 * kRow + (((vu + 2 * dp) ^ sw) * 8));
+      cuda::mma_m16n8k16(acc[2 * dp], pf, vf[0], vf[1]);
+      cuda::mma_m16n8k16(acc[2 * dp + 1], pf, vf[2], vf[3]);
     }
   }
 }
@@ -164,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
   for (int i = threadIdx.x; i < kRows * qk16_pieces; i += kThreads) {
     const int r = i / qk16_pieces, c = i % qk16_pieces;
     const bool live = r < rows && c < qk_pieces;
-    cuda::cp_async16_fill(qs + swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
+    cuda::cp_async16_fill(qs + cuda::swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
   }
   load_chunk(p, h, 0, last, kbuf(0), vbuf(0));
   cuda::cp_async_commit();
@@ -176,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
   float acc[kMaxDim / 8][4];
 #pragma unroll
   for (int n = 0; n < kMaxDim / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  Softmax sm;
+  cuda::FlashSoftmax sm;
   const int chunks = last / kKeys + 1;
   for (int c = 0; c < chunks; ++c) {
     if (c + 1 < chunks) {
@@ -206,21 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
     for (int n = 0; n < kMaxDim / 8; ++n) {
       const int col = 8 * n + 2 * t;
       if (8 * n >= p.v_dim) break;
-      *reinterpret_cast<unsigned*>(o + col) = pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
+      *reinterpret_cast<unsigned*>(o + col) = cuda::pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
     }
   }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-int smem_optin() {
-  static const int n = [] {
-    int dev = 0, bytes = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
-    return bytes;
-  }();
-  return n;
 }
 
 }  // namespace
@@ -233,7 +203,7 @@ bool mla_prefill_mha_fits(const MlaMhaPrefill& a) {
                        a.rope_stride % 8 == 0 && a.v_stride % 8 == 0 && a.v_head_stride % 8 == 0 && a.out_stride % 8 == 0 &&
                        a.out_head_stride % 8 == 0;
   const bool pointers = aligned16(a.q) && aligned16(a.k_nope) && aligned16(a.k_rope) && aligned16(a.v) && aligned16(a.out);
-  return dims && strides && pointers && static_cast<size_t>(smem_optin()) >= kSmem;
+  return dims && strides && pointers && static_cast<size_t>(cuda::smem_optin()) >= kSmem;
 }
 
 Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {

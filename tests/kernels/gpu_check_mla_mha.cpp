@@ -23,6 +23,7 @@ namespace {
 
 struct Shape {
   int heads, nope, rope, vd;
+  int qk() const { return nope + rope; }
 };
 
 // A sequence's context as the decoder holds it for the kernel: `ctx` rows of the expansion
@@ -43,15 +44,15 @@ Context make_context(const Shape& s, int ctx, std::uint32_t seed) {
   return c;
 }
 
-long q_row(const Shape& s) { return static_cast<long>(s.heads) * (s.nope + s.rope); }
-float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.nope + s.rope)); }
+long q_row(const Shape& s) { return static_cast<long>(s.heads) * s.qk(); }
+float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk())); }
 
 // The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)).
 std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos) {
   const Shape& s = c.s;
   DevAct dq(DType::bf16, q), dkv(DType::bf16, c.kv), dlat(DType::bf16, c.lat), dout(DType::bf16, sz(static_cast<long>(n) * s.heads * s.vd));
   k::MlaMhaPrefill a;
-  a.q = dq.p(), a.q_stride = q_row(s), a.q_head_stride = s.nope + s.rope;
+  a.q = dq.p(), a.q_stride = q_row(s), a.q_head_stride = s.qk();
   a.k_nope = dkv.p(), a.k_stride = c.kv_row(), a.k_head_stride = s.nope + s.vd;
   a.k_rope = static_cast<std::uint16_t*>(dlat.p()) + c.lora, a.rope_stride = c.lat_row();
   a.v = static_cast<std::uint16_t*>(dkv.p()) + s.nope, a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
@@ -65,7 +66,7 @@ std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n,
 // attention_cpu over the same keys, laid out [ctx][heads][nope + rope] and [ctx][heads][vd].
 std::vector<float> cpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos) {
   const Shape& s = c.s;
-  const int qk = s.nope + s.rope, keys = first_pos + n;
+  const int qk = s.qk(), keys = first_pos + n;
   std::vector<float> kk(sz(static_cast<long>(keys) * s.heads * qk)), vv(sz(static_cast<long>(keys) * s.heads * s.vd));
   for (int j = 0; j < keys; ++j)
     for (int h = 0; h < s.heads; ++h) {
