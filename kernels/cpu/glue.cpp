@@ -52,9 +52,10 @@ void latent_cache_write_cpu(const float* src, long ld, int tokens, int width, co
   }
 }
 
-void latent_gather_cpu(const float* cache, const std::int32_t* block_table, int block_size, int n, int width, float* dst) {
+void latent_gather_cpu(const float* cache, const std::int32_t* block_table, int block_size, int first, int n, int width, float* dst) {
   for (int j = 0; j < n; ++j) {
-    const long slot = static_cast<long>(block_table[j / block_size]) * block_size + j % block_size;
+    const int row = first + j;
+    const long slot = static_cast<long>(block_table[row / block_size]) * block_size + row % block_size;
     for (int i = 0; i < width; ++i) dst[static_cast<long>(j) * width + i] = cache[slot * width + i];
   }
 }

@@ -136,9 +136,10 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
 
 // One block per row; 8 entries a thread-step (16 bytes of bf16 out).
 template <class KV>
-__global__ void latent_gather_kernel(const KV* cache, float scale, const std::int32_t* table, int block_size, int width, bf16* dst) {
-  const int j = blockIdx.x;
-  const long slot = static_cast<long>(table[j / block_size]) * block_size + j % block_size;
+__global__ void latent_gather_kernel(const KV* cache, float scale, const std::int32_t* table, int block_size, int first, int width,
+                                     bf16* dst) {
+  const int j = blockIdx.x, i = first + j;
+  const long slot = static_cast<long>(table[i / block_size]) * block_size + i % block_size;
   const KV* s = cache + slot * width;
   bf16* d = dst + static_cast<long>(j) * width;
   for (int i = 8 * threadIdx.x; i < width; i += 8 * blockDim.x) {
@@ -386,19 +387,19 @@ Status latent_cache_write(const void* src, long ld, int tokens, int width, const
   return TANDEM_CUDA_LAUNCHED("latent_cache_write_kernel");
 }
 
-Status latent_gather(const void* cache, DType cache_type, float scale, const std::int32_t* block_table, int block_size, int n,
-                     int width, void* dst, Stream stream) {
-  if (n < 0 || block_size <= 0 || width <= 0 || width % 8 != 0)
-    return Error{"latent_gather: n >= 0, block_size > 0 and width a positive multiple of 8 expected"};
+Status latent_gather(const void* cache, DType cache_type, float scale, const std::int32_t* block_table, int block_size, int first,
+                     int n, int width, void* dst, Stream stream) {
+  if (n < 0 || first < 0 || block_size <= 0 || width <= 0 || width % 8 != 0)
+    return Error{"latent_gather: n and first >= 0, block_size > 0 and width a positive multiple of 8 expected"};
   if (reinterpret_cast<std::uintptr_t>(cache) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0)
     return Error{"latent_gather: cache and dst must be 16-byte aligned"};
   if (n == 0) return {};
   if (cache_type == DType::bf16)
-    latent_gather_kernel<bf16><<<n, 128, 0, stream>>>(static_cast<const bf16*>(cache), scale, block_table, block_size, width,
+    latent_gather_kernel<bf16><<<n, 128, 0, stream>>>(static_cast<const bf16*>(cache), scale, block_table, block_size, first, width,
                                                       static_cast<bf16*>(dst));
   else if (cache_type == DType::fp8_e4m3)
     latent_gather_kernel<__nv_fp8_storage_t><<<n, 128, 0, stream>>>(static_cast<const __nv_fp8_storage_t*>(cache), scale, block_table,
-                                                                    block_size, width, static_cast<bf16*>(dst));
+                                                                    block_size, first, width, static_cast<bf16*>(dst));
   else
     return Error{"latent_gather: the cache must be bf16 or fp8_e4m3"};
   return TANDEM_CUDA_LAUNCHED("latent_gather_kernel");

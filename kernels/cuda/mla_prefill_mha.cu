@@ -11,6 +11,7 @@
 // Shared rows are 256 entries, 16-byte units XOR-swizzled by row (cuda::swz).
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "common.cuh"
 #include "flash_tiles.cuh"
@@ -41,6 +42,7 @@ struct Args {
 // times a zero probability stays zero, where a stale one could be NaN), and zeros in the columns
 // from nope + rope and v_dim up to the mma's multiple of 16.
 __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0, int last, bf16* ks, bf16* vs) {
+  // Key j is row j - key_begin of this launch's segment.
   const int qk_pieces = (p.nope + p.rope) / 8, nope_pieces = p.nope / 8, v_pieces = p.v_dim / 8;
   const int qk16_pieces = (qk_pieces + 1) / 2 * 2, v16_pieces = (v_pieces + 1) / 2 * 2;
   const bf16* kn = static_cast<const bf16*>(p.k_nope) + static_cast<long>(h) * p.k_head_stride;
@@ -49,14 +51,14 @@ __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0
   for (int i = threadIdx.x; i < kKeys * qk16_pieces; i += kThreads) {
     const int r = i / qk16_pieces, c = i % qk16_pieces, j = c0 + r;
     const bool live = j <= last && c < qk_pieces;
-    const long jj = live ? j : 0;
+    const long jj = live ? j - p.key_begin : 0;
     const bf16* src = c < nope_pieces ? kn + jj * p.k_stride + 8 * c : kr + jj * p.rope_stride + 8 * (c - nope_pieces);
     cuda::cp_async16_fill(ks + cuda::swz(r, c, kRow), src, live ? 16 : 0);
   }
   for (int i = threadIdx.x; i < kKeys * v16_pieces; i += kThreads) {
     const int r = i / v16_pieces, c = i % v16_pieces, j = c0 + r;
     const bool live = j <= last && c < v_pieces;
-    cuda::cp_async16_fill(vs + cuda::swz(r, c, kRow), v + (live ? j : 0) * p.v_stride + 8 * c, live ? 16 : 0);
+    cuda::cp_async16_fill(vs + cuda::swz(r, c, kRow), v + (live ? j - p.key_begin : 0) * p.v_stride + 8 * c, live ? 16 : 0);
   }
 }
 
@@ -139,56 +141,80 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
   // The longest tiles (the prompt's last queries) of every head first, so the short ones fill the tail.
   const int tile = a.head_tiles - 1 - static_cast<int>(blockIdx.x) / p.heads, h = static_cast<int>(blockIdx.x) % p.heads;
   const int q0 = tile * kRows, rows = min(kRows, p.n_queries - q0);
-  const int last = p.first_pos + q0 + rows - 1;  // the tile's last key
-
-  const int qk_pieces = (p.nope + p.rope) / 8, qk16_pieces = (qk_pieces + 1) / 2 * 2;
-  const bf16* q = static_cast<const bf16*>(p.q) + static_cast<long>(h) * p.q_head_stride;
-  for (int i = threadIdx.x; i < kRows * qk16_pieces; i += kThreads) {
-    const int r = i / qk16_pieces, c = i % qk16_pieces;
-    const bool live = r < rows && c < qk_pieces;
-    cuda::cp_async16_fill(qs + cuda::swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
-  }
-  load_chunk(p, h, 0, last, kbuf(0), vbuf(0));
-  cuda::cp_async_commit();
+  // The tile's last key in this launch's segment (below key_begin: none here).
+  const int last = min(p.first_pos + q0 + rows - 1, p.key_end > 0 ? p.key_end - 1 : 0x7fffffff);
+  if (last < p.key_begin && !p.finish) return;  // its state passes on as it is
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // A row past the tile's end gets no keys (-1): it stays empty and is not written.
   const int lim[2] = {warp * 16 + g < rows ? p.first_pos + q0 + warp * 16 + g : -1,
                       warp * 16 + g + 8 < rows ? p.first_pos + q0 + warp * 16 + g + 8 : -1};
   float acc[kMaxDim / 8][4];
-#pragma unroll
-  for (int n = 0; n < kMaxDim / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   cuda::FlashSoftmax sm;
-  const int chunks = last / kKeys + 1;
-  for (int c = 0; c < chunks; ++c) {
-    if (c + 1 < chunks) {
-      load_chunk(p, h, (c + 1) * kKeys, last, kbuf((c + 1) % 2), vbuf((c + 1) % 2));
-      cuda::cp_async_commit();
-      cuda::cp_async_wait<1>();
-    } else {
-      cuda::cp_async_wait<0>();
-    }
-    __syncthreads();  // chunk c (and the queries) landed for every thread
-    // A warp whose rows all end before this chunk skips it: it would add exact zeros.
-    if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf(c % 2), vbuf(c % 2), c * kKeys, lim, sm, acc);
-    __syncthreads();  // chunk c's buffers are free for chunk c + 2
-  }
-
-  // O / l, the sum over the row's four lanes, as bf16.
+  const int sw = mla_mha_state_floats(p.v_dim);
+  auto state_row = [&](int hh) { return p.state + (static_cast<long>(q0 + warp * 16 + g + 8 * hh) * p.heads + h) * sw; };
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
+    const bool mine = p.resume && lim[hh] >= 0;
+    const float* st = mine ? state_row(hh) : nullptr;
+#pragma unroll
+    for (int n = 0; n < kMaxDim / 8; ++n) {
+      const bool in = mine && 8 * n < p.v_dim;
+      acc[n][2 * hh] = in ? st[8 * n + 2 * t] : 0.f;
+      acc[n][2 * hh + 1] = in ? st[8 * n + 2 * t + 1] : 0.f;
+    }
+    if (mine) sm.m[hh] = st[p.v_dim], sm.l[hh] = st[p.v_dim + 1 + t];
+  }
+
+  if (last >= p.key_begin) {
+    const int qk_pieces = (p.nope + p.rope) / 8, qk16_pieces = (qk_pieces + 1) / 2 * 2;
+    const bf16* q = static_cast<const bf16*>(p.q) + static_cast<long>(h) * p.q_head_stride;
+    for (int i = threadIdx.x; i < kRows * qk16_pieces; i += kThreads) {
+      const int r = i / qk16_pieces, c = i % qk16_pieces;
+      const bool live = r < rows && c < qk_pieces;
+      cuda::cp_async16_fill(qs + cuda::swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
+    }
+    const int c_first = p.key_begin / kKeys, c_last = last / kKeys;
+    load_chunk(p, h, c_first * kKeys, last, kbuf(0), vbuf(0));
+    cuda::cp_async_commit();
+    for (int c = c_first; c <= c_last; ++c) {
+      const int buf = (c - c_first) % 2;
+      if (c < c_last) {
+        load_chunk(p, h, (c + 1) * kKeys, last, kbuf(1 - buf), vbuf(1 - buf));
+        cuda::cp_async_commit();
+        cuda::cp_async_wait<1>();
+      } else {
+        cuda::cp_async_wait<0>();
+      }
+      __syncthreads();  // chunk c (and the queries) landed for every thread
+      // A warp whose rows all end before this chunk skips it: it would add exact zeros.
+      if (__any_sync(0xffffffffu, max(lim[0], lim[1]) >= c * kKeys)) chunk_step(a, qs, kbuf(buf), vbuf(buf), c * kKeys, lim, sm, acc);
+      __syncthreads();  // chunk c's buffers are free for chunk c + 2
+    }
+  }
+
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    if (lim[hh] < 0) continue;
+    if (!p.finish) {  // the partial state, exactly, for the next segment
+      float* st = state_row(hh);
+#pragma unroll
+      for (int n = 0; n < kMaxDim / 8; ++n)
+        if (8 * n < p.v_dim) st[8 * n + 2 * t] = acc[n][2 * hh], st[8 * n + 2 * t + 1] = acc[n][2 * hh + 1];
+      st[p.v_dim + 1 + t] = sm.l[hh];
+      if (t == 0) st[p.v_dim] = sm.m[hh];
+      continue;
+    }
+    // O / l, the sum over the row's four lanes, as bf16.
     float l = sm.l[hh];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = warp * 16 + g + 8 * hh;
-    if (r >= rows) continue;
     const float f = l > 0.f ? 1.f / l : 0.f;
-    bf16* o = static_cast<bf16*>(p.out) + (q0 + r) * p.out_stride + static_cast<long>(h) * p.out_head_stride;
+    bf16* o = static_cast<bf16*>(p.out) + (q0 + warp * 16 + g + 8 * hh) * p.out_stride + static_cast<long>(h) * p.out_head_stride;
 #pragma unroll
     for (int n = 0; n < kMaxDim / 8; ++n) {
-      const int col = 8 * n + 2 * t;
       if (8 * n >= p.v_dim) break;
-      *reinterpret_cast<unsigned*>(o + col) = cuda::pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
+      *reinterpret_cast<unsigned*>(o + 8 * n + 2 * t) = cuda::pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
     }
   }
 }
@@ -212,6 +238,12 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   if (!mla_prefill_mha_fits(p))
     return Error{"mla_prefill_mha: the shape does not fit (mla_prefill_mha_fits: nope, rope and v_dim multiples of 8, qk and v_dim up to 256, "
                  "16-byte aligned pointers, strides multiples of 8, 192 KiB of shared memory a block)"};
+  if (p.key_begin < 0 || p.key_begin % kMlaMhaSegmentAlign != 0 || (p.key_end != 0 && p.key_end <= p.key_begin))
+    return Error{"mla_prefill_mha: key_begin must be a multiple of " + std::to_string(kMlaMhaSegmentAlign) +
+                 " and key_end 0 or past it"};
+  if ((p.resume || !p.finish) && (p.state == nullptr || !aligned16(p.state)))
+    return Error{"mla_prefill_mha: a segment that resumes or does not finish needs a 16-byte aligned state"};
+  static_assert(kKeys == kMlaMhaSegmentAlign, "segments start on the kernel's chunks of keys");
   Args a{};
   a.p = p;
   a.head_tiles = (p.n_queries + kRows - 1) / kRows;

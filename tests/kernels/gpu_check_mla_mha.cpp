@@ -4,7 +4,8 @@
 // (one query, a partial last tile, several tiles), chunks that start mid-sequence; the shapes of
 // GLM-4.7-Flash, DeepSeek (qk 192, v 128), the fixture (qk 24: padded to 16s) and an odd one (v 24);
 // and bitwise: a prompt's queries give the same bits in one launch or in chunks of odd sizes (each
-// walks its keys in the same chunks of 64). Bars: flash_row (gpu_check.hpp). Also latent_gather
+// walks its keys in the same chunks of 64), and in one launch or in key segments (the state
+// carried between). Bars: flash_row (gpu_check.hpp). Also latent_gather
 // (glue.hpp), exactly, from bf16 and fp8 pools.
 #include <algorithm>
 #include <cstdio>
@@ -47,19 +48,30 @@ Context make_context(const Shape& s, int ctx, std::uint32_t seed) {
 long q_row(const Shape& s) { return static_cast<long>(s.heads) * s.qk(); }
 float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk())); }
 
-// The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)).
-std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos) {
+// The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)), its
+// keys in segments starting at each of `cuts` (multiples of 64 after 0; {0}: one launch), each
+// launch given only its segment's rows, as the decoder gives them.
+std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos, std::vector<int> cuts = {0}) {
   const Shape& s = c.s;
   DevAct dq(DType::bf16, q), dkv(DType::bf16, c.kv), dlat(DType::bf16, c.lat), dout(DType::bf16, sz(static_cast<long>(n) * s.heads * s.vd));
+  Dev<float> state(sz(static_cast<long>(n) * s.heads * k::mla_mha_state_floats(s.vd)));
   k::MlaMhaPrefill a;
   a.q = dq.p(), a.q_stride = q_row(s), a.q_head_stride = s.qk();
-  a.k_nope = dkv.p(), a.k_stride = c.kv_row(), a.k_head_stride = s.nope + s.vd;
-  a.k_rope = static_cast<std::uint16_t*>(dlat.p()) + c.lora, a.rope_stride = c.lat_row();
-  a.v = static_cast<std::uint16_t*>(dkv.p()) + s.nope, a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
+  a.k_stride = c.kv_row(), a.k_head_stride = s.nope + s.vd, a.rope_stride = c.lat_row();
+  a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
   a.out = dout.p(), a.out_stride = static_cast<long>(s.heads) * s.vd, a.out_head_stride = s.vd;
   a.heads = s.heads, a.nope = s.nope, a.rope = s.rope, a.v_dim = s.vd, a.n_queries = n, a.first_pos = first_pos;
-  a.scale = scale_of(s);
-  op_ok(k::mla_prefill_mha_cuda(a));
+  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr;
+  const int keys = first_pos + n;
+  cuts.push_back(keys);
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const long k0 = cuts[i];
+    a.k_nope = static_cast<std::uint16_t*>(dkv.p()) + k0 * c.kv_row();
+    a.v = static_cast<std::uint16_t*>(dkv.p()) + k0 * c.kv_row() + s.nope;
+    a.k_rope = static_cast<std::uint16_t*>(dlat.p()) + k0 * c.lat_row() + c.lora;
+    a.key_begin = cuts[i], a.key_end = cuts[i + 1], a.resume = i > 0, a.finish = i + 2 == cuts.size();
+    op_ok(k::mla_prefill_mha_cuda(a));
+  }
   return dout.get();
 }
 
@@ -119,9 +131,23 @@ void run_chunking(std::vector<Row>& rows, const Shape& s) {
                            differ, differ ? "FAIL: bits depend on the chunking" : ""));
 }
 
-// latent_gather of a sequence's first n rows from a pool whose blocks are shuffled: exact.
+// Keys in segments (a context longer than the decoder's expansion buffer): the bits of one launch.
+void run_segments(std::vector<Row>& rows, const Shape& s) {
+  const Context c = make_context(s, 300, 107);
+  for (auto [n, from, cuts] : {std::tuple{300, 0, std::vector<int>{0, 128, 256}}, std::tuple{100, 129, std::vector<int>{0, 64, 192}},
+                               std::tuple{36, 264, std::vector<int>{0, 192}}}) {
+    const auto q = as_stored(DType::bf16, normal(sz(n * q_row(s)), 1.f, 108 + static_cast<std::uint32_t>(n)));
+    const auto whole = gpu_run(c, q, n, from), parts = gpu_run(c, q, n, from, cuts);
+    long differ = 0;
+    for (size_t e = 0; e < whole.size(); ++e) differ += whole[e] != parts[e];
+    rows.push_back(flash_row("mla_prefill_mha", shape_name(s, "key segments vs one launch", n, from), "bf16", parts,
+                             cpu_run(c, q, n, from), differ, differ ? "FAIL: bits depend on the segments" : ""));
+  }
+}
+
+// latent_gather of a sequence's rows 17 .. 166 from a pool whose blocks are shuffled: exact.
 void run_gather(std::vector<Row>& rows, DType kv) {
-  const int bs = 16, width = 576, blocks = 12, n = 150;
+  const int bs = 16, width = 576, blocks = 12, first = 17, n = 150;
   std::vector<std::int32_t> table(sz(blocks));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(105));
@@ -140,13 +166,13 @@ void run_gather(std::vector<Row>& rows, DType kv) {
   Dev<std::uint8_t> dpool(bytes);
   Dev<std::int32_t> dtable(table);
   DevAct dout(DType::bf16, sz(static_cast<long>(n) * width));
-  op_ok(k::latent_gather(dpool.p(), kv, scale, dtable.p(), bs, n, width, dout.p(), nullptr));
+  op_ok(k::latent_gather(dpool.p(), kv, scale, dtable.p(), bs, first, n, width, dout.p(), nullptr));
   std::vector<float> ref(sz(static_cast<long>(n) * width));
-  k::latent_gather_cpu(pool.data(), table.data(), bs, n, width, ref.data());
+  k::latent_gather_cpu(pool.data(), table.data(), bs, first, n, width, ref.data());
   const auto got = dout.get();
   long differ = 0;
   for (size_t i = 0; i < ref.size(); ++i) differ += got[i] != ref[i];
-  rows.push_back({"latent_gather", "150 rows of 576, bs16, shuffled", k::dtype_name(kv), 0, -1, differ, ""});
+  rows.push_back({"latent_gather", "rows 17..166 of 576, bs16, shuffled", k::dtype_name(kv), 0, -1, differ, ""});
 }
 
 }  // namespace
@@ -164,6 +190,8 @@ void check_mla_mha(std::vector<Row>& rows) {
   run_shape(rows, fixture);
   run_shape(rows, odd);
   run_chunking(rows, glm);
+  run_segments(rows, glm);
+  run_segments(rows, fixture);
   run_gather(rows, DType::bf16);
   run_gather(rows, DType::fp8_e4m3);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The un-absorbed (multi-head) MLA prefill (TANDEM_PREFILL_ATTN=mha, opt-in when built): its kernel
-# and gather checked (gpu_check mla_mha, memcheck), the model checked through it and through the
+# and gather checked (gpu_check mla_mha, memcheck), the model checked through it (also with its
+# contexts cut into spans of 64 keys, the softmax state carried between) and through the
 # defaults (every check also covers the refactors since the last GPU run: the shared tensor-core
 # helpers, KDA's token inputs, the router's prefill-only cuBLASLt), then the 2 B bf16 model's
 # prefill with the flash (absorbed) and the un-absorbed attention side by side, beside transformers
@@ -15,6 +16,8 @@ grep -E "mla_prefill_mha|latent_gather|FAIL" "$O/gpu_check.mla_mha.txt" | cut -c
 check memcheck.mla_mha 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" mla_mha
 check cuda_model_check.mha 60 TANDEM_PREFILL_ATTN=mha "$B/cuda_model_check" $FX
 grep -E "FAIL|one prompt of 160|tokens in one step" "$O/cuda_model_check.mha.txt" | head -8 | cut -c1-200
+check cuda_model_check.mha-spans 60 TANDEM_PREFILL_ATTN=mha TANDEM_MHA_PASS_ROWS=64 "$B/cuda_model_check" --only glm4_moe_lite --only glm4_moe_lite_variant $FX
+grep -E "FAIL|tokens in one step" "$O/cuda_model_check.mha-spans.txt" | head -4 | cut -c1-200
 check cuda_model_check 60 "$B/cuda_model_check" $FX
 grep -E "FAIL" "$O/cuda_model_check.txt" | head -8 | cut -c1-160
 check gpu_check 200 "$B/gpu_check"

@@ -2,6 +2,8 @@
 // (load_attention etc.) is in cuda_glm4_moe_lite_load.cpp, its attention in
 // cuda_glm4_moe_lite_step.cpp (the math is described there).
 #pragma once
+#include <span>
+
 #include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"
 
@@ -62,10 +64,18 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   Status absorbed_attention(int l, const Layer& a, int T, int max_context, const char* layer_pool);
   Status mha_attention(int l, const Layer& a, int T, const char* layer_pool);
   bool mha_prefill(int l, int T) const;
+  // A span of one step sequence's keys (k0 a multiple of kMlaMhaSegmentAlign), and one pass of
+  // spans: gathered, expanded by one GEMM and attended; mha_rows() of them fit the buffers.
+  struct MhaSpan {
+    int seq = 0, k0 = 0, k1 = 0;
+  };
+  Status mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, long q_ld, const char* layer_pool);
+  int mha_rows() const;
 
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;
   DeviceBuffer qlat_, qattn_, olat_;  // query latent, absorbed queries, attention's latent output
+  DeviceBuffer mha_state_;  // the un-absorbed prefill's partial softmax state (contexts longer than mha_rows())
 };
 
 }  // namespace tandem::model::cuda

@@ -35,7 +35,7 @@ using detail::TensorNames;
 // TANDEM_PREFILL_ATTN=flash|mla|generic|mha: the attention of prefill chunks of more than
 // kMlaDecodeMaxTokens tokens (the flash prefill kernel, the default; the MLA decode kernel in
 // launches of that many; the generic paged kernel, as before; or the un-absorbed form where the
-// step fits it, cuda_glm4_moe_lite_mha.cpp). TANDEM_ATTN_SPLIT=0 splits the MLA decode
+// step fits it, cuda_glm4_moe_lite_mha.cpp; TANDEM_MHA_PASS_ROWS=N caps its context rows a pass). TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
 // cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a
@@ -49,6 +49,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_GROUPED_MMA", 0, 1, grouped_mma_); !e) return e;
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_choice("TANDEM_PREFILL_ATTN", {"flash", "mla", "generic", "mha"}, prefill_attn_); !e) return e;
+  if (auto e = env_int("TANDEM_MHA_PASS_ROWS", 0, 1L << 30, mha_pass_rows_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
   if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;
@@ -524,7 +525,10 @@ Status Glm4MoeLiteCuda::allocate_attention() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), heads = static_cast<std::size_t>(heads_);
   if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e) return e;
   if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e) return e;
-  return olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent");
+  if (auto e = olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent"); !e) return e;
+  // The un-absorbed prefill carries a context longer than one pass's expansion across passes.
+  if (prefill_attn_ != kPrefillMha || max_len_ <= mha_rows()) return {};
+  return mha_state_.allocate(T * heads * static_cast<std::size_t>(k::mla_mha_state_floats(vd_)) * 4, "un-absorbed prefill state");
 }
 
 Result<std::unique_ptr<CudaModel>> load_glm4_moe_lite_cuda(ModelConfig config, const Checkpoint& ck, comm::Communicator& comm,

@@ -9,8 +9,15 @@
 // fresh prompt, so the form pays where the step's tokens are a large share of their context.
 //
 // Buffers: the gathered latent rows go to qattn_ (the absorbed queries' buffer, t_cap x heads
-// rows of the latent's width) and the expansion to olat_ (t_cap x heads x kv_lora): mha_prefill
-// admits a step whose contexts fit them. The query is rotated in place (q_ is not read after).
+// rows of the latent's width) and the expansion to olat_ (t_cap x heads x kv_lora), mha_rows()
+// context rows a pass. The step's sequences are cut into spans of keys that passes take in order;
+// a context longer than a pass is attended span by span, the softmax's partial state carried in
+// mha_state_ between them (the same bits as one span). The query is rotated in place (q_ is not
+// read after).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "cuda_glm4_moe_lite.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/rope.hpp"
@@ -18,29 +25,33 @@
 namespace tandem::model::cuda {
 
 namespace {
-// Sequences a step may have on this path: the kernel runs once per sequence.
+// Sequences a step may have on this path: the kernel runs once per sequence and span.
 constexpr std::size_t kMhaMaxSequences = 16;
 }  // namespace
+
+int Glm4MoeLiteCuda::mha_rows() const {
+  const long expanded = static_cast<long>(heads_) * (nope_ + vd_), cap = static_cast<long>(t_cap_) * heads_;
+  const long rows = std::min({cap, cap * lora_kv_ / std::max(expanded, 1L), mha_pass_rows_ > 0 ? mha_pass_rows_ : 1L << 30});
+  return static_cast<int>(rows / k::kMlaMhaSegmentAlign * k::kMlaMhaSegmentAlign);
+}
 
 bool Glm4MoeLiteCuda::mha_prefill(int l, int T) const {
   (void)l;
   if (prefill_attn_ != kPrefillMha || few() || T <= k::kMlaDecodeMaxTokens || step_sequences_.empty() ||
-      step_sequences_.size() > kMhaMaxSequences)
+      step_sequences_.size() > kMhaMaxSequences || mha_rows() < k::kMlaMhaSegmentAlign)
     return false;
-  long tokens = 0, context = 0;
-  for (const StepSequence& s : step_sequences_) tokens += s.tokens, context += s.start + s.tokens;
+  long tokens = 0;
+  bool split = false;
+  for (const StepSequence& s : step_sequences_) tokens += s.tokens, split = split || s.start + s.tokens > mha_rows();
   const long expanded = static_cast<long>(heads_) * (nope_ + vd_);
-  const bool fits = tokens == T && context <= static_cast<long>(t_cap_) * heads_ &&
-                    context * expanded <= static_cast<long>(t_cap_) * heads_ * lora_kv_;
   k::MlaMhaPrefill probe;
   probe.heads = heads_, probe.nope = nope_, probe.rope = rope_, probe.v_dim = vd_;
   probe.q_stride = lora_q_ == 0 ? in_rows_ : static_cast<long>(heads_) * qk_, probe.q_head_stride = qk_;
   probe.k_stride = probe.v_stride = expanded, probe.k_head_stride = probe.v_head_stride = nope_ + vd_;
   probe.rope_stride = width_, probe.out_stride = static_cast<long>(heads_) * vd_, probe.out_head_stride = vd_;
-  return fits && lora_kv_ % 8 == 0 && k::mla_prefill_mha_fits(probe);
+  return tokens == T && (!split || !mha_state_.empty()) && lora_kv_ % 8 == 0 && k::mla_prefill_mha_fits(probe);
 }
 
-// long-function: the query's rotation, then per sequence the gather, one expansion GEMM, per sequence the kernel.
 Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* layer_pool) {
   FirstError err;
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
@@ -50,21 +61,39 @@ Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* 
   const long q_ld = q_in_fused ? in_rows_ : static_cast<long>(heads_) * qk_;
   err(k::rope_cuda(kBf16, q + nope_, T, q_ld, heads_, qk_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   mark("attn rope (query, in place)", 4.0 * T * heads_ * rope_);
+  // Spans in sequence and key order; a pass takes them while their rows fit.
+  const int cap = mha_rows();
+  std::vector<MhaSpan> pass;
+  int rows = 0;
+  for (int s = 0; s < static_cast<int>(step_sequences_.size()) && err.ok(); ++s) {
+    const int context = step_sequences_[static_cast<std::size_t>(s)].start + step_sequences_[static_cast<std::size_t>(s)].tokens;
+    for (int k0 = 0; k0 < context && err.ok(); k0 += cap) {
+      const int k1 = std::min(context, k0 + cap);
+      if (rows + (k1 - k0) > cap) err(mha_pass(l, a, pass, q, q_ld, layer_pool)), pass.clear(), rows = 0;
+      pass.push_back({s, k0, k1});
+      rows += k1 - k0;
+    }
+  }
+  if (!pass.empty()) err(mha_pass(l, a, pass, q, q_ld, layer_pool));
+  return err.status;
+}
 
+// long-function: the spans' gathers, one expansion GEMM, the kernel per span.
+Status Glm4MoeLiteCuda::mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, long q_ld,
+                                 const char* layer_pool) {
+  FirstError err;
   const k::PagedKvLayout pool = attn_layout(l);
   const float pool_scale = kv_type_ == k::DType::fp8_e4m3 ? pool.k_scale : 1.f;
   auto* lat = qattn_.as<std::uint16_t>();
   int rows = 0;
-  for (std::size_t s = 0; s < step_sequences_.size() && err.ok(); ++s) {
-    const StepSequence& sq = step_sequences_[s];
-    const int context = sq.start + sq.tokens;
-    err(k::latent_gather(layer_pool, kv_type_, pool_scale, in_tables() + static_cast<long>(s) * max_blocks_, block_size_, context, width_,
-                         lat + static_cast<long>(rows) * width_, stream_));
-    rows += context;
+  for (const MhaSpan& sp : spans) {
+    err(k::latent_gather(layer_pool, kv_type_, pool_scale, in_tables() + static_cast<long>(sp.seq) * max_blocks_, block_size_, sp.k0,
+                         sp.k1 - sp.k0, width_, lat + static_cast<long>(rows) * width_, stream_));
+    rows += sp.k1 - sp.k0;
   }
   mark("attn latent gather (context rows)", static_cast<double>(rows) * width_ * (k::dtype_bytes(kv_type_) + 2));
 
-  // [rows, kv_lora] x kv_b^T: every head's K_nope and V for every context row.
+  // [rows, kv_lora] x kv_b^T: every head's K_nope and V for every gathered row.
   const int expanded = heads_ * (nope_ + vd_);
   k::GemmArgs e = linear(lat, a.kv_b, olat_.get(), rows, lora_kv_, expanded);
   e.ldx = width_;
@@ -78,20 +107,27 @@ Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* 
   m.rope_stride = width_, m.out_stride = static_cast<long>(heads_) * vd_, m.out_head_stride = vd_;
   m.heads = heads_, m.nope = nope_, m.rope = rope_, m.v_dim = vd_;
   m.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  double pairs = 0;
+  const long state_row = static_cast<long>(heads_) * k::mla_mha_state_floats(vd_);
+  double tiles = 0, bytes = 0;
   rows = 0;
-  for (const StepSequence& sq : step_sequences_) {
+  for (const MhaSpan& sp : spans) {
+    const StepSequence& sq = step_sequences_[static_cast<std::size_t>(sp.seq)];
     m.q = q + static_cast<long>(sq.first) * q_ld;
     m.k_nope = kv + static_cast<long>(rows) * expanded, m.v = kv + static_cast<long>(rows) * expanded + nope_;
     m.k_rope = lat + static_cast<long>(rows) * width_ + lora_kv_;
     m.out = attn_.as<std::uint16_t>() + static_cast<long>(sq.first) * heads_ * vd_;
     m.n_queries = sq.tokens, m.first_pos = sq.start;
+    m.key_begin = sp.k0, m.key_end = sp.k1;
+    m.resume = sp.k0 > 0, m.finish = sp.k1 == sq.start + sq.tokens;
+    m.state = mha_state_.empty() ? nullptr : mha_state_.as<float>() + static_cast<long>(sq.first) * state_row;
     err(k::mla_prefill_mha_cuda(m, stream_));
-    pairs += static_cast<double>(sq.tokens) * (sq.start + (sq.tokens + 1) / 2.0);
-    rows += sq.start + sq.tokens;
+    // Each 128-query tile reads the span's keys and values up to its last query (at most all).
+    tiles += (sq.tokens + 127) / 128 * static_cast<double>(sp.k1 - sp.k0);
+    bytes += 2.0 * sq.tokens * heads_ * (qk_ + vd_);
+    rows += sp.k1 - sp.k0;
   }
-  // Bytes: the step's queries and outputs, and each tile's pass over its context's keys and values.
-  mark("attn flash prefill attention (un-absorbed)", 2.0 * T * heads_ * (qk_ + vd_) + pairs / 128.0 * heads_ * (qk_ + vd_) * 2.0);
+  // Bytes: the queries and outputs, and the tiles' passes over keys and values (an upper bound).
+  mark("attn flash prefill attention (un-absorbed)", bytes + tiles * heads_ * (qk_ + vd_) * 2.0);
   return err.status;
 }
 

@@ -48,12 +48,13 @@ void latent_cache_write_cpu(const float* src, long ld, int tokens, int width, co
                             const std::int32_t* token_pos, const std::int32_t* block_tables, int max_blocks,
                             int block_size, float* cache);
 
-// The inverse of the write for one sequence: dst[j] = its pool row j (slot block_table[j / block_size]
-// * block_size + j % block_size) for j < n, as bf16 (an fp8_e4m3 row read as x * scale): the
-// context's latent rows, contiguous, for the un-absorbed prefill's expansion (mla_prefill.hpp).
-Status latent_gather(const void* cache, DType cache_type, float scale, const std::int32_t* block_table, int block_size, int n,
-                     int width, void* dst, Stream stream);
-void latent_gather_cpu(const float* cache, const std::int32_t* block_table, int block_size, int n, int width, float* dst);
+// The inverse of the write for one sequence: dst[j] = its pool row first + j (row i at slot
+// block_table[i / block_size] * block_size + i % block_size) for j < n, as bf16 (an fp8_e4m3 row
+// read as x * scale): a span of the context's latent rows, contiguous, for the un-absorbed
+// prefill's expansion (mla_prefill.hpp).
+Status latent_gather(const void* cache, DType cache_type, float scale, const std::int32_t* block_table, int block_size, int first,
+                     int n, int width, void* dst, Stream stream);
+void latent_gather_cpu(const float* cache, const std::int32_t* block_table, int block_size, int first, int n, int width, float* dst);
 
 // *amax = max(*amax, max |src[t][i]|) over tokens t and i < width (rows at stride ld); *amax >= 0.
 Status latent_amax(const void* src, long ld, int tokens, int width, float* amax, Stream stream);

@@ -70,7 +70,21 @@ struct MlaMhaPrefill {
   int heads = 0, nope = 0, rope = 0, v_dim = 0;
   int n_queries = 0, first_pos = 0;
   float scale = 0.f;
+  // A context too long for one expansion is attended in segments of keys: this launch's k_nope,
+  // k_rope and v rows are keys key_begin .. key_end - 1 (key_begin a multiple of
+  // kMlaMhaSegmentAlign; key_end 0: through the last query's position). The softmax's partial
+  // state of every (query, head) passes between a sequence's launches, in key order, through
+  // `state` ([n_queries][heads][mla_mha_state_floats(v_dim)] fp32): `resume` reads it, and a
+  // launch that does not `finish` writes it instead of `out`. The bits are one launch's.
+  int key_begin = 0, key_end = 0;
+  float* state = nullptr;
+  bool resume = false, finish = true;
 };
+
+constexpr int kMlaMhaSegmentAlign = 64;  // the kernel's chunk of keys
+// fp32 entries of a (query, head)'s partial state: the unnormalised output, the running max and
+// the four lanes' shares of the running sum, padded to 16 bytes.
+constexpr int mla_mha_state_floats(int v_dim) { return v_dim + 8; }
 
 // Whether mla_prefill_mha_cuda serves this shape on this device: nope, rope and v_dim multiples of
 // 8 (16-byte pieces), nope + rope and v_dim up to 256, every pointer 16-byte aligned and every

@@ -475,6 +475,9 @@ class GlmDecoderCuda : public CudaModel {
   // Flash by default since its first GPU run (H100, 2026-12-07: gpu_check and cuda_model_check
   // pass; 1x4096 prefill of the 47-layer fp8 shape 5.5x the MLA decode kernel's launches).
   int prefill_attn_ = kPrefillFlash;
+  // TANDEM_MHA_PASS_ROWS=N (apply_env_overrides): at most N context rows a pass of the un-absorbed
+  // prefill (0: what its buffers hold): a check's way to cut short contexts into spans.
+  int mha_pass_rows_ = 0;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
