@@ -49,4 +49,15 @@ inline int smem_optin() {
   return n;
 }
 
+// The current device's multiprocessors (1 if it cannot be read).
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || count < 1) return 1;
+    return count;
+  }();
+  return n;
+}
+
 }  // namespace tandem::kernels::cuda

@@ -1,8 +1,8 @@
 // Flash attention for the un-absorbed (multi-head) form of MLA prefill (mla_prefill.hpp).
 //
-// A block takes 128 consecutive queries of one head and walks their keys from key 0 in chunks of
-// 64, each chunk's keys and values loaded once into shared memory (cp.async, double-buffered: the
-// next chunk lands while this one is used). Eight warps, warp w owning queries 16 w .. + 15 with
+// A block takes 128 (or 64) consecutive queries of one head and walks their keys from key 0 in
+// chunks of 64, each chunk's keys and values loaded once into shared memory (cp.async, double-
+// buffered: the next chunk lands while this one is used). A warp per 16 queries, warp w owning queries 16 w .. + 15 with
 // every value column: S = Q K^T on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate),
 // the online softmax (running max and sum per row) in registers, and O += P V with P taken straight
 // from S's accumulators (an m16n8 accumulator pair is the m16k16 A operand's layout), rounded to
@@ -24,23 +24,24 @@ namespace {
 using cuda::aligned16;
 using cuda::bf16;
 
-constexpr int kRows = 128;  // queries a block
 constexpr int kKeys = 64;   // keys a chunk
-constexpr int kWarps = kRows / 16, kThreads = kWarps * 32;
 constexpr int kMaxDim = 256;  // nope + rope, and v_dim
 constexpr int kRow = kMaxDim;  // bf16 per shared row
 // The queries, two key buffers and two value buffers.
-constexpr size_t kSmem = static_cast<size_t>(kRows + 4 * kKeys) * kRow * 2;
+// Queries a block: 128 (8 warps), or 64 (4 warps) where 128s would leave multiprocessors idle.
+template <int ROWS>
+constexpr size_t smem_bytes() { return static_cast<size_t>(ROWS + 4 * kKeys) * kRow * 2; }
 
 struct Args {
   MlaMhaPrefill p;
-  int head_tiles;    // ceil(n_queries / kRows)
+  int head_tiles;    // ceil(n_queries / ROWS)
   float score_log2;  // scale x log2(e): scores in the exp2 domain
 };
 
 // Keys and values c0 .. c0 + 63 of head h into ks, vs (rows past `last` zero: a zero value row
 // times a zero probability stays zero, where a stale one could be NaN), and zeros in the columns
 // from nope + rope and v_dim up to the mma's multiple of 16.
+template <int THREADS>
 __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0, int last, bf16* ks, bf16* vs) {
   // Key j is row j - key_begin of this launch's segment.
   const int qk_pieces = (p.nope + p.rope) / 8, nope_pieces = p.nope / 8, v_pieces = p.v_dim / 8;
@@ -48,14 +49,14 @@ __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0
   const bf16* kn = static_cast<const bf16*>(p.k_nope) + static_cast<long>(h) * p.k_head_stride;
   const bf16* kr = static_cast<const bf16*>(p.k_rope);
   const bf16* v = static_cast<const bf16*>(p.v) + static_cast<long>(h) * p.v_head_stride;
-  for (int i = threadIdx.x; i < kKeys * qk16_pieces; i += kThreads) {
+  for (int i = threadIdx.x; i < kKeys * qk16_pieces; i += THREADS) {
     const int r = i / qk16_pieces, c = i % qk16_pieces, j = c0 + r;
     const bool live = j <= last && c < qk_pieces;
     const long jj = live ? j - p.key_begin : 0;
     const bf16* src = c < nope_pieces ? kn + jj * p.k_stride + 8 * c : kr + jj * p.rope_stride + 8 * (c - nope_pieces);
     cuda::cp_async16_fill(ks + cuda::swz(r, c, kRow), src, live ? 16 : 0);
   }
-  for (int i = threadIdx.x; i < kKeys * v16_pieces; i += kThreads) {
+  for (int i = threadIdx.x; i < kKeys * v16_pieces; i += THREADS) {
     const int r = i / v16_pieces, c = i % v16_pieces, j = c0 + r;
     const bool live = j <= last && c < v_pieces;
     cuda::cp_async16_fill(vs + cuda::swz(r, c, kRow), v + (live ? j - p.key_begin : 0) * p.v_stride + 8 * c, live ? 16 : 0);
@@ -130,7 +131,9 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
 }
 
 // long-function: one smem carve-up around the double-buffered chunk loop and the output's write.
-__global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
+template <int ROWS>
+__global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_kernel(Args a) {
+  constexpr int kRows = ROWS, kThreads = ROWS * 2;  // a warp per 16 queries
   extern __shared__ uint4 smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
   auto kbuf = [&](int i) { return qs + (kRows + 2 * i * kKeys) * kRow; };
@@ -175,12 +178,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
       cuda::cp_async16_fill(qs + cuda::swz(r, c, kRow), q + (live ? q0 + r : 0) * p.q_stride + 8 * c, live ? 16 : 0);
     }
     const int c_first = p.key_begin / kKeys, c_last = last / kKeys;
-    load_chunk(p, h, c_first * kKeys, last, kbuf(0), vbuf(0));
+    load_chunk<kThreads>(p, h, c_first * kKeys, last, kbuf(0), vbuf(0));
     cuda::cp_async_commit();
     for (int c = c_first; c <= c_last; ++c) {
       const int buf = (c - c_first) % 2;
       if (c < c_last) {
-        load_chunk(p, h, (c + 1) * kKeys, last, kbuf(1 - buf), vbuf(1 - buf));
+        load_chunk<kThreads>(p, h, (c + 1) * kKeys, last, kbuf(1 - buf), vbuf(1 - buf));
         cuda::cp_async_commit();
         cuda::cp_async_wait<1>();
       } else {
@@ -219,6 +222,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_mha_kernel(Args a) {
   }
 }
 
+template <int ROWS>
+Status launch(const Args& a, unsigned blocks, Stream stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(mla_prefill_mha_kernel<ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                             static_cast<int>(smem_bytes<ROWS>()));
+  if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "mla_prefill_mha: shared memory attribute");
+  return TANDEM_CUDA_STATUS(cuda::launch_pdl(mla_prefill_mha_kernel<ROWS>, dim3(blocks), dim3(ROWS * 2), smem_bytes<ROWS>(), stream, a),
+                            "launch mla_prefill_mha_kernel");
+}
+
 }  // namespace
 
 bool mla_prefill_mha_fits(const MlaMhaPrefill& a) {
@@ -229,7 +241,7 @@ bool mla_prefill_mha_fits(const MlaMhaPrefill& a) {
                        a.rope_stride % 8 == 0 && a.v_stride % 8 == 0 && a.v_head_stride % 8 == 0 && a.out_stride % 8 == 0 &&
                        a.out_head_stride % 8 == 0;
   const bool pointers = aligned16(a.q) && aligned16(a.k_nope) && aligned16(a.k_rope) && aligned16(a.v) && aligned16(a.out);
-  return dims && strides && pointers && static_cast<size_t>(cuda::smem_optin()) >= kSmem;
+  return dims && strides && pointers && static_cast<size_t>(cuda::smem_optin()) >= smem_bytes<128>();
 }
 
 Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
@@ -246,15 +258,15 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   static_assert(kKeys == kMlaMhaSegmentAlign, "segments start on the kernel's chunks of keys");
   Args a{};
   a.p = p;
-  a.head_tiles = (p.n_queries + kRows - 1) / kRows;
   a.score_log2 = p.scale * 1.4426950408889634f;
+  // 128 queries a block unless that leaves multiprocessors idle (a query's bits are the same either
+  // way: its warp does the same products in the same order).
+  const int rows = p.tile_rows == 64 || p.tile_rows == 128 ? p.tile_rows
+                   : static_cast<long>((p.n_queries + 127) / 128) * p.heads >= cuda::sm_count() ? 128 : 64;
+  a.head_tiles = (p.n_queries + rows - 1) / rows;
   const long blocks = static_cast<long>(a.head_tiles) * p.heads;
   if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(mla_prefill_mha_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "mla_prefill_mha: shared memory attribute");
-  return TANDEM_CUDA_STATUS(cuda::launch_pdl(mla_prefill_mha_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmem, stream, a),
-                            "launch mla_prefill_mha_kernel");
+  return rows == 128 ? launch<128>(a, static_cast<unsigned>(blocks), stream) : launch<64>(a, static_cast<unsigned>(blocks), stream);
 }
 
 }  // namespace tandem::kernels

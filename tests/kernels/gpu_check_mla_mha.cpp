@@ -51,7 +51,8 @@ float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk(
 // The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)), its
 // keys in segments starting at each of `cuts` (multiples of 64 after 0; {0}: one launch), each
 // launch given only its segment's rows, as the decoder gives them.
-std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos, std::vector<int> cuts = {0}) {
+std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos, std::vector<int> cuts = {0},
+                           int tile_rows = 0) {
   const Shape& s = c.s;
   DevAct dq(DType::bf16, q), dkv(DType::bf16, c.kv), dlat(DType::bf16, c.lat), dout(DType::bf16, sz(static_cast<long>(n) * s.heads * s.vd));
   Dev<float> state(sz(static_cast<long>(n) * s.heads * k::mla_mha_state_floats(s.vd)));
@@ -61,7 +62,7 @@ std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n,
   a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
   a.out = dout.p(), a.out_stride = static_cast<long>(s.heads) * s.vd, a.out_head_stride = s.vd;
   a.heads = s.heads, a.nope = s.nope, a.rope = s.rope, a.v_dim = s.vd, a.n_queries = n, a.first_pos = first_pos;
-  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr;
+  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr, a.tile_rows = tile_rows;
   const int keys = first_pos + n;
   cuts.push_back(keys);
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -145,6 +146,17 @@ void run_segments(std::vector<Row>& rows, const Shape& s) {
   }
 }
 
+// Blocks of 64 and of 128 queries: the same bits (a warp's products do not depend on its block).
+void run_tiles(std::vector<Row>& rows, const Shape& s) {
+  const Context c = make_context(s, 300, 109);
+  const auto q = as_stored(DType::bf16, normal(sz(300 * q_row(s)), 1.f, 110));
+  const auto big = gpu_run(c, q, 300, 0, {0}, 128), small = gpu_run(c, q, 300, 0, {0}, 64);
+  long differ = 0;
+  for (size_t e = 0; e < big.size(); ++e) differ += big[e] != small[e];
+  rows.push_back(flash_row("mla_prefill_mha", shape_name(s, "blocks of 64 vs 128 queries", 300, 0), "bf16", small, cpu_run(c, q, 300, 0),
+                           differ, differ ? "FAIL: bits depend on the block's queries" : ""));
+}
+
 // latent_gather of a sequence's rows 17 .. 166 from a pool whose blocks are shuffled: exact.
 void run_gather(std::vector<Row>& rows, DType kv) {
   const int bs = 16, width = 576, blocks = 12, first = 17, n = 150;
@@ -192,6 +204,7 @@ void check_mla_mha(std::vector<Row>& rows) {
   run_chunking(rows, glm);
   run_segments(rows, glm);
   run_segments(rows, fixture);
+  run_tiles(rows, glm);
   run_gather(rows, DType::bf16);
   run_gather(rows, DType::fp8_e4m3);
 }

@@ -33,6 +33,7 @@ timeout 120 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eage
 echo "## transformers eager (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-eager.txt" | cut -c1-160
 bench 2b-prefill-mha 90 /tmp/m2b TANDEM_PREFILL_ATTN=mha -- --batches none --prefill 512,4096,32768 --profile-prefill 4096
 bench 2b-prefill-flash 90 /tmp/m2b TANDEM_PREFILL_ATTN=flash -- --batches none --prefill 512,4096,32768
+bench 2b-prefill-mha-tile128 30 /tmp/m2b TANDEM_PREFILL_ATTN=mha TANDEM_MHA_TILE_ROWS=128 -- --batches none --prefill 512,2048
 if [ $SECONDS -lt "$budget" ]; then
   timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-compiled.json" --batches none \
     --prefill 512,4096 --compile >"$O/hf-compiled.txt" 2>&1

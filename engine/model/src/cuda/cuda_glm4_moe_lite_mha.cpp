@@ -107,6 +107,7 @@ Status Glm4MoeLiteCuda::mha_pass(int l, const Layer& a, std::span<const MhaSpan>
   m.rope_stride = width_, m.out_stride = static_cast<long>(heads_) * vd_, m.out_head_stride = vd_;
   m.heads = heads_, m.nope = nope_, m.rope = rope_, m.v_dim = vd_;
   m.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
+  m.tile_rows = mha_tile_rows_;
   const long state_row = static_cast<long>(heads_) * k::mla_mha_state_floats(vd_);
   double tiles = 0, bytes = 0;
   rows = 0;

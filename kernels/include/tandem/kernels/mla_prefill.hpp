@@ -79,6 +79,9 @@ struct MlaMhaPrefill {
   int key_begin = 0, key_end = 0;
   float* state = nullptr;
   bool resume = false, finish = true;
+  // Queries a block: 64 or 128 (the same bits either way); 0: 128 unless that leaves
+  // multiprocessors idle (short prompts).
+  int tile_rows = 0;
 };
 
 constexpr int kMlaMhaSegmentAlign = 64;  // the kernel's chunk of keys

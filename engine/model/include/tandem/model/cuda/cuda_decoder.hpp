@@ -478,6 +478,9 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_MHA_PASS_ROWS=N (apply_env_overrides): at most N context rows a pass of the un-absorbed
   // prefill (0: what its buffers hold): a check's way to cut short contexts into spans.
   int mha_pass_rows_ = 0;
+  // TANDEM_MHA_TILE_ROWS=64|128 (apply_env_overrides): the un-absorbed prefill kernel's queries a
+  // block (0: its own choice; the same bits either way).
+  int mha_tile_rows_ = 0;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter
