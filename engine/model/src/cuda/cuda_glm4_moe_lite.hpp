@@ -51,9 +51,10 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   Status allocate_attention() override;
   Status attention(int l, const Layer& a, int T, int max_context) override;
   // Whether a step of T tokens attends with the flash prefill kernel: TANDEM_PREFILL_ATTN=flash (the
-  // default; or =mha where mha_prefill does not admit the step), a prefill-class pass (few() is false: a decode or verification pass keeps the
-  // batch-invariant decode kernel, whose bits speculative decoding compares), more tokens than
-  // one launch of the decode kernel takes, and a shape and device the kernel serves.
+  // default; or =mha where mha_prefill does not admit the step), a prefill-class pass (few() is
+  // false: a decode or verification pass keeps the batch-invariant decode kernel, whose bits
+  // speculative decoding compares), more tokens than one launch of the decode kernel takes, and a
+  // shape and device the kernel serves.
   bool flash_prefill(int l, int T) const {
     return (prefill_attn_ == kPrefillFlash || prefill_attn_ == kPrefillMha) && !few() && T > k::kMlaDecodeMaxTokens &&
            k::mla_prefill_flash_fits(kBf16, heads_, attn_layout(l));
