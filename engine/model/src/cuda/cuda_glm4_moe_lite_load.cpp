@@ -33,10 +33,11 @@ using detail::TensorNames;
 // or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
 // through the few-rows kernel instead of the tensor-core one (other summation order).
 // TANDEM_PREFILL_ATTN=flash|mla|generic|mha: the attention of prefill chunks of more than
-// kMlaDecodeMaxTokens tokens (the flash prefill kernel, the default; the MLA decode kernel in
-// launches of that many; the generic paged kernel, as before; or the un-absorbed form where the
-// step fits it, cuda_glm4_moe_lite_mha.cpp; TANDEM_MHA_PASS_ROWS=N caps its context rows a pass,
-// TANDEM_MHA_TILE_ROWS=64|128 sets its kernel's queries a block). TANDEM_ATTN_SPLIT=0 splits the MLA decode
+// kMlaDecodeMaxTokens tokens (the absorbed flash prefill kernel; the MLA decode kernel in launches
+// of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits
+// it, else flash: the default, cuda_glm4_moe_lite_mha.cpp; TANDEM_MHA_PASS_ROWS=N caps its
+// context rows a pass, TANDEM_MHA_TILE_ROWS=64|128 sets its kernel's queries a block).
+// TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
 // cores as before instead of the tensor cores; TANDEM_ATTN_SPLITS=N sets the most splits of a

@@ -468,13 +468,14 @@ class GlmDecoderCuda : public CudaModel {
   // of the grouped GEMM that reads them quantised.
   bool quant_prefill_dequant_ = false;
   // TANDEM_PREFILL_ATTN (apply_env_overrides): how prefill chunks of more than kMlaDecodeMaxTokens
-  // tokens attend: the flash prefill kernel (the default), the MLA decode kernel in launches of
-  // kMlaDecodeMaxTokens tokens, the generic paged kernel (the A/B references), or the un-absorbed
-  // (multi-head) form where the step fits it (mla_prefill.hpp; else the flash kernel).
+  // tokens attend: the un-absorbed (multi-head) form where the step fits it (mla_prefill.hpp; else
+  // the flash kernel: the default), the flash prefill kernel, the MLA decode kernel in launches of
+  // kMlaDecodeMaxTokens tokens, or the generic paged kernel (the A/B references).
   enum PrefillAttn : int { kPrefillFlash = 0, kPrefillMla = 1, kPrefillGeneric = 2, kPrefillMha = 3 };
-  // Flash by default since its first GPU run (H100, 2026-12-07: gpu_check and cuda_model_check
-  // pass; 1x4096 prefill of the 47-layer fp8 shape 5.5x the MLA decode kernel's launches).
-  int prefill_attn_ = kPrefillFlash;
+  // Un-absorbed (falling back to flash where it does not serve a step) by default since its first
+  // GPU run (H100, 2026-12-07, engine/bench/results/h100-s11-mha-2026-12-07.md: gpu_check and
+  // cuda_model_check pass through it; 2 B model prefill 1x4096 1.66x and 1x32768 2.32x flash).
+  int prefill_attn_ = kPrefillMha;
   // TANDEM_MHA_PASS_ROWS=N (apply_env_overrides): at most N context rows a pass of the un-absorbed
   // prefill (0: what its buffers hold): a check's way to cut short contexts into spans.
   int mha_pass_rows_ = 0;

@@ -1,0 +1,29 @@
+# Shared by call.sh and quick.sh (sourced): the environment, the card line, and the two ways a step
+# runs: `check` (a failure fails the call) and `bench` (a tandem-bench-cuda timing; a failure is
+# listed). Expects `here` (the bundle folder) and `budget` (benchmarks start only before it).
+B=$here/bin; O=$OUT/int9; mkdir -p "$O"
+FX=tests/model/fixtures
+export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+failed=(); slow=()
+pack() { (cd "$OUT" && tar czf int9.tgz int9); }
+# Cut off by the call's limit: keep what was written (the run tool brings back only a few files).
+trap 'pack; exit 124' TERM INT
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/card.txt"
+echo "binaries built at $(cat "$here/COMMIT")" | tee -a "$O/card.txt"
+check() {  # check NAME SECONDS [VAR=value ...] COMMAND...
+  local name=$1 limit=$2 t0=$SECONDS envs=(); shift 2
+  while [[ $1 == *=* ]]; do envs+=("$1"); shift; done
+  env "${envs[@]}" timeout "$limit" "$@" >"$O/$name.txt" 2>&1; local rc=$?
+  printf '%-36s exit %3d %4d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -v '^\s*$' "$O/$name.txt" | tail -1 | cut -c1-110)"
+  [ "$rc" -eq 0 ] || failed+=("$name")
+}
+bench() {  # bench NAME SECONDS MODEL [VAR=value ...] -- FLAGS...
+  local name=$1 limit=$2 model=$3 t0=$SECONDS envs=(); shift 3
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  if [ $SECONDS -ge "$budget" ]; then echo "## $name: skipped (at $SECONDS s)"; slow+=("$name"); return; fi
+  env "${envs[@]}" timeout "$limit" "$B/tandem-bench-cuda" "$model" --modes graphs --json "$O/$name.json" "$@" >"$O/$name.txt" 2>&1
+  local rc=$?
+  echo "## $name (exit $rc, $((SECONDS - t0)) s): ${envs[*]} $*"
+  grep -E "^prefill|^\| [0-9]+ \| graphs|moe experts|flash prefill|paged attention|\*\*sum|tandem-bench-cuda:" "$O/$name.txt" | cut -c1-160
+  [ "$rc" -eq 0 ] || slow+=("$name")
+}
