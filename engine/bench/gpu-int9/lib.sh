@@ -27,3 +27,18 @@ bench() {  # bench NAME SECONDS MODEL [VAR=value ...] -- FLAGS...
   grep -E "^prefill|^\| [0-9]+ \| graphs|moe experts|flash prefill|paged attention|\*\*sum|tandem-bench-cuda:" "$O/$name.txt" | cut -c1-160
   [ "$rc" -eq 0 ] || slow+=("$name")
 }
+# compiled_peer MODEL LENGTHS: transformers compiled (static cache, reduce-overhead), prefill only
+# (its decode crashes in the cudagraph step), on hf_bench.py's model, while time is left.
+compiled_peer() {
+  [ $SECONDS -lt "$budget" ] || { echo "## transformers compiled: skipped (at $SECONDS s)"; return; }
+  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write "$1" --json "$O/hf-compiled.json" --batches none \
+    --prefill "$2" --compile >"$O/hf-compiled.txt" 2>&1
+  echo "## transformers compiled, prefill only (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-compiled.txt" | cut -c1-200
+}
+# finish MODEL: remove the model, say what failed, pack the output; the call's status is the checks'.
+finish() {
+  rm -rf "$1"
+  echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"
+  pack
+  [ ${#failed[@]} -eq 0 ]
+}

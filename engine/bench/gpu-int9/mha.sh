@@ -37,12 +37,5 @@ check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$O"/glm5_next_cuda_check.txt "$O/cuda_spec_check.txt" | head -6 | cut -c1-160
 check memcheck.mla_mha 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" mla_mha
 echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
-if [ $SECONDS -lt "$budget" ]; then
-  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-compiled.json" --batches none \
-    --prefill 4096 --compile >"$O/hf-compiled.txt" 2>&1
-  echo "## transformers compiled, prefill only (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-compiled.txt" | cut -c1-200
-fi
-rm -rf /tmp/m2b
-echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"
-pack
-[ ${#failed[@]} -eq 0 ]
+compiled_peer /tmp/m2b 4096
+finish /tmp/m2b

@@ -26,12 +26,5 @@ timeout 120 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eage
 echo "## transformers eager (exit $?)"; grep -E "^prefill|^decode|FAILED" "$O/hf-eager.txt" | cut -c1-160
 bench 2b-decode 60 /tmp/m2b -- --batches 1,6,16 --prompt 512 --decode 64
 bench 2b-prefill 60 /tmp/m2b -- --batches none --prefill 512,4096,32768 --profile-prefill 4096
-if [ $SECONDS -lt "$budget" ]; then
-  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-compiled.json" --batches none \
-    --prefill 4096 --compile >"$O/hf-compiled.txt" 2>&1
-  echo "## transformers compiled, prefill only (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-compiled.txt" | cut -c1-200
-fi
-rm -rf /tmp/m2b
-echo "done at $SECONDS s; checks failed: ${failed[*]:-none}; timings not finished: ${slow[*]:-none}"
-pack
-[ ${#failed[@]} -eq 0 ]
+compiled_peer /tmp/m2b 4096
+finish /tmp/m2b
