@@ -1,6 +1,8 @@
-# Shared by call.sh and quick.sh (sourced): the environment, the card line, and the two ways a step
-# runs: `check` (a failure fails the call) and `bench` (a tandem-bench-cuda timing; a failure is
-# listed). Expects `here` (the bundle folder) and `budget` (benchmarks start only before it).
+# shellcheck shell=bash disable=SC2034,SC2154
+# Shared by the call scripts beside it (sourced): the environment, the card line, the two ways a
+# step runs: `check` (a failure fails the call) and `bench` (a tandem-bench-cuda timing; a failure
+# is listed), the compiled transformers peer and the call's end. Expects `here` (the bundle folder)
+# and `budget` (benchmarks start only before it); FX is for the scripts.
 B=$here/bin; O=$OUT/int9; mkdir -p "$O"
 FX=tests/model/fixtures
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
