@@ -4,6 +4,7 @@
 #pragma once
 #include <span>
 
+#include "mha_spans.hpp"
 #include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"
 
@@ -65,11 +66,8 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   Status absorbed_attention(int l, const Layer& a, int T, int max_context, const char* layer_pool);
   Status mha_attention(int l, const Layer& a, int T, const char* layer_pool);
   bool mha_prefill(int l, int T) const;
-  // A span of one step sequence's keys (k0 a multiple of kMlaMhaSegmentAlign), and one pass of
-  // spans: gathered, expanded by one GEMM and attended; mha_rows() of them fit the buffers.
-  struct MhaSpan {
-    int seq = 0, k0 = 0, k1 = 0;
-  };
+  // One pass of spans (mha_spans.hpp): gathered, expanded by one GEMM and attended; mha_rows() of
+  // them fit the buffers.
   Status mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, long q_ld, const char* layer_pool);
   int mha_rows() const;
 

@@ -61,20 +61,9 @@ Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* 
   const long q_ld = q_in_fused ? in_rows_ : static_cast<long>(heads_) * qk_;
   err(k::rope_cuda(kBf16, q + nope_, T, q_ld, heads_, qk_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   mark("attn rope (query, in place)", 4.0 * T * heads_ * rope_);
-  // Spans in sequence and key order; a pass takes them while their rows fit.
-  const int cap = mha_rows();
-  std::vector<MhaSpan> pass;
-  int rows = 0;
-  for (int s = 0; s < static_cast<int>(step_sequences_.size()) && err.ok(); ++s) {
-    const int context = step_sequences_[static_cast<std::size_t>(s)].start + step_sequences_[static_cast<std::size_t>(s)].tokens;
-    for (int k0 = 0; k0 < context && err.ok(); k0 += cap) {
-      const int k1 = std::min(context, k0 + cap);
-      if (rows + (k1 - k0) > cap) err(mha_pass(l, a, pass, q, q_ld, layer_pool)), pass.clear(), rows = 0;
-      pass.push_back({s, k0, k1});
-      rows += k1 - k0;
-    }
-  }
-  if (!pass.empty()) err(mha_pass(l, a, pass, q, q_ld, layer_pool));
+  std::vector<int> contexts;
+  for (const StepSequence& s : step_sequences_) contexts.push_back(s.start + s.tokens);
+  for (const auto& pass : plan_mha_passes(contexts, mha_rows())) err(mha_pass(l, a, pass, q, q_ld, layer_pool));
   return err.status;
 }
 
