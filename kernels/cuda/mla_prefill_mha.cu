@@ -196,6 +196,8 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_kernel(Args a) {
     }
   }
 
+  // (A row past the tile skips both passes and its lane then exits; a quad skips together, so a
+  // shuffle below reads only partners that run it.)
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     if (lim[hh] < 0) continue;
@@ -250,9 +252,13 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   if (!mla_prefill_mha_fits(p))
     return Error{"mla_prefill_mha: the shape does not fit (mla_prefill_mha_fits: nope, rope and v_dim multiples of 8, qk and v_dim up to 256, "
                  "16-byte aligned pointers, strides multiples of 8, 192 KiB of shared memory a block)"};
-  if (p.key_begin < 0 || p.key_begin % kMlaMhaSegmentAlign != 0 || (p.key_end != 0 && p.key_end <= p.key_begin))
+  // A segment ends on a chunk of keys or past the last query: the mask is each query's position,
+  // so a chunk cut short before it would score the zero rows past key_end.
+  const bool end_ok = p.key_end == 0 || (p.key_end > p.key_begin && (p.key_end % kMlaMhaSegmentAlign == 0 ||
+                                                                      p.key_end >= p.first_pos + p.n_queries));
+  if (p.key_begin < 0 || p.key_begin % kMlaMhaSegmentAlign != 0 || !end_ok)
     return Error{"mla_prefill_mha: key_begin must be a multiple of " + std::to_string(kMlaMhaSegmentAlign) +
-                 " and key_end 0 or past it"};
+                 ", key_end 0 or past key_begin, and a multiple of it unless past the last query"};
   if ((p.resume || !p.finish) && (p.state == nullptr || !aligned16(p.state)))
     return Error{"mla_prefill_mha: a segment that resumes or does not finish needs a 16-byte aligned state"};
   static_assert(kKeys == kMlaMhaSegmentAlign, "segments start on the kernel's chunks of keys");

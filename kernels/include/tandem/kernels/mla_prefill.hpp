@@ -72,7 +72,8 @@ struct MlaMhaPrefill {
   float scale = 0.f;
   // A context too long for one expansion is attended in segments of keys: this launch's k_nope,
   // k_rope and v rows are keys key_begin .. key_end - 1 (key_begin a multiple of
-  // kMlaMhaSegmentAlign; key_end 0: through the last query's position). The softmax's partial
+  // kMlaMhaSegmentAlign; key_end 0: through the last query's position; else a multiple of the
+  // same, or past the last query's position). The softmax's partial
   // state of every (query, head) passes between a sequence's launches, in key order, through
   // `state` ([n_queries][heads][mla_mha_state_floats(v_dim)] fp32): `resume` reads it, and a
   // launch that does not `finish` writes it instead of `out`. The bits are one launch's.
