@@ -477,10 +477,11 @@ class GlmDecoderCuda : public CudaModel {
   // cuda_model_check pass through it; 2 B model prefill 1x4096 1.66x and 1x32768 2.32x flash).
   int prefill_attn_ = kPrefillMha;
   // TANDEM_MHA_PASS_ROWS=N (apply_env_overrides): at most N context rows a pass of the un-absorbed
-  // prefill (0: what its buffers hold): a check's way to cut short contexts into spans.
+  // prefill, rounded down to a multiple of 64 (0: what its buffers hold; under 64: the flash
+  // kernel takes the steps): a check's way to cut short contexts into spans.
   int mha_pass_rows_ = 0;
-  // TANDEM_MHA_TILE_ROWS=64|128 (apply_env_overrides): the un-absorbed prefill kernel's queries a
-  // block (0: its own choice; the same bits either way).
+  // TANDEM_MHA_TILE_ROWS=auto|64|128 (apply_env_overrides): the un-absorbed prefill kernel's
+  // queries a block (0: auto, its own choice; the same bits either way).
   int mha_tile_rows_ = 0;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
