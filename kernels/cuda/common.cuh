@@ -210,6 +210,12 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const unsigned*>(&b);
 }
 
+// The two fp8_e4m3 values in the low 16 bits of `two` (the lower first) as floats, exactly
+// (through fp16, which holds every e4m3 value).
+__device__ __forceinline__ float2 fp8x2_to_float2(unsigned two) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+}
+
 // Runs f.template operator()<T>() for the activation type t (f32 or bf16); otherwise an error.
 template <class F>
 Status with_act_type(DType t, const char* op, F&& f) {

@@ -138,8 +138,8 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
 template <class KV>
 __global__ void latent_gather_kernel(const KV* cache, float scale, const std::int32_t* table, int block_size, int first, int width,
                                      bf16* dst) {
-  const int j = blockIdx.x, i = first + j;
-  const long slot = static_cast<long>(table[i / block_size]) * block_size + i % block_size;
+  const int j = blockIdx.x, row = first + j;
+  const long slot = static_cast<long>(table[row / block_size]) * block_size + row % block_size;
   const KV* s = cache + slot * width;
   bf16* d = dst + static_cast<long>(j) * width;
   for (int i = 8 * threadIdx.x; i < width; i += 8 * blockDim.x) {
@@ -151,8 +151,7 @@ __global__ void latent_gather_kernel(const KV* cache, float scale, const std::in
       unsigned o[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const float2 f = __half22float2(
-            __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3)));
+        const float2 f = cuda::fp8x2_to_float2(w[q / 2] >> (16 * (q % 2)));
         o[q] = cuda::pack_bf16(f.x * scale, f.y * scale);
       }
       *reinterpret_cast<uint4*>(d + i) = make_uint4(o[0], o[1], o[2], o[3]);

@@ -59,7 +59,7 @@ using cuda::pack_bf16;
 using cuda::smem_optin;
 using cuda::swz;
 __device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two) {
-  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+  const float2 f = cuda::fp8x2_to_float2(two);
   return pack_bf16(f.x, f.y);
 }
 

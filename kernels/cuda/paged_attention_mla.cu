@@ -62,7 +62,7 @@ template <int PB>
 using Raw = std::conditional_t<PB == 16, uint4, uint2>;
 __device__ __forceinline__ void stage(const uint4& raw, bf16* dst, bf16) { *reinterpret_cast<uint4*>(dst) = raw; }
 __device__ __forceinline__ std::uint32_t fp8x2_to_bf16x2(std::uint32_t two_bytes) {
-  const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3)));
+  const float2 f = cuda::fp8x2_to_float2(two_bytes);
   const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
   return pack(b.x, b.y);
 }

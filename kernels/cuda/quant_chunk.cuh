@@ -66,8 +66,7 @@ __device__ __forceinline__ void decode_pairs(const Chunk& c, Pair&& f) {
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * h)), __NV_E4M3);
-        const float2 v = __half22float2(__half2(r));
+        const float2 v = cuda::fp8x2_to_float2(words[i] >> (16 * h));
         f(2 * i + h, make_float2(v.x * c.scale, v.y * c.scale));
       }
   } else {
