@@ -68,8 +68,9 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   bool mha_prefill(int l, int T) const;
   // One pass of spans (mha_spans.hpp): gathered, expanded by one GEMM and attended; mha_rows() of
   // them fit the buffers.
-  Status mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, long q_ld, const char* layer_pool);
+  Status mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, const char* layer_pool);
   int mha_rows() const;
+  k::MlaMhaPrefill mha_args() const;
 
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;

@@ -35,40 +35,48 @@ int Glm4MoeLiteCuda::mha_rows() const {
   return static_cast<int>(rows / k::kMlaMhaSegmentAlign * k::kMlaMhaSegmentAlign);
 }
 
+// The kernel's arguments every launch of this decoder shares (shape, strides, scale): the query
+// where attention() leaves it (the fused rows without a query LoRA), the expansion's rows, the
+// gathered latent rows' rope part, attn_'s rows.
+k::MlaMhaPrefill Glm4MoeLiteCuda::mha_args() const {
+  k::MlaMhaPrefill m;
+  const long expanded = static_cast<long>(heads_) * (nope_ + vd_);
+  m.q_stride = lora_q_ == 0 ? in_rows_ : static_cast<long>(heads_) * qk_, m.q_head_stride = qk_;
+  m.k_stride = m.v_stride = expanded, m.k_head_stride = m.v_head_stride = nope_ + vd_;
+  m.rope_stride = width_, m.out_stride = static_cast<long>(heads_) * vd_, m.out_head_stride = vd_;
+  m.heads = heads_, m.nope = nope_, m.rope = rope_, m.v_dim = vd_;
+  m.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
+  m.tile_rows = mha_tile_rows_;
+  return m;
+}
+
 bool Glm4MoeLiteCuda::mha_prefill(int l, int T) const {
   (void)l;
+  const int cap = mha_rows();
   if (prefill_attn_ != kPrefillMha || few() || T <= k::kMlaDecodeMaxTokens || step_sequences_.empty() ||
-      step_sequences_.size() > kMhaMaxSequences || mha_rows() < k::kMlaMhaSegmentAlign)
+      step_sequences_.size() > kMhaMaxSequences || cap < k::kMlaMhaSegmentAlign)
     return false;
   long tokens = 0;
   bool split = false;
-  for (const StepSequence& s : step_sequences_) tokens += s.tokens, split = split || s.start + s.tokens > mha_rows();
-  const long expanded = static_cast<long>(heads_) * (nope_ + vd_);
-  k::MlaMhaPrefill probe;
-  probe.heads = heads_, probe.nope = nope_, probe.rope = rope_, probe.v_dim = vd_;
-  probe.q_stride = lora_q_ == 0 ? in_rows_ : static_cast<long>(heads_) * qk_, probe.q_head_stride = qk_;
-  probe.k_stride = probe.v_stride = expanded, probe.k_head_stride = probe.v_head_stride = nope_ + vd_;
-  probe.rope_stride = width_, probe.out_stride = static_cast<long>(heads_) * vd_, probe.out_head_stride = vd_;
-  return tokens == T && (!split || !mha_state_.empty()) && lora_kv_ % 8 == 0 && k::mla_prefill_mha_fits(probe);
+  for (const StepSequence& s : step_sequences_) tokens += s.tokens, split = split || s.start + s.tokens > cap;
+  return tokens == T && (!split || !mha_state_.empty()) && lora_kv_ % 8 == 0 && k::mla_prefill_mha_fits(mha_args());
 }
 
 Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* layer_pool) {
   FirstError err;
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
   // Without a query LoRA the query is the first heads x qk entries of the fused rows.
-  const bool q_in_fused = lora_q_ == 0;
-  auto* q = q_in_fused ? fused_.as<std::uint16_t>() : q_.as<std::uint16_t>();
-  const long q_ld = q_in_fused ? in_rows_ : static_cast<long>(heads_) * qk_;
-  err(k::rope_cuda(kBf16, q + nope_, T, q_ld, heads_, qk_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+  auto* q = lora_q_ == 0 ? fused_.as<std::uint16_t>() : q_.as<std::uint16_t>();
+  err(k::rope_cuda(kBf16, q + nope_, T, mha_args().q_stride, heads_, qk_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   mark("attn rope (query, in place)", 4.0 * T * heads_ * rope_);
   std::vector<int> contexts;
   for (const StepSequence& s : step_sequences_) contexts.push_back(s.start + s.tokens);
-  for (const auto& pass : plan_mha_passes(contexts, mha_rows())) err(mha_pass(l, a, pass, q, q_ld, layer_pool));
+  for (const auto& pass : plan_mha_passes(contexts, mha_rows())) err(mha_pass(l, a, pass, q, layer_pool));
   return err.status;
 }
 
 // long-function: the spans' gathers, one expansion GEMM, the kernel per span.
-Status Glm4MoeLiteCuda::mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q, long q_ld,
+Status Glm4MoeLiteCuda::mha_pass(int l, const Layer& a, std::span<const MhaSpan> spans, const std::uint16_t* q,
                                  const char* layer_pool) {
   FirstError err;
   const k::PagedKvLayout pool = attn_layout(l);
@@ -90,19 +98,13 @@ Status Glm4MoeLiteCuda::mha_pass(int l, const Layer& a, std::span<const MhaSpan>
   mark("attn kv_b expansion (K_nope, V)", 2.0 * expanded * lora_kv_ + 2.0 * rows * (width_ + expanded));
 
   const auto* kv = olat_.as<std::uint16_t>();
-  k::MlaMhaPrefill m;
-  m.q_stride = q_ld, m.q_head_stride = qk_;
-  m.k_stride = m.v_stride = expanded, m.k_head_stride = m.v_head_stride = nope_ + vd_;
-  m.rope_stride = width_, m.out_stride = static_cast<long>(heads_) * vd_, m.out_head_stride = vd_;
-  m.heads = heads_, m.nope = nope_, m.rope = rope_, m.v_dim = vd_;
-  m.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  m.tile_rows = mha_tile_rows_;
+  k::MlaMhaPrefill m = mha_args();
   const long state_row = static_cast<long>(heads_) * k::mla_mha_state_floats(vd_);
   double tiles = 0, bytes = 0;
   rows = 0;
   for (const MhaSpan& sp : spans) {
     const StepSequence& sq = step_sequences_[static_cast<std::size_t>(sp.seq)];
-    m.q = q + static_cast<long>(sq.first) * q_ld;
+    m.q = q + sq.first * m.q_stride;
     m.k_nope = kv + static_cast<long>(rows) * expanded, m.v = kv + static_cast<long>(rows) * expanded + nope_;
     m.k_rope = lat + static_cast<long>(rows) * width_ + lora_kv_;
     m.out = attn_.as<std::uint16_t>() + static_cast<long>(sq.first) * heads_ * vd_;

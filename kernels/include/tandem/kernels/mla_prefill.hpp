@@ -33,9 +33,6 @@ Status mla_prefill_flash_cuda(const void* q, int n_tokens, const std::int32_t* t
                               int q_heads, const PagedKvLayout& l, const void* cache, const std::int32_t* block_tables,
                               int max_blocks_per_seq, float scale, void* out, Stream stream = nullptr);
 
-}  // namespace tandem::kernels
-
-namespace tandem::kernels {
 
 // The un-absorbed (multi-head) form of MLA prefill attention, for one sequence (mla_prefill_mha.cu).
 //

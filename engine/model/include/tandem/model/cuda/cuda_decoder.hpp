@@ -381,7 +381,6 @@ class GlmDecoderCuda : public CudaModel {
   // The weight bytes an op over q reads: q's own when it is kept quantised, else bf16's.
   static double weight_read(const QuantWeight& q, double bf16_bytes) { return q.on() ? static_cast<double>(q.bytes()) : bf16_bytes; }
 
-  // The op timer's mark after an op (not while capturing a graph).
   // The sequences of an eager step, in the staged order (sequence s's block table is row s of
   // in_tables()): its first token among the step's, its tokens, and the position of the first.
   // run_pass sets it (empty for a graph step); the un-absorbed prefill reads it.
@@ -390,6 +389,7 @@ class GlmDecoderCuda : public CudaModel {
   };
   std::vector<StepSequence> step_sequences_;
 
+  // The op timer's mark after an op (not while capturing a graph).
   void mark(const char* op, double bytes) const {
     if (timer_ && !capturing_) timer_->mark(op, bytes, stream_);
   }
