@@ -13,30 +13,22 @@
 #include <cstdint>
 #include <string>
 
-#include "common.cuh"
-#include "flash_tiles.cuh"
-#include "tandem/kernels/launch.hpp"
-#include "tandem/kernels/mla_prefill.hpp"
+#include "mla_prefill_mha.cuh"
 
 namespace tandem::kernels {
 namespace {
 
 using cuda::aligned16;
 using cuda::bf16;
+using mha::Args;
+using mha::kKeys;
+using mha::kMaxDim;
 
-constexpr int kKeys = 64;   // keys a chunk
-constexpr int kMaxDim = 256;  // nope + rope, and v_dim
 constexpr int kRow = kMaxDim;  // bf16 per shared row
 // The queries, two key buffers and two value buffers.
 // Queries a block: 128 (8 warps), or 64 (4 warps) where 128s would leave multiprocessors idle.
 template <int ROWS>
 constexpr size_t smem_bytes() { return static_cast<size_t>(ROWS + 4 * kKeys) * kRow * 2; }
-
-struct Args {
-  MlaMhaPrefill p;
-  int head_tiles;    // ceil(n_queries / ROWS)
-  float score_log2;  // scale x log2(e): scores in the exp2 domain
-};
 
 // Keys and values c0 .. c0 + 63 of head h into ks, vs (rows past `last` zero: a zero value row
 // times a zero probability stays zero, where a stale one could be NaN), and zeros in the columns
@@ -91,34 +83,15 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
       cuda::mma_m16n8k16(s[2 * np + 1], qf, kf[2], kf[3]);
     }
   }
-  // Mask, row max over the row's four lanes, rescale what is accumulated.
-  float mx[2];
-  cuda::flash_mask_max(s, c0, lim, a.score_log2, mx);
   float base[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(sm.m[h], mx[h]);
-    base[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing yet: every p is 0, no NaN
-    const float corr = exp2f(sm.m[h] - base[h]);
-    sm.m[h] = m_new;
-    sm.l[h] *= corr;
-#pragma unroll
-    for (int n = 0; n < kMaxDim / 8; ++n) acc[n][2 * h] *= corr, acc[n][2 * h + 1] *= corr;
-  }
+  mha::softmax_update(s, c0, lim, a.score_log2, sm, acc, base);
   // P V, 16 keys at a time: the accumulators of key tiles 2 kk and 2 kk + 1 are the A fragment.
   const bf16* vb = vs + (lane % 8 + 8 * ((lane / 8) % 2)) * kRow;
   const int vu = lane / 16;
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    float p[2][4];
-#pragma unroll
-    for (int x = 0; x < 2; ++x)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p[x][e] = exp2f(s[2 * kk + x][e] - base[e / 2]);
-    sm.l[0] += p[0][0] + p[0][1] + p[1][0] + p[1][1];
-    sm.l[1] += p[0][2] + p[0][3] + p[1][2] + p[1][3];
-    const unsigned pf[4] = {cuda::pack_bf16(p[0][0], p[0][1]), cuda::pack_bf16(p[0][2], p[0][3]), cuda::pack_bf16(p[1][0], p[1][1]),
-                            cuda::pack_bf16(p[1][2], p[1][3])};
+    unsigned pf[4];
+    mha::probs(s, kk, base, sm, pf);
 #pragma unroll
     for (int dp = 0; dp < kMaxDim / 16; ++dp) {
       if (dp * 16 >= a.p.v_dim) break;
@@ -140,34 +113,15 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_kernel(Args a) {
   auto vbuf = [&](int i) { return qs + (kRows + (2 * i + 1) * kKeys) * kRow; };
   cuda::pdl_begin();  // the queries and keys come from the kernels before
   const MlaMhaPrefill& p = a.p;
-
-  // The longest tiles (the prompt's last queries) of every head first, so the short ones fill the tail.
-  const int tile = a.head_tiles - 1 - static_cast<int>(blockIdx.x) / p.heads, h = static_cast<int>(blockIdx.x) % p.heads;
-  const int q0 = tile * kRows, rows = min(kRows, p.n_queries - q0);
-  // The tile's last key in this launch's segment (below key_begin: none here).
-  const int last = min(p.first_pos + q0 + rows - 1, p.key_end > 0 ? p.key_end - 1 : 0x7fffffff);
+  const mha::Tile tl = mha::block_tile<kRows>(a);
+  const int h = tl.h, q0 = tl.q0, rows = tl.rows, last = tl.last;
   if (last < p.key_begin && !p.finish) return;  // its state passes on as it is
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  // A row past the tile's end gets no keys (-1): it stays empty and is not written.
-  const int lim[2] = {warp * 16 + g < rows ? p.first_pos + q0 + warp * 16 + g : -1,
-                      warp * 16 + g + 8 < rows ? p.first_pos + q0 + warp * 16 + g + 8 : -1};
+  int lim[2];
+  mha::row_limits(a, tl, lim);
   float acc[kMaxDim / 8][4];
   cuda::FlashSoftmax sm;
-  const int sw = mla_mha_state_floats(p.v_dim);
-  auto state_row = [&](int hh) { return p.state + (static_cast<long>(q0 + warp * 16 + g + 8 * hh) * p.heads + h) * sw; };
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const bool mine = p.resume && lim[hh] >= 0;
-    const float* st = mine ? state_row(hh) : nullptr;
-#pragma unroll
-    for (int n = 0; n < kMaxDim / 8; ++n) {
-      const bool in = mine && 8 * n < p.v_dim;
-      acc[n][2 * hh] = in ? st[8 * n + 2 * t] : 0.f;
-      acc[n][2 * hh + 1] = in ? st[8 * n + 2 * t + 1] : 0.f;
-    }
-    if (mine) sm.m[hh] = st[p.v_dim], sm.l[hh] = st[p.v_dim + 1 + t];
-  }
+  mha::begin_rows(a, tl, lim, acc, sm);
 
   if (last >= p.key_begin) {
     const int qk_pieces = (p.nope + p.rope) / 8, qk16_pieces = (qk_pieces + 1) / 2 * 2;
@@ -196,32 +150,7 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_kernel(Args a) {
     }
   }
 
-  // (A row past the tile skips both passes and its lane then exits; a quad skips together, so a
-  // shuffle below reads only partners that run it.)
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    if (lim[hh] < 0) continue;
-    if (!p.finish) {  // the partial state, exactly, for the next segment
-      float* st = state_row(hh);
-#pragma unroll
-      for (int n = 0; n < kMaxDim / 8; ++n)
-        if (8 * n < p.v_dim) st[8 * n + 2 * t] = acc[n][2 * hh], st[8 * n + 2 * t + 1] = acc[n][2 * hh + 1];
-      st[p.v_dim + 1 + t] = sm.l[hh];
-      if (t == 0) st[p.v_dim] = sm.m[hh];
-      continue;
-    }
-    // O / l, the sum over the row's four lanes, as bf16.
-    float l = sm.l[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float f = l > 0.f ? 1.f / l : 0.f;
-    bf16* o = static_cast<bf16*>(p.out) + (q0 + warp * 16 + g + 8 * hh) * p.out_stride + static_cast<long>(h) * p.out_head_stride;
-#pragma unroll
-    for (int n = 0; n < kMaxDim / 8; ++n) {
-      if (8 * n >= p.v_dim) break;
-      *reinterpret_cast<unsigned*>(o + 8 * n + 2 * t) = cuda::pack_bf16(acc[n][2 * hh] * f, acc[n][2 * hh + 1] * f);
-    }
-  }
+  mha::end_rows(a, tl, lim, acc, sm);
 }
 
 template <int ROWS>
@@ -261,7 +190,6 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
                  ", key_end 0 or past key_begin, and a multiple of it unless past the last query"};
   if ((p.resume || !p.finish) && (p.state == nullptr || !aligned16(p.state)))
     return Error{"mla_prefill_mha: a segment that resumes or does not finish needs a 16-byte aligned state"};
-  static_assert(kKeys == kMlaMhaSegmentAlign, "segments start on the kernel's chunks of keys");
   Args a{};
   a.p = p;
   a.score_log2 = p.scale * 1.4426950408889634f;
@@ -272,7 +200,10 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   a.head_tiles = (p.n_queries + rows - 1) / rows;
   const long blocks = static_cast<long>(a.head_tiles) * p.heads;
   if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
+  if (p.kernel == MlaMhaKernel::wgmma) return mha::launch_wgmma(a, rows, static_cast<unsigned>(blocks), stream);
   return rows == 128 ? launch<128>(a, static_cast<unsigned>(blocks), stream) : launch<64>(a, static_cast<unsigned>(blocks), stream);
 }
+
+bool mla_prefill_mha_wgmma_ready() { return mha::wgmma_ready(); }
 
 }  // namespace tandem::kernels

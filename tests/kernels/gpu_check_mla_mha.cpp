@@ -5,8 +5,10 @@
 // GLM-4.7-Flash, DeepSeek (qk 192, v 128), the fixture (qk 24: padded to 16s) and an odd one (v 24);
 // and bitwise: a prompt's queries give the same bits in one launch or in chunks of odd sizes (each
 // walks its keys in the same chunks of 64), and in one launch or in key segments (the state
-// carried between). Bars: flash_row (gpu_check.hpp). Also latent_gather
-// (glue.hpp), exactly, from bf16 and fp8 pools.
+// carried between). Each for both kernels (mma.sync: rows "mla_prefill_mha"; wgmma, where the
+// device and build have it: "mla_prefill_mha_wgmma"), and key segments that alternate between
+// the two. Bars: flash_row (gpu_check.hpp). Also latent_gather (glue.hpp), exactly, from bf16 and
+// fp8 pools.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -48,11 +50,25 @@ Context make_context(const Shape& s, int ctx, std::uint32_t seed) {
 long q_row(const Shape& s) { return static_cast<long>(s.heads) * s.qk(); }
 float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk())); }
 
-// The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)), its
-// keys in segments starting at each of `cuts` (multiples of 64 after 0; {0}: one launch), each
+// How the kernel is launched: its keys in segments starting at each of `cuts` (multiples of 64
+// after 0; {0}: one launch), the block's queries, which kernel (`alternate`: the other one for
+// every second segment).
+struct Launch {
+  std::vector<int> cuts{0};
+  int tile_rows = 0;
+  k::MlaMhaKernel kernel = k::MlaMhaKernel::mma;
+  bool alternate = false;
+};
+
+k::MlaMhaKernel other(k::MlaMhaKernel kernel) {
+  return kernel == k::MlaMhaKernel::wgmma ? k::MlaMhaKernel::mma : k::MlaMhaKernel::wgmma;
+}
+const char* op_name(k::MlaMhaKernel kernel) { return kernel == k::MlaMhaKernel::wgmma ? "mla_prefill_mha_wgmma" : "mla_prefill_mha"; }
+
+// The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)), each
 // launch given only its segment's rows, as the decoder gives them.
-std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos, std::vector<int> cuts = {0},
-                           int tile_rows = 0) {
+std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n, int first_pos, Launch l = {}) {
+  std::vector<int>& cuts = l.cuts;
   const Shape& s = c.s;
   DevAct dq(DType::bf16, q), dkv(DType::bf16, c.kv), dlat(DType::bf16, c.lat), dout(DType::bf16, sz(static_cast<long>(n) * s.heads * s.vd));
   Dev<float> state(sz(static_cast<long>(n) * s.heads * k::mla_mha_state_floats(s.vd)));
@@ -62,7 +78,7 @@ std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n,
   a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
   a.out = dout.p(), a.out_stride = static_cast<long>(s.heads) * s.vd, a.out_head_stride = s.vd;
   a.heads = s.heads, a.nope = s.nope, a.rope = s.rope, a.v_dim = s.vd, a.n_queries = n, a.first_pos = first_pos;
-  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr, a.tile_rows = tile_rows;
+  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr, a.tile_rows = l.tile_rows;
   const int keys = first_pos + n;
   cuts.push_back(keys);
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -71,6 +87,7 @@ std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n,
     a.v = static_cast<std::uint16_t*>(dkv.p()) + k0 * c.kv_row() + s.nope;
     a.k_rope = static_cast<std::uint16_t*>(dlat.p()) + k0 * c.lat_row() + c.lora;
     a.key_begin = cuts[i], a.key_end = cuts[i + 1], a.resume = i > 0, a.finish = i + 2 == cuts.size();
+    a.kernel = l.alternate && i % 2 == 1 ? other(l.kernel) : l.kernel;
     op_ok(k::mla_prefill_mha_cuda(a));
   }
   return dout.get();
@@ -107,54 +124,64 @@ std::string shape_name(const Shape& s, const char* what, int n, int first_pos) {
   return b;
 }
 
-void run_shape(std::vector<Row>& rows, const Shape& s) {
+void run_shape(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
   const Context c = make_context(s, 430, 101);
   for (auto [n, from, what] : {std::tuple{1, 0, "one query"}, std::tuple{300, 0, "prompt"}, std::tuple{100, 129, "chunk"},
                                std::tuple{64, 366, "last chunk"}}) {
     const auto q = as_stored(DType::bf16, normal(sz(n * q_row(s)), 1.f, 102 + static_cast<std::uint32_t>(n)));
-    rows.push_back(flash_row("mla_prefill_mha", shape_name(s, what, n, from), "bf16", gpu_run(c, q, n, from), cpu_run(c, q, n, from), 0, ""));
+    rows.push_back(flash_row(op_name(kernel), shape_name(s, what, n, from), "bf16", gpu_run(c, q, n, from, {.kernel = kernel}),
+                             cpu_run(c, q, n, from), 0, ""));
   }
 }
 
 // A 300-query prompt in one launch and in chunks 0..46, 47..170, 171..299: the same bits a query.
-void run_chunking(std::vector<Row>& rows, const Shape& s) {
+void run_chunking(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
   const Context c = make_context(s, 300, 103);
   const long row = q_row(s), orow = static_cast<long>(s.heads) * s.vd;
   const auto q = as_stored(DType::bf16, normal(sz(300 * row), 1.f, 104));
-  const auto whole = gpu_run(c, q, 300, 0);
+  const auto whole = gpu_run(c, q, 300, 0, {.kernel = kernel});
   long differ = 0;
   for (auto [from, to] : {std::pair{0, 47}, std::pair{47, 171}, std::pair{171, 300}}) {
     const std::vector<float> qp(q.begin() + from * row, q.begin() + to * row);
-    const auto got = gpu_run(c, qp, to - from, from);
+    const auto got = gpu_run(c, qp, to - from, from, {.kernel = kernel});
     for (size_t e = 0; e < got.size(); ++e) differ += got[e] != whole[sz(from * orow) + e];
   }
-  rows.push_back(flash_row("mla_prefill_mha", shape_name(s, "whole vs chunks 47+124+129", 300, 0), "bf16", whole, cpu_run(c, q, 300, 0),
+  rows.push_back(flash_row(op_name(kernel), shape_name(s, "whole vs chunks 47+124+129", 300, 0), "bf16", whole, cpu_run(c, q, 300, 0),
                            differ, differ ? "FAIL: bits depend on the chunking" : ""));
 }
 
 // Keys in segments (a context longer than the decoder's expansion buffer): the bits of one launch.
-void run_segments(std::vector<Row>& rows, const Shape& s) {
+void run_segments(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
   const Context c = make_context(s, 300, 107);
   for (auto [n, from, cuts] : {std::tuple{300, 0, std::vector<int>{0, 128, 256}}, std::tuple{100, 129, std::vector<int>{0, 64, 192}},
                                std::tuple{36, 264, std::vector<int>{0, 192}}}) {
     const auto q = as_stored(DType::bf16, normal(sz(n * q_row(s)), 1.f, 108 + static_cast<std::uint32_t>(n)));
-    const auto whole = gpu_run(c, q, n, from), parts = gpu_run(c, q, n, from, cuts);
+    const auto whole = gpu_run(c, q, n, from, {.kernel = kernel}), parts = gpu_run(c, q, n, from, {.cuts = cuts, .kernel = kernel});
     long differ = 0;
     for (size_t e = 0; e < whole.size(); ++e) differ += whole[e] != parts[e];
-    rows.push_back(flash_row("mla_prefill_mha", shape_name(s, "key segments vs one launch", n, from), "bf16", parts,
+    rows.push_back(flash_row(op_name(kernel), shape_name(s, "key segments vs one launch", n, from), "bf16", parts,
                              cpu_run(c, q, n, from), differ, differ ? "FAIL: bits depend on the segments" : ""));
   }
 }
 
 // Blocks of 64 and of 128 queries: the same bits (a warp's products do not depend on its block).
-void run_tiles(std::vector<Row>& rows, const Shape& s) {
+void run_tiles(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
   const Context c = make_context(s, 300, 109);
   const auto q = as_stored(DType::bf16, normal(sz(300 * q_row(s)), 1.f, 110));
-  const auto big = gpu_run(c, q, 300, 0, {0}, 128), small = gpu_run(c, q, 300, 0, {0}, 64);
+  const auto big = gpu_run(c, q, 300, 0, {.tile_rows = 128, .kernel = kernel}), small = gpu_run(c, q, 300, 0, {.tile_rows = 64, .kernel = kernel});
   long differ = 0;
   for (size_t e = 0; e < big.size(); ++e) differ += big[e] != small[e];
-  rows.push_back(flash_row("mla_prefill_mha", shape_name(s, "blocks of 64 vs 128 queries", 300, 0), "bf16", small, cpu_run(c, q, 300, 0),
+  rows.push_back(flash_row(op_name(kernel), shape_name(s, "blocks of 64 vs 128 queries", 300, 0), "bf16", small, cpu_run(c, q, 300, 0),
                            differ, differ ? "FAIL: bits depend on the block's queries" : ""));
+}
+
+// Key segments that alternate between the kernels: one's partial state resumes in the other.
+void run_alternating(std::vector<Row>& rows, const Shape& s) {
+  const Context c = make_context(s, 300, 111);
+  const auto q = as_stored(DType::bf16, normal(sz(300 * q_row(s)), 1.f, 112));
+  const auto got = gpu_run(c, q, 300, 0, {.cuts = {0, 64, 192}, .kernel = k::MlaMhaKernel::wgmma, .alternate = true});
+  rows.push_back(flash_row("mla_prefill_mha_wgmma", shape_name(s, "segments wgmma, mma.sync, wgmma", 300, 0), "bf16", got,
+                           cpu_run(c, q, 300, 0), 0, ""));
 }
 
 // latent_gather of a sequence's rows 17 .. 166 from a pool whose blocks are shuffled: exact.
@@ -197,14 +224,20 @@ void check_mla_mha(std::vector<Row>& rows) {
     rows.push_back({"mla_prefill_mha", "-", "-", 0, -1, 0, "FAIL: the kernel does not fit this device"});
     return;
   }
-  run_shape(rows, glm);
-  run_shape(rows, deepseek);
-  run_shape(rows, fixture);
-  run_shape(rows, odd);
-  run_chunking(rows, glm);
-  run_segments(rows, glm);
-  run_segments(rows, fixture);
-  run_tiles(rows, glm);
+  std::vector<k::MlaMhaKernel> kernels{k::MlaMhaKernel::mma};
+  if (k::mla_prefill_mha_wgmma_ready()) kernels.push_back(k::MlaMhaKernel::wgmma);
+  else rows.push_back({"mla_prefill_mha_wgmma", "-", "-", 0, -1, 0, "skipped: this device or build has no wgmma (sm_90 with sm_90a)"});
+  for (const auto kernel : kernels) {
+    run_shape(rows, glm, kernel);
+    run_shape(rows, deepseek, kernel);
+    run_shape(rows, fixture, kernel);
+    run_shape(rows, odd, kernel);
+    run_chunking(rows, glm, kernel);
+    run_segments(rows, glm, kernel);
+    run_segments(rows, fixture, kernel);
+    run_tiles(rows, glm, kernel);
+  }
+  if (kernels.size() == 2) run_alternating(rows, glm);
   run_gather(rows, DType::bf16);
   run_gather(rows, DType::fp8_e4m3);
 }

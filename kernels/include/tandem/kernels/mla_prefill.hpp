@@ -49,6 +49,8 @@ Status mla_prefill_flash_cuda(const void* q, int n_tokens, const std::int32_t* t
 // all heads, as the latent pool keeps it); its value v(j, h). All bf16; strides in elements.
 //   out(i, h) = sum_j softmax_j(scale q(i, h) . k(j, h)) v(j, h)
 // The CPU reference is attention_cpu (attention.hpp) over the same keys laid out per head.
+enum class MlaMhaKernel { automatic, mma, wgmma };
+
 struct MlaMhaPrefill {
   const void* q = nullptr;  // [n_queries] rows: head h at h * q_head_stride, nope then rope entries (rotated)
   long q_stride = 0;
@@ -80,6 +82,11 @@ struct MlaMhaPrefill {
   // Queries a block: 64 or 128 (the same bits either way); 0: 128 unless that leaves
   // multiprocessors idle (short prompts).
   int tile_rows = 0;
+  // Which kernel: mma.sync (any sm_80+ GPU; a warp per 16 queries) or wgmma (sm_90 with the sm_90a
+  // target built: a warpgroup per 64 queries); automatic: mma.sync. The two sum in different
+  // orders, so their bits differ (each within the reference's bar); a key segment's state from
+  // either resumes in the other.
+  MlaMhaKernel kernel = MlaMhaKernel::automatic;
 };
 
 constexpr int kMlaMhaSegmentAlign = 64;  // the kernel's chunk of keys
@@ -91,6 +98,8 @@ constexpr int mla_mha_state_floats(int v_dim) { return v_dim + 8; }
 // 8 (16-byte pieces), nope + rope and v_dim up to 256, every pointer 16-byte aligned and every
 // stride a multiple of 8 entries, and a device that gives a block 192 KiB of shared memory (sm_90).
 bool mla_prefill_mha_fits(const MlaMhaPrefill& a);
+// Whether this build and device have the wgmma kernel (MlaMhaKernel::wgmma).
+bool mla_prefill_mha_wgmma_ready();
 
 Status mla_prefill_mha_cuda(const MlaMhaPrefill& a, Stream stream = nullptr);
 

@@ -24,6 +24,7 @@
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/glue.hpp"
+#include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/sampling_types.hpp"
@@ -483,6 +484,8 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_MHA_TILE_ROWS=auto|64|128 (apply_env_overrides): the un-absorbed prefill kernel's
   // queries a block (0: auto, its own choice; the same bits either way).
   int mha_tile_rows_ = 0;
+  // TANDEM_MHA_KERNEL=auto|mma|wgmma (apply_env_overrides): the un-absorbed prefill's kernel.
+  kernels::MlaMhaKernel mha_kernel_ = kernels::MlaMhaKernel::automatic;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
   DeviceBuffer full_embed_, full_head_;  // CudaOptions::drafter_vocab: whole copies for a drafter

@@ -1,0 +1,191 @@
+// The un-absorbed MLA prefill's attention on Hopper's warpgroup MMA (mla_prefill.hpp: the contract;
+// mla_prefill_mha.cu: the mma.sync kernel, its fallback). Built for the sm_90a target only
+// (kernels/CMakeLists.txt): elsewhere the kernel is empty and wgmma_ready() says no.
+//
+// Why: the mma.sync kernel's warps each read every key and value of a chunk from shared memory
+// through ldmatrix, and wait on each read; wgmma reads B straight from shared memory for a
+// warpgroup of 64 queries at once, asynchronously. The walk is the same: a block takes 128 (or 64)
+// queries of one head, a warpgroup per 64; chunks of 64 keys, cp.async double-buffered; per chunk
+// S = Q K^T (16 products of 64 x 64 x 16, both operands in shared memory), the online softmax in
+// registers (mla_prefill_mha.cuh, shared with the other kernel), then O += P V with P from
+// registers (rounded to bf16 as FlashAttention does) and V N-major in shared memory, four products
+// of 64 value columns per 16 keys. Shared tiles use the 128-byte swizzle (wgmma.cuh: slabs of 64
+// columns), for the queries, keys and values alike.
+#include <algorithm>
+#include <cstdint>
+
+#include "mla_prefill_mha.cuh"
+#include "wgmma.cuh"
+
+namespace tandem::kernels::mha {
+namespace {
+
+// The queries, two key buffers and two value buffers, each a multiple of 1024 bytes, plus the
+// slack to start them on 1024 bytes (the swizzle's period).
+template <int ROWS>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(ROWS + 4 * kKeys) * kMaxDim * 2 + 1024;
+}
+
+// `n_rows` rows of a tile of `tile_rows` into the slab layout: 16-byte pieces c < pieces of row r
+// from src(r, c) where live(r, c), zeros elsewhere (a zero row times a zero probability stays zero,
+// where stale bits could be NaN).
+template <int THREADS, class Live, class Src>
+__device__ __forceinline__ void load_tile(bf16* dst, int tile_rows, int n_rows, int pieces, Live live, Src src) {
+  for (int i = threadIdx.x; i < n_rows * pieces; i += THREADS) {
+    const int r = i / pieces, c = i % pieces;
+    const bool in = live(r, c);
+    cuda::cp_async16_fill(dst + cuda::sw128(r, 8 * c, tile_rows), in ? src(r, c) : src(0, 0), in ? 16 : 0);
+  }
+}
+
+// Keys and values c0 .. c0 + 63 of head h (key j is row j - key_begin of this launch's segment);
+// rows past `last` and columns from nope + rope and v_dim up to 256 zero.
+template <int THREADS>
+__device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0, int last, bf16* ks, bf16* vs) {
+  const int qk_pieces = (p.nope + p.rope) / 8, nope_pieces = p.nope / 8, v_pieces = p.v_dim / 8;
+  const bf16* kn = static_cast<const bf16*>(p.k_nope) + static_cast<long>(h) * p.k_head_stride;
+  const bf16* kr = static_cast<const bf16*>(p.k_rope);
+  const bf16* v = static_cast<const bf16*>(p.v) + static_cast<long>(h) * p.v_head_stride;
+  const auto row = [&](int r) { return static_cast<long>(c0 + r - p.key_begin); };
+  load_tile<THREADS>(
+      ks, kKeys, kKeys, kMaxDim / 8, [&](int r, int c) { return c0 + r <= last && c < qk_pieces; },
+      [&](int r, int c) { return c < nope_pieces ? kn + row(r) * p.k_stride + 8 * c : kr + row(r) * p.rope_stride + 8 * (c - nope_pieces); });
+  load_tile<THREADS>(
+      vs, kKeys, kKeys, kMaxDim / 8, [&](int r, int c) { return c0 + r <= last && c < v_pieces; },
+      [&](int r, int c) { return v + row(r) * p.v_stride + 8 * c; });
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One chunk for a warpgroup: its 64 rows' scores against the chunk's 64 keys, the softmax's update,
+// then O += P V over the chunk for every value column. Every shape runs as 256 + 256 wide, its
+// padding zeros (exact): branches between the products would make ptxas fence before each one.
+template <int ROWS>
+__device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, const bf16* vs, int c0, const int (&lim)[2],
+                                           cuda::FlashSoftmax& sm, float (&acc)[kMaxDim / 8][4]) {
+  const int wg = threadIdx.x / 128;
+  float s[kKeys / 8][4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  cuda::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kMaxDim / 16; ++k) {
+    const int slab = k / 4, col = (k % 4) * 16;  // 16 columns of a 64-column slab
+    const bf16* qa = qs + slab * ROWS * 64 + wg * 64 * 64 + col;
+    const bf16* kb = ks + slab * kKeys * 64 + col;
+    cuda::wgmma_m64n64k16_ss(s, cuda::sw128_desc(qa, 16), cuda::sw128_desc(kb, 16), 1);
+  }
+  cuda::wgmma_commit();
+  cuda::wgmma_wait<0>();
+  cuda::wgmma_settle(s);
+
+  float base[2];
+  softmax_update(s, c0, lim, a.score_log2, sm, acc, base);
+  unsigned pf[kKeys / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) probs(s, kk, base, sm, pf[kk]);
+  cuda::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+    for (int sl = 0; sl < kMaxDim / 64; ++sl) {
+      // Value columns 64 sl .. + 63 are accumulator tiles 8 sl .. 8 sl + 7.
+      float(&d)[8][4] = *reinterpret_cast<float(*)[8][4]>(&acc[8 * sl]);
+      cuda::wgmma_m64n64k16_rs_nmajor(d, pf[kk], cuda::sw128_desc(vs + sl * kKeys * 64 + kk * 16 * 64, kKeys * 64 * 2));
+    }
+  cuda::wgmma_commit();
+  cuda::wgmma_wait<0>();
+  cuda::wgmma_settle(acc);
+}
+#endif
+
+// long-function: one smem carve-up around the double-buffered chunk loop, as the mma.sync kernel's.
+template <int ROWS>
+__global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kThreads = ROWS * 2;  // a warpgroup per 64 queries
+  extern __shared__ uint4 smem_raw[];
+  const unsigned pad = (1024 - cuda::smem_addr(smem_raw) % 1024) % 1024;
+  bf16* qs = reinterpret_cast<bf16*>(reinterpret_cast<char*>(smem_raw) + pad);
+  auto kbuf = [&](int i) { return qs + (ROWS + 2 * i * kKeys) * kMaxDim; };
+  auto vbuf = [&](int i) { return qs + (ROWS + (2 * i + 1) * kKeys) * kMaxDim; };
+  cuda::pdl_begin();  // the queries and keys come from the kernels before
+  const MlaMhaPrefill& p = a.p;
+  const Tile tl = block_tile<ROWS>(a);
+  if (tl.last < p.key_begin && !p.finish) return;  // its state passes on as it is
+
+  int lim[2];
+  row_limits(a, tl, lim);
+  float acc[kMaxDim / 8][4];
+  cuda::FlashSoftmax sm;
+  begin_rows(a, tl, lim, acc, sm);
+
+  if (tl.last >= p.key_begin) {
+    const int qk_pieces = (p.nope + p.rope) / 8;
+    const bf16* q = static_cast<const bf16*>(p.q) + static_cast<long>(tl.h) * p.q_head_stride;
+    load_tile<kThreads>(
+        qs, ROWS, ROWS, kMaxDim / 8, [&](int r, int c) { return r < tl.rows && c < qk_pieces; },
+        [&](int r, int c) { return q + static_cast<long>(tl.q0 + r) * p.q_stride + 8 * c; });
+    const int c_first = p.key_begin / kKeys, c_last = tl.last / kKeys;
+    // The warpgroup's last key: one past its rows' chunks it skips together (wgmma is issued by all four warps).
+    const int wg = threadIdx.x / 128;
+    const int wg_last = wg * 64 < tl.rows ? p.first_pos + tl.q0 + min(wg * 64 + 63, tl.rows - 1) : -1;
+    load_chunk<kThreads>(p, tl.h, c_first * kKeys, tl.last, kbuf(0), vbuf(0));
+    cuda::cp_async_commit();
+    for (int c = c_first; c <= c_last; ++c) {
+      const int buf = (c - c_first) % 2;
+      if (c < c_last) {
+        load_chunk<kThreads>(p, tl.h, (c + 1) * kKeys, tl.last, kbuf(1 - buf), vbuf(1 - buf));
+        cuda::cp_async_commit();
+        cuda::cp_async_wait<1>();
+      } else {
+        cuda::cp_async_wait<0>();
+      }
+      cuda::fence_proxy_async();  // this thread's pieces of chunk c, visible to wgmma after the barrier
+      __syncthreads();
+      // Rows that all end before this chunk would add exact zeros (p = 0, the rescale 1).
+      if (wg_last >= c * kKeys) chunk_step<ROWS>(a, qs, kbuf(buf), vbuf(buf), c * kKeys, lim, sm, acc);
+      __syncthreads();  // chunk c's buffers are free for chunk c + 2
+    }
+  }
+  end_rows(a, tl, lim, acc, sm);
+#else
+  (void)a;
+#endif
+}
+
+template <int ROWS>
+Status launch_rows(const Args& a, unsigned blocks, Stream stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(mla_prefill_mha_wgmma_kernel<ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                             static_cast<int>(smem_bytes<ROWS>()));
+  if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "mla_prefill_mha (wgmma): shared memory attribute");
+  return TANDEM_CUDA_STATUS(
+      cuda::launch_pdl(mla_prefill_mha_wgmma_kernel<ROWS>, dim3(blocks), dim3(ROWS * 2), smem_bytes<ROWS>(), stream, a),
+      "launch mla_prefill_mha_wgmma_kernel");
+}
+
+}  // namespace
+
+bool wgmma_ready() {
+#if defined(TANDEM_WGMMA)
+  // sm_90 exactly: the sm_90a code runs on no other (later GPUs take the mma.sync kernel).
+  static const bool ready = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0 && static_cast<size_t>(cuda::smem_optin()) >= smem_bytes<128>();
+  }();
+  return ready;
+#else
+  return false;
+#endif
+}
+
+Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream) {
+  if (!wgmma_ready())
+    return Error{"mla_prefill_mha: the wgmma kernel needs an sm_90 GPU (H100 / H200) and a build with the sm_90a target"};
+  return rows == 128 ? launch_rows<128>(a, blocks, stream) : launch_rows<64>(a, blocks, stream);
+}
+
+}  // namespace tandem::kernels::mha
