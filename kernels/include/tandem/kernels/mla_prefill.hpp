@@ -83,9 +83,9 @@ struct MlaMhaPrefill {
   // multiprocessors idle (short prompts).
   int tile_rows = 0;
   // Which kernel: mma.sync (any sm_80+ GPU; a warp per 16 queries) or wgmma (sm_90 with the sm_90a
-  // target built: a warpgroup per 64 queries); automatic: mma.sync. The two sum in different
-  // orders, so their bits differ (each within the reference's bar); a key segment's state from
-  // either resumes in the other.
+  // target built: a warpgroup per 64 queries); automatic: wgmma where ready, else mma.sync. The
+  // two sum in different orders, so their bits differ (each within the reference's bar); a key
+  // segment's state from either resumes in the other.
   MlaMhaKernel kernel = MlaMhaKernel::automatic;
 };
 
