@@ -167,19 +167,9 @@ Status launch_rows(const Args& a, unsigned blocks, Stream stream) {
 }  // namespace
 
 bool wgmma_ready() {
-#if defined(TANDEM_WGMMA)
   // sm_90 exactly: the sm_90a code runs on no other (later GPUs take the mma.sync kernel).
-  static const bool ready = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0 && static_cast<size_t>(cuda::smem_optin()) >= smem_bytes<128>();
-  }();
+  static const bool ready = cuda::wgmma_device(smem_bytes<128>());
   return ready;
-#else
-  return false;
-#endif
 }
 
 Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream) {

@@ -5,6 +5,7 @@
 
 #include "common.cuh"
 #include "grouped_mma.cuh"
+#include "grouped_wgmma.hpp"
 #include "quant_tiles.cuh"
 #include "rows_gemv.cuh"
 #include "tandem/kernels/moe_experts.hpp"
@@ -112,6 +113,7 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
+  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
                         ldy, stream);

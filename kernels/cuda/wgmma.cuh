@@ -6,6 +6,7 @@
 // 8 n + 2 t, + 1 of rows g and g + 8, lane 4 g + t), and a register A operand is mma.sync's
 // m16n8k16 A fragment of the same rows.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "common.cuh"
@@ -27,6 +28,22 @@ __device__ __forceinline__ std::uint64_t sw128_desc(const void* p, unsigned lead
   const std::uint64_t addr = smem_addr(p);
   return ((addr & 0x3FFFF) >> 4) | (static_cast<std::uint64_t>((lead & 0x3FFFF) >> 4) << 16) | (static_cast<std::uint64_t>(1024 >> 4) << 32) |
          (1ull << 62);
+}
+
+// Whether this build has the sm_90a code (TANDEM_WGMMA: kernels/CMakeLists.txt) and the current
+// device runs it (sm_90 exactly) with `smem` bytes of shared memory a block.
+inline bool wgmma_device(size_t smem) {
+#if defined(TANDEM_WGMMA)
+  int dev = 0, major = 0, minor = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
+  return major == 9 && minor == 0 && static_cast<size_t>(optin) >= smem;
+#else
+  (void)smem;
+  return false;
+#endif
 }
 
 // Shared memory written by the threads (cp.async included) is read by wgmma through the async

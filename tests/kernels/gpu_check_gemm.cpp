@@ -179,19 +179,23 @@ void grouped(std::vector<Row>& rows, const char* what, const std::vector<int>& c
   Dev<std::int32_t> doff(off), dgather(gather);
   char s[128];
   std::snprintf(s, sizeof s, "%s: %d pairs, %d experts, %d -> %d%s", what, pairs, E, kk, n, with_gather ? "" : ", no gather");
-  std::vector<float> all[2];
-  const k::GroupedForm forms[2] = {k::GroupedForm::mma, k::GroupedForm::rows};
-  for (int f = 0; f < 2; ++f) {
+  std::vector<k::GroupedForm> forms{k::GroupedForm::mma, k::GroupedForm::rows};
+  if (k::grouped_wgmma_ready()) forms.push_back(k::GroupedForm::wgmma);
+  const char* names[3] = {"grouped_gemm (mma)", "grouped_gemm (rows)", "grouped_gemm (wgmma)"};
+  std::vector<std::vector<float>> all;
+  for (size_t f = 0; f < forms.size(); ++f) {
     DevAct dy(DType::bf16, sz(static_cast<long>(pairs) * n));
     op_ok(k::grouped_gemm_cuda(dx.p(), kk, with_gather ? dgather.p() : nullptr, doff.p(), E, dw.p(), n, kk, dy.p(), n, nullptr,
                                forms[f]));
-    all[f] = dy.get();
+    all.push_back(dy.get());
     std::vector<float> got;
     for (int p : picked) got.insert(got.end(), all[f].begin() + static_cast<long>(p) * n, all[f].begin() + static_cast<long>(p + 1) * n);
-    rows.push_back({f == 0 ? "grouped_gemm (mma)" : "grouped_gemm (rows)", s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)),
-                    limit_for(DType::bf16), 0, stride > 1 ? "every 5th pair" : ""});
+    rows.push_back({names[f], s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)), limit_for(DType::bf16), 0,
+                    stride > 1 ? "every 5th pair" : ""});
   }
   rows.push_back({"grouped_gemm mma vs rows", s, "bf16", max_rel_error(all[0], all[1]), limit_for(DType::bf16), 0, "all pairs"});
+  if (all.size() == 3)
+    rows.push_back({"grouped_gemm wgmma vs mma", s, "bf16", max_rel_error(all[2], all[0]), limit_for(DType::bf16), 0, "all pairs"});
 }
 
 // Pair counts of `pairs` pairs spread over E experts by a fixed hash (about even, as a random router).

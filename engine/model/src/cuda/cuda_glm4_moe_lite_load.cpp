@@ -31,7 +31,8 @@ using detail::TensorNames;
 // back on one launch per (token, expert) pair (the same bits, only slower). TANDEM_QUANT_PREFILL=
 // dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
 // or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
-// through the few-rows kernel instead of the tensor-core one (other summation order).
+// through the few-rows kernel instead of the tensor-core one (other summation order);
+// TANDEM_GROUPED_WGMMA=1 takes them on the wgmma form where the GPU has it (sm_90).
 // TANDEM_PREFILL_ATTN=flash|mla|generic|mha: the attention of prefill chunks of more than
 // kMlaDecodeMaxTokens tokens (the absorbed flash prefill kernel; the MLA decode kernel in launches
 // of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits
@@ -50,6 +51,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_int("TANDEM_INVARIANT_TOKENS", 0, 1L << 20, opt_.invariant_tokens); !e) return e;
   if (auto e = env_int("TANDEM_MOE_GROUPED", 0, 1, moe_grouped_); !e) return e;
   if (auto e = env_int("TANDEM_GROUPED_MMA", 0, 1, grouped_mma_); !e) return e;
+  if (auto e = env_int("TANDEM_GROUPED_WGMMA", 0, 1, grouped_wgmma_); !e) return e;
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_choice("TANDEM_PREFILL_ATTN", {"flash", "mla", "generic", "mha"}, prefill_attn_); !e) return e;
   if (auto e = env_int("TANDEM_MHA_PASS_ROWS", 0, 1L << 30, mha_pass_rows_); !e) return e;

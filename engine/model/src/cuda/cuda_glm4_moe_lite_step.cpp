@@ -396,7 +396,9 @@ Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* 
                                    int n, int k, void* y, long ldy) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
-  const auto form = grouped_mma_ ? k::GroupedForm::mma : k::GroupedForm::rows;
+  const auto form = !grouped_mma_                                ? k::GroupedForm::rows
+                    : grouped_wgmma_ && k::grouped_wgmma_ready() ? k::GroupedForm::wgmma
+                                                                 : k::GroupedForm::mma;
   if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form);
   if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
   if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;

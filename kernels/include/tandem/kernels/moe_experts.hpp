@@ -40,9 +40,12 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 // y[p][n] = sum_k x[row(p)][k] * w[e][n][k] for each expert e < n_experts and each p in
 // [offsets[e], offsets[e + 1]); row(p) = gather[p] when gather is given, else p. bf16 in and out,
 // fp32 sums. w: [n_experts, n, k]; k must be a multiple of 8 and rows 16-byte aligned. form picks
-// the kernel: the tensor-core one, or one warp per few rows (the same sums in another order; kept
-// for A/B timings, the decoder's TANDEM_GROUPED_MMA=0).
-enum class GroupedForm { mma, rows };
+// the kernel: the tensor-core one (mma.sync, grouped_mma.cuh), its wgmma form (sm_90 with the
+// sm_90a target built: grouped_wgmma.cu, tiles of 64 pairs x 128 outputs), or one warp per few
+// rows (kept for A/B timings, the decoder's TANDEM_GROUPED_MMA=0). Each sums in its own order.
+enum class GroupedForm { mma, rows, wgmma };
+// Whether this build and device have GroupedForm::wgmma.
+bool grouped_wgmma_ready();
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,
                               GroupedForm form = GroupedForm::mma);

@@ -505,6 +505,9 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer moe_groups_;
   bool moe_grouped_ = true;  // TANDEM_MOE_GROUPED (apply_env_overrides)
   bool grouped_mma_ = true;  // TANDEM_GROUPED_MMA: prefill experts on the tensor cores (apply_env_overrides)
+  // TANDEM_GROUPED_WGMMA (apply_env_overrides): bf16 prefill experts on the wgmma form where the
+  // GPU has it (grouped_wgmma_ready); 0: the mma.sync form.
+  bool grouped_wgmma_ = false;
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
