@@ -32,7 +32,8 @@ using detail::TensorNames;
 // dequant|fused: how prefill-sized steps take quantised experts (dequantised whole into the scratch,
 // or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
 // through the few-rows kernel instead of the tensor-core one (other summation order);
-// TANDEM_GROUPED_WGMMA=1 takes them on the wgmma form where the GPU has it (sm_90).
+// bf16 prefill experts take the wgmma form where the GPU has it (sm_90), TANDEM_GROUPED_WGMMA=0
+// the mma.sync form.
 // TANDEM_PREFILL_ATTN=flash|mla|generic|mha: the attention of prefill chunks of more than
 // kMlaDecodeMaxTokens tokens (the absorbed flash prefill kernel; the MLA decode kernel in launches
 // of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits

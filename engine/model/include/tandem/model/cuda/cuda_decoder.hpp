@@ -506,8 +506,9 @@ class GlmDecoderCuda : public CudaModel {
   bool moe_grouped_ = true;  // TANDEM_MOE_GROUPED (apply_env_overrides)
   bool grouped_mma_ = true;  // TANDEM_GROUPED_MMA: prefill experts on the tensor cores (apply_env_overrides)
   // TANDEM_GROUPED_WGMMA (apply_env_overrides): bf16 prefill experts on the wgmma form where the
-  // GPU has it (grouped_wgmma_ready); 0: the mma.sync form.
-  bool grouped_wgmma_ = false;
+  // GPU has it (grouped_wgmma_ready; 1.15-1.2x the mma.sync form's step on an H100,
+  // engine/bench/results/h100-s12-experts-2026-12-07.md); 0: the mma.sync form.
+  bool grouped_wgmma_ = true;
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
