@@ -10,7 +10,8 @@
 // registers (mla_prefill_mha.cuh, shared with the other kernel), then O += P V with P from
 // registers (rounded to bf16 as FlashAttention does) and V N-major in shared memory, four products
 // of 64 value columns per 16 keys. Shared tiles use the 128-byte swizzle (wgmma.cuh: slabs of 64
-// columns), for the queries, keys and values alike.
+// columns), for the queries, keys and values alike. In blocks of 128 queries the two warpgroups
+// take turns on the tensor cores (Turns below).
 #include <algorithm>
 #include <cstdint>
 
@@ -56,17 +57,34 @@ __device__ __forceinline__ void load_chunk(const MlaMhaPrefill& p, int h, int c0
       [&](int r, int c) { return v + row(r) * p.v_stride + 8 * c; });
 }
 
+// Blocks of 128 queries take turns on the tensor cores (FA3's ping-pong): warpgroup w issues a
+// batch of products only after the other has issued its batch, so the two batches run one after
+// the other and each warpgroup's softmax runs while the other's products do. Named barriers 1 and
+// 2 (1 + w: "w's turn"), both warpgroups counted: one waits on it, the other arrives. Warpgroup 1
+// arrives once before the first chunk, so warpgroup 0 goes first.
+template <int ROWS>
+struct Turns {
+  int wg;
+  __device__ __forceinline__ void wait() const {
+    if (ROWS == 128) asm volatile("bar.sync %0, 256;" ::"r"(1 + wg) : "memory");
+  }
+  __device__ __forceinline__ void pass() const {
+    if (ROWS == 128) asm volatile("bar.arrive %0, 256;" ::"r"(2 - wg) : "memory");
+  }
+};
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // One chunk for a warpgroup: its 64 rows' scores against the chunk's 64 keys, the softmax's update,
 // then O += P V over the chunk for every value column. Every shape runs as 256 + 256 wide, its
 // padding zeros (exact): branches between the products would make ptxas fence before each one.
 template <int ROWS>
 __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const bf16* ks, const bf16* vs, int c0, const int (&lim)[2],
-                                           cuda::FlashSoftmax& sm, float (&acc)[kMaxDim / 8][4]) {
+                                           cuda::FlashSoftmax& sm, float (&acc)[kMaxDim / 8][4], const Turns<ROWS>& turns) {
   const int wg = threadIdx.x / 128;
   float s[kKeys / 8][4];
 #pragma unroll
   for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  turns.wait();
   cuda::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kMaxDim / 16; ++k) {
@@ -76,6 +94,7 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
     cuda::wgmma_m64n64k16_ss(s, cuda::sw128_desc(qa, 16), cuda::sw128_desc(kb, 16), 1);
   }
   cuda::wgmma_commit();
+  turns.pass();
   cuda::wgmma_wait<0>();
   cuda::wgmma_settle(s);
 
@@ -84,6 +103,7 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
   unsigned pf[kKeys / 16][4];
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) probs(s, kk, base, sm, pf[kk]);
+  turns.wait();
   cuda::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
@@ -94,6 +114,7 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
       cuda::wgmma_m64n64k16_rs_nmajor(d, pf[kk], cuda::sw128_desc(vs + sl * kKeys * 64 + kk * 16 * 64, kKeys * 64 * 2));
     }
   cuda::wgmma_commit();
+  turns.pass();
   cuda::wgmma_wait<0>();
   cuda::wgmma_settle(acc);
 }
@@ -130,6 +151,8 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args
     // The warpgroup's last key: one past its rows' chunks it skips together (wgmma is issued by all four warps).
     const int wg = threadIdx.x / 128;
     const int wg_last = wg * 64 < tl.rows ? p.first_pos + tl.q0 + min(wg * 64 + 63, tl.rows - 1) : -1;
+    const Turns<ROWS> turns{wg};
+    if (wg == 1) turns.pass();  // warpgroup 0 first
     load_chunk<kThreads>(p, tl.h, c_first * kKeys, tl.last, kbuf(0), vbuf(0));
     cuda::cp_async_commit();
     for (int c = c_first; c <= c_last; ++c) {
@@ -143,10 +166,16 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args
       }
       cuda::fence_proxy_async();  // this thread's pieces of chunk c, visible to wgmma after the barrier
       __syncthreads();
-      // Rows that all end before this chunk would add exact zeros (p = 0, the rescale 1).
-      if (wg_last >= c * kKeys) chunk_step<ROWS>(a, qs, kbuf(buf), vbuf(buf), c * kKeys, lim, sm, acc);
+      // Rows that all end before this chunk would add exact zeros (p = 0, the rescale 1); the
+      // warpgroup still takes its two turns.
+      if (wg_last >= c * kKeys) {
+        chunk_step<ROWS>(a, qs, kbuf(buf), vbuf(buf), c * kKeys, lim, sm, acc, turns);
+      } else {
+        turns.wait(), turns.pass(), turns.wait(), turns.pass();
+      }
       __syncthreads();  // chunk c's buffers are free for chunk c + 2
     }
+    if (wg == 0) turns.wait();  // warpgroup 1's last pass: no barrier is left half-arrived
   }
   end_rows(a, tl, lim, acc, sm);
 #else

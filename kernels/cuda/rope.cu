@@ -27,23 +27,29 @@ __global__ void rope_kernel(T* x, long token_stride, int heads, int head_stride,
 }
 
 // rope_copy_cuda: block = token; the token's cos / sin in shared memory (fp64, as rope_kernel
-// computes them), then every (head, pair) of the token from src into dst.
+// computes them) and its heads' source pairs (as floats, read before any is written: src may be
+// dst), then every (head, pair) of the token into dst.
 template <class T>
 __global__ void rope_copy_kernel(RopeCopy c, int heads, int rot_dim, const float* inv_freq, const int* pos, bool interleaved) {
-  extern __shared__ double cos_sin[];  // [half] cosines, [half] sines
+  extern __shared__ double cos_sin[];  // [half] cosines, [half] sines, then [heads][half] a and b
   const int token = blockIdx.x, half = rot_dim / 2;
+  float* ab = reinterpret_cast<float*>(cos_sin + rot_dim);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = static_cast<float>(pos[token]) * inv_freq[i];  // fp32, as the reference forms it
     sincos(static_cast<double>(angle), &cos_sin[half + i], &cos_sin[i]);
   }
-  __syncthreads();
   const T* src = static_cast<const T*>(c.src) + token * c.src_token_stride;
-  T* dst = static_cast<T*>(c.dst) + token * c.dst_token_stride;
   for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
     const int head = j / half, i = j % half;
     const T* xs = src + static_cast<long>(head) * c.src_head_stride;
-    const float a = cuda::to_float(interleaved ? xs[2 * i] : xs[i]);
-    const float b = cuda::to_float(interleaved ? xs[2 * i + 1] : xs[i + half]);
+    ab[2 * j] = cuda::to_float(interleaved ? xs[2 * i] : xs[i]);
+    ab[2 * j + 1] = cuda::to_float(interleaved ? xs[2 * i + 1] : xs[i + half]);
+  }
+  __syncthreads();
+  T* dst = static_cast<T*>(c.dst) + token * c.dst_token_stride;
+  for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
+    const int head = j / half, i = j % half;
+    const float a = ab[2 * j], b = ab[2 * j + 1];
     const double co = cos_sin[i], si = cos_sin[half + i];
     T* xd = dst + static_cast<long>(head) * c.dst_head_stride;
     xd[i] = cuda::from_float<T>(static_cast<float>(a * co - b * si));
@@ -58,8 +64,9 @@ Status rope_copy_cuda(DType t, const RopeCopy& c, int tokens, int heads, int rot
   if (rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > 2048 || rot_dim > c.src_head_stride || rot_dim > c.dst_head_stride)
     return Error{"rope_copy: rot_dim must be even, positive, at most 2048 and at most both head strides"};
   if (tokens < 0 || heads <= 0) return Error{"rope_copy: tokens must be >= 0 and heads > 0"};
+  const std::size_t smem = static_cast<std::size_t>(rot_dim) * sizeof(double) + static_cast<std::size_t>(heads) * rot_dim * sizeof(float);
+  if (smem > 48 * 1024) return Error{"rope_copy: heads x rot_dim must be at most 11264 (a token's pairs are staged in shared memory)"};
   if (tokens == 0) return {};
-  const std::size_t smem = static_cast<std::size_t>(rot_dim) * sizeof(double);
   return cuda::with_act_type(t, "rope_copy", [&](auto tag) {
     using T = decltype(tag);
     rope_copy_kernel<T><<<tokens, 256, smem, stream>>>(c, heads, rot_dim, inv_freq, pos, layout == RopeLayout::interleaved);

@@ -86,6 +86,34 @@ void rope_copy(std::vector<Row>& rows, DType t, k::RopeLayout layout, int head_d
                   k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});
 }
 
+// rope_copy_cuda in place (src == dst, the un-absorbed MLA prefill's query: rope after 192 nope
+// entries of each 256-wide head) against rope_cuda in place: every entry bit for bit.
+void rope_copy_in_place(std::vector<Row>& rows, DType t, k::RopeLayout layout) {
+  const int tokens = 37, heads = 20, head_dim = 256, nope = 192, rot_dim = 64;
+  const long stride = static_cast<long>(heads) * head_dim;
+  const auto x = as_stored(t, normal(sz(tokens * stride), 1.f, 16));
+  std::vector<float> inv(sz(rot_dim / 2));
+  k::rope_inv_freq(inv.data(), rot_dim, 1e6);
+  std::vector<int> pos(sz(tokens));
+  std::mt19937 rng(17);
+  for (auto& p : pos) p = static_cast<int>(rng() % 131072);
+  DevAct dx(t, x), dref(t, x);
+  Dev<float> dinv(inv);
+  Dev<int> dpos(pos);
+  const long off = nope * (t == DType::f32 ? 4 : 2);
+  k::RopeCopy c;
+  c.src = c.dst = static_cast<char*>(dx.p()) + off, c.src_token_stride = c.dst_token_stride = stride;
+  c.src_head_stride = c.dst_head_stride = head_dim;
+  op_ok(k::rope_copy_cuda(t, c, tokens, heads, rot_dim, dinv.p(), dpos.p(), layout));
+  op_ok(k::rope_cuda(t, static_cast<char*>(dref.p()) + off, tokens, stride, heads, head_dim, rot_dim, dinv.p(), dpos.p(), layout));
+  const auto got = dx.get(), ref = dref.get();
+  long differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != ref[i];
+  rows.push_back({"rope_copy", std::string(layout == k::RopeLayout::half ? "half" : "interleaved") +
+                                   ", in place, rot 64 after 192 of 256, 37 tok x 20 heads",
+                  k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});
+}
+
 void silu_and_mul(std::vector<Row>& rows, DType t, int n_rows, int d) {
   const auto gu = as_stored(t, normal(sz(2L * n_rows * d), 3.f, 6));
   DevAct dgu(t, gu), dy(t, sz(static_cast<long>(n_rows) * d));
@@ -171,6 +199,8 @@ void check_elementwise(std::vector<Row>& rows) {
     rope(rows, t, k::RopeLayout::half, 128, 128);
     rope_copy(rows, t, k::RopeLayout::interleaved, 256, 64);
     rope_copy(rows, t, k::RopeLayout::half, 128, 64);
+    rope_copy_in_place(rows, t, k::RopeLayout::interleaved);
+    rope_copy_in_place(rows, t, k::RopeLayout::half);
     silu_and_mul(rows, t, 33, 1408);
     embedding(rows, t);
   }

@@ -67,7 +67,11 @@ Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* 
   const auto layout = c_.rope_interleave ? k::RopeLayout::interleaved : k::RopeLayout::half;
   // Without a query LoRA the query is the first heads x qk entries of the fused rows.
   auto* q = lora_q_ == 0 ? fused_.as<std::uint16_t>() : q_.as<std::uint16_t>();
-  err(k::rope_cuda(kBf16, q + nope_, T, mha_args().q_stride, heads_, qk_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
+  // In place, a block a token (its angles once for every head): rope_cuda's bits.
+  k::RopeCopy rc;
+  rc.src = rc.dst = q + nope_, rc.src_token_stride = rc.dst_token_stride = mha_args().q_stride;
+  rc.src_head_stride = rc.dst_head_stride = qk_;
+  err(k::rope_copy_cuda(kBf16, rc, T, heads_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   mark("attn rope (query, in place)", 4.0 * T * heads_ * rope_);
   std::vector<int> contexts;
   for (const StepSequence& s : step_sequences_) contexts.push_back(s.start + s.tokens);

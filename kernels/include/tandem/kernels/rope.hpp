@@ -39,9 +39,11 @@ Status rope_cuda(DType t, void* x, int tokens, long token_stride, int heads, int
                       const float* inv_freq, const int* pos, RopeLayout layout, Stream stream = nullptr);
 
 // rope_cuda's rotation of the first rot_dim entries of each head, read from src and written to dst
-// (other strides, not overlapping src; dst's entries past rot_dim are not touched): the same bits
-// as copying those entries and rotating them in place, in one launch. One block a token: its
-// angles' cosines and sines are taken once for all its heads (an MLA prefill's query: 20 heads).
+// (other strides, or dst == src with the same strides: in place; otherwise not overlapping src;
+// dst's entries past rot_dim are not touched): the same bits as copying those entries and
+// rotating them in place, in one launch. One block a token: its angles' cosines and sines are
+// taken once for all its heads (an MLA prefill's query: 20 heads), and its pairs are read before
+// any is written. heads x rot_dim at most 11264.
 struct RopeCopy {
   const void* src = nullptr;
   long src_token_stride = 0;
