@@ -198,7 +198,6 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   const int rows = p.tile_rows == 64 || p.tile_rows == 128 ? p.tile_rows
                    : static_cast<long>((p.n_queries + 127) / 128) * p.heads >= cuda::sm_count() ? 128 : 64;
   a.head_tiles = (p.n_queries + rows - 1) / rows;
-  a.head_group = mha::head_group_size(p);
   const long blocks = static_cast<long>(a.head_tiles) * p.heads;
   if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
   // Automatic: wgmma where this build and device have it (1.3-1.7x the mma.sync kernel on an H100,
@@ -209,23 +208,5 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
 }
 
 bool mla_prefill_mha_wgmma_ready() { return mha::wgmma_ready(); }
-
-namespace mha {
-
-int head_group_size(const MlaMhaPrefill& p) {
-  if (p.head_group > 0) return std::min(p.head_group, p.heads);
-  static const long l2 = [] {
-    int dev = 0, bytes = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev) != cudaSuccess) return 0;
-    return bytes;
-  }();
-  // A head's keys and values in this launch (its segment), bf16.
-  const long last = p.key_end > 0 ? p.key_end : p.first_pos + p.n_queries;
-  const long per_head = (last - p.key_begin) * (p.nope + p.v_dim) * 2L;
-  if (l2 <= 0 || per_head <= 0) return p.heads;
-  return static_cast<int>(std::clamp(l2 / 2 / per_head, 1L, static_cast<long>(p.heads)));
-}
-
-}  // namespace mha
 
 }  // namespace tandem::kernels

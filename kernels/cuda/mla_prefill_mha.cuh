@@ -23,30 +23,21 @@ static_assert(kKeys == kMlaMhaSegmentAlign, "segments start on the kernels' chun
 struct Args {
   MlaMhaPrefill p;
   int head_tiles;    // ceil(n_queries / queries a block)
-  int head_group;    // heads whose blocks run together (head_group_size)
   float score_log2;  // scale x log2(e): scores in the exp2 domain
 };
-
-// Blocks run a group of heads at a time, so the keys and values that the running blocks stream fit
-// in about half the L2 cache: a long prompt's blocks then read each head's keys from L2 rather
-// than from memory, where all heads at once would not fit (20 heads x 32768 keys x 1 KiB: 640 MiB).
-int head_group_size(const MlaMhaPrefill& p);
 
 // A block's queries q0 .. q0 + rows - 1 of head h; `last`: its last key in this launch's segment.
 struct Tile {
   int h, q0, rows, last;
 };
 
-// Head group by head group (head_group_size); in a group the longest tiles (the prompt's last
-// queries) of every head first, so the short ones fill the tail.
+// The longest tiles (the prompt's last queries) of every head first, so the short ones fill the tail.
 template <int ROWS>
 __device__ __forceinline__ Tile block_tile(const Args& a) {
   const MlaMhaPrefill& p = a.p;
   Tile t;
-  const int b = static_cast<int>(blockIdx.x), group = b / (a.head_group * a.head_tiles), r = b % (a.head_group * a.head_tiles);
-  const int heads_in = min(a.head_group, p.heads - group * a.head_group);
-  const int tile = a.head_tiles - 1 - r / heads_in;
-  t.h = group * a.head_group + r % heads_in;
+  const int tile = a.head_tiles - 1 - static_cast<int>(blockIdx.x) / p.heads;
+  t.h = static_cast<int>(blockIdx.x) % p.heads;
   t.q0 = tile * ROWS, t.rows = min(ROWS, p.n_queries - t.q0);
   t.last = min(p.first_pos + t.q0 + t.rows - 1, p.key_end > 0 ? p.key_end - 1 : 0x7fffffff);
   return t;

@@ -55,7 +55,7 @@ float scale_of(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.qk(
 // every second segment).
 struct Launch {
   std::vector<int> cuts{0};
-  int tile_rows = 0, head_group = 0;
+  int tile_rows = 0;
   k::MlaMhaKernel kernel = k::MlaMhaKernel::mma;
   bool alternate = false;
 };
@@ -78,7 +78,7 @@ std::vector<float> gpu_run(const Context& c, const std::vector<float>& q, int n,
   a.v_stride = c.kv_row(), a.v_head_stride = s.nope + s.vd;
   a.out = dout.p(), a.out_stride = static_cast<long>(s.heads) * s.vd, a.out_head_stride = s.vd;
   a.heads = s.heads, a.nope = s.nope, a.rope = s.rope, a.v_dim = s.vd, a.n_queries = n, a.first_pos = first_pos;
-  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr, a.tile_rows = l.tile_rows, a.head_group = l.head_group;
+  a.scale = scale_of(s), a.state = cuts.size() > 1 ? state.p() : nullptr, a.tile_rows = l.tile_rows;
   const int keys = first_pos + n;
   cuts.push_back(keys);
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -175,21 +175,6 @@ void run_tiles(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
                            differ, differ ? "FAIL: bits depend on the block's queries" : ""));
 }
 
-// Blocks run head group by head group (1 head, 7 of 20, all 20 at once): the same bits, every
-// output written.
-void run_head_groups(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
-  const Context c = make_context(s, 300, 113);
-  const auto q = as_stored(DType::bf16, normal(sz(300 * q_row(s)), 1.f, 114));
-  const auto all = gpu_run(c, q, 300, 0, {.head_group = s.heads, .kernel = kernel});
-  long differ = 0;
-  for (int group : {1, 7}) {
-    const auto got = gpu_run(c, q, 300, 0, {.head_group = group, .kernel = kernel});
-    for (size_t e = 0; e < got.size(); ++e) differ += got[e] != all[e];
-  }
-  rows.push_back(flash_row(op_name(kernel), shape_name(s, "head groups of 1, 7 vs 20", 300, 0), "bf16", all, cpu_run(c, q, 300, 0),
-                           differ, differ ? "FAIL: bits depend on the head groups" : ""));
-}
-
 // Key segments that alternate between the kernels: one's partial state resumes in the other.
 void run_alternating(std::vector<Row>& rows, const Shape& s) {
   const Context c = make_context(s, 300, 111);
@@ -251,7 +236,6 @@ void check_mla_mha(std::vector<Row>& rows) {
     run_segments(rows, glm, kernel);
     run_segments(rows, fixture, kernel);
     run_tiles(rows, glm, kernel);
-    run_head_groups(rows, glm, kernel);
   }
   if (kernels.size() == 2) run_alternating(rows, glm);
   run_gather(rows, DType::bf16);

@@ -39,8 +39,7 @@ using detail::TensorNames;
 // of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits
 // it, else flash: the default, cuda_glm4_moe_lite_mha.cpp; TANDEM_MHA_PASS_ROWS=N caps its
 // context rows a pass, TANDEM_MHA_TILE_ROWS=auto|64|128 sets its kernel's queries a block,
-// TANDEM_MHA_KERNEL=auto|mma|wgmma picks its kernel: mla_prefill.hpp's MlaMhaKernel,
-// TANDEM_MHA_HEAD_GROUP=N how many heads' blocks run together, 0: the kernel's choice).
+// TANDEM_MHA_KERNEL=auto|mma|wgmma picks its kernel: mla_prefill.hpp's MlaMhaKernel).
 // TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
@@ -60,7 +59,6 @@ Status GlmDecoderCuda::apply_env_overrides() {
   int tile = 0;  // TANDEM_MHA_TILE_ROWS=64|128: the kernel's choice otherwise
   if (auto e = env_choice("TANDEM_MHA_TILE_ROWS", {"auto", "64", "128"}, tile); !e) return e;
   mha_tile_rows_ = tile == 1 ? 64 : tile == 2 ? 128 : 0;
-  if (auto e = env_int("TANDEM_MHA_HEAD_GROUP", 0, 1 << 16, mha_head_group_); !e) return e;
   int kernel = 0;
   if (auto e = env_choice("TANDEM_MHA_KERNEL", {"auto", "mma", "wgmma"}, kernel); !e) return e;
   mha_kernel_ = static_cast<k::MlaMhaKernel>(kernel);

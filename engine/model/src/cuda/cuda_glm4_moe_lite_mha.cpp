@@ -46,7 +46,7 @@ k::MlaMhaPrefill Glm4MoeLiteCuda::mha_args() const {
   m.rope_stride = width_, m.out_stride = static_cast<long>(heads_) * vd_, m.out_head_stride = vd_;
   m.heads = heads_, m.nope = nope_, m.rope = rope_, m.v_dim = vd_;
   m.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk_)));
-  m.tile_rows = mha_tile_rows_, m.kernel = mha_kernel_, m.head_group = mha_head_group_;
+  m.tile_rows = mha_tile_rows_, m.kernel = mha_kernel_;
   return m;
 }
 

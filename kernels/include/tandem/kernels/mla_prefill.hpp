@@ -82,9 +82,6 @@ struct MlaMhaPrefill {
   // Queries a block: 64 or 128 (the same bits either way); 0: 128 unless that leaves
   // multiprocessors idle (short prompts).
   int tile_rows = 0;
-  // Heads whose blocks run together (the same bits either way); 0: as many as keep the running
-  // blocks' keys and values within half the L2 cache (a long prompt's then come from L2).
-  int head_group = 0;
   // Which kernel: mma.sync (any sm_80+ GPU; a warp per 16 queries) or wgmma (sm_90 with the sm_90a
   // target built: a warpgroup per 64 queries); automatic: wgmma where ready, else mma.sync. The
   // two sum in different orders, so their bits differ (each within the reference's bar); a key

@@ -484,9 +484,6 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_MHA_TILE_ROWS=auto|64|128 (apply_env_overrides): the un-absorbed prefill kernel's
   // queries a block (0: auto, its own choice; the same bits either way).
   int mha_tile_rows_ = 0;
-  // TANDEM_MHA_HEAD_GROUP=N (apply_env_overrides): heads whose blocks run together (0: the
-  // kernel's choice, by the L2 cache; the same bits either way).
-  int mha_head_group_ = 0;
   // TANDEM_MHA_KERNEL=auto|mma|wgmma (apply_env_overrides): the un-absorbed prefill's kernel.
   kernels::MlaMhaKernel mha_kernel_ = kernels::MlaMhaKernel::automatic;
 
