@@ -202,8 +202,9 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
   // Automatic: wgmma where this build and device have it (1.3-1.7x the mma.sync kernel on an H100,
   // engine/bench/results/h100-s12-wgmma-2026-12-07.md).
-  const bool wgmma = p.kernel == MlaMhaKernel::wgmma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
-  if (wgmma) return mha::launch_wgmma(a, rows, static_cast<unsigned>(blocks), stream);
+  const bool tma = p.kernel == MlaMhaKernel::wgmma_tma;
+  const bool wgmma = p.kernel == MlaMhaKernel::wgmma || tma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
+  if (wgmma) return mha::launch_wgmma(a, rows, static_cast<unsigned>(blocks), stream, tma);
   return rows == 128 ? launch<128>(a, static_cast<unsigned>(blocks), stream) : launch<64>(a, static_cast<unsigned>(blocks), stream);
 }
 

@@ -142,8 +142,9 @@ __device__ __forceinline__ void probs(const float (&s)[kKeys / 8][4], int kk, co
 }
 
 // The warpgroup kernel (mla_prefill_mha_wgmma.cu): whether this build and device have it (sm_90 with
-// the sm_90a target built), and its launch for blocks of `rows` (64 or 128) queries.
+// the sm_90a target built), and its launch for blocks of `rows` (64 or 128) queries (`tma`: its
+// loads by TMA where the shape allows).
 bool wgmma_ready();
-Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream);
+Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream, bool tma);
 
 }  // namespace tandem::kernels::mha

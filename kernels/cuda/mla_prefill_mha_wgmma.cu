@@ -11,22 +11,35 @@
 // registers (rounded to bf16 as FlashAttention does) and V N-major in shared memory, four products
 // of 64 value columns per 16 keys. Shared tiles use the 128-byte swizzle (wgmma.cuh: slabs of 64
 // columns), for the queries, keys and values alike. In blocks of 128 queries the two warpgroups
-// take turns on the tensor cores (Turns below).
+// take turns on the tensor cores (Turns below). The TMA form (MlaMhaKernel::wgmma_tma, shapes
+// whose nope and v_dim are multiples of 64 and rope 64) loads each chunk's keys and values as
+// 64 x 64 boxes through tensor maps, issued by one thread and counted on an mbarrier, instead of
+// every thread's cp.async pieces (their address arithmetic and zero-filling).
 #include <algorithm>
 #include <cstdint>
 
 #include "mla_prefill_mha.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace tandem::kernels::mha {
 namespace {
 
 // The queries, two key buffers and two value buffers, each a multiple of 1024 bytes, plus the
-// slack to start them on 1024 bytes (the swizzle's period).
+// slack to start them on 1024 bytes (the swizzle's period), plus the two buffers' mbarriers.
 template <int ROWS>
 constexpr size_t smem_bytes() {
-  return static_cast<size_t>(ROWS + 4 * kKeys) * kMaxDim * 2 + 1024;
+  return static_cast<size_t>(ROWS + 4 * kKeys) * kMaxDim * 2 + 1024 + 64;
 }
+
+// The TMA form's tensor maps (MlaMhaKernel::wgmma_tma; tma_fits): head h's key columns
+// h * k_head_stride .. + nope of k_nope's rows, the rope rows, head h's value columns; rows are the
+// launch's segment, zeros past it.
+struct Maps {
+  CUtensorMap kn, rope, v;
+};
+
+bool tma_fits(const MlaMhaPrefill& p) { return p.nope % 64 == 0 && p.rope == 64 && p.v_dim % 64 == 0; }
 
 // `n_rows` rows of a tile of `tile_rows` into the slab layout: 16-byte pieces c < pieces of row r
 // from src(r, c) where live(r, c), zeros elsewhere (a zero row times a zero probability stays zero,
@@ -74,6 +87,30 @@ struct Turns {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Keys and values c0 .. c0 + 63 of head h by TMA, issued by one thread: nope / 64 key slabs and the
+// rope slab, then v_dim / 64 value slabs, counted on bar. The slabs a smaller shape does not fill
+// stay the zeros written once (zero_unfilled).
+__device__ __forceinline__ void tma_chunk(const Args& a, const Maps& m, int h, int c0, bf16* ks, bf16* vs, std::uint64_t* bar) {
+  const MlaMhaPrefill& p = a.p;
+  const int row = c0 - p.key_begin, k_slabs = p.nope / 64, v_slabs = p.v_dim / 64;
+  cuda::mbar_expect(bar, static_cast<unsigned>((k_slabs + 1 + v_slabs) * kKeys * 64 * 2));
+  for (int j = 0; j < k_slabs; ++j) cuda::tma_load(ks + j * kKeys * 64, m.kn, h * p.k_head_stride + 64 * j, row, bar);
+  cuda::tma_load(ks + k_slabs * kKeys * 64, m.rope, 0, row, bar);
+  for (int j = 0; j < v_slabs; ++j) cuda::tma_load(vs + j * kKeys * 64, m.v, h * p.v_head_stride + 64 * j, row, bar);
+}
+
+// Zeros in the slabs past nope + rope and v_dim of both buffers (every thread; the products run
+// 256 + 256 wide).
+template <int THREADS>
+__device__ __forceinline__ void zero_unfilled(const MlaMhaPrefill& p, bf16* kb0, bf16* kb1, bf16* vb0, bf16* vb1) {
+  const int k_from = (p.nope + p.rope) / 64, v_from = p.v_dim / 64, per = kKeys * 64 / 8;  // 16-byte pieces a slab
+  for (int i = threadIdx.x; i < 4 * per * 2; i += THREADS) {
+    const int slab = i / per % 4, buf = i / (4 * per), j = i % per;
+    if (slab >= k_from) reinterpret_cast<uint4*>((buf ? kb1 : kb0) + slab * kKeys * 64)[j] = uint4{0, 0, 0, 0};
+    if (slab >= v_from) reinterpret_cast<uint4*>((buf ? vb1 : vb0) + slab * kKeys * 64)[j] = uint4{0, 0, 0, 0};
+  }
+}
+
 // One chunk for a warpgroup: its 64 rows' scores against the chunk's 64 keys, the softmax's update,
 // then O += P V over the chunk for every value column. Every shape runs as 256 + 256 wide, its
 // padding zeros (exact): branches between the products would make ptxas fence before each one.
@@ -121,8 +158,8 @@ __device__ __forceinline__ void chunk_step(const Args& a, const bf16* qs, const 
 #endif
 
 // long-function: one smem carve-up around the double-buffered chunk loop, as the mma.sync kernel's.
-template <int ROWS>
-__global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args a) {
+template <int ROWS, bool TMA>
+__global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(const __grid_constant__ Args a, const __grid_constant__ Maps m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kThreads = ROWS * 2;  // a warpgroup per 64 queries
   extern __shared__ uint4 smem_raw[];
@@ -130,6 +167,7 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args
   bf16* qs = reinterpret_cast<bf16*>(reinterpret_cast<char*>(smem_raw) + pad);
   auto kbuf = [&](int i) { return qs + (ROWS + 2 * i * kKeys) * kMaxDim; };
   auto vbuf = [&](int i) { return qs + (ROWS + (2 * i + 1) * kKeys) * kMaxDim; };
+  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(qs + (ROWS + 4 * kKeys) * kMaxDim);
   cuda::pdl_begin();  // the queries and keys come from the kernels before
   const MlaMhaPrefill& p = a.p;
   const Tile tl = block_tile<ROWS>(a);
@@ -153,11 +191,23 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args
     const int wg_last = wg * 64 < tl.rows ? p.first_pos + tl.q0 + min(wg * 64 + 63, tl.rows - 1) : -1;
     const Turns<ROWS> turns{wg};
     if (wg == 1) turns.pass();  // warpgroup 0 first
-    load_chunk<kThreads>(p, tl.h, c_first * kKeys, tl.last, kbuf(0), vbuf(0));
+    if constexpr (TMA) {
+      if (threadIdx.x == 0) cuda::mbar_init(&bars[0]), cuda::mbar_init(&bars[1]), cuda::mbar_fence_init();
+      zero_unfilled<kThreads>(p, kbuf(0), kbuf(1), vbuf(0), vbuf(1));
+      __syncthreads();  // the barriers are initialised
+      if (threadIdx.x == 0) tma_chunk(a, m, tl.h, c_first * kKeys, kbuf(0), vbuf(0), &bars[0]);
+    } else {
+      load_chunk<kThreads>(p, tl.h, c_first * kKeys, tl.last, kbuf(0), vbuf(0));
+    }
     cuda::cp_async_commit();
     for (int c = c_first; c <= c_last; ++c) {
       const int buf = (c - c_first) % 2;
-      if (c < c_last) {
+      if constexpr (TMA) {
+        // The other buffer was freed by the barrier ending the chunk before.
+        if (c < c_last && threadIdx.x == 0) tma_chunk(a, m, tl.h, (c + 1) * kKeys, kbuf(1 - buf), vbuf(1 - buf), &bars[1 - buf]);
+        if (c == c_first) cuda::cp_async_wait<0>();  // the queries
+        cuda::mbar_wait(&bars[buf], static_cast<unsigned>((c - c_first) / 2 % 2));  // the buffer's use, its phase
+      } else if (c < c_last) {
         load_chunk<kThreads>(p, tl.h, (c + 1) * kKeys, tl.last, kbuf(1 - buf), vbuf(1 - buf));
         cuda::cp_async_commit();
         cuda::cp_async_wait<1>();
@@ -183,14 +233,23 @@ __global__ void __launch_bounds__(ROWS * 2, 1) mla_prefill_mha_wgmma_kernel(Args
 #endif
 }
 
-template <int ROWS>
-Status launch_rows(const Args& a, unsigned blocks, Stream stream) {
-  static const cudaError_t configured = cudaFuncSetAttribute(mla_prefill_mha_wgmma_kernel<ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                             static_cast<int>(smem_bytes<ROWS>()));
+template <int ROWS, bool TMA>
+Status launch_rows(const Args& a, const Maps& m, unsigned blocks, Stream stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(mla_prefill_mha_wgmma_kernel<ROWS, TMA>,
+                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<ROWS>()));
   if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "mla_prefill_mha (wgmma): shared memory attribute");
   return TANDEM_CUDA_STATUS(
-      cuda::launch_pdl(mla_prefill_mha_wgmma_kernel<ROWS>, dim3(blocks), dim3(ROWS * 2), smem_bytes<ROWS>(), stream, a),
+      cuda::launch_pdl(mla_prefill_mha_wgmma_kernel<ROWS, TMA>, dim3(blocks), dim3(ROWS * 2), smem_bytes<ROWS>(), stream, a, m),
       "launch mla_prefill_mha_wgmma_kernel");
+}
+
+// The tensor maps of this launch's segment (tma_fits shapes).
+Status encode_maps(const MlaMhaPrefill& p, Maps& m) {
+  const long rows = (p.key_end > 0 ? p.key_end : p.first_pos + p.n_queries) - p.key_begin;
+  if (auto e = cuda::encode_bf16_map(m.kn, p.k_nope, static_cast<long>(p.heads - 1) * p.k_head_stride + p.nope, rows, p.k_stride); !e)
+    return e;
+  if (auto e = cuda::encode_bf16_map(m.rope, p.k_rope, p.rope, rows, p.rope_stride); !e) return e;
+  return cuda::encode_bf16_map(m.v, p.v, static_cast<long>(p.heads - 1) * p.v_head_stride + p.v_dim, rows, p.v_stride);
 }
 
 }  // namespace
@@ -201,10 +260,15 @@ bool wgmma_ready() {
   return ready;
 }
 
-Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream) {
+Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream, bool tma) {
   if (!wgmma_ready())
     return Error{"mla_prefill_mha: the wgmma kernel needs an sm_90 GPU (H100 / H200) and a build with the sm_90a target"};
-  return rows == 128 ? launch_rows<128>(a, blocks, stream) : launch_rows<64>(a, blocks, stream);
+  Maps m{};
+  tma = tma && tma_fits(a.p);
+  if (tma)
+    if (auto e = encode_maps(a.p, m); !e) return e;
+  if (rows == 128) return tma ? launch_rows<128, true>(a, m, blocks, stream) : launch_rows<128, false>(a, m, blocks, stream);
+  return tma ? launch_rows<64, true>(a, m, blocks, stream) : launch_rows<64, false>(a, m, blocks, stream);
 }
 
 }  // namespace tandem::kernels::mha

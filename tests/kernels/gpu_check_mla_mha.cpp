@@ -61,9 +61,13 @@ struct Launch {
 };
 
 k::MlaMhaKernel other(k::MlaMhaKernel kernel) {
-  return kernel == k::MlaMhaKernel::wgmma ? k::MlaMhaKernel::mma : k::MlaMhaKernel::wgmma;
+  return kernel == k::MlaMhaKernel::mma ? k::MlaMhaKernel::wgmma : k::MlaMhaKernel::mma;
 }
-const char* op_name(k::MlaMhaKernel kernel) { return kernel == k::MlaMhaKernel::wgmma ? "mla_prefill_mha_wgmma" : "mla_prefill_mha"; }
+const char* op_name(k::MlaMhaKernel kernel) {
+  return kernel == k::MlaMhaKernel::wgmma_tma ? "mla_prefill_mha_wgmma_tma"
+         : kernel == k::MlaMhaKernel::wgmma   ? "mla_prefill_mha_wgmma"
+                                              : "mla_prefill_mha";
+}
 
 // The kernel over queries first_pos .. first_pos + n - 1 (q: n rows of heads x (nope + rope)), each
 // launch given only its segment's rows, as the decoder gives them.
@@ -175,13 +179,30 @@ void run_tiles(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
                            differ, differ ? "FAIL: bits depend on the block's queries" : ""));
 }
 
-// Key segments that alternate between the kernels: one's partial state resumes in the other.
-void run_alternating(std::vector<Row>& rows, const Shape& s) {
+// Key segments that alternate between a wgmma form and mma.sync: one's partial state resumes in
+// the other.
+void run_alternating(std::vector<Row>& rows, const Shape& s, k::MlaMhaKernel kernel) {
   const Context c = make_context(s, 300, 111);
   const auto q = as_stored(DType::bf16, normal(sz(300 * q_row(s)), 1.f, 112));
-  const auto got = gpu_run(c, q, 300, 0, {.cuts = {0, 64, 192}, .kernel = k::MlaMhaKernel::wgmma, .alternate = true});
-  rows.push_back(flash_row("mla_prefill_mha_wgmma", shape_name(s, "segments wgmma, mma.sync, wgmma", 300, 0), "bf16", got,
-                           cpu_run(c, q, 300, 0), 0, ""));
+  const auto got = gpu_run(c, q, 300, 0, {.cuts = {0, 64, 192}, .kernel = kernel, .alternate = true});
+  rows.push_back(flash_row(op_name(kernel), shape_name(s, "segments wgmma, mma.sync, wgmma", 300, 0), "bf16", got, cpu_run(c, q, 300, 0),
+                           0, ""));
+}
+
+// The TMA loads give the cp.async loads' bits (whole prompt, a chunk mid-sequence, key segments).
+void run_same_bits(std::vector<Row>& rows, const Shape& s) {
+  const Context c = make_context(s, 430, 115);
+  long differ = 0;
+  for (auto [n, from] : {std::pair{300, 0}, std::pair{100, 129}}) {
+    const auto q = as_stored(DType::bf16, normal(sz(n * q_row(s)), 1.f, 116 + static_cast<std::uint32_t>(n)));
+    for (const std::vector<int>& cuts : {std::vector<int>{0}, std::vector<int>{0, 64, 192}}) {
+      const auto a = gpu_run(c, q, n, from, {.cuts = cuts, .kernel = k::MlaMhaKernel::wgmma});
+      const auto b = gpu_run(c, q, n, from, {.cuts = cuts, .kernel = k::MlaMhaKernel::wgmma_tma});
+      for (size_t e = 0; e < a.size(); ++e) differ += a[e] != b[e];
+    }
+  }
+  rows.push_back({"mla_prefill_mha_wgmma_tma", shape_name(s, "= wgmma (cp.async), whole, chunk, segments", 300, 0), "bf16", 0, -1, differ,
+                  differ ? "FAIL: the loads change the bits" : "bit for bit"});
 }
 
 // latent_gather of a sequence's rows 17 .. 166 from a pool whose blocks are shuffled: exact.
@@ -225,7 +246,7 @@ void check_mla_mha(std::vector<Row>& rows) {
     return;
   }
   std::vector<k::MlaMhaKernel> kernels{k::MlaMhaKernel::mma};
-  if (k::mla_prefill_mha_wgmma_ready()) kernels.push_back(k::MlaMhaKernel::wgmma);
+  if (k::mla_prefill_mha_wgmma_ready()) kernels.insert(kernels.end(), {k::MlaMhaKernel::wgmma, k::MlaMhaKernel::wgmma_tma});
   else rows.push_back({"mla_prefill_mha_wgmma", "-", "-", 0, -1, 0, "skipped: this device or build has no wgmma (sm_90 with sm_90a)"});
   for (const auto kernel : kernels) {
     run_shape(rows, glm, kernel);
@@ -237,7 +258,11 @@ void check_mla_mha(std::vector<Row>& rows) {
     run_segments(rows, fixture, kernel);
     run_tiles(rows, glm, kernel);
   }
-  if (kernels.size() == 2) run_alternating(rows, glm);
+  if (kernels.size() > 1) {
+    run_alternating(rows, glm, k::MlaMhaKernel::wgmma);
+    run_alternating(rows, glm, k::MlaMhaKernel::wgmma_tma);
+    run_same_bits(rows, deepseek);
+  }
   run_gather(rows, DType::bf16);
   run_gather(rows, DType::fp8_e4m3);
 }

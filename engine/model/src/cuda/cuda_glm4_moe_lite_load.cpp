@@ -39,7 +39,7 @@ using detail::TensorNames;
 // of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits
 // it, else flash: the default, cuda_glm4_moe_lite_mha.cpp; TANDEM_MHA_PASS_ROWS=N caps its
 // context rows a pass, TANDEM_MHA_TILE_ROWS=auto|64|128 sets its kernel's queries a block,
-// TANDEM_MHA_KERNEL=auto|mma|wgmma picks its kernel: mla_prefill.hpp's MlaMhaKernel).
+// TANDEM_MHA_KERNEL=auto|mma|wgmma|wgmma-tma picks its kernel: mla_prefill.hpp's MlaMhaKernel).
 // TANDEM_ATTN_SPLIT=0 splits the MLA decode
 // attention by max-model-len as before instead of by each token's context (other bits, batch-
 // invariant either way); TANDEM_QUANT_DECODE_MMA=0 takes quantised decode experts on the CUDA
@@ -60,10 +60,10 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_choice("TANDEM_MHA_TILE_ROWS", {"auto", "64", "128"}, tile); !e) return e;
   mha_tile_rows_ = tile == 1 ? 64 : tile == 2 ? 128 : 0;
   int kernel = 0;
-  if (auto e = env_choice("TANDEM_MHA_KERNEL", {"auto", "mma", "wgmma"}, kernel); !e) return e;
+  if (auto e = env_choice("TANDEM_MHA_KERNEL", {"auto", "mma", "wgmma", "wgmma-tma"}, kernel); !e) return e;
   mha_kernel_ = static_cast<k::MlaMhaKernel>(kernel);
-  if (mha_kernel_ == k::MlaMhaKernel::wgmma && !k::mla_prefill_mha_wgmma_ready())
-    return Error{"TANDEM_MHA_KERNEL=wgmma: this GPU or build has no wgmma kernel (it needs an sm_90 GPU and the sm_90a target)"};
+  if ((mha_kernel_ == k::MlaMhaKernel::wgmma || mha_kernel_ == k::MlaMhaKernel::wgmma_tma) && !k::mla_prefill_mha_wgmma_ready())
+    return Error{"TANDEM_MHA_KERNEL=wgmma / wgmma-tma: this GPU or build has no wgmma kernel (it needs an sm_90 GPU and the sm_90a target)"};
   if (auto e = env_int("TANDEM_ATTN_SPLIT", 0, 1, attn_split_); !e) return e;
   if (auto e = env_int("TANDEM_QUANT_DECODE_MMA", 0, 1, quant_decode_mma_); !e) return e;
   if (auto e = env_int("TANDEM_ATTN_SPLITS", 1, 1024, attn_splits_); !e) return e;

@@ -49,7 +49,7 @@ Status mla_prefill_flash_cuda(const void* q, int n_tokens, const std::int32_t* t
 // all heads, as the latent pool keeps it); its value v(j, h). All bf16; strides in elements.
 //   out(i, h) = sum_j softmax_j(scale q(i, h) . k(j, h)) v(j, h)
 // The CPU reference is attention_cpu (attention.hpp) over the same keys laid out per head.
-enum class MlaMhaKernel { automatic, mma, wgmma };
+enum class MlaMhaKernel { automatic, mma, wgmma, wgmma_tma };
 
 struct MlaMhaPrefill {
   const void* q = nullptr;  // [n_queries] rows: head h at h * q_head_stride, nope then rope entries (rotated)
@@ -85,7 +85,9 @@ struct MlaMhaPrefill {
   // Which kernel: mma.sync (any sm_80+ GPU; a warp per 16 queries) or wgmma (sm_90 with the sm_90a
   // target built: a warpgroup per 64 queries); automatic: wgmma where ready, else mma.sync. The
   // two sum in different orders, so their bits differ (each within the reference's bar); a key
-  // segment's state from either resumes in the other.
+  // segment's state from either resumes in the other. wgmma_tma: the wgmma kernel with its keys and
+  // values loaded by TMA where nope and v_dim are multiples of 64 and rope is 64 (else as wgmma;
+  // the same bits as wgmma).
   MlaMhaKernel kernel = MlaMhaKernel::automatic;
 };
 

@@ -484,7 +484,7 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_MHA_TILE_ROWS=auto|64|128 (apply_env_overrides): the un-absorbed prefill kernel's
   // queries a block (0: auto, its own choice; the same bits either way).
   int mha_tile_rows_ = 0;
-  // TANDEM_MHA_KERNEL=auto|mma|wgmma (apply_env_overrides): the un-absorbed prefill's kernel.
+  // TANDEM_MHA_KERNEL=auto|mma|wgmma|wgmma-tma (apply_env_overrides): the un-absorbed prefill's kernel.
   kernels::MlaMhaKernel mha_kernel_ = kernels::MlaMhaKernel::automatic;
 
   DeviceBuffer embed_, final_norm_, head_, inv_freq_;
