@@ -200,9 +200,10 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   a.head_tiles = (p.n_queries + rows - 1) / rows;
   const long blocks = static_cast<long>(a.head_tiles) * p.heads;
   if (blocks > 0x7fffffffL) return Error{"mla_prefill_mha: too many queries for one launch"};
-  // Automatic: wgmma where this build and device have it (1.3-1.7x the mma.sync kernel on an H100,
-  // engine/bench/results/h100-s12-wgmma-2026-12-07.md).
-  const bool tma = p.kernel == MlaMhaKernel::wgmma_tma;
+  // Automatic: wgmma with TMA loads where this build and device have it (1.3-1.7x the mma.sync
+  // kernel on an H100, engine/bench/results/h100-s12-wgmma-2026-12-07.md; TMA 1.15x / 1.39x the
+  // cp.async loads' step at 1x4096 / 32768, h100-s12-tma-2026-12-07.md).
+  const bool tma = p.kernel == MlaMhaKernel::wgmma_tma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
   const bool wgmma = p.kernel == MlaMhaKernel::wgmma || tma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
   if (wgmma) return mha::launch_wgmma(a, rows, static_cast<unsigned>(blocks), stream, tma);
   return rows == 128 ? launch<128>(a, static_cast<unsigned>(blocks), stream) : launch<64>(a, static_cast<unsigned>(blocks), stream);
