@@ -9,6 +9,6 @@
 namespace tandem::kernels {
 
 Status grouped_wgmma_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, const void* w,
-                          int n, int k, void* y, long ldy, Stream stream, int pairs);
+                          int n, int k, void* y, long ldy, Stream stream);
 
 }  // namespace tandem::kernels

@@ -109,12 +109,11 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 }
 
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
-                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form,
-                              int pairs) {
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form) {
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
-  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream, pairs);
+  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
                         ldy, stream);

@@ -393,16 +393,16 @@ Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
 }
 
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
-                                   int n, int k, void* y, long ldy, int pairs) {
+                                   int n, int k, void* y, long ldy) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   const auto form = !grouped_mma_                                ? k::GroupedForm::rows
                     : grouped_wgmma_ && k::grouped_wgmma_ready() ? k::GroupedForm::wgmma
                                                                  : k::GroupedForm::mma;
-  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form, pairs);
+  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form);
   if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
   if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
-  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_, form, pairs);
+  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_, form);
 }
 
 Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
@@ -799,12 +799,11 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
   const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
-  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_,
-                  T * K_));
+  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
   mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
   err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
   mark("moe silu", 2.0 * T * K_ * 3 * I_);
-  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_, T * K_));
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
   mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));

@@ -43,14 +43,12 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 // the kernel: the tensor-core one (mma.sync, grouped_mma.cuh), its wgmma form (sm_90 with the
 // sm_90a target built: grouped_wgmma.cu, tiles of 64 pairs x 128 outputs), or one warp per few
 // rows (kept for A/B timings, the decoder's TANDEM_GROUPED_MMA=0). Each sums in its own order.
-// pairs: how many pairs the step has (offsets[n_experts], which the host does not read), a hint
-// for the wgmma form's tile (64 outputs where experts average at most 128 pairs; the same bits).
 enum class GroupedForm { mma, rows, wgmma };
 // Whether this build and device have GroupedForm::wgmma.
 bool grouped_wgmma_ready();
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,
-                              GroupedForm form = GroupedForm::mma, int pairs = 0);
+                              GroupedForm form = GroupedForm::mma);
 
 // grouped_gemm_cuda's tensor-core form over quantised experts (a stack of quant_gemv.hpp, device
 // pointers): expert e's weight is matrices e * per .. e * per + per - 1 of w one under another (per

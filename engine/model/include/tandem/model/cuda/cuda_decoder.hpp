@@ -356,10 +356,9 @@ class GlmDecoderCuda : public CudaModel {
   Status quant_gemv(k::QuantGemvArgs v, int T);
   // A prefill-sized grouped expert GEMM (moe_experts.hpp) over the bf16 stack w or, when q is on,
   // the quantised one: read as stored (the tiles decoded in shared memory), or with
-  // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before. pairs: the
-  // step's (token, expert) pairs, the wgmma form's tile hint.
+  // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
-                     void* y, long ldy, int pairs);
+                     void* y, long ldy);
   // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
   // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
   // TANDEM_QUANT_PREFILL=dequant.
