@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "grouped_rows.cuh"
 #include "rows_mma.cuh"
 
 namespace tandem::kernels::grouped_mma {
@@ -70,11 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   tiles.begin(e, n0);
   for (int m0 = p0 + static_cast<int>(blockIdx.x) * kTileM; m0 < p1; m0 += static_cast<int>(gridDim.x) * kTileM) {
     const bf16* xr[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int p = min(m0 + tid / 8 + 16 * i, p1 - 1);  // rows past the expert's last pair repeat it, unstored
-      xr[i] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
-    }
+    grouped_rows::pair_rows(x, ldx, gather, m0, p1, xr);
     auto copy = [&](int s, int step) {
       const int kk = step * kStepK + ch * 8;
       const bool in = kk < k;  // past k: zeros, which add nothing
@@ -133,13 +130,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           const int o = n0 + wn + nt * 8 + 2 * q;
-          const float v0 = acc[mt][nt][2 * hi], v1 = acc[mt][nt][2 * hi + 1];
-          if (pairs_ok && o + 1 < n) {
-            *reinterpret_cast<__nv_bfloat162*>(yr + o) = __floats2bfloat162_rn(v0, v1);
-          } else {
-            if (o < n) yr[o] = __float2bfloat16_rn(v0);
-            if (o + 1 < n) yr[o + 1] = __float2bfloat16_rn(v1);
-          }
+          grouped_rows::store_pair(yr, o, n, acc[mt][nt][2 * hi], acc[mt][nt][2 * hi + 1], pairs_ok);
         }
       }
   }

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "grouped_rows.cuh"
 #include "grouped_wgmma.hpp"
 #include "tandem/kernels/moe_experts.hpp"
 #include "wgmma.cuh"
@@ -95,11 +96,7 @@ __global__ void __launch_bounds__(kThreads) grouped_wgmma_kernel(const bf16* x, 
   const bool pairs_ok = ldy % 2 == 0 && (reinterpret_cast<std::uintptr_t>(y) & 3) == 0;
   for (int m0 = p0 + static_cast<int>(blockIdx.x) * kTileM; m0 < p1; m0 += static_cast<int>(gridDim.x) * kTileM) {
     const bf16* xr[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int p = min(m0 + tid / 8 + 16 * i, p1 - 1);  // rows past the expert's last pair repeat it, unstored
-      xr[i] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
-    }
+    grouped_rows::pair_rows(x, ldx, gather, m0, p1, xr);
     float acc[2][8][4];
     tile_products(stages, xr, wr, k, acc);
     // acc[h][i]: pairs 16 warp + g (+ 8) by outputs 64 h + 8 i + 2t, + 1.
@@ -113,13 +110,7 @@ __global__ void __launch_bounds__(kThreads) grouped_wgmma_kernel(const bf16* x, 
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int o = n0 + 64 * h + 8 * i + 2 * t;
-          const float v0 = acc[h][i][2 * hi], v1 = acc[h][i][2 * hi + 1];
-          if (pairs_ok && o + 1 < n) {
-            *reinterpret_cast<__nv_bfloat162*>(yr + o) = __floats2bfloat162_rn(v0, v1);
-          } else {
-            if (o < n) yr[o] = __float2bfloat16_rn(v0);
-            if (o + 1 < n) yr[o + 1] = __float2bfloat16_rn(v1);
-          }
+          grouped_rows::store_pair(yr, o, n, acc[h][i][2 * hi], acc[h][i][2 * hi + 1], pairs_ok);
         }
     }
     __syncthreads();  // the stages are free for the next tile's copies

@@ -67,18 +67,17 @@ __device__ __forceinline__ void wgmma_settle(float (&d)[R][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
 }
 
+// The 32 fp32 accumulators of a 64 x 64 result (d[n][e], a thread's share) as asm operands %0..%31.
+#define TANDEM_WGMMA_D64_ROW(d, n) "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])
+#define TANDEM_WGMMA_D64(d)                                                                                                    \
+  TANDEM_WGMMA_D64_ROW(d, 0), TANDEM_WGMMA_D64_ROW(d, 1), TANDEM_WGMMA_D64_ROW(d, 2), TANDEM_WGMMA_D64_ROW(d, 3),              \
+      TANDEM_WGMMA_D64_ROW(d, 4), TANDEM_WGMMA_D64_ROW(d, 5), TANDEM_WGMMA_D64_ROW(d, 6), TANDEM_WGMMA_D64_ROW(d, 7)
+
 // d (+)= A B, A (64 x 16) and B (16 x 64, K-major: stored as B^T's rows) both from shared memory.
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[8][4], std::uint64_t a, std::uint64_t b, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+               : TANDEM_WGMMA_D64(d)
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
@@ -87,14 +86,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[8][4], std::uint64
 __device__ __forceinline__ void wgmma_m64n64k16_rs_nmajor(float (&d)[8][4], const unsigned (&a)[4], std::uint64_t b) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+               : TANDEM_WGMMA_D64(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 #endif

@@ -33,15 +33,24 @@ void rmsnorm_residual(std::vector<Row>& rows, DType t, int n_rows, int n) {
                   limit_for(t), differ, "x += residual exact"});
 }
 
+// A rotation's inputs: inverse frequencies (base 1e6) and `tokens` positions below 131072 from seed.
+struct RopeInputs {
+  std::vector<float> inv;
+  std::vector<int> pos;
+};
+RopeInputs rope_inputs(int rot_dim, int tokens, unsigned seed) {
+  RopeInputs r{std::vector<float>(sz(rot_dim / 2)), std::vector<int>(sz(tokens))};
+  k::rope_inv_freq(r.inv.data(), rot_dim, 1e6);
+  std::mt19937 rng(seed);
+  for (auto& p : r.pos) p = static_cast<int>(rng() % 131072);
+  return r;
+}
+
 void rope(std::vector<Row>& rows, DType t, k::RopeLayout layout, int head_dim, int rot_dim) {
   const int tokens = 19, heads = 16;
   const long stride = static_cast<long>(heads) * head_dim;
   auto x = as_stored(t, normal(static_cast<size_t>(tokens * stride), 1.f, 4));
-  std::vector<float> inv(static_cast<size_t>(rot_dim / 2));
-  k::rope_inv_freq(inv.data(), rot_dim, 1e6);
-  std::vector<int> pos(static_cast<size_t>(tokens));
-  std::mt19937 rng(5);
-  for (auto& p : pos) p = static_cast<int>(rng() % 131072);
+  auto [inv, pos] = rope_inputs(rot_dim, tokens, 5);
   pos[0] = 0;
   DevAct dx(t, x);
   Dev<float> dinv(inv);
@@ -60,11 +69,7 @@ void rope_copy(std::vector<Row>& rows, DType t, k::RopeLayout layout, int head_d
   const int tokens = 37, heads = 20, dst_head = rot_dim + 24;
   const long stride = static_cast<long>(heads) * head_dim, dstride = static_cast<long>(heads) * dst_head;
   const auto x = as_stored(t, normal(sz(tokens * stride), 1.f, 14));
-  std::vector<float> inv(sz(rot_dim / 2));
-  k::rope_inv_freq(inv.data(), rot_dim, 1e6);
-  std::vector<int> pos(sz(tokens));
-  std::mt19937 rng(15);
-  for (auto& p : pos) p = static_cast<int>(rng() % 131072);
+  const auto [inv, pos] = rope_inputs(rot_dim, tokens, 15);
   DevAct dx(t, x), dref(t, x), ddst(t, std::vector<float>(sz(tokens * dstride), 7.f));
   Dev<float> dinv(inv);
   Dev<int> dpos(pos);
@@ -92,11 +97,7 @@ void rope_copy_in_place(std::vector<Row>& rows, DType t, k::RopeLayout layout) {
   const int tokens = 37, heads = 20, head_dim = 256, nope = 192, rot_dim = 64;
   const long stride = static_cast<long>(heads) * head_dim;
   const auto x = as_stored(t, normal(sz(tokens * stride), 1.f, 16));
-  std::vector<float> inv(sz(rot_dim / 2));
-  k::rope_inv_freq(inv.data(), rot_dim, 1e6);
-  std::vector<int> pos(sz(tokens));
-  std::mt19937 rng(17);
-  for (auto& p : pos) p = static_cast<int>(rng() % 131072);
+  const auto [inv, pos] = rope_inputs(rot_dim, tokens, 17);
   DevAct dx(t, x), dref(t, x);
   Dev<float> dinv(inv);
   Dev<int> dpos(pos);
