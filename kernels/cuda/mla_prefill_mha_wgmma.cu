@@ -39,7 +39,11 @@ struct Maps {
   CUtensorMap kn, rope, v;
 };
 
-bool tma_fits(const MlaMhaPrefill& p) { return p.nope % 64 == 0 && p.rope == 64 && p.v_dim % 64 == 0; }
+// TMA coordinates are 32-bit: a head's last column must fit.
+bool tma_fits(const MlaMhaPrefill& p) {
+  const long k_cols = static_cast<long>(p.heads - 1) * p.k_head_stride + p.nope, v_cols = static_cast<long>(p.heads - 1) * p.v_head_stride + p.v_dim;
+  return p.nope % 64 == 0 && p.rope == 64 && p.v_dim % 64 == 0 && k_cols <= 0x7fffffffL && v_cols <= 0x7fffffffL;
+}
 
 // `n_rows` rows of a tile of `tile_rows` into the slab layout: 16-byte pieces c < pieces of row r
 // from src(r, c) where live(r, c), zeros elsewhere (a zero row times a zero probability stays zero,
@@ -243,9 +247,11 @@ Status launch_rows(const Args& a, const Maps& m, unsigned blocks, Stream stream)
       "launch mla_prefill_mha_wgmma_kernel");
 }
 
-// The tensor maps of this launch's segment (tma_fits shapes).
+// The tensor maps of this launch's segment (tma_fits shapes): its rows up to the last query's key
+// (a key_end past it may end the caller's buffers there; the cp.async loads stop there too).
 Status encode_maps(const MlaMhaPrefill& p, Maps& m) {
-  const long rows = (p.key_end > 0 ? p.key_end : p.first_pos + p.n_queries) - p.key_begin;
+  const long last_key = p.first_pos + static_cast<long>(p.n_queries);
+  const long rows = (p.key_end > 0 ? std::min<long>(p.key_end, last_key) : last_key) - p.key_begin;
   if (auto e = cuda::encode_bf16_map(m.kn, p.k_nope, static_cast<long>(p.heads - 1) * p.k_head_stride + p.nope, rows, p.k_stride); !e)
     return e;
   if (auto e = cuda::encode_bf16_map(m.rope, p.k_rope, p.rope, rows, p.rope_stride); !e) return e;
@@ -266,7 +272,10 @@ Status launch_wgmma(const Args& a, int rows, unsigned blocks, Stream stream, boo
   Maps m{};
   tma = tma && tma_fits(a.p);
   if (tma)
-    if (auto e = encode_maps(a.p, m); !e) return e;
+    if (auto e = encode_maps(a.p, m); !e) {
+      if (a.p.kernel == MlaMhaKernel::wgmma_tma) return e;  // asked for by name: say why not
+      tma = false;  // automatic: the cp.async loads, the same bits, a little slower
+    }
   if (rows == 128) return tma ? launch_rows<128, true>(a, m, blocks, stream) : launch_rows<128, false>(a, m, blocks, stream);
   return tma ? launch_rows<64, true>(a, m, blocks, stream) : launch_rows<64, false>(a, m, blocks, stream);
 }

@@ -21,10 +21,13 @@ inline Status encode_bf16_map(CUtensorMap& map, const void* base, long cols, lon
   static const Encode encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return static_cast<Encode>(nullptr);
-    return reinterpret_cast<Encode>(fn);
+#if CUDART_VERSION >= 12050
+    const cudaError_t r = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t r = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q);
+#endif
+    if (r != cudaSuccess) (void)cudaGetLastError();  // not left for the next launch's check to report
+    return r == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn) : static_cast<Encode>(nullptr);
   }();
   if (!encode) return Error{"tensor map: the driver has no cuTensorMapEncodeTiled"};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};

@@ -87,7 +87,8 @@ struct MlaMhaPrefill {
   // two sum in different orders, so their bits differ (each within the reference's bar); a key
   // segment's state from either resumes in the other. wgmma_tma: the wgmma kernel with its keys and
   // values loaded by TMA where nope and v_dim are multiples of 64 and rope is 64 (else as wgmma;
-  // the same bits as wgmma).
+  // the same bits as wgmma); named, a driver that cannot encode its tensor maps is an error,
+  // automatic then takes the cp.async loads.
   MlaMhaKernel kernel = MlaMhaKernel::automatic;
 };
 
