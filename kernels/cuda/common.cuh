@@ -216,6 +216,28 @@ __device__ __forceinline__ float2 fp8x2_to_float2(unsigned two) {
   return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
 }
 
+// The shared memory a block may opt in to on the current device (0 if it cannot be read).
+inline int smem_optin() {
+  static const int n = [] {
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
+    return bytes;
+  }();
+  return n;
+}
+
+// The current device's multiprocessors (1 if it cannot be read).
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || count < 1) return 1;
+    return count;
+  }();
+  return n;
+}
+
 // Runs f.template operator()<T>() for the activation type t (f32 or bf16); otherwise an error.
 template <class F>
 Status with_act_type(DType t, const char* op, F&& f) {

@@ -38,26 +38,4 @@ __device__ __forceinline__ void flash_mask_max(float (&s)[N][4], int key0, const
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// The shared memory a block may opt in to on the current device (0 if it cannot be read).
-inline int smem_optin() {
-  static const int n = [] {
-    int dev = 0, bytes = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
-    return bytes;
-  }();
-  return n;
-}
-
-// The current device's multiprocessors (1 if it cannot be read).
-inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || count < 1) return 1;
-    return count;
-  }();
-  return n;
-}
-
 }  // namespace tandem::kernels::cuda

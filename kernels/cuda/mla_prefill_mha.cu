@@ -204,7 +204,7 @@ Status mla_prefill_mha_cuda(const MlaMhaPrefill& p, Stream stream) {
   // kernel on an H100, engine/bench/results/h100-s12-wgmma-2026-12-07.md; TMA 1.15x / 1.39x the
   // cp.async loads' step at 1x4096 / 32768, h100-s12-tma-2026-12-07.md).
   const bool tma = p.kernel == MlaMhaKernel::wgmma_tma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
-  const bool wgmma = p.kernel == MlaMhaKernel::wgmma || tma || (p.kernel == MlaMhaKernel::automatic && mha::wgmma_ready());
+  const bool wgmma = tma || p.kernel == MlaMhaKernel::wgmma;
   if (wgmma) return mha::launch_wgmma(a, rows, static_cast<unsigned>(blocks), stream, tma);
   return rows == 128 ? launch<128>(a, static_cast<unsigned>(blocks), stream) : launch<64>(a, static_cast<unsigned>(blocks), stream);
 }

@@ -34,12 +34,11 @@ __device__ __forceinline__ std::uint64_t sw128_desc(const void* p, unsigned lead
 // device runs it (sm_90 exactly) with `smem` bytes of shared memory a block.
 inline bool wgmma_device(size_t smem) {
 #if defined(TANDEM_WGMMA)
-  int dev = 0, major = 0, minor = 0, optin = 0;
+  int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
-  return major == 9 && minor == 0 && static_cast<size_t>(optin) >= smem;
+  return major == 9 && minor == 0 && static_cast<size_t>(smem_optin()) >= smem;
 #else
   (void)smem;
   return false;
