@@ -10,11 +10,12 @@ namespace tandem::kernels::grouped_rows {
 
 using cuda::bf16;
 
-// x's rows of pairs m0 + tid / 8 + 16 i (i < 4) of an expert whose pairs end at p1 (row gather[p],
+// x's rows of pairs m0 + tid / 8 + 16 i (i < R) of an expert whose pairs end at p1 (row gather[p],
 // or p without gather); rows past the expert's last pair repeat it and are not stored.
-__device__ __forceinline__ void pair_rows(const bf16* x, long ldx, const std::int32_t* gather, int m0, int p1, const bf16* (&xr)[4]) {
+template <int R>
+__device__ __forceinline__ void pair_rows(const bf16* x, long ldx, const std::int32_t* gather, int m0, int p1, const bf16* (&xr)[R]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < R; ++i) {
     const int p = min(m0 + static_cast<int>(threadIdx.x) / 8 + 16 * i, p1 - 1);
     xr[i] = x + static_cast<long>(gather ? gather[p] : p) * ldx;
   }

@@ -109,11 +109,12 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 }
 
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
-                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form) {
+                              int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form,
+                              WgmmaTile tile) {
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
-  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
+  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream, tile, false);
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
                         ldy, stream);
@@ -124,6 +125,14 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
                                                                       static_cast<const bf16*>(w), n, k, nullptr,
                                                                       static_cast<bf16*>(y), ldy);
   return TANDEM_CUDA_LAUNCHED("grouped_gemm_kernel");
+}
+
+Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                              const void* w, int d, int k, void* y, long ldy, Stream stream, WgmmaTile tile) {
+  if (d <= 0 || d % 2 != 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm_silu: bad shape (d must be even and positive)"};
+  if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm_silu: k and ldx must be multiples of 8, got " + std::to_string(k)};
+  if (n_experts > 65535) return Error{"grouped_gemm_silu: at most 65535 experts, got " + std::to_string(n_experts)};
+  return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, d, k, y, ldy, stream, tile, true);
 }
 
 Status grouped_gemm_quant_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,

@@ -3,12 +3,14 @@
 // (skinny_gemm), and the MoE pieces (router logits, the expert sort, the grouped expert GEMM,
 // the weighted combine). Inputs are rounded to bf16 first, so only the GPU's bf16 output rounding
 // and its summation order differ from the fp64-summed reference.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "gpu_check.hpp"
+#include "tandem/kernels/activation.hpp"
 #include "tandem/kernels/gemm.hpp"
 #include "tandem/kernels/linear.hpp"
 #include "tandem/kernels/moe_experts.hpp"
@@ -149,6 +151,37 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
   rows.push_back({"moe_combine", s, "fp32 out", max_rel_error(dout32.get(), cref), 1e-5, 0, ""});
 }
 
+// Entries of a and b whose bits differ.
+long differing(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
+  long bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return bad;
+}
+
+// The wgmma form's other tiles (pairs x stages) give the default tile's bits (base), and its SiLU
+// form gives grouped_gemm then silu_and_mul_cuda's bits, for every tile.
+void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const std::int32_t* gather, const Dev<std::int32_t>& doff,
+                 const DevAct& dw, int pairs, int E, int n, int kk, const std::vector<float>& base) {
+  const k::WgmmaTile tiles[] = {{64, 4}, {64, 3}, {128, 3}, {128, 4}};
+  for (const k::WgmmaTile& tile : tiles) {
+    char name[96];
+    if (tile.pairs != 64 || tile.stages != 4) {
+      DevAct dy(DType::bf16, sz(static_cast<long>(pairs) * n));
+      op_ok(k::grouped_gemm_cuda(dx.p(), kk, gather, doff.p(), E, dw.p(), n, kk, dy.p(), n, nullptr, k::GroupedForm::wgmma, tile));
+      std::snprintf(name, sizeof name, "grouped_gemm wgmma %dx%d vs 64x4", tile.pairs, tile.stages);
+      rows.push_back({name, s, "bf16", 0, -1, differing(dy.get(), base), "bit for bit, all pairs"});
+    }
+    if (n % 4 != 0) continue;  // the SiLU form's d = n / 2 must be even
+    const int d = n / 2;
+    DevAct dgu(DType::bf16, base), dref(DType::bf16, sz(static_cast<long>(pairs) * d)), dy(DType::bf16, sz(static_cast<long>(pairs) * d));
+    op_ok(k::silu_and_mul_cuda(DType::bf16, dgu.p(), dref.p(), pairs, d));
+    op_ok(k::grouped_gemm_silu_cuda(dx.p(), kk, gather, doff.p(), E, dw.p(), d, kk, dy.p(), d, nullptr, tile));
+    std::snprintf(name, sizeof name, "grouped_gemm_silu wgmma %dx%d vs gemm + silu_and_mul", tile.pairs, tile.stages);
+    rows.push_back({name, s, "bf16", 0, -1, differing(dy.get(), dref.get()), "bit for bit, all pairs"});
+  }
+}
+
 // The grouped GEMM's two forms over pairs sorted here: counts[e] pairs for expert e (zeros too),
 // pair p reading x row gather[p] (a scrambled token) or, without gather, row p. The reference is
 // every pair's own linear_cpu; where that is costly on the CPU it takes every fifth pair of each
@@ -194,8 +227,10 @@ void grouped(std::vector<Row>& rows, const char* what, const std::vector<int>& c
                     stride > 1 ? "every 5th pair" : ""});
   }
   rows.push_back({"grouped_gemm mma vs rows", s, "bf16", max_rel_error(all[0], all[1]), limit_for(DType::bf16), 0, "all pairs"});
-  if (all.size() == 3)
+  if (all.size() == 3) {
     rows.push_back({"grouped_gemm wgmma vs mma", s, "bf16", max_rel_error(all[2], all[0]), limit_for(DType::bf16), 0, "all pairs"});
+    wgmma_tiles(rows, s, dx, with_gather ? dgather.p() : nullptr, doff, dw, pairs, E, n, kk, all[2]);
+  }
 }
 
 // Pair counts of `pairs` pairs spread over E experts by a fixed hash (about even, as a random router).

@@ -392,17 +392,37 @@ Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
   return gemm(g);
 }
 
+bool GlmDecoderCuda::experts_fuse_silu(const QuantWeight& q) const {
+  return moe_fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !(q.on() && experts_read_quantised(q));
+}
+
+k::WgmmaTile GlmDecoderCuda::wgmma_tile(int T) const {
+  k::WgmmaTile tile;
+  // 128-pair tiles read each expert's weight tile once for up to 128 pairs: they pay where experts
+  // average more than 64 (a 64-pair tile re-reads it for each 64).
+  const long pairs = static_cast<long>(T) * K_;
+  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : pairs > 64L * E_ ? 128 : 64;
+  tile.stages = wgmma_stages_ ? wgmma_stages_ : 4;
+  return tile;
+}
+
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
-                                   int n, int k, void* y, long ldy) {
+                                   int n, int k, void* y, long ldy, int T, bool silu) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   const auto form = !grouped_mma_                                ? k::GroupedForm::rows
                     : grouped_wgmma_ && k::grouped_wgmma_ready() ? k::GroupedForm::wgmma
                                                                  : k::GroupedForm::mma;
-  if (!q.on()) return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, w.get(), n, k, y, ldy, stream_, form);
+  const k::WgmmaTile tile = wgmma_tile(T);
+  auto bf16_stack = [&](const void* stack) {
+    return silu ? k::grouped_gemm_silu_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, tile)
+                : k::grouped_gemm_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, form, tile);
+  };
+  if (silu && !experts_fuse_silu(q)) return Error{"expert_gemm: the fused SiLU needs the wgmma form on bf16 experts"};
+  if (!q.on()) return bf16_stack(w.get());
   if (experts_read_quantised(q)) return k::grouped_gemm_quant_cuda(x, ldx, gather, offsets, E, q.a.m, y, ldy, stream_);
   if (auto e = dequant_bf16(q, wscratch_.as<std::uint16_t>(), stream_); !e) return e;
-  return k::grouped_gemm_cuda(x, ldx, gather, offsets, E, wscratch_.get(), n, k, y, ldy, stream_, form);
+  return bf16_stack(wscratch_.get());
 }
 
 Status GlmDecoderCuda::enqueue(int T, int R, int max_context) {
@@ -492,8 +512,11 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   std::uint16_t* latent = fused + q_rows_;
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
-  if (few()) {
-    // The LoRA norms, the key's rotation and the latent's write into the pool: one launch.
+  // The LoRA norms, the key's rotation and the latent's write into the pool: one launch, except in
+  // a prefill that measures the fp8 cache's scales (latent_amax reads the normalised latent rows),
+  // which runs them one by one (the same roundings: glue.hpp), as does CudaOptions::decode_kernels
+  // off.
+  if (opt_.decode_kernels && !measuring_) {
     kernels::LatentPrep p;
     p.fused = fused, p.ld = in_rows_, p.tokens = T, p.lora_q = lora_q_, p.kv_at = q_rows_, p.lora_kv = lora_kv_;
     p.rope_dim = rope_, p.q_norm = a.q_a_norm.get(), p.qlat = qlat_.get(), p.kv_norm = a.kv_a_norm.get();
@@ -509,17 +532,11 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
       err(k::rope_cuda(kBf16, latent + lora_kv_, T, in_rows_, 1, rope_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
       err(trace(TracePoint::latent, l, T));
     }
+  } else {
     if (lora_q_ > 0) {
-      err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
-      mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
+      err(kernels::rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
+      mark("attn q_a norm", 4.0 * T * lora_q_);
     }
-  } else if (lora_q_ > 0) {
-    err(kernels::rmsnorm_rows(fused, in_rows_, T, lora_q_, a.q_a_norm.get(), qlat_.get(), lora_q_, kLoraNormEps, stream_));
-    mark("attn q_a norm", 4.0 * T * lora_q_);
-    err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
-    mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
-  }
-  if (!few()) {
     // The latent row: rmsnorm(c), rope(kr), into the pool.
     err(kernels::rmsnorm_rows(latent, in_rows_, T, lora_kv_, a.kv_a_norm.get(), latent, in_rows_, kLoraNormEps, stream_));
     mark("attn kv_a norm", 4.0 * T * lora_kv_);
@@ -530,6 +547,10 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(kernels::latent_cache_write(latent, in_rows_, T, width_, in_seq(), in_pos(), in_tables(), max_blocks_, block_size_, kv_type_,
                            kv_scales_[static_cast<std::size_t>(l)], layer_pool, stream_));
     mark("attn cache write", T * (2.0 * width_ + kv_row));
+  }
+  if (lora_q_ > 0) {
+    err(qgemm(linear(qlat_.get(), a.q_b, q_.get(), T, lora_q_, static_cast<int>(qw)), a.q_b_q));
+    mark("attn q_b", weight_read(a.q_b_q, 2.0 * static_cast<double>(qw) * lora_q_));
   }
 
   // The attention proper, into attn_ ([T, heads * v_dim]): un-absorbed where the step fits it
@@ -799,11 +820,17 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
                        pair_pos_.as<std::int32_t>(), stream_));
   mark("moe sort", 4.0 * T * K_);
   const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
-  err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
-  mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
-  err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
-  mark("moe silu", 2.0 * T * K_ * 3 * I_);
-  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
+  if (experts_fuse_silu(a.experts_gate_up_q)) {
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, I_, H_, moe_act_.get(), I_, T, true));
+    mark("moe experts gate_up + silu", chosen * expert_bytes * 2 / 3);
+  } else {
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_,
+                    T));
+    mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
+    err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
+    mark("moe silu", 2.0 * T * K_ * 3 * I_);
+  }
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_, T));
   mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));

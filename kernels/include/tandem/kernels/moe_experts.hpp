@@ -5,7 +5,8 @@
 //                   token of each sorted pair, and where each pair went (pair_pos)
 //   grouped_gemm    y[p] = W[e(p)] x[row(p)] for every sorted pair p, one launch for all experts:
 //                   on the tensor cores, a block per (expert, 64 outputs, slot of 64-pair tiles)
-//                   with both operands staged in shared memory (grouped_mma.cuh); or the few-rows
+//                   with both operands staged in shared memory (grouped_mma.cuh; on sm_90 its wgmma
+//                   form, grouped_wgmma.cu, which can also apply SiLU-and-mul); or the few-rows
 //                   kernel, a block per (expert, 32 outputs) applying each weight to the expert's
 //                   pairs eight at a time (rows_gemv.cuh)
 //   grouped_gemm_quant  the same over quantised experts (fp8 block-scaled, NVFP4), each weight tile
@@ -46,9 +47,22 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
 enum class GroupedForm { mma, rows, wgmma };
 // Whether this build and device have GroupedForm::wgmma.
 bool grouped_wgmma_ready();
+// The wgmma form's tile: 64 or 128 pairs (128 stages each weight tile once for twice the pairs:
+// for experts averaging more than 64 pairs) and 3 or 4 copy stages in flight (3: more blocks an
+// SM). The bits do not depend on it.
+struct WgmmaTile {
+  int pairs = 64;
+  int stages = 4;
+};
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,
-                              GroupedForm form = GroupedForm::mma);
+                              GroupedForm form = GroupedForm::mma, WgmmaTile tile = {});
+// y[p][j] = silu(g) * u for j < d, g and u being grouped_gemm's outputs j and d + j over w [n_experts,
+// 2 d, k] rounded to bf16: grouped_gemm_cuda then silu_and_mul_cuda (activation.hpp) in one
+// launch, bit for bit equal to that pair over the wgmma form, without writing gate_up. wgmma form
+// only (grouped_wgmma_ready()); d a multiple of 2.
+Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
+                              const void* w, int d, int k, void* y, long ldy, Stream stream = nullptr, WgmmaTile tile = {});
 
 // grouped_gemm_cuda's tensor-core form over quantised experts (a stack of quant_gemv.hpp, device
 // pointers): expert e's weight is matrices e * per .. e * per + per - 1 of w one under another (per

@@ -26,6 +26,7 @@
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/mla_prefill.hpp"
 #include "tandem/kernels/moe_decode.hpp"
+#include "tandem/kernels/moe_experts.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/sampling_types.hpp"
 #include "tandem/model/cuda_model.hpp"
@@ -357,8 +358,16 @@ class GlmDecoderCuda : public CudaModel {
   // A prefill-sized grouped expert GEMM (moe_experts.hpp) over the bf16 stack w or, when q is on,
   // the quantised one: read as stored (the tiles decoded in shared memory), or with
   // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
+  // With silu (only where experts_fuse_silu(q)): w is gate_up (2 n rows) and y gets silu(gate) * up,
+  // n outputs (grouped_gemm_silu_cuda). T: the step's tokens (the wgmma tile's choice).
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
-                     void* y, long ldy);
+                     void* y, long ldy, int T, bool silu = false);
+  // Whether the experts' gate_up product and its SiLU-and-mul run as one launch: the wgmma form on
+  // bf16 (or dequantised) experts, unless TANDEM_MOE_FUSED_SILU=0.
+  bool experts_fuse_silu(const QuantWeight& q) const;
+  // The wgmma form's tile for a step of T tokens (TANDEM_GROUPED_WGMMA_TILE / _STAGES, else by the
+  // pairs an expert averages).
+  k::WgmmaTile wgmma_tile(int T) const;
   // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
   // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
   // TANDEM_QUANT_PREFILL=dequant.
@@ -509,6 +518,10 @@ class GlmDecoderCuda : public CudaModel {
   // GPU has it (grouped_wgmma_ready; 1.15-1.2x the mma.sync form's step on an H100,
   // engine/bench/results/h100-s12-experts-2026-12-07.md); 0: the mma.sync form.
   bool grouped_wgmma_ = true;
+  // TANDEM_GROUPED_WGMMA_TILE=auto|64|128 and TANDEM_GROUPED_WGMMA_STAGES=auto|3|4 (0: auto, the
+  // choice of wgmma_tile), TANDEM_MOE_FUSED_SILU=0|1 (experts_fuse_silu).
+  int wgmma_tile_pairs_ = 0, wgmma_stages_ = 0;
+  bool moe_fused_silu_ = true;
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;

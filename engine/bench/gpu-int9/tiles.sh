@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 13's first call: the routed experts' wgmma GEMM in tiles of 128 pairs and 3 stages
+# (WgmmaTile), its SiLU-and-mul fused into the gate_up launch, and the prefill's MLA glue (LoRA
+# norms, key rope, cache write) in latent_prep's one launch. Checks: gpu_check gemm (the tiles bit
+# for bit against 64 x 4, the SiLU form bit for bit against gemm + silu_and_mul), elementwise
+# (latent_prep), the model (greedy and logits against the CPU reference), DFlash, glm5_next,
+# memcheck of gemm. Then the 2 B bf16 model's prefill at 1 x 512 and 1 x 4096 in each tile and with
+# the SiLU launch apart, two rounds, the 1 x 512 profile, beside transformers eager and compiled.
+# Output under $OUT/int9 (int9.tgz):
+#   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/tiles.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-330}
+source "$here/lib.sh"
+echo "# 1. checks ($SECONDS s)"
+for group in gemm elementwise; do
+  check "gpu_check.$group" 120 "$B/gpu_check" "$group"
+  grep -E "FAIL|wgmma" "$O/gpu_check.$group.txt" | cut -c1-200; tail -1 "$O/gpu_check.$group.txt"
+done
+check cuda_model_check 60 "$B/cuda_model_check" "$FX"
+grep -E "FAIL|tokens in one step" "$O"/cuda_model_check*.txt | head -8 | cut -c1-200
+check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
+check glm5_next_cuda_check 60 "$B/glm5_next_cuda_check" "$FX"
+check memcheck.gemm 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" gemm
+
+echo "# 2. 2 B bf16 prefill: transformers eager (it writes the model), then tandem's tiles ($SECONDS s)"
+timeout 150 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches none \
+  --prefill 512,4096 >"$O/hf-eager.txt" 2>&1
+echo "## transformers eager (exit $?)"; grep -E "^model|^prefill|FAILED" "$O/hf-eager.txt" | cut -c1-160
+for round in 1 2; do
+  bench "2b-default-r$round" 60 /tmp/m2b -- --batches none --prefill 512,4096
+  bench "2b-silu-apart-r$round" 60 /tmp/m2b TANDEM_MOE_FUSED_SILU=0 -- --batches none --prefill 512,4096
+  bench "2b-64x4-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512,4096
+  bench "2b-64x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
+  bench "2b-128x4-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512,4096
+  bench "2b-128x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
+done
+bench 2b-profile512 60 /tmp/m2b -- --batches none --prefill 512 --profile-prefill 512
+bench 2b-profile512-128x3 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512 --profile-prefill 512
+echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
+compiled_peer /tmp/m2b 512,4096
+finish /tmp/m2b
