@@ -1,4 +1,5 @@
 // Router logits, the expert sort, the grouped expert GEMM and the weighted combine (moe_experts.hpp).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -75,6 +76,67 @@ __global__ void moe_combine_kernel(const bf16* y, const std::int32_t* pair_pos, 
       if (p >= 0) s += weight[t * top_k + i] * __bfloat162float(y[static_cast<long>(p) * hidden + h]);
     }
     out[static_cast<long>(t) * hidden + h] = cuda::from_float<T>(s);
+  }
+}
+
+// moe_combine_kernel eight outputs a thread, for rows of whole 16-byte units (hidden % 8 == 0, the
+// buffers aligned): a token's pair positions and weights read once, its top_k rows of y in flight
+// together. Each output's sum is moe_combine_kernel's, term by term in the same order (the bits).
+template <class T>
+__device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __bfloat162float(e[j]);
+  }
+}
+
+template <class T>
+__global__ void moe_combine8_kernel(const bf16* y, const std::int32_t* pair_pos, const float* weight, int top_k, int hidden, const T* add,
+                                    T* out) {
+  const int t = blockIdx.x, h0 = (static_cast<int>(blockIdx.y * blockDim.x) + static_cast<int>(threadIdx.x)) * 8;
+  if (h0 >= hidden) return;
+  float s[8];
+  if (add) {
+    load8(add + static_cast<long>(t) * hidden + h0, s);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s[j] = 0.f;
+  }
+  for (int i = 0; i < top_k; ++i) {
+    const int p = pair_pos[t * top_k + i];
+    if (p < 0) continue;
+    const float w = weight[t * top_k + i];
+    float v[8];
+    load8(y + static_cast<long>(p) * hidden + h0, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s[j] += w * v[j];
+  }
+  T* o = out + static_cast<long>(t) * hidden + h0;
+  if constexpr (sizeof(T) == 4) {
+    reinterpret_cast<float4*>(o)[0] = make_float4(s[0], s[1], s[2], s[3]);
+    reinterpret_cast<float4*>(o)[1] = make_float4(s[4], s[5], s[6], s[7]);
+  } else {
+    *reinterpret_cast<uint4*>(o) = make_uint4(cuda::pack_bf16(s[0], s[1]), cuda::pack_bf16(s[2], s[3]), cuda::pack_bf16(s[4], s[5]),
+                                              cuda::pack_bf16(s[6], s[7]));
+  }
+}
+
+// The combine's launch: eight outputs a thread where every row is whole 16-byte units.
+template <class T>
+void launch_combine(const bf16* y, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k, int hidden, const T* add, T* out,
+                    Stream stream) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
+  if (hidden % 8 == 0 && aligned(y) && aligned(out) && (!add || aligned(add))) {
+    const int units = hidden / 8, threads = std::min(256, (units + 31) / 32 * 32);
+    const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((units + threads - 1) / threads));
+    moe_combine8_kernel<T><<<grid, threads, 0, stream>>>(y, pair_pos, weight, top_k, hidden, add, out);
+  } else {
+    moe_combine_kernel<T><<<tokens, 256, 0, stream>>>(y, pair_pos, weight, top_k, hidden, add, out);
   }
 }
 
@@ -159,8 +221,8 @@ Status moe_combine_cuda(const void* y, const std::int32_t* pair_pos, const float
                              int hidden, const void* add, void* out, Stream stream) {
   if (tokens < 0 || top_k <= 0 || hidden <= 0) return Error{"moe_combine: bad shape"};
   if (tokens == 0) return {};
-  moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden,
-                                                 static_cast<const bf16*>(add), static_cast<bf16*>(out));
+  launch_combine(static_cast<const bf16*>(y), pair_pos, weight, tokens, top_k, hidden, static_cast<const bf16*>(add), static_cast<bf16*>(out),
+                 stream);
   return TANDEM_CUDA_LAUNCHED("moe_combine_kernel");
 }
 
@@ -168,7 +230,7 @@ Status moe_combine_f32_cuda(const void* y, const std::int32_t* pair_pos, const f
                                  int hidden, const float* add, float* out, Stream stream) {
   if (tokens < 0 || top_k <= 0 || hidden <= 0) return Error{"moe_combine: bad shape"};
   if (tokens == 0) return {};
-  moe_combine_kernel<<<tokens, 256, 0, stream>>>(static_cast<const bf16*>(y), pair_pos, weight, top_k, hidden, add, out);
+  launch_combine(static_cast<const bf16*>(y), pair_pos, weight, tokens, top_k, hidden, add, out, stream);
   return TANDEM_CUDA_LAUNCHED("moe_combine_kernel (fp32 out)");
 }
 

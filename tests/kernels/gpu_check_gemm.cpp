@@ -266,6 +266,7 @@ void check_gemm(std::vector<Row>& rows) {
   experts(rows, 1, 32, 4, 2048, 1536);
   experts(rows, 21, 6, 2, 64, 48);
   experts(rows, 300, 64, 4, 256, 96);
+  experts(rows, 9, 8, 3, 40, 44);  // rows not whole 16-byte units: the combine's one-a-thread path
   // The 2 B glm4_moe_lite's routed experts at a 512-token prefill (top 4 of 32): gate_up, down.
   grouped(rows, "2B gate_up", spread(2048, 32), 512, 2048, 2 * 768, true);
   grouped(rows, "2B down", spread(2048, 32), 512, 768, 2048, false);
