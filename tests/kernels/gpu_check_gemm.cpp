@@ -182,6 +182,36 @@ void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const 
   }
 }
 
+// gemm_silu (a dense MLP's gate_up and SiLU in one wgmma launch) over m rows: against the CPU
+// (linear_cpu, rounded to bf16 as stored, then silu_mul, rounded), and bit for bit against
+// grouped_gemm_silu over one expert holding every row, for each tile.
+void dense_silu(std::vector<Row>& rows, int m, int kk, int d) {
+  if (!k::grouped_wgmma_ready()) return;
+  const auto x = as_stored(DType::bf16, normal(sz(static_cast<long>(m) * kk), 1.f, 61));
+  const auto w = as_stored(DType::bf16, normal(sz(static_cast<long>(2 * d) * kk), 0.05f, 62));
+  std::vector<float> gu(sz(static_cast<long>(m) * 2 * d)), ref(sz(static_cast<long>(m) * d));
+  k::linear_cpu(x.data(), w.data(), nullptr, gu.data(), m, kk, 2 * d);
+  gu = as_stored(DType::bf16, gu);
+  for (int r = 0; r < m; ++r)
+    for (int j = 0; j < d; ++j) {
+      const float g = gu[sz(static_cast<long>(r) * 2 * d + j)], u = gu[sz(static_cast<long>(r) * 2 * d + d + j)];
+      ref[sz(static_cast<long>(r) * d + j)] = g / (1.f + std::exp(-g)) * u;
+    }
+  DevAct dx(DType::bf16, x), dw(DType::bf16, w);
+  Dev<std::int32_t> doff(std::vector<std::int32_t>{0, m});
+  const std::string s = shape_of(m, kk, d, " (gate | up)");
+  for (const k::WgmmaTile tile : {k::WgmmaTile{64, 4}, k::WgmmaTile{128, 3}}) {
+    DevAct dy(DType::bf16, sz(static_cast<long>(m) * d)), dg(DType::bf16, sz(static_cast<long>(m) * d));
+    op_ok(k::gemm_silu_cuda(dx.p(), kk, m, dw.p(), d, kk, dy.p(), d, nullptr, tile));
+    op_ok(k::grouped_gemm_silu_cuda(dx.p(), kk, nullptr, doff.p(), 1, dw.p(), d, kk, dg.p(), d, nullptr, tile));
+    char name[64];
+    std::snprintf(name, sizeof name, "gemm_silu wgmma %dx%d", tile.pairs, tile.stages);
+    const auto got = dy.get();
+    rows.push_back({name, s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)), limit_for(DType::bf16), 0, ""});
+    rows.push_back({std::string(name) + " vs one expert", s, "bf16", 0, -1, differing(got, dg.get()), "bit for bit"});
+  }
+}
+
 // The grouped GEMM's two forms over pairs sorted here: counts[e] pairs for expert e (zeros too),
 // pair p reading x row gather[p] (a scrambled token) or, without gather, row p. The reference is
 // every pair's own linear_cpu; where that is costly on the CPU it takes every fifth pair of each
@@ -273,6 +303,8 @@ void check_gemm(std::vector<Row>& rows) {
   grouped(rows, "skewed", skewed(), 512, 256, 200, true);
   grouped(rows, "odd", {0, 1, 65, 63, 130, 0}, 50, 72, 45, true);
   grouped(rows, "odd", {3, 0, 64, 129}, 196, 136, 70, false);
+  dense_silu(rows, 300, 256, 96);
+  dense_silu(rows, 512, 2048, 768);  // the 2 B model's shared expert at a 512-token prefill
 }
 
 }  // namespace gpu_check

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Session 13's first call: the routed experts' wgmma GEMM in tiles of 128 pairs and 3 stages
-# (WgmmaTile), its SiLU-and-mul fused into the gate_up launch, and the prefill's MLA glue (LoRA
-# norms, key rope, cache write) in latent_prep's one launch. Checks: gpu_check gemm (the tiles bit
-# for bit against 64 x 4, the SiLU form bit for bit against gemm + silu_and_mul), elementwise
-# (latent_prep), the model (greedy and logits against the CPU reference), DFlash, glm5_next,
-# memcheck of gemm. Then the 2 B bf16 model's prefill at 1 x 512 and 1 x 4096 in each tile and with
-# the SiLU launch apart, two rounds, the 1 x 512 profile, beside transformers eager and compiled.
+# (WgmmaTile), SiLU-and-mul fused into the experts' gate_up launch and, through the same kernel
+# over every row (gemm_silu), into prefill's dense MLPs (the shared expert, the first layer), the
+# prefill's MLA glue (LoRA norms, key rope, cache write) in latent_prep's one launch, and the MoE
+# combine eight outputs a thread. Checks: gpu_check gemm (the tiles bit for bit against 64 x 4, the
+# SiLU forms bit for bit against gemm + silu_and_mul and against each other, the combine's two
+# paths), elementwise (latent_prep), the model (greedy and logits against the CPU reference),
+# DFlash, glm5_next, memcheck of gemm. Then the 2 B bf16 model's prefill at 1 x 512 and 1 x 4096 in
+# each tile and with the SiLU launches apart (TANDEM_FUSED_SILU=0), two rounds, the 1 x 512
+# profiles, beside transformers eager and compiled.
 # Output under $OUT/int9 (int9.tgz):
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/tiles.sh
 set -u
@@ -28,7 +31,7 @@ timeout 150 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eage
 echo "## transformers eager (exit $?)"; grep -E "^model|^prefill|FAILED" "$O/hf-eager.txt" | cut -c1-160
 for round in 1 2; do
   bench "2b-default-r$round" 60 /tmp/m2b -- --batches none --prefill 512,4096
-  bench "2b-silu-apart-r$round" 60 /tmp/m2b TANDEM_MOE_FUSED_SILU=0 -- --batches none --prefill 512,4096
+  bench "2b-silu-apart-r$round" 60 /tmp/m2b TANDEM_FUSED_SILU=0 -- --batches none --prefill 512,4096
   bench "2b-64x4-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512,4096
   bench "2b-64x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
   bench "2b-128x4-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512,4096

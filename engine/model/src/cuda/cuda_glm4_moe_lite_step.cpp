@@ -393,15 +393,21 @@ Status GlmDecoderCuda::qgemm(k::GemmArgs g, const QuantWeight& q) {
 }
 
 bool GlmDecoderCuda::experts_fuse_silu(const QuantWeight& q) const {
-  return moe_fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !(q.on() && experts_read_quantised(q));
+  return fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !(q.on() && experts_read_quantised(q));
 }
 
-k::WgmmaTile GlmDecoderCuda::wgmma_tile(int T) const {
+bool GlmDecoderCuda::mlp_fuses_silu(const Mlp& m) const {
+  return fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !m.gate_up_q.on();
+}
+
+k::WgmmaTile GlmDecoderCuda::wgmma_tile(int T, bool dense) const {
   k::WgmmaTile tile;
   // 128-pair tiles read each expert's weight tile once for up to 128 pairs: they pay where experts
-  // average more than 64 (a 64-pair tile re-reads it for each 64).
+  // average more than 64 (a 64-pair tile re-reads it for each 64). A dense product keeps 64-row
+  // tiles (more blocks) until the rows fill the GPU with 128.
   const long pairs = static_cast<long>(T) * K_;
-  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : pairs > 64L * E_ ? 128 : 64;
+  const bool wide = dense ? T >= 2048 : pairs > 64L * E_;
+  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : wide ? 128 : 64;
   tile.stages = wgmma_stages_ ? wgmma_stages_ : 4;
   return tile;
 }
@@ -698,6 +704,9 @@ Status GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   } else if (few() && !m.gate_up_q.on() && k::gemv_fits(v)) {
     err(k::gemv_cuda(v, stream_));
     mark("mlp gate_up + silu", gu);
+  } else if (!few() && mlp_fuses_silu(m)) {
+    err(k::gemm_silu_cuda(h_.get(), H_, T, m.gate_up.get(), m.width, H_, mlp_act_.get(), m.width, stream_, wgmma_tile(T, true)));
+    mark("mlp gate_up + silu (wgmma)", gu);
   } else {
     err(qgemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width), m.gate_up_q));
     mark("mlp gate_up", weight_read(m.gate_up_q, gu));

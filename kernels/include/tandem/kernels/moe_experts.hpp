@@ -63,6 +63,10 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
 // only (grouped_wgmma_ready()); d a multiple of 2.
 Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
                               const void* w, int d, int k, void* y, long ldy, Stream stream = nullptr, WgmmaTile tile = {});
+// The same kernel over one expert and every one of `rows` rows of x: a dense MLP's gate_up and its
+// SiLU-and-mul in one launch (w: [2 d, k]; y: [rows, d]). wgmma form only, as above.
+Status gemm_silu_cuda(const void* x, long ldx, int rows, const void* w, int d, int k, void* y, long ldy, Stream stream = nullptr,
+                      WgmmaTile tile = {});
 
 // grouped_gemm_cuda's tensor-core form over quantised experts (a stack of quant_gemv.hpp, device
 // pointers): expert e's weight is matrices e * per .. e * per + per - 1 of w one under another (per

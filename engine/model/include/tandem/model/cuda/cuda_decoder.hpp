@@ -363,11 +363,14 @@ class GlmDecoderCuda : public CudaModel {
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
                      void* y, long ldy, int T, bool silu = false);
   // Whether the experts' gate_up product and its SiLU-and-mul run as one launch: the wgmma form on
-  // bf16 (or dequantised) experts, unless TANDEM_MOE_FUSED_SILU=0.
+  // bf16 (or dequantised) experts, unless TANDEM_FUSED_SILU=0.
   bool experts_fuse_silu(const QuantWeight& q) const;
+  // Whether a prefill-sized dense MLP's gate_up and SiLU-and-mul run as one wgmma launch
+  // (gemm_silu_cuda): bf16 weights, the wgmma form, unless TANDEM_FUSED_SILU=0.
+  bool mlp_fuses_silu(const Mlp& m) const;
   // The wgmma form's tile for a step of T tokens (TANDEM_GROUPED_WGMMA_TILE / _STAGES, else by the
-  // pairs an expert averages).
-  k::WgmmaTile wgmma_tile(int T) const;
+  // pairs an expert averages, or for a dense product (dense) by T).
+  k::WgmmaTile wgmma_tile(int T, bool dense = false) const;
   // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
   // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
   // TANDEM_QUANT_PREFILL=dequant.
@@ -519,9 +522,9 @@ class GlmDecoderCuda : public CudaModel {
   // engine/bench/results/h100-s12-experts-2026-12-07.md); 0: the mma.sync form.
   bool grouped_wgmma_ = true;
   // TANDEM_GROUPED_WGMMA_TILE=auto|64|128 and TANDEM_GROUPED_WGMMA_STAGES=auto|3|4 (0: auto, the
-  // choice of wgmma_tile), TANDEM_MOE_FUSED_SILU=0|1 (experts_fuse_silu).
+  // choice of wgmma_tile), TANDEM_FUSED_SILU=0|1 (experts_fuse_silu, mlp_fuses_silu).
   int wgmma_tile_pairs_ = 0, wgmma_stages_ = 0;
-  bool moe_fused_silu_ = true;
+  bool fused_silu_ = true;
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
