@@ -818,11 +818,17 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     err(trace(TracePoint::routing, -1, T));
     return err.ok() ? moe_decode_experts(a, T, dec, chosen) : err.status;
   }
-  err(router_logits(a, T));
-  mark("moe router logits", router);
-  err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
-                        weight_.as<float>(), stream_));
-  mark("moe route", 4.0 * T * E_);
+  if (router_tiles_ && k::moe_router_route_tiles_fits(H_, E_, m.n_group)) {
+    err(k::moe_router_route_tiles_cuda(routing, h32_.as<float>(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
+                                       expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
+    mark("moe router + route (tiles)", router + 4.0 * T * H_);
+  } else {
+    err(router_logits(a, T));
+    mark("moe router logits", router);
+    err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
+                          weight_.as<float>(), stream_));
+    mark("moe route", 4.0 * T * E_);
+  }
   err(trace(TracePoint::routing, -1, T));
   // Pairs routed to another rank's experts are left out (pair_pos -1): the combine skips them.
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, experts_.begin, experts_.size(), offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),

@@ -525,6 +525,9 @@ class GlmDecoderCuda : public CudaModel {
   // choice of wgmma_tile), TANDEM_FUSED_SILU=0|1 (experts_fuse_silu, mlp_fuses_silu).
   int wgmma_tile_pairs_ = 0, wgmma_stages_ = 0;
   bool fused_silu_ = true;
+  // TANDEM_ROUTER_TILES=0|1: a prefill's router logits and routing in one launch of token tiles
+  // (moe_router_route_tiles_cuda, where it fits), else cuBLASLt's product and moe_route.
+  bool router_tiles_ = true;
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
