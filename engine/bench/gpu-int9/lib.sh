@@ -29,13 +29,15 @@ bench() {  # bench NAME SECONDS MODEL [VAR=value ...] -- FLAGS...
   grep -E "^prefill|^\| [0-9]+ \| graphs|moe experts|flash prefill|paged attention|\*\*sum|tandem-bench-cuda:" "$O/$name.txt" | cut -c1-160
   [ "$rc" -eq 0 ] || slow+=("$name")
 }
-# compiled_peer MODEL LENGTHS: transformers compiled (static cache, reduce-overhead), prefill only
-# (its decode crashes in the cudagraph step), on hf_bench.py's model, while time is left.
+# compiled_peer MODEL LENGTHS [NAME]: transformers compiled (static cache, reduce-overhead), prefill
+# only (its decode crashes in the cudagraph step), on hf_bench.py's model, while time is left;
+# output in NAME.json / .txt (default hf-compiled).
 compiled_peer() {
-  [ $SECONDS -lt "$budget" ] || { echo "## transformers compiled: skipped (at $SECONDS s)"; return; }
-  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write "$1" --json "$O/hf-compiled.json" --batches none \
-    --prefill "$2" --compile >"$O/hf-compiled.txt" 2>&1
-  echo "## transformers compiled, prefill only (exit $?)"; grep -E "^prefill|FAILED" "$O/hf-compiled.txt" | cut -c1-200
+  local name=${3:-hf-compiled}
+  [ $SECONDS -lt "$budget" ] || { echo "## transformers compiled $2: skipped (at $SECONDS s)"; return; }
+  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write "$1" --json "$O/$name.json" --batches none \
+    --prefill "$2" --compile >"$O/$name.txt" 2>&1
+  echo "## transformers compiled $2, prefill only (exit $?)"; grep -E "^prefill|FAILED" "$O/$name.txt" | cut -c1-200
 }
 # finish MODEL: remove the model, say what failed, pack the output; the call's status is the checks'.
 finish() {

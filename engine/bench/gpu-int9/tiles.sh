@@ -11,7 +11,8 @@
 # against the CPU reference), DFlash, glm5_next, memcheck of gemm and decode. Then the 2 B bf16
 # model's prefill at 1 x 512 and 1 x 4096: the defaults, all of the above as before (old), the SiLU
 # launches apart (TANDEM_FUSED_SILU=0), the router apart (TANDEM_ROUTER_TILES=0), each tile; two
-# rounds; the 1 x 512 profiles; beside transformers eager and compiled.
+# rounds; the 1 x 512 profiles; beside transformers eager and compiled (and compiled at 1 x 32768
+# while time is left: the peer the 1 x 32768 goal names, not yet measured).
 # Output under $OUT/int9 (int9.tgz):
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/tiles.sh
 set -u
@@ -41,10 +42,12 @@ for round in 1 2; do
   bench "2b-128x4-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512,4096
   bench "2b-128x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
 done
+bench 2b-32768 60 /tmp/m2b -- --batches none --prefill 32768
 bench 2b-profile512 60 /tmp/m2b -- --batches none --prefill 512 --profile-prefill 512
 bench 2b-profile512-old 60 /tmp/m2b TANDEM_FUSED_SILU=0 TANDEM_ROUTER_TILES=0 TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=4 -- --batches none --prefill 512 --profile-prefill 512
 bench 2b-profile512-128x3 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512 --profile-prefill 512
 check memcheck.decode 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" decode
 echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 compiled_peer /tmp/m2b 512,4096
+budget=500 compiled_peer /tmp/m2b 32768 hf-compiled-32768
 finish /tmp/m2b
