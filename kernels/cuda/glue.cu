@@ -208,7 +208,7 @@ __global__ void latent_prep_kernel(LatentPrep p) {
   // And the key's first round of rotations (pos and the frequencies are known; fp64 sincos is slow).
   const int half = p.rope_dim / 2;
   double sn0 = 0.0, cs0 = 0.0;
-  if (!query && static_cast<int>(threadIdx.x) < half)
+  if (!query && static_cast<int>(threadIdx.x) < half && !p.angles)
     sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[threadIdx.x]), &sn0, &cs0);
   cuda::pdl_begin();
   if (query && p.lora_q == 0) return;
@@ -243,7 +243,8 @@ __global__ void latent_prep_kernel(LatentPrep p) {
     const float a = __bfloat162float(p.interleaved ? kr[2 * i] : kr[i]);
     const float b = __bfloat162float(p.interleaved ? kr[2 * i + 1] : kr[i + half]);
     double sn = sn0, cs = cs0;
-    if (i != static_cast<int>(threadIdx.x)) sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[i]), &sn, &cs);
+    if (p.angles) cs = p.angles[static_cast<long>(t) * p.rope_dim + i], sn = p.angles[static_cast<long>(t) * p.rope_dim + half + i];
+    else if (i != static_cast<int>(threadIdx.x)) sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[i]), &sn, &cs);
     store<KV>(out + p.lora_kv + i, __bfloat162float(__float2bfloat16_rn(static_cast<float>(a * cs - b * sn))), p.scale);
     store<KV>(out + p.lora_kv + i + half, __bfloat162float(__float2bfloat16_rn(static_cast<float>(b * cs + a * sn))), p.scale);
   }

@@ -35,8 +35,13 @@ __global__ void rope_copy_kernel(RopeCopy c, int heads, int rot_dim, const float
   const int token = blockIdx.x, half = rot_dim / 2;
   float* ab = reinterpret_cast<float*>(cos_sin + rot_dim);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float angle = static_cast<float>(pos[token]) * inv_freq[i];  // fp32, as the reference forms it
-    sincos(static_cast<double>(angle), &cos_sin[half + i], &cos_sin[i]);
+    if (c.angles) {
+      cos_sin[i] = c.angles[static_cast<long>(token) * rot_dim + i];
+      cos_sin[half + i] = c.angles[static_cast<long>(token) * rot_dim + half + i];
+    } else {
+      const float angle = static_cast<float>(pos[token]) * inv_freq[i];  // fp32, as the reference forms it
+      sincos(static_cast<double>(angle), &cos_sin[half + i], &cos_sin[i]);
+    }
   }
   const T* src = static_cast<const T*>(c.src) + token * c.src_token_stride;
   for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
@@ -57,7 +62,25 @@ __global__ void rope_copy_kernel(RopeCopy c, int heads, int rot_dim, const float
   }
 }
 
+// A thread per (token, pair).
+__global__ void rope_angles_kernel(const float* inv_freq, const int* pos, int tokens, int half, double* angles) {
+  const long k = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (k >= static_cast<long>(tokens) * half) return;
+  const long t = k / half;
+  const int i = static_cast<int>(k % half);
+  const float angle = static_cast<float>(pos[t]) * inv_freq[i];  // fp32, as the reference forms it
+  sincos(static_cast<double>(angle), &angles[t * 2 * half + half + i], &angles[t * 2 * half + i]);
+}
+
 }  // namespace
+
+Status rope_angles_cuda(const float* inv_freq, const int* pos, int tokens, int rot_dim, double* angles, Stream stream) {
+  if (rot_dim <= 0 || rot_dim % 2 != 0 || tokens < 0) return Error{"rope_angles: rot_dim must be even and positive, tokens >= 0"};
+  if (tokens == 0) return {};
+  const long n = static_cast<long>(tokens) * (rot_dim / 2);
+  rope_angles_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(inv_freq, pos, tokens, rot_dim / 2, angles);
+  return TANDEM_CUDA_LAUNCHED("rope_angles_kernel");
+}
 
 Status rope_copy_cuda(DType t, const RopeCopy& c, int tokens, int heads, int rot_dim, const float* inv_freq, const int* pos,
                       RopeLayout layout, Stream stream) {

@@ -105,14 +105,23 @@ void rope_copy_in_place(std::vector<Row>& rows, DType t, k::RopeLayout layout) {
   k::RopeCopy c;
   c.src = c.dst = static_cast<char*>(dx.p()) + off, c.src_token_stride = c.dst_token_stride = stride;
   c.src_head_stride = c.dst_head_stride = head_dim;
-  op_ok(k::rope_copy_cuda(t, c, tokens, heads, rot_dim, dinv.p(), dpos.p(), layout));
   op_ok(k::rope_cuda(t, static_cast<char*>(dref.p()) + off, tokens, stride, heads, head_dim, rot_dim, dinv.p(), dpos.p(), layout));
-  const auto got = dx.get(), ref = dref.get();
-  long differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != ref[i];
-  rows.push_back({"rope_copy", std::string(layout == k::RopeLayout::half ? "half" : "interleaved") +
-                                   ", in place, rot 64 after 192 of 256, 37 tok x 20 heads",
-                  k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});
+  const auto ref = dref.get();
+  // Angles formed in the kernel, then read from rope_angles_cuda's table (a prefill's, once a step).
+  Dev<double> dangles(sz(tokens * rot_dim));
+  op_ok(k::rope_angles_cuda(dinv.p(), dpos.p(), tokens, rot_dim, dangles.p()));
+  for (const bool table : {false, true}) {
+    DevAct dy(t, x);
+    c.src = c.dst = static_cast<char*>(dy.p()) + off;
+    c.angles = table ? dangles.p() : nullptr;
+    op_ok(k::rope_copy_cuda(t, c, tokens, heads, rot_dim, dinv.p(), dpos.p(), layout));
+    const auto got = dy.get();
+    long differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != ref[i];
+    rows.push_back({"rope_copy", std::string(layout == k::RopeLayout::half ? "half" : "interleaved") +
+                                     ", in place, rot 64 after 192 of 256, 37 tok x 20 heads" + (table ? ", angles from the table" : ""),
+                    k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});
+  }
 }
 
 void silu_and_mul(std::vector<Row>& rows, DType t, int n_rows, int d) {

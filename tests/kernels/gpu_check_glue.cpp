@@ -7,6 +7,7 @@
 #include "tandem/kernels/capture.hpp"
 #include "tandem/kernels/glue.hpp"
 #include "tandem/kernels/gqa.hpp"
+#include "tandem/kernels/rope.hpp"
 
 namespace gpu_check {
 
@@ -89,6 +90,49 @@ void latent_cache(std::vector<Row>& rows) {
   rows.push_back({"latent_amax", "37 tok x 576 of ld 1024", "bf16", 0, -1, damax.get()[0] != amax, "running max"});
 }
 
+// latent_prep (the MLA glue in one launch) against its unfused launches (rmsnorm_rows twice,
+// rope_cuda, latent_cache_write) on the GLM-4.7-Flash shapes (query LoRA 768, latent 512 + rope 64
+// in fused rows of 1344), bit for bit: the query latent and the pool, with the angles computed in
+// the kernel and taken from rope_angles_cuda (a prefill's once-a-step table).
+void latent_prep(std::vector<Row>& rows) {
+  const int tokens = 37, lora_q = 768, lora_kv = 512, rope = 64, width = lora_kv + rope, block = 16, max_blocks = 4, blocks = 8;
+  const long ld = lora_q + width;
+  const auto fused = as_stored(DType::bf16, normal(sz(tokens * ld), 2.f, 34));
+  const auto qn = as_stored(DType::bf16, normal(sz(lora_q), 0.3f, 35)), kvn = as_stored(DType::bf16, normal(sz(lora_kv), 0.3f, 36));
+  std::vector<std::int32_t> seq(sz(tokens)), pos(sz(tokens)), tables{5, 2, 7, 0, 1, 6, 3, 4};
+  for (int t = 0; t < tokens; ++t) seq[sz(t)] = t % 2, pos[sz(t)] = t / 2 + (t % 2) * 20;
+  std::vector<float> inv(sz(rope / 2));
+  k::rope_inv_freq(inv.data(), rope, 1e6);
+  const std::vector<float> zeros(sz(static_cast<long>(blocks) * block * width), 0.f);
+  DevAct dfused(DType::bf16, fused), dqn(DType::bf16, qn), dkvn(DType::bf16, kvn), dref(DType::bf16, zeros);
+  DevAct dqlat_ref(DType::bf16, sz(tokens * lora_q));
+  Dev<std::int32_t> dseq(seq), dpos(pos), dtab(tables);
+  Dev<float> dinv(inv);
+  Dev<double> dangles(sz(tokens * rope));
+  op_ok(k::rope_angles_cuda(dinv.p(), dpos.p(), tokens, rope, dangles.p(), nullptr));
+  for (const bool table : {false, true}) {
+    DevAct dcache(DType::bf16, zeros), dqlat(DType::bf16, sz(tokens * lora_q));
+    k::LatentPrep p;
+    p.fused = dfused.p(), p.ld = ld, p.tokens = tokens, p.lora_q = lora_q, p.kv_at = lora_q, p.lora_kv = lora_kv, p.rope_dim = rope;
+    p.q_norm = dqn.p(), p.qlat = dqlat.p(), p.kv_norm = dkvn.p(), p.eps = 1e-6f, p.inv_freq = dinv.p(), p.interleaved = true;
+    p.token_seq = dseq.p(), p.token_pos = dpos.p(), p.block_tables = dtab.p(), p.max_blocks = max_blocks, p.block_size = block;
+    p.cache_type = DType::bf16, p.cache = dcache.p(), p.angles = table ? dangles.p() : nullptr;
+    op_ok(k::latent_prep(p, nullptr));
+    if (!table) {  // the unfused launches, on a copy of the fused rows (the latent part is rewritten in place)
+      DevAct dwork(DType::bf16, fused);
+      auto* latent = static_cast<std::uint16_t*>(dwork.p()) + lora_q;
+      op_ok(g::rmsnorm_rows(dwork.p(), ld, tokens, lora_q, dqn.p(), dqlat_ref.p(), lora_q, 1e-6f, nullptr));
+      op_ok(g::rmsnorm_rows(latent, ld, tokens, lora_kv, dkvn.p(), latent, ld, 1e-6f, nullptr));
+      op_ok(k::rope_cuda(DType::bf16, latent + lora_kv, tokens, ld, 1, rope, rope, dinv.p(), dpos.p(), k::RopeLayout::interleaved, nullptr));
+      op_ok(g::latent_cache_write(latent, ld, tokens, width, dseq.p(), dpos.p(), dtab.p(), max_blocks, block, DType::bf16, 1.f, dref.p(),
+                                  nullptr));
+    }
+    rows.push_back({"latent_prep", std::string("37 tok, LoRA 768, latent 512 + rope 64") + (table ? ", angles from the table" : ""),
+                    "bf16", 0, -1, count_differ(dcache.get(), dref.get()) + count_differ(dqlat.get(), dqlat_ref.get()),
+                    "= the unfused glue, bit for bit"});
+  }
+}
+
 // Rows of whole 16-byte units (768: the copy in 8-entry pieces) and of odd width (770: entry by entry).
 void gather(std::vector<Row>& rows, int width) {
   const int n_src = 40;
@@ -138,6 +182,7 @@ void check_glue(std::vector<Row>& rows) {
   add_rmsnorm(rows, DType::bf16, 3, 4096);
   head_rmsnorm(rows, 6, 8, 2, 128);
   latent_cache(rows);
+  latent_prep(rows);
   gather_and_capture(rows);
 }
 

@@ -4,10 +4,12 @@
 # over every row (gemm_silu), into prefill's dense MLPs (the shared expert, the first layer), the
 # prefill's MLA glue (LoRA norms, key rope, cache write) in latent_prep's one launch, the MoE
 # combine eight outputs a thread, and the prefill's router logits and routing in one launch of
-# 16-token tiles over a cluster of 8 blocks (moe_router_route_tiles).
+# 16-token tiles over a cluster of 8 blocks (moe_router_route_tiles), the rotary angles once a
+# prefill step (rope_angles) for every layer's query and key rotations.
 # Checks: gpu_check gemm (the tiles bit for bit against 64 x 4, the SiLU forms bit for bit against
 # gemm + silu_and_mul and against each other, the combine's two paths), decode (the tiled router's
-# ids exactly and weights against the CPU), elementwise (latent_prep), the model (greedy and logits
+# ids exactly and weights against the CPU), elementwise (rope_copy with the angle table), glue
+# (latent_prep against its unfused launches, both ways), the model (greedy and logits
 # against the CPU reference), DFlash, glm5_next, memcheck of gemm and decode. Then the 2 B bf16
 # model's prefill at 1 x 512 and 1 x 4096: the defaults, all of the above as before (old), the SiLU
 # launches apart (TANDEM_FUSED_SILU=0), the router apart (TANDEM_ROUTER_TILES=0), each tile; two
@@ -19,7 +21,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-430}
 source "$here/lib.sh"
 echo "# 1. checks ($SECONDS s)"
-for group in gemm decode elementwise; do
+for group in gemm decode elementwise glue; do
   check "gpu_check.$group" 120 "$B/gpu_check" "$group"
   grep -E "FAIL|wgmma" "$O/gpu_check.$group.txt" | cut -c1-200; tail -1 "$O/gpu_check.$group.txt"
 done

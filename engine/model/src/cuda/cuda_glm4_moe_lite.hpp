@@ -75,6 +75,9 @@ class Glm4MoeLiteCuda final : public GlmDecoderCuda {
   const Glm4MoeLiteConfig& c_;
   int nope_ = 0, lora_q_ = 0, lora_kv_ = 0;
   DeviceBuffer qlat_, qattn_, olat_;  // query latent, absorbed queries, attention's latent output
+  // A prefill step's rotary cosines and sines (rope.hpp's rope_angles_cuda), formed at its first
+  // layer for every layer's key and query rotations: [t_cap][rope_] doubles.
+  DeviceBuffer rope_angles_;
   DeviceBuffer mha_state_;  // the un-absorbed prefill's partial softmax state (contexts longer than mha_rows())
 };
 

@@ -548,6 +548,7 @@ Status Glm4MoeLiteCuda::finish_load() {
 Status Glm4MoeLiteCuda::allocate_attention() {
   const std::size_t T = static_cast<std::size_t>(t_cap_), heads = static_cast<std::size_t>(heads_);
   if (auto e = qlat_.allocate(T * static_cast<std::size_t>(std::max(lora_q_, 1)) * 2, "query latent"); !e) return e;
+  if (auto e = rope_angles_.allocate(T * static_cast<std::size_t>(std::max(rope_, 2)) * sizeof(double), "rotary angles"); !e) return e;
   if (auto e = qattn_.allocate(T * heads * static_cast<std::size_t>(width_) * 2, "absorbed queries"); !e) return e;
   if (auto e = olat_.allocate(T * heads * static_cast<std::size_t>(lora_kv_) * 2, "attention latent"); !e) return e;
   // The un-absorbed prefill carries a context longer than one pass's expansion across passes.

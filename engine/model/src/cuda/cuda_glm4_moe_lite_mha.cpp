@@ -71,6 +71,7 @@ Status Glm4MoeLiteCuda::mha_attention(int l, const Layer& a, int T, const char* 
   k::RopeCopy rc;
   rc.src = rc.dst = q + nope_, rc.src_token_stride = rc.dst_token_stride = mha_args().q_stride;
   rc.src_head_stride = rc.dst_head_stride = qk_;
+  rc.angles = rope_angles_.as<double>();  // attention(): formed at the first layer (mha_prefill excludes few-token steps)
   err(k::rope_copy_cuda(kBf16, rc, T, heads_, rope_, inv_freq_.as<float>(), in_pos(), layout, stream_));
   mark("attn rope (query, in place)", 4.0 * T * heads_ * rope_);
   std::vector<int> contexts;

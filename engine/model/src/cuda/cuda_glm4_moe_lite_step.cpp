@@ -522,8 +522,16 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   // a prefill that measures the fp8 cache's scales (latent_amax reads the normalised latent rows),
   // which runs them one by one (the same roundings: glue.hpp), as does CudaOptions::decode_kernels
   // off.
+  // A prefill-class step's rotary angles, once for all layers (few-token steps form theirs in the
+  // kernels, behind their programmatic-launch wait).
+  const double* angles = few() ? nullptr : rope_angles_.as<double>();
+  if (angles && l == 0) {
+    err(k::rope_angles_cuda(inv_freq_.as<float>(), in_pos(), T, rope_, rope_angles_.as<double>(), stream_));
+    mark("attn rope angles (once a step)", 4.0 * T + 8.0 * T * rope_);
+  }
   if (opt_.decode_kernels && !measuring_) {
     kernels::LatentPrep p;
+    p.angles = angles;
     p.fused = fused, p.ld = in_rows_, p.tokens = T, p.lora_q = lora_q_, p.kv_at = q_rows_, p.lora_kv = lora_kv_;
     p.rope_dim = rope_, p.q_norm = a.q_a_norm.get(), p.qlat = qlat_.get(), p.kv_norm = a.kv_a_norm.get();
     p.eps = kLoraNormEps, p.inv_freq = inv_freq_.as<float>(), p.interleaved = c_.rope_interleave;

@@ -90,6 +90,8 @@ struct LatentPrep {
   DType cache_type = DType::bf16;
   float scale = 1.f;
   void* cache = nullptr;
+  // The step's angles (rope.hpp's rope_angles_cuda), when given: read after the wait, not computed.
+  const double* angles = nullptr;
 };
 Status latent_prep(const LatentPrep& p, Stream stream);
 

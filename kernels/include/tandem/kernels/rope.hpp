@@ -51,7 +51,16 @@ struct RopeCopy {
   void* dst = nullptr;
   long dst_token_stride = 0;
   int dst_head_stride = 0;
+  // The step's angles from rope_angles_cuda, when given: read, not computed again (the same values).
+  const double* angles = nullptr;
 };
+// The cosines and sines every rope kernel here forms, once for a step's tokens (a prefill's layers
+// all rotate at the same positions): angles[t * rot_dim + i] = cos and [t * rot_dim + half + i] =
+// sin of fp64(fp32(pos[t]) * inv_freq[i]), i < half = rot_dim / 2, as rope_kernel computes them.
+// A few-token step computes them in place (behind its programmatic-launch wait); a long prompt's
+// fp64 sincos, taken in every block of every layer, costs more than the rotation itself.
+Status rope_angles_cuda(const float* inv_freq, const int* pos, int tokens, int rot_dim, double* angles, Stream stream = nullptr);
+
 Status rope_copy_cuda(DType t, const RopeCopy& c, int tokens, int heads, int rot_dim, const float* inv_freq, const int* pos,
                       RopeLayout layout, Stream stream = nullptr);
 
