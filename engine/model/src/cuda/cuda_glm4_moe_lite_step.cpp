@@ -518,10 +518,6 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
   std::uint16_t* latent = fused + q_rows_;
   char* layer_pool = pool_.as<char>() + static_cast<std::size_t>(l) * layer_bytes_;
   const double kv_row = static_cast<double>(width_) * k::dtype_bytes(kv_type_);
-  // The LoRA norms, the key's rotation and the latent's write into the pool: one launch, except in
-  // a prefill that measures the fp8 cache's scales (latent_amax reads the normalised latent rows),
-  // which runs them one by one (the same roundings: glue.hpp), as does CudaOptions::decode_kernels
-  // off.
   // A prefill-class step's rotary angles, once for all layers (few-token steps form theirs in the
   // kernels, behind their programmatic-launch wait).
   const double* angles = few() ? nullptr : rope_angles_.as<double>();
@@ -529,6 +525,10 @@ Status Glm4MoeLiteCuda::attention(int l, const Layer& a, int T, int max_context)
     err(k::rope_angles_cuda(inv_freq_.as<float>(), in_pos(), T, rope_, rope_angles_.as<double>(), stream_));
     mark("attn rope angles (once a step)", 4.0 * T + 8.0 * T * rope_);
   }
+  // The LoRA norms, the key's rotation and the latent's write into the pool: one launch, except in
+  // a prefill that measures the fp8 cache's scales (latent_amax reads the normalised latent rows),
+  // which runs them one by one (the same roundings: glue.hpp), as does CudaOptions::decode_kernels
+  // off.
   if (opt_.decode_kernels && !measuring_) {
     kernels::LatentPrep p;
     p.angles = angles;
