@@ -267,26 +267,31 @@ __global__ void __launch_bounds__(kNormThreads) norm_router_route_kernel(MoeRout
 // moe_router_route_tiles_cuda: a prefill's router logits and routing in one launch. A cluster of
 // kTileRanks blocks takes kTileTokens tokens; block r sums k in [r, r + 1) * hidden / kTileRanks
 // for every (token, expert) of the tile (x and the router staged through shared memory kTileK
-// columns at a time, a thread holding one token's sums for experts j, j + 16, ..), in k's order;
-// the first block adds the ranks' partial sums in rank order (distributed shared memory) and its
-// warps route the tile's tokens as moe_route_kernel does. The router is read once a tile, not once
-// a token, and the grid covers the GPU from a few hundred tokens; the bits differ from
-// router_logits' (another order of the fp32 sums).
+// columns at a time, the next columns' loads in flight while these are summed; a thread holds one
+// token's sums for experts j, j + 16, .., NE of them), in k's order; the first block adds the
+// ranks' partial sums in rank order (distributed shared memory) and its warps route the tile's
+// tokens as moe_route_kernel does. The router is read once a tile, not once a token, and the grid
+// covers the GPU from a few hundred tokens; the bits differ from router_logits' (another order of
+// the fp32 sums).
 constexpr int kTileTokens = 16, kTileRanks = 8, kTileK = 32, kTileThreads = 256, kTileWarps = kTileThreads / 32;
-constexpr int kTileJ = kTileThreads / kTileTokens;  // experts e, e + kTileJ, .. a thread (e < kTileJ)
+constexpr int kTileJ = kTileThreads / kTileTokens;  // a thread's experts are j, j + kTileJ, .. (j < kTileJ)
 
-struct TileSmem {  // float offsets of the block's shared memory
+// Experts a thread sums: E <= kTileJ * NE, NE one of 2, 4, 8, 16.
+int tile_experts(int E) { return E <= 2 * kTileJ ? 2 : E <= 4 * kTileJ ? 4 : E <= 8 * kTileJ ? 8 : 16; }
+
+struct TileSmem {  // float offsets of the block's shared memory; the router's rows padded to kTileJ NE
   int xs, ws, part, scratch, total;
-  __host__ __device__ TileSmem(int E, int G) {
+  __host__ __device__ TileSmem(int E, int G, int ne) {
     xs = 0;
     ws = xs + kTileTokens * (kTileK + 1);
-    part = ws + E * (kTileK + 1);
+    part = ws + kTileJ * ne * (kTileK + 1);
     scratch = part + kTileTokens * E;  // per warp 2 E + G floats, then kTileWarps x E taken-flags
     total = scratch + kTileWarps * (2 * E + G) + (kTileWarps * E + 3) / 4;
   }
 };
 
 // long-function: the staged products, the cluster's reduction and the routing share the tile.
+template <int NE>
 __global__ void __launch_bounds__(kTileThreads) router_route_tiles_kernel(MoeRouting m, const float* x, int tokens, int hidden,
                                                                           const float* router, const float* bias, std::int32_t* expert,
                                                                           float* weight) {
@@ -295,33 +300,46 @@ __global__ void __launch_bounds__(kTileThreads) router_route_tiles_kernel(MoeRou
   const cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ float smem[];
   const int E = m.n_experts, G = m.n_group, tid = threadIdx.x, rank = static_cast<int>(cluster.block_rank());
-  const TileSmem at(E, G);
+  const TileSmem at(E, G, NE);
   float *xs = smem + at.xs, *ws = smem + at.ws, *part = smem + at.part;
   const int t0 = blockIdx.y * kTileTokens, tt = tid / kTileJ, ej = tid % kTileJ, per = hidden / kTileRanks;
-  float acc[16];  // experts ej + kTileJ i, i < ceil(E / kTileJ) <= 16
+  // A chunk's loads: x's 16 x 32 (two a thread), the router's kTileJ NE x 32 (2 NE a thread; rows
+  // past E are zeros, summed and never stored).
+  constexpr int kX = kTileTokens * kTileK / kTileThreads, kW = kTileJ * NE * kTileK / kTileThreads;
+  float xr[kX], wr[kW];
+  auto load = [&](int k0) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) acc[i] = 0.f;
+    for (int j = 0; j < kX; ++j) {
+      const int i = tid + kTileThreads * j, t = min(t0 + i / kTileK, tokens - 1);
+      xr[j] = x[static_cast<long>(t) * hidden + k0 + i % kTileK];
+    }
+#pragma unroll
+    for (int j = 0; j < kW; ++j) {
+      const int i = tid + kTileThreads * j, r = i / kTileK;
+      wr[j] = r < E ? router[static_cast<long>(r) * hidden + k0 + i % kTileK] : 0.f;
+    }
+  };
+  float acc[NE];
+#pragma unroll
+  for (int i = 0; i < NE; ++i) acc[i] = 0.f;
+  load(rank * per);
   for (int k0 = rank * per; k0 < (rank + 1) * per; k0 += kTileK) {
-    for (int i = tid; i < kTileTokens * kTileK; i += kTileThreads) {
-      const int r = i / kTileK, c = i % kTileK, t = min(t0 + r, tokens - 1);
-      xs[r * (kTileK + 1) + c] = x[static_cast<long>(t) * hidden + k0 + c];
-    }
-    for (int i = tid; i < E * kTileK; i += kTileThreads) {
-      const int r = i / kTileK, c = i % kTileK;
-      ws[r * (kTileK + 1) + c] = router[static_cast<long>(r) * hidden + k0 + c];
-    }
+#pragma unroll
+    for (int j = 0; j < kX; ++j) xs[(tid + kTileThreads * j) / kTileK * (kTileK + 1) + (tid + kTileThreads * j) % kTileK] = xr[j];
+#pragma unroll
+    for (int j = 0; j < kW; ++j) ws[(tid + kTileThreads * j) / kTileK * (kTileK + 1) + (tid + kTileThreads * j) % kTileK] = wr[j];
     __syncthreads();
-#pragma unroll 4
+    if (k0 + kTileK < (rank + 1) * per) load(k0 + kTileK);  // in flight while this chunk is summed
+#pragma unroll 8
     for (int c = 0; c < kTileK; ++c) {
       const float xv = xs[tt * (kTileK + 1) + c];
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        if (ej + kTileJ * i < E) acc[i] += xv * ws[(ej + kTileJ * i) * (kTileK + 1) + c];
+      for (int i = 0; i < NE; ++i) acc[i] += xv * ws[(ej + kTileJ * i) * (kTileK + 1) + c];
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 16; ++i)
+  for (int i = 0; i < NE; ++i)
     if (ej + kTileJ * i < E) part[tt * E + ej + kTileJ * i] = acc[i];
   cluster.sync();  // every rank's partial sums are in its shared memory
   if (rank == 0)
@@ -342,13 +360,27 @@ __global__ void __launch_bounds__(kTileThreads) router_route_tiles_kernel(MoeRou
 #endif
 }
 
+template <int NE>
+cudaError_t launch_tiles(const MoeRouting& m, const float* x, int hidden, const float* router, const float* bias, int tokens,
+                         std::int32_t* expert, float* weight, Stream stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kTileRanks, static_cast<unsigned>((tokens + kTileTokens - 1) / kTileTokens));
+  cfg.blockDim = dim3(kTileThreads), cfg.dynamicSmemBytes = static_cast<std::size_t>(TileSmem(m.n_experts, m.n_group, NE).total) * sizeof(float);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kTileRanks, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, router_route_tiles_kernel<NE>, m, x, tokens, hidden, router, bias, expert, weight);
+}
+
 }  // namespace
 
 bool moe_router_route_tiles_fits(int hidden, int n_experts, int n_group) {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return false;
-  const TileSmem at(n_experts, n_group);
+  const TileSmem at(n_experts, n_group, tile_experts(n_experts));
   return major >= 9 && hidden % (kTileRanks * kTileK) == 0 && n_experts <= 16 * kTileJ &&
          static_cast<std::size_t>(at.total) * sizeof(float) <= 48 * 1024;
 }
@@ -360,16 +392,12 @@ Status moe_router_route_tiles_cuda(const MoeRouting& m, const float* x, int hidd
   if (!moe_router_route_tiles_fits(hidden, m.n_experts, m.n_group))
     return Error{"moe_router_route_tiles: needs an sm_90 GPU, hidden a multiple of 256, at most 256 experts and its tile in 48 KiB"};
   if (tokens == 0) return {};
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kTileRanks, static_cast<unsigned>((tokens + kTileTokens - 1) / kTileTokens));
-  cfg.blockDim = dim3(kTileThreads), cfg.dynamicSmemBytes = static_cast<std::size_t>(TileSmem(m.n_experts, m.n_group).total) * sizeof(float);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kTileRanks, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr, cfg.numAttrs = 1;
-  return TANDEM_CUDA_STATUS(cudaLaunchKernelEx(&cfg, router_route_tiles_kernel, m, x, tokens, hidden, router, correction_bias, expert, weight),
-                            "router_route_tiles_kernel");
+  const int ne = tile_experts(m.n_experts);
+  const cudaError_t e = ne == 2   ? launch_tiles<2>(m, x, hidden, router, correction_bias, tokens, expert, weight, stream)
+                        : ne == 4 ? launch_tiles<4>(m, x, hidden, router, correction_bias, tokens, expert, weight, stream)
+                        : ne == 8 ? launch_tiles<8>(m, x, hidden, router, correction_bias, tokens, expert, weight, stream)
+                                  : launch_tiles<16>(m, x, hidden, router, correction_bias, tokens, expert, weight, stream);
+  return TANDEM_CUDA_STATUS(e, "router_route_tiles_kernel");
 }
 
 Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, const float* router,

@@ -207,7 +207,11 @@ void dense_silu(std::vector<Row>& rows, int m, int kk, int d) {
     char name[64];
     std::snprintf(name, sizeof name, "gemm_silu wgmma %dx%d", tile.pairs, tile.stages);
     const auto got = dy.get();
-    rows.push_back({name, s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)), limit_for(DType::bf16), 0, ""});
+    // A one-ulp difference in g's bf16 rounding (GPU fp32 sums vs the CPU's) moves silu(g) u by up to
+    // about 4x that much where g is near -5 (d ln silu / d ln g = 1 + g (1 - sigmoid(g))): twice
+    // the bf16 bar. The kernel's own rounding is held bit for bit below and in wgmma_tiles.
+    rows.push_back({name, s, "bf16", max_rel_error(got, as_stored(DType::bf16, ref)), 2 * limit_for(DType::bf16), 0,
+                    "bar x2: SiLU amplifies g's rounding"});
     rows.push_back({std::string(name) + " vs one expert", s, "bf16", 0, -1, differing(got, dg.get()), "bit for bit"});
   }
 }

@@ -397,29 +397,27 @@ bool GlmDecoderCuda::experts_fuse_silu(const QuantWeight& q) const {
 }
 
 bool GlmDecoderCuda::mlp_fuses_silu(const Mlp& m) const {
-  return fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !m.gate_up_q.on();
+  return mlp_wgmma_ && fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !m.gate_up_q.on();
 }
 
-k::WgmmaTile GlmDecoderCuda::wgmma_tile(int T, bool dense) const {
+k::WgmmaTile GlmDecoderCuda::wgmma_tile() const {
+  // 64 pairs and 4 stages unless set: 128-pair tiles (each weight tile staged once for up to 128
+  // pairs) lost at 1 x 512 on an H100 (3.6 ms a step against 3.1, 3.4 with 3 stages) and 128 x 4
+  // at 1 x 4096 (15.9 against 15.3 ms; 128 x 3: 14.9), engine/bench/results/h100-s13-tiles-2026-12-07.md.
   k::WgmmaTile tile;
-  // 128-pair tiles read each expert's weight tile once for up to 128 pairs: they pay where experts
-  // average more than 64 (a 64-pair tile re-reads it for each 64). A dense product keeps 64-row
-  // tiles (more blocks) until the rows fill the GPU with 128.
-  const long pairs = static_cast<long>(T) * K_;
-  const bool wide = dense ? T >= 2048 : pairs > 64L * E_;
-  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : wide ? 128 : 64;
+  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : 64;
   tile.stages = wgmma_stages_ ? wgmma_stages_ : 4;
   return tile;
 }
 
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
-                                   int n, int k, void* y, long ldy, int T, bool silu) {
+                                   int n, int k, void* y, long ldy, bool silu) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   const auto form = !grouped_mma_                                ? k::GroupedForm::rows
                     : grouped_wgmma_ && k::grouped_wgmma_ready() ? k::GroupedForm::wgmma
                                                                  : k::GroupedForm::mma;
-  const k::WgmmaTile tile = wgmma_tile(T);
+  const k::WgmmaTile tile = wgmma_tile();
   auto bf16_stack = [&](const void* stack) {
     return silu ? k::grouped_gemm_silu_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, tile)
                 : k::grouped_gemm_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, form, tile);
@@ -713,7 +711,7 @@ Status GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
     err(k::gemv_cuda(v, stream_));
     mark("mlp gate_up + silu", gu);
   } else if (!few() && mlp_fuses_silu(m)) {
-    err(k::gemm_silu_cuda(h_.get(), H_, T, m.gate_up.get(), m.width, H_, mlp_act_.get(), m.width, stream_, wgmma_tile(T, true)));
+    err(k::gemm_silu_cuda(h_.get(), H_, T, m.gate_up.get(), m.width, H_, mlp_act_.get(), m.width, stream_, wgmma_tile()));
     mark("mlp gate_up + silu (wgmma)", gu);
   } else {
     err(qgemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width), m.gate_up_q));
@@ -844,16 +842,15 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   mark("moe sort", 4.0 * T * K_);
   const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
   if (experts_fuse_silu(a.experts_gate_up_q)) {
-    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, I_, H_, moe_act_.get(), I_, T, true));
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, I_, H_, moe_act_.get(), I_, true));
     mark("moe experts gate_up + silu", chosen * expert_bytes * 2 / 3);
   } else {
-    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_,
-                    T));
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
     mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
     err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
     mark("moe silu", 2.0 * T * K_ * 3 * I_);
   }
-  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_, T));
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
   mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));
