@@ -129,8 +129,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[2][8][4], int m0, 
 #endif
 
 // n: outputs of y (for the SiLU form d, half of W's rows: gate rows 0..d-1, up rows d..2d-1).
+// 64 pairs x 3 stages asks for three blocks an SM (at most 168 registers; the 73 KB of stages
+// allow it), which is what fewer stages are for; the others fit two (registers or stages).
 template <int MT, int Stages, bool Silu>
-__global__ void __launch_bounds__(kThreads) grouped_wgmma_kernel(const bf16* x, long ldx, const std::int32_t* gather,
+__global__ void __launch_bounds__(kThreads, MT == 1 && Stages == 3 ? 3 : 1) grouped_wgmma_kernel(const bf16* x, long ldx, const std::int32_t* gather,
                                                                  const std::int32_t* offsets, int rows, const bf16* w, int n, int k,
                                                                  bf16* y, long ldy) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -3,7 +3,7 @@
 # in engine/bench/results/h100-s13-tiles-2026-12-07.md): the tiled router + routing rewritten (a
 # thread's experts a compile-time count, the next columns' loads in flight while these are summed;
 # the first version lost 350 us a 1 x 512 step), the dense MLPs' gemm_silu behind
-# TANDEM_MLP_WGMMA=1, the experts' tile back to 64 x 4 unless set. Checks: gpu_check gemm (the
+# TANDEM_MLP_WGMMA=1, the experts' tile back to 64 x 4 unless set, 64 x 3 at three blocks an SM. Checks: gpu_check gemm (the
 # SiLU forms, the tiles), decode (the tiled router's ids exactly and weights against the CPU at 32,
 # 64 and 160 experts), the model, DFlash, memcheck of decode. Then the 2 B bf16 model's prefill at
 # 1 x 512 and 1 x 4096: the defaults, the session's paths off (old), each switch apart, the tiles
