@@ -43,7 +43,7 @@ struct Shape {
 // rows then W's 128 rows of one step. long-function: the copy pipeline and the products share the
 // stages.
 template <int MT, int Stages>
-__device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&xr)[4 * MT], const bf16* const (&wr)[8], int k,
+__device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&xr)[4 * MT], const bf16* const (&wr)[8], int k, bool l2_256,
                                               float (&acc)[MT][2][8][4]) {
   using S = Shape<MT, Stages>;
   const int tid = threadIdx.x, ch = tid % 8;  // thread tid copies 16-byte piece ch of rows tid / 8 + 16 i
@@ -54,12 +54,14 @@ __device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&
     if (step < steps) {
       const int s = step % Stages, kk = step * kStepK + ch * 8;
       const bool in = kk < k;  // past k: zeros, which add nothing
+      auto piece = [&](bf16* dst, const bf16* src) {
+        if (l2_256) cuda::cp_async16_fill_l2_256(dst, in ? src + kk : src, in ? 16 : 0);
+        else cuda::cp_async16_fill(dst, in ? src + kk : src, in ? 16 : 0);
+      };
 #pragma unroll
-      for (int i = 0; i < 4 * MT; ++i)
-        cuda::cp_async16_fill(xs(s) + cuda::sw128(tid / 8 + 16 * i, ch * 8, S::tile_m), in ? xr[i] + kk : xr[i], in ? 16 : 0);
+      for (int i = 0; i < 4 * MT; ++i) piece(xs(s) + cuda::sw128(tid / 8 + 16 * i, ch * 8, S::tile_m), xr[i]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        cuda::cp_async16_fill(ws(s) + cuda::sw128(tid / 8 + 16 * i, ch * 8, kTileN), in ? wr[i] + kk : wr[i], in ? 16 : 0);
+      for (int i = 0; i < 8; ++i) piece(ws(s) + cuda::sw128(tid / 8 + 16 * i, ch * 8, kTileN), wr[i]);
     }
     cuda::cp_async_commit();  // empty groups past the last step keep the count of groups in flight
   };
@@ -134,7 +136,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[2][8][4], int m0, 
 template <int MT, int Stages, bool Silu>
 __global__ void __launch_bounds__(kThreads, MT == 1 && Stages == 3 ? 3 : 1) grouped_wgmma_kernel(const bf16* x, long ldx, const std::int32_t* gather,
                                                                  const std::int32_t* offsets, int rows, const bf16* w, int n, int k,
-                                                                 bf16* y, long ldy) {
+                                                                 bf16* y, long ldy, bool l2_256) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Shape<MT, Stages>;
   extern __shared__ uint4 smem_raw[];
@@ -157,20 +159,20 @@ __global__ void __launch_bounds__(kThreads, MT == 1 && Stages == 3 ? 3 : 1) grou
     const bf16* xr[4 * MT];
     grouped_rows::pair_rows(x, ldx, gather, m0, p1, xr);
     float acc[MT][2][8][4];
-    tile_products<MT, Stages>(stages, xr, wr, k, acc);
+    tile_products<MT, Stages>(stages, xr, wr, k, l2_256, acc);
 #pragma unroll
     for (int m = 0; m < MT; ++m) store_tile<Silu>(acc[m], m0 + 64 * m, p1, n0, n, y, ldy, pairs_ok);
     __syncthreads();  // the stages are free for the next tile's copies
   }
 #else
-  (void)x, (void)ldx, (void)gather, (void)offsets, (void)rows, (void)w, (void)n, (void)k, (void)y, (void)ldy;
+  (void)x, (void)ldx, (void)gather, (void)offsets, (void)rows, (void)w, (void)n, (void)k, (void)y, (void)ldy, (void)l2_256;
 #endif
 }
 
 // Without offsets (a dense product: one expert, `rows` rows) a slot per tile of rows.
 template <int MT, int Stages, bool Silu>
 Status launch(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows, const void* w, int n,
-              int k, void* y, long ldy, Stream stream) {
+              int k, void* y, long ldy, bool l2_256, Stream stream) {
   using S = Shape<MT, Stages>;
   auto* kernel = grouped_wgmma_kernel<MT, Stages, Silu>;
   static const cudaError_t configured =
@@ -180,18 +182,19 @@ Status launch(const void* x, long ldx, const std::int32_t* gather, const std::in
   const int slots = offsets ? kSlots : (rows + S::tile_m - 1) / S::tile_m;
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>((n + tile_n - 1) / tile_n), static_cast<unsigned>(n_experts));
   kernel<<<grid, kThreads, S::smem_bytes, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, rows, static_cast<const bf16*>(w), n,
-                                                    k, static_cast<bf16*>(y), ldy);
+                                                    k, static_cast<bf16*>(y), ldy, l2_256);
   return TANDEM_CUDA_LAUNCHED("grouped_wgmma_kernel");
 }
 
 template <bool Silu>
 Status launch(WgmmaTile tile, const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows,
               const void* w, int n, int k, void* y, long ldy, Stream stream) {
+  const bool l2 = tile.l2_256;
   if (tile.pairs == 128)
-    return tile.stages == 3 ? launch<2, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream)
-                            : launch<2, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream);
-  return tile.stages == 3 ? launch<1, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream)
-                          : launch<1, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream);
+    return tile.stages == 3 ? launch<2, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream)
+                            : launch<2, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream);
+  return tile.stages == 3 ? launch<1, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream)
+                          : launch<1, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream);
 }
 
 }  // namespace

@@ -163,13 +163,13 @@ long differing(const std::vector<float>& a, const std::vector<float>& b) {
 // form gives grouped_gemm then silu_and_mul_cuda's bits, for every tile.
 void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const std::int32_t* gather, const Dev<std::int32_t>& doff,
                  const DevAct& dw, int pairs, int E, int n, int kk, const std::vector<float>& base) {
-  const k::WgmmaTile tiles[] = {{64, 4}, {64, 3}, {128, 3}, {128, 4}};
+  const k::WgmmaTile tiles[] = {{64, 4, true}, {64, 4, false}, {64, 3, true}, {128, 3, true}, {128, 4, true}};
   for (const k::WgmmaTile& tile : tiles) {
     char name[96];
-    if (tile.pairs != 64 || tile.stages != 4) {
+    if (tile.pairs != 64 || tile.stages != 4 || !tile.l2_256) {
       DevAct dy(DType::bf16, sz(static_cast<long>(pairs) * n));
       op_ok(k::grouped_gemm_cuda(dx.p(), kk, gather, doff.p(), E, dw.p(), n, kk, dy.p(), n, nullptr, k::GroupedForm::wgmma, tile));
-      std::snprintf(name, sizeof name, "grouped_gemm wgmma %dx%d vs 64x4", tile.pairs, tile.stages);
+      std::snprintf(name, sizeof name, "grouped_gemm wgmma %dx%d%s vs 64x4", tile.pairs, tile.stages, tile.l2_256 ? "" : " no L2 prefetch");
       rows.push_back({name, s, "bf16", 0, -1, differing(dy.get(), base), "bit for bit, all pairs"});
     }
     if (n % 4 != 0) continue;  // the SiLU form's d = n / 2 must be even

@@ -3,7 +3,8 @@
 # in engine/bench/results/h100-s13-tiles-2026-12-07.md): the tiled router + routing rewritten (a
 # thread's experts a compile-time count, the next columns' loads in flight while these are summed;
 # the first version lost 350 us a 1 x 512 step), the dense MLPs' gemm_silu behind
-# TANDEM_MLP_WGMMA=1, the experts' tile back to 64 x 4 unless set, 64 x 3 at three blocks an SM. Checks: gpu_check gemm (the
+# TANDEM_MLP_WGMMA=1, the experts' tile back to 64 x 4 unless set, 64 x 3 at three blocks an SM,
+# the experts' copies asking L2 for 256 bytes (TANDEM_GROUPED_WGMMA_L2=0: not). Checks: gpu_check gemm (the
 # SiLU forms, the tiles), decode (the tiled router's ids exactly and weights against the CPU at 32,
 # 64 and 160 experts), the model, DFlash, memcheck of decode. Then the 2 B bf16 model's prefill at
 # 1 x 512 and 1 x 4096: the defaults, the session's paths off (old), each switch apart, the tiles
@@ -34,6 +35,7 @@ for round in 1 2; do
   bench "2b-router-apart-r$round" 60 /tmp/m2b TANDEM_ROUTER_TILES=0 -- --batches none --prefill 512,4096
   bench "2b-silu-apart-r$round" 60 /tmp/m2b TANDEM_FUSED_SILU=0 -- --batches none --prefill 512,4096
   bench "2b-mlp-wgmma-r$round" 60 /tmp/m2b TANDEM_MLP_WGMMA=1 -- --batches none --prefill 512,4096
+  bench "2b-l2off-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_L2=0 -- --batches none --prefill 512,4096
   bench "2b-64x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=64 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
   bench "2b-128x3-r$round" 60 /tmp/m2b TANDEM_GROUPED_WGMMA_TILE=128 TANDEM_GROUPED_WGMMA_STAGES=3 -- --batches none --prefill 512,4096
 done

@@ -407,6 +407,7 @@ k::WgmmaTile GlmDecoderCuda::wgmma_tile() const {
   k::WgmmaTile tile;
   tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : 64;
   tile.stages = wgmma_stages_ ? wgmma_stages_ : 4;
+  tile.l2_256 = wgmma_l2_256_;
   return tile;
 }
 

@@ -49,10 +49,12 @@ enum class GroupedForm { mma, rows, wgmma };
 bool grouped_wgmma_ready();
 // The wgmma form's tile: 64 or 128 pairs (128 stages each weight tile once for twice the pairs:
 // for experts averaging more than 64 pairs) and 3 or 4 copy stages in flight (3: more blocks an
-// SM). The bits do not depend on it.
+// SM), each copy asking L2 for the 256 bytes around it (l2_256: the row's next steps) or not.
+// The bits do not depend on it.
 struct WgmmaTile {
   int pairs = 64;
   int stages = 4;
+  bool l2_256 = true;
 };
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,

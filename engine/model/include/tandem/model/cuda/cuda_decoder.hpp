@@ -525,6 +525,7 @@ class GlmDecoderCuda : public CudaModel {
   // TANDEM_GROUPED_WGMMA_TILE=auto|64|128 and TANDEM_GROUPED_WGMMA_STAGES=auto|3|4 (0: auto, the
   // choice of wgmma_tile), TANDEM_FUSED_SILU=0|1 (experts_fuse_silu, mlp_fuses_silu).
   int wgmma_tile_pairs_ = 0, wgmma_stages_ = 0;
+  bool wgmma_l2_256_ = true;  // TANDEM_GROUPED_WGMMA_L2=0: the copies without the 256-byte L2 prefetch
   bool fused_silu_ = true;
   // TANDEM_ROUTER_TILES=0|1: a prefill's router logits and routing in one launch of token tiles
   // (moe_router_route_tiles_cuda, where it fits), else cuBLASLt's product and moe_route.
