@@ -108,12 +108,6 @@ __device__ __forceinline__ void cp_async16_fill(void* smem, const void* global, 
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(global), "r"(bytes) : "memory");
 }
-// The same, asking L2 to fetch the 256 bytes around the source (the next 16-byte pieces of a row
-// that later copies read): deeper reads from memory for tiles that walk rows 128 bytes a step.
-__device__ __forceinline__ void cp_async16_fill_l2_256(void* smem, const void* global, int bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(s), "l"(global), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N committed groups are still in flight.
 template <int N>

@@ -10,8 +10,7 @@
 // swizzled shared memory (wgmma.cuh), WgmmaTile::stages steps in flight (fewer stages, more
 // blocks an SM); the products are wgmma m64n64k16 with both operands in shared memory, per 16 of k
 // one for each 64 pairs x 64 outputs, issued asynchronously while the next steps' copies land.
-// Without offsets it is a dense product over `rows` rows (gemm_silu: a dense MLP's gate_up).
-// The SiLU form (grouped_gemm_silu, gemm_silu) takes a tile's 128 weight rows as 64 gate rows and the 64 up
+// The SiLU form (grouped_gemm_silu) takes a tile's 128 weight rows as 64 gate rows and the 64 up
 // rows of the same outputs, so a thread holds both halves of each of its outputs and writes
 // silu(g) * u (g and u rounded to bf16 first, as the unfused pair of launches stores them).
 // A pair's sums depend on its own row alone (any tile size, any slot), so the bits do not depend
@@ -43,7 +42,7 @@ struct Shape {
 // rows then W's 128 rows of one step. long-function: the copy pipeline and the products share the
 // stages.
 template <int MT, int Stages>
-__device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&xr)[4 * MT], const bf16* const (&wr)[8], int k, bool l2_256,
+__device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&xr)[4 * MT], const bf16* const (&wr)[8], int k,
                                               float (&acc)[MT][2][8][4]) {
   using S = Shape<MT, Stages>;
   const int tid = threadIdx.x, ch = tid % 8;  // thread tid copies 16-byte piece ch of rows tid / 8 + 16 i
@@ -54,10 +53,7 @@ __device__ __forceinline__ void tile_products(bf16* stages, const bf16* const (&
     if (step < steps) {
       const int s = step % Stages, kk = step * kStepK + ch * 8;
       const bool in = kk < k;  // past k: zeros, which add nothing
-      auto piece = [&](bf16* dst, const bf16* src) {
-        if (l2_256) cuda::cp_async16_fill_l2_256(dst, in ? src + kk : src, in ? 16 : 0);
-        else cuda::cp_async16_fill(dst, in ? src + kk : src, in ? 16 : 0);
-      };
+      auto piece = [&](bf16* dst, const bf16* src) { cuda::cp_async16_fill(dst, in ? src + kk : src, in ? 16 : 0); };
 #pragma unroll
       for (int i = 0; i < 4 * MT; ++i) piece(xs(s) + cuda::sw128(tid / 8 + 16 * i, ch * 8, S::tile_m), xr[i]);
 #pragma unroll
@@ -135,15 +131,15 @@ __device__ __forceinline__ void store_tile(const float (&acc)[2][8][4], int m0, 
 // allow it), which is what fewer stages are for; the others fit two (registers or stages).
 template <int MT, int Stages, bool Silu>
 __global__ void __launch_bounds__(kThreads, MT == 1 && Stages == 3 ? 3 : 1) grouped_wgmma_kernel(const bf16* x, long ldx, const std::int32_t* gather,
-                                                                 const std::int32_t* offsets, int rows, const bf16* w, int n, int k,
-                                                                 bf16* y, long ldy, bool l2_256) {
+                                                                 const std::int32_t* offsets, const bf16* w, int n, int k, bf16* y,
+                                                                 long ldy) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Shape<MT, Stages>;
   extern __shared__ uint4 smem_raw[];
   const unsigned pad = (1024 - cuda::smem_addr(smem_raw) % 1024) % 1024;
   bf16* stages = reinterpret_cast<bf16*>(reinterpret_cast<char*>(smem_raw) + pad);
   const int e = blockIdx.z, n0 = static_cast<int>(blockIdx.y) * (Silu ? kTileN / 2 : kTileN);
-  const int p0 = offsets ? offsets[e] : 0, p1 = offsets ? offsets[e + 1] : rows;  // no offsets: one expert, every row
+  const int p0 = offsets[e], p1 = offsets[e + 1];
   const int tid = threadIdx.x;
   // W's rows of this block (rows past the outputs repeat the last, unstored).
   const bf16* wr[8];
@@ -159,42 +155,39 @@ __global__ void __launch_bounds__(kThreads, MT == 1 && Stages == 3 ? 3 : 1) grou
     const bf16* xr[4 * MT];
     grouped_rows::pair_rows(x, ldx, gather, m0, p1, xr);
     float acc[MT][2][8][4];
-    tile_products<MT, Stages>(stages, xr, wr, k, l2_256, acc);
+    tile_products<MT, Stages>(stages, xr, wr, k, acc);
 #pragma unroll
     for (int m = 0; m < MT; ++m) store_tile<Silu>(acc[m], m0 + 64 * m, p1, n0, n, y, ldy, pairs_ok);
     __syncthreads();  // the stages are free for the next tile's copies
   }
 #else
-  (void)x, (void)ldx, (void)gather, (void)offsets, (void)rows, (void)w, (void)n, (void)k, (void)y, (void)ldy, (void)l2_256;
+  (void)x, (void)ldx, (void)gather, (void)offsets, (void)w, (void)n, (void)k, (void)y, (void)ldy;
 #endif
 }
 
-// Without offsets (a dense product: one expert, `rows` rows) a slot per tile of rows.
 template <int MT, int Stages, bool Silu>
-Status launch(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows, const void* w, int n,
-              int k, void* y, long ldy, bool l2_256, Stream stream) {
+Status launch(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, const void* w, int n, int k,
+              void* y, long ldy, Stream stream) {
   using S = Shape<MT, Stages>;
   auto* kernel = grouped_wgmma_kernel<MT, Stages, Silu>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::smem_bytes));
   if (configured != cudaSuccess) return TANDEM_CUDA_STATUS(configured, "grouped_gemm (wgmma): shared memory attribute");
   const int tile_n = Silu ? kTileN / 2 : kTileN;
-  const int slots = offsets ? kSlots : (rows + S::tile_m - 1) / S::tile_m;
-  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>((n + tile_n - 1) / tile_n), static_cast<unsigned>(n_experts));
-  kernel<<<grid, kThreads, S::smem_bytes, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, rows, static_cast<const bf16*>(w), n,
-                                                    k, static_cast<bf16*>(y), ldy, l2_256);
+  const dim3 grid(kSlots, static_cast<unsigned>((n + tile_n - 1) / tile_n), static_cast<unsigned>(n_experts));
+  kernel<<<grid, kThreads, S::smem_bytes, stream>>>(static_cast<const bf16*>(x), ldx, gather, offsets, static_cast<const bf16*>(w), n, k,
+                                                    static_cast<bf16*>(y), ldy);
   return TANDEM_CUDA_LAUNCHED("grouped_wgmma_kernel");
 }
 
 template <bool Silu>
-Status launch(WgmmaTile tile, const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows,
+Status launch(WgmmaTile tile, const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
               const void* w, int n, int k, void* y, long ldy, Stream stream) {
-  const bool l2 = tile.l2_256;
   if (tile.pairs == 128)
-    return tile.stages == 3 ? launch<2, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream)
-                            : launch<2, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream);
-  return tile.stages == 3 ? launch<1, 3, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream)
-                          : launch<1, 4, Silu>(x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, l2, stream);
+    return tile.stages == 3 ? launch<2, 3, Silu>(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream)
+                            : launch<2, 4, Silu>(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
+  return tile.stages == 3 ? launch<1, 3, Silu>(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream)
+                          : launch<1, 4, Silu>(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
 }
 
 }  // namespace
@@ -207,15 +200,15 @@ bool grouped_wgmma_ready() {
   return ready;
 }
 
-Status grouped_wgmma_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows,
-                          const void* w, int n, int k, void* y, long ldy, Stream stream, WgmmaTile tile, bool silu) {
+Status grouped_wgmma_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, const void* w,
+                          int n, int k, void* y, long ldy, Stream stream, WgmmaTile tile, bool silu) {
   if (!grouped_wgmma_ready())
     return Error{"grouped_gemm: the wgmma form needs an sm_90 GPU (H100 / H200) and a build with the sm_90a target"};
   if ((tile.pairs != 64 && tile.pairs != 128) || (tile.stages != 3 && tile.stages != 4))
     return Error{"grouped_gemm (wgmma): tiles of 64 or 128 pairs and 3 or 4 stages, got " + std::to_string(tile.pairs) + " pairs, " +
                  std::to_string(tile.stages) + " stages"};
-  return silu ? grouped_wgmma::launch<true>(tile, x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream)
-              : grouped_wgmma::launch<false>(tile, x, ldx, gather, offsets, n_experts, rows, w, n, k, y, ldy, stream);
+  return silu ? grouped_wgmma::launch<true>(tile, x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream)
+              : grouped_wgmma::launch<false>(tile, x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream);
 }
 
 }  // namespace tandem::kernels

@@ -10,8 +10,7 @@
 
 namespace tandem::kernels {
 
-// offsets null: one expert over `rows` rows (gemm_silu_cuda), else rows is unused.
-Status grouped_wgmma_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, int rows,
-                          const void* w, int n, int k, void* y, long ldy, Stream stream, WgmmaTile tile, bool silu);
+Status grouped_wgmma_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts, const void* w,
+                          int n, int k, void* y, long ldy, Stream stream, WgmmaTile tile, bool silu);
 
 }  // namespace tandem::kernels

@@ -176,7 +176,7 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
   if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
-  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, 0, w, n, k, y, ldy, stream, tile, false);
+  if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream, tile, false);
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
                         ldy, stream);
@@ -195,14 +195,7 @@ Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gathe
   if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm_silu: k and ldx must be multiples of 8, got " + std::to_string(k)};
   if (n_experts > 65535) return Error{"grouped_gemm_silu: at most 65535 experts, got " + std::to_string(n_experts)};
   if (!offsets) return Error{"grouped_gemm_silu: offsets are required"};
-  return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, 0, w, d, k, y, ldy, stream, tile, true);
-}
-
-Status gemm_silu_cuda(const void* x, long ldx, int rows, const void* w, int d, int k, void* y, long ldy, Stream stream, WgmmaTile tile) {
-  if (rows < 0 || d <= 0 || d % 2 != 0 || k <= 0) return Error{"gemm_silu: bad shape (d must be even and positive)"};
-  if (k % 8 != 0 || ldx % 8 != 0) return Error{"gemm_silu: k and ldx must be multiples of 8, got " + std::to_string(k)};
-  if (rows == 0) return {};
-  return grouped_wgmma_cuda(x, ldx, nullptr, nullptr, 1, rows, w, d, k, y, ldy, stream, tile, true);
+  return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, d, k, y, ldy, stream, tile, true);
 }
 
 Status grouped_gemm_quant_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,

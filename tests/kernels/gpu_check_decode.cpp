@@ -151,9 +151,7 @@ void route_cpu(const k::MoeRouting& m, const std::vector<float>& x, const std::v
   }
 }
 
-// tiles: the prefill's form (moe_router_route_tiles_cuda), where this GPU has it.
-void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, int hidden, bool tiles = false) {
-  if (tiles && !k::moe_router_route_tiles_fits(hidden, m.n_experts, m.n_group)) return;
+void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, int hidden) {
   const int E = m.n_experts;
   const auto x = normal(sz(static_cast<long>(tokens) * hidden), 1.f, 71);
   const auto router = normal(sz(static_cast<long>(E) * hidden), 0.05f, 72);
@@ -163,15 +161,13 @@ void router_route(std::vector<Row>& rows, const k::MoeRouting& m, int tokens, in
   route_cpu(m, x, router, bias, tokens, hidden, expert, weight);
   Dev<float> dx(x), drouter(router), dbias(bias), dw(weight.size());
   Dev<std::int32_t> de(expert.size());
-  if (tiles) op_ok(k::moe_router_route_tiles_cuda(m, dx.p(), hidden, drouter.p(), dbias.p(), tokens, de.p(), dw.p()));
-  else op_ok(k::moe_router_route_cuda(m, dx.p(), hidden, drouter.p(), dbias.p(), tokens, de.p(), dw.p()));
+  op_ok(k::moe_router_route_cuda(m, dx.p(), hidden, drouter.p(), dbias.p(), tokens, de.p(), dw.p()));
   const auto ge = de.get();
   long differ = 0;
   for (size_t i = 0; i < expert.size(); ++i) differ += ge[i] != expert[i];
   char s[96];
   std::snprintf(s, sizeof s, "E %d, groups %d/%d, top %d, %d tok, hidden %d", E, m.topk_group, m.n_group, m.top_k, tokens, hidden);
-  rows.push_back({tiles ? "moe_router_route_tiles" : "moe_router_route", s, "fp32", max_rel_error(dw.get(), weight), 1e-5, differ,
-                  "ids exact"});
+  rows.push_back({"moe_router_route", s, "fp32", max_rel_error(dw.get(), weight), 1e-5, differ, "ids exact"});
 }
 
 // The residual add and RMSNorm folded in front of the router: the updated x (exact: one fp32 add),
@@ -285,9 +281,6 @@ void check_decode(std::vector<Row>& rows) {
   router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
   router_route(rows, k::MoeRouting{256, 8, 4, 8, true, 2.5f}, 3, 1024);
   router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 5, 64);
-  router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 512, 2048, true);  // the 2 B model's 1 x 512 prefill
-  router_route(rows, k::MoeRouting{64, 1, 1, 4, true, 1.8f}, 100, 2048, true);   // GLM-4.7-Flash's experts, a part tile
-  router_route(rows, k::MoeRouting{160, 8, 4, 6, true, 1.f}, 37, 5120, true);   // groups, 10 experts a thread
   norm_router_route(rows, k::MoeRouting{32, 1, 1, 4, true, 1.8f}, 4, 2048);
   norm_router_route(rows, k::MoeRouting{6, 1, 1, 2, false, 2.5f}, 3, 64);
   // A cluster of 8 blocks a token, a warp an expert (glm4_moe_lite's router); several experts a

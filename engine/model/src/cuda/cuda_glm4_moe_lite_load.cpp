@@ -33,12 +33,8 @@ using detail::TensorNames;
 // or read as stored: the default; the same bits). TANDEM_GROUPED_MMA=0 takes bf16 prefill experts
 // through the few-rows kernel instead of the tensor-core one (other summation order);
 // bf16 prefill experts take the wgmma form where the GPU has it (sm_90), TANDEM_GROUPED_WGMMA=0
-// the mma.sync form; TANDEM_GROUPED_WGMMA_TILE / _STAGES set its tile (wgmma_tile), _L2=0 drops
-// its copies' 256-byte L2 prefetch, and
-// TANDEM_FUSED_SILU=0 runs the SiLU-and-mul of the experts and of prefill's dense MLPs as its own
-// launch again (the experts' bits the same; the MLPs' gate_up back on cuBLASLt);
-// TANDEM_ROUTER_TILES=0 takes a prefill's router back to cuBLASLt and a routing launch;
-// TANDEM_MLP_WGMMA=1 takes prefill's dense MLPs' gate_up and SiLU through gemm_silu_cuda.
+// the mma.sync form; TANDEM_GROUPED_WGMMA_TILE / _STAGES set its tile (wgmma_tile), and
+// TANDEM_FUSED_SILU=0 runs the experts' SiLU-and-mul as its own launch again (the same bits).
 // TANDEM_PREFILL_ATTN=flash|mla|generic|mha: the attention of prefill chunks of more than
 // kMlaDecodeMaxTokens tokens (the absorbed flash prefill kernel; the MLA decode kernel in launches
 // of that many; the generic paged kernel, as before; or the un-absorbed form where the step fits
@@ -63,10 +59,7 @@ Status GlmDecoderCuda::apply_env_overrides() {
   if (auto e = env_choice("TANDEM_GROUPED_WGMMA_STAGES", {"auto", "3", "4"}, stages); !e) return e;
   wgmma_tile_pairs_ = pairs == 0 ? 0 : pairs == 1 ? 64 : 128;
   wgmma_stages_ = stages == 0 ? 0 : stages + 2;
-  if (auto e = env_int("TANDEM_GROUPED_WGMMA_L2", 0, 1, wgmma_l2_256_); !e) return e;
   if (auto e = env_int("TANDEM_FUSED_SILU", 0, 1, fused_silu_); !e) return e;
-  if (auto e = env_int("TANDEM_ROUTER_TILES", 0, 1, router_tiles_); !e) return e;
-  if (auto e = env_int("TANDEM_MLP_WGMMA", 0, 1, mlp_wgmma_); !e) return e;
   if (auto e = env_word("TANDEM_QUANT_PREFILL", "fused", "dequant", quant_prefill_dequant_); !e) return e;
   if (auto e = env_choice("TANDEM_PREFILL_ATTN", {"flash", "mla", "generic", "mha"}, prefill_attn_); !e) return e;
   if (auto e = env_int("TANDEM_MHA_PASS_ROWS", 0, 1L << 30, mha_pass_rows_); !e) return e;

@@ -396,29 +396,26 @@ bool GlmDecoderCuda::experts_fuse_silu(const QuantWeight& q) const {
   return fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !(q.on() && experts_read_quantised(q));
 }
 
-bool GlmDecoderCuda::mlp_fuses_silu(const Mlp& m) const {
-  return mlp_wgmma_ && fused_silu_ && grouped_mma_ && grouped_wgmma_ && k::grouped_wgmma_ready() && !m.gate_up_q.on();
-}
-
-k::WgmmaTile GlmDecoderCuda::wgmma_tile() const {
-  // 64 pairs and 4 stages unless set: 128-pair tiles (each weight tile staged once for up to 128
-  // pairs) lost at 1 x 512 on an H100 (3.6 ms a step against 3.1, 3.4 with 3 stages) and 128 x 4
-  // at 1 x 4096 (15.9 against 15.3 ms; 128 x 3: 14.9), engine/bench/results/h100-s13-tiles-2026-12-07.md.
+k::WgmmaTile GlmDecoderCuda::wgmma_tile(int T) const {
+  // 128-pair tiles in 3 stages (each weight tile staged once for up to 128 pairs, two blocks an
+  // SM) where experts average 256 pairs or more, else 64 pairs in 4 stages. Measured on an H100
+  // (engine/bench/results/h100-s13-tiles2-2026-12-07.md): 128 x 3 took a 1 x 4096 step (512 pairs
+  // an expert) from 13.3 to 13.0-13.1 ms and a 1 x 512 step (64) from 2.6-2.7 to 2.9.
+  const bool wide = static_cast<long>(T) * K_ >= 256L * E_;
   k::WgmmaTile tile;
-  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : 64;
-  tile.stages = wgmma_stages_ ? wgmma_stages_ : 4;
-  tile.l2_256 = wgmma_l2_256_;
+  tile.pairs = wgmma_tile_pairs_ ? wgmma_tile_pairs_ : wide ? 128 : 64;
+  tile.stages = wgmma_stages_ ? wgmma_stages_ : wide ? 3 : 4;
   return tile;
 }
 
 Status GlmDecoderCuda::expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q,
-                                   int n, int k, void* y, long ldy, bool silu) {
+                                   int n, int k, void* y, long ldy, int T, bool silu) {
   const auto* offsets = offsets_.as<std::int32_t>();
   const int E = experts_.size();
   const auto form = !grouped_mma_                                ? k::GroupedForm::rows
                     : grouped_wgmma_ && k::grouped_wgmma_ready() ? k::GroupedForm::wgmma
                                                                  : k::GroupedForm::mma;
-  const k::WgmmaTile tile = wgmma_tile();
+  const k::WgmmaTile tile = wgmma_tile(T);
   auto bf16_stack = [&](const void* stack) {
     return silu ? k::grouped_gemm_silu_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, tile)
                 : k::grouped_gemm_cuda(x, ldx, gather, offsets, E, stack, n, k, y, ldy, stream_, form, tile);
@@ -711,9 +708,6 @@ Status GlmDecoderCuda::mlp(const Mlp& m, int T, void* out) {
   } else if (few() && !m.gate_up_q.on() && k::gemv_fits(v)) {
     err(k::gemv_cuda(v, stream_));
     mark("mlp gate_up + silu", gu);
-  } else if (!few() && mlp_fuses_silu(m)) {
-    err(k::gemm_silu_cuda(h_.get(), H_, T, m.gate_up.get(), m.width, H_, mlp_act_.get(), m.width, stream_, wgmma_tile()));
-    mark("mlp gate_up + silu (wgmma)", gu);
   } else {
     err(qgemm(linear(h_.get(), m.gate_up, mlp_gu_.get(), T, H_, 2 * m.width), m.gate_up_q));
     mark("mlp gate_up", weight_read(m.gate_up_q, gu));
@@ -825,17 +819,11 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
     err(trace(TracePoint::routing, -1, T));
     return err.ok() ? moe_decode_experts(a, T, dec, chosen) : err.status;
   }
-  if (router_tiles_ && k::moe_router_route_tiles_fits(H_, E_, m.n_group)) {
-    err(k::moe_router_route_tiles_cuda(routing, h32_.as<float>(), H_, a.router.as<float>(), a.correction_bias.as<float>(), T,
-                                       expert_.as<std::int32_t>(), weight_.as<float>(), stream_));
-    mark("moe router + route (tiles)", router + 4.0 * T * H_);
-  } else {
-    err(router_logits(a, T));
-    mark("moe router logits", router);
-    err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
-                          weight_.as<float>(), stream_));
-    mark("moe route", 4.0 * T * E_);
-  }
+  err(router_logits(a, T));
+  mark("moe router logits", router);
+  err(k::moe_route_cuda(routing, router_logits_.as<float>(), a.correction_bias.as<float>(), T, expert_.as<std::int32_t>(),
+                        weight_.as<float>(), stream_));
+  mark("moe route", 4.0 * T * E_);
   err(trace(TracePoint::routing, -1, T));
   // Pairs routed to another rank's experts are left out (pair_pos -1): the combine skips them.
   err(k::moe_sort_cuda(expert_.as<std::int32_t>(), T, K_, experts_.begin, experts_.size(), offsets_.as<std::int32_t>(), sorted_.as<std::int32_t>(),
@@ -843,15 +831,15 @@ Status GlmDecoderCuda::moe(const Layer& a, int T, bool fold_norm) {
   mark("moe sort", 4.0 * T * K_);
   const double expert_bytes = quantised ? static_cast<double>(decode_bytes_.per_expert) : expert;
   if (experts_fuse_silu(a.experts_gate_up_q)) {
-    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, I_, H_, moe_act_.get(), I_, true));
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, I_, H_, moe_act_.get(), I_, T, true));
     mark("moe experts gate_up + silu", chosen * expert_bytes * 2 / 3);
   } else {
-    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_));
+    err(expert_gemm(h_.get(), H_, sorted_.as<std::int32_t>(), a.experts_gate_up, a.experts_gate_up_q, 2 * I_, H_, moe_gu_.get(), 2L * I_, T));
     mark("moe experts gate_up", chosen * expert_bytes * 2 / 3);
     err(k::silu_and_mul_cuda(kBf16, moe_gu_.get(), moe_act_.get(), T * K_, I_, stream_));
     mark("moe silu", 2.0 * T * K_ * 3 * I_);
   }
-  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_));
+  err(expert_gemm(moe_act_.get(), I_, nullptr, a.experts_down, a.experts_down_q, H_, I_, moe_out_.get(), H_, T));
   mark("moe experts down", chosen * expert_bytes / 3);
   const bool has_shared = a.shared.width > 0;
   if (has_shared) err(mlp(a.shared, T, shared_out_.get()));

@@ -49,12 +49,10 @@ enum class GroupedForm { mma, rows, wgmma };
 bool grouped_wgmma_ready();
 // The wgmma form's tile: 64 or 128 pairs (128 stages each weight tile once for twice the pairs:
 // for experts averaging more than 64 pairs) and 3 or 4 copy stages in flight (3: more blocks an
-// SM), each copy asking L2 for the 256 bytes around it (l2_256: the row's next steps) or not.
-// The bits do not depend on it.
+// SM). The bits do not depend on it.
 struct WgmmaTile {
   int pairs = 64;
   int stages = 4;
-  bool l2_256 = true;
 };
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream = nullptr,
@@ -65,10 +63,6 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
 // only (grouped_wgmma_ready()); d a multiple of 2.
 Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
                               const void* w, int d, int k, void* y, long ldy, Stream stream = nullptr, WgmmaTile tile = {});
-// The same kernel over one expert and every one of `rows` rows of x: a dense MLP's gate_up and its
-// SiLU-and-mul in one launch (w: [2 d, k]; y: [rows, d]). wgmma form only, as above.
-Status gemm_silu_cuda(const void* x, long ldx, int rows, const void* w, int d, int k, void* y, long ldy, Stream stream = nullptr,
-                      WgmmaTile tile = {});
 
 // grouped_gemm_cuda's tensor-core form over quantised experts (a stack of quant_gemv.hpp, device
 // pointers): expert e's weight is matrices e * per .. e * per + per - 1 of w one under another (per

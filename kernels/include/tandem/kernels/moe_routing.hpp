@@ -48,15 +48,6 @@ Status moe_router_route_cuda(const MoeRouting& m, const float* x, int hidden, co
                                   const float* correction_bias, int tokens, std::int32_t* expert, float* weight,
                                   Stream stream = nullptr);
 
-// The same for a prefill's many tokens (one launch for router_logits and moe_route): a cluster of
-// 8 blocks (sm_90) per 16 tokens splits hidden 8 ways, so the router is read once per 16 tokens
-// and the grid covers the GPU. Each logit sums its k in another order than the kernels above.
-// Only where moe_router_route_tiles_fits: an sm_90 GPU, hidden a multiple of 256, E <= 256 and the
-// block's tile in 48 KiB of shared memory.
-bool moe_router_route_tiles_fits(int hidden, int n_experts, int n_group);
-Status moe_router_route_tiles_cuda(const MoeRouting& m, const float* x, int hidden, const float* router, const float* correction_bias,
-                                   int tokens, std::int32_t* expert, float* weight, Stream stream = nullptr);
-
 // A decode step's post-attention residual add and RMSNorm folded in front of moe_router_route_cuda
 // (one launch instead of two): x (fp32 [tokens, hidden], the residual stream) += delta (fp32);
 // h = rmsnorm(x) * norm_w (bf16 norm_w and h, for the experts); the router takes the fp32

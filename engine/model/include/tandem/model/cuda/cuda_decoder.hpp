@@ -359,19 +359,15 @@ class GlmDecoderCuda : public CudaModel {
   // the quantised one: read as stored (the tiles decoded in shared memory), or with
   // TANDEM_QUANT_PREFILL=dequant dequantised whole into wscratch_ first, as before.
   // With silu (only where experts_fuse_silu(q)): w is gate_up (2 n rows) and y gets silu(gate) * up,
-  // n outputs (grouped_gemm_silu_cuda).
+  // n outputs (grouped_gemm_silu_cuda). T: the step's tokens (the wgmma tile's choice).
   Status expert_gemm(const void* x, long ldx, const std::int32_t* gather, const DeviceBuffer& w, const QuantWeight& q, int n, int k,
-                     void* y, long ldy, bool silu = false);
+                     void* y, long ldy, int T, bool silu = false);
   // Whether the experts' gate_up product and its SiLU-and-mul run as one launch: the wgmma form on
   // bf16 (or dequantised) experts, unless TANDEM_FUSED_SILU=0.
   bool experts_fuse_silu(const QuantWeight& q) const;
-  // Whether a prefill-sized dense MLP's gate_up and SiLU-and-mul run as one wgmma launch
-  // (gemm_silu_cuda): bf16 weights, the wgmma form, TANDEM_MLP_WGMMA=1 (off by default: at 1 x 512
-  // on an H100 it took 238 us where cuBLASLt and the SiLU launch took 225,
-  // engine/bench/results/h100-s13-tiles-2026-12-07.md), unless TANDEM_FUSED_SILU=0.
-  bool mlp_fuses_silu(const Mlp& m) const;
-  // The wgmma form's tile (TANDEM_GROUPED_WGMMA_TILE / _STAGES, else 64 pairs x 4 stages).
-  k::WgmmaTile wgmma_tile() const;
+  // The wgmma form's tile for a step of T tokens (TANDEM_GROUPED_WGMMA_TILE / _STAGES, else by the
+  // pairs an expert averages).
+  k::WgmmaTile wgmma_tile(int T) const;
   // Whether expert_gemm reads the quantised stack q as stored (else it dequantises it into wscratch_,
   // which load() sizes accordingly): one stack (the experts' parts share a shape) and no
   // TANDEM_QUANT_PREFILL=dequant.
@@ -523,14 +519,9 @@ class GlmDecoderCuda : public CudaModel {
   // engine/bench/results/h100-s12-experts-2026-12-07.md); 0: the mma.sync form.
   bool grouped_wgmma_ = true;
   // TANDEM_GROUPED_WGMMA_TILE=auto|64|128 and TANDEM_GROUPED_WGMMA_STAGES=auto|3|4 (0: auto, the
-  // choice of wgmma_tile), TANDEM_FUSED_SILU=0|1 (experts_fuse_silu, mlp_fuses_silu).
+  // choice of wgmma_tile), TANDEM_FUSED_SILU=0|1 (experts_fuse_silu).
   int wgmma_tile_pairs_ = 0, wgmma_stages_ = 0;
-  bool wgmma_l2_256_ = true;  // TANDEM_GROUPED_WGMMA_L2=0: the copies without the 256-byte L2 prefetch
   bool fused_silu_ = true;
-  // TANDEM_ROUTER_TILES=0|1: a prefill's router logits and routing in one launch of token tiles
-  // (moe_router_route_tiles_cuda, where it fits), else cuBLASLt's product and moe_route.
-  bool router_tiles_ = true;
-  bool mlp_wgmma_ = false;  // TANDEM_MLP_WGMMA (mlp_fuses_silu)
   // TANDEM_ATTN_SPLIT (apply_env_overrides): MLA decode attention split by each token's own
   // context (PagedKvLayout::context_splits); 0: the split of max-model-len's (split_keys) as before.
   bool attn_split_ = true;
