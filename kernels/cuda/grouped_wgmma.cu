@@ -4,8 +4,8 @@
 //
 // The walk is grouped_mma.cuh's: a block per (M slot, 128 outputs, expert e) strides over e's
 // pair tiles by the number of slots (no host synchronisation: the grid does not depend on the
-// routing). One warpgroup a block computes a tile of 64 or 128 pairs (WgmmaTile::pairs: 128 reads
-// each weight tile once for twice the pairs, for experts that average more than 64) x 128
+// routing). One warpgroup a block computes a tile of 64 or 128 pairs (WgmmaTile::pairs: 128 stages
+// each weight tile once for twice the pairs; the decoder takes it where experts average 256) x 128
 // outputs: per 64-wide step of k, x's rows (gathered) and W's rows staged by cp.async in 128-byte
 // swizzled shared memory (wgmma.cuh), WgmmaTile::stages steps in flight (fewer stages, more
 // blocks an SM); the products are wgmma m64n64k16 with both operands in shared memory, per 16 of k
