@@ -98,12 +98,12 @@ void rope_copy_in_place(std::vector<Row>& rows, DType t, k::RopeLayout layout) {
   const long stride = static_cast<long>(heads) * head_dim;
   const auto x = as_stored(t, normal(sz(tokens * stride), 1.f, 16));
   const auto [inv, pos] = rope_inputs(rot_dim, tokens, 17);
-  DevAct dx(t, x), dref(t, x);
+  DevAct dref(t, x);
   Dev<float> dinv(inv);
   Dev<int> dpos(pos);
   const long off = nope * (t == DType::f32 ? 4 : 2);
-  k::RopeCopy c;
-  c.src = c.dst = static_cast<char*>(dx.p()) + off, c.src_token_stride = c.dst_token_stride = stride;
+  k::RopeCopy c;  // src = dst: each pass's own copy of x, below
+  c.src_token_stride = c.dst_token_stride = stride;
   c.src_head_stride = c.dst_head_stride = head_dim;
   op_ok(k::rope_cuda(t, static_cast<char*>(dref.p()) + off, tokens, stride, heads, head_dim, rot_dim, dinv.p(), dpos.p(), layout));
   const auto ref = dref.get();
