@@ -84,6 +84,11 @@ __device__ __forceinline__ void end_rows(const Args& a, const Tile& t, const int
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, lt = threadIdx.x % 4;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
+    // The row's sum over its quad, by every lane of the warp before any leaves the row: a full-mask
+    // shuffle needs all 32 (rows past the last query included; their sums are not used).
+    float l = sm.l[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (lim[hh] < 0) continue;
     if (!p.finish) {
       float* st = state_row(a, t, hh);
@@ -94,9 +99,6 @@ __device__ __forceinline__ void end_rows(const Args& a, const Tile& t, const int
       if (lt == 0) st[p.v_dim] = sm.m[hh];
       continue;
     }
-    float l = sm.l[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
     const float f = l > 0.f ? 1.f / l : 0.f;
     bf16* o = static_cast<bf16*>(p.out) + (t.q0 + warp * 16 + g + 8 * hh) * p.out_stride + static_cast<long>(t.h) * p.out_head_stride;
 #pragma unroll
