@@ -27,7 +27,7 @@ echo "# 2. 2 B bf16: transformers eager (it writes the model), then tandem ($SEC
 timeout 150 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches 1 \
   --prefill 512,4096,32768 >"$O/hf-eager.txt" 2>&1
 echo "## transformers eager (exit $?)"; grep -E "^model|^prefill|^\||FAILED" "$O/hf-eager.txt" | cut -c1-160
-bench 2b-decode 60 /tmp/m2b -- --batches 1,6,16 --profile 20 --profile-batch 1,6
+bench 2b-decode 60 /tmp/m2b -- --batches 1,6,16 --profile 20 --profile-batch 1,6,16
 bench 2b-decode-pdl0 60 /tmp/m2b -- --batches 1,6,16 --pdl 0
 for round in 1 2 3; do
   bench "2b-default-r$round" 60 /tmp/m2b -- --batches none --prefill 512,4096
