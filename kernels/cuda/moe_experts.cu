@@ -170,12 +170,27 @@ Status moe_sort_cuda(const std::int32_t* expert, int tokens, int top_k, int firs
   return TANDEM_CUDA_LAUNCHED("moe_sort_kernel");
 }
 
+namespace {
+
+// The shape rules of the grouped GEMM's entry points (grouped_gemm_cuda, grouped_gemm_silu_cuda);
+// `what` names the entry point in the message.
+Status check_grouped(const char* what, int n, int k, long ldx, int n_experts) {
+  const std::string at = std::string(what) + ": ";
+  if (n <= 0 || k <= 0 || n_experts <= 0)
+    return Error{at + "bad shape (n " + std::to_string(n) + ", k " + std::to_string(k) + ", experts " +
+                 std::to_string(n_experts) + ")"};
+  if (k % 8 != 0 || ldx % 8 != 0)
+    return Error{at + "k and ldx must be multiples of 8, got " + std::to_string(k) + " and " + std::to_string(ldx)};
+  if (n_experts > 65535) return Error{at + "at most 65535 experts, got " + std::to_string(n_experts)};
+  return {};
+}
+
+}  // namespace
+
 Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets,
                               int n_experts, const void* w, int n, int k, void* y, long ldy, Stream stream, GroupedForm form,
                               WgmmaTile tile) {
-  if (n <= 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm: bad shape"};
-  if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm: k and ldx must be multiples of 8, got " + std::to_string(k)};
-  if (n_experts > 65535) return Error{"grouped_gemm: at most 65535 experts, got " + std::to_string(n_experts)};
+  if (Status s = check_grouped("grouped_gemm", n, k, ldx, n_experts); !s) return s;
   if (form == GroupedForm::wgmma) return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, n, k, y, ldy, stream, tile, false);
   if (form == GroupedForm::mma) {
     grouped_mma::launch(x, ldx, gather, offsets, n_experts, grouped_mma::Bf16Tiles{static_cast<const bf16*>(w), n, k, {}}, n, k, y,
@@ -191,9 +206,8 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
 
 Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
                               const void* w, int d, int k, void* y, long ldy, Stream stream, WgmmaTile tile) {
-  if (d <= 0 || d % 2 != 0 || k <= 0 || n_experts <= 0) return Error{"grouped_gemm_silu: bad shape (d must be even and positive)"};
-  if (k % 8 != 0 || ldx % 8 != 0) return Error{"grouped_gemm_silu: k and ldx must be multiples of 8, got " + std::to_string(k)};
-  if (n_experts > 65535) return Error{"grouped_gemm_silu: at most 65535 experts, got " + std::to_string(n_experts)};
+  if (d % 2 != 0) return Error{"grouped_gemm_silu: d (gate and up rows) must be even, got " + std::to_string(d)};
+  if (Status s = check_grouped("grouped_gemm_silu", d, k, ldx, n_experts); !s) return s;
   if (!offsets) return Error{"grouped_gemm_silu: offsets are required"};
   return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, d, k, y, ldy, stream, tile, true);
 }

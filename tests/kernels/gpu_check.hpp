@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -170,6 +171,23 @@ inline double max_rel_error(const std::vector<float>& got, const std::vector<flo
     worst = std::fmax(worst, d / std::fmax(std::fabs(ref[i]), floor));
   }
   return worst;
+}
+
+// Entries whose values differ (a != b: +0 equals -0, NaN differs from everything): a result held
+// to a CPU reference that does the same arithmetic. Vectors of unequal size count the longer one.
+inline long values_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
+  long n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+// Entries whose bits differ (memcmp): two GPU forms of one computation that must give the same bits.
+inline long bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
+  long n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return n;
 }
 
 // A row of a flash-attention kernel, which rounds its probabilities to bf16 for the tensor cores

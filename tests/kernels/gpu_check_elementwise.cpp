@@ -116,8 +116,7 @@ void rope_copy_in_place(std::vector<Row>& rows, DType t, k::RopeLayout layout) {
     c.angles = table ? dangles.p() : nullptr;
     op_ok(k::rope_copy_cuda(t, c, tokens, heads, rot_dim, dinv.p(), dpos.p(), layout));
     const auto got = dy.get();
-    long differ = 0;
-    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != ref[i];
+    const long differ = values_differ(got, ref);
     rows.push_back({"rope_copy", std::string(layout == k::RopeLayout::half ? "half" : "interleaved") +
                                      ", in place, rot 64 after 192 of 256, 37 tok x 20 heads" + (table ? ", angles from the table" : ""),
                     k::dtype_name(t), 0, -1, differ, "= rope_cuda in place"});

@@ -17,12 +17,6 @@ namespace k = tandem::kernels;
 
 namespace {
 
-long count_differ(const std::vector<float>& a, const std::vector<float>& b) {
-  long n = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
-  return n;
-}
-
 // T tokens of a q|k|v row (q_heads, kv_heads of dim each), slots shuffled, one token's slot -1.
 void head_prep(std::vector<Row>& rows, int T, int q_heads, int kv_heads, int dim, bool queries) {
   const int qw = q_heads * dim, kvw = kv_heads * dim, ld = qw + 2 * kvw, slots = 2 * T;
@@ -62,8 +56,8 @@ void head_prep(std::vector<Row>& rows, int T, int q_heads, int kv_heads, int dim
   p.q_norm = dqn.p(), p.k_norm = dkn.p(), p.eps = 1e-6f, p.inv_freq = dinv.p(), p.pos = dpos.p(), p.slot = dslot.p();
   p.q_out = fq.p(), p.k_cache = fkc.p(), p.v_cache = fvc.p();
   op_ok(k::head_prep(p, nullptr));
-  long differ = count_differ(fkc.get(), ukc.get()) + count_differ(fvc.get(), uvc.get());
-  if (queries) differ += count_differ(fq.get(), uq.get());
+  long differ = values_differ(fkc.get(), ukc.get()) + values_differ(fvc.get(), uvc.get());
+  if (queries) differ += values_differ(fq.get(), uq.get());
   rows.push_back({"head_prep", std::to_string(T) + " tok, " + std::to_string(queries ? q_heads : 0) + "+" + std::to_string(kv_heads) +
                                    " heads x " + std::to_string(dim),
                   "bf16", 0, -1, differ, "= rmsnorm_rows, rope, write_kv bit for bit"});
@@ -82,7 +76,7 @@ void embed_and_pick(std::vector<Row>& rows, int T, int n, int vocab) {
   op_ok(k::add_rmsnorm(ux.p(), emb.p(), DType::bf16, dw.p(), uy.p(), T, n, 1e-6f, nullptr));
   op_ok(k::embed_rmsnorm(dtab.p(), vocab, dids.p(), fx.p(), dw.p(), fy.p(), T, n, 1e-6f, nullptr));
   rows.push_back({"embed_rmsnorm", std::to_string(T) + " tok x " + std::to_string(n), "bf16", 0, -1,
-                  count_differ(fy.get(), uy.get()) + count_differ(fx.get(), ux.get()), "= embedding, add_rmsnorm bit for bit"});
+                  values_differ(fy.get(), uy.get()) + values_differ(fx.get(), ux.get()), "= embedding, add_rmsnorm bit for bit"});
   // A second add (the residual now non-zero) of every row then a gather, against the picked rows.
   const auto delta = as_stored(DType::bf16, normal(sz(static_cast<long>(T) * n), 1.f, 46));
   const std::vector<std::int32_t> pick{T - 1, 0, 3};
@@ -94,7 +88,7 @@ void embed_and_pick(std::vector<Row>& rows, int T, int n, int vocab) {
   op_ok(k::add_rmsnorm(fx.p(), dd.p(), DType::bf16, dw.p(), picked.p(), static_cast<int>(pick.size()), n, 1e-6f, nullptr, nullptr,
                        dpick.p()));
   rows.push_back({"add_rmsnorm picked rows", "3 of " + std::to_string(T) + " x " + std::to_string(n), "bf16", 0, -1,
-                  count_differ(picked.get(), gathered.get()), "= add_rmsnorm, gather_rows bit for bit"});
+                  values_differ(picked.get(), gathered.get()), "= add_rmsnorm, gather_rows bit for bit"});
 }
 
 }  // namespace

@@ -151,14 +151,6 @@ void experts(std::vector<Row>& rows, int tokens, int E, int top_k, int hidden, i
   rows.push_back({"moe_combine", s, "fp32 out", max_rel_error(dout32.get(), cref), 1e-5, 0, ""});
 }
 
-// Entries of a and b whose bits differ.
-long differing(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
-  long bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-  return bad;
-}
-
 // The wgmma form's other tiles (pairs x stages) give the default tile's bits (base), and its SiLU
 // form gives grouped_gemm then silu_and_mul_cuda's bits, for every tile.
 void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const std::int32_t* gather, const Dev<std::int32_t>& doff,
@@ -170,7 +162,7 @@ void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const 
       DevAct dy(DType::bf16, sz(static_cast<long>(pairs) * n));
       op_ok(k::grouped_gemm_cuda(dx.p(), kk, gather, doff.p(), E, dw.p(), n, kk, dy.p(), n, nullptr, k::GroupedForm::wgmma, tile));
       std::snprintf(name, sizeof name, "grouped_gemm wgmma %dx%d vs 64x4", tile.pairs, tile.stages);
-      rows.push_back({name, s, "bf16", 0, -1, differing(dy.get(), base), "bit for bit, all pairs"});
+      rows.push_back({name, s, "bf16", 0, -1, bits_differ(dy.get(), base), "bit for bit, all pairs"});
     }
     if (n % 4 != 0) continue;  // the SiLU form's d = n / 2 must be even
     const int d = n / 2;
@@ -178,7 +170,7 @@ void wgmma_tiles(std::vector<Row>& rows, const char* s, const DevAct& dx, const 
     op_ok(k::silu_and_mul_cuda(DType::bf16, dgu.p(), dref.p(), pairs, d));
     op_ok(k::grouped_gemm_silu_cuda(dx.p(), kk, gather, doff.p(), E, dw.p(), d, kk, dy.p(), d, nullptr, tile));
     std::snprintf(name, sizeof name, "grouped_gemm_silu wgmma %dx%d vs gemm + silu_and_mul", tile.pairs, tile.stages);
-    rows.push_back({name, s, "bf16", 0, -1, differing(dy.get(), dref.get()), "bit for bit, all pairs"});
+    rows.push_back({name, s, "bf16", 0, -1, bits_differ(dy.get(), dref.get()), "bit for bit, all pairs"});
   }
 }
 

@@ -18,12 +18,6 @@ namespace {
 
 std::string by(int a, int b) { return std::to_string(a) + " x " + std::to_string(b); }
 
-long count_differ(const std::vector<float>& a, const std::vector<float>& b) {
-  long n = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
-  return n;
-}
-
 // Rows of n entries at stride ldx > n (a slice of a fused projection), normalised into rows at ldy.
 void rmsnorm_rows(std::vector<Row>& rows, int n_rows, int n, long ldx, long ldy) {
   const auto x = as_stored(DType::bf16, normal(sz(n_rows * ldx), 2.f, 21));
@@ -52,7 +46,7 @@ void add_rmsnorm(std::vector<Row>& rows, DType delta_type, int n_rows, int n) {
   g::add_rmsnorm_cpu(x.data(), delta.data(), w.data(), y.data(), n_rows, n, 1e-5f, y32.data());
   const double err = std::max(max_rel_error(dy.get(), y), max_rel_error(dy32.get(), y32));
   rows.push_back({"add_rmsnorm", by(n_rows, n) + ", delta " + k::dtype_name(delta_type), "f32 x, bf16/f32 y", err,
-                  limit_for(DType::bf16), count_differ(dx.get(), x), "x += delta exact"});
+                  limit_for(DType::bf16), values_differ(dx.get(), x), "x += delta exact"});
 }
 
 void head_rmsnorm(std::vector<Row>& rows, int tokens, int q_heads, int k_heads, int dim) {
@@ -83,7 +77,7 @@ void latent_cache(std::vector<Row>& rows) {
   g::latent_cache_write_cpu(src.data(), ld, tokens, width, seq.data(), pos.data(), tables.data(), max_blocks, block,
                             cache.data());
   rows.push_back({"latent_cache_write", "37 tok of 2 seqs, 576 wide, 16-slot blocks", "bf16", 0, -1,
-                  count_differ(dcache.get(), cache), "slot from the block table"});
+                  values_differ(dcache.get(), cache), "slot from the block table"});
   Dev<float> damax(std::vector<float>{0.25f});
   op_ok(g::latent_amax(dsrc.p(), ld, tokens, width, damax.p(), nullptr));
   const float amax = g::latent_amax_cpu(src.data(), ld, tokens, width, 0.25f);
@@ -128,7 +122,7 @@ void latent_prep(std::vector<Row>& rows) {
                                   nullptr));
     }
     rows.push_back({"latent_prep", std::string("37 tok, LoRA 768, latent 512 + rope 64") + (table ? ", angles from the table" : ""),
-                    "bf16", 0, -1, count_differ(dcache.get(), dref.get()) + count_differ(dqlat.get(), dqlat_ref.get()),
+                    "bf16", 0, -1, values_differ(dcache.get(), dref.get()) + values_differ(dqlat.get(), dqlat_ref.get()),
                     "= the unfused glue, bit for bit"});
   }
 }
@@ -143,7 +137,7 @@ void gather(std::vector<Row>& rows, int width) {
   op_ok(g::gather_rows(dsrc.p(), width, dpick.p(), static_cast<int>(pick.size()), ddst.p(), nullptr));
   std::vector<float> dst(pick.size() * sz(width));
   g::gather_rows_cpu(src.data(), width, pick.data(), static_cast<int>(pick.size()), dst.data());
-  rows.push_back({"gather_rows", "5 of 40 rows x " + std::to_string(width), "bf16", 0, -1, count_differ(ddst.get(), dst), ""});
+  rows.push_back({"gather_rows", "5 of 40 rows x " + std::to_string(width), "bf16", 0, -1, values_differ(ddst.get(), dst), ""});
 }
 
 void gather_and_capture(std::vector<Row>& rows) {
@@ -170,7 +164,7 @@ void gather_and_capture(std::vector<Row>& rows) {
   Dev<float> da(a), db(b);
   op_ok(g::add_f32(da.p(), db.p(), n, nullptr));
   g::add_f32_cpu(a.data(), b.data(), n);
-  rows.push_back({"add_f32", "70000 entries", "f32", 0, -1, count_differ(da.get(), a), "bit for bit"});
+  rows.push_back({"add_f32", "70000 entries", "f32", 0, -1, values_differ(da.get(), a), "bit for bit"});
 }
 
 }  // namespace

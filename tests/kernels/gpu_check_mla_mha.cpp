@@ -198,7 +198,7 @@ void run_same_bits(std::vector<Row>& rows, const Shape& s) {
     for (const std::vector<int>& cuts : {std::vector<int>{0}, std::vector<int>{0, 64, 192}}) {
       const auto a = gpu_run(c, q, n, from, {.cuts = cuts, .kernel = k::MlaMhaKernel::wgmma});
       const auto b = gpu_run(c, q, n, from, {.cuts = cuts, .kernel = k::MlaMhaKernel::wgmma_tma});
-      for (size_t e = 0; e < a.size(); ++e) differ += a[e] != b[e];
+      differ += values_differ(a, b);
     }
   }
   rows.push_back({"mla_prefill_mha_wgmma_tma", shape_name(s, "= wgmma (cp.async), whole, chunk, segments", 300, 0), "bf16", 0, -1, differ,
@@ -230,8 +230,7 @@ void run_gather(std::vector<Row>& rows, DType kv) {
   std::vector<float> ref(sz(static_cast<long>(n) * width));
   k::latent_gather_cpu(pool.data(), table.data(), bs, first, n, width, ref.data());
   const auto got = dout.get();
-  long differ = 0;
-  for (size_t i = 0; i < ref.size(); ++i) differ += got[i] != ref[i];
+  const long differ = values_differ(got, ref);
   rows.push_back({"latent_gather", "rows 17..166 of 576, bs16, shuffled", k::dtype_name(kv), 0, -1, differ, ""});
 }
 

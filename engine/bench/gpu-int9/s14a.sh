@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-420}
 source "$here/lib.sh"
 P=TANDEM_GROUPED_WGMMA_PERSISTENT=1
 echo "# 1. checks ($SECONDS s)"
-for group in gemm mla_mha decode glue; do
+for group in gemm mla_mha decode glue elementwise fused; do
   check "gpu_check.$group" 120 "$B/gpu_check" "$group"
   grep -E "FAIL" "$O/gpu_check.$group.txt" | cut -c1-200; tail -1 "$O/gpu_check.$group.txt"
 done
