@@ -54,6 +54,89 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
   return s;
 }
 
+// 8 x entries as floats (bf16 converts exactly), for dot8f.
+__device__ __forceinline__ void x8(const bf16* x, float (&v)[8]) {
+  const uint4 raw = cuda::load16(x);
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(p[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void x8(const float* x, float (&v)[8]) {
+  const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+// dot8x's sum from weights and x entries already converted: the same fmaf chain, the same bits.
+__device__ __forceinline__ void w8(const uint4& w, float (&v)[8]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&w);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(p[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ float dot8f(const float (&w)[8], const float (&x)[8]) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s = fmaf(w[i], x[i], s);
+  return s;
+}
+
+// One pass of gemv_kernel's sums (U chunks a lane from c0) with each x chunk loaded and converted
+// once for the warp's RW rows (SX).
+template <int NT, int U, int RW, bool SILU, class XT>
+__device__ __forceinline__ void pass_shared(const XT* xr, long ldx, int c0, int chunks, int nr, const uint4 (&wv)[RW][U],
+                                            const uint4 (&uv)[RW][U], float (&acc)[RW][NT], float (&up)[RW][NT]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = c0 + 32 * u;
+    if (c >= chunks) break;
+    float wf[RW][8], uf[RW][8];
+#pragma unroll
+    for (int k = 0; k < RW; ++k) {
+      w8(wv[k][u], wf[k]);
+      if (SILU) w8(uv[k][u], uf[k]);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= nr) break;
+      float xf[8];
+      x8(xr + t * ldx + 8 * c, xf);
+#pragma unroll
+      for (int k = 0; k < RW; ++k) {
+        acc[k][t] += dot8f(wf[k], xf);
+        if (SILU) up[k][t] += dot8f(uf[k], xf);
+      }
+    }
+  }
+}
+
+// The same pass with each of the warp's rows reading its own group's x.
+template <int NT, int U, int RW, bool SILU, class XT>
+__device__ __forceinline__ void pass_apart(const GemvArgs& a, const int (&g)[RW], int r0, int c0, int chunks, int nr,
+                                           const uint4 (&wv)[RW][U], const uint4 (&uv)[RW][U], float (&acc)[RW][NT],
+                                           float (&up)[RW][NT]) {
+#pragma unroll
+  for (int k = 0; k < RW; ++k) {
+    if (g[k] < 0) break;
+    const XT* xr = static_cast<const XT*>(a.x) + g[k] * a.x_group + static_cast<long>(r0) * a.ldx;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t >= nr) break;
+        const XT* xc = xr + t * a.ldx + 8 * c;
+        acc[k][t] += dot8x(wv[k][u], xc);
+        if (SILU) up[k][t] += dot8x(uv[k][u], xc);
+      }
+    }
+  }
+}
+
 // Blocks an SM must hold: 8 (64 registers a thread) for the 4-load, one-row-a-warp kernels of bf16
 // x without SiLU (4 and 8 x rows). They are memory-bound with few loads a lane in flight, so a
 // block fewer an SM is that many fewer loads in flight: at 68 registers (7 blocks) a batch-16 decode
@@ -62,7 +145,12 @@ __device__ __forceinline__ float dot8x(const uint4& w, const float* x) {
 template <int NT, int U, int RW, bool SILU, class XT>
 constexpr int kMinBlocks = (NT <= 8 && U == 4 && RW == 1 && !SILU && std::is_same_v<XT, bf16>) ? 8 : 1;
 
-template <int NT, int U, int RW, class OutT, bool SILU, class XT>
+// SX (shared x, RW > 1): a warp's RW rows are of one group (gemv_shares_x), so each x chunk is
+// loaded and converted once for all of them, and each weight chunk once for all x rows: with many
+// x rows (6 to 16: batch 6 and 16 decode, verifications) the loop is otherwise bound by the L1
+// reads of x (16 bytes per x row and weight chunk) and the conversions, not by the weight stream.
+// The sums are the same fmaf chains in the same order as SX = false (dot8f).
+template <int NT, int U, int RW, class OutT, bool SILU, class XT, bool SX = false>
 __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)) gemv_kernel(GemvArgs a) {
   const long first = (static_cast<long>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   const int lane = threadIdx.x % 32;
@@ -79,6 +167,12 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)
     wu[k] = wg[k] + a.up_offset * a.ldw;
   }
   uint4 wv[RW][U], uv[RW][U];
+  if constexpr (SX) {  // a warp's rows past the end are summed (never stored): from zeros
+#pragma unroll
+    for (int k = 0; k < RW; ++k)
+#pragma unroll
+      for (int u = 0; u < U; ++u) wv[k][u] = uv[k][u] = make_uint4(0, 0, 0, 0);
+  }
   auto load_pass = [&](int c0) {
 #pragma unroll
     for (int k = 0; k < RW; ++k)
@@ -103,23 +197,11 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)
     for (int t = 0; t < NT; ++t) acc[k][t] = 0.f, up[k][t] = 0.f;
   for (int c0 = lane; c0 < chunks; c0 += 32 * U) {
     if (c0 != lane) load_pass(c0);
-#pragma unroll
-    for (int k = 0; k < RW; ++k) {
-      if (g[k] < 0) break;
-      const XT* xr = static_cast<const XT*>(a.x) + g[k] * a.x_group + static_cast<long>(r0) * a.ldx;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = c0 + 32 * u;
-        if (c >= chunks) break;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          if (t >= nr) break;
-          const XT* xc = xr + t * a.ldx + 8 * c;
-          acc[k][t] += dot8x(wv[k][u], xc);
-          if (SILU) up[k][t] += dot8x(uv[k][u], xc);
-        }
-      }
-    }
+    if constexpr (SX)
+      pass_shared<NT, U, RW, SILU>(static_cast<const XT*>(a.x) + g[0] * a.x_group + static_cast<long>(r0) * a.ldx, a.ldx, c0,
+                                   chunks, nr, wv, uv, acc, up);
+    else
+      pass_apart<NT, U, RW, SILU, XT>(a, g, r0, c0, chunks, nr, wv, uv, acc, up);
   }
   // Lane t writes x row r0 + t's result of each of the warp's rows.
 #pragma unroll
@@ -134,8 +216,9 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<NT, U, RW, SILU, XT>)
   }
 }
 
-// One configuration of gemv_kernel: NT x rows a grid row, U loads a lane, RW weight rows a warp.
-template <int NT, int U, int RW, class OutT, bool SILU, class XT>
+// One configuration of gemv_kernel: NT x rows a grid row, U loads a lane, RW weight rows a warp,
+// SX: x shared by a warp's rows.
+template <int NT, int U, int RW, class OutT, bool SILU, class XT, bool SX = false>
 struct Gemv {
   static dim3 grid(const GemvArgs& a) {
     const long rows = static_cast<long>(a.groups) * a.out, warps = (rows + RW - 1) / RW;
@@ -147,7 +230,7 @@ struct Gemv {
       int dev = 0, sms = 0, per_sm = 0;
       cudaGetDevice(&dev);
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<NT, U, RW, OutT, SILU, XT>, kWarps * 32, 0);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<NT, U, RW, OutT, SILU, XT, SX>, kWarps * 32, 0);
       return static_cast<long>(std::max(sms, 1)) * std::max(per_sm, 1);
     }();
     return n;
@@ -157,18 +240,40 @@ struct Gemv {
     return static_cast<long>(g.x) * g.y <= resident();
   }
   static cudaError_t launch(const GemvArgs& a, Stream stream) {
-    return cuda::launch_pdl(gemv_kernel<NT, U, RW, OutT, SILU, XT>, grid(a), dim3(kWarps * 32), 0, stream, a);
+    return cuda::launch_pdl(gemv_kernel<NT, U, RW, OutT, SILU, XT, SX>, grid(a), dim3(kWarps * 32), 0, stream, a);
   }
 };
 
-// The configuration for NT x rows, handed to f: several weight rows a warp only where one pass of
-// 8 loads a lane covers them (NT <= 2, no SiLU: the 8-load configuration), chosen by the shape alone.
+// Weight rows a warp takes, sharing x, from 4 x rows (TANDEM_GEMV_SHARED_ROWS=1|2|4, read once;
+// 1: one row a warp, the kernel before x was shared).
+int shared_rows_setting() {
+  static const int n = [] {
+    const char* v = std::getenv("TANDEM_GEMV_SHARED_ROWS");
+    const std::string s = v ? v : "";
+    return s == "1" ? 1 : s == "4" ? 4 : 2;
+  }();
+  return n;
+}
+
+// A warp's RW consecutive weight rows are of one group (ungrouped, or groups of a multiple of RW rows).
+bool gemv_shares_x(const GemvArgs& a, int rw) { return a.groups == 1 || a.out % rw == 0; }
+
+// The configuration for NT x rows, handed to f, chosen by the shape alone: several weight rows a
+// warp where one pass of 8 loads a lane covers them (NT <= 2, no SiLU: the 8-load configuration);
+// from 4 x rows several weight rows a warp sharing each x chunk (SX), 4 loads a lane in flight
+// either way.
 template <int NT, class OutT, bool SILU, class XT, class F>
 auto with_config(const GemvArgs& a, F&& f) {
   if constexpr (NT <= 2 && !SILU) {
     if (a.in <= 32 * 8 * 2) return f(Gemv<NT, 2, 4, OutT, SILU, XT>{});
     if (a.in <= 32 * 8 * 4) return f(Gemv<NT, 4, 2, OutT, SILU, XT>{});
     return f(Gemv<NT, 8, 1, OutT, SILU, XT>{});
+  } else if constexpr (NT >= 4) {
+    const int rw = SILU ? std::min(shared_rows_setting(), 2) : shared_rows_setting();
+    if constexpr (!SILU)
+      if (rw == 4 && gemv_shares_x(a, 4)) return f(Gemv<NT, 1, 4, OutT, SILU, XT, true>{});
+    if (rw >= 2 && gemv_shares_x(a, 2)) return f(Gemv<NT, 2, 2, OutT, SILU, XT, true>{});
+    return f(Gemv<NT, 4, 1, OutT, SILU, XT>{});
   } else {
     return f(Gemv<NT, 4, 1, OutT, SILU, XT>{});
   }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 14's second call: the decode gemv from 4 x rows with 2 (or 4) weight rows a warp sharing
+# each x chunk (gemv.cu's SX; TANDEM_GEMV_SHARED_ROWS=2 default, 4, or 1: the kernel before).
+# Checks: gpu_check decode under each setting (new rows: each of 6-16 rows equal to itself alone),
+# memcheck of decode, cuda_model_check, cuda_spec_check (greedy with the drafter = plain at batch
+# 1, 4, 6) under 2 and 4. Then the 2 B model's decode at batch 1, 6 and 16, each setting twice,
+# interleaved; profiles at 6 and 16; DFlash step costs with models/dflash-pair; transformers eager
+# decode on the same weights. Output under $OUT/int9 (int9.tgz):
+#   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s14b.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-400}
+source "$here/lib.sh"
+S=TANDEM_GEMV_SHARED_ROWS
+echo "# 1. checks ($SECONDS s)"
+for rw in 2 4 1; do
+  check "gpu_check.decode.rw$rw" 120 "$S=$rw" "$B/gpu_check" decode
+  grep -E "FAIL" "$O/gpu_check.decode.rw$rw.txt" | cut -c1-200
+done
+check memcheck.decode 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" decode
+check cuda_model_check 60 "$B/cuda_model_check" "$FX"
+grep -E "FAIL" "$O"/cuda_model_check*.txt | head -8 | cut -c1-200
+check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
+check cuda_spec_check.rw4 60 "$S=4" "$B/cuda_spec_check" models/dflash-pair
+grep -E "FAIL" "$O"/cuda_spec_check*.txt | head -8 | cut -c1-200
+
+echo "# 2. 2 B bf16 decode ($SECONDS s)"
+timeout 200 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches none >"$O/hf-write.txt" 2>&1
+echo "## model written (exit $?)"
+for round in 1 2; do
+  for rw in 2 4 1; do
+    bench "2b-decode-rw$rw-r$round" 60 /tmp/m2b "$S=$rw" -- --batches 1,6,16
+  done
+done
+bench 2b-profile 60 /tmp/m2b -- --batches 6 --profile 20 --profile-batch 6,16
+echo "# 3. DFlash step costs ($SECONDS s)"
+for rw in 2 1; do
+  [ $SECONDS -ge "$budget" ] && break
+  env "$S=$rw" timeout 60 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
+    --device cuda --batch 1 --batch 6 --both --repeat 1 --probe >"$O/spec-rw$rw.md" 2>&1
+  echo "## tandem_spec_bench $S=$rw: exit $?"; grep -E "ratios to|t_plain|^\| (code|json|prose) " "$O/spec-rw$rw.md" | cut -c1-200
+done
+echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
+if [ $SECONDS -lt "$budget" ]; then
+  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager-decode.json" --batches 1,6,16 \
+    --decode 32 >"$O/hf-eager-decode.txt" 2>&1
+  echo "## transformers eager decode (exit $?)"; grep -E "^\||FAILED" "$O/hf-eager-decode.txt" | cut -c1-160
+fi
+finish /tmp/m2b
