@@ -4,7 +4,7 @@
 # Checks: gpu_check decode under each setting (new rows: each of 6-16 rows equal to itself alone),
 # memcheck of decode, cuda_model_check, cuda_spec_check (greedy with the drafter = plain at batch
 # 1, 4, 6) under 2 and 4. Then the 2 B model's decode at batch 1, 6 and 16, each setting twice,
-# interleaved; profiles at 6 and 16; DFlash step costs with models/dflash-pair; transformers eager
+# interleaved; profiles at 6 and 16; attention splits 4 and 8; DFlash step costs with models/dflash-pair; transformers eager
 # decode on the same weights. Output under $OUT/int9 (int9.tgz):
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s14b.sh
 set -u
@@ -32,6 +32,11 @@ for round in 1 2; do
   done
 done
 bench 2b-profile 60 /tmp/m2b -- --batches 6 --profile 20 --profile-batch 6,16
+# Fewer attention splits a token (context_splits' target; 132 by default: 20 one-chunk splits of
+# this 640-key context): fewer partials for the combine at batch 16, longer chains at batch 1.
+for splits in 4 8; do
+  bench "2b-decode-splits$splits" 60 /tmp/m2b "TANDEM_ATTN_SPLITS=$splits" -- --batches 1,6,16
+done
 echo "# 3. DFlash step costs ($SECONDS s)"
 for rw in 2 1; do
   [ $SECONDS -ge "$budget" ] && break
