@@ -7,7 +7,9 @@
 
 #include "gpu_check.hpp"
 #include "tandem/kernels/activation.hpp"
+#include "tandem/kernels/gemv.hpp"
 #include "tandem/kernels/glm5_next.hpp"
+#include "tandem/kernels/moe_decode.hpp"
 #include "tandem/kernels/moe_routing.hpp"
 #include "tandem/kernels/paged_attention.hpp"
 #include "tandem/kernels/quant_weights.hpp"
@@ -202,10 +204,62 @@ void kda_prefill(int tokens) {
   }
 }
 
+// The decode products of hf_bench.py's 2 B model at `rows` x rows (a batch of that many tokens):
+// weight bytes over time. TANDEM_GEMV_SHARED_ROWS (gemv.cu) picks the kernel's weight rows a warp.
+void gemv_2b(int rows) {
+  struct Shape {
+    const char* name;
+    int in, out, groups;
+    bool silu;
+  };
+  for (const Shape& sh : {Shape{"in_proj (q_a | kv_a)", 2048, 1344, 1, false}, Shape{"q_b", 768, 5120, 1, false},
+                          Shape{"absorb query (20 heads)", 192, 512, 20, false}, Shape{"values (20 heads)", 512, 256, 20, false},
+                          Shape{"o_proj", 5120, 2048, 1, false}, Shape{"dense gate_up + silu", 2048, 10240, 1, true},
+                          Shape{"dense down", 10240, 2048, 1, false}, Shape{"lm_head", 2048, 151552, 1, false}}) {
+    const int wrows = sh.silu ? 2 * sh.out : sh.out;
+    const long w_elems = static_cast<long>(sh.groups) * wrows * sh.in;
+    DevAct x(DType::bf16, normal(sz(static_cast<long>(rows) * sh.groups * sh.in), 1.f, 71));
+    DevAct w(DType::bf16, sz(w_elems)), y(DType::bf16, sz(static_cast<long>(rows) * sh.groups * sh.out));
+    k::GemvArgs a;
+    a.rows = rows, a.in = sh.in, a.out = sh.out, a.groups = sh.groups, a.x = x.p(), a.ldx = static_cast<long>(sh.groups) * sh.in;
+    a.x_group = sh.in, a.w = w.p(), a.ldw = sh.in, a.w_group = static_cast<long>(wrows) * sh.in, a.y = y.p();
+    a.ldy = static_cast<long>(sh.groups) * sh.out, a.y_group = sh.out, a.y_type = DType::bf16, a.silu_mul = sh.silu, a.up_offset = sh.out;
+    char what[96];
+    std::snprintf(what, sizeof what, "gemv %s, %d rows", sh.name, rows);
+    report(what, time_us([&] { ok(k::gemv_cuda(a, nullptr)); }), 2.0 * static_cast<double>(w_elems));
+  }
+}
+
+// The 2 B model's routed + shared experts at `tokens` tokens (32 experts, top 4, 2048 x 768,
+// shared 768; token t's experts (7 t + 3 j) % 32): the bytes of the experts in use over time.
+void moe_2b(int tokens) {
+  const int E = 32, K = 4, hidden = 2048, width = 768;
+  DevAct x(DType::bf16, normal(sz(static_cast<long>(tokens) * hidden), 1.f, 81));
+  DevAct gu(DType::bf16, sz(static_cast<long>(E) * 2 * width * hidden)), dn(DType::bf16, sz(static_cast<long>(E) * hidden * width));
+  DevAct sgu(DType::bf16, sz(2L * width * hidden)), sdn(DType::bf16, sz(static_cast<long>(hidden) * width));
+  DevAct act(DType::bf16, sz(static_cast<long>(tokens) * (K + 1) * width));
+  Dev<float> out(sz(static_cast<long>(tokens) * hidden)), weight(normal(sz(static_cast<long>(tokens) * K), 0.5f, 82));
+  std::vector<std::int32_t> expert(sz(static_cast<long>(tokens) * K));
+  std::vector<bool> used(E, false);
+  for (int t = 0; t < tokens; ++t)
+    for (int j = 0; j < K; ++j) used[sz((7 * t + 3 * j) % E)] = true, expert[sz(t * K + j)] = (7 * t + 3 * j) % E;
+  int n_used = 0;
+  for (bool u : used) n_used += u;
+  Dev<std::int32_t> dexp(expert), groups(sz(k::moe_decode_group_ints(E, K, tokens)));
+  k::MoeDecodeArgs a;
+  a.tokens = tokens, a.top_k = K, a.hidden = hidden, a.width = width, a.x = x.p(), a.expert = dexp.p(), a.weight = weight.p();
+  a.gate_up = gu.p(), a.down = dn.p(), a.shared_gate_up = sgu.p(), a.shared_down = sdn.p(), a.shared_width = width;
+  a.act = act.p(), a.out = out.p(), a.experts = E, a.groups = tokens > 1 ? groups.p() : nullptr;
+  char what[96];
+  std::snprintf(what, sizeof what, "moe_decode %s, %d tokens, %d experts in use", a.groups ? "grouped" : "per pair", tokens, n_used);
+  report(what, time_us([&] { ok(k::moe_decode_cuda(a, nullptr)); }), 3.0 * 2 * width * hidden * (n_used + 1));
+}
+
 }  // namespace
 
 // Arguments, if any: `kda` times only the KDA prefill, `mla` only the MLA decode attention (and
-// the MoE norm + router + route at the same shape).
+// the MoE norm + router + route at the same shape), `decode2b` the 2 B model's decode products
+// and experts at 1, 6 and 16 rows.
 int main(int argc, char** argv) {
   if (!k::cuda_device_present()) {
     std::puts("SKIP: no CUDA device");
@@ -230,6 +284,11 @@ int main(int argc, char** argv) {
       for (int seqs : {1, 16})
         for (int ctx : {577, 4097})
           for (int target : {33, 16, 8, 4}) mla_attention(DType::bf16, seqs, ctx, ctx + 100, target);
+      return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "decode2b") == 0) {
+      for (int rows : {1, 6, 16}) gemv_2b(rows);
+      for (int tokens : {1, 6, 16}) moe_2b(tokens);
       return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "kda") == 0) {

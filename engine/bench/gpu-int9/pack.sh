@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Packs the call scripts beside this file with the sm_90 binaries of build-cuda into
 # build-deps/int9/bundle.tar.xz, the bundle every script here unpacks:
-#   int9/bin/{gpu_check,cuda_model_check,glm5_next_cuda_check,tandem-bench-cuda,cuda_spec_check,tandem_spec_bench},
+#   int9/bin/{gpu_check,cuda_model_check,glm5_next_cuda_check,tandem-bench-cuda,cuda_spec_check,tandem_spec_bench,gpu_timing},
 #   int9/*.sh, int9/COMMIT (the commit the binaries were built at; +dirty with uncommitted changes).
-# Build them first: ninja -C build-cuda gpu_check cuda_model_check glm5_next_cuda_check tandem_spec_bench \
+# Build them first: ninja -C build-cuda gpu_check cuda_model_check glm5_next_cuda_check tandem_spec_bench gpu_timing \
 #   tandem-bench-cuda cuda_spec_check. Then, on the GPU machine, with build-deps/int9 carried:
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/NAME.sh
 # xz -9e matters: the binaries repeat their device code, and the bundle must fit beside the tracked
@@ -14,7 +14,7 @@ b=${BUILD:-build-cuda}
 stage=$(mktemp -d)
 mkdir -p "$stage/int9/bin"
 for f in tests/kernels/gpu_check tests/model/cuda_model_check tests/model/glm5_next_cuda_check engine/bench/tandem-bench-cuda \
-  tests/spec/cuda_spec_check engine/spec_decode/tandem_spec_bench; do
+  tests/spec/cuda_spec_check engine/spec_decode/tandem_spec_bench tests/kernels/gpu_timing; do
   strip -o "$stage/int9/bin/$(basename "$f")" "$b/$f"
 done
 cp engine/bench/gpu-int9/*.sh "$stage/int9/"

@@ -23,7 +23,15 @@ check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
 check cuda_spec_check.rw4 60 "$S=4" "$B/cuda_spec_check" models/dflash-pair
 grep -E "FAIL" "$O"/cuda_spec_check*.txt | head -8 | cut -c1-200
 
-echo "# 2. 2 B bf16 decode ($SECONDS s)"
+echo "# 2. per kernel: the 2 B model's decode products and experts at 1, 6, 16 rows; MLA splits ($SECONDS s)"
+for rw in 2 4 1; do
+  check "gpu_timing.decode2b.rw$rw" 60 "$S=$rw" "$B/gpu_timing" decode2b
+  cat "$O/gpu_timing.decode2b.rw$rw.txt"
+done
+check gpu_timing.mla 60 "$B/gpu_timing" mla
+cat "$O/gpu_timing.mla.txt"
+
+echo "# 3. 2 B bf16 decode ($SECONDS s)"
 timeout 200 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager.json" --batches none >"$O/hf-write.txt" 2>&1
 echo "## model written (exit $?)"
 for round in 1 2; do
@@ -37,7 +45,7 @@ bench 2b-profile 60 /tmp/m2b -- --batches 6 --profile 20 --profile-batch 6,16
 for splits in 4 8; do
   bench "2b-decode-splits$splits" 60 /tmp/m2b "TANDEM_ATTN_SPLITS=$splits" -- --batches 1,6,16
 done
-echo "# 3. DFlash step costs ($SECONDS s)"
+echo "# 4. DFlash step costs ($SECONDS s)"
 for rw in 2 1; do
   [ $SECONDS -ge "$budget" ] && break
   env "$S=$rw" timeout 60 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
