@@ -10,6 +10,8 @@
 // down kernel gathers a row's experts in one block rather than holding one expert's rows a warp.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
 #include "moe_decode_rows.cuh"
@@ -196,9 +198,21 @@ int jcap_of(const MoeDecodeArgs& a) { return std::min(a.experts, a.tokens * a.to
 
 long down_smem(const MoeDecodeArgs& a, int R) { return (1L + jcap_of(a)) * R * act_width(a) * 2 + 4L * jcap_of(a); }
 
+// TANDEM_MOE_DOWN_ROWS=1|2|4 (read once; 0: unset): the rows a down block takes where they fit
+// two blocks an SM, for measuring (a row's sum is the same chain whatever R).
+int down_rows_setting() {
+  static const int n = [] {
+    const char* v = std::getenv("TANDEM_MOE_DOWN_ROWS");
+    const std::string s = v ? v : "";
+    return s == "1" ? 1 : s == "2" ? 2 : s == "4" ? 4 : 0;
+  }();
+  return n;
+}
+
 // Rows a down block takes: the most of 4, 2, 1 that divide hidden and fit two blocks an SM; else
 // one row if it fits kDownSmemMax; 0 if none fits.
 int down_rows(const MoeDecodeArgs& a) {
+  if (const int R = down_rows_setting(); R > 0 && a.hidden % R == 0 && down_smem(a, R) <= kDownSmemPair) return R;
   for (int R : {4, 2})
     if (a.hidden % R == 0 && down_smem(a, R) <= kDownSmemPair) return R;
   return down_smem(a, 1) <= kDownSmemMax ? 1 : 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 14's second call: the decode gemv from 4 x rows with 2 (or 4) weight rows a warp sharing
-# each x chunk (gemv.cu's SX; TANDEM_GEMV_SHARED_ROWS=2 default, 4, or 1: the kernel before).
+# each x chunk (gemv.cu's SX; TANDEM_GEMV_SHARED_ROWS=2 default, 4, or 1: the kernel before), and
+# the grouped experts' down kernel at one row a block (TANDEM_MOE_DOWN_ROWS=1; 2 by default here).
 # Checks: gpu_check decode under each setting (new rows: each of 6-16 rows equal to itself alone),
 # memcheck of decode, cuda_model_check, cuda_spec_check (greedy with the drafter = plain at batch
 # 1, 4, 6) under 2 and 4. Then the 2 B model's decode at batch 1, 6 and 16, each setting twice,
@@ -16,6 +17,10 @@ for rw in 2 4 1; do
   check "gpu_check.decode.rw$rw" 120 "$S=$rw" "$B/gpu_check" decode
   grep -E "FAIL" "$O/gpu_check.decode.rw$rw.txt" | cut -c1-200
 done
+for r in 0 1; do
+  check "gpu_check.moe_grouped.down$r" 120 "TANDEM_MOE_DOWN_ROWS=$r" "$B/gpu_check" moe_grouped
+  grep -E "FAIL" "$O/gpu_check.moe_grouped.down$r.txt" | cut -c1-200
+done
 check memcheck.decode 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" decode
 check cuda_model_check 60 "$B/cuda_model_check" "$FX"
 grep -E "FAIL" "$O"/cuda_model_check*.txt | head -8 | cut -c1-200
@@ -28,6 +33,8 @@ for rw in 2 4 1; do
   check "gpu_timing.decode2b.rw$rw" 60 "$S=$rw" "$B/gpu_timing" decode2b
   cat "$O/gpu_timing.decode2b.rw$rw.txt"
 done
+check gpu_timing.decode2b.down1 60 TANDEM_MOE_DOWN_ROWS=1 "$B/gpu_timing" decode2b
+grep moe_decode "$O/gpu_timing.decode2b.down1.txt"
 check gpu_timing.mla 60 "$B/gpu_timing" mla
 cat "$O/gpu_timing.mla.txt"
 
@@ -39,6 +46,7 @@ for round in 1 2; do
     bench "2b-decode-rw$rw-r$round" 60 /tmp/m2b "$S=$rw" -- --batches 1,6,16
   done
 done
+bench 2b-decode-down1 60 /tmp/m2b TANDEM_MOE_DOWN_ROWS=1 -- --batches 1,6,16
 bench 2b-profile 60 /tmp/m2b -- --batches 6 --profile 20 --profile-batch 6,16
 # Fewer attention splits a token (context_splits' target; 132 by default: 20 one-chunk splits of
 # this 640-key context): fewer partials for the combine at batch 16, longer chains at batch 1.
