@@ -5,11 +5,11 @@
 # Checks: gpu_check decode under each setting (new rows: each of 6-16 rows equal to itself alone),
 # memcheck of decode, cuda_model_check, cuda_spec_check (greedy with the drafter = plain at batch
 # 1, 4, 6) under 2 and 4. Then the 2 B model's decode at batch 1, 6 and 16, each setting twice,
-# interleaved; profiles at 6 and 16; attention splits 4 and 8; DFlash step costs with models/dflash-pair; transformers eager
-# decode on the same weights. Output under $OUT/int9 (int9.tgz):
+# interleaved; profiles at 6 and 16; attention splits 4 and 8; DFlash step costs with
+# models/dflash-pair. Output under $OUT/int9 (int9.tgz):
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s14b.sh
 set -u
-here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-400}
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-330}
 source "$here/lib.sh"
 S=TANDEM_GEMV_SHARED_ROWS
 echo "# 1. checks ($SECONDS s)"
@@ -54,16 +54,10 @@ for splits in 4 8; do
   bench "2b-decode-splits$splits" 60 /tmp/m2b "TANDEM_ATTN_SPLITS=$splits" -- --batches 1,6,16
 done
 echo "# 4. DFlash step costs ($SECONDS s)"
-for rw in 2 1; do
-  [ $SECONDS -ge "$budget" ] && break
-  env "$S=$rw" timeout 60 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
-    --device cuda --batch 1 --batch 6 --both --repeat 1 --probe >"$O/spec-rw$rw.md" 2>&1
-  echo "## tandem_spec_bench $S=$rw: exit $?"; grep -E "ratios to|t_plain|^\| (code|json|prose) " "$O/spec-rw$rw.md" | cut -c1-200
-done
-echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 if [ $SECONDS -lt "$budget" ]; then
-  timeout $((560 - SECONDS)) python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-eager-decode.json" --batches 1,6,16 \
-    --decode 32 >"$O/hf-eager-decode.txt" 2>&1
-  echo "## transformers eager decode (exit $?)"; grep -E "^\||FAILED" "$O/hf-eager-decode.txt" | cut -c1-160
+  timeout 60 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter models/dflash-pair/reference.json \
+    --device cuda --batch 1 --batch 6 --both --repeat 1 --probe >"$O/spec.md" 2>&1
+  echo "## tandem_spec_bench: exit $?"; grep -E "ratios to|t_plain|^\| (code|json|prose) " "$O/spec.md" | cut -c1-200
 fi
+echo "checks done at $SECONDS s; failed: ${failed[*]:-none}"
 finish /tmp/m2b
