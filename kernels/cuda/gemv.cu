@@ -244,8 +244,8 @@ struct Gemv {
   }
 };
 
-// Weight rows a warp takes, sharing x, from 4 x rows (TANDEM_GEMV_SHARED_ROWS=1|2|4, read once;
-// 1: one row a warp, the kernel before x was shared).
+// Weight rows a warp takes, sharing x, from 4 x rows without SiLU (TANDEM_GEMV_SHARED_ROWS=1|2|4,
+// read once; 1: one row a warp, the kernel before x was shared; default 2).
 int shared_rows_setting() {
   static const int n = [] {
     const char* v = std::getenv("TANDEM_GEMV_SHARED_ROWS");
@@ -260,18 +260,19 @@ bool gemv_shares_x(const GemvArgs& a, int rw) { return a.groups == 1 || a.out % 
 
 // The configuration for NT x rows, handed to f, chosen by the shape alone: several weight rows a
 // warp where one pass of 8 loads a lane covers them (NT <= 2, no SiLU: the 8-load configuration);
-// from 4 x rows several weight rows a warp sharing each x chunk (SX), 4 loads a lane in flight
-// either way.
+// from 4 x rows, without SiLU, several weight rows a warp sharing each x chunk (SX), 4 loads a
+// lane in flight either way. With SiLU (gate and up rows: twice the registers) sharing x was
+// slower: the 2 B model's dense gate_up at 6 / 16 rows took 65.9 / 149.9 us against 58.2 / 122.3
+// (H100, engine/bench/results/h100-s14d-2026-12-07.md), so it keeps one row a warp.
 template <int NT, class OutT, bool SILU, class XT, class F>
 auto with_config(const GemvArgs& a, F&& f) {
   if constexpr (NT <= 2 && !SILU) {
     if (a.in <= 32 * 8 * 2) return f(Gemv<NT, 2, 4, OutT, SILU, XT>{});
     if (a.in <= 32 * 8 * 4) return f(Gemv<NT, 4, 2, OutT, SILU, XT>{});
     return f(Gemv<NT, 8, 1, OutT, SILU, XT>{});
-  } else if constexpr (NT >= 4) {
-    const int rw = SILU ? std::min(shared_rows_setting(), 2) : shared_rows_setting();
-    if constexpr (!SILU)
-      if (rw == 4 && gemv_shares_x(a, 4)) return f(Gemv<NT, 1, 4, OutT, SILU, XT, true>{});
+  } else if constexpr (NT >= 4 && !SILU) {
+    const int rw = shared_rows_setting();
+    if (rw == 4 && gemv_shares_x(a, 4)) return f(Gemv<NT, 1, 4, OutT, SILU, XT, true>{});
     if (rw >= 2 && gemv_shares_x(a, 2)) return f(Gemv<NT, 2, 2, OutT, SILU, XT, true>{});
     return f(Gemv<NT, 4, 1, OutT, SILU, XT>{});
   } else {
