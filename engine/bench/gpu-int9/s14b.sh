@@ -3,7 +3,9 @@
 # x (TANDEM_GEMV_SHARED_ROWS=4: gpu_check decode and timings), the grouped experts' down kernel
 # at one row a block (TANDEM_MOE_DOWN_ROWS=1: gpu_check moe_grouped and timings), attention at 4
 # and 8 splits a token (TANDEM_ATTN_SPLITS, context_splits' target), gpu_timing mla, and the
-# DFlash step costs with models/dflash-pair under the shared-x gemv. Output under $OUT/int9:
+# DFlash step costs with models/dflash-pair under the shared-x gemv; and the ungrouped products on
+# the tensor cores (TANDEM_GEMV_MMA=1, rows_mma: batch-invariant, another rounding), which the
+# 16-row step needs if the CUDA-core gemv stays FMA-bound there. Output under $OUT/int9:
 #   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s14b.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-300}
@@ -15,7 +17,7 @@ check cuda_spec_check.rw4 60 TANDEM_GEMV_SHARED_ROWS=4 "$B/cuda_spec_check" mode
 grep -hE "FAIL" "$O"/gpu_check.*.txt "$O"/cuda_spec_check*.txt | head -8 | cut -c1-200
 
 echo "# 2. per kernel and per step, 2 B bf16 ($SECONDS s)"
-for setting in TANDEM_GEMV_SHARED_ROWS=4 TANDEM_MOE_DOWN_ROWS=1; do
+for setting in TANDEM_GEMV_SHARED_ROWS=4 TANDEM_MOE_DOWN_ROWS=1 TANDEM_GEMV_MMA=1; do
   check "gpu_timing.decode2b.${setting#TANDEM_}" 60 "$setting" "$B/gpu_timing" decode2b
   cat "$O/gpu_timing.decode2b.${setting#TANDEM_}.txt"
 done
@@ -24,7 +26,7 @@ cat "$O/gpu_timing.mla.txt"
 timeout 200 python3 engine/bench/hf_bench.py --write /tmp/m2b --json "$O/hf-write.json" --batches none >"$O/hf-write.txt" 2>&1
 echo "## model written (exit $?)"
 bench 2b-decode 60 /tmp/m2b -- --batches 1,6,16
-for setting in TANDEM_GEMV_SHARED_ROWS=4 TANDEM_MOE_DOWN_ROWS=1 TANDEM_ATTN_SPLITS=4 TANDEM_ATTN_SPLITS=8; do
+for setting in TANDEM_GEMV_SHARED_ROWS=4 TANDEM_MOE_DOWN_ROWS=1 TANDEM_GEMV_MMA=1 TANDEM_ATTN_SPLITS=4 TANDEM_ATTN_SPLITS=8; do
   bench "2b-decode-${setting#TANDEM_}" 60 /tmp/m2b "$setting" -- --batches 1,6,16
 done
 
