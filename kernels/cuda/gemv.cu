@@ -37,6 +37,7 @@ constexpr int kWarps = 4;
 // so a launch has RW times fewer blocks: one wave of blocks, whose loads are all issued before the
 // wait, instead of a tail wave that starts its loads only after it (absorbed query, q_b, values).
 // Each row's sum is built as with RW = 1 (lane l: chunks l, l + 32, ..; the same butterfly).
+// From 4 x rows (no SiLU) a warp also takes RW rows, then to share each x chunk among them (SX).
 // 8 weights (one 16-byte load) against 8 entries of an x row, in dot8's order: bf16 x one 16-byte
 // load, fp32 x two.
 __device__ __forceinline__ float dot8x(const uint4& w, const bf16* x) { return cuda::dot8(w, cuda::load16(x)); }
@@ -141,7 +142,9 @@ __device__ __forceinline__ void pass_apart(const GemvArgs& a, const int (&g)[RW]
 // x without SiLU (4 and 8 x rows). They are memory-bound with few loads a lane in flight, so a
 // block fewer an SM is that many fewer loads in flight: at 68 registers (7 blocks) a batch-16 decode
 // step of the 2 B model took 8% longer (9926ce1, engine/bench/results/h100-bisect22-2026-12-06.md).
-// These fit 64 without spilling (ptxas -v); the 8-load, SiLU and fp32-x kernels would spill.
+// These fit 64 without spilling (ptxas -v); the 8-load, SiLU and fp32-x kernels would spill. The
+// shared-x kernels (SX below, the default from 4 x rows without SiLU) take 79-165 registers and
+// no minimum; they were measured so (engine/bench/results/h100-s14d-2026-12-07.md).
 template <int NT, int U, int RW, bool SILU, class XT>
 constexpr int kMinBlocks = (NT <= 8 && U == 4 && RW == 1 && !SILU && std::is_same_v<XT, bf16>) ? 8 : 1;
 

@@ -75,9 +75,8 @@ __device__ __forceinline__ void begin_rows(const Args& a, const Tile& t, const i
   }
 }
 
-// The segment's end: its partial state, exactly, for the next one, or O / l as bf16. (A row past
-// the tile skips both and its lane then exits; a quad skips together, so a shuffle reads only
-// partners that run it.)
+// The segment's end: its partial state, exactly, for the next one, or O / l as bf16. A row past
+// the tile skips both, after its quad's shuffles, which every lane of the warp takes part in.
 __device__ __forceinline__ void end_rows(const Args& a, const Tile& t, const int (&lim)[2], const float (&acc)[kMaxDim / 8][4],
                                          const cuda::FlashSoftmax& sm) {
   const MlaMhaPrefill& p = a.p;

@@ -206,8 +206,8 @@ Status grouped_gemm_cuda(const void* x, long ldx, const std::int32_t* gather, co
 
 Status grouped_gemm_silu_cuda(const void* x, long ldx, const std::int32_t* gather, const std::int32_t* offsets, int n_experts,
                               const void* w, int d, int k, void* y, long ldy, Stream stream, WgmmaTile tile) {
-  if (d % 2 != 0) return Error{"grouped_gemm_silu: d (gate and up rows) must be even, got " + std::to_string(d)};
   if (Status s = check_grouped("grouped_gemm_silu", d, k, ldx, n_experts); !s) return s;
+  if (d % 2 != 0) return Error{"grouped_gemm_silu: d (gate and up rows) must be even, got " + std::to_string(d)};
   if (!offsets) return Error{"grouped_gemm_silu: offsets are required"};
   return grouped_wgmma_cuda(x, ldx, gather, offsets, n_experts, w, d, k, y, ldy, stream, tile, true);
 }

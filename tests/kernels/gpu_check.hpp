@@ -174,7 +174,8 @@ inline double max_rel_error(const std::vector<float>& got, const std::vector<flo
 }
 
 // Entries whose values differ (a != b: +0 equals -0, NaN differs from everything): a result held
-// to a CPU reference that does the same arithmetic. Vectors of unequal size count the longer one.
+// to a CPU reference that does the same arithmetic, or to another GPU form where a zero's sign is
+// not part of the claim. Vectors of unequal size count the longer one.
 inline long values_differ(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
   long n = 0;
@@ -182,7 +183,8 @@ inline long values_differ(const std::vector<float>& a, const std::vector<float>&
   return n;
 }
 
-// Entries whose bits differ (memcmp): two GPU forms of one computation that must give the same bits.
+// Entries whose bits differ (memcmp, a zero's sign included): two GPU forms of one computation
+// that must give the same bits.
 inline long bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return static_cast<long>(std::max(a.size(), b.size()));
   long n = 0;

@@ -264,9 +264,10 @@ void check_decode(std::vector<Row>& rows) {
   gemv(rows, 16, 1, 2048, 3001, false, false, DType::f32);
   gemv(rows, 12, 1, 1024, 6000, false, true, DType::bf16);
   gemv_rows_agree(rows, 16, 1, 2048, 3001);
-  // From 4 rows a warp takes 2 weight rows (4 with TANDEM_GEMV_SHARED_ROWS=4; none with =1) that
-  // share each x chunk: batch 6 and 16's shapes, SiLU, a bias, groups (the values at batch 16: 5 MB,
-  // past the tiled kernel), each row equal to itself alone.
+  // From 4 rows (no SiLU) a warp takes 2 weight rows (4 with TANDEM_GEMV_SHARED_ROWS=4; none with
+  // =1) that share each x chunk: batch 6 and 16's shapes, a bias, groups (the values at batch 16:
+  // 5 MB, past the tiled kernel), each row equal to itself alone; and the SiLU form at 6 rows (one
+  // row a warp) beside them.
   gemv_rows_agree(rows, 6, 1, 2048, 768, true);
   gemv_rows_agree(rows, 12, 1, 2048, 1344);
   gemv_rows_agree(rows, 8, 1, 5120, 2048, false, true);
