@@ -69,7 +69,7 @@ __device__ __forceinline__ void x8(const float* x, float (&v)[8]) {
   const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
   v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
 }
-// dot8x's sum from weights and x entries already converted: the same fmaf chain, the same bits.
+// 8 weights (one 16-byte load) as floats, for dot8f.
 __device__ __forceinline__ void w8(const uint4& w, float (&v)[8]) {
   const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&w);
 #pragma unroll
@@ -78,6 +78,7 @@ __device__ __forceinline__ void w8(const uint4& w, float (&v)[8]) {
     v[2 * i] = f.x, v[2 * i + 1] = f.y;
   }
 }
+// dot8x's sum from weights and x entries already converted: the same fmaf chain, the same bits.
 __device__ __forceinline__ float dot8f(const float (&w)[8], const float (&x)[8]) {
   float s = 0.f;
 #pragma unroll
