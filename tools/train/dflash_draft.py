@@ -113,11 +113,15 @@ def training_mask(anchors, block_size, ctx_len, device):
     return torch.cat([ctx_vis, blk_vis], 1)
 
 
-def sample_anchors(seq_len, block_size, n, gen, device):
-    """n distinct sorted anchor positions in 1 .. seq_len - block_size (a block must fit, and an
-    anchor needs at least one context row before it)."""
-    n = min(n, seq_len - block_size)
-    return torch.sort(torch.randperm(seq_len - block_size, generator=gen)[:n] + 1).values.to(device)
+def sample_anchors(seq_len, block_size, n, gen, device, lo=1):
+    """n distinct sorted anchor positions in lo .. seq_len - block_size (a block must fit, and an
+    anchor needs at least one context row before it: lo >= 1)."""
+    lo = max(1, lo)
+    span = seq_len - block_size - lo + 1
+    if span < 1:
+        raise ValueError("no anchor fits: rows of %d tokens, blocks of %d, anchors from %d" % (seq_len, block_size, lo))
+    n = min(n, span)
+    return torch.sort(torch.randperm(span, generator=gen)[:n] + lo).values.to(device)
 
 
 def block_loss(target, drafter, x, anchors, weights, amp):

@@ -1,7 +1,7 @@
 """A glm4_moe_lite decoder (GLM-4.7-Flash's architecture: multi-head latent attention, sigmoid-routed
 MoE with a shared expert) in plain PyTorch, written from the architecture's description so that a
 model trained here loads in tandem-serve (engine/model) and in transformers. Only what training
-and our checks need: no KV cache (generation re-runs the prefix; the models are tiny)."""
+and our checks need, plus a plain KV cache for generating training rows in bulk (`greedy`)."""
 import math
 
 import torch
@@ -123,7 +123,10 @@ class Mla(nn.Module):
         self.kv_b_proj = nn.Linear(self.lora, n * (self.nope + self.vd), bias=False)
         self.o_proj = nn.Linear(n * self.vd, h, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, cache=None, start=0):
+        """cache: None, or a dict this layer keeps its expanded keys and values in ([B, heads, L, d]
+        tensors allocated for cache["length"] positions); x then holds positions start..start+T-1,
+        either a whole prefix (start 0) or one token after it."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n, self.nope + self.rope)
         q_nope, q_rope = q.split([self.nope, self.rope], -1)
@@ -134,7 +137,19 @@ class Mla(nn.Module):
         k_rope = rope_interleaved(k_rope[:, :, None, :], cos, sin).expand(B, T, self.n, self.rope)
         q = torch.cat([q_nope, q_rope], -1).transpose(1, 2)
         k = torch.cat([k_nope, k_rope], -1).transpose(1, 2)
-        o = sdpa(q, k, v.transpose(1, 2), causal=True)
+        v = v.transpose(1, 2)
+        causal = True
+        if cache is not None:
+            if "k" not in cache:
+                cache["k"] = k.new_zeros(B, self.n, cache["length"], k.shape[-1])
+                cache["v"] = v.new_zeros(B, self.n, cache["length"], v.shape[-1])
+            cache["k"][:, :, start:start + T] = k
+            cache["v"][:, :, start:start + T] = v
+            if start > 0:
+                if T != 1:
+                    raise ValueError("a cached step after the prefix takes one token, not %d" % T)
+                k, v, causal = cache["k"][:, :, :start + 1], cache["v"][:, :, :start + 1], False
+        o = sdpa(q, k, v, causal=causal)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.n * self.vd))
 
 
@@ -147,8 +162,8 @@ class Layer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], eps)
         self.mlp = Moe(cfg) if moe else Mlp(cfg["hidden_size"], cfg["intermediate_size"])
 
-    def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x, cos, sin, cache=None, start=0):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -171,18 +186,33 @@ class GlmLite(nn.Module):
                 nn.init.normal_(m.weight, std=0.02)
         nn.init.normal_(self.model.embed_tokens.weight, std=0.02)
 
-    def forward(self, ids, capture=()):
-        """Logits [B, T, V] and the residual stream after each layer in `capture` (list)."""
+    def forward(self, ids, capture=(), caches=None, start=0):
+        """Logits [B, T, V] and the residual stream after each layer in `capture` (list). caches:
+        one dict per layer (Mla.forward), ids then at positions start..start+T-1."""
         B, T = ids.shape
-        pos = torch.arange(T, device=ids.device)
+        pos = torch.arange(start, start + T, device=ids.device)
         cos, sin = rope_angles(pos, self.cfg["qk_rope_head_dim"], self.cfg["rope_parameters"]["rope_theta"], ids.device)
         x = self.model.embed_tokens(ids)
         feats = []
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, caches[i] if caches else None, start)
             if i in capture:
                 feats.append(x)
         return self.lm_head(self.model.norm(x)), feats
+
+    @torch.no_grad()
+    def greedy(self, prefix, n_new):
+        """prefix [B, P] followed by n_new greedy tokens, through a KV cache: one token per step
+        after the prefix, so generating a row costs about one forward of it, not one per token."""
+        B, P = prefix.shape
+        caches = [{"length": P + n_new} for _ in self.model.layers]
+        logits, _ = self(prefix, caches=caches)
+        out = [prefix]
+        for i in range(n_new):
+            out.append(logits[:, -1].float().argmax(-1, keepdim=True))
+            if i + 1 < n_new:
+                logits, _ = self(out[-1], caches=caches, start=P + i)
+        return torch.cat(out, 1)
 
 
 def make_config(vocab, hidden, layers, heads, dense_inter, experts, moe_inter, top_k, sparse_layers, max_pos, eos, bos):

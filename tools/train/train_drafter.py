@@ -79,23 +79,25 @@ def corpus_tokens(tdir, reference, a):
 
 @torch.no_grad()
 def generate(target, data, a, device):
-    """Rows of a.gen_len tokens: a random corpus prefix of 32..a.gen_len/2 tokens (one length per
-    chunk of rows), then the target's greedy continuation (bf16, full recompute: the target is tiny)."""
+    """Rows of a.gen_len tokens: a random corpus prefix of a.gen_prefix[0]..a.gen_prefix[1] tokens
+    (one length per chunk of rows; the reference prompts are 69-96 tokens), then the target's greedy
+    continuation (bf16, through glm_lite's KV cache). Stored as int16 (vocabularies up to 32768)."""
     gen = torch.Generator().manual_seed(3)
     amp = device.type == "cuda"
-    rows, prefix_lens, t0 = [], [], time.time()
+    lo, hi = a.gen_prefix
+    if not 1 <= lo <= hi < a.gen_len:
+        raise ValueError("--gen-prefix %d %d must satisfy 1 <= lo <= hi < --gen-len %d" % (lo, hi, a.gen_len))
+    rows, new_tokens, t0 = [], 0, time.time()
     while time.time() - t0 < a.gen_seconds:
-        p = int(torch.randint(32, a.gen_len // 2 + 1, (1,), generator=gen))
+        p = int(torch.randint(lo, hi + 1, (1,), generator=gen))
         x = batches(data, p, a.gen_batch, gen, device)
-        while x.shape[1] < a.gen_len:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-                logits, _ = target(x)
-            x = torch.cat([x, logits[:, -1].float().argmax(-1, keepdim=True)], 1)
-        rows.append(x.cpu())
-        prefix_lens += [p] * x.shape[0]
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            x = target.greedy(x, a.gen_len - p)
+        rows.append(x.to(torch.int16).cpu())
+        new_tokens += x.shape[0] * (a.gen_len - p)
     out = torch.cat(rows)
-    log("generated: %d rows of %d tokens (prefixes of 32..%d), %d continuation tokens (%.0fs)" % (
-        out.shape[0], a.gen_len, a.gen_len // 2, out.numel() - sum(prefix_lens), time.time() - t0))
+    log("generated: %d rows of %d tokens (prefixes of %d..%d), %d continuation tokens (%.0fs)" % (
+        out.shape[0], a.gen_len, lo, hi, new_tokens, time.time() - t0))
     return out
 
 
@@ -112,11 +114,15 @@ def train(target, drafter, data, gen_rows, a, device):
     amp = device.type == "cuda"
     t0, step = time.time(), 0
     while time.time() - t0 < a.seconds:
-        on_gen = gen_rows is not None and step % 2 == 1
+        # a.gen_share of the steps on generated rows, spread evenly.
+        on_gen = gen_rows is not None and int((step + 1) * a.gen_share) > int(step * a.gen_share)
         if on_gen:
             x = gen_rows[torch.randint(0, gen_rows.shape[0], (a.batch * a.seq // gen_rows.shape[1],), generator=g)]
-            x = x.to(device, non_blocking=True)
-            anchors = sample_anchors(x.shape[1], drafter.block_size, a.anchors * x.shape[1] // a.seq, g, device)
+            x = x.to(device, non_blocking=True).long()
+            # Anchors from the last prefix token on: every label is then the target's own greedy
+            # token after the target's own tokens, as in a verification.
+            anchors = sample_anchors(x.shape[1], drafter.block_size, a.anchors * x.shape[1] // a.seq, g, device,
+                                     lo=a.gen_prefix[1] - 1)
         else:
             x = batches(data, a.seq, a.batch, g, device)
             anchors = sample_anchors(a.seq, drafter.block_size, a.anchors, g, device)
@@ -144,8 +150,11 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test: the reference's tokens as corpus, seconds")
     ap.add_argument("--corpus-mb", type=float, default=24, help="as the pair's train_pair.py run (train_log.txt)")
     ap.add_argument("--gen-seconds", type=float, default=30)
-    ap.add_argument("--gen-batch", type=int, default=512)
-    ap.add_argument("--gen-len", type=int, default=256)
+    ap.add_argument("--gen-batch", type=int, default=2048)
+    ap.add_argument("--gen-len", type=int, default=160)
+    ap.add_argument("--gen-prefix", type=int, nargs=2, default=[32, 96], metavar=("MIN", "MAX"),
+                    help="corpus prefix lengths of the generated rows")
+    ap.add_argument("--gen-share", type=float, default=0.5, help="share of the steps on generated rows")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--intermediate", type=int, default=0, help="0: 3x hidden")
     ap.add_argument("--seconds", type=float, default=200)
@@ -159,6 +168,7 @@ def main():
     a = ap.parse_args()
     if a.tiny:
         a.gen_seconds, a.gen_batch, a.gen_len, a.seconds, a.seq, a.batch, a.anchors, a.log_every = 1, 2, 64, 6, 64, 2, 8, 2
+        a.gen_prefix = [16, 32]
     torch.manual_seed(0)
     random.seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
