@@ -111,8 +111,10 @@ struct EngineMetrics {
   // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
   // target ran (CPU path; on a device that work is asynchronous and lands in the phases that wait
   // for it). Under tensor parallelism the drafter runs on the head rank only, while the other
-  // ranks wait: its share of the step is what sharding it could win back.
-  double model_seconds = 0, spec_draft_seconds = 0, spec_context_seconds = 0;
+  // ranks wait: its share of the step is what sharding it could win back. spec_verify_seconds:
+  // the target forwards of the steps that verified drafts (with their rewinds on a recurrent
+  // model); what a DFlash step costs beyond drafting and verifying is model_seconds less both.
+  double model_seconds = 0, spec_draft_seconds = 0, spec_context_seconds = 0, spec_verify_seconds = 0;
 };
 
 class Engine {

@@ -152,6 +152,7 @@ void Engine::record_jobs(const std::vector<Job>& jobs, const std::vector<std::sh
     }
     if (j.work.samples) emitted.push_back(j.error.empty() ? j.emitted : std::vector<sched::Token>{0});
     counters_.spec_draft_seconds += j.draft_seconds;
+    counters_.spec_verify_seconds += j.verify_seconds;
     counters_.spec_context_seconds += j.context_seconds;
     if (j.error.empty() && j.forward_tokens > 0) {
       step_cost_.record_forward(j.forward_tokens, j.forward_seconds);

@@ -149,6 +149,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   if (!jobs.empty()) {
     Job& j = drafting.empty() ? jobs.front() : jobs[drafting.front()];
     j.draft_seconds = draft_seconds;
+    if (!drafting.empty()) j.verify_seconds = forward_seconds;
     if (decode_only) {
       j.forward_tokens = widest;
       j.forward_seconds = forward_seconds;

@@ -170,6 +170,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
   auto logits = ctx.model.forward(block, positions, seq, rows, &cap);
   j.forward_tokens = B;
   j.forward_seconds = seconds_since(t0);
+  j.verify_seconds = j.forward_seconds;
   if (!logits) {
     j.error = logits.error().message;
     j.group_failed = static_cast<bool>(ctx.announce);
@@ -179,13 +180,16 @@ void run_speculative(const JobContext& ctx, Job& j) {
   // 3. Accept.
   const std::span<const std::int32_t> drafts(block.data() + 1, static_cast<size_t>(k));
   accept_block(j, drafts, q, logits.value(), V);
-  if (!j.state.empty() && j.accepted < k)
+  if (!j.state.empty() && j.accepted < k) {
+    const auto t1 = std::chrono::steady_clock::now();
     if (auto s = rewind_state(ctx, j, state_before, std::span<const std::int32_t>(block.data(), static_cast<size_t>(j.accepted + 1)));
         !s) {
       j.error = s.error().message;
       j.group_failed = static_cast<bool>(ctx.announce);
       return;
     }
+    j.verify_seconds += seconds_since(t1);
+  }
 
   // 4. The drafter's context now covers the anchor and the accepted drafts.
   if (auto s = feed_drafter(ctx, j, cap, start, j.accepted + 1); !s) j.error = "drafter: " + s.error().message;

@@ -37,6 +37,9 @@ struct Job {
   // and the drafter's proposal; forward_tokens 0 when the job was a prefill chunk.
   int forward_tokens = 0;
   double forward_seconds = 0, draft_seconds = 0;
+  // Seconds of the target forwards that verified this job's drafts (a rewind included); on a
+  // device, where one forward verifies every drafting job, booked once like draft_seconds.
+  double verify_seconds = 0;
   // Seconds the drafter spent on its context rows for this job's tokens (prefill chunk or the
   // verified block); the CPU path only (on a device the work is asynchronous: run_device_spec.cpp).
   double context_seconds = 0;

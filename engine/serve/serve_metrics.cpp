@@ -41,6 +41,8 @@ void declare_tandem(api::Metrics& m, int max_model_len) {
   m.declare("tandem_spec_decode_accepted_per_position_total", "counter", "Drafts accepted at each draft position (0 = first)");
   // The drafter's part of tandem_model_seconds_total (on the head rank only under tensor parallelism).
   m.declare("tandem_spec_decode_draft_seconds_total", "counter", "Seconds the drafter spent proposing drafts");
+  m.declare("tandem_spec_decode_verify_seconds_total", "counter",
+            "Seconds of the target forwards that verified drafted blocks (with the recurrent state's rewind)");
   m.declare("tandem_spec_decode_context_seconds_total", "counter",
             "Seconds the drafter spent adding context rows for the tokens the target ran (CPU path; on a GPU this "
             "work is asynchronous and counted in the phases that wait for it)");
@@ -66,6 +68,7 @@ void copy_engine_tandem(api::Metrics& m, const runtime::EngineMetrics& e) {
   m.set("tandem_prefix_cache_hit_tokens_total", static_cast<double>(e.prefix_cache_hit_tokens));
   m.set("tandem_model_seconds_total", e.model_seconds);
   m.set("tandem_spec_decode_draft_seconds_total", e.spec_draft_seconds);
+  m.set("tandem_spec_decode_verify_seconds_total", e.spec_verify_seconds);
   m.set("tandem_spec_decode_context_seconds_total", e.spec_context_seconds);
   m.set("tandem_spec_decode_drafts_total", static_cast<double>(e.spec_drafts));
   m.set("tandem_spec_decode_draft_tokens_total", static_cast<double>(e.spec_draft_tokens));

@@ -73,10 +73,14 @@ TEST_CASE("greedy output with a random DFlash drafter equals plain decoding, in 
   CHECK(m.spec_draft_seconds > 0);
   CHECK(m.spec_context_seconds > 0);
   CHECK(m.model_seconds >= m.spec_draft_seconds + m.spec_context_seconds);
+  // So are the verifying forwards, within the model work's time beside the drafter's.
+  CHECK(m.spec_verify_seconds > 0);
+  CHECK(m.model_seconds >= m.spec_draft_seconds + m.spec_context_seconds + m.spec_verify_seconds);
   const auto p = plain->metrics();
   CHECK(p.model_seconds > 0);
   CHECK(p.spec_draft_seconds == 0);
   CHECK(p.spec_context_seconds == 0);
+  CHECK(p.spec_verify_seconds == 0);
 }
 
 TEST_CASE("an oracle drafter is always accepted; a wrong draft is rejected exactly where it is wrong") {

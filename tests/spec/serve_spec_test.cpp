@@ -42,7 +42,9 @@ TEST_CASE("tandem-serve drafts with a DFlash drafter: counters, per-position acc
   const double draft_s = metric(m, "tandem_spec_decode_draft_seconds_total"), context_s = metric(m, "tandem_spec_decode_context_seconds_total");
   CHECK(draft_s > 0);
   CHECK(context_s > 0);
-  CHECK(metric(m, "tandem_model_seconds_total") >= draft_s + context_s);
+  const double verify_s = metric(m, "tandem_spec_decode_verify_seconds_total");
+  CHECK(verify_s > 0);
+  CHECK(metric(m, "tandem_model_seconds_total") >= draft_s + context_s + verify_s);
 }
 
 TEST_CASE("a drafter that does not fit the target stops tandem-serve at start-up with the reason") {

@@ -147,11 +147,32 @@ Outcome measure(const Setup& s, int k, bool fixed_k, const std::vector<Prompt>& 
     total.metrics = o.metrics;
   }
   total.seconds /= repeat;
-  // Speculation counted over the timed runs only.
+  // Speculation and time counted over the timed runs only.
+  total.metrics.steps -= before.steps;
+  total.metrics.model_seconds -= before.model_seconds;
+  total.metrics.spec_draft_seconds -= before.spec_draft_seconds;
+  total.metrics.spec_verify_seconds -= before.spec_verify_seconds;
   total.metrics.spec_drafts -= before.spec_drafts;
   total.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
   total.metrics.spec_draft_tokens -= before.spec_draft_tokens;
   return total;
+}
+
+// One row of the table of where a run's time goes, in ms per engine step over the timed runs:
+// the wall clock; the model work (run_model: proposals, target forwards, context rows, acceptance);
+// of it the proposals and the verifying forwards, and the rest (plain forwards, sampling and
+// acceptance on the host, enqueueing context rows); and the engine outside the model work
+// (scheduling, completing, events), which is wall less model work.
+std::string time_row(const std::string& kind, int batch, const char* mode, const Outcome& o, int repeat) {
+  const EngineMetrics& m = o.metrics;
+  const double steps = static_cast<double>(std::max<std::int64_t>(1, m.steps));
+  const double wall = o.seconds * repeat;  // o.seconds is the mean of the timed runs
+  const auto ms = [&](double s) { return 1e3 * s / steps; };
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "| %s | %d | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", kind.c_str(), batch, mode,
+                static_cast<long long>(m.steps), ms(wall), ms(m.model_seconds), ms(m.spec_draft_seconds), ms(m.spec_verify_seconds),
+                ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds), ms(wall - m.model_seconds));
+  return buf;
 }
 
 double acceptance_length(const EngineMetrics& m) {
@@ -219,6 +240,7 @@ int main(int argc, char** argv) {
               max_tokens, repeat);
   std::printf("| class | batch | tokens | plain tok/s | drafting | DFlash tok/s | speedup | acceptance length | reference | DFlash = plain | plain = reference |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<std::string> time_rows;
   try {
     for (const auto& [kind, prompts] : by_kind) {
       double ref_sum = 0, ref_n = 0;
@@ -226,6 +248,7 @@ int main(int argc, char** argv) {
         for (int l : p.ref_lengths) ref_sum += l, ++ref_n;
       for (int b : batches) {
         const Outcome plain = measure(setup, 0, false, prompts, b, max_tokens, repeat);
+        time_rows.push_back(time_row(kind, b, "plain", plain, repeat));
         size_t tokens = 0, same_ref = 0, compared = 0;
         for (size_t i = 0; i < prompts.size(); ++i) {
           tokens += plain.tokens[i].size();
@@ -235,6 +258,7 @@ int main(int argc, char** argv) {
         }
         for (const Mode& mode : modes) {
           const Outcome sp = measure(setup, k, mode.fixed, prompts, b, max_tokens, repeat);
+          time_rows.push_back(time_row(kind, b, mode.name, sp, repeat));
           if (std::getenv("SPEC_BENCH_VERBOSE"))
             for (size_t i = 0; i < prompts.size(); ++i) {
               auto show = [](const char* what, const std::vector<std::int32_t>& t) {
@@ -255,6 +279,11 @@ int main(int argc, char** argv) {
         }
       }
     }
+    std::printf("\nWhere the time goes: ms per engine step over the timed runs (model = the steps' model work; "
+                "rest = model less proposals and verifications; outside = the engine's own work between)\n\n");
+    std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | rest | outside |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const std::string& r : time_rows) std::fputs(r.c_str(), stdout);
     if (probe) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
       if (!setup.cuda) throw std::runtime_error("--probe measures the CUDA path: add --device cuda");
