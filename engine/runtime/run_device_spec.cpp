@@ -96,9 +96,15 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   }
   if (announce)
     if (auto s = announce(work); !s) return fail_all(jobs, s.error().message);
+  // Greedy steps read back each row's pick, not its logits (Model::step_argmax).
+  const bool picked = greedy_picks_suffice(jobs);
   const auto t0 = std::chrono::steady_clock::now();
-  auto logits = m.step(work);
+  Result<std::vector<kernels::Sampled>> picks = std::vector<kernels::Sampled>{};
+  Result<std::vector<float>> logits = std::vector<float>{};
+  if (picked) picks = m.step_argmax(work);
+  else logits = m.step(work);
   double forward_seconds = seconds_since(t0);
+  if (!picks) return fail_all(jobs, picks.error().message);
   if (!logits) return fail_all(jobs, logits.error().message);
 
   // 3. Context rows for every token the target just ran. This only enqueues the work on the
@@ -108,8 +114,22 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
 
   // 4. Accept or sample.
   size_t row = 0;
+  const size_t rows_back = picked ? picks->size() : logits->size() / Vs;
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job& j = jobs[i];
+    const size_t want = !blocks[i].empty() ? blocks[i].size() : (j.work.samples ? 1 : 0);
+    if (row + want > rows_back) return fail_all(jobs, "the verifying step returned fewer rows than its items ask for");
+    if (picked) {
+      const std::span<const kernels::Sampled> mine(picks->data() + row, want);
+      row += want;
+      if (!blocks[i].empty()) {
+        accept_block_picked(j, std::span<const std::int32_t>(blocks[i]).subspan(1), mine);
+      } else if (want == 1) {
+        j.emitted = {mine[0].token};
+        j.logprobs = {mine[0].logprob};
+      }
+      continue;
+    }
     if (!blocks[i].empty()) {
       const size_t n = blocks[i].size();
       const std::span<const float> rows(logits->data() + row * Vs, n * Vs);

@@ -70,6 +70,24 @@ void accept_block(Job& j, std::span<const std::int32_t> drafts, std::span<const 
   j.accepted = v.accepted;
 }
 
+void accept_block_picked(Job& j, std::span<const std::int32_t> drafts, std::span<const kernels::Sampled> rows) {
+  std::vector<std::int32_t> want;
+  for (const kernels::Sampled& r : rows) want.push_back(r.token);
+  const spec::Verdict v = spec::accept_greedy_tokens(drafts, want);
+  // Each kept draft equals its row's pick, and the next token is the next row's pick.
+  for (int i = 0; i <= v.accepted; ++i) {
+    j.emitted.push_back(rows[static_cast<size_t>(i)].token);
+    j.logprobs.push_back(rows[static_cast<size_t>(i)].logprob);
+  }
+  j.drafted = static_cast<int>(drafts.size());
+  j.accepted = v.accepted;
+}
+
+bool greedy_picks_suffice(const std::vector<Job>& jobs) {
+  return std::none_of(jobs.begin(), jobs.end(),
+                      [](const Job& j) { return j.work.samples && (j.sampling.temperature != 0.0f || j.constraint); });
+}
+
 void sample_into(Job& j, std::vector<float>& logits) {
   if (j.constraint) j.constraint->mask(logits);
   const kernels::Sampled s = kernels::sample_cpu(logits, j.sampling, *j.rng);
@@ -205,6 +223,21 @@ void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep
       for (Job& j : jobs) j.error = s.error().message;
       return;
     }
+  if (greedy_picks_suffice(jobs)) {
+    auto picks = m.step_argmax(work);
+    size_t row = 0;
+    for (Job& j : jobs) {
+      if (!j.work.samples) continue;
+      if (!picks || row >= picks->size()) {
+        j.error = picks ? "the step returned fewer greedy picks than items asking for one" : picks.error().message;
+        continue;
+      }
+      j.emitted = {(*picks)[row].token};
+      j.logprobs = {(*picks)[row].logprob};
+      ++row;
+    }
+    return;
+  }
   auto logits = m.step(work);
   if (!logits) {
     for (Job& j : jobs) j.error = logits.error().message;

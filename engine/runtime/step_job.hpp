@@ -83,5 +83,11 @@ std::int32_t draw_draft(Job& j, std::span<const float> draft_logits, std::vector
 // emitted, logprobs (raw target distribution), drafted and accepted. `q`: the drafts' distributions
 // when the job samples.
 void accept_block(Job& j, std::span<const std::int32_t> drafts, std::span<const double> q, std::span<const float> logits, int V);
+// Greedy acceptance from the target's picks of the block's rows (Model::step_argmax; drafts.size()
+// + 1 of them): the same tokens, and each emitted token's logprob is its row's.
+void accept_block_picked(Job& j, std::span<const std::int32_t> drafts, std::span<const kernels::Sampled> rows);
+// Whether a step's sampling needs no more of the logits than each row's greedy pick: every job
+// that samples is greedy and unconstrained (Model::step_argmax serves the step).
+bool greedy_picks_suffice(const std::vector<Job>& jobs);
 
 }  // namespace tandem::engine::runtime

@@ -23,6 +23,15 @@ Verdict accept_greedy(std::span<const std::int32_t> drafts, std::span<const floa
   }
 }
 
+Verdict accept_greedy_tokens(std::span<const std::int32_t> drafts, std::span<const std::int32_t> target_tokens) {
+  Verdict v;
+  const size_t n = std::min(drafts.size(), target_tokens.size() - 1);  // callers pass n + 1 rows
+  while (static_cast<size_t>(v.accepted) < n && drafts[static_cast<size_t>(v.accepted)] == target_tokens[static_cast<size_t>(v.accepted)])
+    ++v.accepted;
+  v.next = target_tokens[static_cast<size_t>(v.accepted)];
+  return v;
+}
+
 std::vector<double> sampling_distribution(std::span<const float> logits, const kernels::SamplingParams& p) {
   std::vector<double> out(logits.size(), 0.0);
   double total = 0;

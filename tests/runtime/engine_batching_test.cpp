@@ -228,6 +228,9 @@ TEST_CASE("a device model gets each scheduler step as one batched step() and giv
     CHECK(out.at(i).finish == FinishReason::length);
   }
   CHECK(device->largest_step > 1);  // sequences were batched into one call
+  // Greedy requests read back each row's pick, never the logits.
+  CHECK(device->argmax_steps > 0);
+  CHECK(device->logit_steps == 0);
   CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) { return l.find("KV pool storage: on the device") == 0; }));
   CHECK(engine.value()->metrics().kv_blocks_used == 0);
 }

@@ -6,7 +6,9 @@
 //     names, which two items of a step may not share, reset by a step that starts at token 0,
 //     kept aside and restored for speculative rollback (keep_states / restore_states);
 //   - captures the residual stream after `capture_layers` for every token of a step, in the
-//     items' order, when a drafter asks.
+//     items' order, when a drafter asks;
+//   - counts the steps that read back only each row's greedy pick (step_argmax) and those that
+//     read back the logits (step).
 #pragma once
 #include <algorithm>
 #include <memory>
@@ -35,7 +37,18 @@ class HostDeviceModel final : public model::Model {
     return Ok{};
   }
 
+  // Counts the steps that want only each row's greedy pick (the engine's greedy steps) apart from
+  // those that read the logits back.
+  Result<std::vector<kernels::Sampled>> step_argmax(std::span<const model::PagedWork> work) override {
+    ++argmax_steps;
+    picking_ = true;
+    auto picks = Model::step_argmax(work);
+    picking_ = false;
+    return picks;
+  }
+
   Result<std::vector<float>> step(std::span<const model::PagedWork> work) override {
+    if (!picking_) ++logit_steps;
     largest_step = std::max(largest_step, work.size());
     std::vector<float> logits;
     std::set<int> in_step;
@@ -86,6 +99,8 @@ class HostDeviceModel final : public model::Model {
   }
 
   size_t largest_step = 0;        // items in the largest step() call
+  int argmax_steps = 0;           // steps asked for each row's greedy pick (step_argmax)
+  int logit_steps = 0;            // steps asked for the rows' logits (step)
   int verifications = 0;          // items asking for every row's logits
   int restores = 0;               // slots put back by restore_states
   std::set<int> slots_used;       // state slots any step named
@@ -102,6 +117,7 @@ class HostDeviceModel final : public model::Model {
   std::unique_ptr<model::Model> inner_;
   std::unique_ptr<model::PagedKvPool> pool_;
   std::vector<std::vector<float>> states_, kept_;
+  bool picking_ = false;
 };
 
 }  // namespace tandem::engine::runtime::test

@@ -47,6 +47,20 @@ TEST_CASE("greedy acceptance keeps the drafts equal to the target's argmax, then
   CHECK(v.next == 2);
 }
 
+TEST_CASE("greedy acceptance from the rows' picks gives the verdict of their logits") {
+  const int V = 4;
+  const std::vector<float> logits = {0, 1, 5, 2, /**/ 0, 9, 1, 1, /**/ 1, 1, 1, 4, /**/ 7, 0, 0, 0};
+  const std::vector<std::int32_t> picks = {2, 1, 3, 0};
+  for (const std::vector<std::int32_t>& drafts :
+       {std::vector<std::int32_t>{2, 1, 3}, {2, 0, 3}, {3, 1, 3}, {2, 1, 0}, {2}, {}}) {
+    CAPTURE(drafts.size());
+    const std::span<const std::int32_t> rows(picks.data(), drafts.size() + 1);
+    const Verdict a = spec::accept_greedy(drafts, logits, V), b = spec::accept_greedy_tokens(drafts, rows);
+    CHECK(a.accepted == b.accepted);
+    CHECK(a.next == b.next);
+  }
+}
+
 TEST_CASE("speculative sampling emits tokens distributed as plain sampling from the target (chi-square)") {
   const int V = 5;
   kernels::SamplingParams sp;

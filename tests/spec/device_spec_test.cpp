@@ -137,9 +137,19 @@ TEST_CASE("device path: greedy output with a random drafter equals plain decodin
   auto s = start(pair.target, drafter, 7);
   const Run r = run(*s.engine, kPrompts, 24);
   CHECK(r.tokens() == base.tokens());
+  // Each emitted token's logprob is its verified row's, as plain decoding gives it.
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto& got = r.out.at(r.ids[i]).logprobs;
+    const auto& want = base.out.at(base.ids[i]).logprobs;
+    REQUIRE(got.size() == want.size());
+    for (size_t t = 0; t < got.size(); ++t) CHECK(got[t] == doctest::Approx(want[t]).epsilon(1e-4));
+  }
   const auto m = s.engine->metrics();
   CHECK(m.spec_drafts > 0);
   CHECK(m.spec_drafts == s.model->verifications);  // every draft was verified in a step, once
+  // Greedy verification reads back each row's pick (Model::step_argmax), never the logits.
+  CHECK(s.model->argmax_steps > 0);
+  CHECK(s.model->logit_steps == 0);
   CHECK(m.generation_tokens == 4 * 24);
   CHECK(m.kv_blocks_used == 0);          // the drafts' spare blocks came back too
   CHECK(s.drafter->largest_batch >= 2);  // concurrent requests drafted in one proposal
@@ -195,6 +205,7 @@ TEST_CASE("device path: sampled requests with a drafter finish with valid tokens
     for (auto id : t) CHECK((id >= 0 && id < 640));
   }
   CHECK(s.engine->metrics().spec_drafts > 0);
+  CHECK(s.model->logit_steps > 0);  // sampling (and its acceptance) needs the distributions
 }
 
 TEST_CASE("a drafter must match where the model keeps its KV cache") {

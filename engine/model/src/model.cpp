@@ -1,9 +1,10 @@
-// Model::forward (argument checks, logits), load_model (dispatch on model_type), greedy decoding.
+// Model::forward (argument checks, logits), Model::step_argmax on the host, load_model (dispatch on model_type), greedy decoding.
 #include "tandem/model/model.hpp"
 
 #include <algorithm>
 
 #include "tandem/kernels/linear.hpp"
+#include "tandem/kernels/sampling.hpp"
 #include "tandem/model/safetensors.hpp"
 
 namespace tandem::model {
@@ -61,6 +62,15 @@ Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::
   }
   if (at != gathered->size()) return error("forward: the ranks' logit slices do not add up to the vocabulary");
   return logits;
+}
+
+Result<std::vector<kernels::Sampled>> Model::step_argmax(std::span<const PagedWork> work) {
+  auto logits = step(work);
+  if (!logits) return logits.error();
+  const size_t V = static_cast<size_t>(vocab_size());
+  std::vector<kernels::Sampled> picks;
+  for (size_t at = 0; at + V <= logits->size(); at += V) picks.push_back(kernels::argmax_cpu(std::span<const float>(logits->data() + at, V)));
+  return picks;
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::filesystem::path& dir) {

@@ -64,23 +64,43 @@ bool GlmDecoderCuda::host_logits_for(std::size_t n) {
   return true;
 }
 
-Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
+Result<std::vector<k::Sampled>> GlmDecoderCuda::step_argmax(std::span<const PagedWork> work) {
   int R = 0;
   for (const PagedWork& w : work) R += logit_rows(w);
-  std::vector<unsigned long long> keys(static_cast<std::size_t>(R));
-  std::vector<k::Sampled> got(opt_.decode_kernels ? 0 : static_cast<std::size_t>(R));
+  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
   auto rows = run(work, [&](std::span<const int> to) {
     const int n = static_cast<int>(to.size());
     if (n == 0) return Status(Ok{});
     FirstError err;
     const int computed = pick_.empty() ? n : pick_.back() + 1;  // a padded graph step's rows
-    if (!opt_.decode_kernels) {  // the sampler's greedy row (one block a row), as before
-      err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
-                         sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-      mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
-      err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), to, "tokens"));
-      return err.status;
-    }
+    // The sampler's greedy row (one block a row) gives the token with its logprob.
+    err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
+                       sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
+    mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
+    err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), to, "tokens"));
+    return err.status;
+  });
+  if (!rows) return rows.error();
+  if (auto e = sync(); !e) return e.error();
+  return got;
+}
+
+Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
+  std::vector<std::int32_t> ids;
+  if (!opt_.decode_kernels) {  // the sampler's greedy row, as before the argmax kernel
+    auto got = step_argmax(work);
+    if (!got) return got.error();
+    for (const auto& g : *got) ids.push_back(g.token);
+    return ids;
+  }
+  int R = 0;
+  for (const PagedWork& w : work) R += logit_rows(w);
+  std::vector<unsigned long long> keys(static_cast<std::size_t>(R));
+  auto rows = run(work, [&](std::span<const int> to) {
+    const int n = static_cast<int>(to.size());
+    if (n == 0) return Status(Ok{});
+    FirstError err;
+    const int computed = pick_.empty() ? n : pick_.back() + 1;  // a padded graph step's rows
     err(k::argmax_rows_cuda(logits_.as<float>(), computed, V_, argmax_keys_.as<unsigned long long>(), stream_));
     mark("sample (argmax)", static_cast<double>(computed) * V_ * 4);
     err(item_rows_to_host(keys.data(), argmax_keys_.get(), sizeof(unsigned long long), to, "tokens"));
@@ -88,11 +108,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
   });
   if (!rows) return rows.error();
   if (auto e = sync(); !e) return e.error();
-  std::vector<std::int32_t> ids;
-  if (!opt_.decode_kernels)
-    for (const auto& g : got) ids.push_back(g.token);
-  else
-    for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
+  for (const auto key : keys) ids.push_back(k::argmax_key_index(key));
   return ids;
 }
 

@@ -140,6 +140,7 @@ class Glm5NextCuda final : public CudaModel {
   Status make_device_pool(std::int32_t num_blocks, int block_size) override;
   Result<std::vector<float>> step(std::span<const PagedWork> work) override;
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
+  Result<std::vector<k::Sampled>> step_argmax(std::span<const PagedWork> work) override;
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }

@@ -41,6 +41,14 @@ Result<std::vector<float>> Glm5NextCuda::step(std::span<const PagedWork> work) {
 }
 
 Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const PagedWork> work) {
+  auto got = step_argmax(work);
+  if (!got) return got.error();
+  std::vector<std::int32_t> ids;
+  for (const auto& s : *got) ids.push_back(s.token);
+  return ids;
+}
+
+Result<std::vector<k::Sampled>> Glm5NextCuda::step_argmax(std::span<const PagedWork> work) {
   auto rows = run(work);
   if (!rows) return rows.error();
   const int R = rows.value();
@@ -55,9 +63,7 @@ Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const Page
   }
   err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "step"));
   if (!err.ok()) return err.status.error();
-  std::vector<std::int32_t> ids;
-  for (const auto& s : got) ids.push_back(s.token);
-  return ids;
+  return got;
 }
 
 // long-function: a step's checks, its staging (graph padding, tables, one input copy), then an eager

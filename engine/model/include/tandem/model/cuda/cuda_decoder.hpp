@@ -165,6 +165,7 @@ class GlmDecoderCuda : public CudaModel {
   Result<std::vector<float>> step(std::span<const PagedWork> work) override;
 
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
+  Result<std::vector<k::Sampled>> step_argmax(std::span<const PagedWork> work) override;
 
   Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
 
