@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The engine's greedy steps with each row's pick read back (Model::step_argmax) instead of its
+# logits: the checks that run the engine on the GPU (cuda_spec_check: greedy with the drafter equal
+# to plain at batch 1, 4, 6; gpu_check sampling: the device's greedy logprobs against the CPU's),
+# the model check, then tandem_spec_bench on the committed pair (speed, time per step, costs).
+#   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s15d.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-200}
+source "$here/lib.sh"
+check cuda_spec_check 60 "$B/cuda_spec_check" models/dflash-pair
+check gpu_check.sampling 60 "$B/gpu_check" sampling
+check cuda_model_check 90 "$B/cuda_model_check" "$FX"
+grep -hE "FAIL" "$O"/cuda_spec_check.txt "$O"/gpu_check.sampling.txt "$O"/cuda_model_check.txt | head -8 | cut -c1-200
+check spec.committed 150 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter \
+  models/dflash-pair/reference.json --device cuda --batch 1 --batch 6 --both --repeat 3 --probe
+sed -n '/^| class | batch | tokens/,/^Op profile/p' "$O/spec.committed.txt" | cut -c1-220
+finish /tmp/none
