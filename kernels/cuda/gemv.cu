@@ -248,15 +248,18 @@ struct Gemv {
   }
 };
 
-// Weight rows a warp takes, sharing x, from 4 x rows without SiLU (TANDEM_GEMV_SHARED_ROWS=1|2|4,
-// read once; 1: one row a warp, the kernel before x was shared; default 2).
-int shared_rows_setting() {
-  static const int n = [] {
+// Weight rows a warp takes, sharing x, from 4 x rows without SiLU: TANDEM_GEMV_SHARED_ROWS=1|2|4
+// (read once; 1: one row a warp, the kernel before x was shared), else by the x rows a grid row
+// takes (NT): 4 from 16 (the 2 B model's batch-16 step 3.343 against 3.553 ms with 2, H100,
+// engine/bench/results/h100-s15-2026-12-07.md), 2 below (batch 6: 2.001 against 2.026, no gain
+// worth the registers). Every choice gives the same bits (gemv_kernel).
+int shared_rows(int x_rows) {
+  static const int forced = [] {
     const char* v = std::getenv("TANDEM_GEMV_SHARED_ROWS");
     const std::string s = v ? v : "";
-    return s == "1" ? 1 : s == "4" ? 4 : 2;
+    return s == "1" ? 1 : s == "2" ? 2 : s == "4" ? 4 : 0;
   }();
-  return n;
+  return forced ? forced : x_rows >= 16 ? 4 : 2;
 }
 
 // A warp's RW consecutive weight rows are of one group (ungrouped, or groups of a multiple of RW rows).
@@ -275,7 +278,7 @@ auto with_config(const GemvArgs& a, F&& f) {
     if (a.in <= 32 * 8 * 4) return f(Gemv<NT, 4, 2, OutT, SILU, XT>{});
     return f(Gemv<NT, 8, 1, OutT, SILU, XT>{});
   } else if constexpr (NT >= 4 && !SILU) {
-    const int rw = shared_rows_setting();
+    const int rw = shared_rows(NT);
     if (rw == 4 && gemv_shares_x(a, 4)) return f(Gemv<NT, 1, 4, OutT, SILU, XT, true>{});
     if (rw >= 2 && gemv_shares_x(a, 2)) return f(Gemv<NT, 2, 2, OutT, SILU, XT, true>{});
     return f(Gemv<NT, 4, 1, OutT, SILU, XT>{});
