@@ -96,12 +96,19 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   }
   if (announce)
     if (auto s = announce(work); !s) return fail_all(jobs, s.error().message);
-  // Greedy steps read back each row's pick, not its logits (Model::step_argmax).
-  const bool picked = greedy_picks_suffice(jobs);
+  // The device samples each row (verified blocks greedily) unless some row's logits must come
+  // back (Model::step_sample, device_sampling_serves).
+  const bool picked = device_sampling_serves(jobs);
+  std::vector<kernels::SamplingParams> params;
+  std::vector<double> uniforms;
+  if (picked)
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!blocks[i].empty()) add_sampling_rows(jobs[i], static_cast<int>(blocks[i].size()), true, params, uniforms);
+      else if (jobs[i].work.samples) add_sampling_rows(jobs[i], 1, false, params, uniforms);
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::vector<kernels::Sampled>> picks = std::vector<kernels::Sampled>{};
   Result<std::vector<float>> logits = std::vector<float>{};
-  if (picked) picks = m.step_argmax(work);
+  if (picked) picks = m.step_sample(work, params, uniforms);
   else logits = m.step(work);
   double forward_seconds = seconds_since(t0);
   if (!picks) return fail_all(jobs, picks.error().message);

@@ -83,9 +83,20 @@ void accept_block_picked(Job& j, std::span<const std::int32_t> drafts, std::span
   j.accepted = v.accepted;
 }
 
-bool greedy_picks_suffice(const std::vector<Job>& jobs) {
-  return std::none_of(jobs.begin(), jobs.end(),
-                      [](const Job& j) { return j.work.samples && (j.sampling.temperature != 0.0f || j.constraint); });
+bool device_sampling_serves(const std::vector<Job>& jobs) {
+  return std::none_of(jobs.begin(), jobs.end(), [](const Job& j) {
+    return j.work.samples && (j.constraint || (j.work.draft > 0 && j.sampling.temperature != 0.0f));
+  });
+}
+
+void add_sampling_rows(Job& j, int rows, bool drafted, std::vector<kernels::SamplingParams>& params, std::vector<double>& uniforms) {
+  kernels::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    const bool draws = !drafted && j.sampling.temperature != 0.0f;
+    params.push_back(draws ? j.sampling : greedy);
+    uniforms.push_back(draws ? kernels::sampling_uniform(*j.rng) : 0.0);
+  }
 }
 
 void sample_into(Job& j, std::vector<float>& logits) {
@@ -223,13 +234,17 @@ void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep
       for (Job& j : jobs) j.error = s.error().message;
       return;
     }
-  if (greedy_picks_suffice(jobs)) {
-    auto picks = m.step_argmax(work);
+  if (device_sampling_serves(jobs)) {
+    std::vector<kernels::SamplingParams> params;
+    std::vector<double> uniforms;
+    for (Job& j : jobs)
+      if (j.work.samples) add_sampling_rows(j, 1, false, params, uniforms);
+    auto picks = m.step_sample(work, params, uniforms);
     size_t row = 0;
     for (Job& j : jobs) {
       if (!j.work.samples) continue;
       if (!picks || row >= picks->size()) {
-        j.error = picks ? "the step returned fewer greedy picks than items asking for one" : picks.error().message;
+        j.error = picks ? "the step returned fewer sampled tokens than items asking for one" : picks.error().message;
         continue;
       }
       j.emitted = {(*picks)[row].token};

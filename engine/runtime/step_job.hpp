@@ -83,11 +83,16 @@ std::int32_t draw_draft(Job& j, std::span<const float> draft_logits, std::vector
 // emitted, logprobs (raw target distribution), drafted and accepted. `q`: the drafts' distributions
 // when the job samples.
 void accept_block(Job& j, std::span<const std::int32_t> drafts, std::span<const double> q, std::span<const float> logits, int V);
-// Greedy acceptance from the target's picks of the block's rows (Model::step_argmax; drafts.size()
-// + 1 of them): the same tokens, and each emitted token's logprob is its row's.
+// Greedy acceptance from the target's greedy picks of the block's rows (Model::step_sample;
+// drafts.size() + 1 of them): the same tokens, and each emitted token's logprob is its row's.
 void accept_block_picked(Job& j, std::span<const std::int32_t> drafts, std::span<const kernels::Sampled> rows);
-// Whether a step's sampling needs no more of the logits than each row's greedy pick: every job
-// that samples is greedy and unconstrained (Model::step_argmax serves the step).
-bool greedy_picks_suffice(const std::vector<Job>& jobs);
+// Whether the device can sample a step (Model::step_sample) instead of handing the host its
+// logits: no job that samples has a constraint (its mask needs the logits), and no job that drafts
+// samples (rejection sampling needs both distributions).
+bool device_sampling_serves(const std::vector<Job>& jobs);
+// What step_sample takes for a job's logit rows: `rows` of them, each with the job's parameters
+// and a uniform drawn from its generator as sample_cpu would draw it (none when greedy); the
+// rows of a drafted block are greedy (greedy acceptance).
+void add_sampling_rows(Job& j, int rows, bool drafted, std::vector<kernels::SamplingParams>& params, std::vector<double>& uniforms);
 
 }  // namespace tandem::engine::runtime

@@ -105,6 +105,11 @@ std::vector<Candidate> sampling_support_cpu(std::span<const float> logits, const
 
 Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
   if (p.temperature == 0.0f) return argmax_cpu(logits);
+  return sample_with_uniform(logits, p, uniform01(rng));
+}
+
+Sampled sample_with_uniform(std::span<const float> logits, const SamplingParams& p, double uniform) {
+  if (p.temperature == 0.0f) return argmax_cpu(logits);
   std::vector<std::int32_t> ids;
   std::vector<double> prob;
   size_t keep = 0;
@@ -112,7 +117,7 @@ Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::
 
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += prob[i];
-  const double u = uniform01(rng) * total;
+  const double u = uniform * total;
   double acc = 0;
   size_t pick = 0;
   for (size_t i = 0; i < keep; ++i) {

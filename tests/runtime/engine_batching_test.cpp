@@ -228,11 +228,59 @@ TEST_CASE("a device model gets each scheduler step as one batched step() and giv
     CHECK(out.at(i).finish == FinishReason::length);
   }
   CHECK(device->largest_step > 1);  // sequences were batched into one call
-  // Greedy requests read back each row's pick, never the logits.
-  CHECK(device->argmax_steps > 0);
+  // Unconstrained requests read back each row's token, never the logits.
+  CHECK(device->sample_steps > 0);
   CHECK(device->logit_steps == 0);
   CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) { return l.find("KV pool storage: on the device") == 0; }));
   CHECK(engine.value()->metrics().kv_blocks_used == 0);
+}
+
+TEST_CASE("a device model samples seeded requests where the logits are and draws what the host draws") {
+  // Each request's uniforms come from its own seeded generator, drawn on the host in the order the
+  // host path draws them, so a device that samples (Model::step_sample) gives the same tokens and
+  // logprobs as the CPU reference sampling the same logits.
+  const auto ps = prompts("glm4_moe_lite", 6);
+  int sample_steps = -1, logit_steps = -1;  // the device model's counts, read before the engine goes
+  auto run_on = [&](std::unique_ptr<tandem::model::Model> model, const HostDeviceModel* device) {
+    EngineConfig cfg;
+    cfg.max_model_len = 64;
+    cfg.max_num_seqs = 4;
+    cfg.max_num_batched_tokens = 16;
+    cfg.block_size = 4;
+    cfg.kv_cache_memory = std::uint64_t{4} << 20;
+    cfg.log = [](const std::string&) {};
+    auto engine = Engine::start(std::move(model), cfg);
+    REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
+    Collector c;
+    std::vector<RequestId> ids;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateRequest r = greedy(ps[i], 12, c.sink());
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_p = i % 2 ? 0.9f : 1.0f;
+      r.seed = 100 + i;
+      auto id = engine.value()->submit(std::move(r));
+      REQUIRE(id.ok());
+      ids.push_back(id.value());
+    }
+    c.wait(ps.size());
+    std::vector<Collector::Output> out;
+    for (RequestId id : ids) out.push_back(c.outputs().at(id));
+    if (device) sample_steps = device->sample_steps, logit_steps = device->logit_steps;
+    return out;
+  };
+  auto device = std::make_unique<HostDeviceModel>(load("glm4_moe_lite"));
+  const HostDeviceModel* watched = device.get();
+  const auto on_device = run_on(std::move(device), watched);
+  const auto on_host = run_on(load("glm4_moe_lite"), nullptr);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(on_device[i].tokens.size() == 12u);
+    CHECK(on_device[i].tokens == on_host[i].tokens);
+    REQUIRE(on_device[i].logprobs.size() == on_host[i].logprobs.size());
+    for (size_t t = 0; t < on_host[i].logprobs.size(); ++t) CHECK(on_device[i].logprobs[t] == doctest::Approx(on_host[i].logprobs[t]));
+  }
+  CHECK(sample_steps > 0);
+  CHECK(logit_steps == 0);
 }
 
 TEST_CASE("a device model with a recurrent state gets a slot per running sequence, reset when the sequence starts over") {

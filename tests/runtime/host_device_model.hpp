@@ -7,7 +7,7 @@
 //     kept aside and restored for speculative rollback (keep_states / restore_states);
 //   - captures the residual stream after `capture_layers` for every token of a step, in the
 //     items' order, when a drafter asks;
-//   - counts the steps that read back only each row's greedy pick (step_argmax) and those that
+//   - counts the steps that read back only each row's sampled token (step_sample) and those that
 //     read back the logits (step).
 #pragma once
 #include <algorithm>
@@ -37,12 +37,13 @@ class HostDeviceModel final : public model::Model {
     return Ok{};
   }
 
-  // Counts the steps that want only each row's greedy pick (the engine's greedy steps) apart from
+  // Counts the steps sampled where the logits are (the engine's unconstrained steps) apart from
   // those that read the logits back.
-  Result<std::vector<kernels::Sampled>> step_argmax(std::span<const model::PagedWork> work) override {
-    ++argmax_steps;
+  Result<std::vector<kernels::Sampled>> step_sample(std::span<const model::PagedWork> work, std::span<const kernels::SamplingParams> params,
+                                                    std::span<const double> uniforms) override {
+    ++sample_steps;
     picking_ = true;
-    auto picks = Model::step_argmax(work);
+    auto picks = Model::step_sample(work, params, uniforms);
     picking_ = false;
     return picks;
   }
@@ -99,7 +100,7 @@ class HostDeviceModel final : public model::Model {
   }
 
   size_t largest_step = 0;        // items in the largest step() call
-  int argmax_steps = 0;           // steps asked for each row's greedy pick (step_argmax)
+  int sample_steps = 0;           // steps asked for each row's sampled token (step_sample)
   int logit_steps = 0;            // steps asked for the rows' logits (step)
   int verifications = 0;          // items asking for every row's logits
   int restores = 0;               // slots put back by restore_states

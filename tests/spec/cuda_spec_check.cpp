@@ -383,13 +383,22 @@ void check_engine(const fs::path& pair, const std::vector<Prompt>& prompts, int 
       else std::printf("  info %s (%s)\n", line, what.c_str());
     }
   }
+  const auto valid = [](const Outcome& o) {
+    bool ok = true;
+    for (const auto& t : o.tokens) {
+      ok = ok && t.size() == 16;
+      for (auto id : t) ok = ok && id >= 0 && id < 4096;
+    }
+    return ok;
+  };
   const Outcome sampled = generate(pair, true, true, 4, prompts, 16, 0.8f);
-  bool valid = true;
-  for (const auto& t : sampled.tokens) {
-    valid = valid && t.size() == 16;
-    for (auto id : t) valid = valid && id >= 0 && id < 4096;
-  }
-  check(valid && sampled.metrics.spec_drafts > 0, "sampled requests (temperature 0.8) with the drafter finish with 16 valid tokens each");
+  check(valid(sampled) && sampled.metrics.spec_drafts > 0, "sampled requests (temperature 0.8) with the drafter finish with 16 valid tokens each");
+  // Without a drafter the device samples each row (Model::step_sample) from a uniform the host drew
+  // from the request's seed; a row's logits do not depend on its batch, so the tokens do not either.
+  const Outcome alone = generate(pair, false, false, 1, prompts, 16, 0.8f), batched = generate(pair, false, false, 4, prompts, 16, 0.8f);
+  const Outcome greedy = generate(pair, false, false, 4, prompts, 16, 0.f);
+  check(valid(alone) && alone.tokens == batched.tokens, "seeded sampled requests (temperature 0.8) give the same tokens at batch 1 and 4");
+  check(alone.tokens != greedy.tokens, "sampling at temperature 0.8 picks other tokens than greedy somewhere");
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ TEST_CASE("device path: greedy output with a random drafter equals plain decodin
   const auto m = s.engine->metrics();
   CHECK(m.spec_drafts > 0);
   CHECK(m.spec_drafts == s.model->verifications);  // every draft was verified in a step, once
-  // Greedy verification reads back each row's pick (Model::step_argmax), never the logits.
-  CHECK(s.model->argmax_steps > 0);
+  // Greedy verification reads back each row's pick (Model::step_sample), never the logits.
+  CHECK(s.model->sample_steps > 0);
   CHECK(s.model->logit_steps == 0);
   CHECK(m.generation_tokens == 4 * 24);
   CHECK(m.kv_blocks_used == 0);          // the drafts' spare blocks came back too

@@ -1,4 +1,4 @@
-// Model::forward (argument checks, logits), Model::step_argmax on the host, load_model (dispatch on model_type), greedy decoding.
+// Model::forward (argument checks, logits), Model::step_sample on the host, load_model (dispatch on model_type), greedy decoding.
 #include "tandem/model/model.hpp"
 
 #include <algorithm>
@@ -64,12 +64,17 @@ Result<std::vector<float>> Model::forward(std::span<const int32_t> tokens, std::
   return logits;
 }
 
-Result<std::vector<kernels::Sampled>> Model::step_argmax(std::span<const PagedWork> work) {
+Result<std::vector<kernels::Sampled>> Model::step_sample(std::span<const PagedWork> work, std::span<const kernels::SamplingParams> params,
+                                                         std::span<const double> uniforms) {
   auto logits = step(work);
   if (!logits) return logits.error();
-  const size_t V = static_cast<size_t>(vocab_size());
+  const size_t V = static_cast<size_t>(vocab_size()), rows = logits->size() / V;
+  if (params.size() != rows || uniforms.size() != rows)
+    return error("step_sample: " + std::to_string(rows) + " logit rows, but " + std::to_string(params.size()) + " sampling parameters and " +
+                 std::to_string(uniforms.size()) + " uniforms");
   std::vector<kernels::Sampled> picks;
-  for (size_t at = 0; at + V <= logits->size(); at += V) picks.push_back(kernels::argmax_cpu(std::span<const float>(logits->data() + at, V)));
+  for (size_t r = 0; r < rows; ++r)
+    picks.push_back(kernels::sample_with_uniform(std::span<const float>(logits->data() + r * V, V), params[r], uniforms[r]));
   return picks;
 }
 

@@ -64,20 +64,34 @@ bool GlmDecoderCuda::host_logits_for(std::size_t n) {
   return true;
 }
 
-Result<std::vector<k::Sampled>> GlmDecoderCuda::step_argmax(std::span<const PagedWork> work) {
+Result<std::vector<k::Sampled>> GlmDecoderCuda::step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
+                                                            std::span<const double> uniforms) {
   int R = 0;
   for (const PagedWork& w : work) R += logit_rows(w);
+  if (params.size() != static_cast<std::size_t>(R) || uniforms.size() != params.size())
+    return error("CUDA step_sample: " + std::to_string(R) + " logit rows, but " + std::to_string(params.size()) +
+                 " sampling parameters and " + std::to_string(uniforms.size()) + " uniforms");
+  const bool greedy = std::all_of(params.begin(), params.end(), [](const k::SamplingParams& p) { return p.temperature == 0.f; });
+  if (greedy && !sample_params_greedy_) {  // the loaded greedy rows back, while the stream is idle
+    if (auto e = init_greedy_sampling(sample_params_, uniform_, static_cast<std::size_t>(r_cap_)); !e) return e.error();
+    sample_params_greedy_ = true;
+  }
   std::vector<k::Sampled> got(static_cast<std::size_t>(R));
+  std::deque<SamplingRows> staged;  // each pass's rows, until sync()
   auto rows = run(work, [&](std::span<const int> to) {
     const int n = static_cast<int>(to.size());
     if (n == 0) return Status(Ok{});
     FirstError err;
     const int computed = pick_.empty() ? n : pick_.back() + 1;  // a padded graph step's rows
-    // The sampler's greedy row (one block a row) gives the token with its logprob.
+    if (!greedy) {
+      err(stage_sampling_rows(params, uniforms, pick_, to, computed, sample_params_, uniform_, stream_, staged));
+      sample_params_greedy_ = false;
+    }
+    // One block a row: the token with its raw logprob.
     err(k::sample_cuda(logits_.as<float>(), computed, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-    mark("sample (sampler, greedy)", static_cast<double>(computed) * V_ * 4);
-    err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), to, "tokens"));
+    mark(greedy ? "sample (sampler, greedy)" : "sample (sampler)", static_cast<double>(computed) * V_ * 4);
+    err(item_rows_to_host(got.data(), sampled_.get(), sizeof(k::Sampled), to, "sampled tokens"));
     return err.status;
   });
   if (!rows) return rows.error();
@@ -88,7 +102,12 @@ Result<std::vector<k::Sampled>> GlmDecoderCuda::step_argmax(std::span<const Page
 Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
   std::vector<std::int32_t> ids;
   if (!opt_.decode_kernels) {  // the sampler's greedy row, as before the argmax kernel
-    auto got = step_argmax(work);
+    int R = 0;
+    for (const PagedWork& w : work) R += logit_rows(w);
+    k::SamplingParams g;
+    g.temperature = 0.f;
+    auto got = step_sample(work, std::vector<k::SamplingParams>(static_cast<std::size_t>(R), g),
+                           std::vector<double>(static_cast<std::size_t>(R), 0.0));
     if (!got) return got.error();
     for (const auto& g : *got) ids.push_back(g.token);
     return ids;

@@ -140,7 +140,8 @@ class Glm5NextCuda final : public CudaModel {
   Status make_device_pool(std::int32_t num_blocks, int block_size) override;
   Result<std::vector<float>> step(std::span<const PagedWork> work) override;
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
-  Result<std::vector<k::Sampled>> step_argmax(std::span<const PagedWork> work) override;
+  Result<std::vector<k::Sampled>> step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
+                                              std::span<const double> uniforms) override;
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
   DecodeBytes decode_bytes() const override { return decode_bytes_; }
   void set_enforce_eager(bool eager) override { opt_.enforce_eager = eager; }
@@ -313,6 +314,10 @@ class Glm5NextCuda final : public CudaModel {
   DeviceBuffer mlp_gu_, mlp_act_, shared_out_, router_logits_, expert_, weight_, pair_token_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer offsets_, sorted_token_, pair_pos_;  // the grouped experts' sort (moe_sort_cuda)
   DeviceBuffer mean_, logits_, sampled_, sample_params_, uniform_, keep_, inputs_;
+  // Whether sample_params_ / uniform_ hold greedy rows throughout (as loaded): step_sample uploads a
+  // step's own rows only when some row samples, and puts the greedy rows back before the next
+  // greedy step (stage_sampling_rows).
+  bool sample_params_greedy_ = true;
   std::size_t in_ints_ = 0;
   std::vector<std::int32_t> host_in_;
 };

@@ -13,6 +13,8 @@
 // Tensor parallel (cuda_glm5_next.hpp): every partial sum goes through reduce(), called from three
 // places only: embed(), sublayer() and lm_head_rows().
 #include <algorithm>
+#include <deque>
+#include <numeric>
 #include <cmath>
 
 #include "tandem/kernels/capture.hpp"
@@ -41,23 +43,47 @@ Result<std::vector<float>> Glm5NextCuda::step(std::span<const PagedWork> work) {
 }
 
 Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const PagedWork> work) {
-  auto got = step_argmax(work);
+  int R = 0;
+  for (const PagedWork& w : work) R += logit_rows(w);
+  k::SamplingParams g;
+  g.temperature = 0.f;
+  auto got = step_sample(work, std::vector<k::SamplingParams>(static_cast<std::size_t>(R), g), std::vector<double>(static_cast<std::size_t>(R), 0.0));
   if (!got) return got.error();
   std::vector<std::int32_t> ids;
   for (const auto& s : *got) ids.push_back(s.token);
   return ids;
 }
 
-Result<std::vector<k::Sampled>> Glm5NextCuda::step_argmax(std::span<const PagedWork> work) {
+// The logit rows are the items' in order (run): row i takes params[i] and uniforms[i].
+Result<std::vector<k::Sampled>> Glm5NextCuda::step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
+                                                          std::span<const double> uniforms) {
+  int want = 0;
+  for (const PagedWork& w : work) want += logit_rows(w);
+  if (params.size() != static_cast<std::size_t>(want) || uniforms.size() != params.size())
+    return error("CUDA step_sample: " + std::to_string(want) + " logit rows, but " + std::to_string(params.size()) +
+                 " sampling parameters and " + std::to_string(uniforms.size()) + " uniforms");
+  const bool greedy = std::all_of(params.begin(), params.end(), [](const k::SamplingParams& p) { return p.temperature == 0.f; });
+  if (greedy && !sample_params_greedy_) {  // the loaded greedy rows back, while the stream is idle
+    if (auto e = init_greedy_sampling(sample_params_, uniform_, static_cast<std::size_t>(r_cap_)); !e) return e.error();
+    sample_params_greedy_ = true;
+  }
   auto rows = run(work);
   if (!rows) return rows.error();
   const int R = rows.value();
+  if (R != want) return error("CUDA step_sample: the step gave " + std::to_string(R) + " logit rows, not " + std::to_string(want));
   FirstError err;
   std::vector<k::Sampled> got(static_cast<std::size_t>(R));
+  std::deque<SamplingRows> staged;  // until the stream synchronises below
   if (R > 0) {
+    if (!greedy) {
+      std::vector<int> to(static_cast<std::size_t>(R));
+      std::iota(to.begin(), to.end(), 0);
+      err(stage_sampling_rows(params, uniforms, {}, to, R, sample_params_, uniform_, stream_, staged));
+      sample_params_greedy_ = false;
+    }
     err(k::sample_cuda(logits_.as<float>(), R, V_, sample_params_.as<k::SamplingParams>(), uniform_.as<double>(),
                        sampled_.as<k::Sampled>(), keep_.as<std::uint8_t>(), stream_));
-    mark("sample (greedy)", static_cast<double>(R) * V_ * 4);
+    mark(greedy ? "sample (greedy)" : "sample", static_cast<double>(R) * V_ * 4);
     err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(got.data(), sampled_.get(), got.size() * sizeof(k::Sampled), cudaMemcpyDeviceToHost, stream_),
                    "tokens"));
   }

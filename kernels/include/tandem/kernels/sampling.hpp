@@ -29,6 +29,10 @@ float raw_logprob(std::span<const float> logits, std::int32_t token);
 
 // Draws one token (params must pass check_sampling_params; logits must be non-empty).
 Sampled sample_cpu(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+// The same draw with its uniform in [0, 1) given (what sample_cpu takes from the generator; a
+// greedy row uses none): so a device model can draw the uniforms on the host, in the request's
+// order, and sample where the logits are.
+Sampled sample_with_uniform(std::span<const float> logits, const SamplingParams& p, double uniform);
 
 // The one uniform number in [0, 1) that a draw takes from the generator (top 53 bits of one output).
 double sampling_uniform(std::mt19937_64& rng);

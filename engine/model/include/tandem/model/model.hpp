@@ -88,12 +88,17 @@ class Model {
     (void)work;
     return error("this model runs forward() against a host KV store");
   }
-  // The same step, but of each row step() returns only what a greedy, unconstrained request keeps:
-  // the greedy token (argmax_cpu's pick, the first largest logit) and its raw logprob. A device
-  // model picks them where the logits are and reads back 8 bytes a row instead of the vocabulary
-  // (picking on the host cost an H100 engine 0.04 ms a row at a vocabulary of 4096, and it grows
-  // with the vocabulary); this default picks on the host from step().
-  virtual Result<std::vector<kernels::Sampled>> step_argmax(std::span<const PagedWork> work);
+  // The same step, but of each row step() returns only what an unconstrained request keeps: the
+  // token sampling draws from it and its raw logprob, row i by params[i] with uniforms[i]
+  // (kernels::sample_with_uniform; temperature 0: the greedy token, argmax_cpu's pick, its uniform
+  // unused). A device model samples where the logits are and reads back 8 bytes a row instead of
+  // the vocabulary (on the host it cost an H100 engine 0.04 ms a greedy row at a vocabulary of
+  // 4096, and it grows with the vocabulary); its draw for temperature > 0 follows the same
+  // distribution, but may pick another token for the same uniform (sampling_cuda.hpp). This
+  // default samples on the host from step().
+  virtual Result<std::vector<kernels::Sampled>> step_sample(std::span<const PagedWork> work,
+                                                            std::span<const kernels::SamplingParams> params,
+                                                            std::span<const double> uniforms);
   // Speculative rollback of a device model's recurrent states (kv_layout().state_floats > 0): a
   // verification folds every drafted token into a sequence's state, and the state cannot forget.
   // keep_states copies the states of `slots` aside (after the steps enqueued so far); restore_states

@@ -27,7 +27,7 @@ struct Verdict {
 // target_logits: (drafts.size() + 1) rows of `vocab`.
 Verdict accept_greedy(std::span<const std::int32_t> drafts, std::span<const float> target_logits, int vocab);
 // The same verdict from the target's greedy token of each row (drafts.size() + 1 of them), as a
-// device that picks where the logits are reads them back (model::Model::step_argmax).
+// device that picks where the logits are reads them back (model::Model::step_sample).
 Verdict accept_greedy_tokens(std::span<const std::int32_t> drafts, std::span<const std::int32_t> target_tokens);
 
 // The distribution sample_cpu draws from for these logits and parameters (temperature > 0), dense

@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +88,37 @@ inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms,
       !e)
     return e;
   return TANDEM_CUDA_STATUS(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
+}
+
+// step_sample's inputs for one forward pass's `computed` logit rows: item row to[i] sits at computed
+// row from[i] (or i when `from` is empty: a graph step's padding picked out), every other row is
+// greedy. Uploaded on `stream` from host rows that `keep` holds until the step synchronises.
+struct SamplingRows {
+  std::vector<k::SamplingParams> params;
+  std::vector<double> uniforms;
+};
+inline Status stage_sampling_rows(std::span<const k::SamplingParams> params, std::span<const double> uniforms, std::span<const int> from,
+                                  std::span<const int> to, int computed, DeviceBuffer& d_params, DeviceBuffer& d_uniforms,
+                                  cudaStream_t stream, std::deque<SamplingRows>& keep) {
+  SamplingRows& rows = keep.emplace_back();
+  k::SamplingParams greedy;
+  greedy.temperature = 0.f;
+  rows.params.assign(static_cast<std::size_t>(computed), greedy);
+  rows.uniforms.assign(static_cast<std::size_t>(computed), 0.0);
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    const std::size_t c = from.empty() ? i : static_cast<std::size_t>(from[i]);
+    const std::size_t item = static_cast<std::size_t>(to[i]);
+    if (c >= rows.params.size() || item >= params.size() || item >= uniforms.size()) return error("step_sample: a logit row out of range");
+    rows.params[c] = params[item], rows.uniforms[c] = uniforms[item];
+  }
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpyAsync(d_params.get(), rows.params.data(), rows.params.size() * sizeof(k::SamplingParams),
+                                                  cudaMemcpyHostToDevice, stream),
+                                  "sampling params");
+      !e)
+    return e;
+  return TANDEM_CUDA_STATUS(
+      cudaMemcpyAsync(d_uniforms.get(), rows.uniforms.data(), rows.uniforms.size() * sizeof(double), cudaMemcpyHostToDevice, stream),
+      "uniforms");
 }
 
 // Each projection is either a bf16 buffer or, when the checkpoint stores it quantised (fp8 block-
@@ -165,7 +198,8 @@ class GlmDecoderCuda : public CudaModel {
   Result<std::vector<float>> step(std::span<const PagedWork> work) override;
 
   Result<std::vector<std::int32_t>> step_greedy(std::span<const PagedWork> work) override;
-  Result<std::vector<k::Sampled>> step_argmax(std::span<const PagedWork> work) override;
+  Result<std::vector<k::Sampled>> step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
+                                              std::span<const double> uniforms) override;
 
   Result<StepTrace> step_traced(std::span<const PagedWork> work) override;
 
@@ -509,6 +543,10 @@ class GlmDecoderCuda : public CudaModel {
   DeviceBuffer x_, delta_, embed_rows_, h_, h32_, fused_, q_, attn_, mlp_gu_, mlp_act_, shared_out_;
   DeviceBuffer router_logits_, expert_, weight_, offsets_, sorted_, pair_pos_, moe_gu_, moe_act_, moe_out_;
   DeviceBuffer head_in_, logits_, sampled_, sample_params_, uniform_, keep_, attn_ws_, inputs_;
+  // Whether sample_params_ / uniform_ hold greedy rows throughout (as loaded): step_sample uploads a
+  // step's own rows only when some row samples, and puts the greedy rows back before the next
+  // greedy step (stage_sampling_rows).
+  bool sample_params_greedy_ = true;
   DeviceBuffer argmax_keys_, moe_decode_act_;
   // moe_decode's grouped form: its token lists (few_cap() tokens). Empty when TANDEM_MOE_GROUPED=0
   // (an A/B switch: per pair then, the same bits, only slower).
