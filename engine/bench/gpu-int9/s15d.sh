@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The engine's greedy steps with each row's pick read back (Model::step_argmax) instead of its
-# logits: the checks that run the engine on the GPU (cuda_spec_check: greedy with the drafter equal
-# to plain at batch 1, 4, 6; gpu_check sampling: the device's greedy logprobs against the CPU's),
+# The engine's unconstrained steps sampled on the device (Model::step_sample: each row's token and
+# logprob read back instead of its logits): the checks that run the engine on the GPU
+# (cuda_spec_check: greedy with the drafter equal to plain at batch 1, 4, 6, seeded sampling equal
+# at batch 1 and 4; gpu_check sampling: the device's sampler against the CPU's),
 # the model check, then tandem_spec_bench on the committed pair (speed, time per step, costs).
 # Also the decode gemv's new default of 4 weight rows a warp from 16 x rows (gpu_check decode, the
 # 2 B model's decode against TANDEM_GEMV_SHARED_ROWS=2, two rounds).
