@@ -67,6 +67,17 @@ std::map<int, Collector::Output> run_all(Engine& engine, Collector& c, const Exp
 }
 
 int tokens_12_to_20(int i) { return 12 + i % 9; }
+
+// A small engine for the device-path tests: 4 sequences of up to 64 tokens, chunks of 16, blocks of 4.
+EngineConfig small_engine() {
+  EngineConfig cfg;
+  cfg.max_model_len = 64;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 16;
+  cfg.block_size = 4;
+  cfg.kv_cache_memory = std::uint64_t{4} << 20;
+  return cfg;
+}
 int tokens_16(int) { return 16; }
 
 }  // namespace
@@ -209,12 +220,7 @@ TEST_CASE("a request can bypass the prefix cache and still gets the same output"
 TEST_CASE("a device model gets each scheduler step as one batched step() and gives the solo outputs") {
   const Expected e = alone("glm4_moe_lite", 32, tokens_12_to_20);
   Collector c;
-  EngineConfig cfg;
-  cfg.max_model_len = 64;
-  cfg.max_num_seqs = 4;
-  cfg.max_num_batched_tokens = 16;
-  cfg.block_size = 4;
-  cfg.kv_cache_memory = std::uint64_t{4} << 20;
+  EngineConfig cfg = small_engine();
   std::vector<std::string> log;
   cfg.log = [&log](const std::string& l) { log.push_back(l); };
   auto model = std::make_unique<HostDeviceModel>(load("glm4_moe_lite"));
@@ -242,12 +248,7 @@ TEST_CASE("a device model samples seeded requests where the logits are and draws
   const auto ps = prompts("glm4_moe_lite", 6);
   int sample_steps = -1, logit_steps = -1;  // the device model's counts, read before the engine goes
   auto run_on = [&](std::unique_ptr<tandem::model::Model> model, const HostDeviceModel* device) {
-    EngineConfig cfg;
-    cfg.max_model_len = 64;
-    cfg.max_num_seqs = 4;
-    cfg.max_num_batched_tokens = 16;
-    cfg.block_size = 4;
-    cfg.kv_cache_memory = std::uint64_t{4} << 20;
+    EngineConfig cfg = small_engine();
     cfg.log = [](const std::string&) {};
     auto engine = Engine::start(std::move(model), cfg);
     REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));

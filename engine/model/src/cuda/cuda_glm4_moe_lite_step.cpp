@@ -66,17 +66,10 @@ bool GlmDecoderCuda::host_logits_for(std::size_t n) {
 
 Result<std::vector<k::Sampled>> GlmDecoderCuda::step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
                                                             std::span<const double> uniforms) {
-  int R = 0;
-  for (const PagedWork& w : work) R += logit_rows(w);
-  if (params.size() != static_cast<std::size_t>(R) || uniforms.size() != params.size())
-    return error("CUDA step_sample: " + std::to_string(R) + " logit rows, but " + std::to_string(params.size()) +
-                 " sampling parameters and " + std::to_string(uniforms.size()) + " uniforms");
-  const bool greedy = std::all_of(params.begin(), params.end(), [](const k::SamplingParams& p) { return p.temperature == 0.f; });
-  if (greedy && !sample_params_greedy_) {  // the loaded greedy rows back, while the stream is idle
-    if (auto e = init_greedy_sampling(sample_params_, uniform_, static_cast<std::size_t>(r_cap_)); !e) return e.error();
-    sample_params_greedy_ = true;
-  }
-  std::vector<k::Sampled> got(static_cast<std::size_t>(R));
+  auto all_greedy = begin_step_sample(work, params, uniforms, sample_params_, uniform_, static_cast<std::size_t>(r_cap_), sample_params_greedy_);
+  if (!all_greedy) return all_greedy.error();
+  const bool greedy = *all_greedy;
+  std::vector<k::Sampled> got(params.size());
   std::deque<SamplingRows> staged;  // each pass's rows, until sync()
   auto rows = run(work, [&](std::span<const int> to) {
     const int n = static_cast<int>(to.size());

@@ -57,16 +57,10 @@ Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const Page
 // The logit rows are the items' in order (run): row i takes params[i] and uniforms[i].
 Result<std::vector<k::Sampled>> Glm5NextCuda::step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
                                                           std::span<const double> uniforms) {
-  int want = 0;
-  for (const PagedWork& w : work) want += logit_rows(w);
-  if (params.size() != static_cast<std::size_t>(want) || uniforms.size() != params.size())
-    return error("CUDA step_sample: " + std::to_string(want) + " logit rows, but " + std::to_string(params.size()) +
-                 " sampling parameters and " + std::to_string(uniforms.size()) + " uniforms");
-  const bool greedy = std::all_of(params.begin(), params.end(), [](const k::SamplingParams& p) { return p.temperature == 0.f; });
-  if (greedy && !sample_params_greedy_) {  // the loaded greedy rows back, while the stream is idle
-    if (auto e = init_greedy_sampling(sample_params_, uniform_, static_cast<std::size_t>(r_cap_)); !e) return e.error();
-    sample_params_greedy_ = true;
-  }
+  auto all_greedy = begin_step_sample(work, params, uniforms, sample_params_, uniform_, static_cast<std::size_t>(r_cap_), sample_params_greedy_);
+  if (!all_greedy) return all_greedy.error();
+  const bool greedy = *all_greedy;
+  const int want = static_cast<int>(params.size());
   auto rows = run(work);
   if (!rows) return rows.error();
   const int R = rows.value();

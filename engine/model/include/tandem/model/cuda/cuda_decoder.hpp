@@ -90,6 +90,26 @@ inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms,
   return TANDEM_CUDA_STATUS(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
 }
 
+// step_sample's start, before the step runs: the items' `work` must come with a sampling row and a
+// uniform per logit row; a step of greedy rows alone puts back the loaded greedy rows (all
+// `capacity` of them) if a sampled step replaced them, while the stream is idle. Returns whether
+// every row is greedy (then nothing needs staging).
+inline Result<bool> begin_step_sample(std::span<const PagedWork> work, std::span<const k::SamplingParams> params,
+                                      std::span<const double> uniforms, DeviceBuffer& d_params, DeviceBuffer& d_uniforms,
+                                      std::size_t capacity, bool& buffers_greedy) {
+  std::size_t want = 0;
+  for (const PagedWork& w : work) want += static_cast<std::size_t>(logit_rows(w));
+  if (params.size() != want || uniforms.size() != want)
+    return error("CUDA step_sample: " + std::to_string(want) + " logit rows, but " + std::to_string(params.size()) +
+                 " sampling parameters and " + std::to_string(uniforms.size()) + " uniforms");
+  const bool greedy = std::all_of(params.begin(), params.end(), [](const k::SamplingParams& p) { return p.temperature == 0.f; });
+  if (greedy && !buffers_greedy) {
+    if (auto e = init_greedy_sampling(d_params, d_uniforms, capacity); !e) return e.error();
+    buffers_greedy = true;
+  }
+  return greedy;
+}
+
 // step_sample's inputs for one forward pass's `computed` logit rows: item row to[i] sits at computed
 // row from[i] (or i when `from` is empty: a graph step's padding picked out), every other row is
 // greedy. Uploaded on `stream` from host rows that `keep` holds until the step synchronises.
