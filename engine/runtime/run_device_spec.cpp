@@ -101,10 +101,12 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   const bool picked = device_sampling_serves(jobs);
   std::vector<kernels::SamplingParams> params;
   std::vector<double> uniforms;
-  if (picked)
-    for (size_t i = 0; i < jobs.size(); ++i)
+  if (picked) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
       if (!blocks[i].empty()) add_sampling_rows(jobs[i], static_cast<int>(blocks[i].size()), true, params, uniforms);
       else if (jobs[i].work.samples) add_sampling_rows(jobs[i], 1, false, params, uniforms);
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::vector<kernels::Sampled>> picks = std::vector<kernels::Sampled>{};
   Result<std::vector<float>> logits = std::vector<float>{};

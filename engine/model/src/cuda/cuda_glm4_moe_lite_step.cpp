@@ -102,7 +102,7 @@ Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const Pa
     auto got = step_sample(work, std::vector<k::SamplingParams>(static_cast<std::size_t>(R), g),
                            std::vector<double>(static_cast<std::size_t>(R), 0.0));
     if (!got) return got.error();
-    for (const auto& g : *got) ids.push_back(g.token);
+    for (const auto& s : *got) ids.push_back(s.token);
     return ids;
   }
   int R = 0;
