@@ -18,8 +18,13 @@ std::optional<std::int32_t> StateSlots::acquire() {
 
 void StateSlots::release(std::int32_t slot) { free_.push_back(slot); }
 
-KvManager::KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache, std::int32_t state_slots)
-    : pool_(num_blocks, block_size), states_(state_slots), prefix_cache_(prefix_cache) {}
+KvManager::KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache, std::int32_t state_slots,
+                     int state_snapshots)
+    : pool_(num_blocks, block_size),
+      states_(state_slots),
+      prefix_cache_(prefix_cache),
+      recurrent_(state_snapshots >= 0),
+      snapshots_(prefix_cache ? state_snapshots : 0) {}
 
 std::optional<int> KvManager::admit(SeqId id, std::span<const Token> prompt, bool use_prefix_cache) {
   // Invariant: sequence ids come from the engine's own counter, never from a request.
@@ -34,20 +39,63 @@ std::optional<int> KvManager::admit(SeqId id, std::span<const Token> prompt, boo
   if (seq.cacheable && !prompt.empty()) {
     const size_t bs = static_cast<size_t>(block_size());
     const size_t usable = (prompt.size() - 1) / bs;  // keep >= 1 token to compute
-    std::uint64_t h = 0;
+    std::vector<std::uint64_t> chain(usable);
+    for (size_t i = 0; i < usable; ++i) chain[i] = BlockPool::chain_hash(i ? chain[i - 1] : 0, prompt.subspan(i * bs, bs));
     for (size_t i = 0; i < usable; ++i) {
-      auto chunk = prompt.subspan(i * bs, bs);
-      h = BlockPool::chain_hash(h, chunk);
-      auto b = pool_.lookup(h, chunk);
+      auto b = pool_.lookup(chain[i], prompt.subspan(i * bs, bs));
       if (!b) break;
       seq.blocks.push_back(*b);
-      seq.hashes.push_back(h);
+      seq.hashes.push_back(chain[i]);
     }
+    if (recurrent_) cut_to_kept_state(seq, prompt, chain);
     seq.written = static_cast<int>(seq.blocks.size() * bs);
+    // The prompt's last boundary: a later prompt that extends this one (the next turn of a chat,
+    // an agent's next call) starts from there.
+    const int last = static_cast<int>(usable * bs);
+    if (recurrent_ && snapshots_.capacity() > 0 && last > seq.written &&
+        !snapshots_.contains(chain[usable - 1], prompt.first(static_cast<size_t>(last))))
+      seq.state_boundary = last;
   }
   int cached = seq.written;
   seqs_.emplace(id, std::move(seq));
   return cached;
+}
+
+void KvManager::cut_to_kept_state(Seq& seq, std::span<const Token> prompt, const std::vector<std::uint64_t>& chain) {
+  const size_t bs = static_cast<size_t>(block_size());
+  size_t k = seq.blocks.size();
+  for (; k > 0; --k)
+    if ((seq.state_load = snapshots_.acquire(chain[k - 1], prompt.first(k * bs)))) break;
+  // Release in reverse, as release() does, so the tail of a prefix is evicted before its head.
+  while (seq.blocks.size() > k) {
+    pool_.release(seq.blocks.back());
+    seq.blocks.pop_back();
+    seq.hashes.pop_back();
+  }
+}
+
+std::optional<int> KvManager::take_state_load(SeqId id) {
+  Seq& s = seqs_.at(id);
+  if (!s.state_load || s.state_loading) return std::nullopt;
+  s.state_loading = true;
+  return s.state_load;
+}
+
+std::optional<int> KvManager::begin_state_save(SeqId id) {
+  Seq& s = seqs_.at(id);
+  if (s.state_boundary == 0 || s.state_save) return std::nullopt;
+  s.state_save = snapshots_.reserve();
+  if (s.state_save) s.state_saved_at = s.state_boundary;
+  s.state_boundary = 0;  // once per admission, kept or not
+  return s.state_save;
+}
+
+void KvManager::drop_state_pins(Seq& s) {
+  if (s.state_load) snapshots_.unpin(*s.state_load);
+  if (s.state_save) snapshots_.abandon(*s.state_save);
+  s.state_load.reset();
+  s.state_save.reset();
+  s.state_loading = false;
 }
 
 std::int32_t KvManager::blocks_needed(SeqId id, int n) const {
@@ -72,6 +120,12 @@ void KvManager::advance(SeqId id, std::span<const Token> tokens, int new_len) {
   if (new_len > static_cast<int>(s.blocks.size()) * block_size() || new_len > static_cast<int>(tokens.size()))
     throw std::logic_error("KvManager: advance beyond reserved blocks or known tokens");
   s.written = new_len;
+  // The step that read the kept state has run: the copy may be replaced from now on.
+  if (s.state_loading) {
+    snapshots_.unpin(*s.state_load);
+    s.state_load.reset();
+    s.state_loading = false;
+  }
   if (!s.cacheable) return;
   const size_t bs = static_cast<size_t>(block_size());
   const size_t full = static_cast<size_t>(new_len) / bs;
@@ -81,6 +135,13 @@ void KvManager::advance(SeqId id, std::span<const Token> tokens, int new_len) {
     const std::uint64_t h = BlockPool::chain_hash(i ? s.hashes[i - 1] : 0, chunk);
     pool_.publish(s.blocks[i], h, chunk);
     s.hashes.push_back(h);
+  }
+  // The step that ended at the boundary has written its copy of the state (scheduler: a save
+  // stops the chunk there, so no step passes the boundary without ending on it).
+  if (s.state_save && new_len >= s.state_saved_at) {
+    const auto blocks = static_cast<size_t>(s.state_saved_at) / bs;
+    snapshots_.commit(*s.state_save, s.hashes[blocks - 1], tokens.first(static_cast<size_t>(s.state_saved_at)));
+    s.state_save.reset();
   }
 }
 
@@ -99,6 +160,7 @@ void KvManager::release(SeqId id) {
   // Release in reverse so the tail of a prefix is evicted before its head.
   for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) pool_.release(*b);
   if (it->second.state_slot) states_.release(*it->second.state_slot);
+  drop_state_pins(it->second);
   seqs_.erase(it);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_pool.hpp"
+#include "state_snapshots.hpp"
 
 namespace tandem::engine::kv {
 
@@ -34,7 +35,11 @@ class StateSlots {
 
 class KvManager {
  public:
-  KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache, std::int32_t state_slots = 0);
+  // `state_slots`: a device model's recurrent-state slots, one per live sequence (0: none, or the
+  // state lives with the request). `state_snapshots`: for a model with a recurrent state, how many
+  // copies of it prefix caching keeps (see below); -1: the model has none, blocks alone make a hit.
+  KvManager(std::int32_t num_blocks, int block_size, bool prefix_cache, std::int32_t state_slots = 0,
+            int state_snapshots = -1);
 
   int block_size() const { return pool_.block_size(); }
   std::int32_t free_blocks() const { return pool_.num_available(); }
@@ -45,14 +50,31 @@ class KvManager {
   // already in the pool are shared; returns how many prompt tokens need no prefill. At least the
   // last prompt token is always recomputed, since its logits are needed.
   // nullopt when a state slot is needed and none is free (nothing changed).
+  //
+  // A model with a recurrent state: blocks alone cannot restore the state, so the shared prefix
+  // ends at the longest block boundary where a copy of the state was kept (take_state_load names
+  // it), and the sequence keeps a copy of its own at the last block boundary of its prompt
+  // (state_boundary) unless one of that prefix is kept already.
   std::optional<int> admit(SeqId id, std::span<const Token> prompt, bool use_prefix_cache);
+
+  // The kept state the sequence's first step starts from (copied into its state before the step);
+  // handed out once, and held until the step completes (advance) or the sequence leaves.
+  std::optional<int> take_state_load(SeqId id);
+  // Where the sequence should keep a copy of its state (its prefill stops there for one step), or 0.
+  int state_boundary(SeqId id) const { return seqs_.at(id).state_boundary; }
+  // A copy to write the state into once the sequence has computed state_boundary tokens (the copy
+  // follows that step); it becomes findable when advance() reaches the boundary. nullopt: every
+  // copy is in use; the sequence then keeps none. Once per admission.
+  std::optional<int> begin_state_save(SeqId id);
+  const StateSnapshots& state_snapshots() const { return snapshots_; }
 
   // Blocks needed to hold `n` more tokens of KV beyond what is written.
   std::int32_t blocks_needed(SeqId id, int n) const;
   // Make room for `n` more tokens; false (and nothing changed) if the pool is short.
   bool reserve(SeqId id, int n);
   // KV for tokens[0, new_len) is now valid (after a forward, after verification). Full blocks
-  // are published to the prefix cache. `tokens` is the sequence's full token list.
+  // are published to the prefix cache (and a state copy begun at this length). `tokens` is the
+  // sequence's full token list.
   void advance(SeqId id, std::span<const Token> tokens, int new_len);
   // Drop reserved blocks beyond the written length (rejected speculative tokens, aborted chunk).
   void trim(SeqId id);
@@ -70,10 +92,22 @@ class KvManager {
     int written = 0;
     bool cacheable = true;
     std::optional<std::int32_t> state_slot;
+    std::optional<int> state_load;   // a kept state to start from (pinned)
+    bool state_loading = false;      // handed to a step: unpinned when it completes
+    int state_boundary = 0;          // where to keep a copy of the state (0: nowhere)
+    std::optional<int> state_save;   // the copy being written, at state_saved_at tokens
+    int state_saved_at = 0;
   };
+  // Cuts a recurrent model's prefix hit back to a boundary with a kept state; the hit blocks past
+  // it go back. `chain`: the chain hash of each of the prompt's usable blocks.
+  void cut_to_kept_state(Seq& seq, std::span<const Token> prompt, const std::vector<std::uint64_t>& chain);
+  void drop_state_pins(Seq& seq);
+
   BlockPool pool_;
   StateSlots states_;
   bool prefix_cache_;
+  bool recurrent_;  // hits need a kept state (state_snapshots >= 0)
+  StateSnapshots snapshots_;
   std::unordered_map<SeqId, Seq> seqs_;
 };
 

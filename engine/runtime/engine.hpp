@@ -51,6 +51,11 @@ struct EngineConfig {
   std::optional<std::uint64_t> kv_cache_memory;  // bytes; else a share of system memory
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;
+  // A model with a recurrent state (glm5_next): how many copies of a sequence's state, each taken
+  // at its prompt's last block boundary, prefix caching keeps (a hit resumes from one). -1: one
+  // per `max_num_seqs`, within a quarter of the KV budget left after the sequences' own states;
+  // 0: prefix caching off for such a model. Engine::start writes back the number it keeps.
+  int prefix_state_snapshots = -1;
   std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
   std::function<void(const std::string&)> on_fatal;  // the engine cannot go on (a rank was lost)
   std::chrono::milliseconds heartbeat{1000};     // idle heartbeat to worker ranks
@@ -199,6 +204,9 @@ class Engine {
   bool stop_ = false;
   EngineMetrics counters_;
   std::string fatal_;  // set once the group failed
+  // The CPU path's kept recurrent states for prefix caching (kv::StateSnapshots names them; a
+  // device model keeps its own on the device): filled on first use.
+  std::vector<std::vector<float>> state_copies_;
   std::thread worker_;  // last: starts after everything above exists
 };
 

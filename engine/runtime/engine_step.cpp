@@ -77,8 +77,10 @@ void Engine::gather_jobs(const sched::Step& st, std::vector<Job>& jobs, std::vec
       // The device keeps the state in the sequence's slot, and resets it when a step starts at 0.
       if (const auto slot = kv_.state_slot(w.id)) j.state_slot = *slot;
     } else if (const long floats = model_->kv_layout().state_floats; floats > 0) {
-      // A sequence that starts over from token 0 starts from a zero state.
-      if (w.start == 0) reqs[i]->recurrent.assign(static_cast<size_t>(floats), 0.f);
+      // A sequence that starts over from token 0 starts from a zero state; one that resumes after a
+      // prefix-cache hit, from the state kept at the end of that prefix.
+      if (w.state_load >= 0) reqs[i]->recurrent = state_copies_.at(static_cast<size_t>(w.state_load));
+      else if (w.start == 0) reqs[i]->recurrent.assign(static_cast<size_t>(floats), 0.f);
       j.state = reqs[i]->recurrent;
     }
     // A first chunk that starts past what we saw written got that much from the prefix cache.
@@ -104,6 +106,7 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
         for (const model::PagedWork& w : work) {
           StepItem it;
           it.start = w.start, it.state_slot = w.state_slot, it.logits = w.logits ? 1 : 0, it.all_logits = w.all_logits ? 1 : 0;
+          it.state_load = w.state_load, it.state_save = w.state_save;
           it.tokens.assign(w.tokens.begin(), w.tokens.end());
           it.table.assign(w.block_table.begin(), w.block_table.end());
           m.items.push_back(std::move(it));
@@ -149,6 +152,12 @@ void Engine::record_jobs(const std::vector<Job>& jobs, const std::vector<std::sh
       requests_.erase(j.work.id);
       ++counters_.requests_aborted;
       events.push_back({reqs[i], TokenEvent{j.work.id, std::nullopt, 0.0f, FinishReason::abort, "model: " + j.error, 0, 0}});
+    }
+    // A chunk that ended at its prompt's last block boundary: keep the state there (CPU path; a
+    // device model copied it after the step). The scheduler makes it findable when it completes.
+    if (j.error.empty() && j.work.state_save >= 0 && !model_->kv_on_device()) {
+      if (state_copies_.empty()) state_copies_.resize(static_cast<size_t>(kv_.state_snapshots().capacity()));
+      state_copies_.at(static_cast<size_t>(j.work.state_save)).assign(j.state.begin(), j.state.end());
     }
     if (j.work.samples) emitted.push_back(j.error.empty() ? j.emitted : std::vector<sched::Token>{0});
     counters_.spec_draft_seconds += j.draft_seconds;

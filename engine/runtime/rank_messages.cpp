@@ -60,6 +60,7 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
     case RankOp::pool:
       w.put(m.num_blocks);
       w.put(m.block_size);
+      w.put(m.state_snapshots);
       break;
     case RankOp::forward:
       w.put(m.start);
@@ -72,6 +73,8 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
       for (const StepItem& it : m.items) {
         w.put(it.start);
         w.put(it.state_slot);
+        w.put(it.state_load);
+        w.put(it.state_save);
         w.put(it.logits);
         w.put(it.all_logits);
         w.put(it.tokens);
@@ -94,7 +97,7 @@ tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
   m.op = static_cast<RankOp>(op);
   bool ok = true;
   switch (m.op) {
-    case RankOp::pool: ok = r.get(m.num_blocks) && r.get(m.block_size); break;
+    case RankOp::pool: ok = r.get(m.num_blocks) && r.get(m.block_size) && r.get(m.state_snapshots); break;
     case RankOp::forward:
       ok = r.get(m.start) && r.get(m.logit_rows) && r.get(m.tokens) && r.get(m.table) && m.logit_rows >= 0 &&
            static_cast<size_t>(m.logit_rows) <= m.tokens.size();
@@ -104,7 +107,7 @@ tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
       ok = r.get(n) && n <= bytes.size();  // each item takes bytes: a count past them is malformed
       for (std::uint32_t i = 0; ok && i < n; ++i) {
         StepItem it;
-        ok = r.get(it.start) && r.get(it.state_slot) && r.get(it.logits) && r.get(it.all_logits) && r.get(it.tokens) && r.get(it.table);
+        ok = r.get(it.start) && r.get(it.state_slot) && r.get(it.state_load) && r.get(it.state_save) && r.get(it.logits) && r.get(it.all_logits) && r.get(it.tokens) && r.get(it.table);
         m.items.push_back(std::move(it));
       }
       break;

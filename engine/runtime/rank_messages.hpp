@@ -12,7 +12,7 @@
 namespace tandem::engine::runtime {
 
 enum class RankOp : std::uint8_t {
-  pool = 1,       // allocate the KV pool: num_blocks x block_size
+  pool = 1,       // allocate the KV pool: num_blocks x block_size (and the kept recurrent states)
   forward = 2,    // run one forward against the pool
   heartbeat = 3,  // nothing to do; the head is alive
   shutdown = 4,   // the head is stopping; exit cleanly
@@ -21,15 +21,15 @@ enum class RankOp : std::uint8_t {
 
 // One item of a device step (model::PagedWork without the spans).
 struct StepItem {
-  std::int32_t start = 0, state_slot = -1;
+  std::int32_t start = 0, state_slot = -1, state_load = -1, state_save = -1;
   std::uint8_t logits = 0, all_logits = 0;
   std::vector<std::int32_t> tokens, table;
 };
 
 struct RankMessage {
   RankOp op = RankOp::heartbeat;
-  // pool
-  std::int32_t num_blocks = 0, block_size = 0;
+  // pool; state_snapshots: a device model's kept recurrent states (Model::make_state_snapshots)
+  std::int32_t num_blocks = 0, block_size = 0, state_snapshots = 0;
   // forward: tokens at positions start, start+1, ...; block table of the sequence; how many of the
   // last tokens' logits are wanted (the gather is collective, so workers must know: 1 to sample,
   // the whole block to verify speculative drafts)

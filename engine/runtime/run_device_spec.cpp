@@ -83,7 +83,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
       work.push_back({blocks[i], j.work.start, j.table, false, j.state_slot, true});
       widest = std::max(widest, static_cast<int>(blocks[i].size()));
     } else {
-      work.push_back({j.tokens, j.work.start, j.table, j.work.samples, j.state_slot});
+      work.push_back(device_work(j));
       decode_only = decode_only && j.work.count == 1 && j.work.samples;
     }
   }

@@ -226,9 +226,16 @@ void run_speculative(const JobContext& ctx, Job& j) {
 
 }  // namespace
 
+model::PagedWork device_work(const Job& j) {
+  model::PagedWork w{j.tokens, j.work.start, j.table, j.work.samples, j.state_slot};
+  w.state_load = j.work.state_load;
+  w.state_save = j.work.state_save;
+  return w;
+}
+
 void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep& announce) {
   std::vector<model::PagedWork> work;
-  for (const Job& j : jobs) work.push_back({j.tokens, j.work.start, j.table, j.work.samples, j.state_slot});
+  for (const Job& j : jobs) work.push_back(device_work(j));
   if (announce)
     if (auto s = announce(work); !s) {
       for (Job& j : jobs) j.error = s.error().message;

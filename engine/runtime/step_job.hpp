@@ -57,6 +57,10 @@ struct JobContext {
   std::function<tandem::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows)> announce;
 };
 
+// A job's plain share of a device step: its tokens, logits if it samples, its state slot, and the
+// kept states its chunk starts from or ends in (prefix caching of a recurrent model).
+model::PagedWork device_work(const Job& j);
+
 // Runs the job's forward(s) and fills emitted/logprobs (or error).
 void run_job(const JobContext& ctx, Job& job);
 

@@ -41,6 +41,9 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
         if (model.kv_on_device()) {
           if (auto s = model.make_device_pool(blocks, msg->block_size); !s) return error("the device KV pool: " + s.error().message);
           log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg->block_size) + " tokens on the device");
+          if (msg->state_snapshots > 0)
+            if (auto s = model.make_state_snapshots(msg->state_snapshots); !s)
+              return error("the kept recurrent states for prefix caching: " + s.error().message);
           pooled = true;
           break;
         }
@@ -58,6 +61,7 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
           model::PagedWork w;
           w.tokens = it.tokens, w.start = it.start, w.block_table = it.table, w.logits = it.logits != 0;
           w.state_slot = it.state_slot, w.all_logits = it.all_logits != 0;
+          w.state_load = it.state_load, w.state_save = it.state_save;
           work.push_back(w);
         }
         // The logits are rank 0's to sample; this rank's part was its collectives.

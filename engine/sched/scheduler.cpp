@@ -49,6 +49,21 @@ void Scheduler::preempt(SeqId id) {
   ++preemptions_;
 }
 
+Work Scheduler::chunk(SeqId id, int n) {
+  const Seq& s = seqs_.at(id);
+  Work w{id, s.computed, n, false};
+  // A recurrent model keeps its state at one block boundary of the prompt: the chunk that would
+  // pass it stops there (the rest follows next step), since a state exists only between steps.
+  if (const int at = kv_.state_boundary(id); at > s.computed && at <= s.computed + n)
+    if (const auto copy = kv_.begin_state_save(id)) {
+      w.count = at - s.computed;
+      w.state_save = *copy;
+    }
+  if (const auto kept = kv_.take_state_load(id)) w.state_load = *kept;
+  w.samples = w.start + w.count == static_cast<int>(s.tokens.size());
+  return w;
+}
+
 Step Scheduler::schedule() { return schedule({}); }
 
 Step Scheduler::schedule(const std::function<int(SeqId)>& lookahead) {
@@ -60,7 +75,8 @@ Step Scheduler::schedule(const std::function<int(SeqId)>& lookahead) {
     SeqId id = running_[i];
     Seq& s = seqs_.at(id);
     const int remaining = static_cast<int>(s.tokens.size()) - s.computed;
-    const int n = std::min(remaining, budget);
+    Work w = chunk(id, std::min(remaining, budget));
+    const int n = w.count;
     int draft = 0;
     if (remaining == 1 && lookahead) {
       const int len = static_cast<int>(s.tokens.size());
@@ -75,7 +91,8 @@ Step Scheduler::schedule(const std::function<int(SeqId)>& lookahead) {
       if (victim == id) break;
     }
     if (std::find(running_.begin(), running_.end(), id) == running_.end()) continue;  // preempted itself
-    step.work.push_back(Work{id, s.computed, n, s.computed + n == static_cast<int>(s.tokens.size()), draft});
+    w.draft = draft;
+    step.work.push_back(w);
     budget -= n + draft;
     ++i;
   }
@@ -88,15 +105,15 @@ Step Scheduler::schedule(const std::function<int(SeqId)>& lookahead) {
     if (!try_admit(id)) break;
     Seq& s = seqs_.at(id);
     const int remaining = static_cast<int>(s.tokens.size()) - s.computed;
-    const int n = std::min(remaining, budget);
-    if (!kv_.reserve(id, n)) {
+    const Work w = chunk(id, std::min(remaining, budget));
+    if (!kv_.reserve(id, w.count)) {
       kv_.release(id);
       break;
     }
     waiting_.pop_front();
     running_.push_back(id);
-    step.work.push_back(Work{id, s.computed, n, s.computed + n == static_cast<int>(s.tokens.size())});
-    budget -= n;
+    step.work.push_back(w);
+    budget -= w.count;
   }
   return step;
 }

@@ -43,6 +43,11 @@ struct Work {
   // Speculative decoding: KV slots reserved after the `count` tokens for this many drafted tokens,
   // verified in the same forward. The step may then yield up to draft + 1 tokens.
   int draft = 0;
+  // A model with a recurrent state under prefix caching (kv::StateSnapshots): the kept state to
+  // start this chunk from (the sequence's first chunk after a prefix hit), and the copy to keep the
+  // state in after it (the chunk ends at the prompt's last block boundary). -1: none.
+  int state_load = -1;
+  int state_save = -1;
 };
 
 struct Step {
@@ -99,6 +104,8 @@ class Scheduler {
     int computed = 0;           // tokens whose KV is written
   };
   bool try_admit(SeqId id);
+  // The chunk of `n` tokens from s.computed, cut where the sequence keeps a copy of its state.
+  Work chunk(SeqId id, int n);
   void preempt(SeqId id);
   Finished finish(SeqId id, FinishReason why);
 

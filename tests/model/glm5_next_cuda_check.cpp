@@ -5,8 +5,8 @@
 // and glm5_next_text_sparse (bf16 weights; transformers' fp32 logits on them are the goldens): every
 // position one token per step, all sequences' prompts in one step, chunks of 3 against one shot
 // (logits and recurrent state), the recurrent state against the CPU reference's, 16 greedy tokens of
-// all sequences batched == transformers', the device rollback of the recurrent state, and a graph
-// replay against the eager step. TANDEM_GLM5_FP32_PRODUCTS picks the products kept in fp32.
+// all sequences batched == transformers', the device rollback of the recurrent state, resuming from
+// a kept state (prefix caching), and a graph replay against the eager step. TANDEM_GLM5_FP32_PRODUCTS picks the products kept in fp32.
 // Then both fixtures rewritten in fp8 (128x128 blocks) and in NVFP4 as those checkpoints store them
 // (quantized_checkpoint.hpp), kept quantised on the device, against the CPU reference on the same
 // weights (the dequantised values rounded to bf16, what the quantised kernels multiply by): the
@@ -99,6 +99,31 @@ void check_rollback(CudaModel& m, const Sequence& q) {
   check(dirty.value() != b.value(), "rollback: the verified block changed the state (the check has something to undo)");
   check(a.value() == b.value() && la.value() == lb.value(),
         "rollback: keep, verify 4 tokens, restore, advance 1: state and next logits bit-identical to never seeing the block");
+}
+
+// Prefix caching on the device (what the engine does for a hybrid model after a prefix hit): slot 0
+// runs a prompt's first half and keeps its state (PagedWork::state_save), then the rest; slot 1,
+// left holding another sequence's state, resumes from the kept copy at the half (state_load) over
+// the same prefix rows and runs the rest. Its state and last logits must be slot 0's bit for bit.
+void check_prefix_resume(CudaModel& m, const Sequence& q) {
+  const int n = static_cast<int>(q.ids.size()), half = n / 2;
+  if (half < 1) return check(false, "prefix resume: the prompt is too short to split");
+  if (auto s = m.make_state_snapshots(1); !s) return check(false, "prefix resume: " + s.error().message);
+  const std::vector<int32_t> head(q.ids.begin(), q.ids.begin() + half), tail(q.ids.begin() + half, q.ids.end()), other = {7, 8, 9};
+  const auto t0 = table_of(0), t1 = table_of(1);
+  auto one = [&](std::span<const int32_t> tokens, int start, const std::vector<int32_t>& table, int slot, int load, int save) {
+    PagedWork w{tokens, start, table, true, slot};
+    w.state_load = load, w.state_save = save;
+    return m.step(std::span<const PagedWork>(&w, 1));
+  };
+  bool ok = one(head, 0, t0, 0, -1, 0).ok() && one(other, 0, t1, 1, -1, -1).ok();
+  auto la = one(tail, half, t0, 0, -1, -1);
+  auto lb = one(tail, half, t0, 1, 0, -1);  // the same rows: rewritten with the same values
+  auto a = m.recurrent_state(0), b = m.recurrent_state(1);
+  if (!ok || !la || !lb || !a || !b) return check(false, "prefix resume: a step failed");
+  check(a.value() == b.value() && la.value() == lb.value(),
+        "prefix resume: a slot resumed from the state kept at token " + std::to_string(half) +
+            " gives the state and logits of the slot that ran the whole prompt, bit for bit");
 }
 
 // CUDA graphs: a decode step of 3 sequences replayed from the graph of its bucket (4 sequences, one
@@ -329,6 +354,7 @@ void check_model(const fs::path& dir, const std::vector<Sequence>& seqs, const R
   check(same + excused == total, "greedy, " + std::to_string(S) + " sequences batched: " + std::to_string(same) + "/" + std::to_string(total) +
                                      " tokens as" + vs + (excused ? " (" + std::to_string(excused) + " after a near-tie)" : ""));
   check_rollback(m, seqs[0]);
+  check_prefix_resume(m, seqs[0]);
   check_graphs(m, seqs);
 }
 

@@ -4,7 +4,9 @@
 // without a GPU. Like the CUDA model it also
 //   - keeps a recurrent state (glm5_next) in `state_slots` slots: the one PagedWork::state_slot
 //     names, which two items of a step may not share, reset by a step that starts at token 0,
-//     kept aside and restored for speculative rollback (keep_states / restore_states);
+//     kept aside and restored for speculative rollback (keep_states / restore_states), and copied
+//     to and from kept states for prefix caching (PagedWork::state_load before a step, state_save
+//     after it);
 //   - captures the residual stream after `capture_layers` for every token of a step, in the
 //     items' order, when a drafter asks;
 //   - counts the steps that read back only each row's sampled token (step_sample) and those that
@@ -64,6 +66,11 @@ class HostDeviceModel final : public model::Model {
         state = st;
         slots_used.insert(w.state_slot);
       }
+      if (w.state_load >= 0) {
+        if (w.state_load >= static_cast<int>(snapshots_.size())) return Error{"HostDeviceModel: no kept state " + std::to_string(w.state_load)};
+        std::copy(snapshots_[static_cast<size_t>(w.state_load)].begin(), snapshots_[static_cast<size_t>(w.state_load)].end(), state.begin());
+        ++state_loads;
+      }
       model::PagedKvSequence seq(*pool_, w.block_table, w.start, state);
       std::vector<std::int32_t> pos(w.tokens.size());
       std::vector<int> rows;
@@ -76,6 +83,11 @@ class HostDeviceModel final : public model::Model {
       cap.layers = capture_layers;
       auto l = inner_->forward(w.tokens, pos, seq, rows, capture_layers.empty() ? nullptr : &cap);
       if (!l) return l.error();
+      if (w.state_save >= 0) {
+        if (w.state_save >= static_cast<int>(snapshots_.size())) return Error{"HostDeviceModel: no kept state " + std::to_string(w.state_save)};
+        snapshots_[static_cast<size_t>(w.state_save)].assign(state.begin(), state.end());
+        ++state_saves;
+      }
       logits.insert(logits.end(), l->begin(), l->end());
       captured.insert(captured.end(), cap.rows.begin(), cap.rows.end());
     }
@@ -99,7 +111,14 @@ class HostDeviceModel final : public model::Model {
     return Ok{};
   }
 
+  bool snapshots_states() const override { return kv_layout().state_floats > 0 && !states_.empty(); }
+  tandem::Status make_state_snapshots(int count) override {
+    snapshots_.assign(static_cast<size_t>(count), std::vector<float>(static_cast<size_t>(kv_layout().state_floats)));
+    return Ok{};
+  }
+
   size_t largest_step = 0;        // items in the largest step() call
+  int state_loads = 0, state_saves = 0;  // kept states copied into / out of slots
   int sample_steps = 0;           // steps asked for each row's sampled token (step_sample)
   int logit_steps = 0;            // steps asked for the rows' logits (step)
   int verifications = 0;          // items asking for every row's logits
@@ -117,7 +136,7 @@ class HostDeviceModel final : public model::Model {
  private:
   std::unique_ptr<model::Model> inner_;
   std::unique_ptr<model::PagedKvPool> pool_;
-  std::vector<std::vector<float>> states_, kept_;
+  std::vector<std::vector<float>> states_, kept_, snapshots_;
   bool picking_ = false;
 };
 

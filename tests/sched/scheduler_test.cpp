@@ -175,3 +175,40 @@ TEST_CASE("stop tokens can be per sequence") {
   CHECK(done[0].reason == FinishReason::stop);
   CHECK(s.num_running() == 1);
 }
+
+TEST_CASE("a recurrent model's prefill stops once at the prompt's last block boundary to keep its state") {
+  // The state exists only between steps, so the chunk that would pass the boundary ends on it
+  // (the rest follows next step); a later admission of the same prompt resumes there.
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 2;
+  cfg.max_batched_tokens = 64;
+  cfg.max_model_len = 128;
+  kv::KvManager kv(64, 4, true, 0, 2);
+  Scheduler s(cfg, kv);
+  REQUIRE_FALSE(s.add(Request{1, prompt_of(1, 18), 2}));
+  Step first = s.schedule();
+  REQUIRE(first.work.size() == 1u);
+  CHECK(first.work[0].count == 16);
+  CHECK(first.work[0].state_save >= 0);
+  CHECK(first.work[0].state_load == -1);
+  CHECK_FALSE(first.work[0].samples);
+  s.complete(first, std::vector<Token>{}, [](Token) { return false; });
+  Step second = s.schedule();
+  REQUIRE(second.work.size() == 1u);
+  CHECK(second.work[0].start == 16);
+  CHECK(second.work[0].count == 2);
+  CHECK(second.work[0].state_save == -1);
+  CHECK(second.work[0].samples);
+  s.complete(second, std::vector<Token>{5}, [](Token) { return false; });
+  // The same prompt now: its first chunk starts at 16 from the kept state, whole to the end.
+  REQUIRE_FALSE(s.add(Request{2, prompt_of(1, 18), 1}));
+  Step third = s.schedule();
+  const Work* again = nullptr;
+  for (const Work& w : third.work)
+    if (w.id == 2) again = &w;
+  REQUIRE(again);
+  CHECK(again->start == 16);
+  CHECK(again->count == 2);
+  CHECK(again->state_load == first.work[0].state_save);
+  CHECK(again->state_save == -1);
+}

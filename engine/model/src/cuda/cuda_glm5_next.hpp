@@ -165,6 +165,8 @@ class Glm5NextCuda final : public CudaModel {
   bool restores_states() const override { return state_floats_ > 0; }
   Status keep_states(std::span<const int> slots) override { return copy_states(slots, true); }
   Status restore_states(std::span<const int> slots) override { return copy_states(slots, false); }
+  bool snapshots_states() const override { return state_floats_ > 0; }
+  Status make_state_snapshots(int count) override;
 
   Result<std::vector<float>> recurrent_state(int slot) const override;
   std::vector<std::string> quantised_tensors() const override { return quantised_tensors_; }
@@ -234,6 +236,9 @@ class Glm5NextCuda final : public CudaModel {
   Status capture_layer(int layer, int T);
   Status copy_states(std::span<const int> slots, bool keep);
   Status allocate_kept_states();  // Ok or why not; once
+  // Prefix caching: copies the kept states that `work` names into their slots (load, before the
+  // step) or the slots into them (after it), on the model's stream.
+  Status copy_snapshots(std::span<const PagedWork> work, bool load);
   // The per-op profile (tandem-bench-cuda --profile): an eager step's ops, each with the bytes it
   // must move; nothing while a graph is captured.
   void mark(const char* op, double bytes) const {
@@ -300,6 +305,8 @@ class Glm5NextCuda final : public CudaModel {
   std::vector<Glm5Layer> layers_;
 
   DeviceBuffer pool_, state_, kept_state_;  // kept_state_: keep_states' copies, allocated on first use
+  DeviceBuffer snapshots_;                   // make_state_snapshots' kept states for prefix caching
+  int n_snapshots_ = 0;
   std::vector<int> capture_layers_;          // set_capture's layers; captured_: bf16 [t_cap_, layers * H_]
   DeviceBuffer captured_;
   std::size_t layer_rows_ = 0;  // rows of one layer's pool

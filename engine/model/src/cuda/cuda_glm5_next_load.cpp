@@ -594,6 +594,32 @@ Status Glm5NextCuda::copy_states(std::span<const int> slots, bool keep) {
   return Ok{};
 }
 
+Status Glm5NextCuda::make_state_snapshots(int count) {
+  if (state_floats_ == 0) return error(config().model_type + " has no recurrent state to keep");
+  if (count < 0 || !snapshots_.empty()) return error("make_state_snapshots: once, with a count >= 0");
+  if (count == 0) return Ok{};
+  if (auto e = snapshots_.allocate(static_cast<std::size_t>(count) * static_cast<std::size_t>(state_floats_) * 4, "kept recurrent states (prefix caching)"); !e)
+    return e.error();
+  n_snapshots_ = count;
+  return Ok{};
+}
+
+// Enqueued on the model's stream: a load orders before the step's kernels, a save after them.
+Status Glm5NextCuda::copy_snapshots(std::span<const PagedWork> work, bool load) {
+  const std::size_t bytes = static_cast<std::size_t>(state_floats_) * 4;
+  FirstError err;
+  for (const PagedWork& w : work) {
+    const int kept = load ? w.state_load : w.state_save;
+    if (kept < 0) continue;
+    float* live = state_.as<float>() + static_cast<long>(w.state_slot) * state_floats_;
+    float* copy = snapshots_.as<float>() + static_cast<long>(kept) * state_floats_;
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(load ? live : copy, load ? copy : live, bytes, cudaMemcpyDeviceToDevice, stream_),
+                   load ? "resuming a recurrent state from a kept prefix" : "keeping a prefix's recurrent state"));
+  }
+  if (!err.ok()) return err.status.error();
+  return Ok{};
+}
+
 Result<std::vector<float>> Glm5NextCuda::recurrent_state(int slot) const {
   if (slot < 0 || slot >= s_cap_) return error("recurrent_state: no slot " + std::to_string(slot));
   std::vector<float> out(static_cast<std::size_t>(state_floats_));

@@ -107,6 +107,10 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
         return error("CUDA step: two sequences of one step share recurrent-state slot " + std::to_string(w.state_slot));
       slot_used[static_cast<std::size_t>(w.state_slot)] = true;
     }
+    for (const int kept : {w.state_load, w.state_save})
+      if (kept < -1 || kept >= n_snapshots_ || (kept >= 0 && state_floats_ == 0))
+        return error("CUDA step: kept recurrent state " + std::to_string(kept) + " out of range (" + std::to_string(n_snapshots_) +
+                     " kept; make_state_snapshots)");
     if ((w.logits || w.all_logits) && n == 0) return error("CUDA step: logits asked for a sequence with no new token");
     T += n, R += w.all_logits ? n : w.logits ? 1 : 0, longest = std::max(longest, n);
     decode = decode && n == 1 && (w.logits || w.all_logits);
@@ -167,6 +171,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
       !e)
     return e.error();
   FirstError err;
+  err(copy_snapshots(work, true));
   mark("start", 0);
   if (!graph) {
     err(enqueue(T, S, R));
@@ -179,6 +184,7 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
     err(enqueue(B, B, B));
     if (err.ok()) err(capture(B));
   }
+  if (err.ok()) err(copy_snapshots(work, false));
   if (!err.ok()) return err.status.error().with_context("CUDA step");
   return R;
 }

@@ -36,6 +36,11 @@ struct PagedWork {
   // max_num_seqs state slots this sequence reads and advances (-1: none); a start of 0 resets it.
   int state_slot = -1;
   bool all_logits = false;  // after state_slot: aggregate initialisers that stop at logits keep working
+  // Prefix caching of the recurrent state (make_state_snapshots): copy kept state `state_load` into
+  // the slot before the step (the sequence resumes at `start` > 0 from a prefix's state), and the
+  // slot into kept state `state_save` after it (the state at start + tokens). -1: none.
+  int state_load = -1;
+  int state_save = -1;
 };
 
 // Residual-stream rows of chosen layers, captured during a forward for a speculative drafter
@@ -112,6 +117,14 @@ class Model {
   virtual Status restore_states(std::span<const int> slots) {
     (void)slots;
     return error("this model cannot restore its recurrent states");
+  }
+  // Prefix caching of a device model's recurrent states: `count` kept states on the device, which
+  // PagedWork::state_load / state_save name (the engine's kv::StateSnapshots decides which). Called
+  // once, after make_device_pool.
+  virtual bool snapshots_states() const { return false; }
+  virtual Status make_state_snapshots(int count) {
+    (void)count;
+    return error("this model cannot keep copies of its recurrent states");
   }
 
  protected:
