@@ -18,7 +18,7 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   RankMessage m;
   m.op = RankOp::device_step;
   StepItem a, b;
-  a.start = 7, a.state_slot = 2, a.logits = 1, a.tokens = {5}, a.table = {0, 3};
+  a.start = 7, a.state_slot = 2, a.state_load = 1, a.state_save = 0, a.logits = 1, a.tokens = {5}, a.table = {0, 3};
   b.start = 0, b.all_logits = 1, b.tokens = {1, 2, 3}, b.table = {4};
   m.items = {a, b};
   const auto bytes = encode(m);
@@ -27,6 +27,9 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   REQUIRE(back->items.size() == 2);
   CHECK(back->items[0].start == 7);
   CHECK(back->items[0].state_slot == 2);
+  CHECK(back->items[0].state_load == 1);
+  CHECK(back->items[0].state_save == 0);
+  CHECK(back->items[1].state_load == -1);
   CHECK(back->items[0].logits == 1);
   CHECK(back->items[0].table == std::vector<std::int32_t>{0, 3});
   CHECK(back->items[1].all_logits == 1);
@@ -34,6 +37,13 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   auto cut = decode(std::span<const std::uint8_t>(bytes).first(bytes.size() - 3));
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.error().message.find("malformed") != std::string::npos);
+  RankMessage pool;
+  pool.op = RankOp::pool;
+  pool.num_blocks = 40, pool.block_size = 4, pool.state_snapshots = 3;
+  auto pool_back = decode(encode(pool));
+  REQUIRE(pool_back.ok());
+  CHECK(pool_back->num_blocks == 40);
+  CHECK(pool_back->state_snapshots == 3);
 }
 
 namespace {
@@ -120,4 +130,59 @@ TEST_CASE("TP2 KV pool: each rank counts the blocks its own flags allow, and the
   }
   CHECK(logged(logs[0], " tokens in 40 blocks of 4"));
   CHECK(logged(logs[1], "KV pool: 40 blocks of 4 tokens on the device"));
+}
+
+TEST_CASE("TP2 on the device path, a recurrent model: the worker resumes from and keeps the same state copies") {
+  // glm5_next_text, each rank its KDA heads' part of the state. A prompt, then the same prompt
+  // again: the second resumes from the copy kept at its last block boundary, on both ranks (the
+  // pool message names the copies, each step item the copy to load or keep). Were the worker to
+  // resume from anything else, its heads' partial sums, and the answer, would differ.
+  const std::string fixture = "glm5_next_text";
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 14; ++i) prompt.push_back((5 * i + 9) % 200 + 3);
+  std::vector<std::int32_t> expect;
+  {
+    auto one = load(fixture);
+    auto o = tandem::model::greedy_generate(*one, prompt, 6);
+    REQUIRE(o.ok());
+    expect = o.value();
+  }
+  std::vector<std::string> worker_log;
+  const auto ranks = tandem::comm::test::run_group<std::string>(
+      2,
+      [&](tandem::comm::Communicator& c) -> std::string {
+        auto inner = tandem::model::load_model(std::string(TANDEM_SOURCE_DIR) + "/tests/model/fixtures/" + fixture, c);
+        if (!inner) return "loading: " + inner.error().message;
+        constexpr int kSeqs = 2;
+        auto model = std::make_unique<HostDeviceModel>(std::move(inner).value(), kSeqs);
+        const HostDeviceModel* device = model.get();
+        if (c.rank() == 1) {
+          WorkerOptions wo;
+          wo.log = [&worker_log](const std::string& l) { worker_log.push_back(l); };
+          auto s = run_worker_rank(*model, wo);
+          if (!s) return "worker: " + s.error().message;
+          return device->state_loads == 1 && device->state_saves == 1 ? "" : "worker: the copies were not loaded and kept once each";
+        }
+        EngineConfig cfg;
+        cfg.max_model_len = 64, cfg.max_num_seqs = kSeqs, cfg.block_size = 4;
+        cfg.kv_cache_memory = std::uint64_t{4} << 20;
+        cfg.log = [](const std::string&) {};
+        auto engine = Engine::start(std::move(model), cfg);
+        if (!engine) return "engine: " + engine.error().message;
+        std::string diff;
+        for (int round = 0; round < 2; ++round) {
+          Collector col;
+          auto id = engine.value()->submit(greedy(prompt, 6, col.sink()));
+          if (!id) return "submit: " + id.error().message;
+          col.wait(1);
+          if (col.outputs().at(id.value()).tokens != expect) diff += " round " + std::to_string(round) + " differs;";
+        }
+        if (engine.value()->metrics().prefix_cache_hit_tokens != 12) diff += " the second round did not resume at 12;";
+        if (device->state_loads != 1 || device->state_saves != 1) diff += " rank 0 did not load and keep a copy once each;";
+        engine.value().reset();
+        return diff;
+      },
+      [](const std::string& e) { return "group: " + e; });
+  CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
 }

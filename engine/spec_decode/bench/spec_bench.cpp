@@ -168,10 +168,14 @@ std::string time_row(const std::string& kind, int batch, const char* mode, const
   const double steps = static_cast<double>(std::max<std::int64_t>(1, m.steps));
   const double wall = o.seconds * repeat;  // o.seconds is the mean of the timed runs
   const auto ms = [&](double s) { return 1e3 * s / steps; };
-  char buf[320];
-  std::snprintf(buf, sizeof buf, "| %s | %d | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", kind.c_str(), batch, mode,
-                static_cast<long long>(m.steps), ms(wall), ms(m.model_seconds), ms(m.spec_draft_seconds), ms(m.spec_verify_seconds),
-                ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds), ms(wall - m.model_seconds));
+  // How the adaptive length drafted: the share of requests' steps that drafted (a step of a batch
+  // of b verifies up to b requests' drafts) and their mean draft length.
+  const double request_steps = steps * batch, drafted = static_cast<double>(m.spec_drafts);
+  char buf[384];
+  std::snprintf(buf, sizeof buf, "| %s | %d | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.2f |\n", kind.c_str(), batch,
+                mode, static_cast<long long>(m.steps), ms(wall), ms(m.model_seconds), ms(m.spec_draft_seconds), ms(m.spec_verify_seconds),
+                ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds), ms(wall - m.model_seconds),
+                100.0 * std::min(1.0, drafted / request_steps), drafted > 0 ? static_cast<double>(m.spec_draft_tokens) / drafted : 0.0);
   return buf;
 }
 
@@ -280,9 +284,10 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("\nWhere the time goes: ms per engine step over the timed runs (model = the steps' model work; "
-                "rest = model less proposals and verifications; outside = the engine's own work between)\n\n");
-    std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | rest | outside |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+                "rest = model less proposals and verifications; outside = the engine's own work between; drafted = the "
+                "share of a request's steps that drafted, at most 100%% at batch 1; k = their mean draft length)\n\n");
+    std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | rest | outside | drafted | k |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& r : time_rows) std::fputs(r.c_str(), stdout);
     if (probe) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
