@@ -175,21 +175,32 @@ EngineConfig hybrid_tiny_pool(const std::string& fixture) {
 TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) still gives every request its solo output") {
   // A preempted request is recomputed from token 0, so its recurrent state must start over from
   // zero, not continue from what the first attempt left in it.
+  // With copies of the state kept for prefix caching (4 of them, beside the 8 blocks), a
+  // readmitted request may resume from a copy instead: its own, or one of a prompt it shares.
   const std::string fixture = "glm5_next_text";
   const Expected e = hybrid_alone(fixture);
-  Collector c;
-  const EngineConfig cfg = hybrid_tiny_pool(fixture);
-  auto t = start_engine(fixture, cfg);
-  CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
-    return l.find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0;
-  }));
-  const auto out = run_all(*t.engine, c, e, tokens_16, 2);
-  for (int i = 0; i < 9; ++i) {
-    CAPTURE(i);
-    CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+  for (const int copies : {0, 4}) {
+    CAPTURE(copies);
+    Collector c;
+    EngineConfig cfg = hybrid_tiny_pool(fixture);
+    if (copies > 0) {
+      const std::uint64_t state_bytes = static_cast<std::uint64_t>(load(fixture)->kv_layout().state_floats) * 4u;
+      cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
+      cfg.prefix_state_snapshots = copies;
+    }
+    auto t = start_engine(fixture, cfg);
+    CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
+      return l.find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0;
+    }));
+    const auto out = run_all(*t.engine, c, e, tokens_16, 2);
+    for (int i = 0; i < 9; ++i) {
+      CAPTURE(i);
+      CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+    }
+    CHECK(t.engine->metrics().preemptions > 0);
+    CHECK(t.engine->metrics().kv_blocks_used == 0);
+    if (copies > 0) CHECK(t.engine->metrics().prefix_cache_hit_tokens > 0);
   }
-  CHECK(t.engine->metrics().preemptions > 0);
-  CHECK(t.engine->metrics().kv_blocks_used == 0);
 }
 
 TEST_CASE("a request can bypass the prefix cache and still gets the same output") {
@@ -286,24 +297,34 @@ TEST_CASE("a device model samples seeded requests where the logits are and draws
 
 TEST_CASE("a device model with a recurrent state gets a slot per running sequence, reset when the sequence starts over") {
   // The CUDA glm5_next keeps max_num_seqs state slots on the device: every running sequence must
-  // name its own (two in one step may not share), and a preempted one starts over from a zero state.
+  // name its own (two in one step may not share), and a preempted one starts over from a zero state
+  // (or, with copies kept for prefix caching, from a copy the device loads into its slot).
   const std::string fixture = "glm5_next_text";
   const Expected e = hybrid_alone(fixture);
-  Collector c;
-  EngineConfig cfg = hybrid_tiny_pool(fixture);
-  auto model = std::make_unique<HostDeviceModel>(load(fixture), cfg.max_num_seqs);
-  HostDeviceModel* device = model.get();
-  auto engine = Engine::start(std::move(model), cfg);
-  REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
-  const auto out = run_all(*engine.value(), c, e, tokens_16, 2);
-  for (int i = 0; i < 9; ++i) {
-    CAPTURE(i);
-    CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
-    CHECK(out.at(i).finish == FinishReason::length);
+  for (const int copies : {0, 4}) {
+    CAPTURE(copies);
+    Collector c;
+    EngineConfig cfg = hybrid_tiny_pool(fixture);
+    auto model = std::make_unique<HostDeviceModel>(load(fixture), cfg.max_num_seqs);
+    if (copies > 0) {
+      const std::uint64_t state_bytes = static_cast<std::uint64_t>(model->kv_layout().state_floats) * 4u;
+      cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
+      cfg.prefix_state_snapshots = copies;
+    }
+    HostDeviceModel* device = model.get();
+    auto engine = Engine::start(std::move(model), cfg);
+    REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));
+    const auto out = run_all(*engine.value(), c, e, tokens_16, 2);
+    for (int i = 0; i < 9; ++i) {
+      CAPTURE(i);
+      CHECK(out.at(i).tokens == e.output[static_cast<size_t>(i)]);
+      CHECK(out.at(i).finish == FinishReason::length);
+    }
+    CHECK(engine.value()->metrics().preemptions > 0);
+    CHECK(engine.value()->metrics().requests_aborted == 0);
+    CHECK(device->largest_step > 1);
+    CHECK(device->slots_used.size() > 1);
+    CHECK(engine.value()->metrics().kv_blocks_used == 0);
+    CHECK((device->state_loads > 0) == (copies > 0));
   }
-  CHECK(engine.value()->metrics().preemptions > 0);
-  CHECK(engine.value()->metrics().requests_aborted == 0);
-  CHECK(device->largest_step > 1);
-  CHECK(device->slots_used.size() > 1);
-  CHECK(engine.value()->metrics().kv_blocks_used == 0);
 }
