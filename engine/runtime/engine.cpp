@@ -35,32 +35,35 @@ tandem::Status check_lengths(const model::DecoderConfig& d, EngineConfig& cfg) {
 }
 
 // Prefix caching of a recurrent model keeps copies of the state (kv/state_snapshots.hpp): decides
-// how many (cfg.prefix_state_snapshots, 0 turning prefix caching off, with the reason in `lines`)
+// how many (cfg.prefix_state_copies, 0 turning prefix caching off, with the reason in `lines`)
 // and returns their bytes, which come out of `left`, the budget after the sequences' own states.
 tandem::Result<std::uint64_t> recurrent_prefix_copies(const model::Model& model, EngineConfig& cfg, std::uint64_t left,
                                                       std::vector<std::string>& lines) {
   const auto off = [&](const std::string& why) -> tandem::Result<std::uint64_t> {
     if (cfg.enable_prefix_caching) lines.push_back("prefix caching is off: " + why);
     cfg.enable_prefix_caching = false;
-    cfg.prefix_state_snapshots = 0;
+    cfg.prefix_state_copies = 0;
     return std::uint64_t{0};
   };
-  if (cfg.prefix_state_snapshots < -1)
-    return error("`prefix_state_snapshots` " + std::to_string(cfg.prefix_state_snapshots) + ": give a count >= 0, or -1 for the default");
+  if (cfg.prefix_state_copies < -1)
+    return error("`prefix_state_copies` " + std::to_string(cfg.prefix_state_copies) + ": give a count >= 0, or -1 for the default");
   if (!cfg.enable_prefix_caching) return off("");
-  if (cfg.prefix_state_snapshots == 0) return off("no copies of this model's recurrent state are kept (`prefix_state_snapshots` 0)");
+  if (cfg.prefix_state_copies == 0) return off("no copies of this model's recurrent state are kept (`prefix_state_copies` 0)");
   if (model.kv_on_device() && !model.snapshots_states())
     return off("this device model cannot keep copies of its recurrent state, without which a hit has no state to resume from");
   if (!model.kv_on_device() && model.comm().size() > 1)
     return off("the CPU ranks of a tensor-parallel group keep no copies of their recurrent states");
   const std::uint64_t each = static_cast<std::uint64_t>(model.kv_layout().state_floats) * 4u;  // fp32, as the slots
-  std::uint64_t n = cfg.prefix_state_snapshots > 0 ? static_cast<std::uint64_t>(cfg.prefix_state_snapshots)
-                                                   : std::min<std::uint64_t>(static_cast<std::uint64_t>(cfg.max_num_seqs), left / 4 / each);
+  std::uint64_t n = cfg.prefix_state_copies > 0
+                        ? static_cast<std::uint64_t>(cfg.prefix_state_copies)
+                        : std::min({static_cast<std::uint64_t>(cfg.max_num_seqs), std::uint64_t{8}, left / 8 / each});
   if (n * each >= left)
-    return error("`prefix_state_snapshots` " + std::to_string(n) + " copies of the recurrent state need " + std::to_string(n * each) +
+    return error("`prefix_state_copies` " + std::to_string(n) + " copies of the recurrent state need " + std::to_string(n * each) +
                  " bytes, all that the KV budget leaves (" + std::to_string(left) + "); give fewer");
-  if (n == 0) return off("a copy of this model's recurrent state (" + std::to_string(each >> 10) + " KiB) takes more than a quarter of the KV budget");
-  cfg.prefix_state_snapshots = static_cast<int>(n);
+  if (n == 0)
+    return off("a copy of this model's recurrent state (" + std::to_string(each >> 10) +
+               " KiB) takes more than an eighth of the KV budget (`prefix_state_copies` asks for a number)");
+  cfg.prefix_state_copies = static_cast<int>(n);
   lines.push_back("prefix caching of the recurrent state: " + std::to_string(n) + " copies of " + std::to_string(each >> 10) +
                   " KiB, each taken at a prompt's last block boundary (a hit resumes from the longest kept one) = " +
                   std::to_string((n * each) >> 20) + " MiB, out of the KV budget");
@@ -142,8 +145,8 @@ tandem::Result<std::unique_ptr<model::PagedKvPool>> make_pool(model::Model& mode
   if (model.kv_on_device()) {
     // The CUDA back end keeps the pool on its device, at the element size the line reports.
     if (auto s = model.make_device_pool(static_cast<std::int32_t>(size.num_blocks), cfg.block_size); !s) return s.error();
-    if (model.kv_layout().state_floats > 0 && cfg.prefix_state_snapshots > 0)
-      if (auto s = model.make_state_snapshots(cfg.prefix_state_snapshots); !s)
+    if (model.kv_layout().state_floats > 0 && cfg.prefix_state_copies > 0)
+      if (auto s = model.make_state_snapshots(cfg.prefix_state_copies); !s)
         return error("the kept recurrent states for prefix caching: " + s.error().message);
   } else {
     auto p = model::PagedKvPool::create(model.kv_layout(), static_cast<std::int32_t>(size.num_blocks), cfg.block_size);
@@ -195,7 +198,7 @@ tandem::Status announce_pool(model::Model& model, const EngineConfig& cfg, const
   m.op = RankOp::pool;
   m.num_blocks = static_cast<std::int32_t>(size.num_blocks);
   m.block_size = cfg.block_size;
-  if (model.kv_on_device() && model.kv_layout().state_floats > 0) m.state_snapshots = cfg.prefix_state_snapshots;
+  if (model.kv_on_device() && model.kv_layout().state_floats > 0) m.state_snapshots = cfg.prefix_state_copies;
   auto bytes = encode(m);
   if (auto s = model.comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
   return Ok{};
@@ -263,7 +266,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       // (max_num_seqs of them, allocated at load); the KV manager hands the slots out with admission.
       kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching,
           model_->kv_on_device() && model_->kv_layout().state_floats > 0 ? sched_cfg.max_num_seqs : 0,
-          model_->kv_layout().state_floats > 0 ? cfg.prefix_state_snapshots : -1),
+          model_->kv_layout().state_floats > 0 ? cfg.prefix_state_copies : -1),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
   counters_.spec_drafted_at.assign(static_cast<size_t>(num_spec_), 0);

@@ -53,9 +53,10 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   // A model with a recurrent state (glm5_next): how many copies of a sequence's state, each taken
   // at its prompt's last block boundary, prefix caching keeps (a hit resumes from one). -1: one
-  // per `max_num_seqs`, within a quarter of the KV budget left after the sequences' own states;
-  // 0: prefix caching off for such a model. Engine::start writes back the number it keeps.
-  int prefix_state_snapshots = -1;
+  // per `max_num_seqs` up to 8 (a few shared prefixes, system prompts and agents' contexts, make
+  // most hits), within an eighth of the KV budget left after the sequences' own states; 0: prefix
+  // caching off for such a model. Engine::start writes back the number it keeps.
+  int prefix_state_copies = -1;
   std::function<void(const std::string&)> log;   // start-up lines; stderr when empty
   std::function<void(const std::string&)> on_fatal;  // the engine cannot go on (a rank was lost)
   std::chrono::milliseconds heartbeat{1000};     // idle heartbeat to worker ranks

@@ -207,6 +207,8 @@ tandem::Result<runtime::EngineConfig> engine_config(const ServeConfig& cfg, cons
                  std::to_string(model_max));
   ec.max_num_seqs = cfg.max_num_seqs;
   ec.block_size = cfg.block_size;
+  ec.enable_prefix_caching = cfg.enable_prefix_caching;
+  ec.prefix_state_copies = cfg.prefix_state_copies;
   // The CUDA pool stores bf16 unless fp8 is asked for, whatever the checkpoint's dtype.
   const bool fp8 = cfg.kv_cache_dtype.rfind("fp8", 0) == 0;
   ec.kv_cache_dtype = model.kv_on_device() && !fp8 ? "bfloat16" : cfg.kv_cache_dtype;

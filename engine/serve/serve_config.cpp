@@ -27,6 +27,8 @@ nlohmann::ordered_json ServeConfig::to_json() const {
           {"kv_cache_memory", kv_cache_memory.empty() ? nlohmann::ordered_json(nullptr)
                                                       : nlohmann::ordered_json(*parse_size(kv_cache_memory))},
           {"enforce_eager", enforce_eager},
+          {"enable_prefix_caching", enable_prefix_caching},
+          {"prefix_state_copies", prefix_state_copies},
           {"batch_invariant_tokens", batch_invariant_tokens},
           {"reduction_groups", reduction_groups},
           {"chat_template", chat_template},

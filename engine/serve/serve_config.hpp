@@ -25,6 +25,10 @@ struct ServeConfig {
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_memory;  // bytes or a size like 3GiB
   bool enforce_eager = false;
+  bool enable_prefix_caching = true;
+  // A model with a recurrent state: copies of it kept for prefix caching
+  // (runtime::EngineConfig::prefix_state_copies; -1: its default).
+  int prefix_state_copies = -1;
   // CUDA: a sequence's chunk of up to this many tokens takes the batch-invariant decode-sized
   // kernels, longer ones (prompt prefill) the fast ones in passes of their own
   // (model::CudaOptions::invariant_tokens, whose default this is; the model raises it to a

@@ -186,7 +186,7 @@ TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) sti
     if (copies > 0) {
       const std::uint64_t state_bytes = static_cast<std::uint64_t>(load(fixture)->kv_layout().state_floats) * 4u;
       cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
-      cfg.prefix_state_snapshots = copies;
+      cfg.prefix_state_copies = copies;
     }
     auto t = start_engine(fixture, cfg);
     CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
@@ -309,7 +309,7 @@ TEST_CASE("a device model with a recurrent state gets a slot per running sequenc
     if (copies > 0) {
       const std::uint64_t state_bytes = static_cast<std::uint64_t>(model->kv_layout().state_floats) * 4u;
       cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
-      cfg.prefix_state_snapshots = copies;
+      cfg.prefix_state_copies = copies;
     }
     HostDeviceModel* device = model.get();
     auto engine = Engine::start(std::move(model), cfg);

@@ -168,12 +168,12 @@ TEST_CASE("prefix caching of a recurrent model can be turned off, and is off wit
     cfg.block_size = 4;
     auto m = load(fixture);
     const std::uint64_t state_bytes = static_cast<std::uint64_t>(m->kv_layout().state_floats) * 4u;
-    // -1 (the default) keeps copies within a quarter of what the states leave: here a pool of 16
-    // blocks, whose quarter is less than one copy.
+    // -1 (the default) keeps copies within an eighth of what the states leave: here a pool of 16
+    // blocks, whose eighth is less than one copy.
     const std::uint64_t blocks = bytes_for_blocks(*m, 16, 4);
-    REQUIRE(blocks / 4 < state_bytes);
+    REQUIRE(blocks / 8 < state_bytes);
     cfg.kv_cache_memory = copies == 0 ? 4ull << 20 : 2 * state_bytes + blocks;
-    cfg.prefix_state_snapshots = copies;
+    cfg.prefix_state_copies = copies;
     std::vector<std::string> log;
     cfg.log = [&log](const std::string& l) { log.push_back(l); };
     auto engine = Engine::start(std::move(m), cfg);
@@ -191,10 +191,10 @@ TEST_CASE("prefix caching of a recurrent model can be turned off, and is off wit
     CHECK(engine.value()->metrics().prefix_cache_hit_tokens == 0);
   }
   EngineConfig bad;
-  bad.prefix_state_snapshots = -2;
+  bad.prefix_state_copies = -2;
   bad.max_model_len = 64;
   bad.kv_cache_memory = 4ull << 20;
   auto refused = Engine::start(load(fixture), bad);
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message.find("`prefix_state_snapshots` -2") != std::string::npos);
+  CHECK(refused.error().message.find("`prefix_state_copies` -2") != std::string::npos);
 }

@@ -27,6 +27,13 @@ void add_serve_flags(CLI::App& app, ServeConfig& c) {
       ->check(CLI::IsMember({"auto", "bfloat16", "fp8_e4m3"}));
   app.add_option("--kv-cache-memory", c.kv_cache_memory, "Bytes for the KV pool (overrides the utilization share)");
   app.add_flag("--enforce-eager", c.enforce_eager, "Do not capture decode in CUDA graphs");
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+               "Share the KV of a prompt prefix an earlier request computed (on by default)");
+  app.add_option("--prefix-state-copies", c.prefix_state_copies,
+                 "A model with a recurrent state (glm5_next): copies of it kept for prefix caching, each taken at a "
+                 "prompt's last block boundary, out of the KV budget (-1: one per --max-num-seqs up to 8, within an "
+                 "eighth of the budget; 0: no prefix caching for such a model)")
+      ->check(CLI::Range(-1, 4096));
   app.add_option("--batch-invariant-tokens", c.batch_invariant_tokens,
                  "CUDA: a sequence whose chunk in a step has at most this many tokens (at least 1 + the speculative "
                  "tokens) runs on the batch-invariant decode-sized kernels, so its result does not depend on what else "
