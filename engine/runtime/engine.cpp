@@ -51,8 +51,6 @@ tandem::Result<std::uint64_t> recurrent_prefix_copies(const model::Model& model,
   if (cfg.prefix_state_copies == 0) return off("no copies of this model's recurrent state are kept (`prefix_state_copies` 0)");
   if (model.kv_on_device() && !model.snapshots_states())
     return off("this device model cannot keep copies of its recurrent state, without which a hit has no state to resume from");
-  if (!model.kv_on_device() && model.comm().size() > 1)
-    return off("the CPU ranks of a tensor-parallel group keep no copies of their recurrent states");
   const std::uint64_t each = static_cast<std::uint64_t>(model.kv_layout().state_floats) * 4u;  // fp32, as the slots
   std::uint64_t n = cfg.prefix_state_copies > 0
                         ? static_cast<std::uint64_t>(cfg.prefix_state_copies)
@@ -131,6 +129,17 @@ tandem::Status check_drafters(const model::Model& model, const EngineConfig& cfg
     return error("speculative decoding on the device of a model with recurrent layers (" + model.config().model_type +
                  "): this model cannot keep and restore its recurrent states, so rejected drafts could not be rolled out of them");
   return Ok{};
+}
+
+// The CPU path under tensor parallelism sends the workers each forward's tokens and block table,
+// not the sequence's recurrent state, which a worker's heads need (a device model's workers keep
+// theirs in slots the step names): refused here, before the workers size a pool, rather than at
+// the first forward.
+tandem::Status check_cpu_group(const model::Model& model) {
+  if (model.kv_on_device() || model.comm().size() == 1 || model.kv_layout().state_floats == 0) return Ok{};
+  return error(model.config().model_type + " on the CPU path at tensor-parallel size " + std::to_string(model.comm().size()) +
+               ": its worker ranks would need each sequence's recurrent state, which this engine does not keep on them "
+               "yet; run it at one rank, or on the GPU (`device` cuda), where each rank keeps its heads' states");
 }
 
 // The target's KV pool: on the device for a device model (null here), else fp32 rows on the CPU.
@@ -222,6 +231,7 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   if (!size) return size.error();
   const LogFn log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (auto s = check_drafters(*model, cfg); !s) return s.error();
+  if (auto s = check_cpu_group(*model); !s) return s.error();
   if (model->comm().size() > 1) {
     // The worker ranks size their own pools from their own flags; the group takes the smallest.
     if (auto s = announce_pool(*model, cfg, *size); !s) return s.error();

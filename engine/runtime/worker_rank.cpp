@@ -47,6 +47,11 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
           pooled = true;
           break;
         }
+        // The head refuses this too (Engine::start's check_cpu_group): a forward message carries no
+        // recurrent state, so this rank's heads could not continue a sequence.
+        if (model.kv_layout().state_floats > 0)
+          return error(model.config().model_type + " on the CPU path: a worker rank keeps no recurrent states (run it at one "
+                       "rank, or with `device` cuda)");
         auto p = model::PagedKvPool::create(model.kv_layout(), blocks, msg->block_size);
         if (!p) return error("the KV pool: " + p.error().message);
         pool = std::move(p).value();

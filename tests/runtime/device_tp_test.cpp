@@ -186,3 +186,32 @@ TEST_CASE("TP2 on the device path, a recurrent model: the worker resumes from an
   CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
   CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
 }
+
+TEST_CASE("a recurrent model on the CPU path at TP2 is refused at start, naming the way that works") {
+  // A CPU worker's forward carries no recurrent state; the engine says so before sizing a pool
+  // instead of failing the first request on the worker.
+  const std::string fixture = "glm5_next_text";
+  const auto ranks = tandem::comm::test::run_group<std::string>(
+      2,
+      [&](tandem::comm::Communicator& c) -> std::string {
+        auto m = tandem::model::load_model(std::string(TANDEM_SOURCE_DIR) + "/tests/model/fixtures/" + fixture, c);
+        if (!m) return "loading: " + m.error().message;
+        if (c.rank() == 1) {
+          WorkerOptions wo;
+          wo.head_silence = std::chrono::milliseconds(2000);
+          auto s = run_worker_rank(*m.value(), wo);
+          return s ? "worker: ran although the head refused" : "";  // it loses the head, as it should
+        }
+        EngineConfig cfg;
+        cfg.max_model_len = 64, cfg.max_num_seqs = 2, cfg.block_size = 4;
+        cfg.kv_cache_memory = std::uint64_t{4} << 20;
+        cfg.log = [](const std::string&) {};
+        auto engine = Engine::start(std::move(m).value(), cfg);
+        if (engine) return "engine: started";
+        return engine.error().message;
+      },
+      [](const std::string& e) { return "group: " + e; });
+  CHECK(ranks[0].find("glm5_next_text on the CPU path at tensor-parallel size 2") != std::string::npos);
+  CHECK(ranks[0].find("`device` cuda") != std::string::npos);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+}
