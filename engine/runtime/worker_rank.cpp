@@ -1,5 +1,6 @@
 #include "worker_rank.hpp"
 
+#include <functional>
 #include <memory>
 
 #include "kv_agreement.hpp"
@@ -10,8 +11,45 @@ namespace tandem::engine::runtime {
 
 using model::error;
 
+namespace {
+
+// The head's pool message: this rank's block count agreed with the group, then the pool on the
+// device (null returned) or a host pool of fp32 rows (returned), and a device model's kept states.
+tandem::Result<std::unique_ptr<model::PagedKvPool>> make_pools(model::Model& model, const WorkerOptions& o, const RankMessage& msg,
+                                                               const std::function<void(const std::string&)>& log) {
+  std::int64_t mine = msg.num_blocks;
+  if (o.own_kv_blocks) {
+    auto own = o.own_kv_blocks(msg.block_size);
+    if (!own) return error("sizing this rank's KV pool: " + own.error().message);
+    mine = own.value();
+  }
+  auto agreed = agree_kv_blocks(model.comm(), mine, log);
+  if (!agreed) return agreed.error();
+  const auto blocks = static_cast<std::int32_t>(agreed.value());
+  if (model.kv_on_device()) {
+    if (auto s = model.make_device_pool(blocks, msg.block_size); !s) return error("the device KV pool: " + s.error().message);
+    log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg.block_size) + " tokens on the device");
+    if (msg.state_snapshots > 0)
+      if (auto s = model.make_state_snapshots(msg.state_snapshots); !s)
+        return error("the kept recurrent states for prefix caching: " + s.error().message);
+    return std::unique_ptr<model::PagedKvPool>();
+  }
+  // The head refuses this too (Engine::start's check_cpu_group): a forward message carries no
+  // recurrent state, so this rank's heads could not continue a sequence.
+  if (model.kv_layout().state_floats > 0)
+    return error(model.config().model_type + " on the CPU path: a worker rank keeps no recurrent states (run it at one "
+                 "rank, or with `device` cuda)");
+  auto p = model::PagedKvPool::create(model.kv_layout(), blocks, msg.block_size);
+  if (!p) return error("the KV pool: " + p.error().message);
+  log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg.block_size) + " tokens (" +
+      std::to_string(p.value()->bytes() >> 20) + " MiB of fp32 rows on this rank)");
+  return std::move(p).value();
+}
+
+}  // namespace
+
 tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
-  auto log = [&](const std::string& line) {
+  const std::function<void(const std::string&)> log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
   comm::Communicator& comm = model.comm();
@@ -29,34 +67,10 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
         log("rank 0 is shutting down (" + msg->reason + "); " + std::to_string(forwards) + " forwards run");
         return tandem::Ok{};
       case RankOp::pool: {
-        std::int64_t mine = msg->num_blocks;
-        if (o.own_kv_blocks) {
-          auto own = o.own_kv_blocks(msg->block_size);
-          if (!own) return error("sizing this rank's KV pool: " + own.error().message);
-          mine = own.value();
-        }
-        auto agreed = agree_kv_blocks(comm, mine, log);
-        if (!agreed) return agreed.error();
-        const auto blocks = static_cast<std::int32_t>(agreed.value());
-        if (model.kv_on_device()) {
-          if (auto s = model.make_device_pool(blocks, msg->block_size); !s) return error("the device KV pool: " + s.error().message);
-          log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg->block_size) + " tokens on the device");
-          if (msg->state_snapshots > 0)
-            if (auto s = model.make_state_snapshots(msg->state_snapshots); !s)
-              return error("the kept recurrent states for prefix caching: " + s.error().message);
-          pooled = true;
-          break;
-        }
-        // The head refuses this too (Engine::start's check_cpu_group): a forward message carries no
-        // recurrent state, so this rank's heads could not continue a sequence.
-        if (model.kv_layout().state_floats > 0)
-          return error(model.config().model_type + " on the CPU path: a worker rank keeps no recurrent states (run it at one "
-                       "rank, or with `device` cuda)");
-        auto p = model::PagedKvPool::create(model.kv_layout(), blocks, msg->block_size);
-        if (!p) return error("the KV pool: " + p.error().message);
-        pool = std::move(p).value();
-        log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(msg->block_size) + " tokens (" +
-            std::to_string(pool->bytes() >> 20) + " MiB of fp32 rows on this rank)");
+        auto made = make_pools(model, o, *msg, log);
+        if (!made) return made.error();
+        pool = std::move(made).value();
+        pooled = !pool;
         break;
       }
       case RankOp::device_step: {
