@@ -131,17 +131,6 @@ tandem::Status check_drafters(const model::Model& model, const EngineConfig& cfg
   return Ok{};
 }
 
-// The CPU path under tensor parallelism sends the workers each forward's tokens and block table,
-// not the sequence's recurrent state, which a worker's heads need (a device model's workers keep
-// theirs in slots the step names): refused here, before the workers size a pool, rather than at
-// the first forward.
-tandem::Status check_cpu_group(const model::Model& model) {
-  if (model.kv_on_device() || model.comm().size() == 1 || model.kv_layout().state_floats == 0) return Ok{};
-  return error(model.config().model_type + " on the CPU path at tensor-parallel size " + std::to_string(model.comm().size()) +
-               ": its worker ranks would need each sequence's recurrent state, which this engine does not keep on them "
-               "yet; run it at one rank, or on the GPU (`device` cuda), where each rank keeps its heads' states");
-}
-
 // The target's KV pool: on the device for a device model (null here), else fp32 rows on the CPU.
 // Honest note: the pool is sized at the element size --kv-cache-dtype names (2 bytes for
 // bfloat16, 1 for fp8_e4m3), as the CUDA back end will store it, but the CPU reference keeps
@@ -207,7 +196,7 @@ tandem::Status announce_pool(model::Model& model, const EngineConfig& cfg, const
   m.op = RankOp::pool;
   m.num_blocks = static_cast<std::int32_t>(size.num_blocks);
   m.block_size = cfg.block_size;
-  if (model.kv_on_device() && model.kv_layout().state_floats > 0) m.state_snapshots = cfg.prefix_state_copies;
+  if (model.kv_layout().state_floats > 0) m.state_snapshots = cfg.prefix_state_copies;
   auto bytes = encode(m);
   if (auto s = model.comm().broadcast(bytes, cfg.heartbeat); !s) return error("telling the worker ranks the KV pool: " + s.error().message);
   return Ok{};
@@ -231,7 +220,6 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<model::Model> mode
   if (!size) return size.error();
   const LogFn log = cfg.log ? cfg.log : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (auto s = check_drafters(*model, cfg); !s) return s.error();
-  if (auto s = check_cpu_group(*model); !s) return s.error();
   if (model->comm().size() > 1) {
     // The worker ranks size their own pools from their own flags; the group takes the smallest.
     if (auto s = announce_pool(*model, cfg, *size); !s) return s.error();
@@ -273,9 +261,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       on_fatal_(cfg.on_fatal),
       heartbeat_(cfg.heartbeat),
       // A device model keeps each running sequence's recurrent state in a slot of its own
-      // (max_num_seqs of them, allocated at load); the KV manager hands the slots out with admission.
+      // (max_num_seqs of them, allocated at load), as do a CPU group's workers (on the head the
+      // state stays with the request); the KV manager hands the slots out with admission.
       kv_(static_cast<std::int32_t>(size.num_blocks), cfg.block_size, cfg.enable_prefix_caching,
-          model_->kv_on_device() && model_->kv_layout().state_floats > 0 ? sched_cfg.max_num_seqs : 0,
+          (model_->kv_on_device() || tp_) && model_->kv_layout().state_floats > 0 ? sched_cfg.max_num_seqs : 0,
           model_->kv_layout().state_floats > 0 ? cfg.prefix_state_copies : -1),
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();

@@ -77,6 +77,8 @@ void Engine::gather_jobs(const sched::Step& st, std::vector<Job>& jobs, std::vec
       // The device keeps the state in the sequence's slot, and resets it when a step starts at 0.
       if (const auto slot = kv_.state_slot(w.id)) j.state_slot = *slot;
     } else if (const long floats = model_->kv_layout().state_floats; floats > 0) {
+      // Under tensor parallelism the workers keep their part of the state in the sequence's slot.
+      if (const auto slot = kv_.state_slot(w.id)) j.state_slot = *slot;
       // A sequence that starts over from token 0 starts from a zero state; one that resumes after a
       // prefix-cache hit, from the state kept at the end of that prefix.
       if (w.state_load >= 0) reqs[i]->recurrent = state_copies_.at(static_cast<size_t>(w.state_load));
@@ -125,10 +127,13 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
   }
   JobContext ctx{*model_, *pool_, draft_pool_.get(), drafter_.get(), {}};
   if (tp_)
-    ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows) -> tandem::Status {
+    ctx.announce = [this](const Job& j, std::span<const std::int32_t> tokens, int logit_rows, StateOp op) -> tandem::Status {
       RankMessage m;
       m.op = RankOp::forward;
       m.start = j.work.start;
+      // The workers keep their heads' part of the recurrent state in the sequence's slot.
+      m.state_slot = j.state_slot, m.state_op = static_cast<std::uint8_t>(op);
+      if (op == StateOp::none) m.state_load = j.work.state_load, m.state_save = j.work.state_save;
       m.tokens.assign(tokens.begin(), tokens.end());
       m.table = j.table;
       m.logit_rows = logit_rows;

@@ -65,6 +65,10 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
     case RankOp::forward:
       w.put(m.start);
       w.put(m.logit_rows);
+      w.put(m.state_slot);
+      w.put(m.state_load);
+      w.put(m.state_save);
+      w.put(m.state_op);
       w.put(m.tokens);
       w.put(m.table);
       break;
@@ -99,8 +103,9 @@ tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
   switch (m.op) {
     case RankOp::pool: ok = r.get(m.num_blocks) && r.get(m.block_size) && r.get(m.state_snapshots); break;
     case RankOp::forward:
-      ok = r.get(m.start) && r.get(m.logit_rows) && r.get(m.tokens) && r.get(m.table) && m.logit_rows >= 0 &&
-           static_cast<size_t>(m.logit_rows) <= m.tokens.size();
+      ok = r.get(m.start) && r.get(m.logit_rows) && r.get(m.state_slot) && r.get(m.state_load) && r.get(m.state_save) &&
+           r.get(m.state_op) && r.get(m.tokens) && r.get(m.table) && m.logit_rows >= 0 &&
+           static_cast<size_t>(m.logit_rows) <= m.tokens.size() && m.state_op <= static_cast<std::uint8_t>(StateOp::restore);
       break;
     case RankOp::device_step: {
       std::uint32_t n = 0;

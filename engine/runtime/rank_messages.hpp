@@ -19,6 +19,10 @@ enum class RankOp : std::uint8_t {
   device_step = 5,  // a device model's batched step (CUDA): every item of the head's step at once
 };
 
+// A CPU forward's recurrent state: as it is, kept aside first (a verification that may be rolled
+// back), or put back from the kept copy first (the rollback's forward over the accepted tokens).
+enum class StateOp : std::uint8_t { none = 0, keep = 1, restore = 2 };
+
 // One item of a device step (model::PagedWork without the spans).
 struct StepItem {
   std::int32_t start = 0, state_slot = -1, state_load = -1, state_save = -1;
@@ -36,6 +40,11 @@ struct RankMessage {
   std::int32_t start = 0;
   std::vector<std::int32_t> tokens, table;
   std::int32_t logit_rows = 0;
+  // A model with a recurrent state (glm5_next): the worker's slot of the sequence's state (-1:
+  // none), what to do with it before the forward (StateOp), and the prefix copies to load it
+  // from before / keep it in after (-1: none), as the head does with its own.
+  std::int32_t state_slot = -1, state_load = -1, state_save = -1;
+  std::uint8_t state_op = 0;
   // device_step
   std::vector<StepItem> items;
   // shutdown

@@ -113,7 +113,7 @@ void run_plain(const JobContext& ctx, Job& j) {
   const int start = j.work.start, n = j.work.count;
   const int logit_rows = j.work.samples ? 1 : 0;
   if (ctx.announce)
-    if (auto s = ctx.announce(j, j.tokens, logit_rows); !s) {
+    if (auto s = ctx.announce(j, j.tokens, logit_rows, StateOp::none); !s) {
       j.error = s.error().message;
       j.group_failed = true;
       return;
@@ -147,7 +147,7 @@ void run_plain(const JobContext& ctx, Job& j) {
 tandem::Status rewind_state(const JobContext& ctx, Job& j, const std::vector<float>& before, std::span<const std::int32_t> kept) {
   std::copy(before.begin(), before.end(), j.state.begin());
   if (ctx.announce)
-    if (auto s = ctx.announce(j, kept, 0); !s) return s;
+    if (auto s = ctx.announce(j, kept, 0, StateOp::restore); !s) return s;
   model::PagedKvSequence seq(ctx.pool, j.table, j.work.start, j.state);
   const auto positions = positions_from(j.work.start, static_cast<int>(kept.size()));
   auto r = ctx.model.forward(kept, positions, seq, {});
@@ -183,7 +183,7 @@ void run_speculative(const JobContext& ctx, Job& j) {
   // 2. Verify: one target forward over the block.
   const int B = k + 1;
   if (ctx.announce)
-    if (auto s = ctx.announce(j, block, B); !s) {
+    if (auto s = ctx.announce(j, block, B, j.state.empty() ? StateOp::none : StateOp::keep); !s) {
       j.error = s.error().message;
       j.group_failed = true;
       return;

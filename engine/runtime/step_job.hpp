@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "rank_messages.hpp"
 #include "scheduler.hpp"
 #include "tandem/kernels/sampling.hpp"
 #include "tandem/model/model.hpp"
@@ -27,7 +28,7 @@ struct Job {
   std::shared_ptr<TokenConstraint> constraint;
   std::mt19937_64* rng = nullptr;
   std::span<float> state;            // the request's recurrent state (hybrid models on the CPU; only this thread touches it)
-  int state_slot = -1;               // a device model's slot of it (model::PagedWork::state_slot)
+  int state_slot = -1;               // its slot: a device model's (model::PagedWork::state_slot), or a CPU group's workers'
   // What the step yields when work.samples: the tokens in order (accepted drafts, then the
   // target's own) with their logprobs under the raw target distribution.
   std::vector<std::int32_t> emitted;
@@ -48,13 +49,14 @@ struct Job {
 };
 
 // What a job needs besides itself. `announce` tells the worker ranks about a forward (tokens,
-// start, table, logit rows of the last n tokens) before it runs; empty on a single rank.
+// start, table, logit rows of the last n tokens, and for a recurrent model what the workers do with
+// the job's state slot first) before it runs; empty on a single rank.
 struct JobContext {
   const model::Model& model;
   model::PagedKvPool& pool;
   model::PagedKvPool* draft_pool = nullptr;  // with a drafter
   const spec::Drafter* drafter = nullptr;
-  std::function<tandem::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows)> announce;
+  std::function<tandem::Status(const Job&, std::span<const std::int32_t> tokens, int logit_rows, StateOp op)> announce;
 };
 
 // A job's plain share of a device step: its tokens, logits if it samples, its state slot, and the

@@ -7,10 +7,12 @@
 
 #include <cmath>
 
+#include "../comm/tp_group.hpp"
 #include "../model/test_util.hpp"
 #include "../runtime/engine_harness.hpp"
 #include "drafter_fixture.hpp"
 #include "engine.hpp"
+#include "worker_rank.hpp"
 
 using namespace tandem;
 using namespace tandem::engine::runtime;
@@ -76,19 +78,25 @@ void check_same(const std::vector<Collector::Output>& spec, const std::vector<Co
   }
 }
 
+// What the oracle drafter proposes: each prompt's plain continuation, wrong at its first or second
+// draft in turn, so every verification rejects some drafts.
+std::vector<spec::test::OracleDrafter::Sequence> oracle_sequences(const std::vector<Collector::Output>& base) {
+  std::vector<spec::test::OracleDrafter::Sequence> seqs;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    auto s = kPrompts[i];
+    s.insert(s.end(), base[i].tokens.begin(), base[i].tokens.end());
+    seqs.push_back({s, i % 2 == 0 ? 1 : 2});
+  }
+  return seqs;
+}
+
 }  // namespace
 
 TEST_CASE("hybrid model: an oracle drafter wrong at its second draft gives plain decoding's tokens and logprobs") {
   auto plain = start(nullptr, 0);
   const auto base = run(*plain);
   auto target = model::load_model(model::test::fixture_dir(kTarget)).value();
-  std::vector<spec::test::OracleDrafter::Sequence> seqs;
-  for (size_t i = 0; i < kPrompts.size(); ++i) {
-    auto s = kPrompts[i];
-    s.insert(s.end(), base[i].tokens.begin(), base[i].tokens.end());
-    seqs.push_back({s, i % 2 == 0 ? 1 : 2});  // every verification rejects some drafts
-  }
-  auto e = start(std::make_shared<spec::test::OracleDrafter>(*target, seqs, 7), 4);
+  auto e = start(std::make_shared<spec::test::OracleDrafter>(*target, oracle_sequences(base), 7), 4);
   check_same(run(*e), base);
   const auto m = e->metrics();
   CHECK(m.spec_drafts > 0);
@@ -111,4 +119,50 @@ TEST_CASE("hybrid model: a random DFlash drafter (mostly rejected) gives plain d
   auto e = start(std::move(drafter).value(), 7);
   check_same(run(*e), base);
   CHECK(e->metrics().spec_drafts > 0);
+}
+
+TEST_CASE("hybrid model at TP2 on the CPU: a rejected draft is rolled out of the worker's state too") {
+  // The head keeps its part of the state before a verification and puts it back before the rollback's
+  // forward; the worker must do the same with its part (StateOp keep / restore in each forward's
+  // message), or its heads go on from a state that saw the rejected drafts.
+  auto plain = start(nullptr, 0);
+  const auto base = run(*plain);
+  auto oracle_target = model::load_model(model::test::fixture_dir(kTarget)).value();
+  auto drafter = std::make_shared<spec::test::OracleDrafter>(*oracle_target, oracle_sequences(base), 7);
+  std::vector<Collector::Output> got;
+  std::int64_t rejected = 0;
+  const auto ranks = comm::test::run_group<std::string>(
+      2,
+      [&](comm::Communicator& c) -> std::string {
+        auto m = model::load_model(model::test::fixture_dir(kTarget), c);
+        if (!m) return "loading: " + m.error().message;
+        if (c.rank() == 1) {
+          auto s = run_worker_rank(*m.value(), WorkerOptions{});
+          return s ? "" : "worker: " + s.error().message;
+        }
+        EngineConfig cfg;
+        cfg.max_model_len = 128, cfg.max_num_seqs = 4, cfg.max_num_batched_tokens = 8;
+        cfg.kv_cache_memory = 64ull << 20;
+        cfg.log = [](const std::string&) {};
+        cfg.drafter = drafter;
+        cfg.num_speculative_tokens = 4;
+        cfg.draft_policy = {.min_chance = 0.0, .use_cost = false};
+        auto e = Engine::start(std::move(m).value(), cfg);
+        if (!e) return "engine: " + e.error().message;
+        got = run(*e.value());
+        const auto mt = e.value()->metrics();
+        rejected = mt.spec_draft_tokens - mt.spec_accepted_tokens;
+        e.value().reset();
+        return "";
+      },
+      [](const std::string& e) { return "group: " + e; });
+  CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+  REQUIRE(got.size() == base.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].error == "");
+    CHECK(got[i].tokens == base[i].tokens);
+  }
+  CHECK(rejected > 0);
 }
