@@ -85,8 +85,7 @@ std::optional<int> KvManager::begin_state_save(SeqId id) {
   Seq& s = seqs_.at(id);
   if (s.state_boundary == 0 || s.state_save) return std::nullopt;
   s.state_save = snapshots_.reserve();
-  if (s.state_save) s.state_saved_at = s.state_boundary;
-  s.state_boundary = 0;  // once per admission, kept or not
+  if (!s.state_save) s.state_boundary = 0;  // every copy in use: this admission keeps none
   return s.state_save;
 }
 
@@ -138,10 +137,11 @@ void KvManager::advance(SeqId id, std::span<const Token> tokens, int new_len) {
   }
   // The step that ended at the boundary has written its copy of the state (scheduler: a save
   // stops the chunk there, so no step passes the boundary without ending on it).
-  if (s.state_save && new_len >= s.state_saved_at) {
-    const auto blocks = static_cast<size_t>(s.state_saved_at) / bs;
-    snapshots_.commit(*s.state_save, s.hashes[blocks - 1], tokens.first(static_cast<size_t>(s.state_saved_at)));
+  if (s.state_save && new_len >= s.state_boundary) {
+    const auto blocks = static_cast<size_t>(s.state_boundary) / bs;
+    snapshots_.commit(*s.state_save, s.hashes[blocks - 1], tokens.first(static_cast<size_t>(s.state_boundary)));
     s.state_save.reset();
+    s.state_boundary = 0;  // once per admission
   }
 }
 

@@ -61,6 +61,7 @@ class KvManager {
   // handed out once, and held until the step completes (advance) or the sequence leaves.
   std::optional<int> take_state_load(SeqId id);
   // Where the sequence should keep a copy of its state (its prefill stops there for one step), or 0.
+  // While its copy is being written this stays the boundary, which the sequence has then reached.
   int state_boundary(SeqId id) const { return seqs_.at(id).state_boundary; }
   // A copy to write the state into once the sequence has computed state_boundary tokens (the copy
   // follows that step); it becomes findable when advance() reaches the boundary. nullopt: every
@@ -94,9 +95,8 @@ class KvManager {
     std::optional<std::int32_t> state_slot;
     std::optional<int> state_load;   // a kept state to start from (pinned)
     bool state_loading = false;      // handed to a step: unpinned when it completes
-    int state_boundary = 0;          // where to keep a copy of the state (0: nowhere)
-    std::optional<int> state_save;   // the copy being written, at state_saved_at tokens
-    int state_saved_at = 0;
+    int state_boundary = 0;          // where to keep a copy of the state (0: nowhere, or kept)
+    std::optional<int> state_save;   // the copy being written, at state_boundary tokens
   };
   // Cuts a recurrent model's prefix hit back to a boundary with a kept state; the hit blocks past
   // it go back. `chain`: the chain hash of each of the prompt's usable blocks.

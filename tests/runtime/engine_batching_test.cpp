@@ -158,8 +158,9 @@ Expected hybrid_alone(const std::string& fixture) {
   return e;
 }
 
-// 4 sequences, 4 state slots and 32 tokens of fp32 rows: requests must be preempted.
-EngineConfig hybrid_tiny_pool(const std::string& fixture) {
+// 4 sequences, 4 state slots and 32 tokens of fp32 rows: requests must be preempted. With
+// `copies`, that many copies of the state kept for prefix caching too, beside the same 8 blocks.
+EngineConfig hybrid_tiny_pool(const std::string& fixture, int copies = 0) {
   auto m = load(fixture);
   EngineConfig cfg;
   cfg.max_model_len = 32;
@@ -167,8 +168,9 @@ EngineConfig hybrid_tiny_pool(const std::string& fixture) {
   cfg.block_size = 4;
   const std::uint64_t state_bytes = static_cast<std::uint64_t>(m->kv_layout().state_floats) * 4u;
   REQUIRE(state_bytes > 0);
-  cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4) + 4 * state_bytes;
+  cfg.kv_cache_memory = bytes_for_blocks(*m, 8, 4, 4) + (4 + static_cast<std::uint64_t>(copies)) * state_bytes;
   cfg.kv_cache_dtype = "float32";
+  if (copies > 0) cfg.prefix_state_copies = copies;
   return cfg;
 }
 
@@ -182,13 +184,7 @@ TEST_CASE("preemption of a hybrid model (recurrent state beside the KV rows) sti
   for (const int copies : {0, 4}) {
     CAPTURE(copies);
     Collector c;
-    EngineConfig cfg = hybrid_tiny_pool(fixture);
-    if (copies > 0) {
-      const std::uint64_t state_bytes = static_cast<std::uint64_t>(load(fixture)->kv_layout().state_floats) * 4u;
-      cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
-      cfg.prefix_state_copies = copies;
-    }
-    auto t = start_engine(fixture, cfg);
+    auto t = start_engine(fixture, hybrid_tiny_pool(fixture, copies));
     CHECK(std::any_of(t.log.begin(), t.log.end(), [](const std::string& l) {
       return l.find("KV pool: 32 tokens in 8 blocks of 4, 1.00 requests at max-model-len 32") == 0;
     }));
@@ -304,13 +300,8 @@ TEST_CASE("a device model with a recurrent state gets a slot per running sequenc
   for (const int copies : {0, 4}) {
     CAPTURE(copies);
     Collector c;
-    EngineConfig cfg = hybrid_tiny_pool(fixture);
+    const EngineConfig cfg = hybrid_tiny_pool(fixture, copies);
     auto model = std::make_unique<HostDeviceModel>(load(fixture), cfg.max_num_seqs);
-    if (copies > 0) {
-      const std::uint64_t state_bytes = static_cast<std::uint64_t>(model->kv_layout().state_floats) * 4u;
-      cfg.kv_cache_memory = *cfg.kv_cache_memory + static_cast<std::uint64_t>(copies) * state_bytes;
-      cfg.prefix_state_copies = copies;
-    }
     HostDeviceModel* device = model.get();
     auto engine = Engine::start(std::move(model), cfg);
     REQUIRE_MESSAGE(engine.ok(), (engine.ok() ? "" : engine.error().message));

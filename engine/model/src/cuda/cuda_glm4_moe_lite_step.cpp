@@ -93,18 +93,9 @@ Result<std::vector<k::Sampled>> GlmDecoderCuda::step_sample(std::span<const Page
 }
 
 Result<std::vector<std::int32_t>> GlmDecoderCuda::step_greedy(std::span<const PagedWork> work) {
+  // Without the decode kernels: the sampler's greedy row, as before the argmax kernel.
+  if (!opt_.decode_kernels) return greedy_tokens_by_sampling(*this, work);
   std::vector<std::int32_t> ids;
-  if (!opt_.decode_kernels) {  // the sampler's greedy row, as before the argmax kernel
-    int R = 0;
-    for (const PagedWork& w : work) R += logit_rows(w);
-    k::SamplingParams g;
-    g.temperature = 0.f;
-    auto got = step_sample(work, std::vector<k::SamplingParams>(static_cast<std::size_t>(R), g),
-                           std::vector<double>(static_cast<std::size_t>(R), 0.0));
-    if (!got) return got.error();
-    for (const auto& s : *got) ids.push_back(s.token);
-    return ids;
-  }
   int R = 0;
   for (const PagedWork& w : work) R += logit_rows(w);
   std::vector<unsigned long long> keys(static_cast<std::size_t>(R));

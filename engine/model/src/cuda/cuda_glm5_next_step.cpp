@@ -43,15 +43,7 @@ Result<std::vector<float>> Glm5NextCuda::step(std::span<const PagedWork> work) {
 }
 
 Result<std::vector<std::int32_t>> Glm5NextCuda::step_greedy(std::span<const PagedWork> work) {
-  int R = 0;
-  for (const PagedWork& w : work) R += logit_rows(w);
-  k::SamplingParams g;
-  g.temperature = 0.f;
-  auto got = step_sample(work, std::vector<k::SamplingParams>(static_cast<std::size_t>(R), g), std::vector<double>(static_cast<std::size_t>(R), 0.0));
-  if (!got) return got.error();
-  std::vector<std::int32_t> ids;
-  for (const auto& s : *got) ids.push_back(s.token);
-  return ids;
+  return greedy_tokens_by_sampling(*this, work);
 }
 
 // The logit rows are the items' in order (run): row i takes params[i] and uniforms[i].

@@ -90,6 +90,20 @@ inline Status init_greedy_sampling(DeviceBuffer& params, DeviceBuffer& uniforms,
   return TANDEM_CUDA_STATUS(cudaMemset(uniforms.get(), 0, rows * sizeof(double)), "uniforms");
 }
 
+// step_greedy by way of step_sample: every logit row of `work` greedy; each row's token, in order.
+inline Result<std::vector<std::int32_t>> greedy_tokens_by_sampling(Model& m, std::span<const PagedWork> work) {
+  std::size_t rows = 0;
+  for (const PagedWork& w : work) rows += static_cast<std::size_t>(logit_rows(w));
+  k::SamplingParams greedy;
+  greedy.temperature = 0.f;
+  auto got = m.step_sample(work, std::vector<k::SamplingParams>(rows, greedy), std::vector<double>(rows, 0.0));
+  if (!got) return got.error();
+  std::vector<std::int32_t> ids;
+  ids.reserve(got->size());
+  for (const auto& s : *got) ids.push_back(s.token);
+  return ids;
+}
+
 // step_sample's start, before the step runs: the items' `work` must come with a sampling row and a
 // uniform per logit row; a step of greedy rows alone puts back the loaded greedy rows (all
 // `capacity` of them) if a sampled step replaced them, while the stream is idle. Returns whether
