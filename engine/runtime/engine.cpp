@@ -269,6 +269,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<model::Paged
       sched_(sched_cfg, kv_) {
   counters_.kv_blocks_total = kv_.total_blocks();
   counters_.spec_drafted_at.assign(static_cast<size_t>(num_spec_), 0);
+  counters_.spec_chosen_length.assign(static_cast<size_t>(num_spec_) + 1, 0);
   counters_.spec_accepted_at.assign(static_cast<size_t>(num_spec_), 0);
   worker_ = std::thread([this] { loop(); });
 }
@@ -351,6 +352,11 @@ EngineMetrics Engine::metrics() const {
   m.kv_blocks_total = kv_.total_blocks();
   m.kv_blocks_used = kv_.total_blocks() - kv_.free_blocks();
   m.preemptions = sched_.preemptions();
+  if (drafting()) {
+    m.spec_step_cost_seconds.assign(static_cast<size_t>(num_spec_) + 2, 0.0);
+    for (int n = 1; n <= num_spec_ + 1; ++n) m.spec_step_cost_seconds[static_cast<size_t>(n)] = step_cost_.step(n).value_or(0.0);
+    for (int p = 0; p < num_spec_; ++p) m.spec_position_rate.push_back(draft_prior_.estimate(p));
+  }
   return m;
 }
 

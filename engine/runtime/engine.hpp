@@ -113,6 +113,12 @@ struct EngineMetrics {
   // and per draft position (0 = first draft) how often it was proposed and accepted.
   std::int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<std::int64_t> spec_drafted_at, spec_accepted_at;
+  // The adaptive draft length's view (spec/draft_length.hpp): how often a decoding request's step
+  // chose k drafts (index k; 0 = plain decoding), the measured cost of a step over n tokens
+  // (index n, with the proposal when n > 1; 0 while not timed) and the acceptance rate per draft
+  // position that new requests start from.
+  std::vector<std::int64_t> spec_chosen_length;
+  std::vector<double> spec_step_cost_seconds, spec_position_rate;
   // Where the time goes: wall seconds of the steps' model work (forwards, drafting, sampling),
   // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
   // target ran (CPU path; on a device that work is asynchronous and lands in the phases that wait

@@ -49,7 +49,9 @@ sched::Step Engine::schedule() {
   const auto lookahead = [this](kv::SeqId id) {
     auto it = requests_.find(id);
     if (it == requests_.end() || !it->second->draft_len || it->second->req.constraint) return 0;
-    return it->second->draft_len->next(&step_cost_);
+    const int k = it->second->draft_len->next(&step_cost_);
+    if (k >= 0 && k < static_cast<int>(counters_.spec_chosen_length.size())) ++counters_.spec_chosen_length[static_cast<size_t>(k)];
+    return k;
   };
   sched::Step st = drafting() ? sched_.schedule(lookahead) : sched_.schedule();
   for (kv::SeqId id : st.preempted)

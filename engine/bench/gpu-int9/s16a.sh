@@ -25,4 +25,9 @@ if [ $SECONDS -lt "$budget" ]; then
 else
   echo "## spec.256: skipped (at $SECONDS s)"
 fi
+if [ $SECONDS -lt "$budget" ]; then
+  check spec.64 100 "$B/tandem_spec_bench" models/dflash-pair/target models/dflash-pair/drafter \
+    models/dflash-pair/reference.json --device cuda --batch 1 --both --repeat 1 --max-tokens 64
+  sed -n '/^| class | batch | tokens/,$p' "$O/spec.64.txt" | cut -c1-200
+fi
 finish /tmp/none

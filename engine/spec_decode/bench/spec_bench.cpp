@@ -155,6 +155,8 @@ Outcome measure(const Setup& s, int k, bool fixed_k, const std::vector<Prompt>& 
   total.metrics.spec_drafts -= before.spec_drafts;
   total.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
   total.metrics.spec_draft_tokens -= before.spec_draft_tokens;
+  for (size_t i = 0; i < before.spec_chosen_length.size() && i < total.metrics.spec_chosen_length.size(); ++i)
+    total.metrics.spec_chosen_length[i] -= before.spec_chosen_length[i];
   return total;
 }
 
@@ -177,6 +179,29 @@ std::string time_row(const std::string& kind, int batch, const char* mode, const
                 ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds), ms(wall - m.model_seconds),
                 100.0 * std::min(1.0, drafted / request_steps), drafted > 0 ? static_cast<double>(m.spec_draft_tokens) / drafted : 0.0);
   return buf;
+}
+
+// The adaptive length's view at the end of a run: how often each draft length was chosen, the step
+// costs it weighed (ms, by forward tokens; "-" not timed) and the per-position acceptance rates
+// that new requests start from.
+std::string policy_row(const std::string& kind, int batch, const Outcome& o) {
+  const EngineMetrics& m = o.metrics;
+  std::string chosen, costs, rates;
+  char buf[64];
+  for (size_t k = 0; k < m.spec_chosen_length.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%s%zu:%lld", k ? " " : "", k, static_cast<long long>(m.spec_chosen_length[k]));
+    chosen += buf;
+  }
+  for (size_t n = 1; n < m.spec_step_cost_seconds.size(); ++n) {
+    if (m.spec_step_cost_seconds[n] > 0) std::snprintf(buf, sizeof buf, "%s%.3f", n > 1 ? " " : "", 1e3 * m.spec_step_cost_seconds[n]);
+    else std::snprintf(buf, sizeof buf, "%s-", n > 1 ? " " : "");
+    costs += buf;
+  }
+  for (size_t p = 0; p < m.spec_position_rate.size(); ++p) {
+    std::snprintf(buf, sizeof buf, "%s%.2f", p ? " " : "", m.spec_position_rate[p]);
+    rates += buf;
+  }
+  return "| " + kind + " | " + std::to_string(batch) + " | " + chosen + " | " + costs + " | " + rates + " |\n";
 }
 
 double acceptance_length(const EngineMetrics& m) {
@@ -244,7 +269,7 @@ int main(int argc, char** argv) {
               max_tokens, repeat);
   std::printf("| class | batch | tokens | plain tok/s | drafting | DFlash tok/s | speedup | acceptance length | reference | DFlash = plain | plain = reference |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::vector<std::string> time_rows;
+  std::vector<std::string> time_rows, policy_rows;
   try {
     for (const auto& [kind, prompts] : by_kind) {
       double ref_sum = 0, ref_n = 0;
@@ -263,6 +288,7 @@ int main(int argc, char** argv) {
         for (const Mode& mode : modes) {
           const Outcome sp = measure(setup, k, mode.fixed, prompts, b, max_tokens, repeat);
           time_rows.push_back(time_row(kind, b, mode.name, sp, repeat));
+          if (!mode.fixed) policy_rows.push_back(policy_row(kind, b, sp));
           if (std::getenv("SPEC_BENCH_VERBOSE"))
             for (size_t i = 0; i < prompts.size(); ++i) {
               auto show = [](const char* what, const std::vector<std::int32_t>& t) {
@@ -289,6 +315,13 @@ int main(int argc, char** argv) {
     std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | rest | outside | drafted | k |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& r : time_rows) std::fputs(r.c_str(), stdout);
+    if (!policy_rows.empty()) {
+      std::printf("\nThe adaptive length's view after each run: steps that chose k drafts (k:steps over the timed runs, "
+                  "0 = plain), its step costs in ms by forward tokens 1..k+1 (proposal included past 1; - not timed), "
+                  "and the acceptance rate per draft position that new requests start from\n\n");
+      std::printf("| class | batch | chosen k | step cost ms | position rates |\n|---|---|---|---|---|\n");
+      for (const std::string& r : policy_rows) std::fputs(r.c_str(), stdout);
+    }
     if (probe) {
 #ifdef TANDEM_HAVE_CUDA_MODEL
       if (!setup.cuda) throw std::runtime_error("--probe measures the CUDA path: add --device cuda");
