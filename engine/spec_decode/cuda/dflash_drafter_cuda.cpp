@@ -1,8 +1,13 @@
 // The DFlash drafter on CUDA: the math of the CPU drafter (dflash_drafter.cpp), batched.
 //
-//   add_context (after each target step, for every token of it):
+//   add_context (after each target step, for every token of it): the captured features are
+//   copied aside (one device copy) with the rows' positions and slots; before the next proposal
+//   (or when t_cap_ rows wait) every waiting row becomes a context row in one pass:
 //     c = hidden_norm(fc(captured features));  per layer: K = rope(k_norm(c Wk^T)), V = c Wv^T,
 //     written into the context pool at the token's own position (the target's block table).
+//   So a step that drafts nothing (the adaptive length decoding plainly) pays a copy, not the
+//   context pass: on an H100 that pass cost a plain step of the committed pair 0.02-0.03 ms of
+//   its 0.2 (s16a, 2026-12-07), and the context rows of 16 plain steps cost about what one's do.
 //   propose (the T block tokens of every drafting sequence in one forward):
 //     x = embed([anchor, mask x n]) with the target's table (one launch with the first norm);
 //     per layer (Qwen3 shape, fp32 residual):
@@ -30,6 +35,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "tandem/kernels/activation.hpp"
@@ -80,11 +86,14 @@ class DFlashCuda final : public DeviceDrafter {
     mma_ = !(mma && std::string(mma) == "0");
     const char* heads = std::getenv("TANDEM_DRAFTER_FUSED_HEADS");
     fused_heads_ = !(heads && std::string(heads) == "0");
+    const char* defer = std::getenv("TANDEM_DRAFTER_DEFER_CONTEXT");
+    defer_context_ = !(defer && std::string(defer) == "0");
     target_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
   }
   ~DFlashCuda() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (auto& [key, exec] : context_graphs_) cudaGraphExecDestroy(exec);
+    if (ctx_staged_) cudaEventDestroy(ctx_staged_);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
     if (keys_host_) cudaFreeHost(keys_host_);
@@ -231,8 +240,10 @@ class DFlashCuda final : public DeviceDrafter {
     if (keep_residual) m.x32_out = res_[1 - cur_]->as<float>(), cur_ = 1 - cur_;
   }
   Status capture(int B, int n);
-  // Context rows of T tokens whose positions and slots are staged (features: the target's capture).
+  // Context rows of T tokens whose positions and slots are staged (features: waiting_ rows 0..T).
   Status enqueue_context(int T);
+  // Every waiting row into the context pool, in one pass (see the top of the file).
+  Status flush_context();
 
   DFlashConfig c_;
   model::CudaModel& target_;
@@ -248,9 +259,9 @@ class DFlashCuda final : public DeviceDrafter {
   std::size_t layer_bytes_ = 0, in_ints_ = 0;
   std::int32_t num_blocks_ = 0;
   int block_size_ = 0, max_blocks_ = 0;
-  // Separate pinned staging for add_context (not waited for) and propose (waited for), so a
-  // proposal never rewrites inputs an earlier add_context's copy has yet to read; every target step
-  // synchronises the stream before the next add_context writes its own again.
+  // Separate pinned staging for context passes (not waited for) and propose (waited for), so a
+  // proposal never rewrites inputs an earlier context pass's copy has yet to read; a context pass
+  // waits for the previous one's copy (ctx_staged_) before it writes its own.
   std::int32_t* ctx_host_ = nullptr;
   std::int32_t* prop_host_ = nullptr;
   // The drafts' argmax keys come back through pinned memory (r_cap_ of them): a copy into pageable
@@ -259,10 +270,16 @@ class DFlashCuda final : public DeviceDrafter {
   bool eager_ = false;
   bool mma_ = true;                        // TANDEM_DRAFTER_MMA=0: the gemv path (for comparison)
   bool fused_heads_ = true;                // TANDEM_DRAFTER_FUSED_HEADS=0: rows_mma then head_prep
+  bool defer_context_ = true;              // TANDEM_DRAFTER_DEFER_CONTEXT=0: a context pass after every step
   DeviceBuffer* res_[2] = {&x_, &x2_};     // the fused path's residual, ping-ponged
   int cur_ = 0;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
+  // Context rows not yet written: their features (bf16 [t_cap_, F_], copied from the target's
+  // capture after each step), positions and pool slots, oldest first.
+  DeviceBuffer waiting_;
+  std::vector<std::int32_t> waiting_pos_, waiting_slot_;
+  cudaEvent_t ctx_staged_ = nullptr;  // the last context pass's staged inputs were read
   int target_tokens_ = 0;                                    // rows the target's capture holds
   model::OpTimer* timer_ = nullptr;                          // eager proposals only
 };
@@ -372,6 +389,12 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&keys_host_, static_cast<std::size_t>(r_cap_) * sizeof(unsigned long long)), "pinned draft tokens");
       !e)
     return e.error();
+  // Zeroed: a graph's padding rows read waiting rows past the real ones.
+  const std::size_t waiting_bytes = static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(F_) * 2;
+  if (auto e = waiting_.allocate(waiting_bytes, "the drafter's waiting context rows"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemset(waiting_.get(), 0, waiting_bytes), "zeroing the waiting context rows"); !e) return e.error();
+  if (auto e = TANDEM_CUDA_STATUS(cudaEventCreateWithFlags(&ctx_staged_, cudaEventDisableTiming), "context staging event"); !e)
+    return e.error();
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
@@ -428,30 +451,67 @@ Status DFlashCuda::product_and_heads(int l, k::RowsMma m, int T, bool queries, c
 tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   if (pool_.empty()) return error("drafter: make_pool first");
   if (!target_.captured()) return error("drafter: the target captures no hidden states");
-  std::int32_t* pos = ctx_host_ + offset(ctx_pos());
-  std::int32_t* slots = ctx_host_ + t_cap_;  // moved up behind the positions once the rows are known
-  int T = 0;
+  std::vector<std::int32_t> pos, slots;
   std::string why;
   for (const model::PagedWork& w : work)
-    for (std::size_t i = 0; i < w.tokens.size(); ++i, ++T) {
-      if (T >= t_cap_) return error("drafter context: more than " + std::to_string(t_cap_) + " tokens in a step");
+    for (std::size_t i = 0; i < w.tokens.size(); ++i) {
       const int p = w.start + static_cast<int>(i);
       const long s = slot(w.block_table, p, why);
       if (s < 0) return error("drafter context: " + why);
-      pos[T] = p, slots[T] = static_cast<std::int32_t>(s);
+      pos.push_back(p), slots.push_back(static_cast<std::int32_t>(s));
     }
+  const int T = static_cast<int>(pos.size());
   if (T == 0) return tandem::Ok{};
-  // Steps repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to a
-  // power of two, they replay a graph per size. Padding rows (stale captured rows) write the
-  // scratch block only.
+  if (T > t_cap_) return error("drafter context: more than " + std::to_string(t_cap_) + " tokens in a step");
+  if (static_cast<int>(waiting_pos_.size()) + T > t_cap_)
+    if (auto s = flush_context(); !s) return s;
+  // The capture's first T rows (the step's tokens in the items' order) behind the waiting ones;
+  // the next target step overwrites the capture only after this copy (the same stream).
+  const std::size_t row_bytes = static_cast<std::size_t>(F_) * 2;
+  if (auto s = TANDEM_CUDA_STATUS(cudaMemcpyAsync(waiting_.as<char>() + waiting_pos_.size() * row_bytes, target_.captured(),
+                                                  static_cast<std::size_t>(T) * row_bytes, cudaMemcpyDeviceToDevice, stream_),
+                                  "drafter context: keeping the captured rows");
+      !s)
+    return s.error();
+  waiting_pos_.insert(waiting_pos_.end(), pos.begin(), pos.end());
+  waiting_slot_.insert(waiting_slot_.end(), slots.begin(), slots.end());
+  return defer_context_ ? tandem::Ok{} : flush_context();
+}
+
+// long-function: the staging (latest write per slot, graph padding), then a graph replay, capture or eager pass.
+Status DFlashCuda::flush_context() {
+  const int T = static_cast<int>(waiting_pos_.size());
+  if (T == 0) return tandem::Ok{};
+  // The previous pass's copy of the staged inputs must have read them before they are rewritten
+  // (a target step or a proposal waits for the stream; two passes can follow one another without).
+  if (auto s = TANDEM_CUDA_STATUS(cudaEventSynchronize(ctx_staged_), "drafter context: waiting for the last staging"); !s)
+    return s.error();
+  std::int32_t* pos = ctx_host_ + offset(ctx_pos());
+  std::int32_t* slots = ctx_host_ + t_cap_;  // moved up behind the positions once the rows are known
+  // Rows of several steps may write one slot (a rejected draft's position, then the token kept
+  // there; a finished sequence's block taken by another): only the latest is written, as the
+  // steps one after another would leave it; the earlier ones go to the scratch block.
+  std::unordered_map<std::int32_t, int> last;
+  for (int t = 0; t < T; ++t) last[waiting_slot_[static_cast<std::size_t>(t)]] = t;
+  for (int t = 0; t < T; ++t) {
+    const std::int32_t sl = waiting_slot_[static_cast<std::size_t>(t)];
+    const bool latest = last[sl] == t;
+    pos[t] = latest ? waiting_pos_[static_cast<std::size_t>(t)] : 0;
+    slots[t] = latest ? sl : num_blocks_ * block_size_ + t % block_size_;
+  }
+  waiting_pos_.clear(), waiting_slot_.clear();
+  // Passes repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to
+  // a power of two, they replay a graph per size. Padding rows (zeroed or stale waiting rows)
+  // write the scratch block only.
   const int Tn = next_pow2(T);
-  const bool graph = !eager_ && Tn <= std::min(512, target_tokens_);
+  const bool graph = !eager_ && Tn <= std::min(512, t_cap_);
   if (graph)
     for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
   const int rows = graph ? Tn : T;
   FirstError err;
   std::copy(slots, slots + rows, ctx_host_ + offset(ctx_slot(rows)));  // forward: the target is below the source
   upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(rows), err);
+  err(TANDEM_CUDA_STATUS(cudaEventRecord(ctx_staged_, stream_), "drafter context: staging event"));
   if (graph) {
     if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
       err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
@@ -480,7 +540,7 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
 // H100 against 0.024 ms this way, and no less for 48 (spec21's run, 2026-12-06).
 Status DFlashCuda::enqueue_context(int T) {
   FirstError err;
-  err(gemm(linear(target_.captured(), F_, fc_, h_.get(), T, F_, H_)));
+  err(gemm(linear(waiting_.get(), F_, fc_, h_.get(), T, F_, H_)));
   err(kernels::rmsnorm_rows(h_.get(), H_, T, H_, hidden_norm_.get(), h_.get(), H_, eps(), stream_));
   for (int l = 0; l < c_.num_hidden_layers && err.ok(); ++l) err(qkv_rows(l, T, false));
   return err.status;
@@ -492,6 +552,8 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   const int S = static_cast<int>(items.size());
   Drafts out;
   if (S == 0) return out;
+  // The context rows waiting since the last proposal first: this one attends to them.
+  if (auto f = flush_context(); !f) return f.error();
   if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
   // Mixed lengths (the adaptive policy at batch > 1) replay the graph of the longest: a shorter
   // block is padded with mask tokens whose rows write the scratch block and attend only up to the

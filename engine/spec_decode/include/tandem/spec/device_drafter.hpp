@@ -4,7 +4,8 @@
 //   2. the target verifies every block in one step (PagedWork::all_logits), capturing the
 //      drafter's target layers for every token of the step;
 //   3. add_context: context rows for every token of that step from the capture, before the next
-//      step overwrites it.
+//      step overwrites it (the CUDA drafter copies the captured rows aside and writes them all
+//      before its next proposal, so steps that draft nothing cost a copy, not a drafter pass).
 // Context rows live in a device pool with the target's block tables (same block size and count),
 // so, as on the CPU path (drafter.hpp), prefix-cache hits, preemption and rollback need nothing of
 // their own. Step 3 writes rows for rejected drafts too: they lie beyond the written length, so
@@ -49,7 +50,8 @@ class DeviceDrafter {
   virtual std::uint64_t context_bytes_per_token() const = 0;
   // The context pool, with the target pool's geometry; before anything else.
   virtual tandem::Status make_pool(std::int32_t num_blocks, int block_size) = 0;
-  // Context rows for every token of the target's last step (`work`: that step's items, in order).
+  // Context rows for every token of the target's last step (`work`: that step's items, in order);
+  // written to the pool by the next propose() at the latest.
   virtual tandem::Status add_context(std::span<const model::PagedWork> work) = 0;
   // Proposals for several sequences in one forward; `logits`: also return every row's logits.
   virtual tandem::Result<Drafts> propose(std::span<const DraftItem> items, bool logits) = 0;
