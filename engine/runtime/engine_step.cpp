@@ -104,9 +104,11 @@ std::string Engine::run_model(std::vector<Job>& jobs) {
     // target step too (its collectives pair with ours), so any failure of it is the group's.
     AnnounceStep announce;
     if (tp_)
-      announce = [this](std::span<const model::PagedWork> work) -> tandem::Status {
+      announce = [this](std::span<const model::PagedWork> work, StateSlots states) -> tandem::Status {
         RankMessage m;
         m.op = RankOp::device_step;
+        m.keep_states.assign(states.keep.begin(), states.keep.end());
+        m.restore_states.assign(states.restore.begin(), states.restore.end());
         for (const model::PagedWork& w : work) {
           StepItem it;
           it.start = w.start, it.state_slot = w.state_slot, it.logits = w.logits ? 1 : 0, it.all_logits = w.all_logits ? 1 : 0;

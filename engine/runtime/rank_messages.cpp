@@ -84,6 +84,8 @@ std::vector<std::uint8_t> encode(const RankMessage& m) {
         w.put(it.tokens);
         w.put(it.table);
       }
+      w.put(m.keep_states);
+      w.put(m.restore_states);
       break;
     case RankOp::shutdown:
       w.out.insert(w.out.end(), m.reason.begin(), m.reason.end());
@@ -115,6 +117,7 @@ tandem::Result<RankMessage> decode(std::span<const std::uint8_t> bytes) {
         ok = r.get(it.start) && r.get(it.state_slot) && r.get(it.state_load) && r.get(it.state_save) && r.get(it.logits) && r.get(it.all_logits) && r.get(it.tokens) && r.get(it.table);
         m.items.push_back(std::move(it));
       }
+      ok = ok && r.get(m.keep_states) && r.get(m.restore_states);
       break;
     }
     case RankOp::shutdown: ok = r.get_rest(m.reason); break;

@@ -45,8 +45,9 @@ struct RankMessage {
   // from before / keep it in after (-1: none), as the head does with its own.
   std::int32_t state_slot = -1, state_load = -1, state_save = -1;
   std::uint8_t state_op = 0;
-  // device_step
+  // device_step: its items, and the state slots to keep aside / put back before it (StateSlots)
   std::vector<StepItem> items;
+  std::vector<std::int32_t> keep_states, restore_states;
   // shutdown
   std::string reason;
 };

@@ -95,7 +95,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
       if (auto s = m.keep_states(kept_slots); !s) return fail_all(jobs, "keeping the recurrent states: " + s.error().message);
   }
   if (announce)
-    if (auto s = announce(work); !s) return fail_all(jobs, s.error().message);
+    if (auto s = announce(work, {.keep = kept_slots, .restore = {}}); !s) return fail_all(jobs, s.error().message);
   // The device samples each row (verified blocks greedily) unless some row's logits must come
   // back (Model::step_sample, device_sampling_serves).
   const bool picked = device_sampling_serves(jobs);
@@ -166,7 +166,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
       const auto t1 = std::chrono::steady_clock::now();
       if (auto s = m.restore_states(slots); !s) return fail_all(jobs, "restoring the recurrent states: " + s.error().message);
       if (announce)
-        if (auto s = announce(rewind); !s) return fail_all(jobs, s.error().message);
+        if (auto s = announce(rewind, {.keep = {}, .restore = slots}); !s) return fail_all(jobs, s.error().message);
       if (auto r = m.step(rewind); !r) return fail_all(jobs, "rolling the recurrent states back to the accepted tokens: " + r.error().message);
       forward_seconds += seconds_since(t1);  // part of what verifying cost (spec::StepCost)
     }

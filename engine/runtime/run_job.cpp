@@ -237,7 +237,7 @@ void run_device_step(model::Model& m, std::vector<Job>& jobs, const AnnounceStep
   std::vector<model::PagedWork> work;
   for (const Job& j : jobs) work.push_back(device_work(j));
   if (announce)
-    if (auto s = announce(work); !s) {
+    if (auto s = announce(work, {}); !s) {
       for (Job& j : jobs) j.error = s.error().message;
       return;
     }

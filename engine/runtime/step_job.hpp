@@ -66,9 +66,15 @@ model::PagedWork device_work(const Job& j);
 // Runs the job's forward(s) and fills emitted/logprobs (or error).
 void run_job(const JobContext& ctx, Job& job);
 
+// Slots whose recurrent states every rank keeps aside, or puts back, before a step (DFlash on a
+// recurrent model, run_device_spec.cpp: each rank holds its heads' part of each state).
+struct StateSlots {
+  std::span<const int> keep, restore;
+};
+
 // Under tensor parallelism: tells the worker ranks a device step before the head runs it (they run
 // the same one: its collectives pair up). Empty: one rank.
-using AnnounceStep = std::function<tandem::Status(std::span<const model::PagedWork>)>;
+using AnnounceStep = std::function<tandem::Status(std::span<const model::PagedWork>, StateSlots)>;
 
 // Every job of one step of a device model (Model::step on its device pool), sampled; a failure is
 // every job's.

@@ -126,6 +126,12 @@ tandem::Status run_worker_rank(model::Model& model, const WorkerOptions& o) {
           w.state_load = it.state_load, w.state_save = it.state_save;
           work.push_back(w);
         }
+        // A DFlash verification on a recurrent model: this rank's part of the states, as the head's.
+        if (!msg->keep_states.empty())
+          if (auto s = model.keep_states(msg->keep_states); !s) return error("keeping states before step " + std::to_string(forwards + 1) + ": " + s.error().message);
+        if (!msg->restore_states.empty())
+          if (auto s = model.restore_states(msg->restore_states); !s)
+            return error("restoring states before step " + std::to_string(forwards + 1) + ": " + s.error().message);
         // The logits are rank 0's to sample; this rank's part was its collectives.
         if (auto s = model.step(work); !s) return error("step " + std::to_string(forwards + 1) + ": " + s.error().message);
         ++forwards;

@@ -21,6 +21,7 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   a.start = 7, a.state_slot = 2, a.state_load = 1, a.state_save = 0, a.logits = 1, a.tokens = {5}, a.table = {0, 3};
   b.start = 0, b.all_logits = 1, b.tokens = {1, 2, 3}, b.table = {4};
   m.items = {a, b};
+  m.keep_states = {2, 0}, m.restore_states = {1};
   const auto bytes = encode(m);
   auto back = decode(bytes);
   REQUIRE(back.ok());
@@ -34,6 +35,8 @@ TEST_CASE("a device step's message round-trips, and a truncated one is refused")
   CHECK(back->items[0].table == std::vector<std::int32_t>{0, 3});
   CHECK(back->items[1].all_logits == 1);
   CHECK(back->items[1].tokens == std::vector<std::int32_t>{1, 2, 3});
+  CHECK(back->keep_states == std::vector<std::int32_t>{2, 0});
+  CHECK(back->restore_states == std::vector<std::int32_t>{1});
   auto cut = decode(std::span<const std::uint8_t>(bytes).first(bytes.size() - 3));
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.error().message.find("malformed") != std::string::npos);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "../comm/tp_group.hpp"
 #include "../model/test_util.hpp"
 #include "../runtime/engine_harness.hpp"
 #include "../runtime/host_device_model.hpp"
@@ -16,6 +17,7 @@
 #include "engine.hpp"
 #include "tandem/model/paged_kv.hpp"
 #include "tandem/spec/device_drafter.hpp"
+#include "worker_rank.hpp"
 
 using namespace tandem;
 using namespace tandem::engine::runtime;
@@ -258,6 +260,57 @@ TEST_CASE("device path, hybrid model: a random drafter's rejected drafts are rol
   CHECK(s.model->restores > 0);                          // ... and their states put back
   CHECK(s.model->slots_used.size() > 1);
   CHECK(m.kv_blocks_used == 0);
+}
+
+TEST_CASE("device path, hybrid model at TP2: rejected drafts are rolled out of the worker's states too") {
+  // The head keeps the drafting slots' states before a verification and restores the rejecting
+  // ones before the rollback's step; the worker, which holds its KDA heads' part of each state,
+  // must do the same when told (the device step's keep and restore lists), or its heads go on
+  // from states that saw the rejected drafts and the answers depart from plain decoding's.
+  const auto dir = model::test::fixture_dir("glm5_next_text");
+  const std::vector<std::vector<std::int32_t>> prompts = {{5, 141, 59, 65, 35, 89}, {10, 20, 30}, {200, 1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  auto plain = start(dir, nullptr, 0);
+  const Run base = run(*plain.engine, prompts, 16);
+  spec::test::TempDir tmp("device_hybrid_tp_drafter");
+  spec::test::write_random_drafter(tmp.path(), model::load_model(dir).value()->config(), {0, 2}, 8, 7);
+  std::vector<std::vector<std::int32_t>> got;
+  int worker_restores = 0;
+  std::int64_t rejected = 0;
+  const auto ranks = comm::test::run_group<std::string>(
+      2,
+      [&](comm::Communicator& c) -> std::string {
+        auto inner = model::load_model(dir, c);
+        if (!inner) return "loading: " + inner.error().message;
+        auto m = std::make_unique<HostDeviceModel>(std::move(inner).value(), 4);
+        HostDeviceModel* device = m.get();
+        if (c.rank() == 1) {
+          auto s = run_worker_rank(*m, WorkerOptions{});
+          worker_restores = device->restores;
+          return s ? "" : "worker: " + s.error().message;
+        }
+        auto drafter = spec::load_dflash(tmp.path(), dir, m->config());
+        if (!drafter) return "drafter: " + drafter.error().message;
+        EngineConfig cfg;
+        cfg.max_model_len = 256, cfg.max_num_seqs = 4, cfg.max_num_batched_tokens = 64;
+        cfg.kv_cache_memory = 64ull << 20;
+        cfg.log = [](const std::string&) {};
+        cfg.device_drafter = std::make_shared<HostDrafter>(std::move(drafter).value(), *device);
+        cfg.num_speculative_tokens = 7;
+        cfg.draft_policy = {.min_chance = 0.0, .use_cost = false};
+        auto e = Engine::start(std::move(m), cfg);
+        if (!e) return "engine: " + e.error().message;
+        got = run(*e.value(), prompts, 16).tokens();
+        const auto mt = e.value()->metrics();
+        rejected = mt.spec_draft_tokens - mt.spec_accepted_tokens;
+        e.value().reset();  // tells the worker to shut down
+        return "";
+      },
+      [](const std::string& e) { return "group: " + e; });
+  CHECK_MESSAGE(ranks[0].empty(), ranks[0]);
+  CHECK_MESSAGE(ranks[1].empty(), ranks[1]);
+  CHECK(got == base.tokens());
+  CHECK(rejected > 0);
+  CHECK(worker_restores > 0);
 }
 
 TEST_CASE("device path, hybrid model: a drafter is refused when the model cannot restore its recurrent states") {
