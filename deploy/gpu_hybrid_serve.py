@@ -12,7 +12,15 @@ SERVE_DIR holds tandem-serve and, in SERVE_DIR/lib, the shared libraries the GPU
      them; the answers must equal the same prompts sent one at a time;
   3. the same 12 prompts at once with a random DFlash drafter (--speculative-config, 7 drafts a
      step, nearly all rejected): the answers must equal plain decoding's, so every rejected
-     draft was rolled out of the recurrent states on the device; /metrics shows the drafts.
+     draft was rolled out of the recurrent states on the device; /metrics shows the drafts;
+  4. prefix caching of the recurrent state: the 12 prompts again, one at a time: the answers must
+     equal the first ones, and the prompts longer than a block resume from the state kept at
+     their last block boundary (tandem_prefix_cache_hit_tokens_total grows by that much);
+  5. tensor parallelism (TP2: a worker rank and a head, both on this machine's one GPU through
+     the host-staged transport): phases 1, 2 and 4 again, then 3 against TP2's plain answers
+     (the worker must roll rejected drafts out of its part of the states too). TP2 sums each
+     layer in another order than TP1, so its answers are compared with TP1's and reported, not
+     required to match; transformers' greedy continuations are.
 TANDEM_DEVICE=cpu runs the same on the CPU reference path (a check of the script itself).
 The fixtures have no tokenizer: a copy gets one whose ids are single characters (U+0100 + id), so
 prompts and completions are exact token ids. Exit status 0 only when every comparison holds.
@@ -154,6 +162,18 @@ def plain_phases(port, case, golden):
     return failures + (same != 12), prompts, together
 
 
+def prefix_phase(port, case, prompts, first, block=16):
+    """Phase 4: the failures. Each prompt resumes at its last block boundary below its length."""
+    before = metric(port, "tandem_prefix_cache_hit_tokens_total")
+    again = [complete(port, p, 24) for p in prompts]
+    hits = metric(port, "tandem_prefix_cache_hit_tokens_total") - before
+    want = sum((len(p) - 1) // block * block for p in prompts)
+    same = sum(a == b for a, b in zip(again, first))
+    print(f"{case}: the 12 prompts again, one at a time: {same} of 12 equal their first answers; "
+          f"{hits:.0f} prompt tokens from the prefix cache (the kept states reach {want})")
+    return int(same != 12 or hits != want)
+
+
 def drafter_phase(port, case, prompts, plain):
     """Phase 3: the failures."""
     with ThreadPoolExecutor(12) as pool:
@@ -162,6 +182,65 @@ def drafter_phase(port, case, prompts, plain):
     d, a = metric(port, "tandem_spec_decode_draft_tokens_total"), metric(port, "tandem_spec_decode_accepted_tokens_total")
     print(f"{case}: 12 prompts at once with a random drafter: {same} of 12 equal plain decoding's; {d:.0f} drafted, {a:.0f} accepted")
     return int(same != 12 or d == 0)
+
+
+class Pair:
+    """A TP2 tandem-serve group (worker rank 1, then the head) for the length of a `with` block."""
+
+    def __init__(self, cmd, port, log, env):
+        self.cmd, self.port, self.log, self.env = cmd, port, log, env
+
+    def __enter__(self):
+        group = ["--tensor-parallel-size", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
+                 "--master-port", str(self.port + 100), "--rendezvous-timeout", "120s", "--peer-timeout", "20s"]
+        worker = [a if a != str(self.port) else str(self.port + 200) for a in self.cmd]
+        self.worker = subprocess.Popen(worker + group + ["--node-rank", "1", "--headless"], stdout=self.log,
+                                       stderr=subprocess.STDOUT, env=self.env)
+        self.head = subprocess.Popen(self.cmd + group + ["--node-rank", "0"], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=self.env)
+        self.up = wait_health(self.port, self.head)
+        return self
+
+    def __exit__(self, *exc):
+        self.head.terminate()
+        self.head.wait()
+        try:
+            self.worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.worker.kill()
+            self.worker.wait()
+
+
+def run_case(case, model, serve, spec, port, log, env, golden):
+    """Phases 1-5 for one fixture; returns the failures."""
+    failures, answers = 0, {}
+    for tp, phase in ((1, "plain"), (1, "drafter"), (2, "plain"), (2, "drafter")):
+        cmd = serve + ["--port", str(port)] + (spec if phase == "drafter" else [])
+        name = f"{case} TP{tp}"
+        if phase == "drafter" and (tp, "plain") not in answers:
+            continue
+        try:
+            with (Server if tp == 1 else Pair)(cmd, port, log, env) as server:
+                if not server.up:
+                    print(f"{name} ({phase}): the server did not come up")
+                    failures += 1
+                    continue
+                if phase == "plain":
+                    f, prompts, together = plain_phases(port, name, golden)
+                    f += prefix_phase(port, name, prompts, together)
+                    answers[(tp, "plain")] = (prompts, together)
+                else:
+                    prompts, together = answers[(tp, "plain")]
+                    f = drafter_phase(port, name, prompts, together)
+                failures += f
+        except Exception as e:
+            print(f"{name} ({phase}): {e!r}")
+            failures += 1
+    if (1, "plain") in answers and (2, "plain") in answers:
+        one, two = answers[(1, "plain")][1], answers[(2, "plain")][1]
+        same = sum(a == b for a, b in zip(one, two))
+        print(f"{case}: TP2's 12 answers against TP1's: {same} of 12 identical (reported; other sums)")
+    return failures
 
 
 def main():
@@ -180,30 +259,12 @@ def main():
         json.dump(tokenizer(cfg["vocab_size"]), open(os.path.join(model, "tokenizer.json"), "w"))
         golden = json.load(open(os.path.join(fixtures, case, "golden.json")))["sequences"]
         serve = [os.path.join(serve_dir, "tandem-serve"), model, "--device", os.environ.get("TANDEM_DEVICE", "cuda"),
-                 "--port", str(port), "--max-model-len", "256", "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"]
+                 "--host", "127.0.0.1", "--max-model-len", "256", "--max-num-seqs", "4", "--kv-cache-memory", "64MiB"]
         drafter = f"/tmp/{case}-drafter"
         random_drafter(drafter, cfg)
         spec = ["--speculative-config", '{"method":"dflash","model":"%s","num_speculative_tokens":7}' % drafter]
         with open(os.path.join(out, f"serve-{case}.log"), "w") as log:
-            prompts = None
-            for phase, cmd in (("plain", serve), ("drafter", serve + spec)):
-                if phase == "drafter" and prompts is None:
-                    break
-                try:
-                    with Server(cmd, port, log, env) as server:
-                        if not server.up:
-                            print(f"{case} ({phase}): server did not come up")
-                            failures += 1
-                            break
-                        if phase == "plain":
-                            f, prompts, plain = plain_phases(port, case, golden)
-                        else:
-                            f = drafter_phase(port, case, prompts, plain)
-                        failures += f
-                except Exception as e:
-                    print(f"{case} ({phase}): {e!r}")
-                    failures += 1
-                    break
+            failures += run_case(case, model, serve, spec, port, log, env, golden)
         for line in open(os.path.join(out, f"serve-{case}.log")):
             if "pool" in line or "error" in line:
                 print("  " + line.rstrip())
