@@ -121,8 +121,8 @@ struct EngineMetrics {
   std::vector<double> spec_step_cost_seconds, spec_position_rate;
   // Where the time goes: wall seconds of the steps' model work (forwards, drafting, sampling),
   // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
-  // target ran (CPU path; on a device that work is asynchronous and lands in the phases that wait
-  // for it). Under tensor parallelism the drafter runs on the head rank only, while the other
+  // target ran (on a device: the pass that writes the rows waiting for a proposal, timed on the
+  // device; their copy after each step is not timed apart). Under tensor parallelism the drafter runs on the head rank only, while the other
   // ranks wait: its share of the step is what sharding it could win back. spec_verify_seconds:
   // the target forwards of the steps that verified drafts (with their rewinds on a recurrent
   // model); what a DFlash step costs beyond drafting and verifying is model_seconds less both.

@@ -15,6 +15,7 @@
 //      (no logits) over their kept tokens, the anchor and the accepted drafts, which advances the
 //      state as plain decoding would have (and writes the same KV rows again), as run_job.cpp's
 //      rewind_state does on the CPU.
+#include <algorithm>
 #include <chrono>
 
 #include "step_job.hpp"
@@ -51,7 +52,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   }
   std::vector<std::vector<std::int32_t>> blocks(jobs.size());
   std::vector<std::vector<double>> q(jobs.size());
-  double draft_seconds = 0;
+  double draft_seconds = 0, context_seconds = 0;
   if (!items.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     auto d = drafter.propose(items, any_sampled);
@@ -70,7 +71,10 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
         }
       }
     }
-    draft_seconds = seconds_since(t0);
+    // The context rows that waited for this proposal are every token's cost, not drafting's: the
+    // adaptive length weighs the proposal alone (spec::StepCost).
+    context_seconds = std::min(d->context_seconds, seconds_since(t0));
+    draft_seconds = seconds_since(t0) - context_seconds;
   }
 
   // 2. Verify (and run everyone else's work) in one target step.
@@ -116,9 +120,9 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   if (!picks) return fail_all(jobs, picks.error().message);
   if (!logits) return fail_all(jobs, logits.error().message);
 
-  // 3. Context rows for every token the target just ran. This only enqueues the work on the
-  // device: its time lands in whichever phase next waits for the stream (a rewind, the next
-  // proposal or the next step), so it is not timed apart here (Job::context_seconds stays 0).
+  // 3. Context rows for every token the target just ran. The CUDA drafter copies the captured rows
+  // aside and writes them before its next proposal, which times that pass apart
+  // (Drafts::context_seconds, booked as Job::context_seconds).
   if (auto s = drafter.add_context(work); !s) return fail_all(jobs, s.error().message);
 
   // 4. Accept or sample.
@@ -178,6 +182,7 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
   if (!jobs.empty()) {
     Job& j = drafting.empty() ? jobs.front() : jobs[drafting.front()];
     j.draft_seconds = draft_seconds;
+    j.context_seconds = context_seconds;
     if (!drafting.empty()) j.verify_seconds = forward_seconds;
     if (decode_only) {
       j.forward_tokens = widest;

@@ -152,6 +152,7 @@ Outcome measure(const Setup& s, int k, bool fixed_k, const std::vector<Prompt>& 
   total.metrics.model_seconds -= before.model_seconds;
   total.metrics.spec_draft_seconds -= before.spec_draft_seconds;
   total.metrics.spec_verify_seconds -= before.spec_verify_seconds;
+  total.metrics.spec_context_seconds -= before.spec_context_seconds;
   total.metrics.spec_drafts -= before.spec_drafts;
   total.metrics.spec_accepted_tokens -= before.spec_accepted_tokens;
   total.metrics.spec_draft_tokens -= before.spec_draft_tokens;
@@ -162,8 +163,9 @@ Outcome measure(const Setup& s, int k, bool fixed_k, const std::vector<Prompt>& 
 
 // One row of the table of where a run's time goes, in ms per engine step over the timed runs:
 // the wall clock; the model work (run_model: proposals, target forwards, context rows, acceptance);
-// of it the proposals and the verifying forwards, and the rest (plain forwards, sampling and
-// acceptance on the host, enqueueing context rows); and the engine outside the model work
+// of it the proposals, the verifying forwards and the drafter's context rows (on the device: the
+// pass writing the rows that waited for a proposal), and the rest (plain forwards, sampling and
+// acceptance on the host, copying context rows aside); and the engine outside the model work
 // (scheduling, completing, events), which is wall less model work.
 std::string time_row(const std::string& kind, int batch, const char* mode, const Outcome& o, int repeat) {
   const EngineMetrics& m = o.metrics;
@@ -174,9 +176,10 @@ std::string time_row(const std::string& kind, int batch, const char* mode, const
   // of b verifies up to b requests' drafts) and their mean draft length.
   const double request_steps = steps * batch, drafted = static_cast<double>(m.spec_drafts);
   char buf[384];
-  std::snprintf(buf, sizeof buf, "| %s | %d | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.2f |\n", kind.c_str(), batch,
-                mode, static_cast<long long>(m.steps), ms(wall), ms(m.model_seconds), ms(m.spec_draft_seconds), ms(m.spec_verify_seconds),
-                ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds), ms(wall - m.model_seconds),
+  std::snprintf(buf, sizeof buf, "| %s | %d | %s | %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.2f |\n", kind.c_str(),
+                batch, mode, static_cast<long long>(m.steps), ms(wall), ms(m.model_seconds), ms(m.spec_draft_seconds), ms(m.spec_verify_seconds),
+                ms(m.spec_context_seconds), ms(m.model_seconds - m.spec_draft_seconds - m.spec_verify_seconds - m.spec_context_seconds),
+                ms(wall - m.model_seconds),
                 100.0 * std::min(1.0, drafted / request_steps), drafted > 0 ? static_cast<double>(m.spec_draft_tokens) / drafted : 0.0);
   return buf;
 }
@@ -310,10 +313,10 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("\nWhere the time goes: ms per engine step over the timed runs (model = the steps' model work; "
-                "rest = model less proposals and verifications; outside = the engine's own work between; drafted = the "
+                "context = the drafter's context rows; rest = model less proposals, verifications and context; outside = the engine's own work between; drafted = the "
                 "share of a request's steps that drafted, at most 100%% at batch 1; k = their mean draft length)\n\n");
-    std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | rest | outside | drafted | k |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| class | batch | drafting | steps | wall | model | proposals | verifications | context | rest | outside | drafted | k |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& r : time_rows) std::fputs(r.c_str(), stdout);
     if (!policy_rows.empty()) {
       std::printf("\nThe adaptive length's view after each run: steps that chose k drafts (k:steps over the timed runs, "

@@ -93,7 +93,8 @@ class DFlashCuda final : public DeviceDrafter {
   ~DFlashCuda() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (auto& [key, exec] : context_graphs_) cudaGraphExecDestroy(exec);
-    if (ctx_staged_) cudaEventDestroy(ctx_staged_);
+    for (cudaEvent_t e : {ctx_staged_, ctx_begin_, ctx_end_})
+      if (e) cudaEventDestroy(e);
     for (std::int32_t* p : {ctx_host_, prop_host_})
       if (p) cudaFreeHost(p);
     if (keys_host_) cudaFreeHost(keys_host_);
@@ -280,6 +281,10 @@ class DFlashCuda final : public DeviceDrafter {
   DeviceBuffer waiting_;
   std::vector<std::int32_t> waiting_pos_, waiting_slot_;
   cudaEvent_t ctx_staged_ = nullptr;  // the last context pass's staged inputs were read
+  cudaEvent_t ctx_begin_ = nullptr, ctx_end_ = nullptr;  // around a proposal's pass (Drafts::context_seconds)
+  // Captures the context pass's graph of every padded size up front (at make_pool), so no step
+  // pays a capture: a proposal's time would count it as drafting's (the adaptive length weighs it).
+  Status capture_context_graphs();
   int target_tokens_ = 0;                                    // rows the target's capture holds
   model::OpTimer* timer_ = nullptr;                          // eager proposals only
 };
@@ -395,10 +400,12 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (auto e = TANDEM_CUDA_STATUS(cudaMemset(waiting_.get(), 0, waiting_bytes), "zeroing the waiting context rows"); !e) return e.error();
   if (auto e = TANDEM_CUDA_STATUS(cudaEventCreateWithFlags(&ctx_staged_, cudaEventDisableTiming), "context staging event"); !e)
     return e.error();
+  for (cudaEvent_t* ev : {&ctx_begin_, &ctx_end_})
+    if (auto e = TANDEM_CUDA_STATUS(cudaEventCreate(ev), "context timing event"); !e) return e.error();
   std::size_t ws = 0;
   for (int n = 1; n <= s_cap_ * B_; ++n) ws = std::max(ws, k::paged_attention_workspace_bytes(n, nh_, layout(), max_len_));
   if (auto e = attn_ws_.allocate(std::max<std::size_t>(ws, 256), "drafter attention workspace"); !e) return e.error();
-  return tandem::Ok{};
+  return capture_context_graphs();
 }
 
 Status DFlashCuda::qkv_rows(int l, int T, bool queries) {
@@ -504,7 +511,7 @@ Status DFlashCuda::flush_context() {
   // a power of two, they replay a graph per size. Padding rows (zeroed or stale waiting rows)
   // write the scratch block only.
   const int Tn = next_pow2(T);
-  const bool graph = !eager_ && Tn <= std::min(512, t_cap_);
+  const bool graph = !eager_ && context_graphs_.count(Tn) > 0;  // every size up to 512 (capture_context_graphs)
   if (graph)
     for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
   const int rows = graph ? Tn : T;
@@ -513,25 +520,37 @@ Status DFlashCuda::flush_context() {
   upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(rows), err);
   err(TANDEM_CUDA_STATUS(cudaEventRecord(ctx_staged_, stream_), "drafter context: staging event"));
   if (graph) {
-    if (auto it = context_graphs_.find(Tn); it != context_graphs_.end()) {
-      err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "drafter context graph launch"));
-    } else {
-      err(enqueue_context(Tn));  // eagerly first (plans its GEMMs), then captured
-      cudaGraph_t g = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
-      if (err.ok()) {
-        err(enqueue_context(Tn));
-        err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end context capture"));
-        if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
-        if (g) cudaGraphDestroy(g);
-        if (err.ok()) context_graphs_[Tn] = exec;
-      }
-    }
+    err(TANDEM_CUDA_STATUS(cudaGraphLaunch(context_graphs_.at(Tn), stream_), "drafter context graph launch"));
   } else {
     err(enqueue_context(T));
   }
   if (!err.ok()) return err.status.error().with_context("drafter context");
+  return tandem::Ok{};
+}
+
+// Every padded size's pass once eagerly (which plans its GEMMs), then captured; the rows are
+// padding (position 0, the scratch block), so the pool's real blocks are not written.
+Status DFlashCuda::capture_context_graphs() {
+  if (eager_) return tandem::Ok{};
+  FirstError err;
+  for (int Tn = 1; Tn <= std::min(512, t_cap_) && err.ok(); Tn *= 2) {
+    std::int32_t* pos = ctx_host_ + offset(ctx_pos());
+    for (int t = 0; t < Tn; ++t) pos[t] = 0, pos[Tn + t] = num_blocks_ * block_size_ + t % block_size_;
+    upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(Tn), err);
+    err(enqueue_context(Tn));
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
+    if (!err.ok()) break;
+    err(enqueue_context(Tn));
+    err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end context capture"));
+    if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
+    if (g) cudaGraphDestroy(g);
+    if (err.ok()) context_graphs_[Tn] = exec;
+    // The staged inputs are rewritten for the next size: this one's copy must have read them.
+    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter context graphs"));
+  }
+  if (!err.ok()) return err.status.error().with_context("capturing the drafter's context passes");
   return tandem::Ok{};
 }
 
@@ -552,8 +571,14 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   const int S = static_cast<int>(items.size());
   Drafts out;
   if (S == 0) return out;
-  // The context rows waiting since the last proposal first: this one attends to them.
-  if (auto f = flush_context(); !f) return f.error();
+  // The context rows waiting since the last proposal first: this one attends to them. Their pass
+  // is timed apart on the device (the events are read after the proposal's synchronisation).
+  const bool waited = !waiting_pos_.empty();
+  if (waited) {
+    if (auto e = TANDEM_CUDA_STATUS(cudaEventRecord(ctx_begin_, stream_), "context timing"); !e) return e.error();
+    if (auto f = flush_context(); !f) return f.error();
+    if (auto e = TANDEM_CUDA_STATUS(cudaEventRecord(ctx_end_, stream_), "context timing"); !e) return e.error();
+  }
   if (S > s_cap_) return error("drafter: " + std::to_string(S) + " sequences, more than " + std::to_string(s_cap_));
   // Mixed lengths (the adaptive policy at batch > 1) replay the graph of the longest: a shorter
   // block is padded with mask tokens whose rows write the scratch block and attend only up to the
@@ -638,6 +663,10 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   }
   err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter"));
   if (!err.ok()) return err.status.error().with_context("drafter");
+  if (waited) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ctx_begin_, ctx_end_) == cudaSuccess) out.context_seconds = 1e-3 * static_cast<double>(ms);
+  }
   // Each item's n drafts, without the rows that padded its block.
   const std::size_t Vs = static_cast<std::size_t>(V_);
   for (int s = 0; s < S; ++s)

@@ -39,6 +39,9 @@ struct DraftItem {
 struct Drafts {
   std::vector<std::int32_t> tokens;  // the argmax of each proposal row, items' rows in order
   std::vector<float> logits;         // the rows' logits (rows x vocab), only when asked for
+  // Of the call's time, the seconds spent writing context rows of earlier steps that waited for
+  // this proposal (add_context): a cost of every token the target ran, not of drafting.
+  double context_seconds = 0;
 };
 
 class DeviceDrafter {
