@@ -35,7 +35,6 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <unordered_map>
 #include <utility>
 
 #include "tandem/kernels/activation.hpp"
@@ -51,6 +50,7 @@
 #include "tandem/model/safetensors.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
 #include "tandem/spec/drafter.hpp"
+#include "tandem/spec/waiting_context.hpp"
 #include "tandem/kernels/cuda_check.hpp"
 
 namespace tandem::spec {
@@ -277,9 +277,9 @@ class DFlashCuda final : public DeviceDrafter {
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;  // by (batch bucket, drafts per sequence)
   std::map<int, cudaGraphExec_t> context_graphs_;            // by padded token count
   // Context rows not yet written: their features (bf16 [t_cap_, F_], copied from the target's
-  // capture after each step), positions and pool slots, oldest first.
+  // capture after each step, in the order of waiting_rows_: positions and pool slots).
   DeviceBuffer waiting_;
-  std::vector<std::int32_t> waiting_pos_, waiting_slot_;
+  WaitingContext waiting_rows_;
   cudaEvent_t ctx_staged_ = nullptr;  // the last context pass's staged inputs were read
   cudaEvent_t ctx_begin_ = nullptr, ctx_end_ = nullptr;  // around a proposal's pass (Drafts::context_seconds)
   // Captures the context pass's graph of every padded size up front (at make_pool), so no step
@@ -397,6 +397,7 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   // Zeroed: a graph's padding rows read waiting rows past the real ones.
   const std::size_t waiting_bytes = static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(F_) * 2;
   if (auto e = waiting_.allocate(waiting_bytes, "the drafter's waiting context rows"); !e) return e.error();
+  waiting_rows_ = WaitingContext(t_cap_);
   if (auto e = TANDEM_CUDA_STATUS(cudaMemset(waiting_.get(), 0, waiting_bytes), "zeroing the waiting context rows"); !e) return e.error();
   if (auto e = TANDEM_CUDA_STATUS(cudaEventCreateWithFlags(&ctx_staged_, cudaEventDisableTiming), "context staging event"); !e)
     return e.error();
@@ -470,54 +471,39 @@ tandem::Status DFlashCuda::add_context(std::span<const model::PagedWork> work) {
   const int T = static_cast<int>(pos.size());
   if (T == 0) return tandem::Ok{};
   if (T > t_cap_) return error("drafter context: more than " + std::to_string(t_cap_) + " tokens in a step");
-  if (static_cast<int>(waiting_pos_.size()) + T > t_cap_)
+  if (!waiting_rows_.fits(T))
     if (auto s = flush_context(); !s) return s;
   // The capture's first T rows (the step's tokens in the items' order) behind the waiting ones;
   // the next target step overwrites the capture only after this copy (the same stream).
   const std::size_t row_bytes = static_cast<std::size_t>(F_) * 2;
-  if (auto s = TANDEM_CUDA_STATUS(cudaMemcpyAsync(waiting_.as<char>() + waiting_pos_.size() * row_bytes, target_.captured(),
+  if (auto s = TANDEM_CUDA_STATUS(cudaMemcpyAsync(waiting_.as<char>() + static_cast<std::size_t>(waiting_rows_.size()) * row_bytes, target_.captured(),
                                                   static_cast<std::size_t>(T) * row_bytes, cudaMemcpyDeviceToDevice, stream_),
                                   "drafter context: keeping the captured rows");
       !s)
     return s.error();
-  waiting_pos_.insert(waiting_pos_.end(), pos.begin(), pos.end());
-  waiting_slot_.insert(waiting_slot_.end(), slots.begin(), slots.end());
+  waiting_rows_.add(pos, slots);
   return defer_context_ ? tandem::Ok{} : flush_context();
 }
 
-// long-function: the staging (latest write per slot, graph padding), then a graph replay, capture or eager pass.
 Status DFlashCuda::flush_context() {
-  const int T = static_cast<int>(waiting_pos_.size());
+  const int T = waiting_rows_.size();
   if (T == 0) return tandem::Ok{};
   // The previous pass's copy of the staged inputs must have read them before they are rewritten
   // (a target step or a proposal waits for the stream; two passes can follow one another without).
   if (auto s = TANDEM_CUDA_STATUS(cudaEventSynchronize(ctx_staged_), "drafter context: waiting for the last staging"); !s)
     return s.error();
-  std::int32_t* pos = ctx_host_ + offset(ctx_pos());
-  std::int32_t* slots = ctx_host_ + t_cap_;  // moved up behind the positions once the rows are known
-  // Rows of several steps may write one slot (a rejected draft's position, then the token kept
-  // there; a finished sequence's block taken by another): only the latest is written, as the
-  // steps one after another would leave it; the earlier ones go to the scratch block.
-  std::unordered_map<std::int32_t, int> last;
-  for (int t = 0; t < T; ++t) last[waiting_slot_[static_cast<std::size_t>(t)]] = t;
-  for (int t = 0; t < T; ++t) {
-    const std::int32_t sl = waiting_slot_[static_cast<std::size_t>(t)];
-    const bool latest = last[sl] == t;
-    pos[t] = latest ? waiting_pos_[static_cast<std::size_t>(t)] : 0;
-    slots[t] = latest ? sl : num_blocks_ * block_size_ + t % block_size_;
-  }
-  waiting_pos_.clear(), waiting_slot_.clear();
   // Passes repeat their sizes (decodes, verifications, short prompts): up to 512 tokens, padded to
-  // a power of two, they replay a graph per size. Padding rows (zeroed or stale waiting rows)
-  // write the scratch block only.
+  // a power of two, they replay a graph per size (capture_context_graphs). Padding rows (zeroed or
+  // stale waiting rows) write the scratch block only.
   const int Tn = next_pow2(T);
-  const bool graph = !eager_ && context_graphs_.count(Tn) > 0;  // every size up to 512 (capture_context_graphs)
-  if (graph)
-    for (int t = T; t < Tn; ++t) pos[t] = 0, slots[t] = num_blocks_ * block_size_ + t % block_size_;
+  const bool graph = !eager_ && context_graphs_.count(Tn) > 0;
   const int rows = graph ? Tn : T;
+  const auto n = static_cast<std::size_t>(rows);
+  waiting_rows_.stage(rows, num_blocks_ * block_size_, block_size_, std::span(ctx_host_ + offset(ctx_pos()), n),
+                      std::span(ctx_host_ + offset(ctx_slot(rows)), n));
+  waiting_rows_.clear();
   FirstError err;
-  std::copy(slots, slots + rows, ctx_host_ + offset(ctx_slot(rows)));  // forward: the target is below the source
-  upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(rows), err);
+  upload(ctx_host_, ctx_pos(), 2 * n, err);
   err(TANDEM_CUDA_STATUS(cudaEventRecord(ctx_staged_, stream_), "drafter context: staging event"));
   if (graph) {
     err(TANDEM_CUDA_STATUS(cudaGraphLaunch(context_graphs_.at(Tn), stream_), "drafter context graph launch"));
@@ -573,7 +559,7 @@ tandem::Result<Drafts> DFlashCuda::propose(std::span<const DraftItem> items, boo
   if (S == 0) return out;
   // The context rows waiting since the last proposal first: this one attends to them. Their pass
   // is timed apart on the device (the events are read after the proposal's synchronisation).
-  const bool waited = !waiting_pos_.empty();
+  const bool waited = !waiting_rows_.empty();
   if (waited) {
     if (auto e = TANDEM_CUDA_STATUS(cudaEventRecord(ctx_begin_, stream_), "context timing"); !e) return e.error();
     if (auto f = flush_context(); !f) return f.error();
