@@ -370,9 +370,16 @@ Status DFlashCuda::load(const model::Checkpoint& ck) {
       {&head_in_, R * h * 2, "drafter head rows"},
       {&logits_, R * static_cast<std::size_t>(V_) * 4, "draft logits"},
       {&argmax_keys_, R * sizeof(unsigned long long), "draft tokens"},
+      // Features of the context rows that wait for a proposal (add_context): allocated here, before
+      // the KV pool is sized from what memory is left.
+      {&waiting_, T * static_cast<std::size_t>(F_) * 2, "the drafter's waiting context rows"},
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  // Zeroed: a graph's padding rows read waiting rows past the real ones.
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemset(waiting_.get(), 0, T * static_cast<std::size_t>(F_) * 2), "zeroing the waiting context rows"); !e)
+    return e.error();
+  waiting_rows_ = WaitingContext(t_cap_);
 
   if (auto s = target_.set_capture(c_.target_layer_ids); !s) return s.error().with_context("the target's hidden-state capture");
   return {};
@@ -394,11 +401,6 @@ tandem::Status DFlashCuda::make_pool(std::int32_t num_blocks, int block_size) {
   if (auto e = TANDEM_CUDA_STATUS(cudaMallocHost(&keys_host_, static_cast<std::size_t>(r_cap_) * sizeof(unsigned long long)), "pinned draft tokens");
       !e)
     return e.error();
-  // Zeroed: a graph's padding rows read waiting rows past the real ones.
-  const std::size_t waiting_bytes = static_cast<std::size_t>(t_cap_) * static_cast<std::size_t>(F_) * 2;
-  if (auto e = waiting_.allocate(waiting_bytes, "the drafter's waiting context rows"); !e) return e.error();
-  waiting_rows_ = WaitingContext(t_cap_);
-  if (auto e = TANDEM_CUDA_STATUS(cudaMemset(waiting_.get(), 0, waiting_bytes), "zeroing the waiting context rows"); !e) return e.error();
   if (auto e = TANDEM_CUDA_STATUS(cudaEventCreateWithFlags(&ctx_staged_, cudaEventDisableTiming), "context staging event"); !e)
     return e.error();
   for (cudaEvent_t* ev : {&ctx_begin_, &ctx_end_})
