@@ -18,6 +18,9 @@
 // and proposes the same continuation); one anchored at the run's rejected position accepts nothing.
 // That is exact for the reference's own anchors and an approximation elsewhere.
 //
+// Beside the policies, an oracle row: each step drafts what is best for that step knowing how
+// many drafts will be accepted; no policy can beat it, so it bounds what a better policy could win.
+//
 // Each policy runs the class's prompts once to warm up (the engine keeps one prior fed by every
 // verification), then once counted, as tandem_spec_bench does.
 #include <algorithm>
@@ -58,11 +61,26 @@ struct Tally {
   long tokens = 0, steps = 0, drafting = 0, drafted = 0;
 };
 
-// One prompt's answer of `max_tokens`: k_fixed >= 0 drafts that many every step; else the policy.
+// The draft length a step would choose knowing how many drafts will be accepted (`run`): the
+// most tokens per second of this step alone. An upper bound for any policy that decides from what
+// it knows before the step (the drafter's confidence included), not a policy.
+int oracle_k(int run, const Costs& c) {
+  int best = 0;
+  double rate = 1.0 / c.forward(1);
+  for (int k = 1; k <= c.k; ++k)
+    if (const double r = (std::min(run, k) + 1) / (c.forward(k + 1) + c.proposal + c.extra); r > rate) rate = r, best = k;
+  return best;
+}
+
+constexpr int kOracle = -2;  // answer()'s k_fixed for oracle_k
+
+// One prompt's answer of `max_tokens`: k_fixed >= 0 drafts that many every step, kOracle knows
+// each step's acceptance; else the policy.
 void answer(const std::vector<int>& run, int max_tokens, const Costs& c, int k_fixed, DraftLength& prior, StepCost& cost, Tally& t) {
   DraftLength mine = prior.fresh();
   for (int p = 0; p < max_tokens;) {
-    int k = k_fixed >= 0 ? k_fixed : mine.next(&cost);
+    const int here = p < static_cast<int>(run.size()) ? run[static_cast<std::size_t>(p)] : 0;
+    int k = k_fixed >= 0 ? k_fixed : k_fixed == kOracle ? oracle_k(here, c) : mine.next(&cost);
     k = std::min(k, max_tokens - p - 1);
     ++t.steps;
     if (k <= 0) {
@@ -71,7 +89,7 @@ void answer(const std::vector<int>& run, int max_tokens, const Costs& c, int k_f
       ++p;
       continue;
     }
-    const int a = std::min(p < static_cast<int>(run.size()) ? run[static_cast<std::size_t>(p)] : 0, k);
+    const int a = std::min(here, k);
     cost.record_forward(k + 1, c.forward(k + 1));
     cost.record_draft(c.proposal);
     t.seconds += c.forward(k + 1) + c.proposal + c.extra;
@@ -168,6 +186,7 @@ int main(int argc, char** argv) {
       rows.push_back({{"class", kind}, {"drafting", name}, {"speedup", speedup}, {"drafted_share", share}, {"mean_k", mean_k}});
     };
     row("fixed k", replay(r, max_tokens, c, c.k, base));
+    row("oracle (knows each step's acceptance)", replay(r, max_tokens, c, kOracle, base));
     for (const Setting& s : settings) row(s.name, replay(r, max_tokens, c, -1, s.policy));
   }
   if (!json_out.empty()) {
