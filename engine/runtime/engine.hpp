@@ -122,10 +122,11 @@ struct EngineMetrics {
   // Where the time goes: wall seconds of the steps' model work (forwards, drafting, sampling),
   // and the drafter's part of it: proposing drafts, and adding context rows for the tokens the
   // target ran (on a device: the pass that writes the rows waiting for a proposal, timed on the
-  // device; their copy after each step is not timed apart). Under tensor parallelism the drafter runs on the head rank only, while the other
-  // ranks wait: its share of the step is what sharding it could win back. spec_verify_seconds:
-  // the target forwards of the steps that verified drafts (with their rewinds on a recurrent
-  // model); what a DFlash step costs beyond drafting and verifying is model_seconds less both.
+  // device; their copy after each step is not timed apart). Under tensor parallelism the drafter
+  // runs on the head rank only, while the other ranks wait: its share of the step is what sharding
+  // it could win back. spec_verify_seconds: the target forwards of the steps that verified drafts
+  // (with their rewinds on a recurrent model); what a DFlash step costs beyond drafting and
+  // verifying is model_seconds less both.
   double model_seconds = 0, spec_draft_seconds = 0, spec_context_seconds = 0, spec_verify_seconds = 0;
 };
 

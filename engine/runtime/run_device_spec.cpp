@@ -73,8 +73,9 @@ void run_device_spec_step(model::Model& m, spec::DeviceDrafter& drafter, std::ve
     }
     // The context rows that waited for this proposal are every token's cost, not drafting's: the
     // adaptive length weighs the proposal alone (spec::StepCost).
-    context_seconds = std::min(d->context_seconds, seconds_since(t0));
-    draft_seconds = seconds_since(t0) - context_seconds;
+    const double wall = seconds_since(t0);
+    context_seconds = std::min(d->context_seconds, wall);
+    draft_seconds = wall - context_seconds;
   }
 
   // 2. Verify (and run everyone else's work) in one target step.
