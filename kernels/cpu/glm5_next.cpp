@@ -25,12 +25,28 @@ void l2normalise(float* x, int n, double scale) {
   for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv);
 }
 
-// Writable: dsa_prepare_cpu writes the rows it reads back elsewhere (DsaPool::rows is float*).
-float* pool_row(const DsaPool& p, int seq, int pos) {
-  const long slot =
-      static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
-      pos % p.block_size;
-  return p.rows + slot * p.width;
+// Entry i of the row of position pos of sequence seq, as the pool stores it (DsaPool::type).
+long pool_slot(const DsaPool& p, int seq, int pos) {
+  return static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
+         pos % p.block_size;
+}
+float pool_get(const DsaPool& p, int seq, int pos, int i) {
+  const long e = pool_slot(p, seq, pos) * p.width + i;
+  switch (p.type) {
+    case DType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(p.rows)[e]);
+    case DType::fp8_e4m3: return fp8_e4m3_to_float(static_cast<const std::uint8_t*>(p.rows)[e]) * p.scale;
+    case DType::f32: break;
+  }
+  return static_cast<const float*>(p.rows)[e];
+}
+// Stores a computed row's first n entries into the pool's element type.
+void pool_put(const DsaPool& p, int seq, int pos, const float* row, int n) {
+  const long e = pool_slot(p, seq, pos) * p.width;
+  for (int i = 0; i < n; ++i) switch (p.type) {
+      case DType::bf16: static_cast<std::uint16_t*>(p.rows)[e + i] = bf16_from_float(row[i]); break;
+      case DType::fp8_e4m3: static_cast<std::uint8_t*>(p.rows)[e + i] = fp8_e4m3_from_float(row[i] / p.scale); break;
+      case DType::f32: static_cast<float*>(p.rows)[e + i] = row[i]; break;
+    }
 }
 
 }  // namespace
@@ -239,9 +255,10 @@ void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, lo
                      const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool, float* qr,
                      float* iw) {
   const int D = s.index_dim;
+  std::vector<float> computed(at(s.lora_kv + s.rope + 2 * D));
   for (int t = 0; t < tokens; ++t) {
     const float* p = proj + static_cast<long>(t) * ld_proj;
-    float* row = pool_row(pool, token_seq[t], token_pos[t]);
+    float* row = computed.data();
     rmsnorm_cpu(p, n.q_a_norm, qr + static_cast<long>(t) * s.lora_q, 1, s.lora_q, s.rms_eps);
     const float* c = p + s.lora_q;
     rmsnorm_cpu(c, n.kv_a_norm, row, 1, s.lora_kv, s.rms_eps);
@@ -249,6 +266,7 @@ void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, lo
     float* ik = row + s.lora_kv + s.rope;
     if (!s.indexer) {
       std::fill(ik, ik + 2 * D, 0.f);  // a shared layer's rows hold no indexer state
+      pool_put(pool, token_seq[t], token_pos[t], row, s.lora_kv + s.rope + 2 * D);
       continue;
     }
     // LayerNorm (eps 1e-6) of the indexer key, then the k-pool gate score as it is.
@@ -260,6 +278,7 @@ void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, lo
     const double inv = 1.0 / std::sqrt(var / D + 1e-6);
     for (int d = 0; d < D; ++d) ik[d] = static_cast<float>((k[d] - mean) * inv * n.k_norm[d] + n.k_norm_bias[d]);
     std::copy_n(k + D, D, ik + D);
+    pool_put(pool, token_seq[t], token_pos[t], row, s.lora_kv + s.rope + 2 * D);
     const float wscale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.index_heads)));
     for (int h = 0; h < s.index_heads; ++h) iw[static_cast<long>(t) * s.index_heads + h] = k[2 * D + h] * wscale;
   }
@@ -273,12 +292,12 @@ std::vector<double> dsa_pool_keys_cpu(const DsaShape& s, const DsaPool& pool, in
     for (int d = 0; d < D; ++d) {
       double top = -INFINITY;
       for (int m = 0; m < kp; ++m) {
-        logit[at(m)] = static_cast<double>(pool_row(pool, seq, p * kp + m)[ig_at + d]) + kpool_ape[m * D + d];
+        logit[at(m)] = static_cast<double>(pool_get(pool, seq, p * kp + m, ig_at + d)) + kpool_ape[m * D + d];
         top = std::max(top, logit[at(m)]);
       }
       double sum = 0, acc = 0;
       for (int m = 0; m < kp; ++m) sum += (logit[at(m)] = std::exp(logit[at(m)] - top));
-      for (int m = 0; m < kp; ++m) acc += logit[at(m)] / sum * pool_row(pool, seq, p * kp + m)[ik_at + d];
+      for (int m = 0; m < kp; ++m) acc += logit[at(m)] / sum * pool_get(pool, seq, p * kp + m, ik_at + d);
       keys[at(p * D + d)] = acc;
     }
   return keys;

@@ -1,6 +1,7 @@
 // glm5_next's CUDA kernels (tandem/kernels/glm5_next.hpp): naive and fp32 throughout, written to follow
 // the CPU reference line by line rather than to be fast.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -324,18 +325,55 @@ __global__ void __launch_bounds__(4 * 4 * R)
 
 // ---- DSA --------------------------------------------------------------------------------------
 
-__device__ __forceinline__ float* pool_row(const DsaPool& p, int seq, int pos) {
+// The pool's elements (DsaPool::type): T is float, bf16 or __nv_fp8_storage_t (x / scale).
+template <class T>
+__device__ __forceinline__ T* pool_row(const DsaPool& p, int seq, int pos) {
   const long slot = static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
                     pos % p.block_size;
-  return p.rows + slot * p.width;
+  return static_cast<T*>(p.rows) + slot * p.width;
+}
+__device__ __forceinline__ float pool_get(const float* r, int i, float) { return r[i]; }
+__device__ __forceinline__ float pool_get(const bf16* r, int i, float) { return __bfloat162float(r[i]); }
+__device__ __forceinline__ float pool_get(const __nv_fp8_storage_t* r, int i, float scale) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(r[i], __NV_E4M3))) * scale;
+}
+__device__ __forceinline__ void pool_put(float* r, int i, float x, float) { r[i] = x; }
+__device__ __forceinline__ void pool_put(bf16* r, int i, float x, float) { r[i] = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void pool_put(__nv_fp8_storage_t* r, int i, float x, float scale) {
+  r[i] = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
 }
 
+// Launches kernel<T> for the pool's element type.
+#define TANDEM_DSA_POOL_DISPATCH(pool, ...)                                          \
+  switch ((pool).type) {                                                             \
+    case DType::f32: { using T = float; __VA_ARGS__; break; }                        \
+    case DType::bf16: { using T = bf16; __VA_ARGS__; break; }                        \
+    case DType::fp8_e4m3: { using T = __nv_fp8_storage_t; __VA_ARGS__; break; }      \
+  }
+
+// The scale the pool's entries are stored at (a calibrated one from device memory where set).
+__device__ __forceinline__ float pool_scale(const DsaPool& p) { return p.scale_at ? *p.scale_at : p.scale; }
+
+// Where a row's entries go: into the pool, or (measuring, `amax` set) into a running max of |x|.
+// |x| of a non-negative float orders as its bits do, so atomicMax on the bits is the float max.
+template <class T>
+struct RowSink {
+  T* row;
+  float scale;
+  float* amax;
+  __device__ void operator()(int i, float x) const {
+    if (amax) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(fabsf(x)));
+    else pool_put(row, i, x, scale);
+  }
+};
+
+template <class T>
 __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, long ld_proj, const std::int32_t* token_seq,
-                                   const std::int32_t* token_pos, DsaPool pool, float* qr, float* iw) {
+                                   const std::int32_t* token_pos, DsaPool pool, float* qr, float* iw, float* amax) {
   __shared__ float scratch[32];
   const int t = blockIdx.x;
   const float* p = proj + static_cast<long>(t) * ld_proj;
-  float* row = pool_row(pool, token_seq[t], token_pos[t]);
+  const RowSink<T> put{pool_row<T>(pool, token_seq[t], token_pos[t]), pool_scale(pool), amax};
   // q_a norm
   float a = 0.f;
   for (int i = threadIdx.x; i < s.lora_q; i += blockDim.x) a += p[i] * p[i];
@@ -347,12 +385,12 @@ __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, l
   a = 0.f;
   for (int i = threadIdx.x; i < s.lora_kv; i += blockDim.x) a += c[i] * c[i];
   const float rc = rsqrtf(block_sum(a, scratch) / static_cast<float>(s.lora_kv) + s.rms_eps);
-  for (int i = threadIdx.x; i < s.lora_kv; i += blockDim.x) row[i] = c[i] * rc * nw.kv_a_norm[i];
-  for (int i = threadIdx.x; i < s.rope; i += blockDim.x) row[s.lora_kv + i] = c[s.lora_kv + i];
-  float* ik = row + s.lora_kv + s.rope;
+  for (int i = threadIdx.x; i < s.lora_kv; i += blockDim.x) put(i, c[i] * rc * nw.kv_a_norm[i]);
+  for (int i = threadIdx.x; i < s.rope; i += blockDim.x) put(s.lora_kv + i, c[s.lora_kv + i]);
+  const int ik = s.lora_kv + s.rope;
   const int D = s.index_dim;
   if (!s.indexer) {
-    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) ik[i] = 0.f;
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) put(ik + i, 0.f);
     return;
   }
   const float* k = c + s.lora_kv + s.rope;
@@ -363,8 +401,8 @@ __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, l
   for (int i = threadIdx.x; i < D; i += blockDim.x) a += (k[i] - mean) * (k[i] - mean);
   const float inv = rsqrtf(block_sum(a, scratch) / static_cast<float>(D) + 1e-6f);
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    ik[i] = (k[i] - mean) * inv * nw.k_norm[i] + nw.k_norm_bias[i];
-    ik[D + i] = k[D + i];
+    put(ik + i, (k[i] - mean) * inv * nw.k_norm[i] + nw.k_norm_bias[i]);
+    put(ik + D + i, k[D + i]);
   }
   const float* wp = k + 2 * D;
   const float wscale = rsqrtf(static_cast<float>(s.index_heads));
@@ -373,6 +411,7 @@ __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, l
 
 constexpr int kMaxIndexHeads = 64;
 
+template <class T>
 __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, long ld_iq, const float* iw,
                                   const float* ape, const std::int32_t* token_seq, const std::int32_t* token_pos,
                                   float* scores, std::int32_t* chosen, int max_pools, std::int32_t* sel,
@@ -386,20 +425,20 @@ __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, lon
   __syncthreads();
   float* sc = scores + static_cast<long>(t) * max_pools;
   std::int32_t* ch = chosen + static_cast<long>(t) * max_pools;
-  const float scale = rsqrtf(static_cast<float>(D));
+  const float scale = rsqrtf(static_cast<float>(D)), ps = pool_scale(pool);
   const int ik_at = s.lora_kv + s.rope, ig_at = ik_at + D;
   for (int p = threadIdx.x; p < n_pools; p += blockDim.x) {
     float dots[kMaxIndexHeads];
     for (int h = 0; h < IH; ++h) dots[h] = 0.f;
     for (int d = 0; d < D; ++d) {
       float top = -FLT_MAX;
-      for (int m = 0; m < kp; ++m) top = fmaxf(top, pool_row(pool, seq, p * kp + m)[ig_at + d] + ape[m * D + d]);
+      for (int m = 0; m < kp; ++m) top = fmaxf(top, pool_get(pool_row<T>(pool, seq, p * kp + m), ig_at + d, ps) + ape[m * D + d]);
       float sum = 0.f, acc = 0.f;
       for (int m = 0; m < kp; ++m) {
-        const float* r = pool_row(pool, seq, p * kp + m);
-        const float e = expf(r[ig_at + d] + ape[m * D + d] - top);
+        const T* r = pool_row<T>(pool, seq, p * kp + m);
+        const float e = expf(pool_get(r, ig_at + d, ps) + ape[m * D + d] - top);
         sum += e;
-        acc += e * r[ik_at + d];
+        acc += e * pool_get(r, ik_at + d, ps);
       }
       const float key = acc / sum;
       for (int h = 0; h < IH; ++h) dots[h] += q[h * D + d] * key;
@@ -427,6 +466,7 @@ __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, lon
 }
 
 // Block (token, head); dynamic shared memory: the query [lora_kv + rope] and the scores [max_sel].
+template <class T>
 __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const float* q_lat, const float* q_rope, long ld_q,
                                      long head_stride, const std::int32_t* token_seq, const std::int32_t* sel,
                                      const std::int32_t* sel_n, int max_sel, float scale, float* out_lat) {
@@ -440,12 +480,13 @@ __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const 
   for (int i = threadIdx.x; i < W; i += blockDim.x) q[i] = i < L ? ql[i] : qr[i - L];
   __syncthreads();
   const int n = sel_n[t];
+  const float ps = pool_scale(pool);
   const std::int32_t* keys = sel + static_cast<long>(t) * max_sel;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int j = warp; j < n; j += warps) {
-    const float* r = pool_row(pool, seq, keys[j]);
+    const T* r = pool_row<T>(pool, seq, keys[j]);
     float acc = 0.f;
-    for (int i = lane; i < W; i += 32) acc += q[i] * r[i];
+    for (int i = lane; i < W; i += 32) acc += q[i] * pool_get(r, i, ps);
     acc = warp_sum(acc);
     if (lane == 0) score[j] = acc * scale;
   }
@@ -459,7 +500,7 @@ __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const 
   float* out = out_lat + (static_cast<long>(t) * heads + h) * L;
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     float acc = 0.f;
-    for (int j = 0; j < n; ++j) acc += score[j] * pool_row(pool, seq, keys[j])[i];
+    for (int j = 0; j < n; ++j) acc += score[j] * pool_get(pool_row<T>(pool, seq, keys[j]), i, ps);
     out[i] = n > 0 ? acc / sum : 0.f;
   }
 }
@@ -686,10 +727,21 @@ Status kda_recurrent_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& i
 
 Status dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
-                             float* qr, float* iw, Stream stream) {
+                             float* qr, float* iw, Stream stream, float* amax) {
   if (tokens == 0) return {};
-  dsa_prepare_kernel<<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq, token_pos, pool, qr, iw);
+  TANDEM_DSA_POOL_DISPATCH(pool, (dsa_prepare_kernel<T><<<tokens, 128, 0, stream>>>(s, n, proj, ld_proj, token_seq,
+                                                                                      token_pos, pool, qr, iw, amax)));
   return TANDEM_CUDA_LAUNCHED("dsa_prepare_kernel");
+}
+
+__global__ void dsa_scale_from_amax_kernel(const float* amax, float target, float* scale) {
+  const float a = *amax;
+  *scale = a > 0.f && isfinite(a) ? a / target : 1.f;
+}
+
+Status dsa_scale_from_amax_cuda(const float* amax, float target, float* scale, Stream stream) {
+  dsa_scale_from_amax_kernel<<<1, 1, 0, stream>>>(amax, target, scale);
+  return TANDEM_CUDA_LAUNCHED("dsa_scale_from_amax_kernel");
 }
 
 Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
@@ -702,8 +754,9 @@ Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, 
   if (tokens == 0) return {};
   (void)max_pools;
   const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
-  dsa_select_kernel<<<tokens, 128, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
-                                                     max_pools, sel, sel_n, max_sel);
+  TANDEM_DSA_POOL_DISPATCH(pool, (dsa_select_kernel<T><<<tokens, 128, shared, stream>>>(
+                                     s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
+                                     max_pools, sel, sel_n, max_sel)));
   return TANDEM_CUDA_LAUNCHED("dsa_select_kernel");
 }
 
@@ -713,14 +766,16 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
                                float* out_lat, Stream stream) {
   if (tokens == 0) return {};
   const std::size_t shared = static_cast<std::size_t>(s.lora_kv + s.rope + max_sel) * sizeof(float);
-  if (shared > 48 * 1024) {
-    if (cudaFuncSetAttribute(dsa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)) !=
-        cudaSuccess)
-      return TANDEM_CUDA_LAUNCHED("dsa_attention_kernel shared memory");
-  }
   const dim3 grid(tokens, heads);
-  dsa_attention_kernel<<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel, sel_n,
-                                                      max_sel, scale, out_lat);
+  cudaError_t attr = cudaSuccess;
+  TANDEM_DSA_POOL_DISPATCH(pool, {
+    if (shared > 48 * 1024)
+      attr = cudaFuncSetAttribute(dsa_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (attr == cudaSuccess)
+      dsa_attention_kernel<T><<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel,
+                                                             sel_n, max_sel, scale, out_lat);
+  });
+  if (attr != cudaSuccess) return TANDEM_CUDA_LAUNCHED("dsa_attention_kernel shared memory");
   return TANDEM_CUDA_LAUNCHED("dsa_attention_kernel");
 }
 

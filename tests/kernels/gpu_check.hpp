@@ -92,48 +92,54 @@ class Dev {
 };
 
 // Activations on the device as fp32 or bf16 (bit patterns from the CPU's exact conversion).
+// Host bytes of x as type t stores it (fp8_e4m3: x / scale), and back (dtype.hpp's conversions).
+inline std::vector<std::uint8_t> encode(DType t, const std::vector<float>& x, float scale = 1.f) {
+  std::vector<std::uint8_t> bytes(x.size() * static_cast<size_t>(tandem::kernels::dtype_bytes(t)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::f32) {
+      std::memcpy(bytes.data() + 4 * i, &x[i], 4);
+    } else if (t == DType::bf16) {
+      const std::uint16_t b = tandem::kernels::bf16_from_float(x[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    } else {
+      bytes[i] = tandem::kernels::fp8_e4m3_from_float(x[i] / scale);
+    }
+  }
+  return bytes;
+}
+inline std::vector<float> decode(DType t, const std::vector<std::uint8_t>& bytes, float scale = 1.f) {
+  std::vector<float> x(bytes.size() / static_cast<size_t>(tandem::kernels::dtype_bytes(t)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::f32) {
+      std::memcpy(&x[i], bytes.data() + 4 * i, 4);
+    } else if (t == DType::bf16) {
+      std::uint16_t b;
+      std::memcpy(&b, bytes.data() + 2 * i, 2);
+      x[i] = tandem::kernels::bf16_to_float(b);
+    } else {
+      x[i] = tandem::kernels::fp8_e4m3_to_float(bytes[i]) * scale;
+    }
+  }
+  return x;
+}
+
+// A device buffer of n values of type t (fp32, bf16 or fp8_e4m3 of x / scale), read back as floats.
 class DevAct {
  public:
-  DevAct(DType t, const std::vector<float>& x) : t_(t), n_(x.size()), raw_(x.size() * (t == DType::f32 ? 4 : 2)) {
-    std::vector<std::uint8_t> bytes(raw_n());
-    if (t == DType::f32) {
-      std::memcpy(bytes.data(), x.data(), bytes.size());
-    } else {
-      for (size_t i = 0; i < n_; ++i) {
-        const std::uint16_t b = tandem::kernels::bf16_from_float(x[i]);
-        std::memcpy(bytes.data() + 2 * i, &b, 2);
-      }
-    }
-    raw_.put(bytes);
-  }
+  DevAct(DType t, const std::vector<float>& x, float scale = 1.f) : t_(t), scale_(scale), raw_(encode(t, x, scale)) {}
   DevAct(DType t, size_t n) : DevAct(t, std::vector<float>(n, 0.f)) {}
-  std::vector<float> get() const {
-    const auto bytes = raw_.get();
-    std::vector<float> x(n_);
-    for (size_t i = 0; i < n_; ++i) {
-      if (t_ == DType::f32) {
-        std::memcpy(&x[i], bytes.data() + 4 * i, 4);
-      } else {
-        std::uint16_t b;
-        std::memcpy(&b, bytes.data() + 2 * i, 2);
-        x[i] = tandem::kernels::bf16_to_float(b);
-      }
-    }
-    return x;
-  }
+  std::vector<float> get() const { return decode(t_, raw_.get(), scale_); }
   void* p() const { return raw_.p(); }
 
  private:
-  size_t raw_n() const { return n_ * (t_ == DType::f32 ? 4 : 2); }
   DType t_;
-  size_t n_;
+  float scale_;
   Dev<std::uint8_t> raw_;
 };
 
 // What a buffer of type t holds for x (the CPU reference starts from these values).
-inline std::vector<float> as_stored(DType t, std::vector<float> x) {
-  if (t == DType::bf16)
-    for (auto& v : x) v = tandem::kernels::round_bf16(v);
+inline std::vector<float> as_stored(DType t, std::vector<float> x, float scale = 1.f) {
+  for (auto& v : x) v = tandem::kernels::round_to(t, v, scale);
   return x;
 }
 

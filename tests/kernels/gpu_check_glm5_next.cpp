@@ -175,15 +175,27 @@ void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, 
 }
 
 // long-function: one DSA layer checked in the order it runs: inputs, indexer selection, then attention vs the CPU.
-void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, std::uint32_t seed) {
+// A DSA pool of `type` over `bytes` (host or device) for one sequence.
+k::DsaPool dsa_pool(void* bytes, k::DType type, float scale, int width, const std::int32_t* table, int blocks, int block) {
+  k::DsaPool p;
+  p.rows = bytes, p.type = type, p.scale = scale, p.width = width, p.tables = table, p.max_blocks = blocks, p.block_size = block;
+  return p;
+}
+// fp8 pools are checked at a scale other than 1, so that the kernels' x / scale and fp8 * scale are.
+float pool_scale(k::DType type) { return type == k::DType::fp8_e4m3 ? 0.75f : 1.f; }
+
+void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, std::uint32_t seed, k::DType type) {
   const int kp = s.kpool, D = s.index_dim, IH = s.index_heads, L = s.lora_kv, R = s.rope;
   const int width = L + R + 2 * D, n = 37, block = 8, blocks = (n + block - 1) / block;
+  const float ps = pool_scale(type);
+  const std::string of = name + (type == k::DType::f32 ? "" : std::string(", ") + k::dtype_name(type) + " pool");
   // One sequence of n cached tokens, its blocks in a shuffled order of a pool of blocks + 3.
   std::vector<std::int32_t> table(sz(blocks));
   for (int b = 0; b < blocks; ++b) table[sz(b)] = (b * 5 + 3) % (blocks + 3);
-  const auto pool = normal(sz((blocks + 3) * block * width), 1.f, seed);
+  auto pool_bytes = encode(type, normal(sz((blocks + 3) * block * width), 1.f, seed), ps);
+  const auto pool = decode(type, pool_bytes, ps);  // the values both sides read
   const auto ape = normal(sz(kp * D), 0.5f, seed + 1);
-  const k::DsaPool host{const_cast<float*>(pool.data()), width, table.data(), blocks, block};
+  const k::DsaPool host = dsa_pool(pool_bytes.data(), type, ps, width, table.data(), blocks, block);
   const auto keys = k::dsa_pool_keys_cpu(s, host, 0, ape.data(), n);
   std::vector<std::int32_t> pos(sz(n));
   for (int i = 0; i < n; ++i) pos[sz(i)] = i;
@@ -196,10 +208,11 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
     want.push_back(
         k::dsa_select_keys_cpu(s, keys, iq.data() + t * IH * D, iw.data() + t * IH, pos.data(), n, at[sz(t)]));
   const int max_sel = s.index_topk + kp, max_pools = n / kp + 1;
-  Dev<float> d_pool(pool), d_iq(iq), d_iw(iw), d_ape(ape), d_scores(sz(T * max_pools));
+  Dev<std::uint8_t> d_pool(pool_bytes);
+  Dev<float> d_iq(iq), d_iw(iw), d_ape(ape), d_scores(sz(T * max_pools));
   Dev<std::int32_t> d_table(table), d_seq(std::vector<std::int32_t>(sz(T), 0)), d_pos(at);
   Dev<std::int32_t> d_chosen(sz(T * max_pools)), d_sel(sz(T * max_sel)), d_n(sz(T));
-  const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
+  const k::DsaPool dev = dsa_pool(d_pool.p(), type, ps, width, d_table.p(), blocks, block);
   op_ok(k::dsa_select_cuda(s, dev, d_iq.p(), IH * D, d_iw.p(), d_ape.p(), T, d_seq.p(), d_pos.p(), d_scores.p(),
                            d_chosen.p(), max_pools, d_sel.p(), d_n.p(), max_sel, nullptr));
   const auto got_sel = d_sel.get();
@@ -230,7 +243,7 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
     equivalent += s_got == s_want && tail_got == tail_want && got.size() == wnt.size();
     left_out += at[sz(t)] + 1 - static_cast<int>(wnt.size());
   }
-  rows.push_back({"dsa_select", name + ", 10 queries of 37 keys", "f32 -> ids", 0, -1, T - equivalent,
+  rows.push_back({"dsa_select", of + ", 10 queries of 37 keys", "f32 -> ids", 0, -1, T - equivalent,
                   std::to_string(same) + "/" + std::to_string(T) +
                       " the very same keys (equal scores may pick other pools), " + std::to_string(left_out) +
                       " visible keys left out"});
@@ -262,12 +275,14 @@ void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, 
   Dev<float> d_qlat(qlat), d_qall(qall), d_out(out.size());
   op_ok(k::dsa_attention_cuda(s, dev, heads, d_qlat.p(), d_qall.p() + 8, heads * (8 + R), 8 + R, T, d_seq.p(),
                               d_sel.p(), d_n.p(), max_sel, scale, d_out.p(), nullptr));
-  push(rows, "dsa_attention", name + ", 3 heads over the selection", check_program::rel_error(d_out.get(), out), 1e-4);
+  push(rows, "dsa_attention", of + ", 3 heads over the selection", check_program::rel_error(d_out.get(), out), 1e-4);
 }
 
 // dsa_prepare: one fused projection per token into the query's normed LoRA, the pool row and the
 // index weights, on a full (indexer) layer and on a shared one (its rows' indexer part zero).
-void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint32_t seed) {
+// A bf16 / fp8 pool's rows are held to one rounding step of their type: a last-bit difference of
+// the fp32 value (the CPU sums in fp64) may round the other way.
+void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint32_t seed, k::DType type) {
   s.indexer = indexer;
   const int D = s.index_dim, width = s.lora_kv + s.rope + 2 * D, T = 6, block = 4, blocks = 3;
   const long ld = s.lora_q + s.lora_kv + s.rope + 2 * D + s.index_heads;
@@ -275,21 +290,32 @@ void dsa_prepare(std::vector<Row>& rows, k::DsaShape s, bool indexer, std::uint3
   const auto qn = normal(sz(s.lora_q), 1.f, seed + 1), kvn = normal(sz(s.lora_kv), 1.f, seed + 2);
   const auto kn = normal(sz(D), 1.f, seed + 3), kb = normal(sz(D), 0.3f, seed + 4);
   const std::vector<std::int32_t> table = {2, 0, 1}, seq(sz(T), 0), pos = {0, 1, 5, 6, 9, 10};
-  std::vector<float> pool(sz(blocks * block * width), 0.f), qr(sz(T * s.lora_q)), iw(sz(T * s.index_heads), 0.f);
-  const k::DsaPool host{pool.data(), width, table.data(), blocks, block};
+  const float ps = pool_scale(type);
+  const size_t n_pool = sz(blocks * block * width);
+  std::vector<float> qr(sz(T * s.lora_q)), iw(sz(T * s.index_heads), 0.f);
+  auto pool_bytes = encode(type, std::vector<float>(n_pool, 0.f), ps);
+  const k::DsaPool host = dsa_pool(pool_bytes.data(), type, ps, width, table.data(), blocks, block);
   k::dsa_prepare_cpu(s, {qn.data(), kvn.data(), kn.data(), kb.data()}, proj.data(), ld, T, seq.data(), pos.data(), host,
                      qr.data(), iw.data());
+  const auto pool = decode(type, pool_bytes, ps);
   Dev<float> d_proj(proj), d_qn(qn), d_kvn(kvn), d_kn(kn), d_kb(kb);
-  Dev<float> d_pool(std::vector<float>(pool.size(), 0.f)), d_qr(qr.size()), d_iw(std::vector<float>(iw.size(), 0.f));
+  Dev<float> d_qr(qr.size()), d_iw(std::vector<float>(iw.size(), 0.f));
+  DevAct d_pool(type, std::vector<float>(n_pool, 0.f), ps);
   Dev<std::int32_t> d_table(table), d_seq(seq), d_pos(pos);
-  const k::DsaPool dev{d_pool.p(), width, d_table.p(), blocks, block};
+  const k::DsaPool dev = dsa_pool(d_pool.p(), type, ps, width, d_table.p(), blocks, block);
   op_ok(k::dsa_prepare_cuda(s, {d_qn.p(), d_kvn.p(), d_kn.p(), d_kb.p()}, d_proj.p(), ld, T, d_seq.p(), d_pos.p(), dev,
                             d_qr.p(), d_iw.p(), nullptr));
-  const double err = std::max({check_program::rel_error(d_qr.get(), qr), check_program::rel_error(d_pool.get(), pool), check_program::rel_error(d_iw.get(), iw)});
+  const auto got_pool = d_pool.get();
+  int same = 0;
+  for (size_t i = 0; i < n_pool; ++i) same += got_pool[i] == pool[i];
+  const double err = std::max(check_program::rel_error(d_qr.get(), qr), check_program::rel_error(d_iw.get(), iw));
+  const double rows_err = check_program::rel_error(got_pool, pool);
+  const double step = type == k::DType::f32 ? 1e-4 : type == k::DType::bf16 ? 0x1p-7 : 0x1p-3;
+  const std::string what = std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope);
+  push(rows, "dsa_prepare", what + "; qr, index weights", err, 1e-4);
   push(rows, "dsa_prepare",
-       std::string(indexer ? "full" : "shared") + " layer, 6 tokens, rope " + std::to_string(s.rope) +
-           "; qr, pool rows, index weights",
-       err, 1e-4);
+       what + "; " + k::dtype_name(type) + " pool rows (" + std::to_string(same) + "/" + std::to_string(n_pool) + " equal)",
+       rows_err, step);
 }
 
 void clamped_swiglu(std::vector<Row>& rows, float limit) {
@@ -403,12 +429,14 @@ void check_glm5_next(std::vector<Row>& rows) {
   k::DsaShape sparse;
   sparse.lora_q = 48, sparse.lora_kv = 32, sparse.rope = 0, sparse.index_heads = 2, sparse.index_dim = 16;
   sparse.index_topk = 12, sparse.kpool = 4, sparse.select_tail = true;  // 3 pools of 4 out of up to 9
-  dsa(rows, sparse, "kpool 4, top-k 12, tail", 121);
   k::DsaShape single = sparse;
   single.kpool = 1, single.index_topk = 10, single.rope = 8;
-  dsa(rows, single, "kpool 1, top-k 10, rope 8", 131);
-  dsa_prepare(rows, sparse, true, 141);
-  dsa_prepare(rows, single, false, 151);
+  for (const k::DType pool : {k::DType::f32, k::DType::bf16, k::DType::fp8_e4m3}) {  // kv_cache_dtype's pools
+    dsa(rows, sparse, "kpool 4, top-k 12, tail", 121, pool);
+    dsa(rows, single, "kpool 1, top-k 10, rope 8", 131, pool);
+    dsa_prepare(rows, sparse, true, 141, pool);
+    dsa_prepare(rows, single, false, 151, pool);
+  }
   clamped_swiglu(rows, 1.5f);
   clamped_swiglu(rows, INFINITY);
   products(rows);

@@ -29,6 +29,7 @@
 
 #include "bf16_checkpoint.hpp"
 #include "check_program.hpp"
+#include "glm5_next_parts.hpp"
 #include "quantized_checkpoint.hpp"
 #include "tandem/model/cuda_model.hpp"
 #include "tandem/model/model.hpp"
@@ -66,6 +67,8 @@ struct Reference {
   fs::path cpu_dir;   // the CPU model whose recurrent states the device's are compared with
   double tol = 1e-2;
   bool quantised = false;  // the checkpoint is an fp8 / NVFP4 rewrite: the device must keep it so
+  std::string kv_cache_dtype = "auto";  // the device's DSA pool; the CPU reference's rows stand for it
+  std::vector<float> kv_scales;         // an fp8 pool's: what the first step (all prompts) must calculate
 };
 
 constexpr int kBlock = 16, kBlocksPerSeq = 8;  // 128 positions per sequence
@@ -184,9 +187,12 @@ Result<std::vector<Sequence>> goldens(const fs::path& dir) {
 
 // The same prompts through the CPU model: every position's logits, then as many greedy tokens as
 // the goldens have (each with its top-two margin).
-Result<std::vector<Sequence>> cpu_reference(const Model& cpu, std::vector<Sequence> seqs) {
+Result<std::vector<Sequence>> cpu_reference(const Model& cpu, std::vector<Sequence> seqs,
+                                            tandem::kernels::DType pool = tandem::kernels::DType::f32,
+                                            const std::vector<float>& scales = {}) {
   for (Sequence& q : seqs) {
     KvCache cache = cpu.new_cache();
+    cache.emulate_rows(pool, scales);
     std::vector<int32_t> pos(q.ids.size());
     std::vector<int> rows(q.ids.size());
     for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i), rows[i] = static_cast<int>(i);
@@ -223,6 +229,9 @@ void check_model(const fs::path& dir, const std::vector<Sequence>& seqs, const R
   opt.max_num_seqs = 8;
   opt.max_num_batched_tokens = 128;
   opt.max_model_len = kBlock * kBlocksPerSeq;
+  opt.kv_cache_dtype = ref.kv_cache_dtype;
+  auto pool_type = tandem::model::detail::dsa_pool_type(ref.kv_cache_dtype);
+  if (!pool_type) return check(false, pool_type.error().message);
   auto loaded = load_cuda_model(dir, opt);
   if (!loaded) return check(false, "CUDA model: " + loaded.error().message);
   CudaModel& m = *loaded.value();
@@ -233,6 +242,21 @@ void check_model(const fs::path& dir, const std::vector<Sequence>& seqs, const R
   if (auto s = m.make_device_pool(8 * kBlocksPerSeq, kBlock); !s) return check(false, "pool: " + s.error().message);
   const int V = m.vocab_size(), S = static_cast<int>(seqs.size());
   const double tol = ref.tol;
+  if (!ref.kv_scales.empty()) {
+    // An fp8 pool calculates its scales in its first step: here all prompts at once (slots and
+    // blocks of sequences 0..S-1, rewritten by the checks below), as the reference's were.
+    std::vector<std::vector<int32_t>> tables;
+    std::vector<PagedWork> work;
+    for (int s = 0; s < S; ++s) tables.push_back(table_of(s));
+    for (int s = 0; s < S; ++s) work.push_back({seqs[static_cast<size_t>(s)].ids, 0, tables[static_cast<size_t>(s)], true, s});
+    if (auto l = m.step(work); !l) return check(false, "calibrating step: " + l.error().message);
+    const auto got = m.kv_scales();
+    double e = got.size() == ref.kv_scales.size() ? rel_error(got, ref.kv_scales) : INFINITY;
+    std::string list;
+    for (float x : got) list += (list.empty() ? "" : " ") + sci(x);
+    check(e <= 1e-5, "fp8 pool scales calculated by the first step: " + list + ", the CPU reference's rows' amax / 200 within " +
+                         sci(e) + " (<= 1e-5)");
+  }
 
   // Every position, one token per step (sequence s in slot s, blocks of sequence 4 + s).
   double worst = 0;
@@ -278,6 +302,7 @@ void check_model(const fs::path& dir, const std::vector<Sequence>& seqs, const R
       std::vector<int32_t> pos(q.ids.size());
       for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
       KvCache cache = cpu.value()->new_cache();
+      cache.emulate_rows(pool_type.value(), ref.kv_scales);
       const int last = static_cast<int>(q.ids.size()) - 1;
       if (!cpu.value()->forward(q.ids, pos, cache, std::span<const int>(&last, 1))) return check(false, "CPU forward");
       const auto rs = cache.recurrent_state();
@@ -387,7 +412,47 @@ void check_quantised(const fs::path& fixtures, const std::string& name, const st
   // projections the NVFP4 rewrites' logits move by up to 0.55 / 0.42 (fp8: 1.3e-2 / 5.5e-3), on the
   // CPU as on the device (engine/bench/results/glm5-quant-2026-12-06/), so a change of that default
   // fails here.
-  check_model(dir, seqs.value(), {"the CPU reference on the same weights", rounded, kQuantBar, true});
+  check_model(dir, seqs.value(), {"the CPU reference on the same weights", rounded, kQuantBar, true, "auto", {}});
+}
+
+// Fixture `name` with a bf16 or fp8 DSA pool (`kv_cache_dtype`) against the CPU reference whose
+// rows hold what that pool reads back (KvCache::emulate_rows): the transformers bar, since only
+// the rows' rounding is new and both sides round alike. How far the pool's rounding moves the
+// logits from transformers' (fp32 rows) is printed, not checked: a property of the fixture.
+void check_pool_type(const fs::path& fixtures, const std::string& name, const std::string& kv_cache_dtype) {
+  const auto type = tandem::model::detail::dsa_pool_type(kv_cache_dtype);
+  auto cpu = load_model(fixtures / name);
+  auto g = goldens(fixtures / name);
+  if (!type || !cpu || !g) return check(false, name + " with a " + kv_cache_dtype + " pool: loading the fixture or its goldens");
+  // An fp8 pool's scales: each layer's amax over every prompt's fp32 rows (the device's first
+  // step, check_model's, runs all prompts) at kFp8KvAmaxTarget.
+  std::vector<float> scales;
+  if (type.value() == tandem::kernels::DType::fp8_e4m3) {
+    std::vector<float> amax(static_cast<size_t>(cpu.value()->kv_layout().n_layers), 0.f);
+    for (const Sequence& q : g.value()) {
+      KvCache cache = cpu.value()->new_cache();
+      std::vector<int32_t> pos(q.ids.size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+      const int last = static_cast<int>(q.ids.size()) - 1;
+      if (!cpu.value()->forward(q.ids, pos, cache, std::span<const int>(&last, 1))) return check(false, name + ": CPU forward");
+      for (int l = 0; l < cache.n_layers(); ++l)
+        for (int j = 0; j < cache.length(); ++j)
+          for (int i = 0; i < cache.row_width(); ++i) amax[static_cast<size_t>(l)] = std::max(amax[static_cast<size_t>(l)], std::fabs(cache.row(l, j)[i]));
+    }
+    for (float a : amax) scales.push_back(fp8_kv_scale_from_amax(a));
+  }
+  auto seqs = cpu_reference(*cpu.value(), g.value(), type.value(), scales);
+  if (!seqs) return check(false, name + " with a " + kv_cache_dtype + " pool: CPU reference: " + seqs.error().message);
+  double drift = 0;
+  int same = 0, total = 0;
+  for (size_t s = 0; s < seqs->size(); ++s) {
+    drift = std::max(drift, rel_error(seqs.value()[s].logits, g.value()[s].logits));
+    for (size_t i = 0; i < g.value()[s].greedy.size(); ++i, ++total) same += seqs.value()[s].greedy[i] == g.value()[s].greedy[i];
+  }
+  std::printf("# %s, %s DSA pool: the CPU reference with such rows is %.3e from transformers' logits (fp32 rows), "
+              "%d/%d greedy tokens as transformers'\n", name.c_str(), kv_cache_dtype.c_str(), drift, same, total);
+  check_model(fixtures / name, seqs.value(),
+              {"the CPU reference with " + kv_cache_dtype + " rows", fixtures / name, 1e-2, false, kv_cache_dtype, scales});
 }
 
 }  // namespace
@@ -407,13 +472,16 @@ int main(int argc, char** argv) {
   for (const char* name : names) {
     auto g = goldens(fixtures / name);
     if (!g) check(false, std::string(name) + ": " + g.error().message);
-    else if (!only_quantised) check_model(fixtures / name, g.value(), {"transformers", fixtures / name, 1e-2});
+    else if (!only_quantised) check_model(fixtures / name, g.value(), {"transformers", fixtures / name, 1e-2, false, "auto", {}});
   }
+  if (!only_quantised)
+    for (const char* name : names)
+      for (const char* kv : {"bfloat16", "fp8_e4m3"}) check_pool_type(fixtures, name, kv);
   const int before_quantised = failures;
   for (const char* name : names)
     for (const char* q : {"fp8", "nvfp4"})
       if (only.empty() || only == std::string(name) + ":" + q) check_quantised(fixtures, name, q);
-  std::printf("%s: %d failed (%d in the runs of the fixtures as they are, %d in their fp8 / NVFP4 rewrites)\n",
+  std::printf("%s: %d failed (%d in the runs of the fixtures as they are and with bf16 / fp8 pools, %d in their fp8 / NVFP4 rewrites)\n",
               failures ? "FAIL" : "PASS", failures, before_quantised, failures - before_quantised);
   return failures ? 1 : 0;
 }

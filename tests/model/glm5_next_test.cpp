@@ -6,10 +6,14 @@
 // model may keep in fp32.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "glm5_next_parts.hpp"
 #include "glm5_next_products.hpp"
 #include "tandem/model/config.hpp"
+#include "tandem/model/cuda_model.hpp"
 #include "tandem/model/model.hpp"
 #include "tandem/model/paged_kv.hpp"
 #include "test_util.hpp"
@@ -219,4 +223,63 @@ TEST_CASE("glm5_next: the CUDA model's fp32 products are named and parsed") {
   CHECK(bad.error().message.find("no product \"attention\"") != std::string::npos);
   CHECK(bad.error().message.find("shared_down") != std::string::npos);  // the names it knows
   CHECK_FALSE(detail::glm5_fp32_products("kda_in,").ok());                // an empty name
+}
+
+TEST_CASE("glm5_next: kv_cache_dtype picks the DSA pool's type, and a pool it cannot hold is named") {
+  using tandem::kernels::DType;
+  CHECK(detail::dsa_pool_type("auto").value() == DType::f32);  // the fixtures' bars need fp32 rows
+  CHECK(detail::dsa_pool_type("float32").value() == DType::f32);
+  CHECK(detail::dsa_pool_type("bfloat16").value() == DType::bf16);
+  CHECK(detail::dsa_pool_type("fp8").value() == DType::fp8_e4m3);
+  CHECK(detail::dsa_pool_type("fp8_e4m3").value() == DType::fp8_e4m3);  // the seed's flag
+  auto bad = detail::dsa_pool_type("fp8_e5m2");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("fp8_e5m2") != std::string::npos);
+  CHECK(bad.error().message.find("bfloat16") != std::string::npos);
+}
+
+// The CPU reference of the CUDA model's bf16 / fp8 DSA pools: rows that stand for such a pool hold
+// values of that type, the logits move (the rounding is really applied) but stay near fp32 rows'.
+TEST_CASE("glm5_next: rows that stand for a bf16 or fp8 pool hold that type's values") {
+  using tandem::kernels::DType;
+  auto model = load_model(fixture_dir(kFixture));
+  REQUIRE(model.ok());
+  const Model& m = *model.value();
+  const auto ids = prompt(3);  // 70 tokens
+  KvCache exact = m.new_cache();
+  const auto want = feed(m, exact, ids, 0, ids.size());
+  // An fp8 pool at the scales the CUDA model calculates from the first step's rows (this prompt's):
+  // each layer's amax at kFp8KvAmaxTarget. This fixture's rows are O(1) (normed latents, keys and
+  // gate scores of 0.0005..3.9), so the scale moves little; e4m3's 3 mantissa bits do: its logits
+  // move by 0.76 of the largest (0.45 at scale 1; a plain 3-bit mantissa rounding without e4m3's
+  // range limits gives the same 0.45), where bf16 rows move them by 2.9e-3. The tiny random model
+  // amplifies rounding: printed, not held to a bar (the CUDA check holds the device to this
+  // reference instead).
+  std::vector<float> scales;
+  for (int l = 0; l < exact.n_layers(); ++l) {
+    float amax = 0;
+    for (int j = 0; j < exact.length(); ++j)
+      for (int i = 0; i < exact.row_width(); ++i) amax = std::max(amax, std::fabs(exact.row(l, j)[i]));
+    scales.push_back(fp8_kv_scale_from_amax(amax));
+  }
+  for (const DType t : {DType::bf16, DType::fp8_e4m3}) {
+    CAPTURE(tandem::kernels::dtype_name(t));
+    KvCache rounded = m.new_cache();
+    rounded.emulate_rows(t, t == DType::fp8_e4m3 ? scales : std::vector<float>{});
+    const auto got = feed(m, rounded, ids, 0, ids.size());
+    int off_type = 0;
+    for (int l = 0; l < rounded.n_layers(); ++l)
+      for (int j = 0; j < rounded.length(); ++j)
+        for (int i = 0; i < rounded.row_width(); ++i) {
+          const float x = rounded.row(l, j)[i];
+          off_type += tandem::kernels::round_to(t, x, t == DType::fp8_e4m3 ? scales[static_cast<size_t>(l)] : 1.f) != x;
+        }
+    CHECK(off_type == 0);
+    CHECK_FALSE(same_bits(got, want));
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i]))), big = std::max(big, static_cast<double>(std::fabs(want[i])));
+    if (t == DType::bf16) CHECK(diff / big < 1e-2);
+    MESSAGE(std::string(tandem::kernels::dtype_name(t)) << " rows: logits " << diff / big << " of the largest from fp32 rows'");
+  }
 }

@@ -53,14 +53,20 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
   const KvRows cached = cache.rows(slot);
   const int S = cache.length();
   const k::DsaShape dsa = dsa_shape(c, w.indexer);
-  const k::DsaPool pool{cached.base, cached.row_width, cached.block_table,
-                        (S + cached.block_size - 1) / cached.block_size, cached.block_size};
+  k::DsaPool pool;  // fp32 rows (rounded below where they stand for another type)
+  pool.rows = cached.base, pool.width = cached.row_width, pool.tables = cached.block_table;
+  pool.max_blocks = (S + cached.block_size - 1) / cached.block_size, pool.block_size = cached.block_size;
   std::vector<std::int32_t> seq(static_cast<size_t>(rows), 0), index(static_cast<size_t>(rows));
   for (int t = 0; t < rows; ++t) index[static_cast<size_t>(t)] = first + t;
   std::vector<float> qr(static_cast<size_t>(rows) * static_cast<size_t>(lora_q)),
       iw(static_cast<size_t>(rows) * static_cast<size_t>(ih));
   k::dsa_prepare_cpu(dsa, {w.q_a_norm.data(), w.kv_a_norm.data(), bias(w.k_norm), bias(w.k_norm_bias)}, proj.data(),
                      ld_proj, rows, seq.data(), index.data(), pool, qr.data(), iw.data());
+  // Rows that stand for a bf16 / fp8 device pool hold what that pool reads back.
+  if (cached.element != k::DType::f32)
+    for (int t = 0; t < rows; ++t)
+      for (float* r = cached.row(first + t); r != cached.row(first + t) + cached.row_width; ++r)
+        *r = k::round_to(cached.element, *r, cached.scale);
   std::vector<float> q(static_cast<size_t>(rows) * static_cast<size_t>(heads * qk));
   std::vector<float> iq(static_cast<size_t>(rows) * static_cast<size_t>(ih * id));
   for (int t = 0; t < rows; ++t) {

@@ -12,6 +12,7 @@
 //                      the keys the lightning indexer selects (top-k k-pools plus the tail).
 #pragma once
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tandem/kernels/glm5_next.hpp"
@@ -65,6 +66,9 @@ int dsa_row_width(const Glm5NextConfig& c);
 using Selection = std::vector<std::vector<int>>;
 // The kernels' shape of a DSA layer (indexer: a full layer).
 kernels::DsaShape dsa_shape(const Glm5NextConfig& c, bool indexer);
+// The element type of the DSA pool a `kv_cache_dtype` asks for: fp32 for auto (the fixtures' bars
+// hold with it), bf16, or fp8_e4m3; an error naming those for anything else.
+Result<kernels::DType> dsa_pool_type(const std::string& kv_cache_dtype);
 // out = attention(x) for the `rows` new tokens at cache indices first..first+rows-1 of `layer`
 // (cache slot `slot`); fills their cache rows. Reads `selection` on a shared layer, writes it on
 // a full one (kernels::dsa_prepare_cpu, dsa_pool_keys_cpu, dsa_select_keys_cpu).

@@ -33,4 +33,12 @@ kernels::DsaShape dsa_shape(const Glm5NextConfig& c, bool indexer) {
 
 int dsa_row_width(const Glm5NextConfig& c) { return c.kv_lora_rank + c.qk_rope_head_dim + 2 * c.index_head_dim; }
 
+Result<kernels::DType> dsa_pool_type(const std::string& kv_cache_dtype) {
+  const std::string& d = kv_cache_dtype;
+  if (d.empty() || d == "auto" || d == "float32" || d == "fp32" || d == "float") return kernels::DType::f32;
+  if (d == "bfloat16" || d == "bf16") return kernels::DType::bf16;
+  if (d == "fp8" || d == "fp8_e4m3") return kernels::DType::fp8_e4m3;
+  return error("`kv_cache_dtype` " + d + ": glm5_next's DSA pool holds auto (float32), bfloat16, fp8 or fp8_e4m3 rows");
+}
+
 }  // namespace tandem::model::detail

@@ -22,7 +22,13 @@
 //     pair's sums those of a pair alone, so batch-invariant; on quantised experts the same bits as
 //     per pair), or with TANDEM_GLM5_EXPERTS=pairs per (token, expert) pair as before
 //     (quant_pairs_f32_cuda / linear_f32_cuda);
-//   - the DSA pool holds fp32 rows (kv_cache_dtype fp8 is refused), one pool per DSA layer;
+//   - the DSA pool, one per DSA layer, holds fp32 rows by default (kv_cache_dtype auto / float32:
+//     what the fixtures' bars need), bf16 with bfloat16, fp8_e4m3 with fp8 / fp8_e4m3 (x / scale,
+//     the scale CudaOptions::kv_scale, or calculated per layer by the first step as the GLM
+//     decoder does: that step runs eagerly and each DSA layer measures its rows' amax before
+//     writing them at amax / kFp8KvAmaxTarget, on the device, so later layers of the same step
+//     already read them at that scale; with a scale of 1 the fixtures' small latents fell into
+//     e4m3's subnormals, 0.45 of the largest logit off);
 //   - the recurrent state of KDA layers lives on the device, max_num_seqs slots of the CPU layout
 //     (kda_state_floats per KDA layer); PagedWork::state_slot names the slot, a start of 0 resets it;
 //   - speculative decoding (DFlash on the device): the residual stream a drafter reads after a
@@ -151,9 +157,10 @@ class Glm5NextCuda final : public CudaModel {
   Result<StepTrace> step_traced(std::span<const PagedWork>) override {
     return error("step_traced is not implemented for " + config().model_type + " on CUDA yet");
   }
-  std::vector<float> kv_scales() const override { return std::vector<float>(static_cast<std::size_t>(n_dsa_), 1.f); }  // fp32 pool
+  std::vector<float> kv_scales() const override { return kv_scales_; }
   std::uint64_t kv_bytes_per_token() const override {
-    return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) * 4;
+    return static_cast<std::uint64_t>(n_dsa_) * static_cast<std::uint64_t>(width_) *
+           static_cast<std::uint64_t>(kernels::dtype_bytes(kv_type_));
   }
   void set_all_reduce(DeviceAllReduce* ar) override { all_reduce_ = ar; }
   Status set_capture(std::vector<int> layers) override;
@@ -267,6 +274,13 @@ class Glm5NextCuda final : public CudaModel {
   // checkpoint is the multimodal wrapper's (set by load).
   detail::TensorNames names_ = detail::TensorNames::glm5_next();
   int H_ = 0, V_ = 0, hc_ = 0, heads_ = 0, nope_ = 0, rope_ = 0, qk_ = 0, vd_ = 0, lora_q_ = 0, lora_kv_ = 0, width_ = 0;
+  kernels::DType kv_type_ = kernels::DType::f32;  // the DSA pool's elements (kv_cache_dtype)
+  float kv_scale_ = 1.f;                          // an fp8 pool's fixed scale (CudaOptions::kv_scale), or 1
+  // Per DSA layer: the scales on the device (what the kernels read), their host copy (kv_scales()),
+  // and the amax the calibrating step measures. calibrate_: the next step calculates the scales.
+  DeviceBuffer kv_scale_dev_, kv_amax_;
+  std::vector<float> kv_scales_;
+  bool calibrate_ = false, measuring_ = false;
   int lh_ = 0, lhd_ = 0, lqk_ = 0, kda_in_ = 0, ih_ = 0, id_ = 0, dsa_in_ = 0, q_all_ = 0;
   int E_ = 0, K_ = 0, I_ = 0, max_len_ = 0, t_cap_ = 0, s_cap_ = 0, r_cap_ = 0, max_sel_ = 0, max_pools_ = 0;
   int n_dsa_ = 0;

@@ -60,8 +60,10 @@ Glm5NextCuda::Glm5NextCuda(ModelConfig config, comm::Communicator& comm, const C
 Status Glm5NextCuda::load(const Checkpoint& ck) {
   const DecoderConfig& d = c_.d;
   if (!fp32_error_.empty()) return Error{fp32_error_};
-  if (opt_.kv_cache_dtype == "fp8" || opt_.kv_cache_dtype == "fp8_e4m3")
-    return Error{"the glm5_next DSA pool holds fp32 rows in this version; an fp8 KV cache is not implemented"};
+  if (auto type = detail::dsa_pool_type(opt_.kv_cache_dtype); type) kv_type_ = type.value();
+  else return type.error();
+  kv_scale_ = kv_type_ == kernels::DType::fp8_e4m3 && opt_.kv_scale > 0.f ? opt_.kv_scale : 1.f;
+  calibrate_ = kv_type_ == kernels::DType::fp8_e4m3 && !(opt_.kv_scale > 0.f);
   if (d.attention_bias) return Error{"attention_bias is not implemented for glm5_next on CUDA yet"};
   if (hc_ < 1 || hc_ > kernels::kMaxHc) return Error{"hc_mult must be in [1, 8] on CUDA"};
   if (lhd_ > 1024) return Error{"linear_head_dim must be at most 1024 on CUDA"};
@@ -512,6 +514,15 @@ Status Glm5NextCuda::allocate_activations() {
   };
   for (const Want& w : wants)
     if (auto e = w.b->allocate(w.bytes, w.what); !e) return e;
+  // The DSA pool's scales (every layer at the fixed one until a calibrating step replaces them).
+  const std::size_t n_dsa = static_cast<std::size_t>(std::max(n_dsa_, 1));
+  kv_scales_.assign(static_cast<std::size_t>(n_dsa_), kv_scale_);
+  if (auto e = kv_scale_dev_.allocate(n_dsa * 4, "KV scales"); !e) return e;
+  if (auto e = kv_amax_.allocate(n_dsa * 4, "KV amax"); !e) return e;
+  if (auto e = TANDEM_CUDA_STATUS(cudaMemcpy(kv_scale_dev_.get(), kv_scales_.data(), kv_scales_.size() * 4, cudaMemcpyHostToDevice),
+                                  "KV scales");
+      !e)
+    return e;
   return init_activations(T, S, P);
 }
 
@@ -550,7 +561,8 @@ Status Glm5NextCuda::make_device_pool(std::int32_t num_blocks, int block_size) {
   max_blocks_ = (max_len_ + block_size - 1) / block_size;
   // One block more than asked: the scratch block padding sequences of a graph step write (run()).
   layer_rows_ = static_cast<std::size_t>(num_blocks + 1) * static_cast<std::size_t>(block_size);
-  const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * 4 * static_cast<std::size_t>(std::max(n_dsa_, 1));
+  const std::size_t bytes = layer_rows_ * static_cast<std::size_t>(width_) * static_cast<std::size_t>(kernels::dtype_bytes(kv_type_)) *
+                            static_cast<std::size_t>(std::max(n_dsa_, 1));
   if (auto e = pool_.allocate(bytes, "the KV pool"); !e)
     return e.error().with_context(std::to_string(num_blocks) + " blocks of " + std::to_string(block_size));
   in_ints_ = 4 * static_cast<std::size_t>(t_cap_) + 3 * static_cast<std::size_t>(s_cap_) + 1 + static_cast<std::size_t>(r_cap_) +

@@ -115,7 +115,8 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   // logit rows 0..S-1), then padding sequences of token 0 at position 0 whose tables name only the
   // scratch block (num_blocks_) and whose recurrence ranges are empty (begin = S: no state slot is
   // read or reset). (At TP > 1 only where the all-reduce can be captured: NCCL, not host-staged.)
-  const bool graph = decode && !opt_.enforce_eager && (!sharded() || (all_reduce_ && all_reduce_->capturable()));
+  // (The step that calibrates an fp8 pool's scales runs eagerly: no graph may hold its measuring.)
+  const bool graph = decode && !calibrate_ && !opt_.enforce_eager && (!sharded() || (all_reduce_ && all_reduce_->capturable()));
   const int B = graph ? std::min(next_pow2(S), s_cap_) : S;
   // A step with a long enough prompt runs every sequence's recurrence in the chunked form; decode
   // steps (graphs or eager, so that the two stay bit-identical) and short prompts walk the tokens
@@ -165,7 +166,16 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
   FirstError err;
   err(copy_snapshots(work, true));
   mark("start", 0);
-  if (!graph) {
+  if (calibrate_) {
+    const std::size_t bytes = kv_scales_.size() * 4;
+    err(TANDEM_CUDA_STATUS(cudaMemsetAsync(kv_amax_.get(), 0, bytes, stream_), "KV amax"));
+    measuring_ = true;
+    err(enqueue(T, S, R));
+    measuring_ = false;
+    err(TANDEM_CUDA_STATUS(cudaMemcpyAsync(kv_scales_.data(), kv_scale_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_), "KV scales"));
+    err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "KV scale calibration"));
+    calibrate_ = !err.ok();
+  } else if (!graph) {
     err(enqueue(T, S, R));
   } else if (auto it = graphs_.find(B); it != graphs_.end()) {
     err(TANDEM_CUDA_STATUS(cudaGraphLaunch(it->second, stream_), "graph launch"));
@@ -288,7 +298,11 @@ Status Glm5NextCuda::lin(Glm5Product p, const float* x, long ldx, int rows, int 
 
 kernels::DsaPool Glm5NextCuda::pool_of(int slot) const {
   kernels::DsaPool p;
-  p.rows = pool_.as<float>() + static_cast<long>(slot) * static_cast<long>(layer_rows_) * width_;
+  p.rows = static_cast<std::uint8_t*>(pool_.get()) + static_cast<std::size_t>(slot) * layer_rows_ * static_cast<std::size_t>(width_) *
+                                                      static_cast<std::size_t>(kernels::dtype_bytes(kv_type_));
+  p.type = kv_type_;
+  p.scale = kv_scale_;
+  if (kv_type_ == kernels::DType::fp8_e4m3) p.scale_at = kv_scale_dev_.as<float>() + slot;  // calibrated on the device
   p.width = width_;
   p.tables = in_tables();
   p.max_blocks = max_blocks_;
@@ -420,6 +434,11 @@ Status Glm5NextCuda::dsa(const Glm5Layer& L, int T) {
   mark("dsa in_proj (q_a, kv_a, indexer)", static_cast<double>(L.w_in.bytes()) + 4.0 * T * (H_ + P));
   const kernels::DsaPool pool = pool_of(L.slot);
   kernels::DsaNorms norms{L.q_a_norm.as<float>(), L.kv_a_norm.as<float>(), L.k_norm.as<float>(), L.k_norm_bias.as<float>()};
+  if (measuring_) {  // the calibrating step: this layer's scale from its rows' amax, before they are written
+    float* amax = kv_amax_.as<float>() + L.slot;
+    err(kernels::dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_, amax));
+    err(kernels::dsa_scale_from_amax_cuda(amax, kFp8KvAmaxTarget, kv_scale_dev_.as<float>() + L.slot, stream_));
+  }
   err(kernels::dsa_prepare_cuda(s, norms, proj, P, T, in_seq(), in_pos(), pool, qr_.as<float>(), iw_.as<float>(), stream_));
   mark("dsa prepare (norms, rope, pool write)", 8.0 * T * P + 4.0 * T * width_);
   const int q_rows = heads_ * qk_ + (L.indexer ? ih_ * id_ : 0);

@@ -121,11 +121,18 @@ Status kda_chunk_cuda(const KdaShape& s, const KdaWeights& w, const KdaIo& io, i
                       long state_stride, long layer_at, int chunk, float* scratch, Stream stream);
 
 // ---- DSA sparse attention ---------------------------------------------------------------------
-// The paged pool of one DSA layer: fp32 rows of `width` = kv_lora + rope + 2 * index_head_dim
+// The paged pool of one DSA layer: rows of `width` = kv_lora + rope + 2 * index_head_dim
 // ([normed latent | raw shared key | indexer key | k-pool gate score]); token at position p of
 // sequence s in row tables[s * max_blocks + p / block_size] * block_size + p % block_size.
+// Elements of `type`: fp32, bf16 (round to nearest even), or fp8_e4m3 holding x / scale (read back
+// as fp8 * scale; dtype.hpp's conversions, the CPU references' too, so both see the same numbers).
 struct DsaPool {
-  float* rows = nullptr;
+  void* rows = nullptr;
+  DType type = DType::f32;
+  float scale = 1.f;
+  // The CUDA kernels read the scale from here when set (device memory: a scale calibrated on the
+  // device by the first step, dsa_scale_from_amax_cuda, with no copy to the host in between).
+  const float* scale_at = nullptr;
   int width = 0;
   const std::int32_t* tables = nullptr;
   int max_blocks = 0, block_size = 0;
@@ -144,9 +151,14 @@ struct DsaShape {
 struct DsaNorms {
   const float *q_a_norm = nullptr, *kv_a_norm = nullptr, *k_norm = nullptr, *k_norm_bias = nullptr;
 };
+// With `amax` (a device float), the rows are measured instead of stored: *amax = max(*amax, |entry|)
+// over every entry they would hold (an fp8 pool's calibration; qr and iw are written as always).
 Status dsa_prepare_cuda(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                              const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool,
-                             float* qr, float* iw, Stream stream);
+                             float* qr, float* iw, Stream stream, float* amax = nullptr);
+// *scale = *amax / target where *amax is positive and finite, else 1 (device floats; as
+// model::fp8_kv_scale_from_amax on the host).
+Status dsa_scale_from_amax_cuda(const float* amax, float target, float* scale, Stream stream);
 void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, long ld_proj, int tokens,
                      const std::int32_t* token_seq, const std::int32_t* token_pos, const DsaPool& pool, float* qr,
                      float* iw);

@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "tandem/kernels/dtype.hpp"
 #include "tandem/model/result.hpp"
 
 namespace tandem::model {
@@ -33,6 +35,11 @@ struct KvRows {
   const std::int32_t* block_table = nullptr;
   int block_size = 0;
   int row_width = 0;
+  // What the rows stand for: fp32 (the default) or the rows of a bf16 / fp8_e4m3 device pool, whose
+  // values a model that honours it rounds its new rows to (kernels::round_to; fp8 as x / scale).
+  // glm5_next's DSA layers do: the CPU reference of its CUDA model's pool types.
+  kernels::DType element = kernels::DType::f32;
+  float scale = 1.f;
   float* row(int j) const {
     const long slot = static_cast<long>(block_table[j / block_size]) * block_size + j % block_size;
     return base + slot * row_width;
@@ -73,8 +80,12 @@ class KvCache final : public KvSequence {
 
   KvRows rows(int layer) override {
     // One block as large as any sequence can be: j / block_size is always 0.
-    return {rows_[static_cast<size_t>(layer)].data(), &kSingleBlock, std::numeric_limits<int>::max(), width_};
+    const float scale = static_cast<size_t>(layer) < scales_.size() ? scales_[static_cast<size_t>(layer)] : 1.f;
+    return {rows_[static_cast<size_t>(layer)].data(), &kSingleBlock, std::numeric_limits<int>::max(), width_, element_, scale};
   }
+  // Rows that stand for a device pool of `element` (KvRows::element), an fp8 one at each layer's
+  // scale (none given: 1): a check's CPU reference of that pool.
+  void emulate_rows(kernels::DType element, std::vector<float> scales = {}) { element_ = element, scales_ = std::move(scales); }
   using KvSequence::row;
   const float* row(int layer, int token) const {
     return rows_[static_cast<size_t>(layer)].data() + static_cast<long>(token) * width_;
@@ -111,6 +122,8 @@ class KvCache final : public KvSequence {
   std::vector<int> positions_;
   int width_;
   std::vector<float> state_;
+  kernels::DType element_ = kernels::DType::f32;
+  std::vector<float> scales_;
 };
 
 }  // namespace tandem::model

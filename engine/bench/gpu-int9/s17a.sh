@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 17, call a: glm5_next's DSA pool in bf16 and fp8_e4m3 (kv_cache_dtype; the seed runs
+# --kv-cache-dtype fp8_e4m3), the fp8 pool's scales calculated by the first step on the device;
+# then session 16's pending DFlash call (s16b.sh: the deferred context rows, checks and A/B).
+#   - gpu_check glm5_next: dsa_prepare / dsa_select / dsa_attention on fp32, bf16 and fp8 pools
+#     against the typed CPU references, also under compute-sanitizer memcheck;
+#   - glm5_next_cuda_check: both fixtures as they are, with a bf16 and an fp8 pool against the CPU
+#     reference whose rows stand for that pool (KvCache::emulate_rows; the fp8 scales the first step
+#     calculated against the reference's amax / 200), their fp8 / NVFP4 rewrites; memcheck of the
+#     fixtures and pool types;
+#   - s16b.sh.
+#   mkdir -p /tmp/int9 && tar xJf build-deps/int9/bundle.tar.xz -C /tmp && bash /tmp/int9/s17a.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-150}
+source "$here/lib.sh"
+check gpu_check_glm5_next 60 "$B/gpu_check" glm5_next
+grep -E "dsa_|FAIL|passed|failed" "$O/gpu_check_glm5_next.txt" | cut -c1-200 | tail -30
+check gpu_check_glm5_next_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" glm5_next
+grep -E "ERROR SUMMARY" "$O/gpu_check_glm5_next_memcheck.txt" | tail -1
+check glm5_next_cuda_check 120 "$B/glm5_next_cuda_check" "$FX"
+grep -E "^#|^## |scales|FAIL|PASS|greedy|one token per step|all prompts" "$O/glm5_next_cuda_check.txt" | cut -c1-200
+# argv[3] names the one fp8 / NVFP4 rewrite to run: "none:none" runs none (the pool types do run).
+check glm5_next_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/glm5_next_cuda_check" "$FX" --fixtures none:none
+grep -E "ERROR SUMMARY|PASS|FAIL" "$O/glm5_next_memcheck.txt" | tail -3
+pack
+BUDGET_S=150 bash "$here/s16b.sh" || failed+=(s16b)  # (its own clock: spec runs start before 150 s of it)
+finish /tmp/none
