@@ -20,7 +20,10 @@ SERVE_DIR holds tandem-serve and, in SERVE_DIR/lib, the shared libraries the GPU
      the host-staged transport): phases 1, 2 and 4 again, then 3 against TP2's plain answers
      (the worker must roll rejected drafts out of its part of the states too). TP2 sums each
      layer in another order than TP1, so its answers are compared with TP1's and reported, not
-     required to match; transformers' greedy continuations are.
+     required to match; transformers' greedy continuations are;
+  6. the seed's --kv-cache-dtype fp8_e4m3 (TP1): phases 2, 4 and 3 again on an fp8 DSA pool (its
+     scales calculated by the first request's step); phase 1's agreement with transformers is
+     reported, not required (the pool's rounding moves these tiny models' logits).
 TANDEM_DEVICE=cpu runs the same on the CPU reference path (a check of the script itself).
 The fixtures have no tokenizer: a copy gets one whose ids are single characters (U+0100 + id), so
 prompts and completions are exact token ids. Exit status 0 only when every comparison holds.
@@ -145,13 +148,15 @@ class Server:
         self.proc.wait()
 
 
-def plain_phases(port, case, golden):
-    """Phases 1 and 2; returns the failures and the 12 prompts with their answers together."""
+def plain_phases(port, case, golden, exact=True):
+    """Phases 1 and 2; returns the failures and the 12 prompts with their answers together.
+    exact=False (an fp8 pool, whose rounding moves the logits): phase 1 is reported, not required."""
     with ThreadPoolExecutor(16) as pool:
         got = list(pool.map(lambda s: complete(port, s["input_ids"], len(s["greedy"])), golden))
     same = sum(g == s["greedy"] for g, s in zip(got, golden))
-    print(f"{case}: golden prompts at once: {same} of {len(golden)} greedy continuations equal transformers'")
-    failures = same != len(golden)
+    print(f"{case}: golden prompts at once: {same} of {len(golden)} greedy continuations equal transformers'"
+          + ("" if exact else " (reported)"))
+    failures = exact and same != len(golden)
     prompts = [golden[i % len(golden)]["input_ids"] + [(17 * i + 5) % 200 + 4] * (i // len(golden)) for i in range(12)]
     alone = [complete(port, p, 24) for p in prompts]
     t0 = time.time()
@@ -212,21 +217,22 @@ class Pair:
 
 
 def run_case(case, model, serve, spec, port, log, env, golden):
-    """Phases 1-5 for one fixture; returns the failures."""
+    """Phases 1-6 for one fixture; returns the failures."""
     failures, answers = 0, {}
-    for tp, phase in ((1, "plain"), (1, "drafter"), (2, "plain"), (2, "drafter")):
-        cmd = serve + ["--port", str(port)] + (spec if phase == "drafter" else [])
+    for tp, phase in ((1, "plain"), (1, "drafter"), (2, "plain"), (2, "drafter"), ("1 fp8", "plain"), ("1 fp8", "drafter")):
+        fp8 = ["--kv-cache-dtype", "fp8_e4m3"] if tp == "1 fp8" else []
+        cmd = serve + ["--port", str(port)] + fp8 + (spec if phase == "drafter" else [])
         name = f"{case} TP{tp}"
         if phase == "drafter" and (tp, "plain") not in answers:
             continue
         try:
-            with (Server if tp == 1 else Pair)(cmd, port, log, env) as server:
+            with (Pair if tp == 2 else Server)(cmd, port, log, env) as server:
                 if not server.up:
                     print(f"{name} ({phase}): the server did not come up")
                     failures += 1
                     continue
                 if phase == "plain":
-                    f, prompts, together = plain_phases(port, name, golden)
+                    f, prompts, together = plain_phases(port, name, golden, exact=not fp8)
                     f += prefix_phase(port, name, prompts, together)
                     answers[(tp, "plain")] = (prompts, together)
                 else:

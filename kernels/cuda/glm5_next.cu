@@ -72,65 +72,97 @@ __global__ void hc_mean_kernel(const float* streams, int hc, int hidden, float* 
 
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 
-__global__ void hc_collapse_kernel(HcShape s, const float* streams, const float* fn, const float* base, const float* scale,
-                                   float* collapsed, float* post, float* comb) {
+// The collapse in two launches, so that a step of few tokens reads fn ([M, n] fp32, M = (2 + hc) *
+// hc mix rows of n = hc * hidden: 1.5 MB a layer at the default shape) with many blocks: one block
+// per token had read it from one SM at ~11 GB/s (150 us a call at batch 1, 31% of the 5 B model's
+// decode step). Block (chunk c, token t) of hc_mix_partial_kernel writes, for its kHcChunk inputs,
+// each mix row's partial dot and the partial sum of squares: partial[t][c][0..M] (M: the squares);
+// hc_finish_kernel adds the chunks in order (so a token's result never depends on the batch), then
+// computes pre / post / comb and the collapsed stream. The mix is inv * (fn . streams), the rms
+// applied after the dot.
+constexpr int kHcChunk = 512;
+
+__global__ void hc_mix_partial_kernel(HcShape s, const float* streams, const float* fn, float* partial) {
   __shared__ float scratch[32];
-  __shared__ float mix[kMaxMix];
-  __shared__ float pre[kMaxHc];
-  const int hc = s.hc, D = s.hidden, n = hc * D, M = (2 + hc) * hc, t = blockIdx.x;
-  const float* st = streams + static_cast<long>(t) * n;
+  __shared__ float x[kHcChunk];
+  const int hc = s.hc, n = hc * s.hidden, M = (2 + hc) * hc, c = blockIdx.x, t = blockIdx.y;
+  const int chunks = gridDim.x, at = c * kHcChunk, len = min(kHcChunk, n - at);
+  const float* st = streams + static_cast<long>(t) * n + at;
   float ss = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += st[i] * st[i];
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + s.rms_eps);
-  // Mix logits: one warp per row of fn.
+  for (int i = threadIdx.x; i < len; i += blockDim.x) {
+    x[i] = st[i];
+    ss += st[i] * st[i];
+  }
+  ss = block_sum(ss, scratch);  // (syncs: x is complete after it)
+  float* out = partial + (static_cast<long>(t) * chunks + c) * (M + 1);
+  if (threadIdx.x == 0) out[M] = ss;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int r = warp; r < M; r += warps) {
-    const float* row = fn + static_cast<long>(r) * n;
+    const float* row = fn + static_cast<long>(r) * n + at;
     float acc = 0.f;
-    for (int i = lane; i < n; i += 32) acc += row[i] * (st[i] * inv);
+    for (int i = lane; i < len; i += 32) acc += row[i] * x[i];
     acc = warp_sum(acc);
-    if (lane == 0) mix[r] = acc;
+    if (lane == 0) out[r] = acc;
+  }
+}
+
+// One block per token; the Sinkhorn normalisation in double (as the CPU reference), one thread per
+// entry of comb, each row's and column's sum added in index order.
+__global__ void hc_finish_kernel(HcShape s, const float* streams, const float* partial, int chunks, const float* base,
+                                 const float* scale, float* collapsed, float* post, float* comb) {
+  __shared__ float red[kMaxMix + 1];
+  __shared__ float pre[kMaxHc];
+  __shared__ double c[kMaxHc * kMaxHc];
+  const int hc = s.hc, D = s.hidden, n = hc * D, M = (2 + hc) * hc, t = blockIdx.x, e = threadIdx.x;
+  const double eps = s.hc_eps;
+  if (e <= M) {
+    const float* p = partial + static_cast<long>(t) * chunks * (M + 1) + e;
+    float acc = 0.f;
+    for (int k = 0; k < chunks; ++k) acc += p[static_cast<long>(k) * (M + 1)];
+    red[e] = acc;
   }
   __syncthreads();
-  // pre, post and the Sinkhorn-normalised comb: tiny, one thread, in double as the CPU does.
-  if (threadIdx.x == 0) {
-    const double eps = s.hc_eps;
-    double c[kMaxHc * kMaxHc];
-    for (int i = 0; i < hc; ++i) {
-      pre[i] = static_cast<float>(1.0 / (1.0 + exp(-(static_cast<double>(mix[i]) * scale[0] + base[i]))) + eps);
-      post[static_cast<long>(t) * hc + i] =
-          static_cast<float>(2.0 / (1.0 + exp(-(static_cast<double>(mix[hc + i]) * scale[1] + base[hc + i]))));
-    }
-    for (int i = 0; i < hc; ++i) {
-      double top = -1e300;
-      for (int j = 0; j < hc; ++j) {
-        const int k = 2 * hc + i * hc + j;
-        c[i * hc + j] = static_cast<double>(mix[k]) * scale[2] + base[k];
-        top = fmax(top, c[i * hc + j]);
-      }
-      double sum = 0;
-      for (int j = 0; j < hc; ++j) sum += (c[i * hc + j] = exp(c[i * hc + j] - top));
-      for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + eps;
-    }
-    for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
-      if (it > 0)
-        for (int i = 0; i < hc; ++i) {
-          double sum = 0;
-          for (int j = 0; j < hc; ++j) sum += c[i * hc + j];
-          for (int j = 0; j < hc; ++j) c[i * hc + j] /= sum + eps;
-        }
-      for (int j = 0; j < hc; ++j) {
+  const float inv = rsqrtf(red[M] / static_cast<float>(n) + s.rms_eps);
+  auto mix = [&](int r) { return static_cast<double>(red[r] * inv); };
+  if (e < hc) {
+    pre[e] = static_cast<float>(1.0 / (1.0 + exp(-(mix(e) * scale[0] + base[e]))) + eps);
+    post[static_cast<long>(t) * hc + e] = static_cast<float>(2.0 / (1.0 + exp(-(mix(hc + e) * scale[1] + base[hc + e]))));
+  }
+  const int i = e / max(hc, 1), j = e % max(hc, 1);
+  const bool mine = e < hc * hc;
+  if (mine) {  // row i's softmax, then + eps
+    double top = -1e300, sum = 0;
+    for (int k = 0; k < hc; ++k) top = fmax(top, mix(2 * hc + i * hc + k) * scale[2] + base[2 * hc + i * hc + k]);
+    for (int k = 0; k < hc; ++k) sum += exp(mix(2 * hc + i * hc + k) * scale[2] + base[2 * hc + i * hc + k] - top);
+    c[e] = exp(mix(2 * hc + e) * scale[2] + base[2 * hc + e] - top) / sum + eps;
+  }
+  __syncthreads();
+  for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
+    double v = 0;
+    if (it > 0) {
+      if (mine) {
         double sum = 0;
-        for (int i = 0; i < hc; ++i) sum += c[i * hc + j];
-        for (int i = 0; i < hc; ++i) c[i * hc + j] /= sum + eps;
+        for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
+        v = c[e] / (sum + eps);
       }
+      __syncthreads();
+      if (mine) c[e] = v;
+      __syncthreads();
     }
-    for (int i = 0; i < hc * hc; ++i) comb[static_cast<long>(t) * hc * hc + i] = static_cast<float>(c[i]);
+    if (mine) {
+      double sum = 0;
+      for (int k = 0; k < hc; ++k) sum += c[k * hc + j];
+      v = c[e] / (sum + eps);
+    }
+    __syncthreads();
+    if (mine) c[e] = v;
+    __syncthreads();
   }
-  __syncthreads();
+  if (mine) comb[static_cast<long>(t) * hc * hc + e] = static_cast<float>(c[e]);
+  const float* st = streams + static_cast<long>(t) * n;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.f;
-    for (int i = 0; i < hc; ++i) acc += pre[i] * st[static_cast<long>(i) * D + d];
+    for (int k = 0; k < hc; ++k) acc += pre[k] * st[static_cast<long>(k) * D + d];
     collapsed[static_cast<long>(t) * D + d] = acc;
   }
 }
@@ -409,7 +441,7 @@ __global__ void dsa_prepare_kernel(DsaShape s, DsaNorms nw, const float* proj, l
   for (int h = threadIdx.x; h < s.index_heads; h += blockDim.x) iw[static_cast<long>(t) * s.index_heads + h] = wp[h] * wscale;
 }
 
-constexpr int kMaxIndexHeads = 64;
+constexpr int kMaxIndexHeads = 64, kMaxIndexDim = 256;
 
 template <class T>
 __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, long ld_iq, const float* iw,
@@ -427,10 +459,17 @@ __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, lon
   std::int32_t* ch = chosen + static_cast<long>(t) * max_pools;
   const float scale = rsqrtf(static_cast<float>(D)), ps = pool_scale(pool);
   const int ik_at = s.lora_kv + s.rope, ig_at = ik_at + D;
-  for (int p = threadIdx.x; p < n_pools; p += blockDim.x) {
-    float dots[kMaxIndexHeads];
-    for (int h = 0; h < IH; ++h) dots[h] = 0.f;
-    for (int d = 0; d < D; ++d) {
+  // One warp per pool, its lanes over the key's channels (d = lane + 32 k): the pool's kp rows are
+  // read coalesced, each channel's softmax over the pool's tokens weighting the indexer keys, then
+  // per head the dot with the query, summed over the lanes. (A thread per pool had walked the
+  // channels one after another, kp dependent loads each: 0.5 ms a token at 35 pools.)
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int p = warp; p < n_pools; p += warps) {
+    float key[kMaxIndexDim / 32];
+    for (int k = 0; k < kMaxIndexDim / 32; ++k) {
+      const int d = lane + 32 * k;
+      key[k] = 0.f;
+      if (d >= D) continue;
       float top = -FLT_MAX;
       for (int m = 0; m < kp; ++m) top = fmaxf(top, pool_get(pool_row<T>(pool, seq, p * kp + m), ig_at + d, ps) + ape[m * D + d]);
       float sum = 0.f, acc = 0.f;
@@ -440,12 +479,17 @@ __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, lon
         sum += e;
         acc += e * pool_get(r, ik_at + d, ps);
       }
-      const float key = acc / sum;
-      for (int h = 0; h < IH; ++h) dots[h] += q[h * D + d] * key;
+      key[k] = acc / sum;
     }
     float score = 0.f;
-    for (int h = 0; h < IH; ++h) score += iw[static_cast<long>(t) * IH + h] * fmaxf(0.f, dots[h] * scale);
-    sc[p] = score;
+    for (int h = 0; h < IH; ++h) {
+      float dot = 0.f;
+      for (int k = 0; k < kMaxIndexDim / 32; ++k)
+        if (lane + 32 * k < D) dot += q[h * D + lane + 32 * k] * key[k];
+      dot = warp_sum(dot);
+      score += iw[static_cast<long>(t) * IH + h] * fmaxf(0.f, dot * scale);
+    }
+    if (lane == 0) sc[p] = score;
   }
   __syncthreads();
   for (int p = threadIdx.x; p < n_pools; p += blockDim.x) {
@@ -686,12 +730,20 @@ Status hc_mean_cuda(const float* streams, int tokens, int hc, int hidden, float*
   return TANDEM_CUDA_LAUNCHED("hc_mean_kernel");
 }
 
+long hc_collapse_scratch_floats(const HcShape& s, int tokens) {
+  const long n = static_cast<long>(s.hc) * s.hidden, chunks = (n + kHcChunk - 1) / kHcChunk;
+  return static_cast<long>(tokens) * chunks * ((2 + s.hc) * s.hc + 1);
+}
+
 Status hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
-                             const float* scale, float* collapsed, float* post, float* comb, Stream stream) {
+                             const float* scale, float* collapsed, float* post, float* comb, float* scratch, Stream stream) {
   if (s.hc < 1 || s.hc > kMaxHc) return Error{"hc_collapse_cuda: hc_mult must be in [1, 8]"};
   if (tokens == 0) return {};
-  hc_collapse_kernel<<<tokens, 256, 0, stream>>>(s, streams, fn, base, scale, collapsed, post, comb);
-  return TANDEM_CUDA_LAUNCHED("hc_collapse_kernel");
+  const int chunks = static_cast<int>((static_cast<long>(s.hc) * s.hidden + kHcChunk - 1) / kHcChunk);
+  hc_mix_partial_kernel<<<dim3(chunks, tokens), 256, 0, stream>>>(s, streams, fn, scratch);
+  if (auto e = TANDEM_CUDA_LAUNCHED("hc_mix_partial_kernel"); !e) return e;
+  hc_finish_kernel<<<tokens, 256, 0, stream>>>(s, streams, scratch, chunks, base, scale, collapsed, post, comb);
+  return TANDEM_CUDA_LAUNCHED("hc_finish_kernel");
 }
 
 Status hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
@@ -749,14 +801,21 @@ Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, 
                             const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
                             std::int32_t* sel, std::int32_t* sel_n, int max_sel, Stream stream) {
   if (s.index_heads < 1 || s.index_heads > kMaxIndexHeads) return Error{"dsa_select_cuda: index_n_heads must be in [1, 64]"};
+  if (s.index_dim < 1 || s.index_dim > kMaxIndexDim) return Error{"dsa_select_cuda: index_head_dim must be in [1, 256]"};
   if (s.kpool < 1) return Error{"dsa_select_cuda: index_kpool must be at least 1"};
   if (max_sel < s.index_topk + s.kpool) return Error{"dsa_select_cuda: max_sel below index_topk + index_kpool"};
   if (tokens == 0) return {};
   (void)max_pools;
   const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
-  TANDEM_DSA_POOL_DISPATCH(pool, (dsa_select_kernel<T><<<tokens, 128, shared, stream>>>(
-                                     s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores, chosen,
-                                     max_pools, sel, sel_n, max_sel)));
+  cudaError_t attr = cudaSuccess;
+  TANDEM_DSA_POOL_DISPATCH(pool, {
+    if (shared > 48 * 1024)
+      attr = cudaFuncSetAttribute(dsa_select_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    if (attr == cudaSuccess)
+      dsa_select_kernel<T><<<tokens, 256, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores,
+                                                            chosen, max_pools, sel, sel_n, max_sel);
+  });
+  if (attr != cudaSuccess) return TANDEM_CUDA_LAUNCHED("dsa_select_kernel shared memory");
   return TANDEM_CUDA_LAUNCHED("dsa_select_kernel");
 }
 

@@ -37,9 +37,12 @@ std::vector<std::uint16_t> bf16_bits(std::vector<float>& x) {
   return b;
 }
 
-void hyper_connections(std::vector<Row>& rows, int hc, int iters, std::uint32_t seed) {
+// hidden 64 is one chunk of the mix's partial dots; wider ones (hc_collapse_cuda splits hc * hidden
+// into 512-input chunks) several, the last one short where 512 does not divide it. The last token
+// alone must equal itself in the batch, bit for bit (the chunks are added in order per token).
+void hyper_connections(std::vector<Row>& rows, int hc, int iters, std::uint32_t seed, int hidden = 64) {
   k::HcShape s;
-  s.hc = hc, s.hidden = 64, s.sinkhorn_iters = iters, s.rms_eps = 1e-5f, s.hc_eps = 1e-6f;
+  s.hc = hc, s.hidden = hidden, s.sinkhorn_iters = iters, s.rms_eps = 1e-5f, s.hc_eps = 1e-6f;
   const int H = s.hidden, M = (2 + hc) * hc, T = 5;
   const auto fn = normal(sz(M * hc * H), 0.05f, seed), base = normal(sz(M), 0.5f, seed + 1);
   const std::vector<float> scale = {0.7f, 1.3f, 0.9f};
@@ -50,13 +53,25 @@ void hyper_connections(std::vector<Row>& rows, int hc, int iters, std::uint32_t 
   k::hc_expand_cpu(s, expanded.data(), T, y.data(), post.data(), comb.data());
   Dev<float> d_streams(streams), d_fn(fn), d_base(base), d_scale(scale), d_y(y);
   Dev<float> d_col(collapsed.size()), d_post(post.size()), d_comb(comb.size());
+  Dev<float> d_scratch(sz(k::hc_collapse_scratch_floats(s, T)));
   op_ok(k::hc_collapse_cuda(s, d_streams.p(), T, d_fn.p(), d_base.p(), d_scale.p(), d_col.p(), d_post.p(), d_comb.p(),
-                            nullptr));
+                            d_scratch.p(), nullptr));
+  const auto col = d_col.get(), pst = d_post.get(), cmb = d_comb.get();
+  // The last token alone (its streams at the start of the buffer).
+  Dev<float> d_last(std::vector<float>(streams.end() - hc * H, streams.end()));
+  Dev<float> d_col1(sz(H)), d_post1(sz(hc)), d_comb1(sz(hc * hc));
+  op_ok(k::hc_collapse_cuda(s, d_last.p(), 1, d_fn.p(), d_base.p(), d_scale.p(), d_col1.p(), d_post1.p(), d_comb1.p(),
+                            d_scratch.p(), nullptr));
+  const bool alone = d_col1.get() == std::vector<float>(col.end() - H, col.end()) &&
+                     d_post1.get() == std::vector<float>(pst.end() - hc, pst.end()) &&
+                     d_comb1.get() == std::vector<float>(cmb.end() - hc * hc, cmb.end());
   op_ok(k::hc_expand_cuda(s, d_streams.p(), T, d_y.p(), d_post.p(), d_comb.p(), nullptr));
-  const double err = std::max({check_program::rel_error(d_col.get(), collapsed), check_program::rel_error(d_post.get(), post),
-                               check_program::rel_error(d_comb.get(), comb), check_program::rel_error(d_streams.get(), expanded)});
-  push(rows, "hc_collapse+expand",
-       "hc " + std::to_string(hc) + " x 64, " + std::to_string(iters) + " Sinkhorn, 5 tokens", err, 1e-4);
+  const double err = std::max({check_program::rel_error(col, collapsed), check_program::rel_error(pst, post),
+                               check_program::rel_error(cmb, comb), check_program::rel_error(d_streams.get(), expanded)});
+  const std::string what = "hc " + std::to_string(hc) + " x " + std::to_string(H) + ", " + std::to_string(iters) + " Sinkhorn, 5 tokens";
+  push(rows, "hc_collapse+expand", what, err, 1e-4);
+  rows.push_back({"hc_collapse", what + "; the last token alone", "f32", 0, -1, alone ? 0 : 1,
+                  alone ? "bit for bit its batched result" : "differs from its batched result"});
 }
 
 void streams_embed_mean(std::vector<Row>& rows) {
@@ -406,6 +421,8 @@ void products(std::vector<Row>& rows) {
 void check_glm5_next(std::vector<Row>& rows) {
   hyper_connections(rows, 4, 20, 61);
   hyper_connections(rows, 3, 5, 64);
+  hyper_connections(rows, 4, 20, 62, 1024);  // 8 chunks
+  hyper_connections(rows, 3, 20, 63, 200);   // 600 inputs: a chunk of 512 and one of 88
   streams_embed_mean(rows);
   glue_f32(rows);
   k::KdaShape fixture;
@@ -431,6 +448,9 @@ void check_glm5_next(std::vector<Row>& rows) {
   sparse.index_topk = 12, sparse.kpool = 4, sparse.select_tail = true;  // 3 pools of 4 out of up to 9
   k::DsaShape single = sparse;
   single.kpool = 1, single.index_topk = 10, single.rope = 8;
+  k::DsaShape wide_keys = sparse;  // channels past a warp's 32 lanes (3 a lane, the last partial)
+  wide_keys.index_dim = 80, wide_keys.index_heads = 3, wide_keys.kpool = 2, wide_keys.index_topk = 8;
+  dsa(rows, wide_keys, "kpool 2, top-k 8, index_dim 80, 3 index heads", 137, k::DType::f32);
   for (const k::DType pool : {k::DType::f32, k::DType::bf16, k::DType::fp8_e4m3}) {  // kv_cache_dtype's pools
     dsa(rows, sparse, "kpool 4, top-k 12, tail", 121, pool);
     dsa(rows, single, "kpool 1, top-k 10, rope 8", 131, pool);

@@ -328,6 +328,7 @@ class Glm5NextCuda final : public CudaModel {
   int block_size_ = 0, max_blocks_ = 0;
 
   DeviceBuffer streams_, x_, post_, comb_, h_, y_;  // all fp32
+  DeviceBuffer hc_scratch_;                        // hc_collapse_cuda's partial sums
   DeviceBuffer hb_, xb_;  // bf16: h_ rounded (every sublayer's norm writes both); a product's input rounded
   DeviceBuffer xlo_;      // bf16: what xb_ leaves of an fp32 product's input (split_fp32_)
   DeviceBuffer kproj_, graw_, gate_, kout_, kchunk_;  // kchunk_: kda_chunk_cuda's scratch

@@ -68,6 +68,7 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (hc_ < 1 || hc_ > kernels::kMaxHc) return Error{"hc_mult must be in [1, 8] on CUDA"};
   if (lhd_ > 1024) return Error{"linear_head_dim must be at most 1024 on CUDA"};
   if (ih_ > 64) return Error{"index_n_heads must be at most 64 on CUDA"};
+  if (id_ > 256) return Error{"index_head_dim must be at most 256 on CUDA"};
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
   // Every rank must hold at least one head of each attention kind: an empty slice would leave a
@@ -471,6 +472,8 @@ Status Glm5NextCuda::allocate_activations() {
       {&x_, T * h * 4, "collapsed"},
       {&post_, T * static_cast<std::size_t>(hc_) * 4, "hc post"},
       {&comb_, T * static_cast<std::size_t>(hc_ * hc_) * 4, "hc comb"},
+      {&hc_scratch_, static_cast<std::size_t>(kernels::hc_collapse_scratch_floats(detail::hc_shape(c_), t_cap_)) * 4,
+       "hc mix partial sums"},
       {&h_, T * h * 4, "normed"},
       {&hb_, T * h * 2, "normed (bf16)"},
       {&xb_, std::max(T, R) * widest * 2, "product input (bf16)"},

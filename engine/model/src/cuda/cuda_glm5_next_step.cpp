@@ -385,7 +385,7 @@ Status Glm5NextCuda::sublayer(const Glm5Hc& hc, const DeviceBuffer& norm, int T,
   const kernels::HcShape s = detail::hc_shape(c_);
   FirstError err;
   err(kernels::hc_collapse_cuda(s, streams_.as<float>(), T, hc.fn.as<float>(), hc.base.as<float>(), hc.scale.as<float>(), x_.as<float>(),
-                       post_.as<float>(), comb_.as<float>(), stream_));
+                       post_.as<float>(), comb_.as<float>(), hc_scratch_.as<float>(), stream_));
   err(kernels::rms_norm_f32(x_.as<float>(), H_, T, H_, norm.as<float>(), s.rms_eps, h_.as<float>(), H_, hb_.get(), H_, stream_));
   mark("hc collapse + norm", 4.0 * T * (hc_ + 2) * H_ + 4.0 * hc_ * (hc_ + 2) * hc_ * H_);
   if (which == 0) err(L.linear ? kda(L, T, S) : dsa(L, T));

@@ -48,9 +48,11 @@ struct HcShape {
 constexpr int kMaxHc = 8;
 // Per token: collapsed [hidden], post [hc], comb [hc * hc] (row j, column i: how much of stream j
 // goes to stream i) from streams [hc * hidden]; fn [(2 + hc) * hc, hc * hidden], base
-// [(2 + hc) * hc], scale [3], all fp32.
+// [(2 + hc) * hc], scale [3], all fp32. scratch: device floats, hc_collapse_scratch_floats(s, tokens)
+// (the mix rows' partial dots, many blocks a token: fn is read at the memory's rate, not one SM's).
+long hc_collapse_scratch_floats(const HcShape& s, int tokens);
 Status hc_collapse_cuda(const HcShape& s, const float* streams, int tokens, const float* fn, const float* base,
-                             const float* scale, float* collapsed, float* post, float* comb, Stream stream);
+                             const float* scale, float* collapsed, float* post, float* comb, float* scratch, Stream stream);
 // streams[t][i] = post[t][i] * y[t] + sum_j comb[t][j][i] * streams[t][j].
 Status hc_expand_cuda(const HcShape& s, float* streams, int tokens, const float* y, const float* post,
                            const float* comb, Stream stream);
@@ -168,7 +170,8 @@ void dsa_prepare_cpu(const DsaShape& s, const DsaNorms& n, const float* proj, lo
 // reference's rule, which follows torch.topk's CPU kernel, std::nth_element / partial_sort order;
 // the two agree on the scores chosen, not always on which of equally scored pools) plus the tail after the last
 // complete pool. iq [index_heads * index_dim] per token (ld_iq); kpool_ape [kpool, index_dim].
-// scores / chosen: scratch of tokens * max_pools. max_sel >= index_topk + kpool; index_heads <= 64.
+// scores / chosen: scratch of tokens * max_pools. max_sel >= index_topk + kpool; index_heads <= 64,
+// index_dim <= 256.
 Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, long ld_iq, const float* iw,
                             const float* kpool_ape, int tokens, const std::int32_t* token_seq,
                             const std::int32_t* token_pos, float* scores, std::int32_t* chosen, int max_pools,
