@@ -514,21 +514,26 @@ template <class T>
 __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const float* q_lat, const float* q_rope, long ld_q,
                                      long head_stride, const std::int32_t* token_seq, const std::int32_t* sel,
                                      const std::int32_t* sel_n, int max_sel, float scale, float* out_lat) {
-  extern __shared__ float shared[];
+  // Dynamic shared memory: the selected rows' addresses [max_sel] (looked up once: the key, its
+  // block-table entry and the row were three dependent loads in every iteration of both loops),
+  // the query [lora_kv + rope], the scores [max_sel].
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
   __shared__ float scratch[32];
   const int t = blockIdx.x, h = blockIdx.y, seq = token_seq[t], L = s.lora_kv, W = s.lora_kv + s.rope;
-  float* q = shared;
-  float* score = shared + W;
+  const T** rowp = reinterpret_cast<const T**>(shared_bytes);
+  float* q = reinterpret_cast<float*>(shared_bytes + static_cast<std::size_t>(max_sel) * sizeof(const T*));
+  float* score = q + W;
   const float* ql = q_lat + (static_cast<long>(t) * heads + h) * L;
   const float* qr = q_rope + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
   for (int i = threadIdx.x; i < W; i += blockDim.x) q[i] = i < L ? ql[i] : qr[i - L];
-  __syncthreads();
   const int n = sel_n[t];
-  const float ps = pool_scale(pool);
   const std::int32_t* keys = sel + static_cast<long>(t) * max_sel;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) rowp[j] = pool_row<T>(pool, seq, keys[j]);
+  __syncthreads();
+  const float ps = pool_scale(pool);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int j = warp; j < n; j += warps) {
-    const T* r = pool_row<T>(pool, seq, keys[j]);
+    const T* r = rowp[j];
     float acc = 0.f;
     for (int i = lane; i < W; i += 32) acc += q[i] * pool_get(r, i, ps);
     acc = warp_sum(acc);
@@ -544,7 +549,8 @@ __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const 
   float* out = out_lat + (static_cast<long>(t) * heads + h) * L;
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     float acc = 0.f;
-    for (int j = 0; j < n; ++j) acc += score[j] * pool_get(pool_row<T>(pool, seq, keys[j]), i, ps);
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) acc += score[j] * pool_get(rowp[j], i, ps);
     out[i] = n > 0 ? acc / sum : 0.f;
   }
 }
@@ -824,7 +830,8 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
                                const std::int32_t* sel, const std::int32_t* sel_n, int max_sel, float scale,
                                float* out_lat, Stream stream) {
   if (tokens == 0) return {};
-  const std::size_t shared = static_cast<std::size_t>(s.lora_kv + s.rope + max_sel) * sizeof(float);
+  const std::size_t shared = static_cast<std::size_t>(s.lora_kv + s.rope + max_sel) * sizeof(float) +
+                             static_cast<std::size_t>(max_sel) * sizeof(void*);
   const dim3 grid(tokens, heads);
   cudaError_t attr = cudaSuccess;
   TANDEM_DSA_POOL_DISPATCH(pool, {
