@@ -591,26 +591,70 @@ __global__ void linear_f32_kernel(const float* x, long ldx, const std::int32_t* 
   if (lane == 0) y[static_cast<long>(r) * ldy + o] = acc;
 }
 
-__global__ void absorb_query_kernel(const float* q, long ld_q, long head_stride, int heads, int nope, int vd, int lora_kv,
-                                    const bf16* kv_b, float* q_lat) {
-  const int t = blockIdx.x, h = blockIdx.y;
-  const float* qh = q + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
-  const bf16* wk = kv_b + static_cast<long>(h) * (nope + vd) * lora_kv;
-  for (int d = threadIdx.x; d < lora_kv; d += blockDim.x) {
-    float acc = 0.f;
-    for (int n = 0; n < nope; ++n) acc += qh[n] * __bfloat162float(wk[static_cast<long>(n) * lora_kv + d]);
-    q_lat[(static_cast<long>(t) * heads + h) * lora_kv + d] = acc;
+// Both absorptions read kv_b's rows 16 bytes (8 bf16) a lane: lane l holds chunks l, l + 32, ... of a
+// row's lora_kv entries (lora_kv a multiple of 8, at most 8 * 32 * kAbsorbChunks). One thread a
+// latent channel walking the nope rows (and one warp a value channel reading 2 bytes a lane) had
+// been bound by the latency of their loads: 17 MB of kv_b a layer took 0.17 ms (0.2 TB/s).
+constexpr int kAbsorbChunks = 4;
+
+__device__ __forceinline__ void bf16x8(const bf16* p, float (&w)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const unsigned v[4] = {u.x, u.y, u.z, u.w};
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[k]));
+    w[2 * k] = f.x, w[2 * k + 1] = f.y;
   }
 }
 
-// Block (token, head); one warp per value channel.
+// Block (token, head), 8 warps: warp w sums the nope rows w, w + 8, ... of its head's key part into
+// its partial row (shared), then each latent channel adds the 8 partials in warp order.
+__global__ void absorb_query_kernel(const float* q, long ld_q, long head_stride, int heads, int nope, int vd, int lora_kv,
+                                    const bf16* kv_b, float* q_lat) {
+  extern __shared__ float part[];  // [warps][lora_kv]
+  const int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const float* qh = q + static_cast<long>(t) * ld_q + static_cast<long>(h) * head_stride;
+  const bf16* wk = kv_b + static_cast<long>(h) * (nope + vd) * lora_kv;
+  const int chunks = lora_kv / 8;
+  float acc[kAbsorbChunks][8] = {};
+  for (int n = warp; n < nope; n += warps) {
+    const float qn = qh[n];
+    for (int j = 0; j < kAbsorbChunks; ++j) {
+      const int c = lane + 32 * j;
+      if (c >= chunks) break;
+      float w[8];
+      bf16x8(wk + static_cast<long>(n) * lora_kv + 8 * c, w);
+      for (int k = 0; k < 8; ++k) acc[j][k] += qn * w[k];
+    }
+  }
+  for (int j = 0; j < kAbsorbChunks; ++j) {
+    const int c = lane + 32 * j;
+    if (c >= chunks) break;
+    for (int k = 0; k < 8; ++k) part[warp * lora_kv + 8 * c + k] = acc[j][k];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < lora_kv; d += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < warps; ++w) sum += part[w * lora_kv + d];
+    q_lat[(static_cast<long>(t) * heads + h) * lora_kv + d] = sum;
+  }
+}
+
+// Block (token, head); one warp per value channel, the attended latent in shared memory.
 __global__ void absorb_values_kernel(const float* lat, int heads, int nope, int vd, int lora_kv, const bf16* kv_b, float* out) {
+  extern __shared__ float l[];  // [lora_kv]
   const int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const float* l = lat + (static_cast<long>(t) * heads + h) * lora_kv;
+  const float* src = lat + (static_cast<long>(t) * heads + h) * lora_kv;
+  for (int d = threadIdx.x; d < lora_kv; d += blockDim.x) l[d] = src[d];
+  __syncthreads();
+  const int chunks = lora_kv / 8;
   for (int v = threadIdx.x / 32; v < vd; v += warps) {
     const bf16* wv = kv_b + (static_cast<long>(h) * (nope + vd) + nope + v) * lora_kv;
     float acc = 0.f;
-    for (int d = lane; d < lora_kv; d += 32) acc += l[d] * __bfloat162float(wv[d]);
+    for (int c = lane; c < chunks; c += 32) {
+      float w[8];
+      bf16x8(wv + 8 * c, w);
+      for (int k = 0; k < 8; ++k) acc += l[8 * c + k] * w[k];
+    }
     acc = warp_sum(acc);
     if (lane == 0) out[(static_cast<long>(t) * heads + h) * vd + v] = acc;
   }
@@ -671,17 +715,20 @@ Status linear_f32_cuda(const float* x, long ldx, const std::int32_t* gather, int
 
 Status absorb_query_cuda(const float* q, long ld_q, long head_stride, int tokens, int heads, int nope, int vd,
                               int lora_kv, const void* kv_b, float* q_lat, Stream stream) {
+  if (lora_kv % 8 != 0 || lora_kv > 8 * 32 * kAbsorbChunks)
+    return Error{"absorb_query_cuda: kv_lora_rank must be a multiple of 8, at most 1024"};
   if (tokens == 0) return {};
-  absorb_query_kernel<<<dim3(tokens, heads), 128, 0, stream>>>(q, ld_q, head_stride, heads, nope, vd, lora_kv,
-                                                              static_cast<const bf16*>(kv_b), q_lat);
+  absorb_query_kernel<<<dim3(tokens, heads), 256, 8 * static_cast<std::size_t>(lora_kv) * sizeof(float), stream>>>(
+      q, ld_q, head_stride, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b), q_lat);
   return TANDEM_CUDA_LAUNCHED("absorb_query_kernel");
 }
 
 Status absorb_values_cuda(const float* lat, int tokens, int heads, int nope, int vd, int lora_kv, const void* kv_b,
                                float* out, Stream stream) {
+  if (lora_kv % 8 != 0) return Error{"absorb_values_cuda: kv_lora_rank must be a multiple of 8"};
   if (tokens == 0) return {};
-  absorb_values_kernel<<<dim3(tokens, heads), 256, 0, stream>>>(lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b),
-                                                               out);
+  absorb_values_kernel<<<dim3(tokens, heads), 256, static_cast<std::size_t>(lora_kv) * sizeof(float), stream>>>(
+      lat, heads, nope, vd, lora_kv, static_cast<const bf16*>(kv_b), out);
   return TANDEM_CUDA_LAUNCHED("absorb_values_kernel");
 }
 

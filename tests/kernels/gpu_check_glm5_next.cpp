@@ -354,6 +354,26 @@ void clamped_swiglu(std::vector<Row>& rows, float limit) {
 
 // linear_f32_cuda with a gather and per-row experts (the routed experts' form), the MLA absorption
 // kernels and the MoE combine.
+// MLA absorption: kv_b [heads * (nope + vd), L] (bf16 on the device).
+void absorption(std::vector<Row>& rows, int T, int heads, int nope, int vd, int L, std::uint32_t seed) {
+  const int qk = nope + 2;
+  auto kvb = normal(sz(heads * (nope + vd) * L), 1.f, seed);
+  const auto kvbb = bf16_bits(kvb);
+  const auto q = normal(sz(T * heads * qk), 1.f, seed + 1), lat = normal(sz(T * heads * L), 1.f, seed + 2);
+  std::vector<float> qlat(sz(T * heads * L)), vals(sz(T * heads * vd));
+  k::absorb_query_cpu(q.data(), heads * qk, qk, T, heads, nope, vd, L, kvb.data(), qlat.data());
+  k::absorb_values_cpu(lat.data(), T, heads, nope, vd, L, kvb.data(), vals.data());
+  Dev<float> d_q(q), d_lat(lat), d_ql(qlat.size()), d_v(vals.size());
+  Dev<std::uint16_t> d_kvb(kvbb);
+  op_ok(k::absorb_query_cuda(d_q.p(), heads * qk, qk, T, heads, nope, vd, L, d_kvb.p(), d_ql.p(), nullptr));
+  op_ok(k::absorb_values_cuda(d_lat.p(), T, heads, nope, vd, L, d_kvb.p(), d_v.p(), nullptr));
+  const std::string shape = std::to_string(T) + " tokens, " + std::to_string(heads) + " heads, ";
+  push(rows, "absorb_query", shape + "nope " + std::to_string(nope) + " -> latent " + std::to_string(L),
+       check_program::rel_error(d_ql.get(), qlat), 1e-5);
+  push(rows, "absorb_values", shape + "latent " + std::to_string(L) + " -> " + std::to_string(vd),
+       check_program::rel_error(d_v.get(), vals), 1e-5);
+}
+
 void products(std::vector<Row>& rows) {
   const int n_rows = 6, in = 40, out = 24, experts = 3, src_rows = 4;
   const auto x = normal(sz(src_rows * in), 1.f, 91);
@@ -370,20 +390,9 @@ void products(std::vector<Row>& rows) {
   op_ok(k::linear_f32_cuda(d_x.p(), in, d_g.p(), n_rows, in, d_w.p(), DType::bf16, in, d_e.p(), out * in, out, d_y.p(),
                            out, nullptr));
   push(rows, "linear_f32", "6 gathered rows of 3 experts, 40 -> 24", check_program::rel_error(d_y.get(), want), 1e-5);
-  // Absorption: kv_b [heads * (nope + vd), L].
-  const int T = 3, heads = 2, nope = 5, vd = 4, L = 8, qk = 7;
-  auto kvb = normal(sz(heads * (nope + vd) * L), 1.f, 93);
-  const auto kvbb = bf16_bits(kvb);
-  const auto q = normal(sz(T * heads * qk), 1.f, 94), lat = normal(sz(T * heads * L), 1.f, 95);
-  std::vector<float> qlat(sz(T * heads * L)), vals(sz(T * heads * vd));
-  k::absorb_query_cpu(q.data(), heads * qk, qk, T, heads, nope, vd, L, kvb.data(), qlat.data());
-  k::absorb_values_cpu(lat.data(), T, heads, nope, vd, L, kvb.data(), vals.data());
-  Dev<float> d_q(q), d_lat(lat), d_ql(qlat.size()), d_v(vals.size());
-  Dev<std::uint16_t> d_kvb(kvbb);
-  op_ok(k::absorb_query_cuda(d_q.p(), heads * qk, qk, T, heads, nope, vd, L, d_kvb.p(), d_ql.p(), nullptr));
-  op_ok(k::absorb_values_cuda(d_lat.p(), T, heads, nope, vd, L, d_kvb.p(), d_v.p(), nullptr));
-  push(rows, "absorb_query", "3 tokens, 2 heads, nope 5 -> latent 8", check_program::rel_error(d_ql.get(), qlat), 1e-5);
-  push(rows, "absorb_values", "3 tokens, 2 heads, latent 8 -> 4", check_program::rel_error(d_v.get(), vals), 1e-5);
+  absorption(rows, 3, 2, 5, 4, 8, 93);
+  absorption(rows, 2, 2, 24, 16, 512, 193);  // the default shape's latent: 2 chunks of 8 a lane
+  absorption(rows, 1, 3, 9, 5, 264, 293);    // 33 chunks: the second round of lanes partial
   // Combine: 5 tokens of top 3 pairs, with and without the shared experts' rows added.
   const int tokens = 5, top_k = 3, hidden = 48;
   const auto pair_out = normal(sz(tokens * top_k * hidden), 1.f, 96), weight = normal(sz(tokens * top_k), 0.5f, 97);

@@ -69,6 +69,7 @@ Status Glm5NextCuda::load(const Checkpoint& ck) {
   if (lhd_ > 1024) return Error{"linear_head_dim must be at most 1024 on CUDA"};
   if (ih_ > 64) return Error{"index_n_heads must be at most 64 on CUDA"};
   if (id_ > 256) return Error{"index_head_dim must be at most 256 on CUDA"};
+  if (lora_kv_ % 8 != 0 || lora_kv_ > 1024) return Error{"kv_lora_rank must be a multiple of 8, at most 1024, on CUDA"};
   if (H_ % 8 != 0 || (E_ > 0 && I_ % 8 != 0)) return Error{"hidden_size and moe_intermediate_size must be multiples of 8"};
   if (E_ > 1024) return Error{"at most 1024 routed experts"};
   // Every rank must hold at least one head of each attention kind: an empty slice would leave a
