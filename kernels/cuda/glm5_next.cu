@@ -106,59 +106,72 @@ __global__ void hc_mix_partial_kernel(HcShape s, const float* streams, const flo
   }
 }
 
-// One block per token; the Sinkhorn normalisation in double (as the CPU reference), one thread per
-// entry of comb, each row's and column's sum added in index order.
+// One block per token. A warp per mix row adds its chunks' partials (lanes over chunks, then the
+// warp's sum: a fixed order, whatever the batch). Warp 0 runs the Sinkhorn normalisation in double
+// (as the CPU reference), a lane an entry of comb (two where hc * hc > 32), reading the others'
+// entries by shuffles in index order: no block barrier per iteration.
 __global__ void hc_finish_kernel(HcShape s, const float* streams, const float* partial, int chunks, const float* base,
                                  const float* scale, float* collapsed, float* post, float* comb) {
   __shared__ float red[kMaxMix + 1];
   __shared__ float pre[kMaxHc];
-  __shared__ double c[kMaxHc * kMaxHc];
-  const int hc = s.hc, D = s.hidden, n = hc * D, M = (2 + hc) * hc, t = blockIdx.x, e = threadIdx.x;
+  const int hc = s.hc, D = s.hidden, n = hc * D, M = (2 + hc) * hc, t = blockIdx.x, hh = hc * hc;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const double eps = s.hc_eps;
-  if (e <= M) {
-    const float* p = partial + static_cast<long>(t) * chunks * (M + 1) + e;
+  for (int r = warp; r <= M; r += warps) {
+    const float* p = partial + static_cast<long>(t) * chunks * (M + 1) + r;
     float acc = 0.f;
-    for (int k = 0; k < chunks; ++k) acc += p[static_cast<long>(k) * (M + 1)];
-    red[e] = acc;
+    for (int k = lane; k < chunks; k += 32) acc += p[static_cast<long>(k) * (M + 1)];
+    acc = warp_sum(acc);
+    if (lane == 0) red[r] = acc;
   }
   __syncthreads();
   const float inv = rsqrtf(red[M] / static_cast<float>(n) + s.rms_eps);
   auto mix = [&](int r) { return static_cast<double>(red[r] * inv); };
-  if (e < hc) {
-    pre[e] = static_cast<float>(1.0 / (1.0 + exp(-(mix(e) * scale[0] + base[e]))) + eps);
-    post[static_cast<long>(t) * hc + e] = static_cast<float>(2.0 / (1.0 + exp(-(mix(hc + e) * scale[1] + base[hc + e]))));
+  if (warp == 1 && lane < hc) {
+    pre[lane] = static_cast<float>(1.0 / (1.0 + exp(-(mix(lane) * scale[0] + base[lane]))) + eps);
+    post[static_cast<long>(t) * hc + lane] = static_cast<float>(2.0 / (1.0 + exp(-(mix(hc + lane) * scale[1] + base[hc + lane]))));
   }
-  const int i = e / max(hc, 1), j = e % max(hc, 1);
-  const bool mine = e < hc * hc;
-  if (mine) {  // row i's softmax, then + eps
-    double top = -1e300, sum = 0;
-    for (int k = 0; k < hc; ++k) top = fmax(top, mix(2 * hc + i * hc + k) * scale[2] + base[2 * hc + i * hc + k]);
-    for (int k = 0; k < hc; ++k) sum += exp(mix(2 * hc + i * hc + k) * scale[2] + base[2 * hc + i * hc + k] - top);
-    c[e] = exp(mix(2 * hc + e) * scale[2] + base[2 * hc + e] - top) / sum + eps;
+  if (warp == 0) {
+    double v[2] = {0, 0};
+    // Entry idx of comb, wherever it is held (every lane calls it with the same loop bounds).
+    auto at = [&](int idx) {
+      const double lo = __shfl_sync(0xffffffffu, v[0], idx & 31), hi = __shfl_sync(0xffffffffu, v[1], idx & 31);
+      return idx < 32 ? lo : hi;
+    };
+    // Row i's softmax: each entry's logit, the row's max and sum over its entries in index order.
+    for (int q = 0; q < 2; ++q) {
+      const int e = lane + 32 * q;
+      v[q] = e < hh ? mix(2 * hc + e) * scale[2] + base[2 * hc + e] : 0.0;
+    }
+    double top[2], sum[2];
+    for (int q = 0; q < 2; ++q) top[q] = -1e300, sum[q] = 0;
+    for (int k = 0; k < hc; ++k)
+      for (int q = 0; q < 2; ++q) {
+        const int e = min(lane + 32 * q, hh - 1), i = e / hc;
+        top[q] = fmax(top[q], at(i * hc + k));
+      }
+    for (int q = 0; q < 2; ++q) v[q] = exp(v[q] - top[q]);
+    for (int k = 0; k < hc; ++k)
+      for (int q = 0; q < 2; ++q) {
+        const int e = min(lane + 32 * q, hh - 1), i = e / hc;
+        sum[q] += at(i * hc + k);
+      }
+    for (int q = 0; q < 2; ++q) v[q] = v[q] / sum[q] + eps;
+    for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
+      for (int pass = it > 0 ? 0 : 1; pass < 2; ++pass) {  // 0: rows (from the second iteration), 1: columns
+        double total[2] = {0, 0};
+        for (int k = 0; k < hc; ++k)
+          for (int q = 0; q < 2; ++q) {
+            const int e = min(lane + 32 * q, hh - 1), i = e / hc, j = e % hc;
+            total[q] += at(pass == 0 ? i * hc + k : k * hc + j);
+          }
+        for (int q = 0; q < 2; ++q) v[q] /= total[q] + eps;
+      }
+    }
+    for (int q = 0; q < 2; ++q)
+      if (lane + 32 * q < hh) comb[static_cast<long>(t) * hh + lane + 32 * q] = static_cast<float>(v[q]);
   }
   __syncthreads();
-  for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
-    double v = 0;
-    if (it > 0) {
-      if (mine) {
-        double sum = 0;
-        for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
-        v = c[e] / (sum + eps);
-      }
-      __syncthreads();
-      if (mine) c[e] = v;
-      __syncthreads();
-    }
-    if (mine) {
-      double sum = 0;
-      for (int k = 0; k < hc; ++k) sum += c[k * hc + j];
-      v = c[e] / (sum + eps);
-    }
-    __syncthreads();
-    if (mine) c[e] = v;
-    __syncthreads();
-  }
-  if (mine) comb[static_cast<long>(t) * hc * hc + e] = static_cast<float>(c[e]);
   const float* st = streams + static_cast<long>(t) * n;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.f;

@@ -254,8 +254,8 @@ void check_model(const fs::path& dir, const std::vector<Sequence>& seqs, const R
     double e = got.size() == ref.kv_scales.size() ? rel_error(got, ref.kv_scales) : INFINITY;
     std::string list;
     for (float x : got) list += (list.empty() ? "" : " ") + sci(x);
-    check(e <= 1e-5, "fp8 pool scales calculated by the first step: " + list + ", the CPU reference's rows' amax / 200 within " +
-                         sci(e) + " (<= 1e-5)");
+    check(e <= 1e-4, "fp8 pool scales calculated by the first step: " + list + ", the CPU reference's rows' amax / 200 within " +
+                         sci(e) + " (<= 1e-4)");
   }
 
   // Every position, one token per step (sequence s in slot s, blocks of sequence 4 + s).
@@ -417,8 +417,12 @@ void check_quantised(const fs::path& fixtures, const std::string& name, const st
 
 // Fixture `name` with a bf16 or fp8 DSA pool (`kv_cache_dtype`) against the CPU reference whose
 // rows hold what that pool reads back (KvCache::emulate_rows): the transformers bar, since only
-// the rows' rounding is new and both sides round alike. How far the pool's rounding moves the
-// logits from transformers' (fp32 rows) is printed, not checked: a property of the fixture.
+// the rows' rounding is new and both sides round alike. Every product takes fp32 inputs here
+// (TANDEM_GLM5_FP32_PRODUCTS=all), as the reference's do: with the default's bf16 output
+// projections the rows differ from the reference's by ~1e-3, enough to round a few percent of
+// them to the other fp8 neighbour, and this tiny model amplifies that (0.58 of the largest logit on
+// an H100, h100-s17-2026-12-08.md). How far the pool's rounding moves the logits from
+// transformers' (fp32 rows) is printed, not checked: a property of the fixture.
 void check_pool_type(const fs::path& fixtures, const std::string& name, const std::string& kv_cache_dtype) {
   const auto type = tandem::model::detail::dsa_pool_type(kv_cache_dtype);
   auto cpu = load_model(fixtures / name);
@@ -451,8 +455,13 @@ void check_pool_type(const fs::path& fixtures, const std::string& name, const st
   }
   std::printf("# %s, %s DSA pool: the CPU reference with such rows is %.3e from transformers' logits (fp32 rows), "
               "%d/%d greedy tokens as transformers'\n", name.c_str(), kv_cache_dtype.c_str(), drift, same, total);
+  const char* was = std::getenv("TANDEM_GLM5_FP32_PRODUCTS");
+  const std::string before = was ? was : "";
+  setenv("TANDEM_GLM5_FP32_PRODUCTS", "all", 1);
   check_model(fixtures / name, seqs.value(),
               {"the CPU reference with " + kv_cache_dtype + " rows", fixtures / name, 1e-2, false, kv_cache_dtype, scales});
+  if (was) setenv("TANDEM_GLM5_FP32_PRODUCTS", before.c_str(), 1);
+  else unsetenv("TANDEM_GLM5_FP32_PRODUCTS");
 }
 
 }  // namespace
