@@ -684,15 +684,16 @@ __global__ void clamped_silu_and_mul_f32_kernel(const float* gate_up, float* y, 
 
 __global__ void moe_combine_f32_kernel(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int top_k, int hidden,
                                        const float* add, float* y) {
-  const int t = blockIdx.x;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float acc = 0.f;
-    for (int k = 0; k < top_k; ++k) {
-      const long p = static_cast<long>(t) * top_k + k, row = pair_pos ? pair_pos[p] : p;
-      if (row >= 0) acc += weight[p] * pair_out[row * hidden + i];
-    }
-    y[static_cast<long>(t) * hidden + i] = acc + (add ? add[static_cast<long>(t) * hidden + i] : 0.f);
+  // Block (256 channels, token): a token's channels over many blocks (one block a token had taken
+  // 18 us a layer at batch 1 on an H100); the same sums in the same order.
+  const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= hidden) return;
+  float acc = 0.f;
+  for (int k = 0; k < top_k; ++k) {
+    const long p = static_cast<long>(t) * top_k + k, row = pair_pos ? pair_pos[p] : p;
+    if (row >= 0) acc += weight[p] * pair_out[row * hidden + i];
   }
+  y[static_cast<long>(t) * hidden + i] = acc + (add ? add[static_cast<long>(t) * hidden + i] : 0.f);
 }
 
 __global__ void moe_local_experts_kernel(std::int32_t* expert, int pairs, int first, int count) {
@@ -754,7 +755,7 @@ Status clamped_silu_and_mul_f32_cuda(const float* gate_up, float* y, int rows, i
 Status moe_combine_f32_cuda(const float* pair_out, const std::int32_t* pair_pos, const float* weight, int tokens, int top_k,
                             int hidden, const float* add, float* y, Stream stream) {
   if (tokens == 0) return {};
-  moe_combine_f32_kernel<<<tokens, 256, 0, stream>>>(pair_out, pair_pos, weight, top_k, hidden, add, y);
+  moe_combine_f32_kernel<<<dim3((hidden + 255) / 256, tokens), 256, 0, stream>>>(pair_out, pair_pos, weight, top_k, hidden, add, y);
   return TANDEM_CUDA_LAUNCHED("moe_combine_f32_kernel");
 }
 

@@ -394,7 +394,7 @@ void products(std::vector<Row>& rows) {
   absorption(rows, 2, 2, 24, 16, 512, 193);  // the default shape's latent: 2 chunks of 8 a lane
   absorption(rows, 1, 3, 9, 5, 264, 293);    // 33 chunks: the second round of lanes partial
   // Combine: 5 tokens of top 3 pairs, with and without the shared experts' rows added.
-  const int tokens = 5, top_k = 3, hidden = 48;
+  const int tokens = 5, top_k = 3, hidden = 300;  // two blocks of 256 channels a token, the second partial
   const auto pair_out = normal(sz(tokens * top_k * hidden), 1.f, 96), weight = normal(sz(tokens * top_k), 0.5f, 97);
   const auto add = normal(sz(tokens * hidden), 1.f, 98);
   // With pair_pos: the pairs' rows sorted by expert elsewhere (a permutation), one of another rank (-1).
@@ -411,7 +411,7 @@ void products(std::vector<Row>& rows) {
       op_ok(k::moe_combine_f32_cuda(d_pairs.p(), sorted ? d_pos.p() : nullptr, d_weight.p(), tokens, top_k, hidden,
                                     with_add ? d_add.p() : nullptr, d_out.p(), nullptr));
       push(rows, "moe_combine_f32",
-           std::string("5 tokens x top 3 x 48") + (with_add ? " + shared" : "") + (sorted ? ", pair_pos (one -1)" : ""),
+           std::string("5 tokens x top 3 x 300") + (with_add ? " + shared" : "") + (sorted ? ", pair_pos (one -1)" : ""),
            check_program::rel_error(d_out.get(), y), 1e-5);
     }
   // Tensor parallel: the pairs routed to this rank's experts [3, 6) renumbered, the others -1.
