@@ -46,6 +46,7 @@
 #include "tandem/kernels/rows_mma.hpp"
 #include "tandem/kernels/sampling_cuda.hpp"
 #include "tandem/model/cuda/cuda_decoder.hpp"  // cuda_error, FirstError
+#include "tandem/model/cuda/cuda_graph.hpp"
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/model/safetensors.hpp"
 #include "tandem/spec/dflash_cuda.hpp"
@@ -60,6 +61,7 @@ namespace {
 namespace k = tandem::kernels;
 using model::error;
 using model::cuda::DeviceBuffer;
+using model::cuda::capture_graph;
 using model::cuda::FirstError;
 using model::cuda::Uploader;
 constexpr k::DType kBf16 = k::DType::bf16;
@@ -526,15 +528,10 @@ Status DFlashCuda::capture_context_graphs() {
     for (int t = 0; t < Tn; ++t) pos[t] = 0, pos[Tn + t] = num_blocks_ * block_size_ + t % block_size_;
     upload(ctx_host_, ctx_pos(), 2 * static_cast<std::size_t>(Tn), err);
     err(enqueue_context(Tn));
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin context capture"));
     if (!err.ok()) break;
-    err(enqueue_context(Tn));
-    err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end context capture"));
-    if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate context graph"));
-    if (g) cudaGraphDestroy(g);
-    if (err.ok()) context_graphs_[Tn] = exec;
+    auto exec = capture_graph(stream_, [&] { return enqueue_context(Tn); }, "context graph of " + std::to_string(Tn) + " rows");
+    if (exec) context_graphs_[Tn] = exec.value();
+    else err(exec.error());
     // The staged inputs are rewritten for the next size: this one's copy must have read them.
     err(TANDEM_CUDA_STATUS(cudaStreamSynchronize(stream_), "drafter context graphs"));
   }
@@ -764,18 +761,11 @@ Status DFlashCuda::enqueue_fused(int T, int R, int max_context) {
 }
 
 Status DFlashCuda::capture(int B, int n) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FirstError err;
-  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin drafter capture"));
-  if (!err.ok()) return err.status;
   // Attending up to max-model-len, so the graph serves every later context.
-  err(enqueue(B * (n + 1), B * n, max_len_));
-  err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end drafter capture"));
-  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate drafter graph"));
-  if (g) cudaGraphDestroy(g);
-  if (!err.ok()) return err.status;
-  graphs_[{B, n}] = exec;
+  auto exec = capture_graph(stream_, [&] { return enqueue(B * (n + 1), B * n, max_len_); },
+                            "drafter graph of " + std::to_string(B) + " x " + std::to_string(n) + " drafts");
+  if (!exec) return exec.error();
+  graphs_[{B, n}] = exec.value();
   return {};
 }
 

@@ -315,20 +315,12 @@ Status GlmDecoderCuda::run_pass(std::span<const PagedWork> work, bool invariant)
 }
 
 Status GlmDecoderCuda::capture(int B, int per) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FirstError err;
-  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
-  if (!err.ok()) return err.status;
   capturing_ = true;
-  err(enqueue(B * per, B * per, max_len_));
+  auto exec = capture_graph(stream_, [&] { return enqueue(B * per, B * per, max_len_); },
+                            "step graph of " + std::to_string(B) + " x " + std::to_string(per) + " tokens");
   capturing_ = false;
-  const cudaError_t end = cudaStreamEndCapture(stream_, &g);
-  err(TANDEM_CUDA_STATUS(end, "end capture"));
-  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
-  if (g) cudaGraphDestroy(g);
-  if (!err.ok()) return err.status;
-  graphs_[{B, per}] = exec;
+  if (!exec) return exec.error();
+  graphs_[{B, per}] = exec.value();
   return {};
 }
 

@@ -192,19 +192,11 @@ Result<int> Glm5NextCuda::run(std::span<const PagedWork> work) {
 }
 
 Status Glm5NextCuda::capture(int B) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FirstError err;
-  err(TANDEM_CUDA_STATUS(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture"));
-  if (!err.ok()) return err.status;
   capturing_ = true;
-  err(enqueue(B, B, B));
+  auto exec = capture_graph(stream_, [&] { return enqueue(B, B, B); }, "decode graph of " + std::to_string(B) + " sequences");
   capturing_ = false;
-  err(TANDEM_CUDA_STATUS(cudaStreamEndCapture(stream_, &g), "end capture"));
-  if (err.ok()) err(TANDEM_CUDA_STATUS(cudaGraphInstantiate(&exec, g, 0), "instantiate graph"));
-  if (g) cudaGraphDestroy(g);
-  if (!err.ok()) return err.status.error().with_context("capturing the decode graph of " + std::to_string(B) + " sequences");
-  graphs_[B] = exec;
+  if (!exec) return exec.error();
+  graphs_[B] = exec.value();
   return {};
 }
 

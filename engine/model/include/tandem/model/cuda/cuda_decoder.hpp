@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/model/cuda/cuda_graph.hpp"
 #include "tandem/model/cuda/device_buffer.hpp"
 #include "tandem/model/cuda/quant_weight.hpp"
 #include "tandem/kernels/cuda_check.hpp"
