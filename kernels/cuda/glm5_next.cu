@@ -388,6 +388,13 @@ __device__ __forceinline__ void pool_put(__nv_fp8_storage_t* r, int i, float x, 
   r[i] = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
 }
 
+// Opts a kernel in to `shared` bytes of dynamic shared memory where that is past the 48 KB default.
+template <class Kernel>
+cudaError_t allow_shared(Kernel kernel, std::size_t shared) {
+  return shared > 48 * 1024 ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared))
+                            : cudaSuccess;
+}
+
 // Launches kernel<T> for the pool's element type.
 #define TANDEM_DSA_POOL_DISPATCH(pool, ...)                                          \
   switch ((pool).type) {                                                             \
@@ -876,8 +883,7 @@ Status dsa_select_cuda(const DsaShape& s, const DsaPool& pool, const float* iq, 
   const std::size_t shared = static_cast<std::size_t>(s.index_heads) * static_cast<std::size_t>(s.index_dim) * sizeof(float);
   cudaError_t attr = cudaSuccess;
   TANDEM_DSA_POOL_DISPATCH(pool, {
-    if (shared > 48 * 1024)
-      attr = cudaFuncSetAttribute(dsa_select_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    attr = allow_shared(dsa_select_kernel<T>, shared);
     if (attr == cudaSuccess)
       dsa_select_kernel<T><<<tokens, 256, shared, stream>>>(s, pool, iq, ld_iq, iw, kpool_ape, token_seq, token_pos, scores,
                                                             chosen, max_pools, sel, sel_n, max_sel);
@@ -896,8 +902,7 @@ Status dsa_attention_cuda(const DsaShape& s, const DsaPool& pool, int heads, con
   const dim3 grid(tokens, heads);
   cudaError_t attr = cudaSuccess;
   TANDEM_DSA_POOL_DISPATCH(pool, {
-    if (shared > 48 * 1024)
-      attr = cudaFuncSetAttribute(dsa_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    attr = allow_shared(dsa_attention_kernel<T>, shared);
     if (attr == cudaSuccess)
       dsa_attention_kernel<T><<<grid, 128, shared, stream>>>(s, pool, heads, q_lat, q_rope, ld_q, head_stride, token_seq, sel,
                                                              sel_n, max_sel, scale, out_lat);

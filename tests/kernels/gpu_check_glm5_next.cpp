@@ -189,7 +189,6 @@ void kda(std::vector<Row>& rows, const k::KdaShape& s, const std::string& name, 
   push(rows, "kda_recurrent", name + "; outputs, all slots' states", err, 1e-4);
 }
 
-// long-function: one DSA layer checked in the order it runs: inputs, indexer selection, then attention vs the CPU.
 // A DSA pool of `type` over `bytes` (host or device) for one sequence.
 k::DsaPool dsa_pool(void* bytes, k::DType type, float scale, int width, const std::int32_t* table, int blocks, int block) {
   k::DsaPool p;
@@ -199,6 +198,7 @@ k::DsaPool dsa_pool(void* bytes, k::DType type, float scale, int width, const st
 // fp8 pools are checked at a scale other than 1, so that the kernels' x / scale and fp8 * scale are.
 float pool_scale(k::DType type) { return type == k::DType::fp8_e4m3 ? 0.75f : 1.f; }
 
+// long-function: one DSA layer checked in the order it runs: inputs, indexer selection, then attention vs the CPU.
 void dsa(std::vector<Row>& rows, const k::DsaShape& s, const std::string& name, std::uint32_t seed, k::DType type) {
   const int kp = s.kpool, D = s.index_dim, IH = s.index_heads, L = s.lora_kv, R = s.rope;
   const int width = L + R + 2 * D, n = 37, block = 8, blocks = (n + block - 1) / block;

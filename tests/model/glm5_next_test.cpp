@@ -239,7 +239,7 @@ TEST_CASE("glm5_next: kv_cache_dtype picks the DSA pool's type, and a pool it ca
 }
 
 // The CPU reference of the CUDA model's bf16 / fp8 DSA pools: rows that stand for such a pool hold
-// values of that type, the logits move (the rounding is really applied) but stay near fp32 rows'.
+// values of that type and the logits move (the rounding is really applied); bf16 rows' stay near fp32 rows'.
 TEST_CASE("glm5_next: rows that stand for a bf16 or fp8 pool hold that type's values") {
   using tandem::kernels::DType;
   auto model = load_model(fixture_dir(kFixture));
