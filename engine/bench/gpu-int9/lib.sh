@@ -19,6 +19,12 @@ check() {  # check NAME SECONDS [VAR=value ...] COMMAND...
   printf '%-36s exit %3d %4d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -v '^\s*$' "$O/$name.txt" | tail -1 | cut -c1-110)"
   [ "$rc" -eq 0 ] || failed+=("$name")
 }
+kernel_group() {  # kernel_group GROUP PATTERN: gpu_check GROUP (its rows matching PATTERN shown), then under memcheck
+  check "gpu_check_$1" 60 "$B/gpu_check" "$1"
+  grep -E "$2|FAIL|passed|failed" "$O/gpu_check_$1.txt" | cut -c1-200 | tail -30
+  check "gpu_check_$1_memcheck" 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" "$1"
+  grep -E "ERROR SUMMARY" "$O/gpu_check_$1_memcheck.txt" | tail -1
+}
 bench() {  # bench NAME SECONDS MODEL [VAR=value ...] -- FLAGS...
   local name=$1 limit=$2 model=$3 t0=$SECONDS envs=(); shift 3
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift

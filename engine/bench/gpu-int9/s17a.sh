@@ -15,10 +15,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-150}
 source "$here/lib.sh"
-check gpu_check_glm5_next 60 "$B/gpu_check" glm5_next
-grep -E "dsa_|FAIL|passed|failed" "$O/gpu_check_glm5_next.txt" | cut -c1-200 | tail -30
-check gpu_check_glm5_next_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" glm5_next
-grep -E "ERROR SUMMARY" "$O/gpu_check_glm5_next_memcheck.txt" | tail -1
+kernel_group glm5_next "dsa_"
 check glm5_next_cuda_check 120 "$B/glm5_next_cuda_check" "$FX"
 grep -E "^#|^## |scales|FAIL|PASS|greedy|one token per step|all prompts" "$O/glm5_next_cuda_check.txt" | cut -c1-200
 # argv[3] names the one fp8 / NVFP4 rewrite to run: "none:none" runs none (the pool types do run).

@@ -10,10 +10,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-200}
 source "$here/lib.sh"
-check gpu_check_glm5_next 60 "$B/gpu_check" glm5_next
-grep -E "hc_collapse|FAIL|passed|failed" "$O/gpu_check_glm5_next.txt" | cut -c1-200 | tail -12
-check gpu_check_glm5_next_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_check" glm5_next
-grep -E "ERROR SUMMARY" "$O/gpu_check_glm5_next_memcheck.txt" | tail -1
+kernel_group glm5_next "hc_collapse"
 check glm5_next_cuda_check 120 "$B/glm5_next_cuda_check" "$FX"
 grep -E "^#|^## |FAIL|PASS" "$O/glm5_next_cuda_check.txt" | cut -c1-200
 # The capture of every CUDA graph now goes through one helper (cuda_graph.hpp): the decoders' decode
