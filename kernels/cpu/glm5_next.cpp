@@ -1,4 +1,4 @@
-// CPU references of glm5_next's kernels (glm5_next.hpp, cuda/glm5_next.cu), following transformers
+// CPU references of glm5_next's kernels (glm5_next.hpp, cuda/glm5_next.cu and glm5_next_dsa.cu), following transformers
 // 5.17's modeling_glm5_next in fp32 with fp64 sums. The model's CPU path (engine/model/src/glm5_next*.cpp)
 // runs on these, so the reference the GPU is checked against is the one checked against transformers.
 #include <algorithm>

@@ -4,8 +4,10 @@
 // reference is an op of the layer already it is named here instead:
 //   rms_norm_f32 rmsnorm_cpu (rmsnorm.hpp)    to_bf16 / to_f32 round_bf16 (dtype.hpp)
 //   linear_f32   linear_cpu (linear.hpp)      dsa_attention     attention_cpu (attention.hpp) over the selected rows
-// First version, correct before fast: fp32 activations and state, one block per token (or per
-// sequence and head for the recurrence, which walks its tokens one by one). All pointers of the
+// Written correct before fast: fp32 activations and state, mostly one block per token (or per
+// sequence and head for the recurrence); the decode-sized glue (the collapse, the indexer, the
+// absorptions, the MoE combine) since spread wider, as each says. CUDA sources: cuda/glm5_next.cu,
+// cuda/glm5_next_dsa.cu (the DSA attention), cuda/kda_chunk.cu (the chunked recurrence). All pointers of the
 // CUDA functions are device buffers, of the CPU ones host memory; "bf16" pointers hold
 // __nv_bfloat16. nvcc compiles this header as C++17.
 #pragma once
