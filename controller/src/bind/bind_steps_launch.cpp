@@ -134,6 +134,12 @@ StepOutcome run_serve_wait(BindContext& ctx, const Step& s) {
       // tandem-serve says where its start-up time went; the report charts it. Other engines
       // answer something else (or nothing), which is no failure.
       if (json phases = all_startup_phases(ctx, r->body); !phases.empty()) evidence["startup"] = phases;
+      // The head's agent marks its rank ready when asked (engine.wait_ready). A head that was
+      // still loading at the rendezvous bound was never asked again, so `status` said "starting"
+      // after a bind that had bound (seen under load in CI): ask it now that the port answers.
+      // Bookkeeping, not the lane: an agent that cannot say so does not fail the step.
+      AgentReply a = ctx.agent(s.node).engine_wait_ready(Millis(5000));
+      evidence["agent_phase"] = a.ok ? field(a.body, "engine").value("phase", "") : "not confirmed: " + a.error;
       return StepOutcome::success(evidence, "/health answered 200");
     }
     last = r ? "HTTP " + std::to_string(r->status) : r.error().message;
