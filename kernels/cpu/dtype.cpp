@@ -64,4 +64,21 @@ float fp8_e4m3_to_float(std::uint8_t b) {
   return sign * std::ldexp(1.f + static_cast<float>(m) / 8.f, e - 7);
 }
 
+float load_element(DType t, const void* p, long i, float scale) {
+  switch (t) {
+    case DType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]);
+    case DType::fp8_e4m3: return fp8_e4m3_to_float(static_cast<const std::uint8_t*>(p)[i]) * scale;
+    case DType::f32: break;
+  }
+  return static_cast<const float*>(p)[i];
+}
+
+void store_element(DType t, void* p, long i, float x, float scale) {
+  switch (t) {
+    case DType::bf16: static_cast<std::uint16_t*>(p)[i] = bf16_from_float(x); return;
+    case DType::fp8_e4m3: static_cast<std::uint8_t*>(p)[i] = fp8_e4m3_from_float(x / scale); return;
+    case DType::f32: static_cast<float*>(p)[i] = x; return;
+  }
+}
+
 }  // namespace tandem::kernels

@@ -25,28 +25,19 @@ void l2normalise(float* x, int n, double scale) {
   for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv);
 }
 
-// Entry i of the row of position pos of sequence seq, as the pool stores it (DsaPool::type).
+// The slot of position pos of sequence seq; its row's entries are DsaPool::type (dtype.hpp's
+// load_element / store_element).
 long pool_slot(const DsaPool& p, int seq, int pos) {
   return static_cast<long>(p.tables[static_cast<long>(seq) * p.max_blocks + pos / p.block_size]) * p.block_size +
          pos % p.block_size;
 }
 float pool_get(const DsaPool& p, int seq, int pos, int i) {
-  const long e = pool_slot(p, seq, pos) * p.width + i;
-  switch (p.type) {
-    case DType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(p.rows)[e]);
-    case DType::fp8_e4m3: return fp8_e4m3_to_float(static_cast<const std::uint8_t*>(p.rows)[e]) * p.scale;
-    case DType::f32: break;
-  }
-  return static_cast<const float*>(p.rows)[e];
+  return load_element(p.type, p.rows, pool_slot(p, seq, pos) * p.width + i, p.scale);
 }
-// Stores a computed row's first n entries into the pool's element type.
+// Stores a computed row's first n entries.
 void pool_put(const DsaPool& p, int seq, int pos, const float* row, int n) {
   const long e = pool_slot(p, seq, pos) * p.width;
-  for (int i = 0; i < n; ++i) switch (p.type) {
-      case DType::bf16: static_cast<std::uint16_t*>(p.rows)[e + i] = bf16_from_float(row[i]); break;
-      case DType::fp8_e4m3: static_cast<std::uint8_t*>(p.rows)[e + i] = fp8_e4m3_from_float(row[i] / p.scale); break;
-      case DType::f32: static_cast<float*>(p.rows)[e + i] = row[i]; break;
-    }
+  for (int i = 0; i < n; ++i) store_element(p.type, p.rows, e + i, row[i], p.scale);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // The MLA decode kernel's shape rule and its CPU reference (paged_attention.hpp).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "tandem/kernels/paged_attention.hpp"
@@ -17,9 +16,8 @@ bool paged_attention_mla_fits(DType act, int n_tokens, int q_heads, const PagedK
 void paged_attention_mla_cpu(const float* q, int n_tokens, const std::int32_t* token_seq, const std::int32_t* token_pos,
                              int q_heads, const PagedKvLayout& l, const std::uint8_t* cache,
                              const std::int32_t* block_tables, int max_blocks_per_seq, float scale, float* out) {
-  const bool fp8 = l.dtype == DType::fp8_e4m3;
   const size_t qk = static_cast<size_t>(l.qk_dim), vd = static_cast<size_t>(l.v_dim);
-  const long row_bytes = static_cast<long>(l.qk_dim) * (fp8 ? 1 : 2);
+  const long row_bytes = static_cast<long>(l.qk_dim) * dtype_bytes(l.dtype);
   std::vector<float> keys;  // the token's context, dequantised: [n, qk_dim]
   std::vector<double> score, acc(vd);
   for (int t = 0; t < n_tokens; ++t) {
@@ -30,11 +28,8 @@ void paged_attention_mla_cpu(const float* q, int n_tokens, const std::int32_t* t
       const long jj = static_cast<long>(j);
       const long slot = static_cast<long>(table[jj / l.block_size]) * l.block_size + jj % l.block_size;
       const std::uint8_t* row = cache + slot * row_bytes;
-      for (size_t d = 0; d < qk; ++d) {
-        std::uint16_t b = 0;
-        if (!fp8) std::memcpy(&b, row + 2 * d, 2);
-        keys[j * qk + d] = fp8 ? fp8_e4m3_to_float(row[d]) * l.k_scale : bf16_to_float(b);
-      }
+      for (size_t d = 0; d < qk; ++d)
+        keys[j * qk + d] = load_element(l.dtype, row, static_cast<long>(d), l.k_scale);
     }
     score.resize(n);
     for (int h = 0; h < q_heads; ++h) {

@@ -25,6 +25,19 @@ __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
 
+// A cache element of type float, bf16 or __nv_fp8_storage_t (holding x / scale, saturating), written
+// and read back as the CPU's conversions in dtype.hpp do (store_element / load_element there).
+__device__ __forceinline__ void store_scaled(float* p, float x, float) { *p = x; }
+__device__ __forceinline__ void store_scaled(bf16* p, float x, float) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void store_scaled(__nv_fp8_storage_t* p, float x, float scale) {
+  *p = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ float load_scaled(const float* p, float) { return *p; }
+__device__ __forceinline__ float load_scaled(const bf16* p, float) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load_scaled(const __nv_fp8_storage_t* p, float scale) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(*p, __NV_E4M3))) * scale;
+}
+
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);

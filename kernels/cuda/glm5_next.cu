@@ -136,33 +136,26 @@ __global__ void hc_finish_kernel(HcShape s, const float* streams, const float* p
       const double lo = __shfl_sync(0xffffffffu, v[0], idx & 31), hi = __shfl_sync(0xffffffffu, v[1], idx & 31);
       return idx < 32 ? lo : hi;
     };
-    // Row i's softmax: each entry's logit, the row's max and sum over its entries in index order.
+    // The row and column of each entry this lane holds (an entry past the last: the last one's, unused).
+    int row[2], col[2];
     for (int q = 0; q < 2; ++q) {
       const int e = lane + 32 * q;
+      row[q] = min(e, hh - 1) / hc, col[q] = min(e, hh - 1) % hc;
       v[q] = e < hh ? mix(2 * hc + e) * scale[2] + base[2 * hc + e] : 0.0;
     }
-    double top[2], sum[2];
-    for (int q = 0; q < 2; ++q) top[q] = -1e300, sum[q] = 0;
+    // Row i's softmax: the row's max and its sum over its entries in index order.
+    double top[2] = {-1e300, -1e300}, sum[2] = {0, 0};
     for (int k = 0; k < hc; ++k)
-      for (int q = 0; q < 2; ++q) {
-        const int e = min(lane + 32 * q, hh - 1), i = e / hc;
-        top[q] = fmax(top[q], at(i * hc + k));
-      }
+      for (int q = 0; q < 2; ++q) top[q] = fmax(top[q], at(row[q] * hc + k));
     for (int q = 0; q < 2; ++q) v[q] = exp(v[q] - top[q]);
     for (int k = 0; k < hc; ++k)
-      for (int q = 0; q < 2; ++q) {
-        const int e = min(lane + 32 * q, hh - 1), i = e / hc;
-        sum[q] += at(i * hc + k);
-      }
+      for (int q = 0; q < 2; ++q) sum[q] += at(row[q] * hc + k);
     for (int q = 0; q < 2; ++q) v[q] = v[q] / sum[q] + eps;
     for (int it = 0; it < (s.sinkhorn_iters > 1 ? s.sinkhorn_iters : 1); ++it) {
       for (int pass = it > 0 ? 0 : 1; pass < 2; ++pass) {  // 0: rows (from the second iteration), 1: columns
         double total[2] = {0, 0};
         for (int k = 0; k < hc; ++k)
-          for (int q = 0; q < 2; ++q) {
-            const int e = min(lane + 32 * q, hh - 1), i = e / hc, j = e % hc;
-            total[q] += at(pass == 0 ? i * hc + k : k * hc + j);
-          }
+          for (int q = 0; q < 2; ++q) total[q] += at(pass == 0 ? row[q] * hc + k : k * hc + col[q]);
         for (int q = 0; q < 2; ++q) v[q] /= total[q] + eps;
       }
     }

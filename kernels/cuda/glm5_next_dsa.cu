@@ -25,16 +25,6 @@ __device__ __forceinline__ T* pool_row(const DsaPool& p, int seq, int pos) {
                     pos % p.block_size;
   return static_cast<T*>(p.rows) + slot * p.width;
 }
-__device__ __forceinline__ float pool_get(const float* r, int i, float) { return r[i]; }
-__device__ __forceinline__ float pool_get(const bf16* r, int i, float) { return __bfloat162float(r[i]); }
-__device__ __forceinline__ float pool_get(const __nv_fp8_storage_t* r, int i, float scale) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(r[i], __NV_E4M3))) * scale;
-}
-__device__ __forceinline__ void pool_put(float* r, int i, float x, float) { r[i] = x; }
-__device__ __forceinline__ void pool_put(bf16* r, int i, float x, float) { r[i] = __float2bfloat16_rn(x); }
-__device__ __forceinline__ void pool_put(__nv_fp8_storage_t* r, int i, float x, float scale) {
-  r[i] = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
-}
 
 // Opts a kernel in to `shared` bytes of dynamic shared memory where that is past the 48 KB default.
 template <class Kernel>
@@ -63,7 +53,7 @@ struct RowSink {
   float* amax;
   __device__ void operator()(int i, float x) const {
     if (amax) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(fabsf(x)));
-    else pool_put(row, i, x, scale);
+    else cuda::store_scaled(row + i, x, scale);
   }
 };
 
@@ -139,13 +129,13 @@ __global__ void dsa_select_kernel(DsaShape s, DsaPool pool, const float* iq, lon
       key[k] = 0.f;
       if (d >= D) continue;
       float top = -FLT_MAX;
-      for (int m = 0; m < kp; ++m) top = fmaxf(top, pool_get(pool_row<T>(pool, seq, p * kp + m), ig_at + d, ps) + ape[m * D + d]);
+      for (int m = 0; m < kp; ++m) top = fmaxf(top, cuda::load_scaled(pool_row<T>(pool, seq, p * kp + m) + ig_at + d, ps) + ape[m * D + d]);
       float sum = 0.f, acc = 0.f;
       for (int m = 0; m < kp; ++m) {
         const T* r = pool_row<T>(pool, seq, p * kp + m);
-        const float e = expf(pool_get(r, ig_at + d, ps) + ape[m * D + d] - top);
+        const float e = expf(cuda::load_scaled(r + ig_at + d, ps) + ape[m * D + d] - top);
         sum += e;
-        acc += e * pool_get(r, ik_at + d, ps);
+        acc += e * cuda::load_scaled(r + ik_at + d, ps);
       }
       key[k] = acc / sum;
     }
@@ -203,7 +193,7 @@ __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const 
   for (int j = warp; j < n; j += warps) {
     const T* r = rowp[j];
     float acc = 0.f;
-    for (int i = lane; i < W; i += 32) acc += q[i] * pool_get(r, i, ps);
+    for (int i = lane; i < W; i += 32) acc += q[i] * cuda::load_scaled(r + i, ps);
     acc = warp_sum(acc);
     if (lane == 0) score[j] = acc * scale;
   }
@@ -218,7 +208,7 @@ __global__ void dsa_attention_kernel(DsaShape s, DsaPool pool, int heads, const 
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     float acc = 0.f;
 #pragma unroll 4
-    for (int j = 0; j < n; ++j) acc += score[j] * pool_get(rowp[j], i, ps);
+    for (int j = 0; j < n; ++j) acc += score[j] * cuda::load_scaled(rowp[j] + i, ps);
     out[i] = n > 0 ? acc / sum : 0.f;
   }
 }

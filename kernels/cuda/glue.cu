@@ -115,15 +115,6 @@ __global__ void embed_rmsnorm_kernel(const bf16* table, int vocab, const std::in
 }
 
 template <class KV>
-__device__ void store(KV* p, float x, float scale);
-template <>
-__device__ void store<bf16>(bf16* p, float x, float) { *p = __float2bfloat16_rn(x); }
-template <>
-__device__ void store<__nv_fp8_storage_t>(__nv_fp8_storage_t* p, float x, float scale) {
-  *p = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
-}
-
-template <class KV>
 __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, const std::int32_t* token_seq,
                                           const std::int32_t* token_pos, const std::int32_t* tables, int max_blocks,
                                           int block_size, float scale, KV* cache) {
@@ -131,7 +122,7 @@ __global__ void latent_cache_write_kernel(const bf16* src, long ld, int width, c
   const long slot = static_cast<long>(tables[static_cast<long>(token_seq[t]) * max_blocks + pos / block_size]) * block_size +
                     pos % block_size;
   for (int i = threadIdx.x; i < width; i += blockDim.x)
-    store<KV>(cache + slot * width + i, __bfloat162float(src[t * ld + i]), scale);
+    cuda::store_scaled(cache + slot * width + i, __bfloat162float(src[t * ld + i]), scale);
 }
 
 // One block per row; 8 entries a thread-step (16 bytes of bf16 out).
@@ -237,7 +228,7 @@ __global__ void latent_prep_kernel(LatentPrep p) {
   }
   const int width = p.lora_kv + p.rope_dim;
   KV* out = static_cast<KV*>(p.cache) + slot * width;
-  normalised([&](int i, bf16 v) { store<KV>(out + i, __bfloat162float(v), p.scale); });
+  normalised([&](int i, bf16 v) { cuda::store_scaled(out + i, __bfloat162float(v), p.scale); });
   const bf16* kr = x + p.lora_kv;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {  // as rope_kernel
     const float a = __bfloat162float(p.interleaved ? kr[2 * i] : kr[i]);
@@ -245,8 +236,8 @@ __global__ void latent_prep_kernel(LatentPrep p) {
     double sn = sn0, cs = cs0;
     if (p.angles) cs = p.angles[static_cast<long>(t) * p.rope_dim + i], sn = p.angles[static_cast<long>(t) * p.rope_dim + half + i];
     else if (i != static_cast<int>(threadIdx.x)) sincos(static_cast<double>(static_cast<float>(pos) * p.inv_freq[i]), &sn, &cs);
-    store<KV>(out + p.lora_kv + i, __bfloat162float(__float2bfloat16_rn(static_cast<float>(a * cs - b * sn))), p.scale);
-    store<KV>(out + p.lora_kv + i + half, __bfloat162float(__float2bfloat16_rn(static_cast<float>(b * cs + a * sn))), p.scale);
+    cuda::store_scaled(out + p.lora_kv + i, __bfloat162float(__float2bfloat16_rn(static_cast<float>(a * cs - b * sn))), p.scale);
+    cuda::store_scaled(out + p.lora_kv + i + half, __bfloat162float(__float2bfloat16_rn(static_cast<float>(b * cs + a * sn))), p.scale);
   }
 }
 

@@ -91,35 +91,15 @@ class Dev {
   size_t n_;
 };
 
-// Activations on the device as fp32 or bf16 (bit patterns from the CPU's exact conversion).
 // Host bytes of x as type t stores it (fp8_e4m3: x / scale), and back (dtype.hpp's conversions).
 inline std::vector<std::uint8_t> encode(DType t, const std::vector<float>& x, float scale = 1.f) {
   std::vector<std::uint8_t> bytes(x.size() * static_cast<size_t>(tandem::kernels::dtype_bytes(t)));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::f32) {
-      std::memcpy(bytes.data() + 4 * i, &x[i], 4);
-    } else if (t == DType::bf16) {
-      const std::uint16_t b = tandem::kernels::bf16_from_float(x[i]);
-      std::memcpy(bytes.data() + 2 * i, &b, 2);
-    } else {
-      bytes[i] = tandem::kernels::fp8_e4m3_from_float(x[i] / scale);
-    }
-  }
+  for (size_t i = 0; i < x.size(); ++i) tandem::kernels::store_element(t, bytes.data(), static_cast<long>(i), x[i], scale);
   return bytes;
 }
 inline std::vector<float> decode(DType t, const std::vector<std::uint8_t>& bytes, float scale = 1.f) {
   std::vector<float> x(bytes.size() / static_cast<size_t>(tandem::kernels::dtype_bytes(t)));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::f32) {
-      std::memcpy(&x[i], bytes.data() + 4 * i, 4);
-    } else if (t == DType::bf16) {
-      std::uint16_t b;
-      std::memcpy(&b, bytes.data() + 2 * i, 2);
-      x[i] = tandem::kernels::bf16_to_float(b);
-    } else {
-      x[i] = tandem::kernels::fp8_e4m3_to_float(bytes[i]) * scale;
-    }
-  }
+  for (size_t i = 0; i < x.size(); ++i) x[i] = tandem::kernels::load_element(t, bytes.data(), static_cast<long>(i), scale);
   return x;
 }
 

@@ -64,9 +64,10 @@ void dsa_forward(const DsaLayer& w, const Glm5NextConfig& c, const float* x, int
                      ld_proj, rows, seq.data(), index.data(), pool, qr.data(), iw.data());
   // Rows that stand for a bf16 / fp8 device pool hold what that pool reads back.
   if (cached.element != k::DType::f32)
-    for (int t = 0; t < rows; ++t)
-      for (float* r = cached.row(first + t); r != cached.row(first + t) + cached.row_width; ++r)
-        *r = k::round_to(cached.element, *r, cached.scale);
+    for (int t = 0; t < rows; ++t) {
+      float* r = cached.row(first + t);
+      for (int i = 0; i < cached.row_width; ++i) r[i] = k::round_to(cached.element, r[i], cached.scale);
+    }
   std::vector<float> q(static_cast<size_t>(rows) * static_cast<size_t>(heads * qk));
   std::vector<float> iq(static_cast<size_t>(rows) * static_cast<size_t>(ih * id));
   for (int t = 0; t < rows; ++t) {

@@ -21,6 +21,11 @@ inline float round_bf16(float x) { return bf16_to_float(bf16_from_float(x)); }
 std::uint8_t fp8_e4m3_from_float(float x);
 float fp8_e4m3_to_float(std::uint8_t b);
 inline float round_fp8_e4m3(float x) { return fp8_e4m3_to_float(fp8_e4m3_from_float(x)); }
+// Element i of a buffer of type t as a float (fp8: its value times scale), and x stored there
+// (fp8: x / scale): how the CPU references and the checks read and write a typed cache, with the
+// conversions above (the GPU's cuda::load_scaled / store_scaled do the same).
+float load_element(DType t, const void* p, long i, float scale = 1.f);
+void store_element(DType t, void* p, long i, float x, float scale = 1.f);
 // What a cache of `t` reads back after storing x (fp8: one scale per tensor, as above).
 inline float round_to(DType t, float x, float scale = 1.f) {
   return t == DType::bf16 ? round_bf16(x) : t == DType::fp8_e4m3 ? round_fp8_e4m3(x / scale) * scale : x;
