@@ -11,6 +11,9 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd); budget=${BUDGET_S:-200}
 source "$here/lib.sh"
 kernel_group glm5_next "hc_collapse"
+# glue.cu's latent cache writes and the MLA kernels that read them: the typed element helpers (2eb0aac).
+kernel_group glue "latent"
+kernel_group mla_mha "fp8"
 check glm5_next_cuda_check 120 "$B/glm5_next_cuda_check" "$FX"
 grep -E "^#|^## |FAIL|PASS" "$O/glm5_next_cuda_check.txt" | cut -c1-200
 # The capture of every CUDA graph now goes through one helper (cuda_graph.hpp): the decoders' decode
